@@ -1,0 +1,320 @@
+//! The steering-behaviour catalogue as wire types.
+//!
+//! Parameters with a listed default may be omitted in JSON (the default is
+//! filled in on decode); the binary encoding always carries every field.
+//! `Option` parameters mean "server default" when absent.
+
+use crate::common::{AlignTarget, Point, Target};
+use crate::validate::always_valid;
+use serde::{Deserialize, Serialize};
+
+/// Default-value functions for `#[serde(default = ...)]`.
+mod d {
+    macro_rules! consts {
+        ($($name:ident = $v:expr),* $(,)?) => { $( pub fn $name() -> f32 { $v } )* };
+    }
+    consts!(
+        zero_one = 0.1, quarter = 0.25, half = 0.5, point_four = 0.4, point_six = 0.6,
+        one = 1.0, one_half = 1.5, two = 2.0, three = 3.0, four = 4.0, five = 5.0, ten = 10.0,
+    );
+}
+
+/// Which wander algorithm to use.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum WanderVariant {
+    /// Millington's wander: a target jittered on a circle ahead of the agent.
+    #[default]
+    Millington,
+    /// Reynolds' circle wander.
+    Circle,
+}
+
+/// How a path is traversed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum PathMode {
+    /// Stop at the last waypoint.
+    #[default]
+    Once,
+    /// Go back to the first waypoint after the last.
+    Loop,
+    /// Reverse direction at each end.
+    PingPong,
+}
+
+always_valid!(WanderVariant, PathMode, BehaviorKind);
+
+wire_struct! {
+    /// Arrival/alignment tuning shared by `Align`, `Face` and `LookWhereYouAreGoing`.
+    #[derive(Copy)]
+    pub struct AlignParams {
+        /// Radians within which the target orientation counts as reached (default 0.1).
+        #[serde(default = "d::zero_one")] pub target_radius: f32,
+        /// Radians within which rotation slows down (default 0.5).
+        #[serde(default = "d::half")] pub slow_radius: f32,
+        /// Seconds to reach the target rotation (default 0.1).
+        #[serde(default = "d::zero_one")] pub time_to_target: f32,
+    }
+}
+
+impl Default for AlignParams {
+    fn default() -> Self {
+        AlignParams { target_radius: 0.1, slow_radius: 0.5, time_to_target: 0.1 }
+    }
+}
+
+wire_struct! {
+    /// Move at full acceleration towards the target.
+    pub struct Seek { pub target: Target }
+}
+wire_struct! {
+    /// Move away from the target while closer than `panic_distance` (default 10).
+    pub struct Flee {
+        pub target: Target,
+        #[serde(default = "d::ten")] pub panic_distance: f32,
+    }
+}
+wire_struct! {
+    /// Seek that slows down and stops at the target.
+    pub struct Arrive {
+        pub target: Target,
+        /// default 1
+        #[serde(default = "d::one")] pub target_radius: f32,
+        /// default 5
+        #[serde(default = "d::five")] pub slow_radius: f32,
+        /// default 0.25
+        #[serde(default = "d::quarter")] pub time_to_target: f32,
+    }
+}
+wire_struct! {
+    /// Seek the predicted position of a moving agent.
+    pub struct Pursue {
+        pub target_agent: u32,
+        /// Seconds, default 5.
+        #[serde(default = "d::five")] pub max_prediction: f32,
+    }
+}
+wire_struct! {
+    /// Flee the predicted position of a moving agent.
+    pub struct Evade {
+        pub target_agent: u32,
+        /// default 10
+        #[serde(default = "d::ten")] pub panic_distance: f32,
+        /// default 5
+        #[serde(default = "d::five")] pub max_prediction: f32,
+    }
+}
+wire_struct! {
+    /// Rotate to an orientation (or another agent's).
+    pub struct Align {
+        pub target: AlignTarget,
+        #[serde(default)] pub align: AlignParams,
+    }
+}
+wire_struct! {
+    /// Rotate to face a point or agent.
+    pub struct Face {
+        pub target: Target,
+        #[serde(default)] pub align: AlignParams,
+    }
+}
+wire_struct! {
+    /// Rotate to face the direction of travel.
+    pub struct LookWhereYouAreGoing {
+        #[serde(default)] pub align: AlignParams,
+    }
+}
+wire_struct! {
+    /// Match another agent's velocity.
+    pub struct VelocityMatch {
+        pub target_agent: u32,
+        /// default 0.1
+        #[serde(default = "d::zero_one")] pub time_to_target: f32,
+    }
+}
+wire_struct! {
+    /// Random wandering.
+    pub struct Wander {
+        /// default `millington`
+        #[serde(default)] pub variant: WanderVariant,
+        /// default 1.5
+        #[serde(default = "d::one_half")] pub wander_offset: f32,
+        /// default 1
+        #[serde(default = "d::one")] pub wander_radius: f32,
+        /// Radians per tick of jitter, default 0.5.
+        #[serde(default = "d::half")] pub wander_rate: f32,
+    }
+}
+wire_struct! {
+    /// Arrive at random points within `radius` of the spawn point, re-drawn
+    /// every `interval_min..interval_max` seconds (defaults 1 and 2).
+    pub struct RandomTarget {
+        pub radius: f32,
+        #[serde(default = "d::one")] pub interval_min: f32,
+        #[serde(default = "d::two")] pub interval_max: f32,
+    }
+}
+wire_struct! {
+    /// Steer around static obstacles.
+    pub struct ObstacleAvoidance {
+        /// Absent = 4 × the agent's radius.
+        pub min_box_length: Option<f32>,
+        /// default 0.6
+        #[serde(default = "d::point_six")] pub braking_weight: f32,
+    }
+}
+wire_struct! {
+    /// Steer around obstacles with an ahead vector.
+    pub struct AheadAvoidance {
+        /// default 4
+        #[serde(default = "d::four")] pub ahead_len: f32,
+        /// default 0.4
+        #[serde(default = "d::point_four")] pub max_avoid_force: f32,
+    }
+}
+wire_struct! {
+    /// Keep away from walls.
+    pub struct WallAvoidance {
+        /// default 5
+        #[serde(default = "d::five")] pub look_ahead: f32,
+        /// default 3
+        #[serde(default = "d::three")] pub avoid_distance: f32,
+    }
+}
+wire_struct! {
+    /// Avoid collisions with other agents.
+    pub struct AgentAvoidance {
+        /// default 3
+        #[serde(default = "d::three")] pub look_ahead: f32,
+        /// default 2
+        #[serde(default = "d::two")] pub avoid_radius: f32,
+    }
+}
+wire_struct! {
+    /// Keep distance from neighbours (required radius).
+    pub struct Separation { pub neighbor_radius: f32 }
+}
+wire_struct! {
+    /// Move towards neighbours' centre (required radius).
+    pub struct Cohesion { pub neighbor_radius: f32 }
+}
+wire_struct! {
+    /// Match neighbours' heading (required radius).
+    pub struct Alignment { pub neighbor_radius: f32 }
+}
+wire_struct! {
+    /// Follow a polyline.
+    pub struct PathFollowing {
+        #[serde(deserialize_with = "crate::common::bounded::vec")] pub waypoints: Vec<Point>,
+        /// default 1
+        #[serde(default = "d::one")] pub path_radius: f32,
+        /// default `once`
+        #[serde(default)] pub mode: PathMode,
+    }
+}
+wire_struct! {
+    /// Follow a leader agent, staying `behind_distance` behind it and out of
+    /// its way within `leader_sight_radius` (both required).
+    pub struct LeaderFollowing {
+        pub leader: u32,
+        pub behind_distance: f32,
+        pub leader_sight_radius: f32,
+    }
+}
+
+wire_enum! {
+    /// One behaviour of the catalogue with its parameters.
+    pub enum Behavior / BehaviorKind {
+        Seek(Seek) = "seek",
+        Flee(Flee) = "flee",
+        Arrive(Arrive) = "arrive",
+        Pursue(Pursue) = "pursue",
+        Evade(Evade) = "evade",
+        Align(Align) = "align",
+        Face(Face) = "face",
+        LookWhereYouAreGoing(LookWhereYouAreGoing) = "look_where_you_are_going",
+        VelocityMatch(VelocityMatch) = "velocity_match",
+        Wander(Wander) = "wander",
+        RandomTarget(RandomTarget) = "random_target",
+        ObstacleAvoidance(ObstacleAvoidance) = "obstacle_avoidance",
+        AheadAvoidance(AheadAvoidance) = "ahead_avoidance",
+        WallAvoidance(WallAvoidance) = "wall_avoidance",
+        AgentAvoidance(AgentAvoidance) = "agent_avoidance",
+        Separation(Separation) = "separation",
+        Cohesion(Cohesion) = "cohesion",
+        Alignment(Alignment) = "alignment",
+        PathFollowing(PathFollowing) = "path_following",
+        LeaderFollowing(LeaderFollowing) = "leader_following",
+    }
+}
+
+fn default_weight() -> f32 {
+    1.0
+}
+
+wire_struct! {
+    /// A behaviour with its blending weight and priority group.
+    pub struct BehaviorEntry {
+        pub behavior: Behavior,
+        /// Blend weight, default 1.
+        #[serde(default = "default_weight")] pub weight: f32,
+        /// Priority group (lower runs first), default 0.
+        #[serde(default)] pub priority: u8,
+    }
+}
+
+impl From<Behavior> for BehaviorEntry {
+    fn from(behavior: Behavior) -> Self {
+        BehaviorEntry { behavior, weight: 1.0, priority: 0 }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::validate::Validate;
+
+    #[test]
+    fn json_defaults_fill_omitted_parameters() {
+        let b: Behavior =
+            serde_json::from_str(r#"{"type":"arrive","target":{"type":"agent","agent":3}}"#).unwrap();
+        let Behavior::Arrive(a) = b else { panic!("wrong variant {b:?}") };
+        assert!((a.target_radius - 1.0).abs() < 1e-6);
+        assert!((a.slow_radius - 5.0).abs() < 1e-6);
+        assert!((a.time_to_target - 0.25).abs() < 1e-6);
+        let w: Behavior = serde_json::from_str(r#"{"type":"wander"}"#).unwrap();
+        assert_eq!(
+            w,
+            Behavior::Wander(Wander {
+                variant: WanderVariant::Millington,
+                wander_offset: 1.5,
+                wander_radius: 1.0,
+                wander_rate: 0.5
+            })
+        );
+        let e: BehaviorEntry = serde_json::from_str(r#"{"behavior":{"type":"look_where_you_are_going"}}"#).unwrap();
+        assert_eq!(e.weight, 1.0);
+        assert_eq!(e.behavior.kind(), BehaviorKind::LookWhereYouAreGoing);
+        assert_eq!(e.behavior.kind().name(), "look_where_you_are_going");
+    }
+
+    #[test]
+    fn kind_names_roundtrip_through_json() {
+        assert_eq!(BehaviorKind::ALL.len(), 20);
+        for k in BehaviorKind::ALL {
+            let s = serde_json::to_string(k).unwrap();
+            assert_eq!(s, format!("\"{}\"", k.name()));
+            assert_eq!(serde_json::from_str::<BehaviorKind>(&s).unwrap(), *k);
+        }
+    }
+
+    #[test]
+    fn validate_names_nested_field() {
+        let e = BehaviorEntry::from(Behavior::Face(Face {
+            target: Target::Point(Point { x: 1.0, y: f32::NAN }),
+            align: AlignParams::default(),
+        }));
+        assert_eq!(e.validate().unwrap_err().field, "behavior.target.y");
+    }
+}

@@ -1,0 +1,238 @@
+//! Small types shared by client and server messages.
+
+use crate::validate::{Validate, always_valid};
+use serde::{Deserialize, Serialize};
+
+/// Deserializes a `Vec` without trusting the length prefix for preallocation.
+///
+/// serde's default `Vec` visitor may preallocate up to 1 MiB from a claimed
+/// length; this one reserves at most 64 elements up front and grows only as
+/// elements are actually decoded (each costs at least one input byte, and the
+/// input is bounded by the decode limit).
+pub(crate) mod bounded {
+    use serde::de::{Deserialize, Deserializer, SeqAccess, Visitor};
+    use std::marker::PhantomData;
+
+    pub fn vec<'de, D: Deserializer<'de>, T: Deserialize<'de>>(d: D) -> Result<Vec<T>, D::Error> {
+        struct V<T>(PhantomData<T>);
+        impl<'de, T: Deserialize<'de>> Visitor<'de> for V<T> {
+            type Value = Vec<T>;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("a sequence")
+            }
+            fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Vec<T>, A::Error> {
+                let mut out = Vec::with_capacity(seq.size_hint().unwrap_or(0).min(64));
+                while let Some(v) = seq.next_element()? {
+                    out.push(v);
+                }
+                Ok(out)
+            }
+        }
+        d.deserialize_seq(V(PhantomData))
+    }
+}
+
+wire_struct! {
+    /// A point in world units.
+    #[derive(Copy, Default)]
+    pub struct Point {
+        pub x: f32,
+        pub y: f32,
+    }
+}
+
+wire_struct! {
+    /// An axis-aligned rectangle in world units (`min` inclusive, `max` exclusive).
+    #[derive(Copy)]
+    pub struct Rect {
+        pub min_x: f32,
+        pub min_y: f32,
+        pub max_x: f32,
+        pub max_y: f32,
+    }
+}
+
+wire_struct! {
+    /// A circle in world units.
+    #[derive(Copy)]
+    pub struct Circle {
+        pub x: f32,
+        pub y: f32,
+        pub radius: f32,
+    }
+}
+
+wire_struct! {
+    /// Refers to another agent by id.
+    #[derive(Copy)]
+    pub struct AgentRef {
+        pub agent: u32,
+    }
+}
+
+wire_struct! {
+    /// An absolute orientation in radians (0 = +x, counter-clockwise).
+    #[derive(Copy)]
+    pub struct Orientation {
+        pub radians: f32,
+    }
+}
+
+wire_struct! {
+    /// The whole world (no fields).
+    #[derive(Copy, Default)]
+    pub struct WholeWorld {}
+}
+
+wire_enum! {
+    /// A steering target: a fixed point or another agent.
+    pub enum Target / TargetKind {
+        /// `{"type":"point","x":..,"y":..}`
+        Point(Point) = "point",
+        /// `{"type":"agent","agent":id}`
+        Agent(AgentRef) = "agent",
+    }
+}
+
+wire_enum! {
+    /// The target of `Align`: an absolute orientation or another agent's orientation.
+    pub enum AlignTarget / AlignTargetKind {
+        /// `{"type":"orientation","radians":..}`
+        Orientation(Orientation) = "orientation",
+        /// `{"type":"agent","agent":id}`
+        Agent(AgentRef) = "agent",
+    }
+}
+
+wire_enum! {
+    /// A subscription's area of interest.
+    pub enum Area / AreaKind {
+        /// Every AOI cell overlapping the rectangle.
+        Rect(Rect) = "rect",
+        /// Every AOI cell of the world.
+        WholeWorld(WholeWorld) = "whole_world",
+    }
+}
+
+wire_enum! {
+    /// Where a spawned group is placed (uniformly at random inside).
+    pub enum SpawnArea / SpawnAreaKind {
+        /// Inside a rectangle.
+        Rect(Rect) = "rect",
+        /// Inside a circle.
+        Circle(Circle) = "circle",
+    }
+}
+
+/// Frame encoding chosen by the client in `Hello`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Encoding {
+    /// bincode 2 in WebSocket binary frames (the default).
+    #[default]
+    Binary,
+    /// JSON in WebSocket text frames.
+    Json,
+}
+
+/// Stable error codes. JSON uses the snake_case names; binary uses the
+/// variant index (the order below, starting at 0). Never reorder.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ErrorCode {
+    /// 0: malformed message or a message not allowed now.
+    BadRequest,
+    /// 1: a field value is invalid; `field` names it.
+    InvalidField,
+    /// 2: no world of that name.
+    UnknownWorld,
+    /// 3: no agent with that id.
+    UnknownAgent,
+    /// 4: authenticated but not allowed.
+    Forbidden,
+    /// 5: missing or bad token.
+    Unauthorized,
+    /// 6: too many requests.
+    RateLimited,
+    /// 7: message or request too large.
+    TooLarge,
+    /// 8: server overloaded; retry later.
+    Busy,
+    /// 9: the thing asked for does not exist.
+    NotFound,
+    /// 10: `Hello.protocol_version` not supported.
+    UnsupportedVersion,
+    /// 11: server bug.
+    Internal,
+}
+
+impl ErrorCode {
+    /// Every code in wire order.
+    pub const ALL: &'static [ErrorCode] = &[
+        ErrorCode::BadRequest,
+        ErrorCode::InvalidField,
+        ErrorCode::UnknownWorld,
+        ErrorCode::UnknownAgent,
+        ErrorCode::Forbidden,
+        ErrorCode::Unauthorized,
+        ErrorCode::RateLimited,
+        ErrorCode::TooLarge,
+        ErrorCode::Busy,
+        ErrorCode::NotFound,
+        ErrorCode::UnsupportedVersion,
+        ErrorCode::Internal,
+    ];
+
+    /// The stable string name, e.g. `"unsupported_version"`.
+    pub fn name(self) -> &'static str {
+        match self {
+            ErrorCode::BadRequest => "bad_request",
+            ErrorCode::InvalidField => "invalid_field",
+            ErrorCode::UnknownWorld => "unknown_world",
+            ErrorCode::UnknownAgent => "unknown_agent",
+            ErrorCode::Forbidden => "forbidden",
+            ErrorCode::Unauthorized => "unauthorized",
+            ErrorCode::RateLimited => "rate_limited",
+            ErrorCode::TooLarge => "too_large",
+            ErrorCode::Busy => "busy",
+            ErrorCode::NotFound => "not_found",
+            ErrorCode::UnsupportedVersion => "unsupported_version",
+            ErrorCode::Internal => "internal",
+        }
+    }
+}
+
+impl std::fmt::Display for ErrorCode {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+always_valid!(Encoding, ErrorCode);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn error_code_names_match_serde() {
+        for (i, c) in ErrorCode::ALL.iter().enumerate() {
+            assert_eq!(serde_json::to_string(c).unwrap(), format!("\"{}\"", c.name()));
+            let bin = bincode::serde::encode_to_vec(c, bincode::config::standard()).unwrap();
+            assert_eq!(bin, vec![u8::try_from(i).unwrap()], "{c}");
+        }
+    }
+
+    #[test]
+    fn target_json_is_internally_tagged() {
+        let t = Target::Agent(AgentRef { agent: 7 });
+        assert_eq!(serde_json::to_string(&t).unwrap(), r#"{"type":"agent","agent":7}"#);
+        let back: Target = serde_json::from_str(r#"{"agent":7,"type":"agent"}"#).unwrap();
+        assert_eq!(back, t);
+        let bin = bincode::serde::encode_to_vec(&t, bincode::config::standard()).unwrap();
+        assert_eq!(bin, vec![1, 7]);
+        let (dec, n): (Target, usize) =
+            bincode::serde::decode_from_slice(&bin, bincode::config::standard()).unwrap();
+        assert_eq!((dec, n), (t, 2));
+    }
+}

@@ -1,0 +1,1 @@
+//! steer-proto: the steerd wire protocol. See `PROTOCOL.md`.

@@ -1,0 +1,120 @@
+//! Declarative helpers that define wire types once and derive both encodings.
+//!
+//! * [`wire_struct!`] — a plain serde struct plus its [`Validate`](crate::Validate)
+//!   implementation (finite-number checks naming the field path).
+//! * [`wire_enum!`] — an enum whose variants each wrap one struct. In JSON it is
+//!   internally tagged (`{"type": "snake_name", ...fields}`); in the binary
+//!   encoding it is bincode's externally tagged form (variant index as a varint,
+//!   then the payload). The switch uses `Serializer::is_human_readable`. Also
+//!   generates a fieldless `…Kind` enum with the same stable names.
+
+macro_rules! wire_struct {
+    (
+        $(#[$meta:meta])*
+        pub struct $name:ident {
+            $( $(#[$fmeta:meta])* pub $field:ident : $ty:ty ),* $(,)?
+        }
+    ) => {
+        $(#[$meta])*
+        #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+        pub struct $name {
+            $( $(#[$fmeta])* pub $field: $ty ),*
+        }
+
+        impl $crate::validate::Validate for $name {
+            #[allow(unused_variables)]
+            fn validate_at(
+                &self,
+                path: &mut $crate::validate::FieldPath,
+            ) -> Result<(), $crate::validate::FieldError> {
+                $( path.field(stringify!($field), |p| self.$field.validate_at(p))?; )*
+                Ok(())
+            }
+        }
+    };
+}
+
+macro_rules! wire_enum {
+    (
+        $(#[$meta:meta])*
+        pub enum $name:ident / $kind:ident {
+            $( $(#[$vmeta:meta])* $var:ident($ty:ty) = $tag:literal ),+ $(,)?
+        }
+    ) => {
+        $(#[$meta])*
+        #[derive(Debug, Clone, PartialEq)]
+        pub enum $name {
+            $( $(#[$vmeta])* $var($ty) ),+
+        }
+
+        #[doc = concat!("The variant names of [`", stringify!($name), "`], with their stable wire names.")]
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+        pub enum $kind {
+            $( #[doc = concat!("`\"", $tag, "\"`")] #[serde(rename = $tag)] $var ),+
+        }
+
+        impl $kind {
+            /// Every kind, in wire (variant index) order.
+            pub const ALL: &'static [$kind] = &[ $( $kind::$var ),+ ];
+
+            /// The stable wire name (`"type"` value in JSON).
+            pub fn name(self) -> &'static str {
+                match self { $( $kind::$var => $tag ),+ }
+            }
+        }
+
+        impl $name {
+            /// Which variant this is.
+            pub fn kind(&self) -> $kind {
+                match self { $( $name::$var(_) => $kind::$var ),+ }
+            }
+        }
+
+        impl $crate::validate::Validate for $name {
+            fn validate_at(
+                &self,
+                path: &mut $crate::validate::FieldPath,
+            ) -> Result<(), $crate::validate::FieldError> {
+                match self { $( $name::$var(v) => v.validate_at(path) ),+ }
+            }
+        }
+
+        const _: () = {
+            use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+            #[derive(Serialize)]
+            #[serde(tag = "type")]
+            enum TaggedRef<'a> { $( #[serde(rename = $tag)] $var(&'a $ty) ),+ }
+
+            #[derive(Serialize)]
+            enum PlainRef<'a> { $( #[serde(rename = $tag)] $var(&'a $ty) ),+ }
+
+            #[derive(Deserialize)]
+            #[serde(tag = "type")]
+            enum TaggedOwned { $( #[serde(rename = $tag)] $var($ty) ),+ }
+
+            #[derive(Deserialize)]
+            enum PlainOwned { $( #[serde(rename = $tag)] $var($ty) ),+ }
+
+            impl Serialize for $name {
+                fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+                    if s.is_human_readable() {
+                        match self { $( $name::$var(v) => TaggedRef::$var(v) ),+ }.serialize(s)
+                    } else {
+                        match self { $( $name::$var(v) => PlainRef::$var(v) ),+ }.serialize(s)
+                    }
+                }
+            }
+
+            impl<'de> Deserialize<'de> for $name {
+                fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+                    if d.is_human_readable() {
+                        Ok(match TaggedOwned::deserialize(d)? { $( TaggedOwned::$var(v) => $name::$var(v) ),+ })
+                    } else {
+                        Ok(match PlainOwned::deserialize(d)? { $( PlainOwned::$var(v) => $name::$var(v) ),+ })
+                    }
+                }
+            }
+        };
+    };
+}

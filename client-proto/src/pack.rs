@@ -1,0 +1,373 @@
+//! The packed binary layout of agent records inside `Keyframe` and `Delta`.
+//!
+//! In binary (bincode) messages the record lists are byte strings (bincode
+//! length prefix + bytes) whose content is described in PROTOCOL.md §5; in
+//! JSON they are plain arrays of objects. The `with` modules below switch on
+//! `is_human_readable`. Varints here are LEB128 (7 bits per byte, low first,
+//! high bit = more), always minimal; zig-zag maps `n` to `(n << 1) ^ (n >> 31)`.
+
+use crate::frames::{AgentChange, Motion, OrientChange};
+use crate::quant::{QAgent, heading, robust_heading};
+use thiserror::Error;
+
+/// Why a packed record section could not be encoded or decoded.
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+pub enum PackError {
+    /// Ids must be strictly increasing.
+    #[error("agent ids must be strictly increasing (at id {0})")]
+    Unsorted(u32),
+    /// The section ended inside a record.
+    #[error("record section ends inside a record")]
+    Truncated,
+    /// A varint is longer than needed, too long, or out of range.
+    #[error("bad varint ({0})")]
+    BadVarint(&'static str),
+    /// A value does not fit its field.
+    #[error("{0} out of range")]
+    OutOfRange(&'static str),
+    /// A reserved mode value was used.
+    #[error("reserved {0} mode")]
+    Reserved(&'static str),
+    /// The face flag was set on an agent with zero velocity.
+    #[error("face flag on agent {0} with zero velocity")]
+    FaceWithoutVelocity(u32),
+    /// A JSON agent change is inconsistent.
+    #[error("{0}")]
+    Inconsistent(&'static str),
+}
+
+pub(crate) fn zigzag(n: i32) -> u32 {
+    ((n << 1) ^ (n >> 31)) as u32
+}
+
+pub(crate) fn unzigzag(z: u32) -> i32 {
+    ((z >> 1) as i32) ^ -((z & 1) as i32)
+}
+
+fn put(out: &mut Vec<u8>, mut v: u64) {
+    while v >= 0x80 {
+        out.push((v as u8) | 0x80);
+        v >>= 7;
+    }
+    out.push(v as u8);
+}
+
+struct Reader<'a> {
+    buf: &'a [u8],
+    pos: usize,
+}
+
+impl Reader<'_> {
+    fn done(&self) -> bool {
+        self.pos >= self.buf.len()
+    }
+
+    fn byte(&mut self) -> Result<u8, PackError> {
+        let b = *self.buf.get(self.pos).ok_or(PackError::Truncated)?;
+        self.pos += 1;
+        Ok(b)
+    }
+
+    /// Minimal LEB128 of at most 64 bits.
+    fn u64(&mut self) -> Result<u64, PackError> {
+        let mut v = 0u64;
+        for i in 0..10 {
+            let b = self.byte()?;
+            let bits = u64::from(b & 0x7f);
+            if i == 9 && bits > 1 {
+                return Err(PackError::BadVarint("overflows 64 bits"));
+            }
+            v |= bits << (7 * i);
+            if b & 0x80 == 0 {
+                if b == 0 && i > 0 {
+                    return Err(PackError::BadVarint("not minimal"));
+                }
+                return Ok(v);
+            }
+        }
+        Err(PackError::BadVarint("longer than 10 bytes"))
+    }
+
+    fn u32(&mut self, what: &'static str) -> Result<u32, PackError> {
+        u32::try_from(self.u64()?).map_err(|_| PackError::OutOfRange(what))
+    }
+
+    fn u16(&mut self, what: &'static str) -> Result<u16, PackError> {
+        u16::try_from(self.u64()?).map_err(|_| PackError::OutOfRange(what))
+    }
+
+    fn i32(&mut self, what: &'static str) -> Result<i32, PackError> {
+        self.u32(what).map(unzigzag)
+    }
+
+    /// Header varint: `(gap << bits) | flags`; returns `(id, flags)`.
+    fn header(&mut self, prev: &mut i64, bits: u32) -> Result<(u32, u64), PackError> {
+        let h = self.u64()?;
+        let id = *prev + 1 + (h >> bits) as i64;
+        let id = u32::try_from(id).map_err(|_| PackError::OutOfRange("agent id"))?;
+        *prev = i64::from(id);
+        Ok((id, h & ((1 << bits) - 1)))
+    }
+}
+
+/// Gap of `id` after `prev` (`id - prev - 1`), advancing `prev`.
+fn gap(prev: &mut i64, id: u32) -> Result<u64, PackError> {
+    let d = i64::from(id) - *prev - 1;
+    *prev = i64::from(id);
+    u64::try_from(d).map_err(|_| PackError::Unsorted(id))
+}
+
+const F_FACE: u64 = 1;
+const F_SAME_GROUP: u64 = 2;
+
+/// Packs absolute records (keyframe agents, delta `entered`).
+pub fn pack_records(agents: &[QAgent], out: &mut Vec<u8>) -> Result<(), PackError> {
+    let (mut prev, mut group) = (-1i64, 0u16);
+    for a in agents {
+        let d = gap(&mut prev, a.id)?;
+        let face = a.vel != [0, 0] && robust_heading(a.vel) == Some(a.orient);
+        let same = a.group == group;
+        let flags = if face { F_FACE } else { 0 } | if same { F_SAME_GROUP } else { 0 };
+        put(out, (d << 2) | flags);
+        if !same {
+            put(out, a.group.into());
+            group = a.group;
+        }
+        for v in [a.pos[0], a.pos[1], a.vel[0], a.vel[1]] {
+            put(out, zigzag(v).into());
+        }
+        if !face {
+            put(out, a.orient.into());
+        }
+    }
+    Ok(())
+}
+
+/// Unpacks absolute records.
+pub fn unpack_records(buf: &[u8]) -> Result<Vec<QAgent>, PackError> {
+    let mut r = Reader { buf, pos: 0 };
+    let (mut prev, mut group) = (-1i64, 0u16);
+    let mut out = Vec::with_capacity(buf.len() / 6);
+    while !r.done() {
+        let (id, flags) = r.header(&mut prev, 2)?;
+        if flags & F_SAME_GROUP == 0 {
+            group = r.u16("group")?;
+        }
+        let pos = [r.i32("pos.x")?, r.i32("pos.y")?];
+        let vel = [r.i32("vel.x")?, r.i32("vel.y")?];
+        let orient = if flags & F_FACE != 0 {
+            heading(vel).ok_or(PackError::FaceWithoutVelocity(id))?
+        } else {
+            r.u16("orient")?
+        };
+        out.push(QAgent { id, group, pos, vel, orient });
+    }
+    Ok(out)
+}
+
+const M_NONE: u64 = 0;
+const M_NIBBLES: u64 = 1;
+const M_VARINTS: u64 = 2;
+const O_KEEP: u64 = 0;
+const O_FACE: u64 = 1;
+const O_TURN: u64 = 2;
+
+/// Packs delta change records.
+pub fn pack_changes(changes: &[AgentChange], out: &mut Vec<u8>) -> Result<(), PackError> {
+    let mut prev = -1i64;
+    for c in changes {
+        let d = gap(&mut prev, c.id)?;
+        let zz = c.motion.map(|m| [m.dpos[0], m.dpos[1], m.dvel[0], m.dvel[1]].map(zigzag));
+        let motion = match zz {
+            None => M_NONE,
+            Some(z) if z.iter().all(|&v| v < 16) => M_NIBBLES,
+            Some(_) => M_VARINTS,
+        };
+        let orient = match c.orient {
+            OrientChange::Keep => O_KEEP,
+            OrientChange::Face => O_FACE,
+            OrientChange::Turn(_) => O_TURN,
+        };
+        put(out, (d << 4) | (orient << 2) | motion);
+        match zz {
+            Some(z) if motion == M_NIBBLES => {
+                out.push((z[0] | (z[1] << 4)) as u8);
+                out.push((z[2] | (z[3] << 4)) as u8);
+            }
+            Some(z) => z.iter().for_each(|&v| put(out, v.into())),
+            None => {}
+        }
+        if let OrientChange::Turn(t) = c.orient {
+            put(out, zigzag(t.into()).into());
+        }
+    }
+    Ok(())
+}
+
+/// Unpacks delta change records.
+pub fn unpack_changes(buf: &[u8]) -> Result<Vec<AgentChange>, PackError> {
+    let mut r = Reader { buf, pos: 0 };
+    let mut prev = -1i64;
+    let mut out = Vec::with_capacity(buf.len() / 3);
+    while !r.done() {
+        let (id, flags) = r.header(&mut prev, 4)?;
+        let motion = match flags & 3 {
+            M_NONE => None,
+            M_NIBBLES => {
+                let (a, b) = (r.byte()?, r.byte()?);
+                let n = |x: u8| unzigzag(u32::from(x & 15));
+                Some(Motion { dpos: [n(a), n(a >> 4)], dvel: [n(b), n(b >> 4)] })
+            }
+            M_VARINTS => Some(Motion {
+                dpos: [r.i32("dpos.x")?, r.i32("dpos.y")?],
+                dvel: [r.i32("dvel.x")?, r.i32("dvel.y")?],
+            }),
+            _ => return Err(PackError::Reserved("motion")),
+        };
+        let orient = match flags >> 2 {
+            O_KEEP => OrientChange::Keep,
+            O_FACE => OrientChange::Face,
+            O_TURN => {
+                let t = r.i32("dorient")?;
+                OrientChange::Turn(i16::try_from(t).map_err(|_| PackError::OutOfRange("dorient"))?)
+            }
+            _ => return Err(PackError::Reserved("orientation")),
+        };
+        out.push(AgentChange { id, motion, orient });
+    }
+    Ok(out)
+}
+
+/// Packs sorted ids as gaps.
+pub fn pack_ids(ids: &[u32], out: &mut Vec<u8>) -> Result<(), PackError> {
+    let mut prev = -1i64;
+    for &id in ids {
+        put(out, gap(&mut prev, id)?);
+    }
+    Ok(())
+}
+
+/// Unpacks gap-coded ids.
+pub fn unpack_ids(buf: &[u8]) -> Result<Vec<u32>, PackError> {
+    let mut r = Reader { buf, pos: 0 };
+    let mut prev = -1i64;
+    let mut out = Vec::with_capacity(buf.len());
+    while !r.done() {
+        out.push(r.header(&mut prev, 0)?.0);
+    }
+    Ok(out)
+}
+
+/// Generates a serde `with` module: packed bytes in binary, a plain array in JSON.
+macro_rules! packed_with {
+    ($module:ident, $t:ty, $pack:ident, $unpack:ident) => {
+        pub mod $module {
+            use super::*;
+            use serde::de::{Deserializer, Visitor};
+            use serde::ser::{Error as _, Serialize, Serializer};
+
+            pub fn serialize<S: Serializer>(v: &[$t], s: S) -> Result<S::Ok, S::Error> {
+                if s.is_human_readable() {
+                    v.serialize(s)
+                } else {
+                    let mut out = Vec::with_capacity(v.len() * 4);
+                    $pack(v, &mut out).map_err(S::Error::custom)?;
+                    s.serialize_bytes(&out)
+                }
+            }
+
+            pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<$t>, D::Error> {
+                if d.is_human_readable() {
+                    return crate::common::bounded::vec(d);
+                }
+                struct V;
+                impl<'de> Visitor<'de> for V {
+                    type Value = Vec<$t>;
+                    fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                        f.write_str("packed records")
+                    }
+                    fn visit_bytes<E: serde::de::Error>(self, b: &[u8]) -> Result<Self::Value, E> {
+                        $unpack(b).map_err(E::custom)
+                    }
+                }
+                d.deserialize_bytes(V)
+            }
+        }
+    };
+}
+
+packed_with!(records, QAgent, pack_records, unpack_records);
+packed_with!(changes, AgentChange, pack_changes, unpack_changes);
+packed_with!(ids, u32, pack_ids, unpack_ids);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn zigzag_maps_small_magnitudes_to_small_codes() {
+        let pairs = [(0, 0), (-1, 1), (1, 2), (-2, 3), (2, 4), (i32::MAX, u32::MAX - 1), (i32::MIN, u32::MAX)];
+        for (n, z) in pairs {
+            assert_eq!(zigzag(n), z);
+            assert_eq!(unzigzag(z), n);
+        }
+    }
+
+    #[test]
+    fn varints_are_minimal_leb128() {
+        let mut out = Vec::new();
+        put(&mut out, 300);
+        assert_eq!(out, [0xac, 0x02]);
+        let mut r = Reader { buf: &out, pos: 0 };
+        assert_eq!(r.u64(), Ok(300));
+        let mut r = Reader { buf: &[0x80, 0x00], pos: 0 };
+        assert_eq!(r.u64(), Err(PackError::BadVarint("not minimal")));
+        let mut r = Reader { buf: &[0xff; 11], pos: 0 };
+        assert!(r.u64().is_err());
+        let mut r = Reader { buf: &[0x80], pos: 0 };
+        assert_eq!(r.u64(), Err(PackError::Truncated));
+    }
+
+    #[test]
+    fn records_roundtrip_and_use_flags() {
+        let a = QAgent { id: 3, group: 0, pos: [100, -5], vel: [10, 0], orient: 0 };
+        let b = QAgent { id: 4, group: 2, pos: [0, 0], vel: [0, 0], orient: 77 };
+        let mut out = Vec::new();
+        pack_records(&[a, b], &mut out).unwrap();
+        // a: header (3<<2)|face|same = 15, pos 200, 9, vel 20, 0 (no orient)
+        assert_eq!(&out[..6], &[15, 0xc8, 0x01, 9, 20, 0]);
+        assert_eq!(unpack_records(&out).unwrap(), vec![a, b]);
+        assert_eq!(pack_records(&[b, a], &mut Vec::new()), Err(PackError::Unsorted(3)));
+        assert_eq!(pack_ids(&[5, 5], &mut Vec::new()), Err(PackError::Unsorted(5)));
+    }
+
+    #[test]
+    fn changes_use_nibbles_when_small() {
+        let small = AgentChange {
+            id: 0,
+            motion: Some(Motion { dpos: [1, -1], dvel: [7, -8] }),
+            orient: OrientChange::Face,
+        };
+        let big = AgentChange {
+            id: 9,
+            motion: Some(Motion { dpos: [8, 0], dvel: [0, 0] }),
+            orient: OrientChange::Turn(-300),
+        };
+        let mut out = Vec::new();
+        pack_changes(&[small, big], &mut out).unwrap();
+        assert_eq!(&out[..3], &[0b0101, 2 | (1 << 4), 14 | (15 << 4)]);
+        assert_eq!(out.len(), 3 + 1 + 4 + 2);
+        assert_eq!(unpack_changes(&out).unwrap(), vec![small, big]);
+        assert_eq!(unpack_changes(&[3]), Err(PackError::Reserved("motion")));
+        assert_eq!(unpack_changes(&[12]), Err(PackError::Reserved("orientation")));
+    }
+
+    #[test]
+    fn ids_reject_overflow() {
+        let mut out = Vec::new();
+        pack_ids(&[0, u32::MAX], &mut out).unwrap();
+        assert_eq!(unpack_ids(&out).unwrap(), vec![0, u32::MAX]);
+        out.push(0);
+        assert_eq!(unpack_ids(&out), Err(PackError::OutOfRange("agent id")));
+    }
+}

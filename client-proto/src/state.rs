@@ -1,0 +1,307 @@
+//! Client-side state: one agent map per (world, cell), fed by keyframes and deltas.
+
+use crate::frames::{AgentChange, Delta, Keyframe, OrientChange};
+use crate::messages::ServerMsg;
+use crate::quant::{QAgent, Quantization, checksum, heading};
+use std::collections::HashMap;
+use thiserror::Error;
+
+/// Why a frame could not be applied. After any of these the cell's state is
+/// unchanged; the client should resync (send `Subscribe` again).
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+pub enum ApplyError {
+    /// The delta does not chain on the state the client holds.
+    #[error("delta {tick} for world {world} cell {cell} needs base tick {base_tick}, client holds {held:?}")]
+    ChainBreak { world: u32, cell: u32, held: Option<u64>, base_tick: u64, tick: u64 },
+    /// `tick <= base_tick`.
+    #[error("delta tick {tick} is not after its base tick {base_tick}")]
+    TickNotAfterBase { tick: u64, base_tick: u64 },
+    /// A list is not strictly sorted by id.
+    #[error("{list} ids not strictly increasing at {id}")]
+    Unsorted { list: &'static str, id: u32 },
+    /// `left` names an agent the cell does not hold.
+    #[error("left agent {0} is not in the cell")]
+    UnknownLeft(u32),
+    /// `changed` names an agent the cell does not hold (or that just left).
+    #[error("changed agent {0} is not in the cell")]
+    UnknownChanged(u32),
+    /// `entered` names an agent the cell still holds.
+    #[error("entered agent {0} is already in the cell")]
+    DuplicateEntered(u32),
+    /// `face` on an agent whose new velocity is zero.
+    #[error("agent {0}: face orientation with zero velocity")]
+    FaceWithoutVelocity(u32),
+    /// The state after the frame does not hash to the frame's checksum.
+    #[error("checksum mismatch: frame says {expected:016x}, state hashes to {actual:016x}")]
+    ChecksumMismatch { expected: u64, actual: u64 },
+}
+
+fn check_sorted(list: &'static str, ids: impl Iterator<Item = u32>) -> Result<(), ApplyError> {
+    let mut prev: Option<u32> = None;
+    for id in ids {
+        if prev.is_some_and(|p| p >= id) {
+            return Err(ApplyError::Unsorted { list, id });
+        }
+        prev = Some(id);
+    }
+    Ok(())
+}
+
+/// Applies one change to the previous state of that agent.
+pub fn apply_change(prev: &QAgent, c: &AgentChange, q: &Quantization) -> Result<QAgent, ApplyError> {
+    let mut a = *prev;
+    if let Some(m) = c.motion {
+        for i in 0..2 {
+            a.vel[i] = prev.vel[i].wrapping_add(m.dvel[i]);
+            a.pos[i] = prev.pos[i].wrapping_add(q.predict(a.vel[i])).wrapping_add(m.dpos[i]);
+        }
+    }
+    a.orient = match c.orient {
+        OrientChange::Keep => prev.orient,
+        OrientChange::Face => heading(a.vel).ok_or(ApplyError::FaceWithoutVelocity(c.id))?,
+        OrientChange::Turn(t) => prev.orient.wrapping_add(t as u16),
+    };
+    Ok(a)
+}
+
+/// One cell's agents as the client holds them.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct CellState {
+    tick: u64,
+    agents: Vec<QAgent>,
+}
+
+impl CellState {
+    /// The cell state a keyframe describes.
+    pub fn from_keyframe(k: &Keyframe) -> Result<Self, ApplyError> {
+        check_sorted("keyframe", k.agents.iter().map(|a| a.id))?;
+        verify(k.checksum.map(|c| c.0), &k.agents)?;
+        Ok(CellState { tick: k.tick, agents: k.agents.clone() })
+    }
+
+    /// The state tick held.
+    pub fn tick(&self) -> u64 {
+        self.tick
+    }
+
+    /// Agents sorted by id.
+    pub fn agents(&self) -> &[QAgent] {
+        &self.agents
+    }
+
+    /// [`checksum`] of the held state.
+    pub fn checksum(&self) -> u64 {
+        checksum(&self.agents)
+    }
+
+    /// Applies a delta; on error the state is unchanged.
+    pub fn apply_delta(&mut self, d: &Delta, q: &Quantization) -> Result<(), ApplyError> {
+        if d.base_tick != self.tick {
+            return Err(ApplyError::ChainBreak {
+                world: d.world,
+                cell: d.cell,
+                held: Some(self.tick),
+                base_tick: d.base_tick,
+                tick: d.tick,
+            });
+        }
+        if d.tick <= d.base_tick {
+            return Err(ApplyError::TickNotAfterBase { tick: d.tick, base_tick: d.base_tick });
+        }
+        check_sorted("left", d.left.iter().copied())?;
+        check_sorted("changed", d.changed.iter().map(|c| c.id))?;
+        check_sorted("entered", d.entered.iter().map(|a| a.id))?;
+
+        let mut kept = Vec::with_capacity(self.agents.len() + d.entered.len());
+        let (mut left, mut changed) = (d.left.iter().peekable(), d.changed.iter().peekable());
+        for a in &self.agents {
+            if let Some(&&id) = left.peek() {
+                if id < a.id {
+                    return Err(ApplyError::UnknownLeft(id));
+                }
+                if id == a.id {
+                    left.next();
+                    continue;
+                }
+            }
+            match changed.peek() {
+                Some(c) if c.id < a.id => return Err(ApplyError::UnknownChanged(c.id)),
+                Some(c) if c.id == a.id => {
+                    kept.push(apply_change(a, c, q)?);
+                    changed.next();
+                }
+                _ => kept.push(*a),
+            }
+        }
+        if let Some(&id) = left.next() {
+            return Err(ApplyError::UnknownLeft(id));
+        }
+        if let Some(c) = changed.next() {
+            return Err(ApplyError::UnknownChanged(c.id));
+        }
+        let agents = if d.entered.is_empty() { kept } else { merge_entered(kept, &d.entered)? };
+        verify(d.checksum.map(|c| c.0), &agents)?;
+        self.agents = agents;
+        self.tick = d.tick;
+        Ok(())
+    }
+}
+
+fn merge_entered(kept: Vec<QAgent>, entered: &[QAgent]) -> Result<Vec<QAgent>, ApplyError> {
+    let mut out = Vec::with_capacity(kept.len() + entered.len());
+    let mut e = entered.iter().peekable();
+    for a in kept {
+        while let Some(n) = e.next_if(|n| n.id <= a.id) {
+            if n.id == a.id {
+                return Err(ApplyError::DuplicateEntered(n.id));
+            }
+            out.push(*n);
+        }
+        out.push(a);
+    }
+    out.extend(e);
+    Ok(out)
+}
+
+fn verify(expected: Option<u64>, agents: &[QAgent]) -> Result<(), ApplyError> {
+    match expected {
+        Some(expected) => {
+            let actual = checksum(agents);
+            if actual == expected { Ok(()) } else { Err(ApplyError::ChecksumMismatch { expected, actual }) }
+        }
+        None => Ok(()),
+    }
+}
+
+/// Everything a client sees: one [`CellState`] per (world, cell).
+#[derive(Debug, Clone, Default)]
+pub struct ClientState {
+    quant: Quantization,
+    cells: HashMap<(u32, u32), CellState>,
+}
+
+impl ClientState {
+    /// Empty state using the quantization announced in `Welcome`.
+    pub fn new(quant: Quantization) -> Self {
+        ClientState { quant, cells: HashMap::new() }
+    }
+
+    /// The quantization in use.
+    pub fn quantization(&self) -> &Quantization {
+        &self.quant
+    }
+
+    /// Applies a keyframe (replacing that cell).
+    pub fn apply_keyframe(&mut self, k: &Keyframe) -> Result<(), ApplyError> {
+        let cell = CellState::from_keyframe(k)?;
+        self.cells.insert((k.world, k.cell), cell);
+        Ok(())
+    }
+
+    /// Applies a delta to its cell.
+    pub fn apply_delta(&mut self, d: &Delta) -> Result<(), ApplyError> {
+        match self.cells.get_mut(&(d.world, d.cell)) {
+            Some(cell) => cell.apply_delta(d, &self.quant),
+            None => Err(ApplyError::ChainBreak {
+                world: d.world,
+                cell: d.cell,
+                held: None,
+                base_tick: d.base_tick,
+                tick: d.tick,
+            }),
+        }
+    }
+
+    /// Applies `Keyframe`/`Delta`, adopts `Welcome`'s quantization (and drops
+    /// all cells); returns whether the message touched the state.
+    pub fn apply(&mut self, msg: &ServerMsg) -> Result<bool, ApplyError> {
+        match msg {
+            ServerMsg::Keyframe(k) => self.apply_keyframe(k).map(|()| true),
+            ServerMsg::Delta(d) => self.apply_delta(d).map(|()| true),
+            ServerMsg::Welcome(w) => {
+                *self = ClientState::new(w.quantization);
+                Ok(true)
+            }
+            _ => Ok(false),
+        }
+    }
+
+    /// The cell, if held.
+    pub fn cell(&self, world: u32, cell: u32) -> Option<&CellState> {
+        self.cells.get(&(world, cell))
+    }
+
+    /// Keeps only `cells` of `world` (after a `Subscribed` result).
+    pub fn retain_cells(&mut self, world: u32, cells: &[u32]) {
+        self.cells.retain(|&(w, c), _| w != world || cells.contains(&c));
+    }
+
+    /// Drops every cell of `world` (after `Unsubscribe`).
+    pub fn remove_world(&mut self, world: u32) {
+        self.cells.retain(|&(w, _), _| w != world);
+    }
+
+    /// Every agent in view (the union of held cells), unordered.
+    pub fn agents(&self) -> impl Iterator<Item = (u32, &QAgent)> {
+        self.cells.iter().flat_map(|(&(w, _), c)| c.agents.iter().map(move |a| (w, a)))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::frames::{Checksum, FrameScope, encode_delta, encode_keyframe};
+
+    fn a(id: u32, x: i32) -> QAgent {
+        QAgent { id, group: 0, pos: [x, 0], vel: [0, 0], orient: 0 }
+    }
+
+    #[test]
+    fn chain_break_and_errors_leave_state_unchanged() {
+        let q = Quantization::default();
+        let scope = FrameScope { world: 0, cell: 1 };
+        let k = encode_keyframe(scope, 3, &[a(1, 0), a(2, 0)], true).unwrap();
+        let mut cs = ClientState::new(q);
+        cs.apply_keyframe(&k).unwrap();
+        let d = encode_delta(&k.agents, &[a(2, 5), a(3, 0)], scope, 3, 4, &q, true).unwrap();
+        let mut wrong = d.clone();
+        wrong.base_tick = 2;
+        assert!(matches!(cs.apply_delta(&wrong), Err(ApplyError::ChainBreak { held: Some(3), .. })));
+        let mut bad_sum = d.clone();
+        bad_sum.checksum = Some(Checksum(1));
+        assert!(matches!(cs.apply_delta(&bad_sum), Err(ApplyError::ChecksumMismatch { .. })));
+        let mut dup = d.clone();
+        dup.entered = vec![a(2, 0)];
+        dup.checksum = None;
+        dup.left.clear();
+        assert_eq!(cs.apply_delta(&dup), Err(ApplyError::DuplicateEntered(2)));
+        let mut unknown = d.clone();
+        unknown.left = vec![9];
+        assert_eq!(cs.apply_delta(&unknown), Err(ApplyError::UnknownLeft(9)));
+        assert_eq!(cs.cell(0, 1).unwrap().agents(), k.agents.as_slice());
+        cs.apply_delta(&d).unwrap();
+        assert_eq!(cs.cell(0, 1).unwrap().agents(), &[a(2, 5), a(3, 0)]);
+        assert_eq!(cs.cell(0, 1).unwrap().tick(), 4);
+        let mut other = d.clone();
+        other.cell = 7;
+        assert!(matches!(cs.apply_delta(&other), Err(ApplyError::ChainBreak { held: None, .. })));
+        cs.retain_cells(0, &[2]);
+        assert!(cs.cell(0, 1).is_none());
+    }
+
+    #[test]
+    fn change_of_left_agent_is_rejected() {
+        let q = Quantization::default();
+        let mut cell = CellState::from_keyframe(
+            &encode_keyframe(FrameScope::default(), 1, &[a(1, 0), a(2, 0)], false).unwrap(),
+        )
+        .unwrap();
+        let mut d = encode_delta(&[a(1, 0), a(2, 0)], &[a(1, 4), a(2, 0)], FrameScope::default(), 1, 2, &q, false)
+            .unwrap();
+        d.left = vec![1];
+        assert_eq!(cell.apply_delta(&d, &q), Err(ApplyError::UnknownChanged(1)));
+        d.left.clear();
+        d.tick = 1;
+        assert!(matches!(cell.apply_delta(&d, &q), Err(ApplyError::TickNotAfterBase { .. })));
+    }
+}

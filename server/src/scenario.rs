@@ -1,0 +1,899 @@
+//! JSON scenarios: world settings, obstacles, walls and agent groups with their behaviours.
+//!
+//! This module is the only place where scenario JSON meets the simulation: it deserializes
+//! (with the failing field's path in every error), then builds a [`World`] through the sim's
+//! validating API (whose errors are prefixed with the path of the group or object).
+
+use glam::Vec2;
+use serde::{Deserialize, Serialize};
+use thiserror::Error;
+
+use crate::sim::agent::Limits;
+use crate::sim::behaviors::{
+    Behavior, BehaviorEntry, Target, agent_avoidance, ahead_avoidance, align, alignment, arrive, cohesion, evade, face, flee,
+    look_where_you_are_going, obstacle_avoidance, pursue, random_target, seek, separation, velocity_match, wall_avoidance,
+    wander,
+};
+use crate::sim::error::SimError;
+use crate::sim::rng::Rng;
+use crate::sim::view::Bounds;
+use crate::sim::world::{EdgeRule, SpawnArea, SpawnSpec, TargetBinding, World, WorldConfig};
+
+/// Largest scenario file accepted, bytes.
+pub const MAX_SCENARIO_BYTES: usize = 16 << 20;
+
+/// Why a scenario could not be loaded.
+#[derive(Debug, Error)]
+pub enum ScenarioError {
+    /// The JSON is malformed or a field has the wrong type; `path` is the field's path.
+    #[error("scenario field `{path}`: {message}")]
+    Parse { path: String, message: String },
+    /// A value is out of range; the message names the field's path.
+    #[error("scenario {0}")]
+    Invalid(#[from] SimError),
+    /// The file is too large.
+    #[error("scenario is larger than {MAX_SCENARIO_BYTES} bytes")]
+    TooLarge,
+    /// The file could not be read.
+    #[error("cannot read scenario {path}: {source}")]
+    Io { path: String, source: std::io::Error },
+}
+
+/// A 2-D point or vector in JSON: `{"x": 1, "y": 2}`.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct P {
+    /// x.
+    pub x: f32,
+    /// y.
+    pub y: f32,
+}
+
+impl From<P> for Vec2 {
+    fn from(p: P) -> Vec2 {
+        Vec2::new(p.x, p.y)
+    }
+}
+
+impl From<Vec2> for P {
+    fn from(v: Vec2) -> P {
+        P { x: v.x, y: v.y }
+    }
+}
+
+/// A scenario file.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Scenario {
+    /// Short name.
+    #[serde(default)]
+    pub name: String,
+    /// What the scenario shows.
+    #[serde(default)]
+    pub description: String,
+    /// World bounds.
+    pub bounds: BoundsSpec,
+    /// Edge rule: `clamp`, `wrap` or `bounce`.
+    #[serde(default)]
+    pub edge: EdgeSpec,
+    /// Ticks per second.
+    #[serde(default = "default_tick_rate")]
+    pub tick_rate: f32,
+    /// Seed of the world's random numbers.
+    #[serde(default = "default_seed")]
+    pub seed: u64,
+    /// Keep agents out of obstacles and walls in the integrator (default true).
+    #[serde(default = "default_true")]
+    pub solid_obstacles: bool,
+    /// Agent grid cell size (default: the largest neighbour radius).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub agent_cell_size: Option<f32>,
+    /// Obstacles.
+    #[serde(default)]
+    pub obstacles: Vec<ObstacleSpec>,
+    /// Obstacles placed at random without overlap (001 `CreateObstacles`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub random_obstacles: Option<RandomObstacles>,
+    /// Walls.
+    #[serde(default)]
+    pub walls: Vec<WallSpec>,
+    /// Agent groups, spawned in order.
+    #[serde(default)]
+    pub groups: Vec<GroupSpec>,
+}
+
+fn default_tick_rate() -> f32 {
+    20.0
+}
+fn default_seed() -> u64 {
+    1
+}
+fn default_true() -> bool {
+    true
+}
+fn one() -> f32 {
+    1.0
+}
+
+/// Bounds.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct BoundsSpec {
+    /// Lower-left corner.
+    pub min: P,
+    /// Upper-right corner.
+    pub max: P,
+}
+
+/// Edge rule.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum EdgeSpec {
+    /// Stop at the edge.
+    #[default]
+    Clamp,
+    /// Re-enter on the other side.
+    Wrap,
+    /// Reflect.
+    Bounce,
+}
+
+/// A circular obstacle.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ObstacleSpec {
+    /// Centre.
+    pub center: P,
+    /// Radius.
+    pub radius: f32,
+}
+
+/// A wall segment.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct WallSpec {
+    /// Start.
+    pub a: P,
+    /// End.
+    pub b: P,
+}
+
+/// Random non-overlapping obstacles (001): radius uniform in [min_radius, max_radius], at least
+/// `border` from the bounds and `min_gap` between obstacles, up to 2000 tries each.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RandomObstacles {
+    /// How many to place (fewer if the tries run out).
+    pub count: usize,
+    /// Smallest radius.
+    pub min_radius: f32,
+    /// Largest radius.
+    pub max_radius: f32,
+    /// Least gap between obstacles (default 20).
+    #[serde(default = "default_gap")]
+    pub min_gap: f32,
+    /// Least distance from the bounds (default 10).
+    #[serde(default = "default_border")]
+    pub border: f32,
+    /// Seed of the placement (default: the scenario's seed).
+    #[serde(default)]
+    pub seed: Option<u64>,
+    /// Keep this area free of obstacles (e.g. a spawn zone).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub keep_clear: Option<BoundsSpec>,
+}
+
+fn default_gap() -> f32 {
+    20.0
+}
+fn default_border() -> f32 {
+    10.0
+}
+
+/// Tries per obstacle before giving up (001).
+pub const PLACEMENT_TRIES: usize = 2000;
+
+/// Places obstacles at random without overlap (001 `CreateObstacles`); returns (centre, radius).
+pub fn place_random_obstacles(
+    bounds: Bounds,
+    spec: &RandomObstacles,
+    existing: &[(Vec2, f32)],
+    seed: u64,
+) -> Result<Vec<(Vec2, f32)>, SimError> {
+    use crate::sim::error::{check_non_negative, check_positive};
+    check_positive("min_radius", spec.min_radius)?;
+    check_positive("max_radius", spec.max_radius)?;
+    check_non_negative("min_gap", spec.min_gap)?;
+    check_non_negative("border", spec.border)?;
+    if spec.max_radius < spec.min_radius {
+        return Err(SimError::invalid("max_radius", "must be >= min_radius"));
+    }
+    if spec.count > 10_000 {
+        return Err(SimError::invalid("count", "must be at most 10000"));
+    }
+    let mut rng = Rng::new(spec.seed.unwrap_or(seed));
+    let mut placed: Vec<(Vec2, f32)> = existing.to_vec();
+    let mut out = Vec::new();
+    'each: for _ in 0..spec.count {
+        for _ in 0..PLACEMENT_TRIES {
+            let r = rng.range(spec.min_radius, spec.max_radius);
+            let lo = bounds.min + Vec2::splat(r + spec.border);
+            let hi = bounds.max - Vec2::splat(r + spec.border);
+            if hi.x < lo.x || hi.y < lo.y {
+                return Ok(out);
+            }
+            let c = Vec2::new(rng.range(lo.x, hi.x), rng.range(lo.y, hi.y));
+            if let Some(k) = spec.keep_clear {
+                let (kmin, kmax): (Vec2, Vec2) = (k.min.into(), k.max.into());
+                let near = c.clamp(kmin, kmax);
+                if near.distance(c) < r {
+                    continue;
+                }
+            }
+            // 001 `Overlapped`: circles (c, r + gap) and (other, other r) must not meet.
+            if placed.iter().all(|&(o, orad)| o.distance(c) > r + spec.min_gap + orad) {
+                placed.push((c, r));
+                out.push((c, r));
+                continue 'each;
+            }
+        }
+        break;
+    }
+    Ok(out)
+}
+
+/// A group of agents.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct GroupSpec {
+    /// Group name.
+    pub name: String,
+    /// Number of agents (ignored for `points`).
+    #[serde(default)]
+    pub count: usize,
+    /// Where they spawn.
+    pub area: AreaSpec,
+    /// Limits (defaults: 000's max speed 5, max accel 10).
+    #[serde(default)]
+    pub limits: LimitsSpec,
+    /// Per-agent target binding.
+    #[serde(default)]
+    pub binding: BindingSpec,
+    /// Initial speed along the initial orientation.
+    #[serde(default)]
+    pub initial_speed: f32,
+    /// Initial orientation, radians (default random; ring spawns face the centre).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub orientation: Option<f32>,
+    /// Behaviours.
+    #[serde(default)]
+    pub behaviors: Vec<EntrySpec>,
+}
+
+/// Spawn area.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case", deny_unknown_fields)]
+pub enum AreaSpec {
+    /// Uniform in a rectangle.
+    Rect { min: P, max: P },
+    /// Uniform in a disc.
+    Disc { center: P, radius: f32 },
+    /// Evenly on a circle.
+    Ring { center: P, radius: f32 },
+    /// At these points.
+    Points(Vec<P>),
+}
+
+/// Agent limits; every field optional.
+#[derive(Debug, Clone, Copy, PartialEq, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LimitsSpec {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_speed: Option<f32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_accel: Option<f32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_rotation: Option<f32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_angular_accel: Option<f32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub radius: Option<f32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mass: Option<f32>,
+}
+
+impl LimitsSpec {
+    /// The limits with defaults filled in (not yet validated).
+    pub fn to_limits(&self) -> Limits {
+        let d = Limits::default();
+        Limits {
+            max_speed: self.max_speed.unwrap_or(d.max_speed),
+            max_accel: self.max_accel.unwrap_or(d.max_accel),
+            max_rotation: self.max_rotation.unwrap_or(d.max_rotation),
+            max_angular_accel: self.max_angular_accel.unwrap_or(d.max_angular_accel),
+            radius: self.radius.unwrap_or(d.radius),
+            mass: self.mass.unwrap_or(d.mass),
+        }
+    }
+}
+
+/// Per-agent target binding.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case", deny_unknown_fields)]
+pub enum BindingSpec {
+    /// Targets as written.
+    #[default]
+    AsGiven,
+    /// Point targets become the spawn point mirrored through `center`.
+    Antipode { center: P },
+    /// Agent targets become member i mod n of the named group (spawned earlier).
+    GroupMember { group: String },
+}
+
+/// A target: a point `{"x":..,"y":..}` or an agent `{"agent": id}`.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum TargetSpec {
+    /// A point.
+    Point(P),
+    /// An agent id.
+    Agent {
+        /// Agent id.
+        agent: u32,
+    },
+}
+
+impl From<TargetSpec> for Target {
+    fn from(t: TargetSpec) -> Target {
+        match t {
+            TargetSpec::Point(p) => Target::Point(p.into()),
+            TargetSpec::Agent { agent } => Target::Agent(agent),
+        }
+    }
+}
+
+/// A behaviour entry: `{"behavior": {"type": "seek", ...}, "weight": 1, "priority": 0}`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct EntrySpec {
+    /// The behaviour and its parameters.
+    pub behavior: BehaviorSpec,
+    /// Blend weight (default 1).
+    #[serde(default = "one")]
+    pub weight: f32,
+    /// Priority group, lower first (default 0).
+    #[serde(default)]
+    pub priority: u8,
+}
+
+/// Align tuning with defaults.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AlignTuningSpec {
+    #[serde(default = "d_align_target_radius")]
+    pub target_radius: f32,
+    #[serde(default = "d_align_slow_radius")]
+    pub slow_radius: f32,
+    #[serde(default = "d_align_time")]
+    pub time_to_target: f32,
+}
+
+impl Default for AlignTuningSpec {
+    fn default() -> Self {
+        AlignTuningSpec { target_radius: 0.1, slow_radius: 0.5, time_to_target: 0.1 }
+    }
+}
+
+fn d_align_target_radius() -> f32 {
+    0.1
+}
+fn d_align_slow_radius() -> f32 {
+    0.5
+}
+fn d_align_time() -> f32 {
+    0.1
+}
+fn d_panic() -> f32 {
+    10.0
+}
+fn d_prediction() -> f32 {
+    5.0
+}
+fn d_arrive_target_radius() -> f32 {
+    1.0
+}
+fn d_arrive_slow_radius() -> f32 {
+    5.0
+}
+fn d_arrive_time() -> f32 {
+    0.25
+}
+fn d_wander_offset() -> f32 {
+    1.5
+}
+fn d_wander_rate() -> f32 {
+    0.5
+}
+fn d_rt_radius() -> f32 {
+    10.0
+}
+fn d_rt_min() -> f32 {
+    1.0
+}
+fn d_rt_max() -> f32 {
+    2.0
+}
+fn d_braking() -> f32 {
+    0.6
+}
+fn d_ahead_len() -> f32 {
+    4.0
+}
+fn d_avoid_force() -> f32 {
+    0.4
+}
+fn d_wall_look() -> f32 {
+    5.0
+}
+fn d_wall_dist() -> f32 {
+    3.0
+}
+fn d_agent_look() -> f32 {
+    3.0
+}
+fn d_avoid_radius() -> f32 {
+    2.0
+}
+fn d_neighbor_radius() -> f32 {
+    3.0
+}
+
+/// Wander variant.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum WanderVariantSpec {
+    #[default]
+    Millington,
+    Circle,
+}
+
+/// Align target: an orientation (radians) or `{"agent": id}`.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum AlignTargetSpec {
+    Orientation(f32),
+    Agent { agent: u32 },
+}
+
+/// Every behaviour of the catalogue with its parameters (defaults from BEHAVIORS.md).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case", deny_unknown_fields)]
+pub enum BehaviorSpec {
+    Seek {
+        target: TargetSpec,
+    },
+    Flee {
+        target: TargetSpec,
+        #[serde(default = "d_panic")]
+        panic_distance: f32,
+    },
+    Arrive {
+        target: TargetSpec,
+        #[serde(default = "d_arrive_target_radius")]
+        target_radius: f32,
+        #[serde(default = "d_arrive_slow_radius")]
+        slow_radius: f32,
+        #[serde(default = "d_arrive_time")]
+        time_to_target: f32,
+    },
+    Pursue {
+        target: u32,
+        #[serde(default = "d_prediction")]
+        max_prediction: f32,
+    },
+    Evade {
+        target: u32,
+        #[serde(default = "d_panic")]
+        panic_distance: f32,
+        #[serde(default = "d_prediction")]
+        max_prediction: f32,
+    },
+    Align {
+        target: AlignTargetSpec,
+        #[serde(default, flatten)]
+        tuning: AlignTuningSpec,
+    },
+    Face {
+        target: TargetSpec,
+        #[serde(default, flatten)]
+        tuning: AlignTuningSpec,
+    },
+    LookWhereYouAreGoing {
+        #[serde(default, flatten)]
+        tuning: AlignTuningSpec,
+    },
+    VelocityMatch {
+        target: u32,
+        #[serde(default = "d_align_time")]
+        time_to_target: f32,
+    },
+    Wander {
+        #[serde(default)]
+        variant: WanderVariantSpec,
+        #[serde(default = "d_wander_offset")]
+        wander_offset: f32,
+        #[serde(default = "one")]
+        wander_radius: f32,
+        #[serde(default = "d_wander_rate")]
+        wander_rate: f32,
+    },
+    RandomTarget {
+        #[serde(default = "d_rt_radius")]
+        radius: f32,
+        #[serde(default)]
+        center: Option<P>,
+        #[serde(default = "d_rt_min")]
+        interval_min: f32,
+        #[serde(default = "d_rt_max")]
+        interval_max: f32,
+    },
+    ObstacleAvoidance {
+        #[serde(default)]
+        min_box_length: Option<f32>,
+        #[serde(default = "d_braking")]
+        braking_weight: f32,
+        #[serde(default = "one")]
+        lateral_base: f32,
+    },
+    AheadAvoidance {
+        #[serde(default = "d_ahead_len")]
+        ahead_len: f32,
+        #[serde(default = "d_avoid_force")]
+        max_avoid_force: f32,
+        #[serde(default)]
+        margin: f32,
+    },
+    WallAvoidance {
+        #[serde(default = "d_wall_look")]
+        look_ahead: f32,
+        #[serde(default = "d_wall_dist")]
+        avoid_distance: f32,
+    },
+    AgentAvoidance {
+        #[serde(default = "d_agent_look")]
+        look_ahead: f32,
+        #[serde(default = "d_avoid_radius")]
+        avoid_radius: f32,
+    },
+    Separation {
+        #[serde(default = "d_neighbor_radius")]
+        neighbor_radius: f32,
+    },
+    Cohesion {
+        #[serde(default = "d_neighbor_radius")]
+        neighbor_radius: f32,
+    },
+    Alignment {
+        #[serde(default = "d_neighbor_radius")]
+        neighbor_radius: f32,
+        #[serde(default = "d_align_time")]
+        time_to_target: f32,
+    },
+}
+
+impl AlignTuningSpec {
+    fn to_sim(self) -> align::AlignTuning {
+        align::AlignTuning { target_radius: self.target_radius, slow_radius: self.slow_radius, time_to_target: self.time_to_target }
+    }
+}
+
+impl BehaviorSpec {
+    /// The sim behaviour (validated later by the sim).
+    pub fn to_sim(&self) -> Behavior {
+        match *self {
+            BehaviorSpec::Seek { target } => Behavior::Seek(seek::SeekParams { target: target.into() }),
+            BehaviorSpec::Flee { target, panic_distance } => Behavior::Flee(flee::FleeParams { target: target.into(), panic_distance }),
+            BehaviorSpec::Arrive { target, target_radius, slow_radius, time_to_target } => Behavior::Arrive(arrive::ArriveParams {
+                target: target.into(),
+                tuning: arrive::ArriveTuning { target_radius, slow_radius, time_to_target },
+            }),
+            BehaviorSpec::Pursue { target, max_prediction } => Behavior::Pursue(pursue::PursueParams { target, max_prediction }),
+            BehaviorSpec::Evade { target, panic_distance, max_prediction } => {
+                Behavior::Evade(evade::EvadeParams { target, panic_distance, max_prediction })
+            }
+            BehaviorSpec::Align { target, tuning } => Behavior::Align(align::AlignParams {
+                target: match target {
+                    AlignTargetSpec::Orientation(o) => align::AlignTarget::Orientation(o),
+                    AlignTargetSpec::Agent { agent } => align::AlignTarget::Agent(agent),
+                },
+                tuning: tuning.to_sim(),
+            }),
+            BehaviorSpec::Face { target, tuning } => Behavior::Face(face::FaceParams { target: target.into(), tuning: tuning.to_sim() }),
+            BehaviorSpec::LookWhereYouAreGoing { tuning } => {
+                Behavior::LookWhereYouAreGoing(look_where_you_are_going::LookParams { tuning: tuning.to_sim() })
+            }
+            BehaviorSpec::VelocityMatch { target, time_to_target } => {
+                Behavior::VelocityMatch(velocity_match::VelocityMatchParams { target, time_to_target })
+            }
+            BehaviorSpec::Wander { variant, wander_offset, wander_radius, wander_rate } => Behavior::Wander(wander::WanderParams {
+                variant: match variant {
+                    WanderVariantSpec::Millington => wander::WanderVariant::Millington,
+                    WanderVariantSpec::Circle => wander::WanderVariant::Circle,
+                },
+                wander_offset,
+                wander_radius,
+                wander_rate,
+            }),
+            BehaviorSpec::RandomTarget { radius, center, interval_min, interval_max } => {
+                Behavior::RandomTarget(random_target::RandomTargetParams {
+                    radius,
+                    center: center.map(Vec2::from),
+                    interval_min,
+                    interval_max,
+                    ..random_target::RandomTargetParams::default()
+                })
+            }
+            BehaviorSpec::ObstacleAvoidance { min_box_length, braking_weight, lateral_base } => {
+                Behavior::ObstacleAvoidance(obstacle_avoidance::ObstacleAvoidanceParams { min_box_length, braking_weight, lateral_base })
+            }
+            BehaviorSpec::AheadAvoidance { ahead_len, max_avoid_force, margin } => {
+                Behavior::AheadAvoidance(ahead_avoidance::AheadAvoidanceParams { ahead_len, max_avoid_force, margin })
+            }
+            BehaviorSpec::WallAvoidance { look_ahead, avoid_distance } => {
+                Behavior::WallAvoidance(wall_avoidance::WallAvoidanceParams { look_ahead, avoid_distance })
+            }
+            BehaviorSpec::AgentAvoidance { look_ahead, avoid_radius } => {
+                Behavior::AgentAvoidance(agent_avoidance::AgentAvoidanceParams { look_ahead, avoid_radius })
+            }
+            BehaviorSpec::Separation { neighbor_radius } => Behavior::Separation(separation::SeparationParams { neighbor_radius }),
+            BehaviorSpec::Cohesion { neighbor_radius } => Behavior::Cohesion(cohesion::CohesionParams { neighbor_radius }),
+            BehaviorSpec::Alignment { neighbor_radius, time_to_target } => {
+                Behavior::Alignment(alignment::AlignmentParams { neighbor_radius, time_to_target })
+            }
+        }
+    }
+}
+
+impl EntrySpec {
+    /// The sim entry.
+    pub fn to_sim(&self) -> BehaviorEntry {
+        BehaviorEntry { behavior: self.behavior.to_sim(), weight: self.weight, priority: self.priority }
+    }
+}
+
+impl Scenario {
+    /// Parses JSON; a bad field's path is in the error.
+    pub fn from_json(text: &str) -> Result<Self, ScenarioError> {
+        if text.len() > MAX_SCENARIO_BYTES {
+            return Err(ScenarioError::TooLarge);
+        }
+        let de = &mut serde_json::Deserializer::from_str(text);
+        serde_path_to_error::deserialize(de).map_err(|e| {
+            let path = e.path().to_string();
+            ScenarioError::Parse { path, message: e.into_inner().to_string() }
+        })
+    }
+
+    /// Reads and parses a file.
+    pub fn from_file(path: &std::path::Path) -> Result<Self, ScenarioError> {
+        let io = |source| ScenarioError::Io { path: path.display().to_string(), source };
+        let meta = std::fs::metadata(path).map_err(io)?;
+        if meta.len() > MAX_SCENARIO_BYTES as u64 {
+            return Err(ScenarioError::TooLarge);
+        }
+        let text = std::fs::read_to_string(path).map_err(io)?;
+        Scenario::from_json(&text)
+    }
+
+    /// The world settings.
+    pub fn world_config(&self) -> WorldConfig {
+        WorldConfig {
+            bounds: Bounds { min: self.bounds.min.into(), max: self.bounds.max.into() },
+            edge: match self.edge {
+                EdgeSpec::Clamp => EdgeRule::Clamp,
+                EdgeSpec::Wrap => EdgeRule::Wrap,
+                EdgeSpec::Bounce => EdgeRule::Bounce,
+            },
+            tick_rate: self.tick_rate,
+            seed: self.seed,
+            agent_cell_size: self.agent_cell_size,
+            solid_obstacles: self.solid_obstacles,
+            ..WorldConfig::default()
+        }
+    }
+
+    /// Builds the world: config, obstacles, walls, then the groups in order.
+    pub fn build(&self) -> Result<World, ScenarioError> {
+        let mut world = World::new(self.world_config())?;
+        for (i, o) in self.obstacles.iter().enumerate() {
+            world.add_obstacle(o.center.into(), o.radius).map_err(|e| e.within(&format!("obstacles[{i}]")))?;
+        }
+        if let Some(r) = &self.random_obstacles {
+            let existing: Vec<(Vec2, f32)> = world.obstacles().iter().map(|o| (o.center, o.radius)).collect();
+            let placed = place_random_obstacles(world.config().bounds, r, &existing, self.seed)
+                .map_err(|e| e.within("random_obstacles"))?;
+            for (c, rad) in placed {
+                world.add_obstacle(c, rad).map_err(|e| e.within("random_obstacles"))?;
+            }
+        }
+        for (i, w) in self.walls.iter().enumerate() {
+            world.add_wall(w.a.into(), w.b.into()).map_err(|e| e.within(&format!("walls[{i}]")))?;
+        }
+        for (i, g) in self.groups.iter().enumerate() {
+            let spec = g.to_spawn(&world).map_err(|e| e.within(&format!("groups[{i}]")))?;
+            world.spawn(spec).map_err(|e| e.within(&format!("groups[{i}]")))?;
+        }
+        Ok(world)
+    }
+
+    /// The same scenario with `n` agents in all, in an area scaled to keep the density: every
+    /// coordinate is multiplied by s = √(n / agents), group counts by s², random obstacle
+    /// counts by s².
+    pub fn scaled_to(&self, n: usize) -> Scenario {
+        let total: usize = self.groups.iter().map(GroupSpec::agent_count).sum();
+        if total == 0 || n == total {
+            return self.clone();
+        }
+        let k = n as f64 / total as f64;
+        let s = k.sqrt() as f32;
+        let sp = |p: P| P { x: p.x * s, y: p.y * s };
+        let mut out = self.clone();
+        out.bounds = BoundsSpec { min: sp(self.bounds.min), max: sp(self.bounds.max) };
+        for o in &mut out.obstacles {
+            o.center = sp(o.center);
+        }
+        for w in &mut out.walls {
+            w.a = sp(w.a);
+            w.b = sp(w.b);
+        }
+        if let Some(r) = &mut out.random_obstacles {
+            r.count = ((r.count as f64) * k).round() as usize;
+            if let Some(kc) = &mut r.keep_clear {
+                kc.min = sp(kc.min);
+                kc.max = sp(kc.max);
+            }
+        }
+        let mut assigned = 0usize;
+        let last = out.groups.len().saturating_sub(1);
+        for (i, g) in out.groups.iter_mut().enumerate() {
+            let c = if i == last { n.saturating_sub(assigned) } else { ((g.agent_count() as f64) * k).round() as usize };
+            assigned += c;
+            g.area = match &g.area {
+                AreaSpec::Rect { min, max } => AreaSpec::Rect { min: sp(*min), max: sp(*max) },
+                AreaSpec::Disc { center, radius } => AreaSpec::Disc { center: sp(*center), radius: radius * s },
+                AreaSpec::Ring { center, radius } => AreaSpec::Ring { center: sp(*center), radius: radius * s },
+                AreaSpec::Points(ps) => AreaSpec::Disc {
+                    center: sp(ps.first().copied().unwrap_or(P { x: 0.0, y: 0.0 })),
+                    radius: s * 10.0,
+                },
+            };
+            g.count = c;
+            if let BindingSpec::Antipode { center } = &mut g.binding {
+                *center = sp(*center);
+            }
+            for e in &mut g.behaviors {
+                scale_targets(&mut e.behavior, s);
+            }
+        }
+        out
+    }
+}
+
+fn scale_targets(b: &mut BehaviorSpec, s: f32) {
+    let sc = |t: &mut TargetSpec| {
+        if let TargetSpec::Point(p) = t {
+            *p = P { x: p.x * s, y: p.y * s };
+        }
+    };
+    match b {
+        BehaviorSpec::Seek { target } | BehaviorSpec::Flee { target, .. } | BehaviorSpec::Arrive { target, .. } => sc(target),
+        BehaviorSpec::Face { target, .. } => sc(target),
+        BehaviorSpec::RandomTarget { center: Some(c), .. } => *c = P { x: c.x * s, y: c.y * s },
+        _ => {}
+    }
+}
+
+impl GroupSpec {
+    /// Number of agents this group spawns.
+    pub fn agent_count(&self) -> usize {
+        match &self.area {
+            AreaSpec::Points(p) => p.len(),
+            _ => self.count,
+        }
+    }
+
+    /// The sim spawn spec (resolves a group binding against `world`).
+    pub fn to_spawn(&self, world: &World) -> Result<SpawnSpec, SimError> {
+        let area = match &self.area {
+            AreaSpec::Rect { min, max } => SpawnArea::Rect { min: (*min).into(), max: (*max).into() },
+            AreaSpec::Disc { center, radius } => SpawnArea::Disc { center: (*center).into(), radius: *radius },
+            AreaSpec::Ring { center, radius } => SpawnArea::Ring { center: (*center).into(), radius: *radius },
+            AreaSpec::Points(ps) => SpawnArea::Points(ps.iter().map(|&p| p.into()).collect()),
+        };
+        let binding = match &self.binding {
+            BindingSpec::AsGiven => TargetBinding::AsGiven,
+            BindingSpec::Antipode { center } => TargetBinding::Antipode { center: (*center).into() },
+            BindingSpec::GroupMember { group } => TargetBinding::GroupMember {
+                group: world.group_id(group).ok_or_else(|| SimError::invalid("binding.group_member.group", format!("no group `{group}` spawned before this one")))?,
+            },
+        };
+        Ok(SpawnSpec {
+            group: self.name.clone(),
+            count: self.count,
+            area,
+            limits: self.limits.to_limits(),
+            behaviors: self.behaviors.iter().map(EntrySpec::to_sim).collect(),
+            binding,
+            initial_speed: self.initial_speed,
+            orientation: self.orientation,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MINI: &str = r#"{
+        "bounds": {"min": {"x": 0, "y": 0}, "max": {"x": 100, "y": 100}},
+        "groups": [{"name": "a", "count": 10, "area": {"rect": {"min": {"x": 10, "y": 10}, "max": {"x": 90, "y": 90}}},
+                    "behaviors": [{"behavior": {"type": "wander"}}, {"behavior": {"type": "separation", "neighbor_radius": 2}, "weight": 2}]}]
+    }"#;
+
+    #[test]
+    fn parses_and_builds_with_defaults() {
+        let s = Scenario::from_json(MINI).unwrap();
+        let w = s.build().unwrap();
+        assert_eq!(w.agents().len(), 10);
+        assert_eq!(w.config().tick_rate, 20.0);
+        assert_eq!(w.agents()[0].behaviors.entries().len(), 2);
+        assert_eq!(w.agents()[0].behaviors.entries()[1].weight, 2.0);
+    }
+
+    #[test]
+    fn parse_errors_name_the_field_path() {
+        let bad = MINI.replace(r#""neighbor_radius": 2"#, r#""neighbor_radius": "two""#);
+        let e = Scenario::from_json(&bad).unwrap_err().to_string();
+        assert!(e.contains("groups[0].behaviors[1].behavior"), "{e}");
+        let bad = MINI.replace(r#""count": 10"#, r#""count": 10, "colour": 3"#);
+        let e = Scenario::from_json(&bad).unwrap_err().to_string();
+        assert!(e.contains("groups[0]") && e.contains("colour"), "{e}");
+    }
+
+    #[test]
+    fn validation_errors_name_the_field_path() {
+        let bad = MINI.replace(r#""neighbor_radius": 2"#, r#""neighbor_radius": -2"#);
+        let e = Scenario::from_json(&bad).unwrap().build().err().map(|e| e.to_string()).unwrap_or_default();
+        assert!(e.contains("groups[0].behaviors[1].params.neighbor_radius"), "{e}");
+        let bad = MINI.replace(r#""count": 10,"#, r#""count": 10, "limits": {"max_speed": 1e39},"#);
+        // 1e39 overflows f32 to inf in serde_json → rejected by validation as non-finite.
+        let e = match Scenario::from_json(&bad) {
+            Ok(s) => s.build().err().map(|e| e.to_string()).unwrap_or_default(),
+            Err(e) => e.to_string(),
+        };
+        assert!(e.contains("max_speed"), "{e}");
+    }
+
+    #[test]
+    fn random_obstacles_keep_gap_border_and_are_seeded() {
+        let b = Bounds { min: Vec2::ZERO, max: Vec2::splat(500.0) };
+        let spec = RandomObstacles { count: 30, min_radius: 5.0, max_radius: 15.0, min_gap: 20.0, border: 10.0, seed: Some(3), keep_clear: None };
+        let a = place_random_obstacles(b, &spec, &[], 0).unwrap();
+        assert_eq!(a, place_random_obstacles(b, &spec, &[], 0).unwrap());
+        assert!(!a.is_empty());
+        for (i, &(c, r)) in a.iter().enumerate() {
+            assert!((5.0..=15.0).contains(&r));
+            assert!(c.x - r >= 10.0 && c.y - r >= 10.0 && c.x + r <= 490.0 && c.y + r <= 490.0);
+            for &(d, s) in &a[i + 1..] {
+                assert!(c.distance(d) > r + s + 20.0);
+            }
+        }
+    }
+
+    #[test]
+    fn scaling_keeps_density() {
+        let s = Scenario::from_json(MINI).unwrap().scaled_to(40);
+        assert_eq!(s.groups[0].count, 40);
+        assert!((s.bounds.max.x - 200.0).abs() < 1e-3);
+    }
+}

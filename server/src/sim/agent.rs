@@ -1,0 +1,140 @@
+//! Agents: kinematic state, limits and per-agent behaviour memory.
+
+use std::sync::Arc;
+
+use glam::Vec2;
+
+use super::behaviors::BehaviorSet;
+use super::error::{SimError, check_non_negative, check_positive};
+
+/// Stable agent id, never reused within a world.
+pub type AgentId = u32;
+/// Index of an agent group in the world's group table.
+pub type GroupId = u16;
+
+/// Movement limits of one agent (000 `maxSpeed`/`maxAccel`/`maxRotation`, 001 radius, 003 mass).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Limits {
+    /// Top speed, units/s.
+    pub max_speed: f32,
+    /// Largest linear acceleration, units/s² (003's `max_steer_force / mass`).
+    pub max_accel: f32,
+    /// Largest angular speed, rad/s.
+    pub max_rotation: f32,
+    /// Largest angular acceleration, rad/s².
+    pub max_angular_accel: f32,
+    /// Bounding radius, units (001).
+    pub radius: f32,
+    /// Mass (003); only scales forces that the seeds divide by mass.
+    pub mass: f32,
+}
+
+impl Default for Limits {
+    /// 000's usage example: max speed 5, max accel 10; rotation limits of a nimble unit.
+    fn default() -> Self {
+        Limits { max_speed: 5.0, max_accel: 10.0, max_rotation: 6.0, max_angular_accel: 20.0, radius: 0.5, mass: 1.0 }
+    }
+}
+
+impl Limits {
+    /// Validates every field; the error names the field (`max_speed`, …).
+    pub fn validated(self) -> Result<Self, SimError> {
+        check_non_negative("max_speed", self.max_speed)?;
+        check_non_negative("max_accel", self.max_accel)?;
+        check_non_negative("max_rotation", self.max_rotation)?;
+        check_non_negative("max_angular_accel", self.max_angular_accel)?;
+        check_positive("radius", self.radius)?;
+        check_positive("mass", self.mass)?;
+        if self.radius > 1000.0 {
+            return Err(SimError::invalid("radius", "must be at most 1000"));
+        }
+        if self.mass < 1e-3 {
+            return Err(SimError::invalid("mass", "must be at least 0.001"));
+        }
+        Ok(self)
+    }
+}
+
+/// How a path follower walks its waypoints.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum PathMode {
+    /// Stop at the last waypoint and emit `PathCompleted`.
+    #[default]
+    Once,
+    /// Go back to the first waypoint after the last.
+    Loop,
+    /// Walk the waypoints back and forth (003 reverses the step).
+    PingPong,
+}
+
+/// State that behaviours carry from tick to tick. Updated only in the apply phase.
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub struct AgentMemory {
+    /// Millington wander: the wander angle relative to the heading. Circle wander: the angle on the circle.
+    pub wander_angle: f32,
+    /// RandomTarget wander: the current random target.
+    pub random_target: Option<Vec2>,
+    /// RandomTarget wander: simulation time (s) at which a new target is picked.
+    pub random_target_until: f32,
+    /// Context avoidance: the smoothed avoidance direction of the last tick (004 `lastAvoidanceDir`).
+    pub last_avoid_dir: Vec2,
+    /// MoveTo: the direction used last tick (004 `lastSteering`) for the direction threshold.
+    pub last_move_dir: Vec2,
+    /// Path following: index of the current waypoint.
+    pub path_index: u32,
+    /// Path following: +1 or −1 (ping-pong walks backwards with −1).
+    pub path_step: i8,
+    /// Path following: set once a `once` path reached its end.
+    pub path_done: bool,
+}
+
+/// One agent of the world.
+#[derive(Debug, Clone)]
+pub struct Agent {
+    /// Stable id.
+    pub id: AgentId,
+    /// Group index.
+    pub group: GroupId,
+    /// Position.
+    pub position: Vec2,
+    /// Velocity, units/s.
+    pub velocity: Vec2,
+    /// Orientation in radians; heading = (cos θ, sin θ).
+    pub orientation: f32,
+    /// Angular velocity, rad/s (000 `rotation`).
+    pub angular_velocity: f32,
+    /// Limits.
+    pub limits: Limits,
+    /// Behaviours, shared by the agents of a group until one is changed (copy on write).
+    pub behaviors: Arc<BehaviorSet>,
+    /// Behaviour memory.
+    pub memory: AgentMemory,
+}
+
+impl Agent {
+    /// Current speed.
+    pub fn speed(&self) -> f32 {
+        self.velocity.length()
+    }
+
+    /// Unit heading of the orientation.
+    pub fn heading(&self) -> Vec2 {
+        super::math::heading(self.orientation)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn limits_validation_names_fields() {
+        assert!(Limits::default().validated().is_ok());
+        let e = Limits { max_speed: f32::NAN, ..Limits::default() }.validated().unwrap_err();
+        assert!(e.to_string().contains("max_speed"));
+        let e = Limits { radius: 0.0, ..Limits::default() }.validated().unwrap_err();
+        assert!(e.to_string().contains("radius"));
+        let e = Limits { mass: 1e-9, ..Limits::default() }.validated().unwrap_err();
+        assert!(e.to_string().contains("mass"));
+    }
+}

@@ -1,0 +1,23 @@
+//! The simulation core: a pure, deterministic 2-D steering world.
+//!
+//! No tokio, no sockets, no clocks, no serde, no global RNG: `dt` comes from the world's tick
+//! rate, and randomness from the world's seed. The server, the tests, the benchmarks and
+//! `steerd simulate` all drive the same [`World::step`].
+
+pub mod agent;
+pub mod behaviors;
+pub mod error;
+pub mod hash;
+pub mod math;
+pub mod rng;
+pub mod spatial;
+pub mod steering;
+pub mod view;
+pub mod world;
+
+pub use agent::{Agent, AgentId, GroupId, Limits};
+pub use behaviors::{Behavior, BehaviorEntry, BehaviorSet, Target};
+pub use error::SimError;
+pub use steering::Steering;
+pub use view::{Bounds, Obstacle, Wall, WorldView};
+pub use world::{Audit, Command, EdgeRule, Event, Outcome, SpawnArea, SpawnSpec, StepStats, TargetBinding, World, WorldConfig};

@@ -1,0 +1,301 @@
+//! Uniform-grid spatial indexes. Agents are re-bucketed every tick with a counting sort
+//! (O(agents + cells)); obstacles and walls are bucketed by bounding box and rebuilt only when
+//! they change. Cost of a neighbour query depends on local density, not on the agent count, so a
+//! tick costs O(agents).
+//!
+//! **Invariant:** items in a cell are listed in ascending index order, so every query visits
+//! candidates in an order fixed by the data alone (needed for bit-identical results).
+
+use glam::Vec2;
+
+use super::view::{Bounds, Obstacle, Wall};
+
+/// Most cells any grid may have; a finer grid is coarsened to fit.
+pub const MAX_CELLS: usize = 1 << 22;
+
+/// Shape of a uniform grid over the world bounds.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct GridShape {
+    origin: Vec2,
+    cell: f32,
+    inv_cell: f32,
+    cols: u32,
+    rows: u32,
+}
+
+impl GridShape {
+    /// A grid of square cells of side ≥ `cell` covering `bounds`, with at most `max_cells` cells.
+    pub fn new(bounds: Bounds, cell: f32, max_cells: usize) -> Self {
+        let size = bounds.size().max(Vec2::splat(1e-3));
+        let mut cell = if cell.is_finite() && cell > 1e-3 { cell } else { 1.0 };
+        let max_cells = max_cells.clamp(1, MAX_CELLS) as f32;
+        loop {
+            let cols = (size.x / cell).ceil().max(1.0);
+            let rows = (size.y / cell).ceil().max(1.0);
+            if cols * rows <= max_cells {
+                return GridShape { origin: bounds.min, cell, inv_cell: 1.0 / cell, cols: cols as u32, rows: rows as u32 };
+            }
+            cell *= 1.5;
+        }
+    }
+
+    /// Side of a cell.
+    pub fn cell_size(&self) -> f32 {
+        self.cell
+    }
+
+    /// Number of cells.
+    pub fn len(&self) -> usize {
+        self.cols as usize * self.rows as usize
+    }
+
+    /// True if the grid has no cells (never: a grid has at least one).
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Column and row of `p`, clamped onto the grid.
+    #[inline]
+    pub fn coords(&self, p: Vec2) -> (u32, u32) {
+        let c = ((p - self.origin) * self.inv_cell).floor();
+        let cx = if c.x.is_finite() { c.x.clamp(0.0, (self.cols - 1) as f32) as u32 } else { 0 };
+        let cy = if c.y.is_finite() { c.y.clamp(0.0, (self.rows - 1) as f32) as u32 } else { 0 };
+        (cx, cy)
+    }
+
+    #[inline]
+    fn index(&self, cx: u32, cy: u32) -> usize {
+        cy as usize * self.cols as usize + cx as usize
+    }
+}
+
+/// Compressed buckets: `starts[c]..starts[c+1]` indexes `items` for cell `c`.
+#[derive(Debug, Clone, Default)]
+struct Buckets {
+    starts: Vec<u32>,
+    items: Vec<u32>,
+}
+
+impl Buckets {
+    /// Counting sort of `(cell, item)` pairs given in ascending item order.
+    fn build(cells: usize, pairs: impl Iterator<Item = (usize, u32)> + Clone) -> Self {
+        let mut starts = vec![0u32; cells + 1];
+        let mut n = 0usize;
+        for (c, _) in pairs.clone() {
+            starts[c + 1] += 1;
+            n += 1;
+        }
+        for c in 0..cells {
+            starts[c + 1] += starts[c];
+        }
+        let mut fill = starts.clone();
+        let mut items = vec![0u32; n];
+        for (c, i) in pairs {
+            items[fill[c] as usize] = i;
+            fill[c] += 1;
+        }
+        Buckets { starts, items }
+    }
+
+    #[inline]
+    fn cell(&self, c: usize) -> &[u32] {
+        match (self.starts.get(c), self.starts.get(c + 1)) {
+            (Some(&s), Some(&e)) => self.items.get(s as usize..e as usize).unwrap_or(&[]),
+            _ => &[],
+        }
+    }
+}
+
+/// Agents bucketed by the cell of their centre.
+#[derive(Debug, Clone)]
+pub struct AgentGrid {
+    shape: GridShape,
+    buckets: Buckets,
+}
+
+impl AgentGrid {
+    /// Buckets `positions` (indexed 0..n) on a grid of `cell`-sized cells over `bounds`.
+    pub fn build(bounds: Bounds, cell: f32, positions: &[Vec2]) -> Self {
+        let max_cells = (positions.len() * 4).max(1024);
+        let shape = GridShape::new(bounds, cell, max_cells);
+        let pairs = positions.iter().enumerate().map(|(i, &p)| {
+            let (cx, cy) = shape.coords(p);
+            (shape.index(cx, cy), i as u32)
+        });
+        AgentGrid { shape, buckets: Buckets::build(shape.len(), pairs) }
+    }
+
+    /// Shape of the grid.
+    pub fn shape(&self) -> &GridShape {
+        &self.shape
+    }
+
+    /// Calls `f` with the index of every agent bucketed in a cell overlapping the square of
+    /// half-side `r` round `p` (a superset of those within `r`).
+    pub fn for_each_in_box(&self, p: Vec2, r: f32, mut f: impl FnMut(u32)) {
+        let (x0, y0) = self.shape.coords(p - Vec2::splat(r));
+        let (x1, y1) = self.shape.coords(p + Vec2::splat(r));
+        for cy in y0..=y1 {
+            for cx in x0..=x1 {
+                for &i in self.buckets.cell(self.shape.index(cx, cy)) {
+                    f(i);
+                }
+            }
+        }
+    }
+}
+
+/// Items with a bounding box, bucketed into every cell the box touches; each query reports an
+/// item once (in the cell holding the lower corner of query box ∩ item box).
+#[derive(Debug, Clone)]
+struct BoxGrid {
+    shape: GridShape,
+    buckets: Buckets,
+    boxes: Vec<(Vec2, Vec2)>,
+}
+
+impl BoxGrid {
+    fn build(shape: GridShape, boxes: Vec<(Vec2, Vec2)>) -> Self {
+        let mut pairs = Vec::new();
+        for (i, (lo, hi)) in boxes.iter().enumerate() {
+            let (x0, y0) = shape.coords(*lo);
+            let (x1, y1) = shape.coords(*hi);
+            for cy in y0..=y1 {
+                for cx in x0..=x1 {
+                    pairs.push((shape.index(cx, cy), i as u32));
+                }
+            }
+        }
+        BoxGrid { shape, buckets: Buckets::build(shape.len(), pairs.iter().copied()), boxes }
+    }
+
+    fn query(&self, p: Vec2, r: f32, mut f: impl FnMut(u32)) {
+        let qlo = p - Vec2::splat(r);
+        let qhi = p + Vec2::splat(r);
+        let (x0, y0) = self.shape.coords(qlo);
+        let (x1, y1) = self.shape.coords(qhi);
+        for cy in y0..=y1 {
+            for cx in x0..=x1 {
+                for &i in self.buckets.cell(self.shape.index(cx, cy)) {
+                    let Some(&(lo, hi)) = self.boxes.get(i as usize) else { continue };
+                    if lo.x > qhi.x || lo.y > qhi.y || hi.x < qlo.x || hi.y < qlo.y {
+                        continue;
+                    }
+                    if self.shape.coords(lo.max(qlo)) == (cx, cy) {
+                        f(i);
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// Spatial index of the static geometry: obstacles and walls.
+#[derive(Debug, Clone)]
+pub struct StaticIndex {
+    obstacles: BoxGrid,
+    walls: BoxGrid,
+}
+
+impl StaticIndex {
+    /// Indexes `obstacles` and `walls` over `bounds` with cells of side `cell`.
+    pub fn build(bounds: Bounds, cell: f32, obstacles: &[Obstacle], walls: &[Wall]) -> Self {
+        let shape = GridShape::new(bounds, cell, 1 << 20);
+        let ob = obstacles
+            .iter()
+            .map(|o| (o.center - Vec2::splat(o.radius), o.center + Vec2::splat(o.radius)))
+            .collect();
+        let wb = walls.iter().map(|w| (w.a.min(w.b), w.a.max(w.b))).collect();
+        StaticIndex { obstacles: BoxGrid::build(shape, ob), walls: BoxGrid::build(shape, wb) }
+    }
+
+    /// Calls `f` once with the index of each obstacle whose box meets the square of half-side
+    /// `r` round `p`.
+    pub fn for_each_obstacle(&self, p: Vec2, r: f32, f: impl FnMut(u32)) {
+        self.obstacles.query(p, r, f);
+    }
+
+    /// Calls `f` once with the index of each wall whose box meets the square of half-side `r`
+    /// round `p`.
+    pub fn for_each_wall(&self, p: Vec2, r: f32, f: impl FnMut(u32)) {
+        self.walls.query(p, r, f);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn bounds() -> Bounds {
+        Bounds { min: Vec2::ZERO, max: Vec2::splat(100.0) }
+    }
+
+    proptest! {
+        #[test]
+        fn agent_grid_query_is_superset_of_brute_force(
+            pts in proptest::collection::vec((0.0f32..100.0, 0.0f32..100.0), 0..200),
+            q in (0.0f32..100.0, 0.0f32..100.0),
+            r in 0.0f32..30.0,
+            cell in 0.5f32..20.0,
+        ) {
+            let pos: Vec<Vec2> = pts.iter().map(|&(x, y)| Vec2::new(x, y)).collect();
+            let g = AgentGrid::build(bounds(), cell, &pos);
+            let q = Vec2::new(q.0, q.1);
+            let mut seen = Vec::new();
+            g.for_each_in_box(q, r, |i| seen.push(i));
+            let mut sorted = seen.clone();
+            sorted.sort_unstable();
+            sorted.dedup();
+            prop_assert_eq!(sorted.len(), seen.len(), "an agent was reported twice");
+            for (i, p) in pos.iter().enumerate() {
+                if p.distance(q) <= r {
+                    prop_assert!(seen.contains(&(i as u32)), "missed agent {} at {:?}", i, p);
+                }
+            }
+        }
+
+        #[test]
+        fn static_index_reports_each_wall_and_obstacle_once(
+            segs in proptest::collection::vec((0.0f32..100.0, 0.0f32..100.0, 0.0f32..100.0, 0.0f32..100.0), 0..40),
+            circles in proptest::collection::vec((0.0f32..100.0, 0.0f32..100.0, 0.1f32..15.0), 0..40),
+            q in (0.0f32..100.0, 0.0f32..100.0),
+            r in 0.0f32..30.0,
+        ) {
+            let walls: Vec<Wall> = segs.iter().enumerate().map(|(i, &(ax, ay, bx, by))| Wall {
+                id: i as u32, a: Vec2::new(ax, ay), b: Vec2::new(bx, by), normal: Vec2::Y,
+            }).collect();
+            let obs: Vec<Obstacle> = circles.iter().enumerate().map(|(i, &(x, y, r))| Obstacle {
+                id: i as u32, center: Vec2::new(x, y), radius: r,
+            }).collect();
+            let idx = StaticIndex::build(bounds(), 7.0, &obs, &walls);
+            let q = Vec2::new(q.0, q.1);
+            let mut seen = Vec::new();
+            idx.for_each_wall(q, r, |i| seen.push(i));
+            let mut d = seen.clone(); d.sort_unstable(); d.dedup();
+            prop_assert_eq!(d.len(), seen.len());
+            for w in &walls {
+                let c = crate::sim::math::closest_on_segment(q, w.a, w.b);
+                if (c - q).abs().max_element() <= r {
+                    prop_assert!(seen.contains(&w.id));
+                }
+            }
+            let mut seen = Vec::new();
+            idx.for_each_obstacle(q, r, |i| seen.push(i));
+            let mut d = seen.clone(); d.sort_unstable(); d.dedup();
+            prop_assert_eq!(d.len(), seen.len());
+            for o in &obs {
+                if o.center.distance(q) <= r + o.radius {
+                    prop_assert!(seen.contains(&o.id));
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn grid_is_coarsened_to_the_cell_cap() {
+        let s = GridShape::new(Bounds { min: Vec2::ZERO, max: Vec2::splat(1.0e5) }, 0.01, 1000);
+        assert!(s.len() <= 1000);
+        assert!(s.cell_size() >= 1.0e5 / 32.0);
+    }
+}

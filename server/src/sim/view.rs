@@ -1,0 +1,125 @@
+//! The read-only view of the world that every behaviour sees during the compute phase.
+
+use glam::Vec2;
+
+use super::agent::{Agent, AgentId};
+use super::spatial::{AgentGrid, StaticIndex};
+
+/// A circular obstacle (001).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Obstacle {
+    /// Stable id.
+    pub id: u32,
+    /// Centre.
+    pub center: Vec2,
+    /// Radius.
+    pub radius: f32,
+}
+
+/// A wall segment (000). Walls are two-sided; `normal` is the left-hand unit normal of a→b.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Wall {
+    /// Stable id.
+    pub id: u32,
+    /// Start point.
+    pub a: Vec2,
+    /// End point.
+    pub b: Vec2,
+    /// Left-hand unit normal of a→b.
+    pub normal: Vec2,
+}
+
+/// Axis-aligned world bounds.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Bounds {
+    /// Lower-left corner.
+    pub min: Vec2,
+    /// Upper-right corner.
+    pub max: Vec2,
+}
+
+impl Bounds {
+    /// Width and height.
+    pub fn size(&self) -> Vec2 {
+        self.max - self.min
+    }
+
+    /// True when `p` lies inside (edges included).
+    pub fn contains(&self, p: Vec2) -> bool {
+        p.x >= self.min.x && p.y >= self.min.y && p.x <= self.max.x && p.y <= self.max.y
+    }
+}
+
+/// Position, velocity and orientation of something a behaviour aims at.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Kinematic {
+    /// Position.
+    pub position: Vec2,
+    /// Velocity.
+    pub velocity: Vec2,
+    /// Orientation.
+    pub orientation: f32,
+}
+
+/// Immutable snapshot handed to behaviours.
+pub struct WorldView<'a> {
+    /// All agents, sorted by id.
+    pub agents: &'a [Agent],
+    /// Agent spatial index, built from `agents` at the start of the tick.
+    pub grid: &'a AgentGrid,
+    /// Obstacles.
+    pub obstacles: &'a [Obstacle],
+    /// Walls.
+    pub walls: &'a [Wall],
+    /// Spatial index of obstacles and walls.
+    pub statics: &'a StaticIndex,
+    /// World bounds.
+    pub bounds: Bounds,
+    /// Fixed step, seconds.
+    pub dt: f32,
+    /// Tick number being computed.
+    pub tick: u64,
+    /// Simulation time at the start of this tick, seconds.
+    pub time: f32,
+}
+
+impl WorldView<'_> {
+    /// The agent with `id`, if any (binary search: agents are sorted by id).
+    pub fn agent(&self, id: AgentId) -> Option<&Agent> {
+        self.agents.binary_search_by_key(&id, |a| a.id).ok().and_then(|i| self.agents.get(i))
+    }
+
+    /// Calls `f` for every agent whose centre lies within `radius` of `p` (itself included if it
+    /// is there), in a deterministic order.
+    pub fn for_each_agent_near(&self, p: Vec2, radius: f32, mut f: impl FnMut(&Agent)) {
+        let r2 = radius * radius;
+        self.grid.for_each_in_box(p, radius, |i| {
+            if let Some(a) = self.agents.get(i as usize) {
+                if a.position.distance_squared(p) <= r2 {
+                    f(a);
+                }
+            }
+        });
+    }
+
+    /// Calls `f` for every obstacle whose edge may lie within `radius` of `p`.
+    pub fn for_each_obstacle_near(&self, p: Vec2, radius: f32, mut f: impl FnMut(&Obstacle)) {
+        self.statics.for_each_obstacle(p, radius, |i| {
+            if let Some(o) = self.obstacles.get(i as usize) {
+                let reach = radius + o.radius;
+                if o.center.distance_squared(p) <= reach * reach {
+                    f(o);
+                }
+            }
+        });
+    }
+
+    /// Calls `f` for every wall that may come within `radius` of `p` (each once).
+    pub fn for_each_wall_near(&self, p: Vec2, radius: f32, mut f: impl FnMut(&Wall)) {
+        self.statics.for_each_wall(p, radius, |i| {
+            if let Some(w) = self.walls.get(i as usize) {
+                f(w);
+            }
+        });
+    }
+}

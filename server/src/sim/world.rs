@@ -1,0 +1,1001 @@
+//! The world: agents, obstacles, walls, groups, and the fixed-step tick.
+//!
+//! A tick runs in two phases. **Compute:** every agent's steering is computed from an immutable
+//! [`WorldView`] (in parallel with rayon when a pool is installed). **Apply:** each agent's
+//! steering goes through the one integrator ([`integrate`]) and the safety constraints.
+//!
+//! **Invariant:** `agents` is sorted by id, and nothing in a tick depends on the order in which
+//! agents are computed, so the same scenario, seed and commands give bit-identical states on any
+//! number of threads.
+//!
+//! **Invariant:** no non-finite number enters the world: every input is validated, and the
+//! integrator refuses a non-finite result (the agent keeps its last state, at rest).
+
+use std::sync::Arc;
+
+use glam::Vec2;
+use rayon::prelude::*;
+
+use super::agent::{Agent, AgentId, AgentMemory, GroupId, Limits};
+use super::behaviors::{Behavior, BehaviorEntry, BehaviorSet, Scratch, Target};
+use super::error::{SimError, check_finite, check_positive, check_vec};
+use super::math::{clamp_len, closest_on_segment, dir, orientation_of, perp, segment_intersection, wrap_angle};
+use super::rng::Rng;
+use super::spatial::{AgentGrid, StaticIndex};
+use super::steering::Steering;
+use super::view::{Bounds, Obstacle, Wall, WorldView};
+
+/// What happens at the world's bounds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum EdgeRule {
+    /// Agents stop at the edge (the outward velocity is removed).
+    #[default]
+    Clamp,
+    /// Agents leaving one side enter on the opposite side.
+    Wrap,
+    /// Agents are reflected back in with the outward velocity reversed.
+    Bounce,
+}
+
+/// Settings of one world. All validated by [`World::new`].
+#[derive(Debug, Clone, PartialEq)]
+pub struct WorldConfig {
+    /// World bounds.
+    pub bounds: Bounds,
+    /// Edge rule.
+    pub edge: EdgeRule,
+    /// Ticks per second; dt = 1 / tick_rate.
+    pub tick_rate: f32,
+    /// Seed of every random number in the world.
+    pub seed: u64,
+    /// Cell size of the agent grid; `None` = the largest neighbour reach of any behaviour
+    /// (at least 1).
+    pub agent_cell_size: Option<f32>,
+    /// Cell size of the obstacle/wall index.
+    pub static_cell_size: f32,
+    /// When true, agents are kept out of obstacles and from crossing walls by the integrator
+    /// (a safety net under the avoidance behaviours; counted as contacts).
+    pub solid_obstacles: bool,
+    /// Most agents the world may hold.
+    pub max_agents: usize,
+    /// Most obstacles.
+    pub max_obstacles: usize,
+    /// Most walls.
+    pub max_walls: usize,
+    /// Most agents one spawn may create.
+    pub max_spawn: usize,
+}
+
+impl Default for WorldConfig {
+    fn default() -> Self {
+        WorldConfig {
+            bounds: Bounds { min: Vec2::ZERO, max: Vec2::splat(200.0) },
+            edge: EdgeRule::Clamp,
+            tick_rate: 20.0,
+            seed: 1,
+            agent_cell_size: None,
+            static_cell_size: 8.0,
+            solid_obstacles: true,
+            max_agents: 200_000,
+            max_obstacles: 10_000,
+            max_walls: 10_000,
+            max_spawn: 100_000,
+        }
+    }
+}
+
+impl WorldConfig {
+    /// Validates every field; the error names it.
+    pub fn validate(&self) -> Result<(), SimError> {
+        check_vec("bounds.min", self.bounds.min)?;
+        check_vec("bounds.max", self.bounds.max)?;
+        let size = self.bounds.size();
+        if size.x <= 0.0 || size.y <= 0.0 {
+            return Err(SimError::invalid("bounds", "max must be greater than min on both axes"));
+        }
+        check_positive("tick_rate", self.tick_rate)?;
+        if !(0.1..=1000.0).contains(&self.tick_rate) {
+            return Err(SimError::invalid("tick_rate", "must be between 0.1 and 1000"));
+        }
+        if let Some(c) = self.agent_cell_size {
+            check_positive("agent_cell_size", c)?;
+        }
+        check_positive("static_cell_size", self.static_cell_size)?;
+        for (name, v) in [
+            ("max_agents", self.max_agents),
+            ("max_obstacles", self.max_obstacles),
+            ("max_walls", self.max_walls),
+            ("max_spawn", self.max_spawn),
+        ] {
+            if v > 10_000_000 {
+                return Err(SimError::invalid(name, "must be at most 10000000"));
+            }
+        }
+        Ok(())
+    }
+
+    /// The fixed step, seconds.
+    pub fn dt(&self) -> f32 {
+        1.0 / self.tick_rate
+    }
+}
+
+/// Something that happened in the world, reported once.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Event {
+    /// Agents were spawned.
+    Spawned { id: AgentId, group: GroupId },
+    /// An agent was removed.
+    Despawned { id: AgentId },
+    /// A MoveTo agent stopped at its destination.
+    DestinationReached { id: AgentId, position: Vec2, unreachable: bool },
+    /// A `once` path follower reached the end of its path.
+    PathCompleted { id: AgentId },
+}
+
+impl Event {
+    /// Stable snake_case name of the event kind.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Event::Spawned { .. } => "spawned",
+            Event::Despawned { .. } => "despawned",
+            Event::DestinationReached { .. } => "destination_reached",
+            Event::PathCompleted { .. } => "path_completed",
+        }
+    }
+}
+
+/// Where a spawned group is placed.
+#[derive(Debug, Clone, PartialEq)]
+pub enum SpawnArea {
+    /// Uniformly inside a rectangle.
+    Rect { min: Vec2, max: Vec2 },
+    /// Uniformly inside a disc.
+    Disc { center: Vec2, radius: f32 },
+    /// Evenly spaced on a circle (the `crossing` test).
+    Ring { center: Vec2, radius: f32 },
+    /// At these points (count = number of points).
+    Points(Vec<Vec2>),
+}
+
+/// How targets of spawned agents are bound per agent at spawn time.
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub enum TargetBinding {
+    /// Targets stay as given.
+    #[default]
+    AsGiven,
+    /// Every point target becomes the agent's spawn point mirrored through `center`
+    /// (agents on a ring head for their antipodes).
+    Antipode { center: Vec2 },
+    /// Every agent target becomes member `i mod n` of `group` (agent `i` of this spawn).
+    GroupMember { group: GroupId },
+}
+
+/// A group of agents to spawn.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SpawnSpec {
+    /// Group name (created on first use).
+    pub group: String,
+    /// Number of agents (ignored for [`SpawnArea::Points`]).
+    pub count: usize,
+    /// Placement.
+    pub area: SpawnArea,
+    /// Limits of every agent.
+    pub limits: Limits,
+    /// Behaviours of every agent.
+    pub behaviors: Vec<BehaviorEntry>,
+    /// Per-agent target binding.
+    pub binding: TargetBinding,
+    /// Initial speed along the initial orientation.
+    pub initial_speed: f32,
+    /// Initial orientation; `None` = random (faces the ring centre for [`SpawnArea::Ring`]).
+    pub orientation: Option<f32>,
+}
+
+impl SpawnSpec {
+    /// A spawn of `count` agents in a rectangle with default limits and no behaviours.
+    pub fn new(group: &str, count: usize, area: SpawnArea) -> Self {
+        SpawnSpec {
+            group: group.to_string(),
+            count,
+            area,
+            limits: Limits::default(),
+            behaviors: Vec::new(),
+            binding: TargetBinding::AsGiven,
+            initial_speed: 0.0,
+            orientation: None,
+        }
+    }
+}
+
+/// A command applied between ticks. Each returns an [`Outcome`] or a [`SimError`] and leaves
+/// the world unchanged on error.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Command {
+    /// Spawn a group.
+    Spawn(SpawnSpec),
+    /// Remove an agent.
+    Despawn(AgentId),
+    /// Replace an agent's behaviours.
+    SetBehaviors { agent: AgentId, entries: Vec<BehaviorEntry> },
+    /// Add a behaviour.
+    AddBehavior { agent: AgentId, entry: BehaviorEntry },
+    /// Remove every behaviour of a kind.
+    RemoveBehavior { agent: AgentId, kind: String },
+    /// Remove every behaviour.
+    ResetBehaviors { agent: AgentId },
+    /// Add a circular obstacle.
+    AddObstacle { center: Vec2, radius: f32 },
+    /// Remove an obstacle.
+    RemoveObstacle(u32),
+    /// Add a wall segment.
+    AddWall { a: Vec2, b: Vec2 },
+    /// Remove a wall.
+    RemoveWall(u32),
+}
+
+/// The result of a successful command.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Outcome {
+    /// Ids of spawned agents.
+    Spawned(Vec<AgentId>),
+    /// Id of the new obstacle or wall.
+    Added(u32),
+    /// Number of entries or objects removed.
+    Removed(usize),
+    /// Done.
+    Done,
+}
+
+/// Counters of one tick.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct StepStats {
+    /// Agent steps whose path crossed a wall segment (after the safety net).
+    pub wall_crossings: u32,
+    /// Times the safety net pushed an agent out of an obstacle or stopped it at a wall.
+    pub contacts: u32,
+    /// Integrator results refused for being non-finite (should stay 0).
+    pub non_finite: u32,
+}
+
+/// Safety checks over the current state (used by reports and tests).
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct Audit {
+    /// Agents whose centre is inside an obstacle.
+    pub obstacle_penetrations: u32,
+    /// Smallest gap between an agent's edge and an obstacle's edge (∞ with no obstacles).
+    pub min_obstacle_clearance: f32,
+    /// Agent pairs closer than half the sum of their radii.
+    pub agent_overlaps: u32,
+    /// Agents with a non-finite number in their state.
+    pub non_finite: u32,
+    /// Agents outside the bounds.
+    pub out_of_bounds: u32,
+}
+
+/// The simulation world.
+pub struct World {
+    config: WorldConfig,
+    agents: Vec<Agent>,
+    next_agent_id: AgentId,
+    obstacles: Vec<Obstacle>,
+    walls: Vec<Wall>,
+    next_static_id: u32,
+    groups: Vec<String>,
+    grid: AgentGrid,
+    statics: StaticIndex,
+    statics_dirty: bool,
+    tick: u64,
+    rng: Rng,
+    events: Vec<Event>,
+    /// Most events kept between drains; older ones are dropped (and counted).
+    max_pending_events: usize,
+    events_dropped: u64,
+}
+
+impl World {
+    /// An empty world.
+    pub fn new(config: WorldConfig) -> Result<Self, SimError> {
+        config.validate()?;
+        let grid = AgentGrid::build(config.bounds, 1.0, &[]);
+        let statics = StaticIndex::build(config.bounds, config.static_cell_size, &[], &[]);
+        let rng = Rng::new(config.seed);
+        Ok(World {
+            config,
+            agents: Vec::new(),
+            next_agent_id: 1,
+            obstacles: Vec::new(),
+            walls: Vec::new(),
+            next_static_id: 1,
+            groups: Vec::new(),
+            grid,
+            statics,
+            statics_dirty: false,
+            tick: 0,
+            rng,
+            events: Vec::new(),
+            max_pending_events: 1 << 20,
+            events_dropped: 0,
+        })
+    }
+
+    /// Settings.
+    pub fn config(&self) -> &WorldConfig {
+        &self.config
+    }
+
+    /// Agents, sorted by id.
+    pub fn agents(&self) -> &[Agent] {
+        &self.agents
+    }
+
+    /// The agent with `id`.
+    pub fn agent(&self, id: AgentId) -> Option<&Agent> {
+        self.agents.binary_search_by_key(&id, |a| a.id).ok().and_then(|i| self.agents.get(i))
+    }
+
+    fn agent_index(&self, id: AgentId) -> Result<usize, SimError> {
+        self.agents.binary_search_by_key(&id, |a| a.id).map_err(|_| SimError::UnknownAgent(id))
+    }
+
+    /// Obstacles.
+    pub fn obstacles(&self) -> &[Obstacle] {
+        &self.obstacles
+    }
+
+    /// Walls.
+    pub fn walls(&self) -> &[Wall] {
+        &self.walls
+    }
+
+    /// Group names; a [`GroupId`] indexes this list.
+    pub fn groups(&self) -> &[String] {
+        &self.groups
+    }
+
+    /// The id of group `name`, if it exists.
+    pub fn group_id(&self, name: &str) -> Option<GroupId> {
+        self.groups.iter().position(|g| g == name).map(|i| i as GroupId)
+    }
+
+    /// Ticks stepped so far.
+    pub fn tick(&self) -> u64 {
+        self.tick
+    }
+
+    /// Simulation time, seconds.
+    pub fn time(&self) -> f64 {
+        self.tick as f64 / f64::from(self.config.tick_rate)
+    }
+
+    /// Events since the last drain.
+    pub fn drain_events(&mut self) -> Vec<Event> {
+        std::mem::take(&mut self.events)
+    }
+
+    /// Events dropped because nobody drained them.
+    pub fn events_dropped(&self) -> u64 {
+        self.events_dropped
+    }
+
+    fn push_event(&mut self, e: Event) {
+        if self.events.len() >= self.max_pending_events {
+            self.events_dropped += 1;
+        } else {
+            self.events.push(e);
+        }
+    }
+
+    /// Changes the tick rate (validated).
+    pub fn set_tick_rate(&mut self, rate: f32) -> Result<(), SimError> {
+        let cfg = WorldConfig { tick_rate: rate, ..self.config.clone() };
+        cfg.validate()?;
+        self.config = cfg;
+        Ok(())
+    }
+
+    /// Applies a command.
+    pub fn apply(&mut self, cmd: Command) -> Result<Outcome, SimError> {
+        match cmd {
+            Command::Spawn(spec) => self.spawn(spec).map(Outcome::Spawned),
+            Command::Despawn(id) => self.despawn(id).map(|()| Outcome::Done),
+            Command::SetBehaviors { agent, entries } => {
+                let i = self.agent_index(agent)?;
+                let set = BehaviorSet::new(entries).map_err(|e| e.within("behaviors"))?;
+                self.check_agent_targets(&set)?;
+                self.agents[i].behaviors = Arc::new(set);
+                self.agents[i].memory = AgentMemory::default();
+                Ok(Outcome::Done)
+            }
+            Command::AddBehavior { agent, entry } => {
+                let i = self.agent_index(agent)?;
+                let mut set = (*self.agents[i].behaviors).clone();
+                set.add(entry).map_err(|e| e.within("behavior"))?;
+                self.check_agent_targets(&set)?;
+                self.agents[i].behaviors = Arc::new(set);
+                Ok(Outcome::Done)
+            }
+            Command::RemoveBehavior { agent, kind } => {
+                let i = self.agent_index(agent)?;
+                let set = Arc::make_mut(&mut self.agents[i].behaviors);
+                Ok(Outcome::Removed(set.remove(&kind)))
+            }
+            Command::ResetBehaviors { agent } => {
+                let i = self.agent_index(agent)?;
+                self.agents[i].behaviors = Arc::new(BehaviorSet::default());
+                self.agents[i].memory = AgentMemory::default();
+                Ok(Outcome::Done)
+            }
+            Command::AddObstacle { center, radius } => self.add_obstacle(center, radius).map(Outcome::Added),
+            Command::RemoveObstacle(id) => self.remove_obstacle(id).map(|()| Outcome::Removed(1)),
+            Command::AddWall { a, b } => self.add_wall(a, b).map(Outcome::Added),
+            Command::RemoveWall(id) => self.remove_wall(id).map(|()| Outcome::Removed(1)),
+        }
+    }
+
+    fn check_agent_targets(&self, set: &BehaviorSet) -> Result<(), SimError> {
+        for (i, e) in set.entries().iter().enumerate() {
+            if let Some(id) = e.behavior.target_agent() {
+                if self.agent(id).is_none() {
+                    return Err(SimError::invalid(format!("behaviors[{i}].params.target"), format!("no agent {id}")));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Adds an obstacle; returns its id.
+    pub fn add_obstacle(&mut self, center: Vec2, radius: f32) -> Result<u32, SimError> {
+        check_vec("center", center)?;
+        check_positive("radius", radius)?;
+        if self.obstacles.len() >= self.config.max_obstacles {
+            return Err(SimError::LimitExceeded { what: "obstacles".into(), max: self.config.max_obstacles });
+        }
+        let id = self.next_static_id;
+        self.next_static_id += 1;
+        self.obstacles.push(Obstacle { id, center, radius });
+        self.statics_dirty = true;
+        Ok(id)
+    }
+
+    /// Moves an obstacle.
+    pub fn move_obstacle(&mut self, id: u32, center: Vec2) -> Result<(), SimError> {
+        check_vec("center", center)?;
+        let o = self.obstacles.iter_mut().find(|o| o.id == id).ok_or(SimError::UnknownObstacle(id))?;
+        o.center = center;
+        self.statics_dirty = true;
+        Ok(())
+    }
+
+    /// Removes an obstacle.
+    pub fn remove_obstacle(&mut self, id: u32) -> Result<(), SimError> {
+        let i = self.obstacles.iter().position(|o| o.id == id).ok_or(SimError::UnknownObstacle(id))?;
+        self.obstacles.remove(i);
+        self.statics_dirty = true;
+        Ok(())
+    }
+
+    /// Adds a wall segment; returns its id.
+    pub fn add_wall(&mut self, a: Vec2, b: Vec2) -> Result<u32, SimError> {
+        check_vec("a", a)?;
+        check_vec("b", b)?;
+        if a.distance_squared(b) < 1e-8 {
+            return Err(SimError::invalid("b", "a wall needs two distinct end points"));
+        }
+        if self.walls.len() >= self.config.max_walls {
+            return Err(SimError::LimitExceeded { what: "walls".into(), max: self.config.max_walls });
+        }
+        let id = self.next_static_id;
+        self.next_static_id += 1;
+        self.walls.push(Wall { id, a, b, normal: dir(perp(b - a)) });
+        self.statics_dirty = true;
+        Ok(id)
+    }
+
+    /// Removes a wall.
+    pub fn remove_wall(&mut self, id: u32) -> Result<(), SimError> {
+        let i = self.walls.iter().position(|w| w.id == id).ok_or(SimError::UnknownWall(id))?;
+        self.walls.remove(i);
+        self.statics_dirty = true;
+        Ok(())
+    }
+
+    /// Removes an agent.
+    pub fn despawn(&mut self, id: AgentId) -> Result<(), SimError> {
+        let i = self.agent_index(id)?;
+        self.agents.remove(i);
+        self.push_event(Event::Despawned { id });
+        Ok(())
+    }
+
+    /// The id of group `name`, created if new.
+    pub fn ensure_group(&mut self, name: &str) -> Result<GroupId, SimError> {
+        if let Some(g) = self.group_id(name) {
+            return Ok(g);
+        }
+        if name.is_empty() || name.len() > 64 {
+            return Err(SimError::invalid("group", "must be 1 to 64 bytes"));
+        }
+        if self.groups.len() >= usize::from(u16::MAX) {
+            return Err(SimError::LimitExceeded { what: "groups".into(), max: usize::from(u16::MAX) });
+        }
+        self.groups.push(name.to_string());
+        Ok((self.groups.len() - 1) as GroupId)
+    }
+
+    /// Spawns a group; returns the new ids. Validates everything first: on error nothing changes.
+    pub fn spawn(&mut self, spec: SpawnSpec) -> Result<Vec<AgentId>, SimError> {
+        let limits = spec.limits.validated().map_err(|e| e.within("limits"))?;
+        let set = BehaviorSet::new(spec.behaviors.clone()).map_err(|e| e.within("behaviors"))?;
+        check_finite("initial_speed", spec.initial_speed)?;
+        if let Some(o) = spec.orientation {
+            check_finite("orientation", o)?;
+        }
+        let count = match &spec.area {
+            SpawnArea::Points(p) => p.len(),
+            _ => spec.count,
+        };
+        if count > self.config.max_spawn {
+            return Err(SimError::LimitExceeded { what: "count".into(), max: self.config.max_spawn });
+        }
+        if self.agents.len() + count > self.config.max_agents {
+            return Err(SimError::LimitExceeded { what: "agents".into(), max: self.config.max_agents });
+        }
+        match &spec.area {
+            SpawnArea::Rect { min, max } => {
+                check_vec("area.min", *min)?;
+                check_vec("area.max", *max)?;
+                if max.x < min.x || max.y < min.y {
+                    return Err(SimError::invalid("area.max", "must not be less than area.min"));
+                }
+            }
+            SpawnArea::Disc { center, radius } | SpawnArea::Ring { center, radius } => {
+                check_vec("area.center", *center)?;
+                super::error::check_non_negative("area.radius", *radius)?;
+            }
+            SpawnArea::Points(ps) => {
+                for (i, p) in ps.iter().enumerate() {
+                    check_vec(&format!("area.points[{i}]"), *p)?;
+                }
+            }
+        }
+        let members: Vec<AgentId> = match spec.binding {
+            TargetBinding::GroupMember { group } => {
+                let m: Vec<AgentId> = self.agents.iter().filter(|a| a.group == group).map(|a| a.id).collect();
+                if m.is_empty() {
+                    return Err(SimError::invalid("binding.group", "the group has no agents"));
+                }
+                m
+            }
+            _ => Vec::new(),
+        };
+        if let TargetBinding::AsGiven = spec.binding {
+            self.check_agent_targets(&set)?;
+        }
+        if self.next_agent_id.checked_add(count as u32).is_none() {
+            return Err(SimError::LimitExceeded { what: "agent ids".into(), max: u32::MAX as usize });
+        }
+        let group = self.ensure_group(&spec.group)?;
+        let shared = Arc::new(set);
+        let mut ids = Vec::with_capacity(count);
+        for i in 0..count {
+            let pos = self.spawn_position(&spec.area, i, count, limits.radius);
+            let orientation = match (spec.orientation, &spec.area) {
+                (Some(o), _) => o,
+                (None, SpawnArea::Ring { center, .. }) => orientation_of(*center - pos, 0.0),
+                (None, _) => self.rng.range(-std::f32::consts::PI, std::f32::consts::PI),
+            };
+            let behaviors = match spec.binding {
+                TargetBinding::AsGiven => shared.clone(),
+                TargetBinding::Antipode { center } => Arc::new(rebind(&shared, Some(center * 2.0 - pos), None)),
+                TargetBinding::GroupMember { .. } => {
+                    let m = members[i % members.len()];
+                    Arc::new(rebind(&shared, None, Some(m)))
+                }
+            };
+            let id = self.next_agent_id;
+            self.next_agent_id += 1;
+            self.agents.push(Agent {
+                id,
+                group,
+                position: pos,
+                velocity: clamp_len(super::math::heading(orientation) * spec.initial_speed, limits.max_speed),
+                orientation: wrap_angle(orientation),
+                angular_velocity: 0.0,
+                limits,
+                behaviors,
+                memory: AgentMemory { path_step: 1, ..AgentMemory::default() },
+            });
+            ids.push(id);
+            self.push_event(Event::Spawned { id, group });
+        }
+        Ok(ids)
+    }
+
+    /// A spawn point: random in the area, retried (up to 32 times) to keep clear of obstacles.
+    fn spawn_position(&mut self, area: &SpawnArea, i: usize, n: usize, radius: f32) -> Vec2 {
+        let mut p = Vec2::ZERO;
+        for _ in 0..32 {
+            p = match area {
+                SpawnArea::Rect { min, max } => Vec2::new(self.rng.range(min.x, max.x), self.rng.range(min.y, max.y)),
+                SpawnArea::Disc { center, radius } => {
+                    let r = radius * self.rng.next_f32().sqrt();
+                    let a = self.rng.range(0.0, std::f32::consts::TAU);
+                    *center + Vec2::new(a.cos(), a.sin()) * r
+                }
+                SpawnArea::Ring { center, radius } => {
+                    let a = std::f32::consts::TAU * i as f32 / n.max(1) as f32;
+                    return self.clamp_to_bounds(*center + Vec2::new(a.cos(), a.sin()) * *radius);
+                }
+                SpawnArea::Points(ps) => return self.clamp_to_bounds(ps.get(i).copied().unwrap_or(Vec2::ZERO)),
+            };
+            p = self.clamp_to_bounds(p);
+            let clear = self.obstacles.iter().all(|o| o.center.distance(p) >= o.radius + radius)
+                && self.walls.iter().all(|w| closest_on_segment(p, w.a, w.b).distance(p) >= radius);
+            if clear {
+                break;
+            }
+        }
+        p
+    }
+
+    fn clamp_to_bounds(&self, p: Vec2) -> Vec2 {
+        p.clamp(self.config.bounds.min, self.config.bounds.max)
+    }
+
+    /// Rebuilds the agent grid (and the static index if obstacles or walls changed).
+    pub fn rebuild_indexes(&mut self) {
+        if self.statics_dirty {
+            self.statics =
+                StaticIndex::build(self.config.bounds, self.config.static_cell_size, &self.obstacles, &self.walls);
+            self.statics_dirty = false;
+        }
+        let cell = self.config.agent_cell_size.unwrap_or_else(|| {
+            let mut reach = 1.0f32;
+            let mut last: *const BehaviorSet = std::ptr::null();
+            for a in &self.agents {
+                let p = Arc::as_ptr(&a.behaviors);
+                if p != last {
+                    reach = reach.max(a.behaviors.neighbor_reach());
+                    last = p;
+                }
+            }
+            reach.min(1000.0)
+        });
+        let positions: Vec<Vec2> = self.agents.iter().map(|a| a.position).collect();
+        self.grid = AgentGrid::build(self.config.bounds, cell, &positions);
+    }
+
+    /// The read-only view of the current state (indexes as last rebuilt).
+    pub fn view(&self) -> WorldView<'_> {
+        WorldView {
+            agents: &self.agents,
+            grid: &self.grid,
+            obstacles: &self.obstacles,
+            walls: &self.walls,
+            statics: &self.statics,
+            bounds: self.config.bounds,
+            dt: self.config.dt(),
+            tick: self.tick,
+            time: self.time() as f32,
+        }
+    }
+
+    /// Advances one fixed step. Runs on the current rayon pool (install one to choose threads).
+    pub fn step(&mut self) -> StepStats {
+        self.rebuild_indexes();
+        let seed = self.config.seed;
+        let tick = self.tick;
+        let results: Vec<(Steering, AgentMemory)> = {
+            let view = self.view();
+            self.agents
+                .par_iter()
+                .with_min_len(512)
+                .map(|a| {
+                    let mut scratch = Scratch { rng: Rng::for_agent(seed, a.id, tick), memory: a.memory };
+                    let s = a.behaviors.steer(a, &view, &mut scratch);
+                    (s, scratch.memory)
+                })
+                .collect()
+        };
+        let ctx = ApplyCtx {
+            dt: self.config.dt(),
+            bounds: self.config.bounds,
+            edge: self.config.edge,
+            solid: self.config.solid_obstacles,
+            obstacles: &self.obstacles,
+            walls: &self.walls,
+            statics: &self.statics,
+        };
+        let stats = self
+            .agents
+            .par_iter_mut()
+            .with_min_len(512)
+            .zip(results)
+            .map(|(a, (s, mem))| {
+                a.memory = mem;
+                ctx.apply(a, s)
+            })
+            .reduce(StepStats::default, |x, y| StepStats {
+                wall_crossings: x.wall_crossings + y.wall_crossings,
+                contacts: x.contacts + y.contacts,
+                non_finite: x.non_finite + y.non_finite,
+            });
+        self.tick += 1;
+        stats
+    }
+
+    /// Safety audit of the current state (rebuilds the indexes).
+    pub fn audit(&mut self) -> Audit {
+        self.rebuild_indexes();
+        let max_r = self.agents.iter().map(|a| a.limits.radius).fold(0.0, f32::max);
+        let view = self.view();
+        let mut out = Audit { min_obstacle_clearance: f32::INFINITY, ..Audit::default() };
+        for a in view.agents {
+            if !(a.position.is_finite() && a.velocity.is_finite() && a.orientation.is_finite() && a.angular_velocity.is_finite()) {
+                out.non_finite += 1;
+                continue;
+            }
+            if !view.bounds.contains(a.position) {
+                out.out_of_bounds += 1;
+            }
+            view.for_each_obstacle_near(a.position, a.limits.radius + 50.0, |o| {
+                let d = a.position.distance(o.center);
+                if d < o.radius {
+                    out.obstacle_penetrations += 1;
+                }
+                out.min_obstacle_clearance = out.min_obstacle_clearance.min(d - o.radius - a.limits.radius);
+            });
+            view.for_each_agent_near(a.position, max_r, |b| {
+                if b.id > a.id && a.position.distance(b.position) < 0.5 * (a.limits.radius + b.limits.radius) {
+                    out.agent_overlaps += 1;
+                }
+            });
+        }
+        out
+    }
+
+    /// Test helper: inserts a fully built agent (keeps ids sorted).
+    #[cfg(test)]
+    pub(crate) fn insert_agent_for_test(&mut self, a: Agent) {
+        let i = self.agents.partition_point(|x| x.id < a.id);
+        self.next_agent_id = self.next_agent_id.max(a.id + 1);
+        self.agents.insert(i, a);
+    }
+}
+
+/// Copy of `set` with point targets replaced by `point` and agent targets by `agent`.
+fn rebind(set: &BehaviorSet, point: Option<Vec2>, agent: Option<AgentId>) -> BehaviorSet {
+    let mut out = BehaviorSet::default();
+    for e in set.entries() {
+        let mut e = e.clone();
+        let t = |t: &mut Target| match t {
+            Target::Point(p) => {
+                if let Some(q) = point {
+                    *p = q;
+                }
+            }
+            Target::Agent(id) => {
+                if let Some(m) = agent {
+                    *id = m;
+                }
+            }
+        };
+        match &mut e.behavior {
+            Behavior::Seek(p) => t(&mut p.target),
+            Behavior::Flee(p) => t(&mut p.target),
+            Behavior::Arrive(p) => t(&mut p.target),
+            Behavior::Face(p) => t(&mut p.target),
+            Behavior::Pursue(p) => p.target = agent.unwrap_or(p.target),
+            Behavior::Evade(p) => p.target = agent.unwrap_or(p.target),
+            Behavior::VelocityMatch(p) => p.target = agent.unwrap_or(p.target),
+            Behavior::Align(p) => {
+                if let (super::behaviors::align::AlignTarget::Agent(id), Some(m)) = (&mut p.target, agent) {
+                    *id = m;
+                }
+            }
+            _ => {}
+        }
+        // Entries were validated when `set` was built; rebinding keeps them valid.
+        let _ = out.add(e);
+    }
+    out
+}
+
+/// What the apply phase needs besides the agent.
+struct ApplyCtx<'a> {
+    dt: f32,
+    bounds: Bounds,
+    edge: EdgeRule,
+    solid: bool,
+    obstacles: &'a [Obstacle],
+    walls: &'a [Wall],
+    statics: &'a StaticIndex,
+}
+
+/// Speed under which an agent without orientation steering keeps its orientation.
+pub const FACE_VELOCITY_EPSILON: f32 = 1e-3;
+
+/// The one integrator (000's usage example): v += linear·dt, clamp to max_speed, p += v·dt;
+/// ω += angular·dt, clamp to max_rotation, θ += ω·dt — or, when no behaviour steers the
+/// orientation, θ faces the velocity once speed > [`FACE_VELOCITY_EPSILON`].
+pub fn integrate(a: &mut Agent, s: Steering, dt: f32) {
+    let lim = a.limits;
+    a.velocity = clamp_len(a.velocity + s.linear * dt, lim.max_speed);
+    a.position += a.velocity * dt;
+    if a.behaviors.steers_orientation() {
+        a.angular_velocity = (a.angular_velocity + s.angular * dt).clamp(-lim.max_rotation, lim.max_rotation);
+        a.orientation = wrap_angle(a.orientation + a.angular_velocity * dt);
+    } else {
+        a.angular_velocity = 0.0;
+        if a.velocity.length() > FACE_VELOCITY_EPSILON {
+            a.orientation = orientation_of(a.velocity, a.orientation);
+        }
+    }
+}
+
+impl ApplyCtx<'_> {
+    fn apply(&self, a: &mut Agent, s: Steering) -> StepStats {
+        let mut stats = StepStats::default();
+        let before = (a.position, a.velocity, a.orientation, a.angular_velocity);
+        integrate(a, s.sanitized(), self.dt);
+        if self.solid {
+            stats.contacts += self.resolve_walls(a, before.0);
+            stats.contacts += self.resolve_obstacles(a);
+        }
+        self.apply_edge(a);
+        let finite = a.position.is_finite() && a.velocity.is_finite() && a.orientation.is_finite() && a.angular_velocity.is_finite();
+        if !finite {
+            (a.position, a.velocity, a.orientation, a.angular_velocity) = (before.0, Vec2::ZERO, before.2, 0.0);
+            stats.non_finite += 1;
+        }
+        stats.wall_crossings += self.count_crossings(before.0, a.position);
+        stats
+    }
+
+    fn count_crossings(&self, from: Vec2, to: Vec2) -> u32 {
+        if from == to || self.walls.is_empty() {
+            return 0;
+        }
+        let mid = (from + to) * 0.5;
+        let half = (to - from).abs().max_element() * 0.5;
+        let mut n = 0;
+        self.statics.for_each_wall(mid, half, |i| {
+            if let Some(w) = self.walls.get(i as usize) {
+                if segment_intersection(from, to, w.a, w.b).is_some() {
+                    n += 1;
+                }
+            }
+        });
+        n
+    }
+
+    /// Stops a step that would cross a wall at the wall (sliding along it), then keeps the
+    /// agent's centre at least its radius away from walls on the side it came from.
+    fn resolve_walls(&self, a: &mut Agent, from: Vec2) -> u32 {
+        if self.walls.is_empty() {
+            return 0;
+        }
+        let mut contacts = 0;
+        let r = a.limits.radius;
+        let to = a.position;
+        let mid = (from + to) * 0.5;
+        let reach = (to - from).abs().max_element() * 0.5 + r;
+        let mut first: Option<(f32, Vec2)> = None;
+        self.statics.for_each_wall(mid, reach, |i| {
+            let Some(w) = self.walls.get(i as usize) else { return };
+            if let Some(t) = segment_intersection(from, to, w.a, w.b) {
+                if first.is_none_or(|f| t < f.0) {
+                    let n = if (from - w.a).dot(w.normal) >= 0.0 { w.normal } else { -w.normal };
+                    first = Some((t, n));
+                }
+            }
+        });
+        if let Some((t, n)) = first {
+            // Back to just before the wall, on the side we came from.
+            a.position = from + (to - from) * t + n * 1e-3;
+            a.velocity -= n * a.velocity.dot(n).min(0.0);
+            contacts += 1;
+        }
+        // Push out to the radius from every nearby wall (on the side of `from`).
+        let p = a.position;
+        let mut push = Vec2::ZERO;
+        self.statics.for_each_wall(p, r, |i| {
+            let Some(w) = self.walls.get(i as usize) else { return };
+            let c = closest_on_segment(p, w.a, w.b);
+            let d = p.distance(c);
+            if d < r {
+                let side = if (from - w.a).dot(w.normal) >= 0.0 { w.normal } else { -w.normal };
+                let away = if d > 1e-6 { (p - c) / d } else { side };
+                // Only push towards the side the agent came from (never through the wall).
+                let away = if away.dot(side) < 0.0 { side } else { away };
+                push += away * (r - d);
+            }
+        });
+        if push != Vec2::ZERO {
+            let candidate = a.position + push;
+            // Accept the push only if it does not itself cross a wall.
+            if self.count_crossings(a.position, candidate) == 0 {
+                a.position = candidate;
+                let n = dir(push);
+                a.velocity -= n * a.velocity.dot(n).min(0.0);
+                contacts += 1;
+            }
+        }
+        contacts
+    }
+
+    /// Pushes the agent out of any obstacle it overlaps (contact at radius sum), removing the
+    /// velocity into the obstacle.
+    fn resolve_obstacles(&self, a: &mut Agent) -> u32 {
+        if self.obstacles.is_empty() {
+            return 0;
+        }
+        let mut contacts = 0;
+        let r = a.limits.radius;
+        for _ in 0..2 {
+            let p = a.position;
+            let mut hit: Option<(Vec2, f32)> = None;
+            self.statics.for_each_obstacle(p, r, |i| {
+                let Some(o) = self.obstacles.get(i as usize) else { return };
+                let reach = o.radius + r;
+                if o.center.distance_squared(p) < reach * reach {
+                    // Deepest overlap first.
+                    let depth = reach - o.center.distance(p);
+                    if hit.is_none_or(|h| depth > h.1) {
+                        hit = Some((o.center, depth));
+                    }
+                }
+            });
+            let Some((c, depth)) = hit else { break };
+            let mut n = dir(p - c);
+            if n == Vec2::ZERO {
+                n = if a.velocity != Vec2::ZERO { -dir(a.velocity) } else { Vec2::X };
+            }
+            let candidate = p + n * depth;
+            if self.count_crossings(p, candidate) > 0 {
+                break;
+            }
+            a.position = candidate;
+            a.velocity -= n * a.velocity.dot(n).min(0.0);
+            contacts += 1;
+        }
+        contacts
+    }
+
+    fn apply_edge(&self, a: &mut Agent) {
+        let (min, max) = (self.bounds.min, self.bounds.max);
+        match self.edge {
+            EdgeRule::Clamp => {
+                let p = a.position.clamp(min, max);
+                if p.x != a.position.x {
+                    a.velocity.x = 0.0;
+                }
+                if p.y != a.position.y {
+                    a.velocity.y = 0.0;
+                }
+                a.position = p;
+            }
+            EdgeRule::Wrap => {
+                let size = max - min;
+                let q = a.position - min;
+                let w = Vec2::new(q.x.rem_euclid(size.x), q.y.rem_euclid(size.y));
+                a.position = (min + w).clamp(min, max);
+            }
+            EdgeRule::Bounce => {
+                for axis in 0..2 {
+                    let (lo, hi) = (min[axis], max[axis]);
+                    let mut p = a.position[axis];
+                    if p < lo {
+                        p = (2.0 * lo - p).min(hi);
+                        a.velocity[axis] = a.velocity[axis].abs();
+                    } else if p > hi {
+                        p = (2.0 * hi - p).max(lo);
+                        a.velocity[axis] = -a.velocity[axis].abs();
+                    }
+                    a.position[axis] = p;
+                }
+            }
+        }
+    }
+}
