@@ -1,1 +1,220 @@
-//! Placeholder replaced below.
+//! `steerd simulate`: runs a scenario headless as fast as it can and reports timing, the final
+//! state hash and safety counters.
+
+use std::collections::BTreeMap;
+use std::time::Instant;
+
+use serde::Serialize;
+
+use crate::scenario::{Scenario, ScenarioError};
+use crate::sim::behaviors::{Behavior, Target};
+use crate::sim::hash::state_hash;
+use crate::sim::world::World;
+
+/// Options of one run.
+#[derive(Debug, Clone)]
+pub struct SimulateOptions {
+    /// Ticks to run.
+    pub ticks: u64,
+    /// Scale the scenario to this many agents (same density).
+    pub agents: Option<usize>,
+    /// Worker threads for the tick.
+    pub threads: usize,
+    /// Override the scenario's seed.
+    pub seed: Option<u64>,
+    /// Audit the state every this many ticks (0 = never; penetrations and overlaps are then 0
+    /// because unmeasured, and the report says `audited: false`).
+    pub audit_every: u64,
+}
+
+impl Default for SimulateOptions {
+    fn default() -> Self {
+        SimulateOptions { ticks: 1000, agents: None, threads: 1, seed: None, audit_every: 1 }
+    }
+}
+
+/// Percentiles of tick durations, milliseconds.
+#[derive(Debug, Clone, Copy, Serialize, PartialEq)]
+pub struct TickMs {
+    pub p50: f64,
+    pub p99: f64,
+    pub mean: f64,
+    pub max: f64,
+}
+
+/// The report (`--json` prints it as one object).
+#[derive(Debug, Clone, Serialize)]
+pub struct Report {
+    pub scenario: String,
+    pub agents: usize,
+    pub ticks: u64,
+    pub threads: usize,
+    pub seed: u64,
+    pub tick_ms: TickMs,
+    /// Mean tick time per agent, nanoseconds.
+    pub ns_per_agent_tick: f64,
+    /// FNV-1a 64 of the final quantized state, hex.
+    pub state_hash: String,
+    /// Event counts by kind.
+    pub events: BTreeMap<String, u64>,
+    /// Agents within their arrive/MoveTo target radius at the end.
+    pub arrived: usize,
+    /// Agents that have an arrive/MoveTo target.
+    pub with_target: usize,
+    /// Agent-ticks with the agent's centre inside an obstacle.
+    pub obstacle_penetrations: u64,
+    /// Smallest gap between an agent's edge and an obstacle's edge seen (null with no obstacles).
+    pub min_obstacle_clearance: Option<f32>,
+    /// Agent steps that crossed a wall segment.
+    pub wall_crossings: u64,
+    /// Times the integrator's safety net had to push an agent out of an obstacle or wall.
+    pub contacts: u64,
+    /// Agent-pair-ticks closer than half the sum of radii.
+    pub agent_overlaps: u64,
+    /// Non-finite numbers seen (must be 0).
+    pub non_finite: u64,
+    /// Agents outside the bounds at an audit (must be 0).
+    pub out_of_bounds: u64,
+    /// Whether the safety counters were measured.
+    pub audited: bool,
+}
+
+/// Errors of a run.
+#[derive(Debug, thiserror::Error)]
+pub enum SimulateError {
+    /// The scenario failed to load.
+    #[error(transparent)]
+    Scenario(#[from] ScenarioError),
+    /// The thread pool could not be built.
+    #[error("cannot start {0} worker threads: {1}")]
+    Threads(usize, String),
+}
+
+/// Counts agents within their arrive target radius (and how many have such a target).
+pub fn arrived(world: &World) -> (usize, usize) {
+    let mut with = 0;
+    let mut done = 0;
+    for a in world.agents() {
+        for e in a.behaviors.entries() {
+            if let Behavior::Arrive(p) = &e.behavior {
+                if let Target::Point(t) = p.target {
+                    with += 1;
+                    if a.position.distance(t) <= p.tuning.target_radius {
+                        done += 1;
+                    }
+                    break;
+                }
+            }
+        }
+    }
+    (done, with)
+}
+
+/// Runs `scenario` and returns the report. `name` labels it.
+pub fn run(name: &str, scenario: &Scenario, opts: &SimulateOptions) -> Result<Report, SimulateError> {
+    let mut sc = match opts.agents {
+        Some(n) => scenario.scaled_to(n),
+        None => scenario.clone(),
+    };
+    if let Some(s) = opts.seed {
+        sc.seed = s;
+    }
+    let threads = opts.threads.max(1);
+    let pool = rayon::ThreadPoolBuilder::new()
+        .num_threads(threads)
+        .build()
+        .map_err(|e| SimulateError::Threads(threads, e.to_string()))?;
+    let mut world = sc.build()?;
+    let mut times = Vec::with_capacity(opts.ticks as usize);
+    let mut events: BTreeMap<String, u64> = BTreeMap::new();
+    let mut r = Report {
+        scenario: name.to_string(),
+        agents: world.agents().len(),
+        ticks: opts.ticks,
+        threads,
+        seed: sc.seed,
+        tick_ms: TickMs { p50: 0.0, p99: 0.0, mean: 0.0, max: 0.0 },
+        ns_per_agent_tick: 0.0,
+        state_hash: String::new(),
+        events: BTreeMap::new(),
+        arrived: 0,
+        with_target: 0,
+        obstacle_penetrations: 0,
+        min_obstacle_clearance: None,
+        wall_crossings: 0,
+        contacts: 0,
+        agent_overlaps: 0,
+        non_finite: 0,
+        out_of_bounds: 0,
+        audited: opts.audit_every > 0,
+    };
+    for e in world.drain_events() {
+        *events.entry(e.kind().to_string()).or_default() += 1;
+    }
+    for t in 0..opts.ticks {
+        let start = Instant::now();
+        let stats = pool.install(|| world.step());
+        times.push(start.elapsed().as_secs_f64() * 1e3);
+        r.wall_crossings += u64::from(stats.wall_crossings);
+        r.contacts += u64::from(stats.contacts);
+        r.non_finite += u64::from(stats.non_finite);
+        for e in world.drain_events() {
+            *events.entry(e.kind().to_string()).or_default() += 1;
+        }
+        if opts.audit_every > 0 && (t + 1) % opts.audit_every == 0 {
+            let a = pool.install(|| world.audit());
+            r.obstacle_penetrations += u64::from(a.obstacle_penetrations);
+            r.agent_overlaps += u64::from(a.agent_overlaps);
+            r.non_finite += u64::from(a.non_finite);
+            r.out_of_bounds += u64::from(a.out_of_bounds);
+            if a.min_obstacle_clearance.is_finite() {
+                r.min_obstacle_clearance =
+                    Some(r.min_obstacle_clearance.map_or(a.min_obstacle_clearance, |m| m.min(a.min_obstacle_clearance)));
+            }
+        }
+    }
+    r.tick_ms = percentiles(&mut times);
+    r.agents = world.agents().len();
+    r.ns_per_agent_tick = if r.agents > 0 { r.tick_ms.mean * 1e6 / r.agents as f64 } else { 0.0 };
+    r.state_hash = format!("{:016x}", state_hash(&world));
+    r.events = events;
+    (r.arrived, r.with_target) = arrived(&world);
+    Ok(r)
+}
+
+/// p50, p99, mean and max of `v` (sorted in place).
+pub fn percentiles(v: &mut [f64]) -> TickMs {
+    if v.is_empty() {
+        return TickMs { p50: 0.0, p99: 0.0, mean: 0.0, max: 0.0 };
+    }
+    v.sort_by(f64::total_cmp);
+    let at = |q: f64| v[((v.len() - 1) as f64 * q).round() as usize];
+    TickMs { p50: at(0.5), p99: at(0.99), mean: v.iter().sum::<f64>() / v.len() as f64, max: v[v.len() - 1] }
+}
+
+impl Report {
+    /// The human-readable table.
+    pub fn table(&self) -> String {
+        let mut s = String::new();
+        let mut row = |k: &str, v: String| s.push_str(&format!("{k:<24} {v}\n"));
+        row("scenario", self.scenario.clone());
+        row("agents", self.agents.to_string());
+        row("ticks", self.ticks.to_string());
+        row("threads", self.threads.to_string());
+        row("seed", self.seed.to_string());
+        row("tick ms p50/p99/mean", format!("{:.3} / {:.3} / {:.3}", self.tick_ms.p50, self.tick_ms.p99, self.tick_ms.mean));
+        row("ns per agent-tick", format!("{:.1}", self.ns_per_agent_tick));
+        row("state_hash", self.state_hash.clone());
+        row("events", format!("{:?}", self.events));
+        row("arrived", format!("{} of {}", self.arrived, self.with_target));
+        row("obstacle_penetrations", self.obstacle_penetrations.to_string());
+        row("min_obstacle_clearance", self.min_obstacle_clearance.map_or("-".into(), |c| format!("{c:.3}")));
+        row("wall_crossings", self.wall_crossings.to_string());
+        row("contacts (safety net)", self.contacts.to_string());
+        row("agent_overlaps", self.agent_overlaps.to_string());
+        row("non_finite", self.non_finite.to_string());
+        row("out_of_bounds", self.out_of_bounds.to_string());
+        row("audited", self.audited.to_string());
+        s
+    }
+}
