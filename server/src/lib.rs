@@ -7,3 +7,6 @@
 pub mod scenario;
 pub mod sim;
 pub mod simulate;
+
+#[cfg(test)]
+mod scenario_tests;

@@ -106,23 +106,89 @@ impl Buckets {
     }
 }
 
-/// Agents bucketed by the cell of their centre.
+/// What a neighbour query sees of another agent: a packed copy, stored in cell order so that a
+/// query reads contiguous memory.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Neighbor {
+    /// Agent id.
+    pub id: u32,
+    /// Bounding radius.
+    pub radius: f32,
+    /// Position.
+    pub position: Vec2,
+    /// Velocity.
+    pub velocity: Vec2,
+}
+
+/// Agents bucketed by the cell of their centre, with a packed [`Neighbor`] copy of each agent in
+/// cell order. Buffers are reused from tick to tick.
 #[derive(Debug, Clone)]
 pub struct AgentGrid {
     shape: GridShape,
-    buckets: Buckets,
+    /// `starts[c]..starts[c+1]` indexes `order`/`packed` for cell `c`.
+    starts: Vec<u32>,
+    /// Agent indices in cell order (ascending index within a cell).
+    order: Vec<u32>,
+    /// `rank[i]` = position of agent `i` in `order`.
+    rank: Vec<u32>,
+    /// Packed neighbour records, parallel to `order`.
+    packed: Vec<Neighbor>,
+    cell_of: Vec<u32>,
 }
 
 impl AgentGrid {
-    /// Buckets `positions` (indexed 0..n) on a grid of `cell`-sized cells over `bounds`.
-    pub fn build(bounds: Bounds, cell: f32, positions: &[Vec2]) -> Self {
-        let max_cells = (positions.len() * 4).max(1024);
+    /// An empty grid.
+    pub fn empty(bounds: Bounds) -> Self {
+        AgentGrid {
+            shape: GridShape::new(bounds, 1.0, 1),
+            starts: vec![0, 0],
+            order: Vec::new(),
+            rank: Vec::new(),
+            packed: Vec::new(),
+            cell_of: Vec::new(),
+        }
+    }
+
+    /// Re-buckets `n` agents given by `get(i) -> Neighbor` on cells of side `cell` over `bounds`
+    /// (a counting sort, O(n + cells)), reusing the buffers.
+    pub fn rebuild(&mut self, bounds: Bounds, cell: f32, n: usize, get: impl Fn(usize) -> Neighbor) {
+        let max_cells = (n * 4).max(1024);
         let shape = GridShape::new(bounds, cell, max_cells);
-        let pairs = positions.iter().enumerate().map(|(i, &p)| {
-            let (cx, cy) = shape.coords(p);
-            (shape.index(cx, cy), i as u32)
-        });
-        AgentGrid { shape, buckets: Buckets::build(shape.len(), pairs) }
+        self.shape = shape;
+        let cells = shape.len();
+        self.starts.clear();
+        self.starts.resize(cells + 1, 0);
+        self.cell_of.clear();
+        for i in 0..n {
+            let (cx, cy) = shape.coords(get(i).position);
+            let c = shape.index(cx, cy);
+            self.cell_of.push(c as u32);
+            self.starts[c + 1] += 1;
+        }
+        for c in 0..cells {
+            self.starts[c + 1] += self.starts[c];
+        }
+        self.order.clear();
+        self.order.resize(n, 0);
+        self.rank.clear();
+        self.rank.resize(n, 0);
+        let empty = Neighbor { id: 0, radius: 0.0, position: Vec2::ZERO, velocity: Vec2::ZERO };
+        self.packed.clear();
+        self.packed.resize(n, empty);
+        // `fill` reuses the upper half of the prefix sums: starts[c] is advanced per insert and
+        // restored afterwards by a shift.
+        for i in 0..n {
+            let c = self.cell_of[i] as usize;
+            let at = self.starts[c] as usize;
+            self.starts[c] += 1;
+            self.order[at] = i as u32;
+            self.rank[i] = at as u32;
+            self.packed[at] = get(i);
+        }
+        for c in (1..=cells).rev() {
+            self.starts[c] = self.starts[c - 1];
+        }
+        self.starts[0] = 0;
     }
 
     /// Shape of the grid.
@@ -130,15 +196,33 @@ impl AgentGrid {
         &self.shape
     }
 
-    /// Calls `f` with the index of every agent bucketed in a cell overlapping the square of
-    /// half-side `r` round `p` (a superset of those within `r`).
-    pub fn for_each_in_box(&self, p: Vec2, r: f32, mut f: impl FnMut(u32)) {
+    /// Agent indices in cell order.
+    pub fn order(&self) -> &[u32] {
+        &self.order
+    }
+
+    /// Position of agent `i` in [`AgentGrid::order`].
+    pub fn rank(&self, i: usize) -> usize {
+        self.rank.get(i).map_or(0, |&r| r as usize)
+    }
+
+    /// Every packed agent, in cell order (the brute-force baseline scans this).
+    pub fn all(&self) -> &[Neighbor] {
+        &self.packed
+    }
+
+    /// Calls `f` with every agent bucketed in a cell overlapping the square of half-side `r`
+    /// round `p` (a superset of those within `r`), cell by cell, in ascending index per cell.
+    pub fn for_each_in_box(&self, p: Vec2, r: f32, mut f: impl FnMut(&Neighbor)) {
         let (x0, y0) = self.shape.coords(p - Vec2::splat(r));
         let (x1, y1) = self.shape.coords(p + Vec2::splat(r));
         for cy in y0..=y1 {
-            for cx in x0..=x1 {
-                for &i in self.buckets.cell(self.shape.index(cx, cy)) {
-                    f(i);
+            let row = self.shape.index(0, cy);
+            let (s, e) = (self.starts.get(row + x0 as usize), self.starts.get(row + x1 as usize + 1));
+            if let (Some(&s), Some(&e)) = (s, e) {
+                // Cells x0..=x1 of one row are contiguous in `packed`.
+                for n in self.packed.get(s as usize..e as usize).unwrap_or(&[]) {
+                    f(n);
                 }
             }
         }
@@ -240,10 +324,14 @@ mod tests {
             cell in 0.5f32..20.0,
         ) {
             let pos: Vec<Vec2> = pts.iter().map(|&(x, y)| Vec2::new(x, y)).collect();
-            let g = AgentGrid::build(bounds(), cell, &pos);
+            let mut g = AgentGrid::empty(bounds());
+            g.rebuild(bounds(), cell, pos.len(), |i| Neighbor { id: i as u32, radius: 0.5, position: pos[i], velocity: Vec2::ZERO });
             let q = Vec2::new(q.0, q.1);
             let mut seen = Vec::new();
-            g.for_each_in_box(q, r, |i| seen.push(i));
+            g.for_each_in_box(q, r, |n| seen.push(n.id));
+            for (k, &i) in g.order().iter().enumerate() {
+                prop_assert_eq!(g.rank(i as usize), k);
+            }
             let mut sorted = seen.clone();
             sorted.sort_unstable();
             sorted.dedup();

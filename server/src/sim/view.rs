@@ -3,7 +3,7 @@
 use glam::Vec2;
 
 use super::agent::{Agent, AgentId};
-use super::spatial::{AgentGrid, StaticIndex};
+use super::spatial::{AgentGrid, Neighbor, StaticIndex};
 
 /// A circular obstacle (001).
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -81,6 +81,9 @@ pub struct WorldView<'a> {
     pub tick: u64,
     /// Simulation time at the start of this tick, seconds.
     pub time: f32,
+    /// Scan every agent for neighbour queries instead of the grid (the O(N²) baseline; gives
+    /// the same neighbours in the same order).
+    pub brute_force: bool,
 }
 
 impl WorldView<'_> {
@@ -90,16 +93,19 @@ impl WorldView<'_> {
     }
 
     /// Calls `f` for every agent whose centre lies within `radius` of `p` (itself included if it
-    /// is there), in a deterministic order.
-    pub fn for_each_agent_near(&self, p: Vec2, radius: f32, mut f: impl FnMut(&Agent)) {
+    /// is there), in a deterministic order, with a packed copy of the agent's kinematics.
+    pub fn for_each_agent_near(&self, p: Vec2, radius: f32, mut f: impl FnMut(&Neighbor)) {
         let r2 = radius * radius;
-        self.grid.for_each_in_box(p, radius, |i| {
-            if let Some(a) = self.agents.get(i as usize) {
-                if a.position.distance_squared(p) <= r2 {
-                    f(a);
-                }
+        let visit = |n: &Neighbor| {
+            if n.position.distance_squared(p) <= r2 {
+                f(n);
             }
-        });
+        };
+        if self.brute_force {
+            self.grid.all().iter().for_each(visit);
+        } else {
+            self.grid.for_each_in_box(p, radius, visit);
+        }
     }
 
     /// Calls `f` for every obstacle whose edge may lie within `radius` of `p`.

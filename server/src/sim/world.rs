@@ -21,7 +21,7 @@ use super::behaviors::{Behavior, BehaviorEntry, BehaviorSet, Scratch, Target};
 use super::error::{SimError, check_finite, check_positive, check_vec};
 use super::math::{clamp_len, closest_on_segment, dir, orientation_of, perp, segment_intersection, wrap_angle};
 use super::rng::Rng;
-use super::spatial::{AgentGrid, StaticIndex};
+use super::spatial::{AgentGrid, Neighbor, StaticIndex};
 use super::steering::Steering;
 use super::view::{Bounds, Obstacle, Wall, WorldView};
 
@@ -56,6 +56,8 @@ pub struct WorldConfig {
     /// When true, agents are kept out of obstacles and from crossing walls by the integrator
     /// (a safety net under the avoidance behaviours; counted as contacts).
     pub solid_obstacles: bool,
+    /// Neighbour queries scan every agent (the O(N²) baseline for benchmarks) instead of the grid.
+    pub brute_force_neighbors: bool,
     /// Most agents the world may hold.
     pub max_agents: usize,
     /// Most obstacles.
@@ -76,6 +78,7 @@ impl Default for WorldConfig {
             agent_cell_size: None,
             static_cell_size: 8.0,
             solid_obstacles: true,
+            brute_force_neighbors: false,
             max_agents: 200_000,
             max_obstacles: 10_000,
             max_walls: 10_000,
@@ -291,13 +294,15 @@ pub struct World {
     /// Most events kept between drains; older ones are dropped (and counted).
     max_pending_events: usize,
     events_dropped: u64,
+    /// Compute-phase output buffer, reused every tick (cell order).
+    results: Vec<(Steering, AgentMemory)>,
 }
 
 impl World {
     /// An empty world.
     pub fn new(config: WorldConfig) -> Result<Self, SimError> {
         config.validate()?;
-        let grid = AgentGrid::build(config.bounds, 1.0, &[]);
+        let grid = AgentGrid::empty(config.bounds);
         let statics = StaticIndex::build(config.bounds, config.static_cell_size, &[], &[]);
         let rng = Rng::new(config.seed);
         Ok(World {
@@ -316,6 +321,7 @@ impl World {
             events: Vec::new(),
             max_pending_events: 1 << 20,
             events_dropped: 0,
+            results: Vec::new(),
         })
     }
 
@@ -384,6 +390,11 @@ impl World {
         } else {
             self.events.push(e);
         }
+    }
+
+    /// Switches neighbour queries to the O(N²) brute-force baseline (same results, for benches).
+    pub fn set_brute_force(&mut self, on: bool) {
+        self.config.brute_force_neighbors = on;
     }
 
     /// Changes the tick rate (validated).
@@ -662,8 +673,11 @@ impl World {
             }
             reach.min(1000.0)
         });
-        let positions: Vec<Vec2> = self.agents.iter().map(|a| a.position).collect();
-        self.grid = AgentGrid::build(self.config.bounds, cell, &positions);
+        let agents = &self.agents;
+        self.grid.rebuild(self.config.bounds, cell, agents.len(), |i| {
+            let a = &agents[i];
+            Neighbor { id: a.id, radius: a.limits.radius, position: a.position, velocity: a.velocity }
+        });
     }
 
     /// The read-only view of the current state (indexes as last rebuilt).
@@ -678,6 +692,7 @@ impl World {
             dt: self.config.dt(),
             tick: self.tick,
             time: self.time() as f32,
+            brute_force: self.config.brute_force_neighbors,
         }
     }
 
@@ -686,18 +701,23 @@ impl World {
         self.rebuild_indexes();
         let seed = self.config.seed;
         let tick = self.tick;
-        let results: Vec<(Steering, AgentMemory)> = {
+        // Compute phase, in cell order so that neighbouring agents are computed together.
+        let mut results = std::mem::take(&mut self.results);
+        {
             let view = self.view();
-            self.agents
+            let agents = &self.agents;
+            self.grid
+                .order()
                 .par_iter()
-                .with_min_len(512)
-                .map(|a| {
+                .with_min_len(256)
+                .map(|&i| {
+                    let a = &agents[i as usize];
                     let mut scratch = Scratch { rng: Rng::for_agent(seed, a.id, tick), memory: a.memory };
                     let s = a.behaviors.steer(a, &view, &mut scratch);
                     (s, scratch.memory)
                 })
-                .collect()
-        };
+                .collect_into_vec(&mut results);
+        }
         let ctx = ApplyCtx {
             dt: self.config.dt(),
             bounds: self.config.bounds,
@@ -707,12 +727,15 @@ impl World {
             walls: &self.walls,
             statics: &self.statics,
         };
+        let grid = &self.grid;
+        let results_ref = &results;
         let stats = self
             .agents
             .par_iter_mut()
-            .with_min_len(512)
-            .zip(results)
-            .map(|(a, (s, mem))| {
+            .with_min_len(256)
+            .enumerate()
+            .map(|(i, a)| {
+                let (s, mem) = results_ref[grid.rank(i)];
                 a.memory = mem;
                 ctx.apply(a, s)
             })
@@ -721,6 +744,7 @@ impl World {
                 contacts: x.contacts + y.contacts,
                 non_finite: x.non_finite + y.non_finite,
             });
+        self.results = results;
         self.tick += 1;
         stats
     }
@@ -747,7 +771,7 @@ impl World {
                 out.min_obstacle_clearance = out.min_obstacle_clearance.min(d - o.radius - a.limits.radius);
             });
             view.for_each_agent_near(a.position, max_r, |b| {
-                if b.id > a.id && a.position.distance(b.position) < 0.5 * (a.limits.radius + b.limits.radius) {
+                if b.id > a.id && a.position.distance(b.position) < 0.5 * (a.limits.radius + b.radius) {
                     out.agent_overlaps += 1;
                 }
             });

@@ -1,0 +1,322 @@
+//! Scenario-level tests of the simulation core: whole runs checked against the behaviours'
+//! promises, determinism, and property tests over random command sequences.
+
+use glam::Vec2;
+use proptest::prelude::*;
+
+use crate::scenario::Scenario;
+use crate::sim::behaviors::{
+    Behavior, BehaviorEntry, Target, arrive, evade, flee, obstacle_avoidance, pursue, seek, separation, wander,
+};
+use crate::sim::hash::exact_hash;
+use crate::sim::world::{Command, EdgeRule, SpawnArea, SpawnSpec, World, WorldConfig};
+use crate::sim::{Bounds, Limits};
+use crate::simulate::{SimulateOptions, run};
+
+fn scenario(name: &str) -> Scenario {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../scenarios").join(format!("{name}.json"));
+    match Scenario::from_file(&path) {
+        Ok(s) => s,
+        Err(e) => panic!("{}: {e}", path.display()),
+    }
+}
+
+fn open_world() -> World {
+    let cfg = WorldConfig { bounds: Bounds { min: Vec2::splat(-500.0), max: Vec2::splat(500.0) }, ..WorldConfig::default() };
+    World::new(cfg).expect("valid config")
+}
+
+fn spawn_one(w: &mut World, at: Vec2, velocity_dir: f32, speed: f32, behaviors: Vec<BehaviorEntry>) -> u32 {
+    let spec = SpawnSpec {
+        orientation: Some(velocity_dir),
+        initial_speed: speed,
+        behaviors,
+        ..SpawnSpec::new("g", 1, SpawnArea::Points(vec![at]))
+    };
+    w.spawn(spec).expect("spawn")[0]
+}
+
+fn entry(b: Behavior) -> BehaviorEntry {
+    BehaviorEntry::new(b)
+}
+
+#[test]
+fn arrive_stops_inside_target_radius_without_oscillating() {
+    let mut w = open_world();
+    let target = Vec2::new(50.0, 0.0);
+    let tuning = arrive::ArriveTuning::default();
+    let id = spawn_one(&mut w, Vec2::ZERO, 0.0, 0.0, vec![entry(Behavior::Arrive(arrive::ArriveParams { target: Target::Point(target), tuning }))]);
+    let mut entered_at = None;
+    let mut max_overshoot = 0.0f32;
+    let mut vx_sign_changes = 0;
+    let mut last_vx = 0.0f32;
+    for t in 0..400 {
+        w.step();
+        let a = w.agent(id).expect("agent");
+        let d = a.position.distance(target);
+        if d <= tuning.target_radius && entered_at.is_none() {
+            entered_at = Some(t);
+        }
+        if let Some(t0) = entered_at {
+            assert!(d <= tuning.target_radius, "left the target radius at tick {t} (entered {t0}): d = {d}");
+        }
+        max_overshoot = max_overshoot.max(a.position.x - target.x);
+        if a.velocity.x.abs() > 1e-4 {
+            if last_vx != 0.0 && a.velocity.x.signum() != last_vx.signum() {
+                vx_sign_changes += 1;
+            }
+            last_vx = a.velocity.x;
+        }
+    }
+    let a = w.agent(id).expect("agent");
+    // Hand estimate: 45 units at max speed 5 = 9 s = 180 ticks; inside slow_radius the speed is
+    // ∝ distance, so the distance decays with time constant slow_radius/max_speed = 1 s, from 5
+    // to target_radius 1 in ln 5 ≈ 1.61 s ≈ 32 ticks: about 212 ticks in all (±10%).
+    assert!(entered_at.is_some_and(|t| (190..235).contains(&t)), "arrival tick {entered_at:?} is not about 212");
+    assert!(a.velocity.length() < 1e-3, "still moving at {:?}", a.velocity);
+    assert!(max_overshoot < tuning.target_radius, "overshot by {max_overshoot}");
+    assert!(vx_sign_changes <= 1, "velocity reversed {vx_sign_changes} times");
+}
+
+/// Ticks until the chaser is within 1 unit of a target moving in a straight line.
+fn ticks_to_catch(chaser: Behavior) -> Option<u32> {
+    let mut w = open_world();
+    let target = spawn_one(&mut w, Vec2::new(40.0, 0.0), std::f32::consts::FRAC_PI_2, 3.0, vec![]);
+    let b = match chaser {
+        Behavior::Pursue(mut p) => {
+            p.target = target;
+            Behavior::Pursue(p)
+        }
+        Behavior::Seek(_) => Behavior::Seek(seek::SeekParams { target: Target::Agent(target) }),
+        other => other,
+    };
+    let c = spawn_one(&mut w, Vec2::ZERO, 0.0, 0.0, vec![entry(b)]);
+    for t in 0..2000 {
+        w.step();
+        let (a, b) = (w.agent(c)?, w.agent(target)?);
+        if a.position.distance(b.position) < 1.0 {
+            return Some(t);
+        }
+    }
+    None
+}
+
+#[test]
+fn pursue_catches_a_straight_mover_sooner_than_seek() {
+    let pursue = ticks_to_catch(Behavior::Pursue(pursue::PursueParams { target: 0, max_prediction: 5.0 }));
+    let seek = ticks_to_catch(Behavior::Seek(seek::SeekParams { target: Target::Point(Vec2::ZERO) }));
+    let (Some(p), Some(s)) = (pursue, seek) else { panic!("pursue {pursue:?} seek {seek:?}: one never caught") };
+    assert!(p < s, "pursue took {p} ticks, seek {s}");
+}
+
+#[test]
+fn flee_and_evade_increase_the_distance() {
+    for kind in ["flee", "evade"] {
+        let mut w = open_world();
+        // The threat walks straight at the agent.
+        let threat = spawn_one(&mut w, Vec2::new(6.0, 0.0), std::f32::consts::PI, 2.0, vec![]);
+        let b = if kind == "flee" {
+            Behavior::Flee(flee::FleeParams { target: Target::Agent(threat), panic_distance: 10.0 })
+        } else {
+            Behavior::Evade(evade::EvadeParams { target: threat, panic_distance: 10.0, max_prediction: 5.0 })
+        };
+        let me = spawn_one(&mut w, Vec2::ZERO, 0.0, 0.0, vec![entry(b)]);
+        let d0 = 6.0;
+        let mut last = d0;
+        for _ in 0..60 {
+            w.step();
+            let d = w.agent(me).expect("me").position.distance(w.agent(threat).expect("threat").position);
+            last = d;
+        }
+        assert!(last > d0 + 1.0, "{kind}: distance {last} did not grow from {d0}");
+    }
+}
+
+fn run_hash(name: &str, agents: Option<usize>, ticks: u64, threads: usize, brute: bool) -> u64 {
+    let mut sc = scenario(name);
+    if let Some(n) = agents {
+        sc = sc.scaled_to(n);
+    }
+    let mut world = sc.build().expect("build");
+    world.set_brute_force(brute);
+    let pool = rayon::ThreadPoolBuilder::new().num_threads(threads).build().expect("pool");
+    for _ in 0..ticks {
+        pool.install(|| world.step());
+    }
+    exact_hash(&world)
+}
+
+#[test]
+fn runs_are_bit_identical_across_runs_and_thread_counts() {
+    for (name, n) in [("flock", None), ("swarm-10k", Some(3000)), ("pursuit", None), ("crossing", None)] {
+        let a = run_hash(name, n, 150, 1, false);
+        let b = run_hash(name, n, 150, 1, false);
+        let c = run_hash(name, n, 150, 2, false);
+        assert_eq!(a, b, "{name}: two runs differ");
+        assert_eq!(a, c, "{name}: 1 vs 2 threads differ");
+    }
+}
+
+#[test]
+fn brute_force_baseline_gives_the_same_state_as_the_grid() {
+    let grid = run_hash("flock", None, 100, 2, false);
+    let brute = run_hash("flock", None, 100, 2, true);
+    assert_eq!(grid, brute);
+}
+
+#[test]
+fn obstacle_course_3000_ticks_zero_penetrations_with_and_without_safety_net() {
+    for solid in [true, false] {
+        let mut sc = scenario("obstacle-course");
+        sc.solid_obstacles = solid;
+        let r = run("obstacle-course", &sc, &SimulateOptions { ticks: 3000, threads: 2, ..SimulateOptions::default() }).expect("run");
+        assert_eq!(r.obstacle_penetrations, 0, "solid={solid}: {}", r.table());
+        assert_eq!(r.non_finite, 0);
+        assert_eq!(r.out_of_bounds, 0);
+        assert!(r.arrived as f64 >= 0.95 * r.agents as f64, "solid={solid}: only {} of {} arrived", r.arrived, r.agents);
+        if solid {
+            assert_eq!(r.wall_crossings, 0, "{}", r.table());
+        }
+    }
+}
+
+#[test]
+fn every_shipped_scenario_runs_clean() {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../scenarios");
+    let mut seen = 0;
+    for e in std::fs::read_dir(&dir).expect("scenarios dir").flatten() {
+        let p = e.path();
+        if p.extension().is_some_and(|x| x == "json") {
+            let sc = Scenario::from_file(&p).unwrap_or_else(|err| panic!("{}: {err}", p.display()));
+            let r = run("x", &sc.scaled_to(sc.groups.iter().map(|g| g.agent_count()).sum::<usize>().min(2000)),
+                &SimulateOptions { ticks: 100, threads: 2, audit_every: 10, ..SimulateOptions::default() })
+                .unwrap_or_else(|err| panic!("{}: {err}", p.display()));
+            assert_eq!(r.non_finite, 0, "{}", p.display());
+            assert_eq!(r.out_of_bounds, 0, "{}", p.display());
+            seen += 1;
+        }
+    }
+    assert!(seen >= 5, "only {seen} scenarios found");
+}
+
+#[test]
+fn coincident_agents_and_obstacles_dropped_on_agents_stay_finite() {
+    let mut w = open_world();
+    let sep = entry(Behavior::Separation(separation::SeparationParams { neighbor_radius: 2.0 }));
+    let avoid = entry(Behavior::ObstacleAvoidance(obstacle_avoidance::ObstacleAvoidanceParams::default()));
+    let spec = SpawnSpec { behaviors: vec![sep, avoid], ..SpawnSpec::new("g", 50, SpawnArea::Points(vec![Vec2::new(3.0, 3.0); 50])) };
+    w.spawn(spec).expect("spawn");
+    w.add_obstacle(Vec2::new(3.0, 3.0), 2.0).expect("obstacle");
+    for _ in 0..200 {
+        let s = w.step();
+        assert_eq!(s.non_finite, 0);
+    }
+    let a = w.audit();
+    assert_eq!(a.non_finite, 0);
+    assert_eq!(a.obstacle_penetrations, 0);
+    // Separation spread them out: far fewer overlapping pairs than the 1225 at the start.
+    assert!(a.agent_overlaps < 200, "{a:?}");
+}
+
+// ---- property tests: no sequence of valid commands produces a non-finite state ----
+
+fn finite_f32() -> impl Strategy<Value = f32> {
+    prop_oneof![
+        -1.0e3f32..1.0e3,
+        Just(0.0f32),
+        Just(f32::MIN_POSITIVE),
+        Just(1.0e-40f32), // subnormal
+        Just(-1.0e-40f32),
+        Just(1.0e6f32),
+        Just(-1.0e6f32),
+    ]
+}
+
+fn any_f32() -> impl Strategy<Value = f32> {
+    prop_oneof![finite_f32(), Just(f32::NAN), Just(f32::INFINITY), Just(f32::NEG_INFINITY), Just(1.0e38f32), Just(-1.0e38f32)]
+}
+
+fn vec2() -> impl Strategy<Value = Vec2> {
+    (any_f32(), any_f32()).prop_map(|(x, y)| Vec2::new(x, y))
+}
+
+fn behavior() -> impl Strategy<Value = Behavior> {
+    prop_oneof![
+        vec2().prop_map(|t| Behavior::Seek(seek::SeekParams { target: Target::Point(t) })),
+        (vec2(), any_f32()).prop_map(|(t, p)| Behavior::Flee(flee::FleeParams { target: Target::Point(t), panic_distance: p })),
+        (vec2(), any_f32(), any_f32(), any_f32()).prop_map(|(t, a, b, c)| Behavior::Arrive(arrive::ArriveParams {
+            target: Target::Point(t),
+            tuning: arrive::ArriveTuning { target_radius: a, slow_radius: b, time_to_target: c }
+        })),
+        (any_f32(), any_f32(), any_f32()).prop_map(|(a, b, c)| Behavior::Wander(wander::WanderParams {
+            wander_offset: a, wander_radius: b, wander_rate: c, ..wander::WanderParams::default()
+        })),
+        any_f32().prop_map(|r| Behavior::Separation(separation::SeparationParams { neighbor_radius: r })),
+        (any_f32(), any_f32()).prop_map(|(a, b)| Behavior::ObstacleAvoidance(obstacle_avoidance::ObstacleAvoidanceParams {
+            min_box_length: Some(a), braking_weight: b, lateral_base: 1.0
+        })),
+        (1u32..40, any_f32()).prop_map(|(t, m)| Behavior::Pursue(pursue::PursueParams { target: t, max_prediction: m })),
+    ]
+}
+
+#[derive(Debug, Clone)]
+enum Op {
+    Cmd(Command),
+    Step(u8),
+}
+
+fn op() -> impl Strategy<Value = Op> {
+    prop_oneof![
+        (1usize..20, vec2(), any_f32(), any_f32(), any_f32()).prop_map(|(n, c, r, speed, ms)| Op::Cmd(Command::Spawn(SpawnSpec {
+            limits: Limits { max_speed: ms, ..Limits::default() },
+            initial_speed: speed,
+            ..SpawnSpec::new("g", n, SpawnArea::Disc { center: c, radius: r })
+        }))),
+        (1u32..60).prop_map(|id| Op::Cmd(Command::Despawn(id))),
+        (1u32..60, behavior(), any_f32()).prop_map(|(id, b, w)| Op::Cmd(Command::AddBehavior {
+            agent: id, entry: BehaviorEntry { behavior: b, weight: w, priority: 0 }
+        })),
+        (1u32..60, proptest::collection::vec(behavior(), 0..4)).prop_map(|(id, bs)| Op::Cmd(Command::SetBehaviors {
+            agent: id, entries: bs.into_iter().map(BehaviorEntry::new).collect()
+        })),
+        (vec2(), any_f32()).prop_map(|(c, r)| Op::Cmd(Command::AddObstacle { center: c, radius: r })),
+        (vec2(), vec2()).prop_map(|(a, b)| Op::Cmd(Command::AddWall { a, b })),
+        (1u8..10).prop_map(Op::Step),
+    ]
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 64, .. ProptestConfig::default() })]
+    #[test]
+    fn no_command_sequence_produces_a_non_finite_or_out_of_bounds_state(
+        ops in proptest::collection::vec(op(), 1..40),
+        edge in prop_oneof![Just(EdgeRule::Clamp), Just(EdgeRule::Wrap), Just(EdgeRule::Bounce)],
+    ) {
+        let cfg = WorldConfig { bounds: Bounds { min: Vec2::splat(-100.0), max: Vec2::splat(100.0) }, edge, ..WorldConfig::default() };
+        let mut w = World::new(cfg).expect("config");
+        for op in ops {
+            match op {
+                Op::Cmd(c) => {
+                    let before = exact_hash(&w);
+                    let n = w.agents().len();
+                    if w.apply(c).is_err() {
+                        // A refused command changes nothing.
+                        prop_assert_eq!(before, exact_hash(&w));
+                        prop_assert_eq!(n, w.agents().len());
+                    }
+                }
+                Op::Step(k) => {
+                    for _ in 0..k {
+                        let s = w.step();
+                        prop_assert_eq!(s.non_finite, 0);
+                    }
+                }
+            }
+            for a in w.agents() {
+                prop_assert!(a.position.is_finite() && a.velocity.is_finite() && a.orientation.is_finite() && a.angular_velocity.is_finite(), "{:?}", a);
+                prop_assert!(w.config().bounds.contains(a.position), "{:?} out of bounds", a.position);
+                prop_assert!(a.velocity.length() <= a.limits.max_speed * 1.0001 + 1e-6);
+            }
+        }
+    }
+}
