@@ -1,6 +1,6 @@
 //! Small types shared by client and server messages.
 
-use crate::validate::{Validate, always_valid};
+use crate::validate::always_valid;
 use serde::{Deserialize, Serialize};
 
 /// Deserializes a `Vec` without trusting the length prefix for preallocation.

@@ -1,6 +1,6 @@
 //! Keyframes and deltas of one AOI cell, and the server-side encoders.
 
-use crate::pack::{self, PackError};
+use crate::pack::PackError;
 use crate::quant::{QAgent, Quantization, checksum, robust_heading};
 use crate::validate::always_valid;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};

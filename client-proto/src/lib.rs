@@ -1,1 +1,45 @@
-//! steer-proto: the steerd wire protocol. See `PROTOCOL.md`.
+//! steer-proto: the steerd wire protocol. See `PROTOCOL.md` for the normative
+//! description; this crate is the reference implementation.
+//!
+//! * Messages: [`ClientMsg`], [`ServerMsg`] and their payload structs.
+//! * Codecs: [`encode_binary`] / [`decode_binary`] (bincode 2, one message per
+//!   binary frame) and [`encode_json`] / [`decode_json`] (text frames).
+//! * Agent state: [`Quantization`], [`QAgent`], [`encode_keyframe`],
+//!   [`encode_delta`], [`CellEncoder`] (server) and [`ClientState`] /
+//!   [`CellState`] (client), [`checksum`].
+//! * [`Validate`]: finite-number checks that name the offending field.
+
+#[macro_use]
+mod macros;
+
+pub mod behavior;
+pub mod codec;
+pub mod common;
+pub mod frames;
+pub mod messages;
+pub mod pack;
+pub mod quant;
+pub mod state;
+pub mod validate;
+
+pub use behavior::*;
+pub use codec::{
+    DEFAULT_CLIENT_LIMIT, DEFAULT_SERVER_LIMIT, DecodeError, HARD_LIMIT, bincode_config, decode_binary,
+    decode_json, encode_binary, encode_json,
+};
+pub use common::*;
+pub use frames::{
+    AgentChange, CellEncoder, Checksum, Delta, EncodeError, FrameScope, Keyframe, Motion, OrientChange,
+    diff_agent, encode_delta, encode_keyframe,
+};
+pub use messages::*;
+pub use pack::PackError;
+pub use quant::{
+    AgentSample, PREDICT_SHIFT, QAgent, Quantization, checksum, heading, orient_from_radians, quantize,
+    robust_heading,
+};
+pub use state::{ApplyError, CellState, ClientState, apply_change};
+pub use validate::{FieldError, FieldPath, Validate};
+
+/// The protocol version this crate speaks.
+pub const PROTOCOL_VERSION: u16 = 1;

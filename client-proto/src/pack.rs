@@ -356,7 +356,8 @@ mod tests {
         let mut out = Vec::new();
         pack_changes(&[small, big], &mut out).unwrap();
         assert_eq!(&out[..3], &[0b0101, 2 | (1 << 4), 14 | (15 << 4)]);
-        assert_eq!(out.len(), 3 + 1 + 4 + 2);
+        // big: 2-byte header (gap 8 << 4), 4 one-byte varints, 2-byte turn.
+        assert_eq!(out.len(), 3 + 2 + 4 + 2);
         assert_eq!(unpack_changes(&out).unwrap(), vec![small, big]);
         assert_eq!(unpack_changes(&[3]), Err(PackError::Reserved("motion")));
         assert_eq!(unpack_changes(&[12]), Err(PackError::Reserved("orientation")));

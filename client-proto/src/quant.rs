@@ -55,7 +55,7 @@ impl Quantization {
 
     /// Quantizes one agent's float state.
     pub fn quantize(&self, s: &AgentSample) -> QAgent {
-        let q = |x: f32, step: f32| (f64::from(x) / f64::from(step)).round() as i32;
+        let q = |x: f32, step: f32| round_half_up(f64::from(x) / f64::from(step)).clamp(i32::MIN.into(), i32::MAX.into()) as i32;
         let pos = [q(s.pos[0], self.pos_step), q(s.pos[1], self.pos_step)];
         let vel = [q(s.vel[0], self.vel_step), q(s.vel[1], self.vel_step)];
         let raw = orient_from_radians(s.orientation);
@@ -107,28 +107,43 @@ pub struct QAgent {
     pub orient: u16,
 }
 
-/// Radians to orientation units: `round(θ·32768/π) mod 65536` (NaN → 0).
+/// Radians to orientation units: `floor(θ·32768/π + 0.5) mod 65536` (NaN → 0).
 pub fn orient_from_radians(theta: f32) -> u16 {
-    let u = (f64::from(theta) * ORIENT_UNITS / (2.0 * PI)).round();
-    (u as i64).rem_euclid(65536) as u16
+    round_half_up(f64::from(theta) * ORIENT_UNITS / (2.0 * PI)) as u16
 }
 
-fn heading_units(vel: [i32; 2]) -> Option<f64> {
-    (vel != [0, 0]).then(|| f64::from(vel[1]).atan2(f64::from(vel[0])) * (ORIENT_UNITS / (2.0 * PI)))
+/// `floor(x + 0.5)` without a libm call; saturating, NaN → 0.
+fn round_half_up(x: f64) -> i64 {
+    let r = x + 0.5;
+    let t = r as i64;
+    if (t as f64) > r { t - 1 } else { t }
+}
+
+/// Heading in units plus whether it is at least [`HEADING_TIE_MARGIN`] units
+/// from a rounding tie: `floor(atan2(vy, vx)·32768/π + 0.5) mod 65536`.
+fn heading_and_robust(vel: [i32; 2]) -> Option<(u16, bool)> {
+    if vel == [0, 0] {
+        return None;
+    }
+    // Shift into 32768..=98304 so that `as` (truncation) is `floor`: no libm
+    // rounding calls on baseline x86-64.
+    let u = f64::from(vel[1]).atan2(f64::from(vel[0])) * (ORIENT_UNITS / (2.0 * PI)) + ORIENT_UNITS;
+    let frac = u - (u as i64) as f64;
+    let robust = (frac - 0.5).abs() >= HEADING_TIE_MARGIN;
+    // The cast to u16 wraps modulo 65536.
+    Some(((u + 0.5) as i64 as u16, robust))
 }
 
 /// The heading of a quantized velocity in orientation units:
-/// `round(atan2(vy, vx) · 32768/π) mod 65536`; `None` for zero velocity.
+/// `floor(atan2(vy, vx) · 32768/π + 0.5) mod 65536`; `None` for zero velocity.
 pub fn heading(vel: [i32; 2]) -> Option<u16> {
-    heading_units(vel).map(|u| (u.round() as i64).rem_euclid(65536) as u16)
+    heading_and_robust(vel).map(|(h, _)| h)
 }
 
 /// [`heading`], but `None` also when the value is within
 /// [`HEADING_TIE_MARGIN`] of a rounding tie (so another `atan2` could differ).
 pub fn robust_heading(vel: [i32; 2]) -> Option<u16> {
-    let u = heading_units(vel)?;
-    let frac = u - u.floor();
-    ((frac - 0.5).abs() >= HEADING_TIE_MARGIN).then(|| (u.round() as i64).rem_euclid(65536) as u16)
+    heading_and_robust(vel).and_then(|(h, robust)| robust.then_some(h))
 }
 
 /// FNV-1a 64-bit offset basis.
@@ -186,6 +201,45 @@ mod tests {
         assert_eq!(heading([5, 5]), Some(8192));
         assert_eq!(orient_from_radians(-std::f32::consts::FRAC_PI_2), 49152);
         assert_eq!(orient_from_radians(f32::NAN), 0);
+    }
+
+    /// The definition in PROTOCOL.md, with libm's atan2.
+    fn reference(vel: [i32; 2]) -> (u16, f64) {
+        let u = f64::from(vel[1]).atan2(f64::from(vel[0])) * 32768.0 / PI;
+        (((u + 0.5).floor() as i64).rem_euclid(65536) as u16, (u - u.floor() - 0.5).abs())
+    }
+
+    #[test]
+    fn heading_matches_definition_and_flags_ties() {
+        let mut x = 0x1234_5678_9abc_def0u64;
+        let mut next = |range: i64| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            (x % (2 * range as u64 + 1)) as i64 - range
+        };
+        let (mut robust, mut checked) = (0, 0);
+        for i in 0..400_000 {
+            let range = [60, 1000, 100_000, i32::MAX as i64][i % 4];
+            let v = [next(range) as i32, next(range) as i32];
+            if v == [0, 0] {
+                continue;
+            }
+            let (want, tie_dist) = reference(v);
+            let (got, is_robust) = heading_and_robust(v).unwrap();
+            checked += 1;
+            if is_robust {
+                robust += 1;
+                assert_eq!(got, want, "{v:?}");
+                assert!(tie_dist >= HEADING_TIE_MARGIN, "{v:?} flagged robust at tie distance {tie_dist}");
+            } else if tie_dist > 1e-3 {
+                panic!("{v:?} not robust at tie distance {tie_dist}");
+            }
+        }
+        assert!(robust * 100 > checked * 99, "{robust}/{checked}");
+        for v in [[1, 0], [0, 1], [-1, 0], [0, -1], [1, 1], [-1, 1], [-1, -1], [1, -1], [i32::MIN, i32::MIN]] {
+            assert_eq!(heading(v), Some(reference(v).0), "{v:?}");
+        }
     }
 
     #[test]

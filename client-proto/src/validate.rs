@@ -89,8 +89,13 @@ impl<T: Validate> Validate for Vec<T> {
 /// Types without floating-point content are always valid.
 macro_rules! always_valid {
     ($($t:ty),* $(,)?) => {
-        $( impl Validate for $t {
-            fn validate_at(&self, _: &mut FieldPath) -> Result<(), FieldError> { Ok(()) }
+        $( impl $crate::validate::Validate for $t {
+            fn validate_at(
+                &self,
+                _: &mut $crate::validate::FieldPath,
+            ) -> Result<(), $crate::validate::FieldError> {
+                Ok(())
+            }
         } )*
     };
 }

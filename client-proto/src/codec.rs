@@ -1,0 +1,120 @@
+//! Binary (bincode 2) and JSON codecs for whole messages.
+
+use crate::frames::EncodeError;
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use thiserror::Error;
+
+/// Hard cap on any decoded message, whatever the caller's limit.
+pub const HARD_LIMIT: usize = 16 << 20;
+/// Suggested limit for client → server messages.
+pub const DEFAULT_CLIENT_LIMIT: usize = 64 << 10;
+/// Suggested limit for server → client messages.
+pub const DEFAULT_SERVER_LIMIT: usize = 8 << 20;
+
+/// The bincode configuration of the binary encoding: little endian, varint
+/// integers, and a byte limit.
+pub fn bincode_config() -> impl bincode::config::Config {
+    bincode::config::standard().with_limit::<HARD_LIMIT>()
+}
+
+/// Why a frame could not be decoded. [`DecodeError::kind`] is a stable name.
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+pub enum DecodeError {
+    /// The frame is longer than the limit.
+    #[error("message of {len} bytes exceeds the limit of {limit}")]
+    TooLarge { len: usize, limit: usize },
+    /// Bytes left over after one message.
+    #[error("{extra} trailing bytes after the message")]
+    TrailingBytes { extra: usize },
+    /// The frame ends inside the message.
+    #[error("message is truncated")]
+    UnexpectedEnd,
+    /// Anything else wrong with a binary frame.
+    #[error("malformed message: {0}")]
+    Malformed(String),
+    /// A JSON frame that does not parse as a message.
+    #[error("invalid JSON message: {0}")]
+    Json(String),
+}
+
+impl DecodeError {
+    /// `too_large`, `trailing_bytes`, `unexpected_end`, `malformed` or `json`.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            DecodeError::TooLarge { .. } => "too_large",
+            DecodeError::TrailingBytes { .. } => "trailing_bytes",
+            DecodeError::UnexpectedEnd => "unexpected_end",
+            DecodeError::Malformed(_) => "malformed",
+            DecodeError::Json(_) => "json",
+        }
+    }
+}
+
+/// Encodes a message (`ClientMsg` or `ServerMsg`) for a binary frame.
+pub fn encode_binary<T: Serialize>(msg: &T) -> Result<Vec<u8>, EncodeError> {
+    bincode::serde::encode_to_vec(msg, bincode_config()).map_err(|e| EncodeError::Serialize(e.to_string()))
+}
+
+/// Decodes exactly one message from a binary frame of at most `limit` bytes.
+pub fn decode_binary<T: DeserializeOwned>(bytes: &[u8], limit: usize) -> Result<T, DecodeError> {
+    let limit = limit.min(HARD_LIMIT);
+    if bytes.len() > limit {
+        return Err(DecodeError::TooLarge { len: bytes.len(), limit });
+    }
+    let (msg, used) = bincode::serde::decode_from_slice(bytes, bincode_config()).map_err(|e| match e {
+        bincode::error::DecodeError::UnexpectedEnd { .. } => DecodeError::UnexpectedEnd,
+        // The frame is within the limit, so a claim beyond the limit is a
+        // length prefix pointing past the end of the frame.
+        bincode::error::DecodeError::LimitExceeded => DecodeError::UnexpectedEnd,
+        other => DecodeError::Malformed(other.to_string()),
+    })?;
+    match bytes.len() - used {
+        0 => Ok(msg),
+        extra => Err(DecodeError::TrailingBytes { extra }),
+    }
+}
+
+/// Encodes a message for a text frame.
+pub fn encode_json<T: Serialize>(msg: &T) -> Result<String, EncodeError> {
+    serde_json::to_string(msg).map_err(|e| EncodeError::Serialize(e.to_string()))
+}
+
+/// Decodes one message from a text frame of at most `limit` bytes
+/// (surrounding whitespace allowed, nothing else).
+pub fn decode_json<T: DeserializeOwned>(text: &str, limit: usize) -> Result<T, DecodeError> {
+    let limit = limit.min(HARD_LIMIT);
+    if text.len() > limit {
+        return Err(DecodeError::TooLarge { len: text.len(), limit });
+    }
+    serde_json::from_str(text).map_err(|e| DecodeError::Json(e.to_string()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::messages::{ClientMsg, Ping, ServerMsg};
+
+    #[test]
+    fn binary_rejects_trailing_truncated_and_oversized() {
+        let m = ClientMsg::Ping(Ping { request_id: 300 });
+        let mut b = encode_binary(&m).unwrap();
+        assert_eq!(b, [10, 251, 44, 1]);
+        assert_eq!(decode_binary::<ClientMsg>(&b, 64).unwrap(), m);
+        assert_eq!(decode_binary::<ClientMsg>(&b, 3).unwrap_err().kind(), "too_large");
+        assert_eq!(decode_binary::<ClientMsg>(&b[..3], 64).unwrap_err(), DecodeError::UnexpectedEnd);
+        b.push(0);
+        assert_eq!(decode_binary::<ClientMsg>(&b, 64).unwrap_err(), DecodeError::TrailingBytes { extra: 1 });
+        assert_eq!(decode_binary::<ClientMsg>(&[99], 64).unwrap_err().kind(), "malformed");
+        assert_eq!(decode_binary::<ServerMsg>(&[], 64).unwrap_err().kind(), "unexpected_end");
+    }
+
+    #[test]
+    fn json_rejects_trailing_garbage() {
+        let m: ClientMsg = decode_json(r#" {"type":"ping","request_id":1} "#, 100).unwrap();
+        assert_eq!(m.request_id(), Some(1));
+        assert_eq!(decode_json::<ClientMsg>(r#"{"type":"ping","request_id":1} x"#, 100).unwrap_err().kind(), "json");
+        assert_eq!(decode_json::<ClientMsg>(r#"{"type":"ping","request_id":1}"#, 5).unwrap_err().kind(), "too_large");
+        assert_eq!(encode_json(&m).unwrap(), r#"{"type":"ping","request_id":1}"#);
+    }
+}

@@ -1,0 +1,312 @@
+//! Golden test vectors under `tests/vectors/`, checked in both directions.
+//!
+//! Each `NAME.hex` (the binary frame, lowercase hex) has a JSON twin
+//! `NAME.json` (the text frame, pretty-printed). `client_*` are client →
+//! server messages, `server_*` server → client. `invalid.json` lists bad
+//! binary frames with the expected `DecodeError::kind`.
+//!
+//! Regenerate after an intended change: `STEER_PROTO_BLESS=1 cargo test -p steer-proto --test vectors`.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use std::fmt::Debug;
+use std::path::PathBuf;
+use steer_proto::*;
+
+fn dir() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/vectors")
+}
+
+fn bless() -> bool {
+    std::env::var_os("STEER_PROTO_BLESS").is_some()
+}
+
+fn hex(b: &[u8]) -> String {
+    b.iter().map(|x| format!("{x:02x}")).collect()
+}
+
+fn unhex(s: &str) -> Vec<u8> {
+    let s: String = s.split_whitespace().collect();
+    (0..s.len()).step_by(2).map(|i| u8::from_str_radix(&s[i..i + 2], 16).unwrap()).collect()
+}
+
+/// Checks (or writes) one vector: binary decodes to the JSON twin's message,
+/// the message encodes to exactly the binary bytes and to the same JSON value.
+fn check<T: Serialize + DeserializeOwned + PartialEq + Debug>(name: &str, msg: &T) {
+    let (hex_path, json_path) = (dir().join(format!("{name}.hex")), dir().join(format!("{name}.json")));
+    let bin = encode_binary(msg).unwrap();
+    let json = serde_json::to_string_pretty(msg).unwrap();
+    if bless() {
+        std::fs::write(&hex_path, hex(&bin) + "\n").unwrap();
+        std::fs::write(&json_path, json + "\n").unwrap();
+        return;
+    }
+    let file_bin = unhex(&std::fs::read_to_string(&hex_path).unwrap_or_else(|e| panic!("{name}.hex: {e}")));
+    let file_json = std::fs::read_to_string(&json_path).unwrap_or_else(|e| panic!("{name}.json: {e}"));
+    let from_bin: T = decode_binary(&file_bin, HARD_LIMIT).unwrap();
+    let from_json: T = decode_json(&file_json, HARD_LIMIT).unwrap();
+    assert_eq!(from_bin, from_json, "{name}: binary and JSON twin differ");
+    assert_eq!(&from_json, msg, "{name}: vector differs from the expected message");
+    assert_eq!(encode_binary(&from_json).unwrap(), file_bin, "{name}: re-encoding differs");
+    let text = serde_json::to_string_pretty(&from_bin).unwrap();
+    assert_eq!(text.trim_end(), file_json.trim_end(), "{name}: JSON re-encoding differs");
+}
+
+fn p(x: f32, y: f32) -> Point {
+    Point { x, y }
+}
+
+fn all_behaviors() -> Vec<BehaviorEntry> {
+    let t = Target::Point(p(10.0, -4.5));
+    let ag = Target::Agent(AgentRef { agent: 42 });
+    let al = AlignParams::default();
+    let list = vec![
+        Behavior::Seek(Seek { target: t.clone() }),
+        Behavior::Flee(Flee { target: ag.clone(), panic_distance: 10.0 }),
+        Behavior::Arrive(Arrive { target: t.clone(), target_radius: 1.0, slow_radius: 5.0, time_to_target: 0.25 }),
+        Behavior::Pursue(Pursue { target_agent: 42, max_prediction: 5.0 }),
+        Behavior::Evade(Evade { target_agent: 42, panic_distance: 10.0, max_prediction: 5.0 }),
+        Behavior::Align(Align { target: AlignTarget::Orientation(Orientation { radians: 1.5 }), align: al }),
+        Behavior::Face(Face { target: ag.clone(), align: al }),
+        Behavior::LookWhereYouAreGoing(LookWhereYouAreGoing { align: al }),
+        Behavior::VelocityMatch(VelocityMatch { target_agent: 42, time_to_target: 0.1 }),
+        Behavior::Wander(Wander { variant: WanderVariant::Circle, wander_offset: 1.5, wander_radius: 1.0, wander_rate: 0.5 }),
+        Behavior::RandomTarget(RandomTarget { radius: 20.0, interval_min: 1.0, interval_max: 2.0 }),
+        Behavior::ObstacleAvoidance(ObstacleAvoidance { min_box_length: None, braking_weight: 0.6 }),
+        Behavior::AheadAvoidance(AheadAvoidance { ahead_len: 4.0, max_avoid_force: 0.4 }),
+        Behavior::WallAvoidance(WallAvoidance { look_ahead: 5.0, avoid_distance: 3.0 }),
+        Behavior::AgentAvoidance(AgentAvoidance { look_ahead: 3.0, avoid_radius: 2.0 }),
+        Behavior::Separation(Separation { neighbor_radius: 2.5 }),
+        Behavior::Cohesion(Cohesion { neighbor_radius: 6.0 }),
+        Behavior::Alignment(Alignment { neighbor_radius: 4.0 }),
+        Behavior::PathFollowing(PathFollowing {
+            waypoints: vec![p(0.0, 0.0), p(10.0, 0.0), p(10.0, 10.0)],
+            path_radius: 1.0,
+            mode: PathMode::PingPong,
+        }),
+        Behavior::LeaderFollowing(LeaderFollowing { leader: 7, behind_distance: 2.0, leader_sight_radius: 3.0 }),
+    ];
+    list.into_iter()
+        .enumerate()
+        .map(|(i, behavior)| BehaviorEntry { behavior, weight: 1.0 + i as f32 / 4.0, priority: (i % 3) as u8 })
+        .collect()
+}
+
+fn client_vectors() -> Vec<(&'static str, ClientMsg)> {
+    let w = || "arena".to_string();
+    vec![
+        ("client_hello", ClientMsg::Hello(Hello { protocol_version: 1, token: Some("s3cret".into()), encoding: Encoding::Binary })),
+        ("client_hello_json", ClientMsg::Hello(Hello { protocol_version: 1, token: None, encoding: Encoding::Json })),
+        ("client_subscribe_rect", ClientMsg::Subscribe(Subscribe {
+            request_id: 1,
+            world: w(),
+            area: Area::Rect(Rect { min_x: -50.0, min_y: -50.0, max_x: 50.0, max_y: 25.5 }),
+        })),
+        ("client_subscribe_whole", ClientMsg::Subscribe(Subscribe { request_id: 2, world: w(), area: Area::WholeWorld(WholeWorld {}) })),
+        ("client_unsubscribe", ClientMsg::Unsubscribe(Unsubscribe { request_id: 3, world: w() })),
+        ("client_move_to", ClientMsg::MoveTo(MoveTo { request_id: 4, world: w(), agents: vec![1, 2, 300], target: p(12.5, -3.25), stopping_distance: 0.5 })),
+        ("client_set_behaviors", ClientMsg::SetBehaviors(SetBehaviors { request_id: 5, world: w(), agents: vec![9], behaviors: all_behaviors() })),
+        ("client_add_behavior", ClientMsg::AddBehavior(AddBehavior {
+            request_id: 6,
+            world: w(),
+            agents: vec![9, 10],
+            entry: BehaviorEntry { behavior: Behavior::Seek(Seek { target: Target::Agent(AgentRef { agent: 3 }) }), weight: 2.0, priority: 1 },
+        })),
+        ("client_remove_behavior", ClientMsg::RemoveBehavior(RemoveBehavior { request_id: 7, world: w(), agents: vec![9], kind: BehaviorKind::ObstacleAvoidance })),
+        ("client_reset_behaviors", ClientMsg::ResetBehaviors(ResetBehaviors { request_id: 8, world: w(), agents: vec![] })),
+        ("client_spawn", ClientMsg::Spawn(Spawn {
+            request_id: 9,
+            world: w(),
+            group: "red".into(),
+            count: 100,
+            area: SpawnArea::Circle(Circle { x: 0.0, y: 0.0, radius: 20.0 }),
+            limits: Limits { max_speed: Some(5.0), max_accel: Some(10.0), radius: Some(0.5), ..Limits::default() },
+            behaviors: vec![BehaviorEntry::from(Behavior::Wander(Wander {
+                variant: WanderVariant::Millington,
+                wander_offset: 1.5,
+                wander_radius: 1.0,
+                wander_rate: 0.5,
+            }))],
+        })),
+        ("client_despawn", ClientMsg::Despawn(Despawn { request_id: 10, world: w(), agents: vec![5, 6] })),
+        ("client_ping", ClientMsg::Ping(Ping { request_id: 11 })),
+    ]
+}
+
+const CHAIN_SCOPE: FrameScope = FrameScope { world: 1, cell: 37 };
+
+/// A cell's states at ticks 100 (keyframe), 101, 102, 105 (deltas).
+fn chain_states() -> Vec<(u64, Vec<QAgent>)> {
+    let a = |id, group, pos, vel, orient| QAgent { id, group, pos, vel, orient };
+    let h = |v| heading(v).unwrap();
+    let t100 = vec![
+        a(3, 0, [1250, -40], [0, 0], 0),          // resting
+        a(7, 0, [-300, 220], [50, 0], 0),         // moving east, facing
+        a(8, 2, [100, 100], [30, 40], h([30, 40])),
+        a(20, 1, [5000, 5000], [-10, 3], 12345),  // orientation not facing
+    ];
+    let t101 = vec![
+        t100[0],
+        a(7, 0, [-275, 221], [50, 1], h([50, 1])),        // nibble motion, face
+        a(8, 2, [116, 121], [33, 42], h([33, 42])),
+        a(20, 1, [4995, 5002], [-10, 3], 12000),          // turn
+        a(21, 1, [4000, -4000], [0, 0], 16384),           // entered
+    ];
+    let t102 = vec![
+        t101[0],
+        a(7, 3, [-250, 222], [50, 1], h([50, 1])),        // regrouped: left + entered
+        a(8, 2, [300, 121], [0, 0], h([33, 42])),         // stopped, big jump: varints
+        a(21, 1, [4000, -4000], [0, 0], 16384),           // 20 left
+    ];
+    let t105 = vec![
+        a(3, 0, [1250, -40], [0, 0], 32768),              // turned in place
+        t102[1],
+        a(8, 2, [300, 121], [0, 0], h([33, 42])),
+        a(21, 1, [4000, -4000], [0, 0], 16384),
+        a(4_000_000_000, 0, [-1, -1], [-1, -1], h([-1, -1])), // large id entered
+    ];
+    vec![(100, t100), (101, t101), (102, t102), (105, t105)]
+}
+
+fn chain_frames() -> Vec<ServerMsg> {
+    let q = Quantization::default();
+    let states = chain_states();
+    let mut out = vec![ServerMsg::Keyframe(encode_keyframe(CHAIN_SCOPE, states[0].0, &states[0].1, true).unwrap())];
+    for w in states.windows(2) {
+        let d = encode_delta(&w[0].1, &w[1].1, CHAIN_SCOPE, w[0].0, w[1].0, &q, true).unwrap();
+        out.push(ServerMsg::Delta(d));
+    }
+    out
+}
+
+fn server_vectors() -> Vec<(&'static str, ServerMsg)> {
+    let mut v = vec![
+        ("server_welcome", ServerMsg::Welcome(Welcome {
+            protocol_version: PROTOCOL_VERSION,
+            tick_rate_hz: 20.0,
+            quantization: Quantization::default(),
+            worlds: vec![WorldInfo::new(1, "arena", Rect { min_x: -500.0, min_y: -500.0, max_x: 500.0, max_y: 500.0 }, 50.0)],
+            max_message_bytes: 65536,
+        })),
+        ("server_event_destination_reached", ServerMsg::Event(Event { world: 1, tick: 250, event: EventKind::DestinationReached(AgentEvent { agent: 7 }) })),
+        ("server_event_path_completed", ServerMsg::Event(Event { world: 1, tick: 251, event: EventKind::PathCompleted(AgentEvent { agent: 8 }) })),
+        ("server_event_spawned", ServerMsg::Event(Event { world: 1, tick: 252, event: EventKind::Spawned(SpawnedEvent { group: "red".into(), agents: vec![30, 31] }) })),
+        ("server_event_despawned", ServerMsg::Event(Event { world: 1, tick: 253, event: EventKind::Despawned(DespawnedEvent { agents: vec![31] }) })),
+        ("server_result_ok", ServerMsg::CommandResult(CommandResult { request_id: 4, result: Outcome::Ok(Done {}) })),
+        ("server_result_subscribed", ServerMsg::CommandResult(CommandResult { request_id: 1, result: Outcome::Subscribed(Subscribed { world: 1, cells: vec![36, 37, 56, 57] }) })),
+        ("server_result_spawned", ServerMsg::CommandResult(CommandResult { request_id: 9, result: Outcome::Spawned(Spawned { agents: (100..104).collect() }) })),
+        ("server_result_error", ServerMsg::CommandResult(CommandResult {
+            request_id: 5,
+            result: Outcome::Error(ErrorBody {
+                code: ErrorCode::InvalidField,
+                message: "must be a finite number".into(),
+                field: Some("behaviors[2].behavior.slow_radius".into()),
+            }),
+        })),
+        ("server_error_unsupported_version", ServerMsg::Error(ErrorBody {
+            code: ErrorCode::UnsupportedVersion,
+            message: "protocol version 2 is not supported; this server speaks 1".into(),
+            field: Some("protocol_version".into()),
+        })),
+        ("server_pong", ServerMsg::Pong(Pong { request_id: 11, server_tick: 123_456 })),
+    ];
+    let names = ["server_chain_0_keyframe", "server_chain_1_delta", "server_chain_2_delta", "server_chain_3_delta"];
+    v.extend(names.into_iter().zip(chain_frames()));
+    v
+}
+
+#[test]
+fn client_vectors_match() {
+    for (name, m) in client_vectors() {
+        check(name, &m);
+    }
+}
+
+#[test]
+fn server_vectors_match() {
+    for (name, m) in server_vectors() {
+        check(name, &m);
+    }
+}
+
+#[test]
+fn chain_reproduces_states_and_covers_every_record_form() {
+    let frames = chain_frames();
+    let mut client = ClientState::new(Quantization::default());
+    for (f, (tick, state)) in frames.iter().zip(chain_states()) {
+        client.apply(f).unwrap();
+        let cell = client.cell(CHAIN_SCOPE.world, CHAIN_SCOPE.cell).unwrap();
+        assert_eq!((cell.tick(), cell.agents()), (tick, state.as_slice()));
+    }
+    let deltas: Vec<&Delta> = frames.iter().filter_map(|f| if let ServerMsg::Delta(d) = f { Some(d) } else { None }).collect();
+    let changes: Vec<&AgentChange> = deltas.iter().flat_map(|d| &d.changed).collect();
+    let nibble = |m: &Motion| m.dpos.iter().chain(&m.dvel).all(|v| (-8..8).contains(v));
+    assert!(changes.iter().any(|c| c.motion.as_ref().is_some_and(nibble)), "nibble motion");
+    assert!(changes.iter().any(|c| c.motion.as_ref().is_some_and(|m| !nibble(m))), "varint motion");
+    assert!(changes.iter().any(|c| c.orient == OrientChange::Face), "face");
+    assert!(changes.iter().any(|c| matches!(c.orient, OrientChange::Turn(_))), "turn");
+    assert!(changes.iter().any(|c| c.motion.is_none()), "orientation-only change");
+    assert!(deltas.iter().any(|d| !d.left.is_empty() && !d.entered.is_empty()), "left and entered");
+    assert!(deltas.iter().any(|d| d.left.iter().any(|id| d.entered.iter().any(|e| e.id == *id))), "regroup");
+}
+
+/// (name, direction, hex, expected kind)
+fn invalid_vectors() -> Vec<(&'static str, &'static str, String, &'static str)> {
+    let ping = hex(&encode_binary(&ClientMsg::Ping(Ping { request_id: 11 })).unwrap());
+    let key = encode_binary(&chain_frames()[0]).unwrap();
+    // A delta whose `changed` section holds one record with reserved motion mode 3.
+    let delta = ServerMsg::Delta(Delta {
+        world: 1, cell: 0, tick: 2, base_tick: 1, checksum: None, left: vec![], changed: vec![], entered: vec![],
+    });
+    let mut bad_motion = encode_binary(&delta).unwrap();
+    // Envelope ends with three empty sections (length 0 each); give `changed` one byte.
+    let n = bad_motion.len();
+    bad_motion.truncate(n - 2);
+    bad_motion.extend([1, 0x03, 0]);
+    let mut non_minimal = bad_motion.clone();
+    let n = non_minimal.len();
+    non_minimal.truncate(n - 3);
+    non_minimal.extend([2, 0x80, 0x00, 0]);
+    // Keyframe record claiming "face" with zero velocity: header 0b01 (id 0, face, new group), group 0, zeros.
+    let mut face_zero = encode_binary(&ServerMsg::Keyframe(Keyframe { world: 0, cell: 0, tick: 0, checksum: None, agents: vec![] })).unwrap();
+    let n = face_zero.len();
+    face_zero.truncate(n - 1);
+    face_zero.extend([6, 0b01, 0, 0, 0, 0, 0]);
+    vec![
+        ("trailing_byte", "client", format!("{ping}00"), "trailing_bytes"),
+        ("truncated_keyframe", "server", hex(&key[..key.len() - 3]), "unexpected_end"),
+        ("empty_frame", "client", String::new(), "unexpected_end"),
+        ("unknown_message_type", "client", "63".into(), "malformed"),
+        ("unknown_error_code", "server", "05630000".into(), "malformed"),
+        ("string_length_beyond_hard_limit", "client", "0200fcffffffff".into(), "unexpected_end"),
+        ("string_longer_than_frame", "client", "0207fb0010".into(), "unexpected_end"),
+        ("bad_utf8_string", "client", "020702ffff".into(), "malformed"),
+        ("reserved_motion_mode", "server", hex(&bad_motion), "malformed"),
+        ("non_minimal_varint", "server", hex(&non_minimal), "malformed"),
+        ("face_with_zero_velocity", "server", hex(&face_zero), "malformed"),
+    ]
+}
+
+#[test]
+fn invalid_vectors_are_rejected() {
+    let path = dir().join("invalid.json");
+    let list: Vec<serde_json::Value> = invalid_vectors()
+        .into_iter()
+        .map(|(name, dir, hex, error)| serde_json::json!({"name": name, "direction": dir, "hex": hex, "error": error}))
+        .collect();
+    if bless() {
+        std::fs::write(&path, serde_json::to_string_pretty(&list).unwrap() + "\n").unwrap();
+    }
+    let file: Vec<serde_json::Value> = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    assert_eq!(file, list, "invalid.json is stale");
+    for v in &file {
+        let bytes = unhex(v["hex"].as_str().unwrap());
+        let err = match v["direction"].as_str().unwrap() {
+            "client" => decode_binary::<ClientMsg>(&bytes, DEFAULT_CLIENT_LIMIT).unwrap_err(),
+            _ => decode_binary::<ServerMsg>(&bytes, DEFAULT_SERVER_LIMIT).unwrap_err(),
+        };
+        assert_eq!(err.kind(), v["error"].as_str().unwrap(), "{}: {err}", v["name"]);
+    }
+}
