@@ -8,10 +8,10 @@ use glam::Vec2;
 use serde::{Deserialize, Serialize};
 use thiserror::Error;
 
-use crate::sim::agent::Limits;
+use crate::sim::agent::{Limits, PathMode};
 use crate::sim::behaviors::{
     Behavior, BehaviorEntry, Target, agent_avoidance, ahead_avoidance, align, alignment, arrive, cohesion, evade, face, flee,
-    look_where_you_are_going, obstacle_avoidance, pursue, random_target, seek, separation, velocity_match, wall_avoidance,
+    leader_following, look_where_you_are_going, obstacle_avoidance, path_following, pursue, random_target, seek, separation, velocity_match, wall_avoidance,
     wander,
 };
 use crate::sim::error::SimError;
@@ -100,6 +100,57 @@ pub struct Scenario {
     /// Agent groups, spawned in order.
     #[serde(default)]
     pub groups: Vec<GroupSpec>,
+    /// Navigation grid cell size for MoveTo (default 1).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub nav_cell_size: Option<f32>,
+    /// Distance MoveTo navigation keeps from obstacles (default 0.75).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub nav_clearance: Option<f32>,
+    /// Most flow fields cached (default 16).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub flow_cache_capacity: Option<usize>,
+    /// MoveTo orders issued to whole groups at given ticks.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub orders: Vec<OrderSpec>,
+}
+
+/// A MoveTo order for every agent of a group, issued before tick `at_tick` runs.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct OrderSpec {
+    /// Tick before which the order is issued (0 = when the world is built).
+    #[serde(default)]
+    pub at_tick: u64,
+    /// Group whose agents are ordered.
+    pub group: String,
+    /// Where to go.
+    pub target: P,
+    /// Stopping distance (default 1).
+    #[serde(default = "one")]
+    pub stopping_distance: f32,
+}
+
+/// Path mode of path following.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum PathModeSpec {
+    /// Stop at the end.
+    #[default]
+    Once,
+    /// Start over.
+    Loop,
+    /// Walk back and forth.
+    PingPong,
+}
+
+fn d_behind() -> f32 {
+    2.0
+}
+fn d_sight() -> f32 {
+    3.0
+}
+fn d_follow_sep() -> f32 {
+    1.5
 }
 
 fn default_tick_rate() -> f32 {
@@ -579,6 +630,24 @@ pub enum BehaviorSpec {
         #[serde(default = "d_align_time")]
         time_to_target: f32,
     },
+    PathFollowing {
+        waypoints: Vec<P>,
+        #[serde(default = "one")]
+        path_radius: f32,
+        #[serde(default)]
+        mode: PathModeSpec,
+    },
+    LeaderFollowing {
+        leader: u32,
+        #[serde(default = "d_behind")]
+        behind_distance: f32,
+        #[serde(default = "d_sight")]
+        leader_sight_radius: f32,
+        #[serde(default = "d_follow_sep")]
+        separation_radius: f32,
+        #[serde(default = "one")]
+        separation_weight: f32,
+    },
 }
 
 impl AlignTuningSpec {
@@ -650,6 +719,27 @@ impl BehaviorSpec {
             BehaviorSpec::Alignment { neighbor_radius, time_to_target } => {
                 Behavior::Alignment(alignment::AlignmentParams { neighbor_radius, time_to_target })
             }
+            BehaviorSpec::PathFollowing { ref waypoints, path_radius, mode } => {
+                Behavior::PathFollowing(path_following::PathFollowingParams {
+                    waypoints: waypoints.iter().map(|&p| p.into()).collect(),
+                    path_radius,
+                    mode: match mode {
+                        PathModeSpec::Once => PathMode::Once,
+                        PathModeSpec::Loop => PathMode::Loop,
+                        PathModeSpec::PingPong => PathMode::PingPong,
+                    },
+                })
+            }
+            BehaviorSpec::LeaderFollowing { leader, behind_distance, leader_sight_radius, separation_radius, separation_weight } => {
+                Behavior::LeaderFollowing(leader_following::LeaderFollowingParams {
+                    leader,
+                    behind_distance,
+                    leader_sight_radius,
+                    separation_radius,
+                    separation_weight,
+                    ..leader_following::LeaderFollowingParams::default()
+                })
+            }
         }
     }
 }
@@ -687,6 +777,7 @@ impl Scenario {
 
     /// The world settings.
     pub fn world_config(&self) -> WorldConfig {
+        let d = WorldConfig::default();
         WorldConfig {
             bounds: Bounds { min: self.bounds.min.into(), max: self.bounds.max.into() },
             edge: match self.edge {
@@ -698,8 +789,22 @@ impl Scenario {
             seed: self.seed,
             agent_cell_size: self.agent_cell_size,
             solid_obstacles: self.solid_obstacles,
-            ..WorldConfig::default()
+            nav_cell_size: self.nav_cell_size.unwrap_or(d.nav_cell_size),
+            nav_clearance: self.nav_clearance.unwrap_or(d.nav_clearance),
+            flow_cache_capacity: self.flow_cache_capacity.unwrap_or(d.flow_cache_capacity),
+            ..d
         }
+    }
+
+    /// Issues the orders due before tick `tick` (those with `at_tick == tick`).
+    pub fn apply_orders(&self, world: &mut World, tick: u64) -> Result<(), ScenarioError> {
+        for (i, o) in self.orders.iter().enumerate().filter(|(_, o)| o.at_tick == tick) {
+            let at = format!("orders[{i}]");
+            let g = world.group_id(&o.group).ok_or_else(|| SimError::UnknownGroup(o.group.clone()))?;
+            let ids: Vec<u32> = world.agents().iter().filter(|a| a.group == g).map(|a| a.id).collect();
+            world.move_to(&ids, o.target.into(), o.stopping_distance).map_err(|e| e.within(&at))?;
+        }
+        Ok(())
     }
 
     /// Builds the world: config, obstacles, walls, then the groups in order.
@@ -723,6 +828,7 @@ impl Scenario {
             let spec = g.to_spawn(&world).map_err(|e| e.within(&format!("groups[{i}]")))?;
             world.spawn(spec).map_err(|e| e.within(&format!("groups[{i}]")))?;
         }
+        self.apply_orders(&mut world, 0)?;
         Ok(world)
     }
 
@@ -739,6 +845,9 @@ impl Scenario {
         let sp = |p: P| P { x: p.x * s, y: p.y * s };
         let mut out = self.clone();
         out.bounds = BoundsSpec { min: sp(self.bounds.min), max: sp(self.bounds.max) };
+        for o in &mut out.orders {
+            o.target = sp(o.target);
+        }
         for o in &mut out.obstacles {
             o.center = sp(o.center);
         }
@@ -789,6 +898,11 @@ fn scale_targets(b: &mut BehaviorSpec, s: f32) {
         BehaviorSpec::Seek { target } | BehaviorSpec::Flee { target, .. } | BehaviorSpec::Arrive { target, .. } => sc(target),
         BehaviorSpec::Face { target, .. } => sc(target),
         BehaviorSpec::RandomTarget { center: Some(c), .. } => *c = P { x: c.x * s, y: c.y * s },
+        BehaviorSpec::PathFollowing { waypoints, .. } => {
+            for w in waypoints {
+                *w = P { x: w.x * s, y: w.y * s };
+            }
+        }
         _ => {}
     }
 }
@@ -828,6 +942,54 @@ impl GroupSpec {
             orientation: self.orientation,
         })
     }
+}
+
+/// The world's current state as a scenario: the base scenario's settings and groups (with their
+/// behaviours, limits and bindings), each group's agents placed where they are now, obstacles and
+/// walls as they are now.
+///
+/// Behaviour changes made to single agents after load are not captured (a saved group carries
+/// the behaviours its scenario gave it).
+pub fn snapshot_scenario(world: &World, base: &Scenario) -> Scenario {
+    let mut out = base.clone();
+    out.random_obstacles = None;
+    out.obstacles = world.obstacles().iter().map(|o| ObstacleSpec { center: o.center.into(), radius: o.radius }).collect();
+    out.walls = world.walls().iter().map(|w| WallSpec { a: w.a.into(), b: w.b.into() }).collect();
+    let mut groups: Vec<GroupSpec> = Vec::new();
+    for (gi, name) in world.groups().iter().enumerate() {
+        let points: Vec<P> = world.agents().iter().filter(|a| usize::from(a.group) == gi).map(|a| a.position.into()).collect();
+        if points.is_empty() {
+            continue;
+        }
+        let mut g = base.groups.iter().find(|g| &g.name == name).cloned().unwrap_or_else(|| GroupSpec {
+            name: name.clone(),
+            count: 0,
+            area: AreaSpec::Points(Vec::new()),
+            limits: LimitsSpec::default(),
+            binding: BindingSpec::AsGiven,
+            initial_speed: 0.0,
+            orientation: None,
+            behaviors: Vec::new(),
+        });
+        if let Some(a) = world.agents().iter().find(|a| usize::from(a.group) == gi) {
+            let l = a.limits;
+            g.limits = LimitsSpec {
+                max_speed: Some(l.max_speed),
+                max_accel: Some(l.max_accel),
+                max_rotation: Some(l.max_rotation),
+                max_angular_accel: Some(l.max_angular_accel),
+                radius: Some(l.radius),
+                mass: Some(l.mass),
+            };
+        }
+        g.count = points.len();
+        g.area = AreaSpec::Points(points);
+        // Agent-id bindings refer to ids of the old world; keep them only if the group they
+        // name is kept too (ids are reassigned in order on load).
+        groups.push(g);
+    }
+    out.groups = groups;
+    out
 }
 
 #[cfg(test)]

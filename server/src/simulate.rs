@@ -77,6 +77,30 @@ pub struct Report {
     pub out_of_bounds: u64,
     /// Whether the safety counters were measured.
     pub audited: bool,
+    /// MoveTo navigation figures (null when no MoveTo was issued).
+    pub nav: Option<NavReport>,
+    /// Largest orientation change in one tick of an agent whose MoveTo order was already done
+    /// (radians; the jitter of arrived agents; null when none arrived).
+    pub arrived_max_turn: Option<f32>,
+    /// Tick at which the last MoveTo agent arrived (null if some never did).
+    pub all_arrived_tick: Option<u64>,
+}
+
+/// Flow-field and navigation-grid figures of a run.
+#[derive(Debug, Clone, Copy, Serialize, PartialEq)]
+pub struct NavReport {
+    /// Navigation grid columns × rows.
+    pub grid_cells: usize,
+    /// Flow fields built (cache misses).
+    pub fields_built: u64,
+    /// Agent-lookups served from the cache.
+    pub cache_hits: u64,
+    /// hits / (hits + builds).
+    pub cache_hit_rate: f64,
+    /// Fields evicted by the LRU bound.
+    pub evictions: u64,
+    /// Bytes held by the grid, the cached fields and the formations at the end.
+    pub bytes: usize,
 }
 
 /// Errors of a run.
@@ -90,11 +114,19 @@ pub enum SimulateError {
     Threads(usize, String),
 }
 
-/// Counts agents within their arrive target radius (and how many have such a target).
+/// Counts agents within their arrive target radius or done with their MoveTo order within its
+/// tolerance of their stop point (and how many have such a target).
 pub fn arrived(world: &World) -> (usize, usize) {
     let mut with = 0;
     let mut done = 0;
     for a in world.agents() {
+        if let Some(o) = &a.order {
+            with += 1;
+            if o.done && a.position.distance(o.stop_point) <= o.tolerance.max(o.stuck_radius) {
+                done += 1;
+            }
+            continue;
+        }
         for e in a.behaviors.entries() {
             if let Behavior::Arrive(p) = &e.behavior {
                 if let Target::Point(t) = p.target {
@@ -147,17 +179,41 @@ pub fn run(name: &str, scenario: &Scenario, opts: &SimulateOptions) -> Result<Re
         non_finite: 0,
         out_of_bounds: 0,
         audited: opts.audit_every > 0,
+        nav: None,
+        arrived_max_turn: None,
+        all_arrived_tick: None,
     };
     for e in world.drain_events() {
         *events.entry(e.kind().to_string()).or_default() += 1;
     }
+    let mut last_orient: Vec<f32> = Vec::new();
+    let mut arrived_max_turn: Option<f32> = None;
+    let mut all_arrived_tick = None;
     for t in 0..opts.ticks {
+        if t > 0 {
+            let now = world.tick();
+            sc.apply_orders(&mut world, now)?;
+        }
+        last_orient.clear();
+        last_orient.extend(world.agents().iter().map(|a| if a.order.is_some_and(|o| o.done) { a.orientation } else { f32::NAN }));
         let start = Instant::now();
         let stats = pool.install(|| world.step());
         times.push(start.elapsed().as_secs_f64() * 1e3);
         r.wall_crossings += u64::from(stats.wall_crossings);
         r.contacts += u64::from(stats.contacts);
         r.non_finite += u64::from(stats.non_finite);
+        if last_orient.len() == world.agents().len() {
+            for (a, &before) in world.agents().iter().zip(&last_orient) {
+                if before.is_finite() {
+                    let turn = crate::sim::math::wrap_angle(a.orientation - before).abs();
+                    arrived_max_turn = Some(arrived_max_turn.map_or(turn, |m: f32| m.max(turn)));
+                }
+            }
+        }
+        let ordered = world.agents().iter().filter(|a| a.order.is_some()).count();
+        if all_arrived_tick.is_none() && ordered > 0 && world.agents().iter().all(|a| a.order.is_none_or(|o| o.done)) {
+            all_arrived_tick = Some(world.tick());
+        }
         for e in world.drain_events() {
             *events.entry(e.kind().to_string()).or_default() += 1;
         }
@@ -179,6 +235,20 @@ pub fn run(name: &str, scenario: &Scenario, opts: &SimulateOptions) -> Result<Re
     r.state_hash = format!("{:016x}", state_hash(&world));
     r.events = events;
     (r.arrived, r.with_target) = arrived(&world);
+    r.arrived_max_turn = arrived_max_turn;
+    r.all_arrived_tick = all_arrived_tick;
+    r.nav = world.nav().map(|n| {
+        let st = n.cache.stats();
+        let (c, rws) = n.grid.dims();
+        NavReport {
+            grid_cells: c as usize * rws as usize,
+            fields_built: st.builds,
+            cache_hits: st.hits,
+            cache_hit_rate: st.hit_rate(),
+            evictions: st.evictions,
+            bytes: n.bytes(),
+        }
+    });
     Ok(r)
 }
 
@@ -215,6 +285,14 @@ impl Report {
         row("non_finite", self.non_finite.to_string());
         row("out_of_bounds", self.out_of_bounds.to_string());
         row("audited", self.audited.to_string());
+        row("all arrived at tick", self.all_arrived_tick.map_or("-".into(), |t| t.to_string()));
+        row("arrived max turn/tick", self.arrived_max_turn.map_or("-".into(), |t| format!("{t:.6} rad")));
+        if let Some(n) = &self.nav {
+            row("nav grid cells", n.grid_cells.to_string());
+            row("flow fields built", n.fields_built.to_string());
+            row("flow cache hit rate", format!("{:.5} ({} hits)", n.cache_hit_rate, n.cache_hits));
+            row("nav memory", format!("{} bytes", n.bytes));
+        }
         s
     }
 }

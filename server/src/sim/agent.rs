@@ -88,6 +88,43 @@ pub struct AgentMemory {
     pub path_done: bool,
 }
 
+/// A MoveTo order (004 `MoveTo`): layered over the agent's behaviours while active; the
+/// behaviours resume when it is done.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct MoveOrder {
+    /// The point asked for.
+    pub target: Vec2,
+    /// Where the flow field leads: `target`, or the nearest reachable point when unreachable.
+    pub goal: Vec2,
+    /// Navigation cell of `goal` (the flow-field cache key).
+    pub goal_cell: u32,
+    /// Formation the agent stops in (world-side id).
+    pub formation: u32,
+    /// Slot claimed in the formation, if any.
+    pub slot: Option<u32>,
+    /// Where the agent stops: its slot once claimed, else `goal`.
+    pub stop_point: Vec2,
+    /// Distance from the goal inside which the agent claims a slot.
+    pub claim_radius: f32,
+    /// The agent stops when within this distance of `stop_point`.
+    pub tolerance: f32,
+    /// A blocked agent stops when slower than 5 % of max speed within this distance of `goal`.
+    pub stuck_radius: f32,
+    /// The stopping distance asked for.
+    pub stopping_distance: f32,
+    /// True when `target` could not be reached and `goal` is the nearest reachable point.
+    pub unreachable: bool,
+    /// Set when the agent has stopped (and emitted `DestinationReached`).
+    pub done: bool,
+}
+
+impl MoveOrder {
+    /// True while the agent is still moving to its destination.
+    pub fn active(&self) -> bool {
+        !self.done
+    }
+}
+
 /// One agent of the world.
 #[derive(Debug, Clone)]
 pub struct Agent {
@@ -109,12 +146,19 @@ pub struct Agent {
     pub behaviors: Arc<BehaviorSet>,
     /// Behaviour memory.
     pub memory: AgentMemory,
+    /// The current or last MoveTo order.
+    pub order: Option<MoveOrder>,
 }
 
 impl Agent {
     /// Current speed.
     pub fn speed(&self) -> f32 {
         self.velocity.length()
+    }
+
+    /// The active MoveTo order, if any.
+    pub fn active_order(&self) -> Option<&MoveOrder> {
+        self.order.as_ref().filter(|o| o.active())
     }
 
     /// Unit heading of the orientation.

@@ -97,6 +97,6 @@ mod tests {
         assert!(check_finite("x", f32::INFINITY).is_err());
         assert_eq!(check_non_negative("x", 0.0), Ok(0.0));
         let e = check_vec("target", glam::Vec2::new(1.0, f32::NEG_INFINITY)).unwrap_err();
-        assert_eq!(e.within("behaviors[0]").to_string().contains("behaviors[0].target.y"), true);
+        assert!(e.within("behaviors[0]").to_string().contains("behaviors[0].target.y"));
     }
 }

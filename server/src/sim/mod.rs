@@ -9,13 +9,14 @@ pub mod behaviors;
 pub mod error;
 pub mod hash;
 pub mod math;
+pub mod nav;
 pub mod rng;
 pub mod spatial;
 pub mod steering;
 pub mod view;
 pub mod world;
 
-pub use agent::{Agent, AgentId, GroupId, Limits};
+pub use agent::{Agent, AgentId, GroupId, Limits, MoveOrder, PathMode};
 pub use behaviors::{Behavior, BehaviorEntry, BehaviorSet, Target};
 pub use error::SimError;
 pub use steering::Steering;

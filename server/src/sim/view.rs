@@ -3,6 +3,8 @@
 use glam::Vec2;
 
 use super::agent::{Agent, AgentId};
+use super::behaviors::move_to::MoveToParams;
+use super::nav::NavState;
 use super::spatial::{AgentGrid, Neighbor, StaticIndex};
 
 /// A circular obstacle (001).
@@ -84,6 +86,10 @@ pub struct WorldView<'a> {
     /// Scan every agent for neighbour queries instead of the grid (the O(N²) baseline; gives
     /// the same neighbours in the same order).
     pub brute_force: bool,
+    /// Navigation grid and flow fields (once a MoveTo was issued).
+    pub nav: Option<&'a NavState>,
+    /// MoveTo tuning.
+    pub move_to: &'a MoveToParams,
 }
 
 impl WorldView<'_> {

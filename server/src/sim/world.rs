@@ -17,9 +17,12 @@ use glam::Vec2;
 use rayon::prelude::*;
 
 use super::agent::{Agent, AgentId, AgentMemory, GroupId, Limits};
+use super::behaviors::move_to::{self, EVENT_DESTINATION_REACHED, MoveToParams};
+use super::behaviors::path_following::EVENT_PATH_COMPLETED;
 use super::behaviors::{Behavior, BehaviorEntry, BehaviorSet, Scratch, Target};
 use super::error::{SimError, check_finite, check_positive, check_vec};
 use super::math::{clamp_len, closest_on_segment, dir, orientation_of, perp, segment_intersection, wrap_angle};
+use super::nav::NavState;
 use super::rng::Rng;
 use super::spatial::{AgentGrid, Neighbor, StaticIndex};
 use super::steering::Steering;
@@ -64,8 +67,16 @@ pub struct WorldConfig {
     pub max_obstacles: usize,
     /// Most walls.
     pub max_walls: usize,
-    /// Most agents one spawn may create.
+    /// Most agents one spawn may create (and one MoveTo may order).
     pub max_spawn: usize,
+    /// Cell size of the navigation grid used by MoveTo (default 1).
+    pub nav_cell_size: f32,
+    /// Distance navigation keeps from obstacles (cells closer are blocked; default 0.75).
+    pub nav_clearance: f32,
+    /// Most flow fields cached (least recently used evicted; default 16).
+    pub flow_cache_capacity: usize,
+    /// MoveTo tuning.
+    pub move_to: MoveToParams,
 }
 
 impl Default for WorldConfig {
@@ -83,6 +94,10 @@ impl Default for WorldConfig {
             max_obstacles: 10_000,
             max_walls: 10_000,
             max_spawn: 100_000,
+            nav_cell_size: 1.0,
+            nav_clearance: 0.75,
+            flow_cache_capacity: 16,
+            move_to: MoveToParams::default(),
         }
     }
 }
@@ -104,6 +119,18 @@ impl WorldConfig {
             check_positive("agent_cell_size", c)?;
         }
         check_positive("static_cell_size", self.static_cell_size)?;
+        check_positive("nav_cell_size", self.nav_cell_size)?;
+        if self.nav_cell_size < 0.05 {
+            return Err(SimError::invalid("nav_cell_size", "must be at least 0.05"));
+        }
+        super::error::check_non_negative("nav_clearance", self.nav_clearance)?;
+        if self.nav_clearance > 1000.0 {
+            return Err(SimError::invalid("nav_clearance", "must be at most 1000"));
+        }
+        if !(1..=4096).contains(&self.flow_cache_capacity) {
+            return Err(SimError::invalid("flow_cache_capacity", "must be between 1 and 4096"));
+        }
+        self.move_to.validate().map_err(|e| e.within("move_to"))?;
         for (name, v) in [
             ("max_agents", self.max_agents),
             ("max_obstacles", self.max_obstacles),
@@ -235,6 +262,9 @@ pub enum Command {
     AddWall { a: Vec2, b: Vec2 },
     /// Remove a wall.
     RemoveWall(u32),
+    /// Send agents to `target` along the flow field; each stops within `stopping_distance` of
+    /// its place in the group's formation round the target and emits `DestinationReached` once.
+    MoveTo { agents: Vec<AgentId>, target: Vec2, stopping_distance: f32 },
 }
 
 /// The result of a successful command.
@@ -288,6 +318,7 @@ pub struct World {
     grid: AgentGrid,
     statics: StaticIndex,
     statics_dirty: bool,
+    nav: Option<NavState>,
     tick: u64,
     rng: Rng,
     events: Vec<Event>,
@@ -295,7 +326,7 @@ pub struct World {
     max_pending_events: usize,
     events_dropped: u64,
     /// Compute-phase output buffer, reused every tick (cell order).
-    results: Vec<(Steering, AgentMemory)>,
+    results: Vec<(Steering, AgentMemory, u8)>,
 }
 
 impl World {
@@ -316,6 +347,7 @@ impl World {
             grid,
             statics,
             statics_dirty: false,
+            nav: None,
             tick: 0,
             rng,
             events: Vec::new(),
@@ -392,6 +424,12 @@ impl World {
         }
     }
 
+    /// Sets the agent caps (the server's limits).
+    pub fn set_caps(&mut self, max_agents: usize, max_spawn: usize) {
+        self.config.max_agents = max_agents;
+        self.config.max_spawn = max_spawn;
+    }
+
     /// Switches neighbour queries to the O(N²) brute-force baseline (same results, for benches).
     pub fn set_brute_force(&mut self, on: bool) {
         self.config.brute_force_neighbors = on;
@@ -441,6 +479,65 @@ impl World {
             Command::RemoveObstacle(id) => self.remove_obstacle(id).map(|()| Outcome::Removed(1)),
             Command::AddWall { a, b } => self.add_wall(a, b).map(Outcome::Added),
             Command::RemoveWall(id) => self.remove_wall(id).map(|()| Outcome::Removed(1)),
+            Command::MoveTo { agents, target, stopping_distance } => {
+                self.move_to(&agents, target, stopping_distance).map(|()| Outcome::Done)
+            }
+        }
+    }
+
+    /// Issues a MoveTo order (see [`Command::MoveTo`]). Validates everything first: on error
+    /// nothing changes.
+    pub fn move_to(&mut self, agents: &[AgentId], target: Vec2, stopping_distance: f32) -> Result<(), SimError> {
+        check_vec("target", target)?;
+        if !self.config.bounds.contains(target) {
+            return Err(SimError::invalid("target", "must lie inside the world bounds"));
+        }
+        super::error::check_non_negative("stopping_distance", stopping_distance)?;
+        if stopping_distance > 1000.0 {
+            return Err(SimError::invalid("stopping_distance", "must be at most 1000"));
+        }
+        if agents.len() > self.config.max_spawn {
+            return Err(SimError::LimitExceeded { what: "agents".into(), max: self.config.max_spawn });
+        }
+        let mut idx = Vec::with_capacity(agents.len());
+        for &id in agents {
+            idx.push(self.agent_index(id)?);
+        }
+        idx.sort_unstable();
+        idx.dedup();
+        self.ensure_nav();
+        if let Some(nav) = self.nav.as_mut() {
+            nav.issue(&mut self.agents, &idx, target, stopping_distance, &self.walls, &self.statics);
+        }
+        Ok(())
+    }
+
+    /// Builds the navigation grid if there is none, and brings it up to date.
+    fn ensure_nav(&mut self) {
+        self.rebuild_statics();
+        if self.nav.is_none() {
+            let c = &self.config;
+            self.nav = Some(NavState::new(
+                c.bounds,
+                c.nav_cell_size,
+                c.nav_clearance,
+                c.flow_cache_capacity,
+                &self.obstacles,
+                &self.walls,
+                &self.statics,
+            ));
+        }
+    }
+
+    /// Navigation state (built by the first MoveTo).
+    pub fn nav(&self) -> Option<&NavState> {
+        self.nav.as_ref()
+    }
+
+    fn mark_nav_dirty(&mut self, lo: Vec2, hi: Vec2) {
+        self.statics_dirty = true;
+        if let Some(nav) = self.nav.as_mut() {
+            nav.mark_dirty(lo, hi);
         }
     }
 
@@ -465,7 +562,7 @@ impl World {
         let id = self.next_static_id;
         self.next_static_id += 1;
         self.obstacles.push(Obstacle { id, center, radius });
-        self.statics_dirty = true;
+        self.mark_nav_dirty(center - Vec2::splat(radius), center + Vec2::splat(radius));
         Ok(id)
     }
 
@@ -473,16 +570,18 @@ impl World {
     pub fn move_obstacle(&mut self, id: u32, center: Vec2) -> Result<(), SimError> {
         check_vec("center", center)?;
         let o = self.obstacles.iter_mut().find(|o| o.id == id).ok_or(SimError::UnknownObstacle(id))?;
+        let (old, r) = (o.center, o.radius);
         o.center = center;
-        self.statics_dirty = true;
+        self.mark_nav_dirty(old - Vec2::splat(r), old + Vec2::splat(r));
+        self.mark_nav_dirty(center - Vec2::splat(r), center + Vec2::splat(r));
         Ok(())
     }
 
     /// Removes an obstacle.
     pub fn remove_obstacle(&mut self, id: u32) -> Result<(), SimError> {
         let i = self.obstacles.iter().position(|o| o.id == id).ok_or(SimError::UnknownObstacle(id))?;
-        self.obstacles.remove(i);
-        self.statics_dirty = true;
+        let o = self.obstacles.remove(i);
+        self.mark_nav_dirty(o.center - Vec2::splat(o.radius), o.center + Vec2::splat(o.radius));
         Ok(())
     }
 
@@ -499,22 +598,25 @@ impl World {
         let id = self.next_static_id;
         self.next_static_id += 1;
         self.walls.push(Wall { id, a, b, normal: dir(perp(b - a)) });
-        self.statics_dirty = true;
+        self.mark_nav_dirty(a.min(b), a.max(b));
         Ok(id)
     }
 
     /// Removes a wall.
     pub fn remove_wall(&mut self, id: u32) -> Result<(), SimError> {
         let i = self.walls.iter().position(|w| w.id == id).ok_or(SimError::UnknownWall(id))?;
-        self.walls.remove(i);
-        self.statics_dirty = true;
+        let w = self.walls.remove(i);
+        self.mark_nav_dirty(w.a.min(w.b), w.a.max(w.b));
         Ok(())
     }
 
     /// Removes an agent.
     pub fn despawn(&mut self, id: AgentId) -> Result<(), SimError> {
         let i = self.agent_index(id)?;
-        self.agents.remove(i);
+        let a = self.agents.remove(i);
+        if let (Some(nav), Some(o)) = (self.nav.as_mut(), a.order) {
+            nav.release(&o);
+        }
         self.push_event(Event::Despawned { id });
         Ok(())
     }
@@ -616,6 +718,7 @@ impl World {
                 limits,
                 behaviors,
                 memory: AgentMemory { path_step: 1, ..AgentMemory::default() },
+                order: None,
             });
             ids.push(id);
             self.push_event(Event::Spawned { id, group });
@@ -656,11 +759,7 @@ impl World {
 
     /// Rebuilds the agent grid (and the static index if obstacles or walls changed).
     pub fn rebuild_indexes(&mut self) {
-        if self.statics_dirty {
-            self.statics =
-                StaticIndex::build(self.config.bounds, self.config.static_cell_size, &self.obstacles, &self.walls);
-            self.statics_dirty = false;
-        }
+        self.rebuild_statics();
         let cell = self.config.agent_cell_size.unwrap_or_else(|| {
             let mut reach = 1.0f32;
             let mut last: *const BehaviorSet = std::ptr::null();
@@ -680,6 +779,19 @@ impl World {
         });
     }
 
+    /// Rebuilds the static index if obstacles or walls changed, and re-rasterizes the changed
+    /// parts of the navigation grid (dropping the flow fields).
+    fn rebuild_statics(&mut self) {
+        if self.statics_dirty {
+            self.statics =
+                StaticIndex::build(self.config.bounds, self.config.static_cell_size, &self.obstacles, &self.walls);
+            self.statics_dirty = false;
+        }
+        if let Some(nav) = self.nav.as_mut() {
+            nav.apply_dirty(&self.obstacles, &self.walls, &self.statics);
+        }
+    }
+
     /// The read-only view of the current state (indexes as last rebuilt).
     pub fn view(&self) -> WorldView<'_> {
         WorldView {
@@ -693,12 +805,18 @@ impl World {
             tick: self.tick,
             time: self.time() as f32,
             brute_force: self.config.brute_force_neighbors,
+            nav: self.nav.as_ref(),
+            move_to: &self.config.move_to,
         }
     }
 
     /// Advances one fixed step. Runs on the current rayon pool (install one to choose threads).
     pub fn step(&mut self) -> StepStats {
         self.rebuild_indexes();
+        // Flow fields and slot claims: sequential, before the view is taken.
+        if let Some(nav) = self.nav.as_mut() {
+            nav.prepare(&mut self.agents, &self.walls, &self.statics);
+        }
         let seed = self.config.seed;
         let tick = self.tick;
         // Compute phase, in cell order so that neighbouring agents are computed together.
@@ -712,9 +830,12 @@ impl World {
                 .with_min_len(256)
                 .map(|&i| {
                     let a = &agents[i as usize];
-                    let mut scratch = Scratch { rng: Rng::for_agent(seed, a.id, tick), memory: a.memory };
-                    let s = a.behaviors.steer(a, &view, &mut scratch);
-                    (s, scratch.memory)
+                    let mut scratch = Scratch { rng: Rng::for_agent(seed, a.id, tick), memory: a.memory, events: 0 };
+                    let s = match a.active_order() {
+                        Some(o) => move_to::steer(a, o, view.move_to, &view, &mut scratch),
+                        None => a.behaviors.steer(a, &view, &mut scratch),
+                    };
+                    (s, scratch.memory, scratch.events)
                 })
                 .collect_into_vec(&mut results);
         }
@@ -735,8 +856,14 @@ impl World {
             .with_min_len(256)
             .enumerate()
             .map(|(i, a)| {
-                let (s, mem) = results_ref[grid.rank(i)];
+                let (s, mem, flags) = results_ref[grid.rank(i)];
                 a.memory = mem;
+                if flags & EVENT_DESTINATION_REACHED != 0 {
+                    if let Some(o) = a.order.as_mut() {
+                        o.done = true;
+                    }
+                    a.velocity = Vec2::ZERO;
+                }
                 ctx.apply(a, s)
             })
             .reduce(StepStats::default, |x, y| StepStats {
@@ -744,6 +871,21 @@ impl World {
                 contacts: x.contacts + y.contacts,
                 non_finite: x.non_finite + y.non_finite,
             });
+        // Events in id order.
+        for i in 0..self.agents.len() {
+            let flags = results.get(self.grid.rank(i)).map_or(0, |r| r.2);
+            if flags == 0 {
+                continue;
+            }
+            let a = &self.agents[i];
+            let (id, position, unreachable) = (a.id, a.position, a.order.is_some_and(|o| o.unreachable));
+            if flags & EVENT_DESTINATION_REACHED != 0 {
+                self.push_event(Event::DestinationReached { id, position, unreachable });
+            }
+            if flags & EVENT_PATH_COMPLETED != 0 {
+                self.push_event(Event::PathCompleted { id });
+            }
+        }
         self.results = results;
         self.tick += 1;
         stats
@@ -813,6 +955,7 @@ fn rebind(set: &BehaviorSet, point: Option<Vec2>, agent: Option<AgentId>) -> Beh
             Behavior::Pursue(p) => p.target = agent.unwrap_or(p.target),
             Behavior::Evade(p) => p.target = agent.unwrap_or(p.target),
             Behavior::VelocityMatch(p) => p.target = agent.unwrap_or(p.target),
+            Behavior::LeaderFollowing(p) => p.leader = agent.unwrap_or(p.leader),
             Behavior::Align(p) => {
                 if let (super::behaviors::align::AlignTarget::Agent(id), Some(m)) = (&mut p.target, agent) {
                     *id = m;

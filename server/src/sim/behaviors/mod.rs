@@ -19,11 +19,15 @@ pub mod align;
 pub mod alignment;
 pub mod arrive;
 pub mod cohesion;
+pub mod context_avoidance;
 pub mod evade;
 pub mod face;
 pub mod flee;
+pub mod leader_following;
 pub mod look_where_you_are_going;
+pub mod move_to;
 pub mod obstacle_avoidance;
+pub mod path_following;
 pub mod pursue;
 pub mod random_target;
 pub mod seek;
@@ -65,12 +69,15 @@ impl Target {
     }
 }
 
-/// Per-tick scratch of one agent: its random stream and the memory it will have next tick.
+/// Per-tick scratch of one agent: its random stream, the memory it will have next tick, and
+/// the events it raised (flags collected in the apply phase).
 pub struct Scratch {
     /// Random numbers for this agent and tick.
     pub rng: Rng,
     /// Memory to store in the apply phase (starts as a copy of the current memory).
     pub memory: AgentMemory,
+    /// Event flags ([`move_to::EVENT_DESTINATION_REACHED`], [`path_following::EVENT_PATH_COMPLETED`]).
+    pub events: u8,
 }
 
 /// One behaviour with its parameters.
@@ -94,6 +101,8 @@ pub enum Behavior {
     Separation(separation::SeparationParams),
     Cohesion(cohesion::CohesionParams),
     Alignment(alignment::AlignmentParams),
+    PathFollowing(path_following::PathFollowingParams),
+    LeaderFollowing(leader_following::LeaderFollowingParams),
 }
 
 impl Behavior {
@@ -118,6 +127,8 @@ impl Behavior {
             Behavior::Separation(_) => "separation",
             Behavior::Cohesion(_) => "cohesion",
             Behavior::Alignment(_) => "alignment",
+            Behavior::PathFollowing(_) => "path_following",
+            Behavior::LeaderFollowing(_) => "leader_following",
         }
     }
 
@@ -134,6 +145,7 @@ impl Behavior {
             Behavior::Cohesion(p) => p.neighbor_radius,
             Behavior::Alignment(p) => p.neighbor_radius,
             Behavior::AgentAvoidance(p) => p.look_ahead + p.avoid_radius,
+            Behavior::LeaderFollowing(p) => p.separation_radius,
             _ => 0.0,
         }
     }
@@ -159,6 +171,8 @@ impl Behavior {
             Behavior::Separation(p) => p.validate(),
             Behavior::Cohesion(p) => p.validate(),
             Behavior::Alignment(p) => p.validate(),
+            Behavior::PathFollowing(p) => p.validate(),
+            Behavior::LeaderFollowing(p) => p.validate(),
         }
     }
 
@@ -172,6 +186,7 @@ impl Behavior {
             Behavior::Pursue(p) => return Some(p.target),
             Behavior::Evade(p) => return Some(p.target),
             Behavior::VelocityMatch(p) => return Some(p.target),
+            Behavior::LeaderFollowing(p) => return Some(p.leader),
             Behavior::Align(p) => match p.target {
                 align::AlignTarget::Agent(id) => return Some(id),
                 align::AlignTarget::Orientation(_) => return None,
@@ -205,6 +220,8 @@ impl Behavior {
             Behavior::Separation(p) => separation::steer(agent, p, view),
             Behavior::Cohesion(p) => cohesion::steer(agent, p, view),
             Behavior::Alignment(p) => alignment::steer(agent, p, view),
+            Behavior::PathFollowing(p) => path_following::steer(agent, p, view, scratch),
+            Behavior::LeaderFollowing(p) => leader_following::steer(agent, p, view),
         }
     }
 }

@@ -21,7 +21,8 @@ pub fn agent_at(id: u32, position: Vec2, velocity: Vec2) -> Agent {
         angular_velocity: 0.0,
         limits: Limits::default(),
         behaviors: Arc::new(BehaviorSet::default()),
-        memory: AgentMemory::default(),
+        memory: AgentMemory { path_step: 1, ..AgentMemory::default() },
+        order: None,
     }
 }
 
@@ -40,7 +41,7 @@ pub fn world_with(agents: Vec<Agent>) -> World {
 
 /// The scratch an agent gets in tick 0.
 pub fn scratch_for(agent: &Agent) -> Scratch {
-    Scratch { rng: Rng::for_agent(1, agent.id, 0), memory: agent.memory }
+    Scratch { rng: Rng::for_agent(1, agent.id, 0), memory: agent.memory, events: 0 }
 }
 
 /// One behaviour's steering for agent `id`.

@@ -1,0 +1,295 @@
+//! MoveTo (004): follow the flow field to the goal, blended with context avoidance and
+//! separation, slow down near the stop point and stop within the tolerance of it.
+//!
+//! Per tick (004 `FixedUpdate` / `ComputeSteering`):
+//! 1. Arrived? Within `tolerance` of the stop point (its formation slot, or the goal for a lone
+//!    agent) and at most `arrive_speed`: report `DestinationReached` (the apply phase zeroes the
+//!    velocity and marks the order done). A blocked agent — within the order's `stuck_radius` of
+//!    the goal and slower than 2 % of its top speed — stops where it is, so every agent emits
+//!    the event once.
+//! 2. Wanted direction: straight at the stop point when it is near (inside `claim_radius`) and
+//!    the straight line is clear of obstacles and walls (line-of-sight shortcut); otherwise the
+//!    flow field sampled at the agent (bilinear); an agent standing in a blocked cell steers to
+//!    the reachable neighbour cell with the least path cost that it can reach without crossing a
+//!    wall.
+//! 3. 004's blend: `normalize(wanted + avoid·avoid_strength + separation·separation_weight)`,
+//!    avoid = context avoidance ([`super::context_avoidance`]), separation = 004's
+//!    ([`super::separation::separation_dir`]).
+//! 4. 004's direction threshold: keep last tick's direction unless the new one differs by more
+//!    than `direction_threshold` degrees.
+//! 5. Arrive: speed = max_speed, or max_speed·d/`slow_radius` within `slow_radius` of the stop
+//!    point; steering = clamp((dir·speed − v)/`time_to_target`, max_accel).
+//!
+//! Beyond 004: inside `slow_radius` the avoidance and separation weights fade linearly with the
+//! distance to the stop point, and the avoidance sweep is no longer than that distance, so an
+//! agent can settle into its slot between neighbours that stopped before it (004 stops a lone
+//! agent and never has to). 004 gives no values for `avoidStrength`, `separationWeight` or
+//! `directionThreshold`; the defaults below are ours.
+
+use glam::Vec2;
+
+use super::Scratch;
+use super::context_avoidance::{ContextAvoidanceParams, avoid_dir};
+use super::separation::separation_dir;
+use crate::sim::agent::{Agent, MoveOrder};
+use crate::sim::error::{SimError, check_non_negative, check_positive};
+use crate::sim::math::{clamp_len, dir, segment_intersection, sweep_circle};
+use crate::sim::steering::Steering;
+use crate::sim::view::WorldView;
+
+/// Event flag: the agent reached its MoveTo destination this tick.
+pub const EVENT_DESTINATION_REACHED: u8 = 1;
+
+/// Tuning of MoveTo (a world setting).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct MoveToParams {
+    /// Weight of the context-avoidance direction (004 `avoidStrength`; default 1).
+    pub avoid_strength: f32,
+    /// Weight of the separation direction (004 `separationWeight`; default 0.8).
+    pub separation_weight: f32,
+    /// Separation neighbour radius (004 `neighborRadius`); `None` = 2.2 × the agent's radius.
+    pub separation_radius: Option<f32>,
+    /// A new direction is taken only if it turns more than this, degrees (004 `directionThreshold`; default 4).
+    pub direction_threshold: f32,
+    /// Slow-down radius round the stop point (default 3).
+    pub slow_radius: f32,
+    /// Time over which the velocity error is corrected, seconds (default 0.25).
+    pub time_to_target: f32,
+    /// Within tolerance of the stop point and at most this fast counts as arrived (default 0.5).
+    pub arrive_speed: f32,
+    /// Context avoidance.
+    pub context: ContextAvoidanceParams,
+}
+
+impl Default for MoveToParams {
+    fn default() -> Self {
+        MoveToParams {
+            avoid_strength: 1.0,
+            separation_weight: 0.8,
+            separation_radius: None,
+            direction_threshold: 4.0,
+            slow_radius: 3.0,
+            time_to_target: 0.25,
+            arrive_speed: 0.5,
+            context: ContextAvoidanceParams::default(),
+        }
+    }
+}
+
+impl MoveToParams {
+    /// Validates every field; the error names it.
+    pub fn validate(&self) -> Result<(), SimError> {
+        check_non_negative("avoid_strength", self.avoid_strength)?;
+        check_non_negative("separation_weight", self.separation_weight)?;
+        if let Some(r) = self.separation_radius {
+            check_non_negative("separation_radius", r)?;
+            if r > 1000.0 {
+                return Err(SimError::invalid("separation_radius", "must be at most 1000"));
+            }
+        }
+        check_non_negative("direction_threshold", self.direction_threshold)?;
+        check_positive("slow_radius", self.slow_radius)?;
+        check_positive("time_to_target", self.time_to_target)?;
+        check_non_negative("arrive_speed", self.arrive_speed)?;
+        self.context.validate().map_err(|e| e.within("context"))
+    }
+
+    /// Separation radius for an agent of radius `r`.
+    pub fn separation_radius_for(&self, r: f32) -> f32 {
+        self.separation_radius.unwrap_or(2.2 * r)
+    }
+}
+
+/// True when a circle of radius `r` moving from `a` to `b` meets no obstacle and crosses no wall.
+pub fn clear_line(view: &WorldView, a: Vec2, b: Vec2, r: f32) -> bool {
+    let len = a.distance(b);
+    let d = dir(b - a);
+    let mid = (a + b) * 0.5;
+    let reach = len * 0.5 + r;
+    let mut clear = true;
+    view.for_each_obstacle_near(mid, reach, |o| {
+        clear &= sweep_circle(a, d, len, r, o.center, o.radius).is_none();
+    });
+    if clear {
+        view.for_each_wall_near(mid, reach, |w| {
+            clear &= segment_intersection(a, b, w.a, w.b).is_none();
+        });
+    }
+    clear
+}
+
+/// Direction out of a blocked cell: to the reachable neighbour cell (within two cells) with the
+/// least path cost plus distance, reachable without crossing a wall; zero if none.
+fn escape_dir(agent: &Agent, order: &MoveOrder, view: &WorldView) -> Vec2 {
+    let Some(nav) = view.nav else { return Vec2::ZERO };
+    let Some(field) = nav.cache.get(order.goal_cell as usize) else { return Vec2::ZERO };
+    let g = &nav.grid;
+    let p = agent.position;
+    let (cx, cy) = g.coords(p);
+    let mut best: Option<(f32, Vec2)> = None;
+    for dy in -2..=2 {
+        for dx in -2..=2 {
+            let Some(j) = g.offset(cx, cy, dx, dy) else { continue };
+            let cost = field.cost(j);
+            if !cost.is_finite() || g.is_blocked(j) {
+                continue;
+            }
+            let c = g.center(j);
+            let score = cost + c.distance(p);
+            if best.is_some_and(|b| score >= b.0) {
+                continue;
+            }
+            let mut crosses = false;
+            view.for_each_wall_near((p + c) * 0.5, p.distance(c) * 0.5, |w| {
+                crosses |= segment_intersection(p, c, w.a, w.b).is_some();
+            });
+            if !crosses {
+                best = Some((score, dir(c - p)));
+            }
+        }
+    }
+    best.map_or(Vec2::ZERO, |b| b.1)
+}
+
+/// The wanted direction (step 2).
+pub fn wanted_dir(agent: &Agent, order: &MoveOrder, view: &WorldView) -> Vec2 {
+    let p = agent.position;
+    let to_stop = order.stop_point - p;
+    if to_stop.length() <= order.claim_radius && clear_line(view, p, order.stop_point, agent.limits.radius * 0.9) {
+        return dir(to_stop);
+    }
+    let sampled = view
+        .nav
+        .and_then(|nav| nav.cache.get(order.goal_cell as usize).map(|f| f.sample(&nav.grid, p)))
+        .unwrap_or(Vec2::ZERO);
+    if sampled != Vec2::ZERO {
+        return sampled;
+    }
+    let out = escape_dir(agent, order, view);
+    if out != Vec2::ZERO { out } else { dir(to_stop) }
+}
+
+/// MoveTo's steering for `agent` under `order`; sets [`EVENT_DESTINATION_REACHED`] in
+/// `scratch.events` and the direction memories in `scratch.memory`.
+pub fn steer(agent: &Agent, order: &MoveOrder, p: &MoveToParams, view: &WorldView, scratch: &mut Scratch) -> Steering {
+    let pos = agent.position;
+    let speed = agent.speed();
+    let lim = &agent.limits;
+    let d = pos.distance(order.stop_point);
+    let can_stop = order.slot.is_some() || order.formation == 0;
+    let stuck = pos.distance(order.goal) <= order.stuck_radius && speed < 0.02 * lim.max_speed && scratch.memory.last_move_dir != Vec2::ZERO;
+    if (can_stop && d <= order.tolerance && speed <= p.arrive_speed) || stuck {
+        scratch.events |= EVENT_DESTINATION_REACHED;
+        return Steering::ZERO;
+    }
+    let wanted = wanted_dir(agent, order, view);
+    // Fade avoidance and separation inside the slow radius so the agent can settle.
+    let fade = (d / p.slow_radius).min(1.0);
+    let avoid = avoid_dir(agent, &p.context, view, wanted, agent.memory.last_avoid_dir, d.max(lim.radius));
+    scratch.memory.last_avoid_dir = avoid;
+    let sep = separation_dir(agent, p.separation_radius_for(lim.radius), view);
+    let mut new = dir(wanted + avoid * (p.avoid_strength * fade) + sep * (p.separation_weight * fade));
+    if new == Vec2::ZERO {
+        new = wanted;
+    }
+    let last = agent.memory.last_move_dir;
+    let chosen = if last == Vec2::ZERO || last.angle_to(new).abs().to_degrees() > p.direction_threshold { new } else { last };
+    scratch.memory.last_move_dir = chosen;
+    let target_speed = if d <= order.tolerance {
+        0.0
+    } else if d < p.slow_radius {
+        lim.max_speed * d / p.slow_radius
+    } else {
+        lim.max_speed
+    };
+    Steering::linear(clamp_len((chosen * target_speed - agent.velocity) / p.time_to_target, lim.max_accel))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::testkit::*;
+    use super::*;
+
+    fn order(stop: Vec2) -> MoveOrder {
+        MoveOrder {
+            target: stop,
+            goal: stop,
+            goal_cell: 0,
+            formation: 0,
+            slot: None,
+            stop_point: stop,
+            claim_radius: 10.0,
+            tolerance: 0.5,
+            stuck_radius: 2.0,
+            stopping_distance: 0.5,
+            unreachable: false,
+            done: false,
+        }
+    }
+
+    #[test]
+    fn open_ground_goes_straight_at_full_speed_then_slows() {
+        // No nav, no obstacles: stop point (20, 0) inside claim radius 10? No: 20 > 10, and no
+        // field → escape finds nothing → straight at the stop point. Avoid: best sample is 0°
+        // = (1,0); smoothed from last 0: (0,0) + 0.2·(1,0) = (0.2, 0). Blend (1.2, 0) → (1, 0).
+        // Speed 5 (far): desired (5,0); from rest (5,0)/0.25 = (20,0) → clamp 10.
+        let w = world_with(vec![agent_at(1, Vec2::ZERO, Vec2::ZERO)]);
+        let view = w.view();
+        let a = view.agent(1).unwrap();
+        let mut s = scratch_for(a);
+        let out = steer(a, &order(Vec2::new(20.0, 0.0)), &MoveToParams::default(), &view, &mut s);
+        assert_close(out.linear, Vec2::new(10.0, 0.0));
+        assert_close(s.memory.last_avoid_dir, Vec2::new(0.2, 0.0));
+        assert_close(s.memory.last_move_dir, Vec2::X);
+        assert_eq!(s.events, 0);
+        // At (18.5, 0) moving (4, 0): d 1.5 < slow 3 → speed 5·1.5/3 = 2.5; (2.5 − 4)/0.25 = −6.
+        let w = world_with(vec![agent_at(1, Vec2::new(18.5, 0.0), Vec2::new(4.0, 0.0))]);
+        let view = w.view();
+        let a = view.agent(1).unwrap();
+        let out = steer(a, &order(Vec2::new(20.0, 0.0)), &MoveToParams::default(), &view, &mut scratch_for(a));
+        assert_close(out.linear, Vec2::new(-6.0, 0.0));
+    }
+
+    #[test]
+    fn stops_within_tolerance_when_slow_and_reports_once() {
+        let w = world_with(vec![agent_at(1, Vec2::new(19.7, 0.0), Vec2::new(0.3, 0.0))]);
+        let view = w.view();
+        let a = view.agent(1).unwrap();
+        let mut s = scratch_for(a);
+        let out = steer(a, &order(Vec2::new(20.0, 0.0)), &MoveToParams::default(), &view, &mut s);
+        assert_eq!(out, Steering::ZERO);
+        assert_eq!(s.events, EVENT_DESTINATION_REACHED);
+        // Too fast inside the tolerance: keeps braking, no event. d 0.3 ≤ 0.5 → speed 0;
+        // (0 − 2)/0.25 = −8.
+        let w = world_with(vec![agent_at(1, Vec2::new(19.7, 0.0), Vec2::new(2.0, 0.0))]);
+        let view = w.view();
+        let a = view.agent(1).unwrap();
+        let mut s = scratch_for(a);
+        let out = steer(a, &order(Vec2::new(20.0, 0.0)), &MoveToParams::default(), &view, &mut s);
+        assert_close(out.linear, Vec2::new(-8.0, 0.0));
+        assert_eq!(s.events, 0);
+    }
+
+    #[test]
+    fn direction_threshold_keeps_small_turns_out() {
+        // Last direction 2° off the new one (< 4°): the last is kept; 10° off: the new one wins.
+        let mut a = agent_at(1, Vec2::ZERO, Vec2::ZERO);
+        a.memory.last_move_dir = crate::sim::math::heading(2f32.to_radians());
+        a.memory.last_avoid_dir = Vec2::X;
+        let w = world_with(vec![a]);
+        let view = w.view();
+        let a = view.agent(1).unwrap();
+        let mut s = scratch_for(a);
+        steer(a, &order(Vec2::new(20.0, 0.0)), &MoveToParams::default(), &view, &mut s);
+        assert_close(s.memory.last_move_dir, crate::sim::math::heading(2f32.to_radians()));
+        let mut b = agent_at(1, Vec2::ZERO, Vec2::ZERO);
+        b.memory.last_move_dir = crate::sim::math::heading(10f32.to_radians());
+        b.memory.last_avoid_dir = Vec2::X;
+        let w = world_with(vec![b]);
+        let view = w.view();
+        let b = view.agent(1).unwrap();
+        let mut s = scratch_for(b);
+        steer(b, &order(Vec2::new(20.0, 0.0)), &MoveToParams::default(), &view, &mut s);
+        assert_close(s.memory.last_move_dir, Vec2::X);
+    }
+}

@@ -1,0 +1,345 @@
+//! The navigation grid: square cells over the world bounds, each free or blocked.
+//!
+//! A cell is blocked when its centre lies within `obstacle.radius + clearance` of an obstacle's
+//! centre, or within `max(clearance, 0.7072·cell)` of a wall. The wall band is at least half a
+//! cell diagonal wide, so the straight step between the centres of two free neighbouring cells
+//! (orthogonal or diagonal) can never cross a wall: a crossing point on that step is within
+//! half its length (≤ 0.7071·cell) of one of the two centres.
+//!
+//! Changes are cheap: [`NavGrid::refresh`] re-rasterizes only the cells of a box (the old and
+//! new extent of a changed obstacle or wall), querying the static index per cell.
+//!
+//! Connectivity is 4-neighbour (the fast-marching update uses the four axis neighbours);
+//! [`NavGrid::update_components`] labels the connected free regions.
+
+use glam::Vec2;
+
+use crate::sim::math::closest_on_segment;
+use crate::sim::spatial::StaticIndex;
+use crate::sim::view::{Bounds, Obstacle, Wall};
+
+/// Most cells a navigation grid may have; a finer cell size is coarsened to fit (2048²).
+pub const MAX_NAV_CELLS: usize = 1 << 22;
+
+/// Label of a blocked cell in [`NavGrid::components`].
+pub const NO_COMPONENT: u32 = u32::MAX;
+
+/// The navigation grid.
+#[derive(Debug, Clone)]
+pub struct NavGrid {
+    origin: Vec2,
+    cell: f32,
+    cols: u32,
+    rows: u32,
+    clearance: f32,
+    blocked: Vec<bool>,
+    /// Bumped by every change; flow fields built for another version are stale.
+    version: u64,
+    components: Vec<u32>,
+    components_version: u64,
+}
+
+impl NavGrid {
+    /// An all-free grid of cells of side ≥ `cell` over `bounds` (coarsened to at most
+    /// [`MAX_NAV_CELLS`] cells).
+    pub fn empty(bounds: Bounds, cell: f32, clearance: f32) -> Self {
+        let size = bounds.size().max(Vec2::splat(1e-3));
+        let mut cell = if cell.is_finite() && cell > 1e-3 { cell } else { 1.0 };
+        let (cols, rows) = loop {
+            let cols = (size.x / cell).ceil().max(1.0);
+            let rows = (size.y / cell).ceil().max(1.0);
+            if cols * rows <= MAX_NAV_CELLS as f32 {
+                break (cols as u32, rows as u32);
+            }
+            cell *= 1.25;
+        };
+        let n = cols as usize * rows as usize;
+        NavGrid {
+            origin: bounds.min,
+            cell,
+            cols,
+            rows,
+            clearance: clearance.max(0.0),
+            blocked: vec![false; n],
+            version: 1,
+            components: Vec::new(),
+            components_version: 0,
+        }
+    }
+
+    /// A grid rasterized from `obstacles` and `walls` (builds its own static index).
+    pub fn build(bounds: Bounds, cell: f32, clearance: f32, obstacles: &[Obstacle], walls: &[Wall]) -> Self {
+        let mut g = NavGrid::empty(bounds, cell, clearance);
+        let statics = StaticIndex::build(bounds, (g.cell * 8.0).max(1.0), obstacles, walls);
+        g.refresh(bounds.min, bounds.max, obstacles, walls, &statics);
+        g
+    }
+
+    /// Re-rasterizes every cell whose centre lies in the box `lo`–`hi` (inflated by the
+    /// clearance and one cell) and bumps the version.
+    pub fn refresh(&mut self, lo: Vec2, hi: Vec2, obstacles: &[Obstacle], walls: &[Wall], statics: &StaticIndex) {
+        let pad = Vec2::splat(self.wall_band() + self.cell);
+        let (x0, y0) = self.coords(lo - pad);
+        let (x1, y1) = self.coords(hi + pad);
+        let wall_band = self.wall_band();
+        for cy in y0..=y1 {
+            for cx in x0..=x1 {
+                let c = self.center_of(cx, cy);
+                let mut blocked = false;
+                statics.for_each_obstacle(c, self.clearance, |i| {
+                    if let Some(o) = obstacles.get(i as usize) {
+                        let reach = o.radius + self.clearance;
+                        blocked |= o.center.distance_squared(c) < reach * reach;
+                    }
+                });
+                if !blocked {
+                    statics.for_each_wall(c, wall_band, |i| {
+                        if let Some(w) = walls.get(i as usize) {
+                            blocked |= closest_on_segment(c, w.a, w.b).distance_squared(c) < wall_band * wall_band;
+                        }
+                    });
+                }
+                let i = self.index(cx, cy);
+                if let Some(b) = self.blocked.get_mut(i) {
+                    *b = blocked;
+                }
+            }
+        }
+        self.version += 1;
+    }
+
+    /// Half-width of the blocked band round a wall.
+    pub fn wall_band(&self) -> f32 {
+        self.clearance.max(self.cell * 0.7072)
+    }
+
+    /// Lower-left corner of the grid.
+    pub fn origin(&self) -> Vec2 {
+        self.origin
+    }
+
+    /// Side of a cell.
+    pub fn cell_size(&self) -> f32 {
+        self.cell
+    }
+
+    /// Clearance kept from obstacles.
+    pub fn clearance(&self) -> f32 {
+        self.clearance
+    }
+
+    /// Columns and rows.
+    pub fn dims(&self) -> (u32, u32) {
+        (self.cols, self.rows)
+    }
+
+    /// Number of cells.
+    pub fn len(&self) -> usize {
+        self.blocked.len()
+    }
+
+    /// True when the grid has no cells (never).
+    pub fn is_empty(&self) -> bool {
+        self.blocked.is_empty()
+    }
+
+    /// Version (bumped by every change).
+    pub fn version(&self) -> u64 {
+        self.version
+    }
+
+    /// Bytes held by the grid's arrays.
+    pub fn bytes(&self) -> usize {
+        self.blocked.len() + self.components.len() * 4
+    }
+
+    /// Column and row of `p`, clamped onto the grid.
+    #[inline]
+    pub fn coords(&self, p: Vec2) -> (u32, u32) {
+        let c = ((p - self.origin) / self.cell).floor();
+        let cx = if c.x.is_finite() { c.x.clamp(0.0, (self.cols - 1) as f32) as u32 } else { 0 };
+        let cy = if c.y.is_finite() { c.y.clamp(0.0, (self.rows - 1) as f32) as u32 } else { 0 };
+        (cx, cy)
+    }
+
+    /// Index of the cell holding `p` (clamped onto the grid).
+    #[inline]
+    pub fn cell_of(&self, p: Vec2) -> usize {
+        let (cx, cy) = self.coords(p);
+        self.index(cx, cy)
+    }
+
+    /// Index of cell (`cx`, `cy`) (must be on the grid).
+    #[inline]
+    pub fn index(&self, cx: u32, cy: u32) -> usize {
+        cy as usize * self.cols as usize + cx as usize
+    }
+
+    /// Column and row of cell `i`.
+    #[inline]
+    pub fn xy(&self, i: usize) -> (u32, u32) {
+        ((i % self.cols as usize) as u32, (i / self.cols as usize) as u32)
+    }
+
+    /// The index of the cell at (`cx + dx`, `cy + dy`), if on the grid.
+    #[inline]
+    pub fn offset(&self, cx: u32, cy: u32, dx: i32, dy: i32) -> Option<usize> {
+        let x = cx as i64 + i64::from(dx);
+        let y = cy as i64 + i64::from(dy);
+        if x < 0 || y < 0 || x >= i64::from(self.cols) || y >= i64::from(self.rows) {
+            return None;
+        }
+        Some(self.index(x as u32, y as u32))
+    }
+
+    /// Centre of cell (`cx`, `cy`).
+    #[inline]
+    pub fn center_of(&self, cx: u32, cy: u32) -> Vec2 {
+        self.origin + (Vec2::new(cx as f32, cy as f32) + 0.5) * self.cell
+    }
+
+    /// Centre of cell `i`.
+    #[inline]
+    pub fn center(&self, i: usize) -> Vec2 {
+        let (cx, cy) = self.xy(i);
+        self.center_of(cx, cy)
+    }
+
+    /// True when cell `i` is blocked (or off the grid).
+    #[inline]
+    pub fn is_blocked(&self, i: usize) -> bool {
+        self.blocked.get(i).copied().unwrap_or(true)
+    }
+
+    /// Marks a cell (tests and tools).
+    pub fn set_blocked(&mut self, i: usize, blocked: bool) {
+        if let Some(b) = self.blocked.get_mut(i) {
+            *b = blocked;
+            self.version += 1;
+        }
+    }
+
+    /// True when the straight segment `a`→`b` stays on free cells (sampled every third of a cell).
+    pub fn line_free(&self, a: Vec2, b: Vec2) -> bool {
+        let len = a.distance(b);
+        let steps = (len / (self.cell / 3.0)).ceil().max(1.0) as u32;
+        (0..=steps).all(|k| !self.is_blocked(self.cell_of(a.lerp(b, k as f32 / steps as f32))))
+    }
+
+    /// Recomputes the connected-component labels (4-neighbour; [`NO_COMPONENT`] for blocked)
+    /// if the grid changed since. Labels are numbered in scan order.
+    pub fn update_components(&mut self) {
+        if self.components_version == self.version && self.components.len() == self.blocked.len() {
+            return;
+        }
+        let mut label = vec![NO_COMPONENT; self.blocked.len()];
+        let mut next = 0u32;
+        let mut stack = Vec::new();
+        for start in 0..self.blocked.len() {
+            if self.blocked[start] || label[start] != NO_COMPONENT {
+                continue;
+            }
+            label[start] = next;
+            stack.push(start);
+            while let Some(i) = stack.pop() {
+                let (cx, cy) = self.xy(i);
+                for (dx, dy) in [(1, 0), (-1, 0), (0, 1), (0, -1)] {
+                    if let Some(j) = self.offset(cx, cy, dx, dy) {
+                        if !self.blocked[j] && label[j] == NO_COMPONENT {
+                            label[j] = next;
+                            stack.push(j);
+                        }
+                    }
+                }
+            }
+            next += 1;
+        }
+        self.components = label;
+        self.components_version = self.version;
+    }
+
+    /// Component label of cell `i` as of the last [`NavGrid::update_components`]
+    /// ([`NO_COMPONENT`] when blocked or never computed).
+    pub fn component(&self, i: usize) -> u32 {
+        if self.components_version != self.version {
+            return NO_COMPONENT;
+        }
+        self.components.get(i).copied().unwrap_or(NO_COMPONENT)
+    }
+
+    /// The free cell of component `comp` whose centre is nearest to `p` (ties: lowest index).
+    pub fn nearest_in_component(&self, p: Vec2, comp: u32) -> Option<usize> {
+        let mut best: Option<(f32, usize)> = None;
+        for i in 0..self.blocked.len() {
+            if self.component(i) == comp {
+                let d = self.center(i).distance_squared(p);
+                if best.is_none_or(|b| d < b.0) {
+                    best = Some((d, i));
+                }
+            }
+        }
+        best.map(|b| b.1)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn bounds(w: f32, h: f32) -> Bounds {
+        Bounds { min: Vec2::ZERO, max: Vec2::new(w, h) }
+    }
+
+    #[test]
+    fn obstacles_block_cells_within_radius_plus_clearance() {
+        // 10×10 cells of 1; obstacle r=1 at (5,5), clearance 0.5 → reach 1.5.
+        // Cell (4,4) centre (4.5,4.5): distance 0.707 < 1.5 → blocked.
+        // Cell (6,5) centre (6.5,5.5): distance √(2.25+0.25)=1.58 ≥ 1.5 → free.
+        // Cell (6,4) centre (6.5,4.5): distance 1.58 → free; (5,6) centre (5.5,6.5): 1.58 → free.
+        // Cell (3,5) centre (3.5,5.5): 1.58 → free; (5,5) centre (5.5,5.5): 0.707 → blocked.
+        let o = [Obstacle { id: 1, center: Vec2::new(5.0, 5.0), radius: 1.0 }];
+        let g = NavGrid::build(bounds(10.0, 10.0), 1.0, 0.5, &o, &[]);
+        let blocked: Vec<(u32, u32)> = (0..g.len()).filter(|&i| g.is_blocked(i)).map(|i| g.xy(i)).collect();
+        assert_eq!(blocked, vec![(4, 4), (5, 4), (4, 5), (5, 5)]);
+    }
+
+    #[test]
+    fn walls_block_a_band_at_least_half_a_diagonal_wide() {
+        // Wall x = 5 from y 0 to 10, clearance 0.3 → band max(0.3, 0.7072) = 0.7072.
+        // Centres at x = 4.5 and 5.5 are 0.5 away → blocked; 3.5 and 6.5 are 1.5 away → free.
+        let w = [Wall { id: 1, a: Vec2::new(5.0, 0.0), b: Vec2::new(5.0, 10.0), normal: Vec2::X }];
+        let mut g = NavGrid::build(bounds(10.0, 10.0), 1.0, 0.3, &[], &w);
+        for cy in 0..10 {
+            for cx in 0..10 {
+                assert_eq!(g.is_blocked(g.index(cx, cy)), cx == 4 || cx == 5, "cell {cx},{cy}");
+            }
+        }
+        // Two components: left (first in scan order) and right.
+        g.update_components();
+        assert_eq!(g.component(g.index(0, 0)), 0);
+        assert_eq!(g.component(g.index(9, 9)), 1);
+        assert_eq!(g.component(g.index(4, 0)), NO_COMPONENT);
+        assert_eq!(g.nearest_in_component(Vec2::new(9.0, 5.5), 0), Some(g.index(3, 5)));
+        assert!(!g.line_free(Vec2::new(1.0, 1.0), Vec2::new(8.0, 1.0)));
+        assert!(g.line_free(Vec2::new(1.0, 1.0), Vec2::new(1.0, 8.0)));
+    }
+
+    #[test]
+    fn refresh_updates_only_the_changed_region() {
+        let mut o = vec![Obstacle { id: 1, center: Vec2::new(2.0, 2.0), radius: 0.5 }];
+        let b = bounds(20.0, 20.0);
+        let mut g = NavGrid::build(b, 1.0, 0.5, &o, &[]);
+        let v = g.version();
+        assert!(g.is_blocked(g.cell_of(Vec2::new(2.1, 2.1))));
+        let old = o[0].center;
+        o[0].center = Vec2::new(15.0, 15.0);
+        let statics = StaticIndex::build(b, 8.0, &o, &[]);
+        g.refresh(old - 1.0, old + 1.0, &o, &[], &statics);
+        g.refresh(o[0].center - 1.0, o[0].center + 1.0, &o, &[], &statics);
+        assert!(g.version() > v);
+        assert!(!g.is_blocked(g.cell_of(Vec2::new(2.1, 2.1))));
+        assert!(g.is_blocked(g.cell_of(Vec2::new(15.1, 15.1))));
+        let full = NavGrid::build(b, 1.0, 0.5, &o, &[]);
+        assert!((0..g.len()).all(|i| g.is_blocked(i) == full.is_blocked(i)));
+    }
+}

@@ -1,0 +1,418 @@
+//! Global navigation for MoveTo: the navigation grid, flow fields and their cache, and the
+//! stop formations of MoveTo groups.
+//!
+//! Everything here is mutated only between ticks — when MoveTo is issued and in the world's
+//! sequential pre-pass ([`NavState::prepare`]) — and only read by the parallel compute phase,
+//! so results do not depend on the thread count.
+//!
+//! **Formations.** A group arrives as a group: when MoveTo is issued, stop slots are laid out on
+//! a hexagonal lattice round the goal (spacing 2.3 × the largest radius), keeping slots on free
+//! cells of the goal's region that the goal sees, nearest first. An agent claims a slot when it
+//! comes within the formation's radius plus four spacings of the goal, in id order: of the free
+//! slots in the innermost free shell (within one spacing of the innermost free slot) it takes
+//! the one nearest to itself, so the formation fills from the centre outwards and each arrival
+//! takes a place on the near rim. A single agent's slot is the goal itself.
+
+pub mod cache;
+pub mod flowfield;
+pub mod grid;
+#[cfg(test)]
+mod scenario_tests;
+
+use std::collections::BTreeMap;
+
+use glam::Vec2;
+
+use self::cache::FlowCache;
+use self::grid::{NO_COMPONENT, NavGrid};
+use super::agent::{Agent, MoveOrder};
+use super::math::segment_intersection;
+use super::spatial::StaticIndex;
+use super::view::{Bounds, Obstacle, Wall};
+
+/// Slot spacing as a multiple of the largest agent radius of the order.
+pub const SLOT_SPACING: f32 = 2.3;
+
+/// A group's stop formation.
+#[derive(Debug, Clone)]
+pub struct Formation {
+    /// Centre (the order's goal).
+    pub goal: Vec2,
+    /// Slots, nearest to the goal first.
+    pub slots: Vec<Vec2>,
+    /// Distance of each slot from the goal.
+    dist: Vec<f32>,
+    /// Which slots are taken.
+    pub taken: Vec<bool>,
+    /// Distance between neighbouring slots.
+    pub spacing: f32,
+    /// Agents whose order refers to this formation.
+    pub members: u32,
+}
+
+impl Formation {
+    /// Distance of the outermost slot from the goal.
+    pub fn radius(&self) -> f32 {
+        self.dist.last().copied().unwrap_or(0.0)
+    }
+
+    /// The slot agent at `p` claims: among free slots within one spacing of the innermost free
+    /// slot's distance, the nearest to `p` (ties: lowest index).
+    pub fn pick(&self, p: Vec2) -> Option<usize> {
+        let first = self.taken.iter().position(|t| !t)?;
+        let limit = self.dist[first] + self.spacing;
+        let mut best: Option<(f32, usize)> = None;
+        for i in first..self.slots.len() {
+            if self.dist[i] > limit {
+                break;
+            }
+            if !self.taken[i] {
+                let d = self.slots[i].distance_squared(p);
+                if best.is_none_or(|b| d < b.0) {
+                    best = Some((d, i));
+                }
+            }
+        }
+        best.map(|b| b.1)
+    }
+}
+
+/// Hexagonal lattice points round `goal` with spacing `s`, nearest first (ties by angle), that
+/// pass `keep`, at most `n`.
+pub fn hex_slots(goal: Vec2, s: f32, n: usize, mut keep: impl FnMut(Vec2) -> bool) -> Vec<Vec2> {
+    if n == 0 {
+        return Vec::new();
+    }
+    // Rings enough for n slots with room for rejected ones (a disc of 2n lattice cells).
+    let k = ((2.0 * n as f32 / 3.0).sqrt() * 1.5).ceil() as i32 + 2;
+    let row = s * 0.866_025_4;
+    let mut pts: Vec<(f32, f32, Vec2)> = Vec::new();
+    for j in -k..=k {
+        for i in -k..=k {
+            let off = Vec2::new((i as f32 + 0.5 * (j.rem_euclid(2)) as f32) * s, j as f32 * row);
+            let d = off.length();
+            if d <= k as f32 * s {
+                pts.push((d, off.y.atan2(off.x), goal + off));
+            }
+        }
+    }
+    pts.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.total_cmp(&b.1)));
+    pts.into_iter().map(|p| p.2).filter(|&p| keep(p)).take(n).collect()
+}
+
+/// Navigation state of a world.
+#[derive(Debug, Clone)]
+pub struct NavState {
+    /// The grid.
+    pub grid: NavGrid,
+    /// Flow fields.
+    pub cache: FlowCache,
+    formations: BTreeMap<u32, Formation>,
+    next_formation: u32,
+    dirty: Vec<(Vec2, Vec2)>,
+    resolved_version: u64,
+}
+
+/// A resolved goal: (goal point, goal cell, unreachable).
+type Resolved = Option<(Vec2, usize, bool)>;
+
+/// Where an agent at `p` should go for `target`: (goal, goal cell, unreachable), or `None` when
+/// the agent's region has no free cell at all.
+fn resolve_goal(grid: &NavGrid, from_cell: usize, target: Vec2, stopping_distance: f32) -> Resolved {
+    let comp = grid.component(from_cell);
+    if comp == NO_COMPONENT {
+        return None;
+    }
+    let tc = grid.cell_of(target);
+    if grid.component(tc) == comp {
+        return Some((target, tc, false));
+    }
+    let c = grid.nearest_in_component(target, comp)?;
+    let goal = grid.center(c);
+    let unreachable = goal.distance(target) > stopping_distance.max(grid.cell_size() * 1.5);
+    Some((goal, c, unreachable))
+}
+
+/// A free cell for an agent at `p`: its own cell if free, else the nearest free cell within
+/// three cells whose centre it reaches without crossing a wall.
+pub fn free_cell_near(grid: &NavGrid, walls: &[Wall], statics: &StaticIndex, p: Vec2) -> Option<usize> {
+    let own = grid.cell_of(p);
+    if !grid.is_blocked(own) {
+        return Some(own);
+    }
+    let (cx, cy) = grid.xy(own);
+    let mut best: Option<(f32, usize)> = None;
+    for dy in -3..=3 {
+        for dx in -3..=3 {
+            let Some(j) = grid.offset(cx, cy, dx, dy) else { continue };
+            if grid.is_blocked(j) {
+                continue;
+            }
+            let c = grid.center(j);
+            let d = c.distance_squared(p);
+            if best.is_some_and(|b| d >= b.0) {
+                continue;
+            }
+            let mid = (p + c) * 0.5;
+            let mut crosses = false;
+            statics.for_each_wall(mid, (c - p).abs().max_element() * 0.5, |i| {
+                if let Some(w) = walls.get(i as usize) {
+                    crosses |= segment_intersection(p, c, w.a, w.b).is_some();
+                }
+            });
+            if !crosses {
+                best = Some((d, j));
+            }
+        }
+    }
+    best.map(|b| b.1)
+}
+
+impl NavState {
+    /// A grid rasterized from the current statics, an empty cache.
+    pub fn new(bounds: Bounds, cell: f32, clearance: f32, capacity: usize, obstacles: &[Obstacle], walls: &[Wall], statics: &StaticIndex) -> Self {
+        let mut grid = NavGrid::empty(bounds, cell, clearance);
+        grid.refresh(bounds.min, bounds.max, obstacles, walls, statics);
+        NavState {
+            grid,
+            cache: FlowCache::new(capacity),
+            formations: BTreeMap::new(),
+            next_formation: 1,
+            dirty: Vec::new(),
+            resolved_version: 0,
+        }
+    }
+
+    /// Records that the box `lo`–`hi` changed (an obstacle or wall was added, moved or removed).
+    pub fn mark_dirty(&mut self, lo: Vec2, hi: Vec2) {
+        self.dirty.push((lo, hi));
+    }
+
+    /// Re-rasterizes the changed boxes and drops every flow field. Returns true if anything changed.
+    pub fn apply_dirty(&mut self, obstacles: &[Obstacle], walls: &[Wall], statics: &StaticIndex) -> bool {
+        if self.dirty.is_empty() {
+            return false;
+        }
+        for (lo, hi) in std::mem::take(&mut self.dirty) {
+            self.grid.refresh(lo, hi, obstacles, walls, statics);
+        }
+        self.cache.invalidate();
+        true
+    }
+
+    /// Bytes held by the grid, the cached fields and the formations.
+    pub fn bytes(&self) -> usize {
+        self.grid.bytes()
+            + self.cache.bytes()
+            + self.formations.values().map(|f| f.slots.len() * (8 + 4 + 1)).sum::<usize>()
+    }
+
+    /// Number of live formations.
+    pub fn formations(&self) -> usize {
+        self.formations.len()
+    }
+
+    /// Releases `order`'s slot and membership.
+    pub fn release(&mut self, order: &MoveOrder) {
+        let Some(f) = self.formations.get_mut(&order.formation) else { return };
+        if let Some(s) = order.slot {
+            if let Some(t) = f.taken.get_mut(s as usize) {
+                *t = false;
+            }
+        }
+        f.members = f.members.saturating_sub(1);
+        if f.members == 0 {
+            self.formations.remove(&order.formation);
+        }
+    }
+
+    /// Gives every agent of `agents` (indexes into `all`, distinct) a MoveOrder to `target`.
+    pub fn issue(
+        &mut self,
+        all: &mut [Agent],
+        agents: &[usize],
+        target: Vec2,
+        stopping_distance: f32,
+        walls: &[Wall],
+        statics: &StaticIndex,
+    ) {
+        self.grid.update_components();
+        self.resolved_version = self.grid.version();
+        // Goal per agent (memoised per component), then one formation per distinct goal cell.
+        let mut by_comp: BTreeMap<u32, Resolved> = BTreeMap::new();
+        let mut groups: BTreeMap<usize, (Vec2, bool, Vec<usize>)> = BTreeMap::new();
+        let max_r = agents.iter().filter_map(|&i| all.get(i)).map(|a| a.limits.radius).fold(0.0, f32::max);
+        for &i in agents {
+            let Some(a) = all.get_mut(i) else { continue };
+            if let Some(old) = a.order.take() {
+                self.release(&old);
+            }
+            a.memory.last_move_dir = Vec2::ZERO;
+            a.memory.last_avoid_dir = Vec2::ZERO;
+            let cell = free_cell_near(&self.grid, walls, statics, a.position).unwrap_or_else(|| self.grid.cell_of(a.position));
+            let comp = self.grid.component(cell);
+            let r = *by_comp.entry(comp).or_insert_with(|| resolve_goal(&self.grid, cell, target, stopping_distance));
+            // An agent with no free cell round it heads straight for the target.
+            let (goal, gc, unreachable) = r.unwrap_or((target, self.grid.cell_of(target), true));
+            groups.entry(gc).or_insert((goal, unreachable, Vec::new())).2.push(i);
+        }
+        let spacing = (max_r * SLOT_SPACING).max(1e-3);
+        for (gc, (goal, unreachable, members)) in groups {
+            let comp = self.grid.component(gc);
+            let grid = &self.grid;
+            let slots = if members.len() == 1 {
+                vec![goal]
+            } else {
+                hex_slots(goal, spacing, members.len(), |p| {
+                    let c = grid.cell_of(p);
+                    grid.dims() != (0, 0) && grid.component(c) == comp && grid.line_free(goal, p) && (p - goal).length() < 1e5
+                })
+            };
+            let dist: Vec<f32> = slots.iter().map(|s| s.distance(goal)).collect();
+            let n = slots.len();
+            let id = self.next_formation;
+            self.next_formation = self.next_formation.wrapping_add(1).max(1);
+            let mut f = Formation { goal, slots, dist, taken: vec![false; n], spacing, members: members.len() as u32 };
+            let single = members.len() == 1;
+            let tolerance = if single { stopping_distance.max(0.05) } else { stopping_distance.min(0.3 * spacing).max(0.05) };
+            let claim_radius = f.radius() + 4.0 * spacing;
+            let stuck_radius = f.radius() + spacing + stopping_distance;
+            for &i in &members {
+                let Some(a) = all.get_mut(i) else { continue };
+                let mut order = MoveOrder {
+                    target,
+                    goal,
+                    goal_cell: gc as u32,
+                    formation: id,
+                    slot: None,
+                    stop_point: goal,
+                    claim_radius,
+                    tolerance,
+                    stuck_radius,
+                    stopping_distance,
+                    unreachable,
+                    done: false,
+                };
+                if single && !f.taken.is_empty() {
+                    f.taken[0] = true;
+                    order.slot = Some(0);
+                }
+                a.order = Some(order);
+            }
+            self.formations.insert(id, f);
+            self.cache.begin_round();
+            self.cache.fetch(&self.grid, gc, goal, members.len() as u64);
+        }
+    }
+
+    /// The pre-pass of a tick: re-resolves goals after the grid changed, makes sure every
+    /// active goal has its flow field, and lets agents near their goal claim slots.
+    pub fn prepare(&mut self, all: &mut [Agent], walls: &[Wall], statics: &StaticIndex) {
+        if !all.iter().any(|a| a.active_order().is_some()) {
+            return;
+        }
+        if self.resolved_version != self.grid.version() {
+            self.grid.update_components();
+            self.resolved_version = self.grid.version();
+            let mut memo: BTreeMap<(u32, u32), Resolved> = BTreeMap::new();
+            for a in all.iter_mut() {
+                let Some(o) = a.order.filter(|o| o.active()) else { continue };
+                let cell = free_cell_near(&self.grid, walls, statics, a.position).unwrap_or_else(|| self.grid.cell_of(a.position));
+                let comp = self.grid.component(cell);
+                let key = (comp, o.formation);
+                let r = *memo.entry(key).or_insert_with(|| resolve_goal(&self.grid, cell, o.target, o.stopping_distance));
+                let Some((goal, gc, unreachable)) = r else { continue };
+                if gc as u32 != o.goal_cell {
+                    // The goal moved (the old one got blocked or cut off): stop near it alone.
+                    self.release(&o);
+                    let tolerance = o.stopping_distance.max(0.05);
+                    a.order = Some(MoveOrder {
+                        goal,
+                        goal_cell: gc as u32,
+                        formation: 0,
+                        slot: None,
+                        stop_point: goal,
+                        tolerance,
+                        stuck_radius: o.stuck_radius,
+                        unreachable,
+                        ..o
+                    });
+                }
+            }
+        }
+        // Fields for every active goal cell, shared by its agents.
+        let mut users: BTreeMap<u32, (Vec2, u64)> = BTreeMap::new();
+        for a in all.iter() {
+            if let Some(o) = a.active_order() {
+                users.entry(o.goal_cell).or_insert((o.goal, 0)).1 += 1;
+            }
+        }
+        self.cache.begin_round();
+        for (gc, (goal, n)) in users {
+            self.cache.fetch(&self.grid, gc as usize, goal, n);
+        }
+        // Slot claims, in id order.
+        for a in all.iter_mut() {
+            let p = a.position;
+            let Some(o) = a.order.as_mut().filter(|o| o.active() && o.slot.is_none()) else { continue };
+            if p.distance(o.goal) > o.claim_radius {
+                continue;
+            }
+            let Some(f) = self.formations.get_mut(&o.formation) else { continue };
+            if let Some(s) = f.pick(p) {
+                f.taken[s] = true;
+                o.slot = Some(s as u32);
+                o.stop_point = f.slots[s];
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn hex_slots_are_nearest_first_and_spaced() {
+        // Spacing 1: the goal, then the six neighbours at distance 1, then distance √3.
+        let s = hex_slots(Vec2::ZERO, 1.0, 13, |_| true);
+        assert_eq!(s.len(), 13);
+        assert_eq!(s[0], Vec2::ZERO);
+        for p in &s[1..7] {
+            assert!((p.length() - 1.0).abs() < 1e-5, "{p:?}");
+        }
+        for p in &s[7..13] {
+            assert!((p.length() - 3f32.sqrt()).abs() < 1e-4, "{p:?}");
+        }
+        for i in 0..s.len() {
+            for j in i + 1..s.len() {
+                assert!(s[i].distance(s[j]) > 0.999);
+            }
+        }
+        // A filter drops slots (keep x ≥ 0) and the rest still fill up.
+        let s = hex_slots(Vec2::ZERO, 1.0, 10, |p| p.x >= -1e-6);
+        assert_eq!(s.len(), 10);
+        assert!(s.iter().all(|p| p.x >= -1e-6));
+    }
+
+    #[test]
+    fn claims_fill_the_innermost_shell_nearest_first() {
+        let slots = hex_slots(Vec2::ZERO, 1.0, 7, |_| true);
+        let dist = slots.iter().map(|s| s.length()).collect();
+        let mut f = Formation { goal: Vec2::ZERO, taken: vec![false; 7], slots, dist, spacing: 1.0, members: 7 };
+        // Innermost free slot is the centre (d 0); the shell reaches d ≤ 1, so an agent at
+        // (5, 0) takes the ring slot (1, 0), the nearest to it.
+        let i = f.pick(Vec2::new(5.0, 0.0)).unwrap_or(usize::MAX);
+        assert!((f.slots[i] - Vec2::new(1.0, 0.0)).length() < 1e-5);
+        f.taken[i] = true;
+        // With the centre taken, an agent at (0, −5) takes (−0.5, −0.866) or (0.5, −0.866): both at
+        // distance √(0.25 + 17.27); the tie goes to the lower index.
+        f.taken[0] = true;
+        let j = f.pick(Vec2::new(0.0, -5.0)).unwrap_or(usize::MAX);
+        assert!((f.slots[j].y + 0.866).abs() < 1e-3);
+        for t in f.taken.iter_mut() {
+            *t = true;
+        }
+        assert_eq!(f.pick(Vec2::ZERO), None);
+    }
+}

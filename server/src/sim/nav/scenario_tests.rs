@@ -1,0 +1,295 @@
+//! Long-running MoveTo, path-following and leader-following scenario tests (run them with
+//! `cargo test --release`; each stays well under 20 s there).
+
+use std::collections::BTreeMap;
+
+use glam::Vec2;
+
+use crate::scenario::Scenario;
+use crate::sim::hash::exact_hash;
+use crate::sim::math::wrap_angle;
+use crate::sim::world::{Event, SpawnArea, SpawnSpec, World, WorldConfig};
+use crate::sim::{Bounds, Command, SimError};
+
+/// Tick budget of the maze: 500 agents through the maze must all have arrived by then (90 s
+/// of simulated time at 20 Hz).
+pub const MAZE_TICK_BUDGET: u64 = 1800;
+
+/// Largest orientation change per tick of an arrived agent (radians). Arrived agents are put at
+/// rest and nothing steers them, so it is 0 in practice; the bound leaves room for nothing else.
+pub const ARRIVED_TURN_BOUND: f32 = 1e-3;
+
+fn maze(solid: bool) -> World {
+    let mut s = Scenario::from_json(include_str!("../../../../scenarios/maze-moveto.json")).expect("maze parses");
+    s.solid_obstacles = solid;
+    s.build().expect("maze builds")
+}
+
+struct Run {
+    reached: BTreeMap<u32, u32>,
+    unreachable: u32,
+    wall_crossings: u64,
+    contacts: u64,
+    penetrations: u64,
+    max_arrived_turn: f32,
+    all_done_at: Option<u64>,
+}
+
+fn run(w: &mut World, budget: u64) -> Run {
+    let mut r = Run {
+        reached: BTreeMap::new(),
+        unreachable: 0,
+        wall_crossings: 0,
+        contacts: 0,
+        penetrations: 0,
+        max_arrived_turn: 0.0,
+        all_done_at: None,
+    };
+    let mut settle = 0;
+    for _ in 0..budget {
+        let before: Vec<Option<f32>> =
+            w.agents().iter().map(|a| a.order.filter(|o| o.done).map(|_| a.orientation)).collect();
+        let st = w.step();
+        r.wall_crossings += u64::from(st.wall_crossings);
+        r.contacts += u64::from(st.contacts);
+        for (a, b) in w.agents().iter().zip(&before) {
+            if let Some(o) = b {
+                r.max_arrived_turn = r.max_arrived_turn.max(wrap_angle(a.orientation - o).abs());
+            }
+        }
+        for e in w.drain_events() {
+            if let Event::DestinationReached { id, unreachable, .. } = e {
+                *r.reached.entry(id).or_default() += 1;
+                r.unreachable += u32::from(unreachable);
+            }
+        }
+        if w.tick() % 5 == 0 {
+            r.penetrations += u64::from(w.audit().obstacle_penetrations);
+        }
+        if r.all_done_at.is_none() && w.agents().iter().all(|a| a.order.is_some_and(|o| o.done)) {
+            r.all_done_at = Some(w.tick());
+        }
+        // Run 40 more ticks after everyone arrived to measure resting jitter.
+        if r.all_done_at.is_some() {
+            settle += 1;
+            if settle > 40 {
+                break;
+            }
+        }
+    }
+    r
+}
+
+#[test]
+fn maze_moveto_all_arrive_once_without_penetrations_or_crossings() {
+    let mut w = maze(true);
+    assert_eq!(w.agents().len(), 500);
+    let r = run(&mut w, MAZE_TICK_BUDGET);
+    let done_at = r.all_done_at.unwrap_or(u64::MAX);
+    assert!(done_at <= MAZE_TICK_BUDGET, "not all arrived within {MAZE_TICK_BUDGET} ticks");
+    assert_eq!(r.reached.len(), 500, "every agent emits DestinationReached");
+    assert!(r.reached.values().all(|&n| n == 1), "exactly once each");
+    assert_eq!(r.unreachable, 0);
+    assert_eq!(r.wall_crossings, 0);
+    assert_eq!(r.penetrations, 0);
+    assert!(r.max_arrived_turn <= ARRIVED_TURN_BOUND, "arrived agents turn {}", r.max_arrived_turn);
+    // The goal region: the formation's disc round the goal plus the stopping distance.
+    let goal = Vec2::new(138.0, 50.0);
+    let far = w.agents().iter().map(|a| a.position.distance(goal)).fold(0.0, f32::max);
+    assert!(far < 20.0, "farthest agent {far} from the goal");
+    let nav = w.nav().expect("nav built");
+    assert_eq!(nav.cache.stats().builds, 1, "one shared field for the whole group");
+    eprintln!(
+        "maze (solid): all arrived at tick {done_at}; contacts {}; farthest {far:.2}; cache {:?}; nav bytes {}",
+        r.contacts,
+        nav.cache.stats(),
+        nav.bytes()
+    );
+}
+
+#[test]
+fn maze_moveto_steering_alone_without_the_safety_net() {
+    let mut w = maze(false);
+    let r = run(&mut w, MAZE_TICK_BUDGET);
+    eprintln!(
+        "maze (not solid): all arrived at {:?}; wall crossings {}; penetration agent-audits {}; reached {}",
+        r.all_done_at,
+        r.wall_crossings,
+        r.penetrations,
+        r.reached.len()
+    );
+    assert_eq!(r.contacts, 0, "no safety net when obstacles are not solid");
+    assert_eq!(r.wall_crossings, 0);
+    assert!(r.all_done_at.is_some());
+}
+
+fn open_world(agents: usize, at: Vec2) -> (World, Vec<u32>) {
+    let cfg = WorldConfig { bounds: Bounds { min: Vec2::ZERO, max: Vec2::splat(100.0) }, ..WorldConfig::default() };
+    let mut w = World::new(cfg).expect("config");
+    let ids = w
+        .spawn(SpawnSpec::new("g", agents, SpawnArea::Disc { center: at, radius: (agents as f32).sqrt() * 0.8 }))
+        .expect("spawn");
+    (w, ids)
+}
+
+#[test]
+fn single_agent_stops_within_stopping_distance_and_reports_once() {
+    let (mut w, ids) = open_world(1, Vec2::new(10.0, 10.0));
+    w.apply(Command::MoveTo { agents: ids.clone(), target: Vec2::new(60.0, 40.0), stopping_distance: 1.5 }).expect("order");
+    let r = run(&mut w, 600);
+    assert_eq!(r.reached.get(&ids[0]), Some(&1));
+    let a = &w.agents()[0];
+    assert!(a.position.distance(Vec2::new(60.0, 40.0)) <= 1.5);
+    assert_eq!(a.velocity, Vec2::ZERO);
+}
+
+#[test]
+fn reissuing_moveto_mid_way_redirects_the_whole_group() {
+    let (mut w, ids) = open_world(60, Vec2::new(15.0, 15.0));
+    w.apply(Command::MoveTo { agents: ids.clone(), target: Vec2::new(85.0, 20.0), stopping_distance: 1.0 }).expect("order");
+    for _ in 0..80 {
+        w.step();
+    }
+    assert!(w.drain_events().iter().all(|e| !matches!(e, Event::DestinationReached { .. })));
+    let new_target = Vec2::new(20.0, 85.0);
+    w.apply(Command::MoveTo { agents: ids.clone(), target: new_target, stopping_distance: 1.0 }).expect("order");
+    let r = run(&mut w, 1200);
+    assert!(r.all_done_at.is_some());
+    assert_eq!(r.reached.len(), 60);
+    assert!(r.reached.values().all(|&n| n == 1));
+    for a in w.agents() {
+        assert!(a.position.distance(new_target) < 8.0, "agent {} at {:?}", a.id, a.position);
+    }
+    // Two goals were used, one formation is left.
+    assert_eq!(w.nav().map(|n| n.formations()), Some(1));
+}
+
+#[test]
+fn moving_an_obstacle_onto_the_path_reroutes_the_agents() {
+    // A wall x = 50 with two gaps: a near one (y 40..50) and a far one (y 85..95). Agents start
+    // at (20, 45) going to (80, 45) through the near gap; an obstacle is then moved into it.
+    let (mut w, ids) = open_world(20, Vec2::new(20.0, 45.0));
+    w.add_wall(Vec2::new(50.0, 0.0), Vec2::new(50.0, 40.0)).expect("wall");
+    w.add_wall(Vec2::new(50.0, 50.0), Vec2::new(50.0, 85.0)).expect("wall");
+    w.add_wall(Vec2::new(50.0, 95.0), Vec2::new(50.0, 100.0)).expect("wall");
+    let plug = w.add_obstacle(Vec2::new(5.0, 5.0), 6.0).expect("obstacle");
+    w.apply(Command::MoveTo { agents: ids.clone(), target: Vec2::new(80.0, 45.0), stopping_distance: 1.0 }).expect("order");
+    for _ in 0..20 {
+        w.step();
+    }
+    let builds = w.nav().map_or(0, |n| n.cache.stats().builds);
+    w.move_obstacle(plug, Vec2::new(50.0, 45.0)).expect("move");
+    let r = run(&mut w, 2000);
+    let nav = w.nav().expect("nav");
+    assert!(nav.cache.stats().invalidations >= 1 && nav.cache.stats().builds > builds, "field rebuilt");
+    assert!(r.all_done_at.is_some(), "all arrive through the far gap");
+    assert_eq!(r.reached.len(), 20);
+    assert_eq!(r.wall_crossings, 0);
+    assert_eq!(r.penetrations, 0);
+    for a in w.agents() {
+        assert!(a.position.distance(Vec2::new(80.0, 45.0)) < 8.0);
+    }
+}
+
+#[test]
+fn unreachable_target_sends_agents_to_the_nearest_reachable_cell() {
+    // The target (80, 80) is inside a closed box of walls 70..90.
+    let (mut w, ids) = open_world(5, Vec2::new(20.0, 20.0));
+    for (a, b) in [((70.0, 70.0), (90.0, 70.0)), ((90.0, 70.0), (90.0, 90.0)), ((90.0, 90.0), (70.0, 90.0)), ((70.0, 90.0), (70.0, 70.0))] {
+        w.add_wall(Vec2::new(a.0, a.1), Vec2::new(b.0, b.1)).expect("wall");
+    }
+    w.apply(Command::MoveTo { agents: ids.clone(), target: Vec2::new(80.0, 80.0), stopping_distance: 1.0 }).expect("order");
+    let r = run(&mut w, 1200);
+    assert_eq!(r.reached.len(), 5);
+    assert_eq!(r.unreachable, 5, "the event says so");
+    assert_eq!(r.wall_crossings, 0);
+    for a in w.agents() {
+        // Outside the box, near its wall.
+        let inside = a.position.x > 70.0 && a.position.x < 90.0 && a.position.y > 70.0 && a.position.y < 90.0;
+        assert!(!inside && a.position.distance(Vec2::new(80.0, 80.0)) < 16.0, "{:?}", a.position);
+    }
+}
+
+#[test]
+fn moveto_validation_leaves_the_world_unchanged() {
+    let (mut w, ids) = open_world(3, Vec2::new(20.0, 20.0));
+    let bad = [
+        Command::MoveTo { agents: ids.clone(), target: Vec2::new(f32::NAN, 1.0), stopping_distance: 1.0 },
+        Command::MoveTo { agents: ids.clone(), target: Vec2::new(150.0, 1.0), stopping_distance: 1.0 },
+        Command::MoveTo { agents: ids.clone(), target: Vec2::new(50.0, 50.0), stopping_distance: -1.0 },
+        Command::MoveTo { agents: vec![ids[0], 999], target: Vec2::new(50.0, 50.0), stopping_distance: 1.0 },
+    ];
+    for c in bad {
+        let e = w.apply(c).unwrap_err();
+        assert!(matches!(e, SimError::InvalidField { .. } | SimError::UnknownAgent(999)), "{e}");
+    }
+    assert!(w.agents().iter().all(|a| a.order.is_none()));
+    assert!(w.nav().is_none());
+}
+
+#[test]
+fn maze_is_bit_identical_on_one_and_two_threads() {
+    let hash = |threads: usize| {
+        let pool = rayon::ThreadPoolBuilder::new().num_threads(threads).build().expect("pool");
+        let mut w = maze(true);
+        pool.install(|| {
+            for _ in 0..150 {
+                w.step();
+            }
+        });
+        exact_hash(&w)
+    };
+    assert_eq!(hash(1), hash(2));
+}
+
+#[test]
+fn patrol_walks_back_and_forth_and_leader_is_followed() {
+    let s = Scenario::from_json(include_str!("../../../../scenarios/patrol.json")).expect("patrol");
+    let mut w = s.build().expect("builds");
+    let mut completed = 0;
+    let mut max_x = 0.0f32;
+    for _ in 0..1200 {
+        w.step();
+        completed += w.drain_events().iter().filter(|e| matches!(e, Event::PathCompleted { .. })).count();
+        max_x = max_x.max(w.agents().iter().map(|a| a.position.x).fold(0.0, f32::max));
+    }
+    assert_eq!(completed, 0, "ping-pong never completes");
+    assert!(max_x > 130.0, "guards reach the far end");
+    // After reaching the far end they walk back: some guard heads for an earlier waypoint.
+    assert!(w.agents().iter().any(|a| a.memory.path_step < 0));
+
+    let s = Scenario::from_json(include_str!("../../../../scenarios/leader.json")).expect("leader");
+    let mut w = s.build().expect("builds");
+    for _ in 0..1200 {
+        w.step();
+    }
+    let leader = w.agents()[0].clone();
+    let mean = w.agents()[1..].iter().map(|a| a.position.distance(leader.position)).sum::<f32>() / 50.0;
+    assert!(mean < 12.0, "followers stay near the leader: mean distance {mean}");
+    // Nobody stands in the leader's way: within 1 unit of the point ahead of it.
+    let ahead = leader.position + crate::sim::math::dir(leader.velocity) * 3.0;
+    assert!(w.agents()[1..].iter().all(|a| a.position.distance(ahead) > 1.0));
+}
+
+#[test]
+fn once_path_emits_path_completed_exactly_once() {
+    use crate::sim::agent::PathMode;
+    use crate::sim::behaviors::path_following::PathFollowingParams;
+    use crate::sim::behaviors::{Behavior, BehaviorEntry};
+    let (mut w, ids) = open_world(3, Vec2::new(10.0, 10.0));
+    let path = PathFollowingParams { waypoints: vec![Vec2::new(30.0, 10.0), Vec2::new(30.0, 40.0)], path_radius: 1.5, mode: PathMode::Once };
+    for &id in &ids {
+        w.apply(Command::SetBehaviors { agent: id, entries: vec![BehaviorEntry::new(Behavior::PathFollowing(path.clone()))] }).expect("set");
+    }
+    let mut n = BTreeMap::new();
+    for _ in 0..600 {
+        w.step();
+        for e in w.drain_events() {
+            if let Event::PathCompleted { id } = e {
+                *n.entry(id).or_insert(0) += 1;
+            }
+        }
+    }
+    assert_eq!(n.len(), 3);
+    assert!(n.values().all(|&k| k == 1));
+}
