@@ -4,9 +4,19 @@
 //! * [`scenario`]: JSON scenarios and their conversion into a [`sim::World`].
 //! * [`simulate`]: the headless `steerd simulate` runner and its report.
 
+// Tests may unwrap: a panic there is a failed test, not a crash reachable by a peer.
+#![cfg_attr(test, allow(clippy::unwrap_used, clippy::expect_used))]
+
+pub mod agones;
+pub mod config;
+pub mod convert;
+pub mod http;
+pub mod metrics;
+pub mod runtime;
 pub mod scenario;
 pub mod sim;
 pub mod simulate;
+pub mod store;
 
 #[cfg(test)]
 mod scenario_tests;

@@ -1,22 +1,38 @@
-//! The `steerd` binary.
+//! The `steerd` binary: `serve` (default) runs the server; `simulate` runs a scenario headless.
 
+use std::net::SocketAddr;
 use std::path::PathBuf;
 
 use anyhow::Context;
-use clap::{Parser, Subcommand};
+use clap::{Args, Parser, Subcommand};
 
+use steerd::config::Settings;
+use steerd::http::{AppState, run};
 use steerd::scenario::Scenario;
-use steerd::simulate::{SimulateOptions, run};
+use steerd::simulate::{SimulateOptions, run as simulate};
+
+/// The demo world served when no scenario is given.
+const DEMO: &str = include_str!("../../scenarios/demo.json");
 
 #[derive(Parser)]
 #[command(name = "steerd", version, about = "Authoritative 2-D steering-simulation server")]
 struct Cli {
     #[command(subcommand)]
     command: Option<Cmd>,
+    #[command(flatten)]
+    serve: ServeArgs,
 }
 
 #[derive(Subcommand)]
 enum Cmd {
+    /// Run the server (the default).
+    Serve(ServeArgs),
+    /// Probe a running server's /health (for container HEALTHCHECKs: no curl in scratch).
+    Healthcheck {
+        /// URL to probe [default: http://127.0.0.1:$PORT/health from STEERD_LISTEN].
+        #[arg(long)]
+        url: Option<String>,
+    },
     /// Run a scenario headless as fast as possible and print a report.
     Simulate {
         /// Scenario JSON file.
@@ -42,6 +58,173 @@ enum Cmd {
     },
 }
 
+#[derive(Args, Clone, Default)]
+struct ServeArgs {
+    /// Address to listen on [default: 127.0.0.1:8080].
+    #[arg(long, env = "STEERD_LISTEN")]
+    listen: Option<SocketAddr>,
+    /// Data directory for saved scenarios [default: ./data].
+    #[arg(long, env = "STEERD_DATA_DIR")]
+    data_dir: Option<PathBuf>,
+    /// Scenario for world `demo` at start: a file, or a shipped/saved name [default: built-in demo].
+    #[arg(long, env = "STEERD_SCENARIO")]
+    scenario: Option<String>,
+    /// Admin token for mutating calls.
+    #[arg(long, env = "STEERD_ADMIN_TOKEN", hide_env_values = true)]
+    admin_token: Option<String>,
+    /// Settings file (TOML); flags and STEERD_* variables override it.
+    #[arg(long, env = "STEERD_CONFIG")]
+    config: Option<PathBuf>,
+    /// Log format: text or json.
+    #[arg(long, env = "STEERD_LOG_FORMAT")]
+    log_format: Option<String>,
+    /// Directory of shipped scenarios [default: ./scenarios].
+    #[arg(long, env = "STEERD_SCENARIOS_DIR")]
+    scenarios_dir: Option<PathBuf>,
+    /// Browser origins allowed on /ws (comma separated).
+    #[arg(long, env = "STEERD_ALLOWED_ORIGINS", value_delimiter = ',')]
+    allowed_origins: Option<Vec<String>>,
+    /// Most agents per world.
+    #[arg(long, env = "STEERD_MAX_AGENTS_PER_WORLD")]
+    max_agents_per_world: Option<usize>,
+    /// Most WebSocket connections.
+    #[arg(long, env = "STEERD_MAX_CONNECTIONS")]
+    max_connections: Option<usize>,
+    /// Commands per second per connection.
+    #[arg(long, env = "STEERD_COMMANDS_PER_SEC")]
+    commands_per_sec: Option<f64>,
+    /// Largest WebSocket message, bytes.
+    #[arg(long, env = "STEERD_MAX_MESSAGE_BYTES")]
+    max_message_bytes: Option<usize>,
+    /// Report to the Agones SDK sidecar (also on when AGONES_SDK_HTTP_PORT is set).
+    #[arg(long, env = "STEERD_AGONES")]
+    agones: bool,
+}
+
+impl ServeArgs {
+    fn settings(&self) -> anyhow::Result<Settings> {
+        let mut s = match &self.config {
+            Some(p) => Settings::from_toml_file(p).with_context(|| format!("reading {}", p.display()))?,
+            None => Settings::default(),
+        };
+        if let Some(v) = self.listen {
+            s.listen = v;
+        }
+        if let Some(v) = &self.data_dir {
+            s.data_dir = v.clone();
+        }
+        if let Some(v) = &self.scenario {
+            s.scenario = Some(v.clone());
+        }
+        if let Some(v) = &self.admin_token {
+            s.admin_token = Some(v.clone());
+        }
+        if let Some(v) = &self.log_format {
+            s.log_format = v.clone();
+        }
+        if let Some(v) = &self.scenarios_dir {
+            s.scenarios_dir = v.clone();
+        }
+        if let Some(v) = &self.allowed_origins {
+            s.allowed_origins = v.clone();
+        }
+        if let Some(v) = self.max_agents_per_world {
+            s.limits.max_agents_per_world = v;
+        }
+        if let Some(v) = self.max_connections {
+            s.limits.max_connections = v;
+        }
+        if let Some(v) = self.commands_per_sec {
+            s.limits.commands_per_sec = v;
+        }
+        if let Some(v) = self.max_message_bytes {
+            s.limits.max_message_bytes = v;
+        }
+        s.validate().map_err(anyhow::Error::msg)?;
+        Ok(s)
+    }
+}
+
+fn init_tracing(format: &str) {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let b = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);
+    if format == "json" {
+        b.json().init();
+    } else {
+        b.init();
+    }
+}
+
+async fn serve(args: ServeArgs) -> anyhow::Result<()> {
+    let settings = args.settings()?;
+    init_tracing(&settings.log_format);
+    let (scenario, name) = match &settings.scenario {
+        None => (Scenario::from_json(DEMO)?, Some("demo".to_string())),
+        Some(s) if std::path::Path::new(s).is_file() => (Scenario::from_file(std::path::Path::new(s))?, None),
+        Some(s) => {
+            let store = steerd::store::Store::open(&settings.data_dir, &settings.scenarios_dir)?;
+            (store.get(s).with_context(|| format!("scenario `{s}`"))?.0, Some(s.clone()))
+        }
+    };
+    let listener = tokio::net::TcpListener::bind(settings.listen).await.with_context(|| format!("binding {}", settings.listen))?;
+    let state = AppState::new(settings)?;
+    let reg = state.registry.clone();
+    tokio::task::spawn_blocking(move || reg.create("demo", scenario, name, false)).await??;
+    let addr = listener.local_addr()?;
+    tracing::info!("steerd listening on http://{addr} (world `demo` running)");
+    println!("steerd listening on http://{addr}");
+    let cancel = state.cancel.clone();
+    tokio::spawn(async move {
+        shutdown_signal().await;
+        tracing::info!("shutting down");
+        cancel.cancel();
+    });
+    let agones = steerd::agones::Agones::from_env(args.agones).map(|a| {
+        tracing::info!("reporting to the Agones SDK sidecar");
+        let labels = Labels(state.clone());
+        tokio::spawn(steerd::agones::lifecycle(a, labels, std::time::Duration::from_secs(2), state.cancel.clone()))
+    });
+    run(listener, state).await?;
+    if let Some(task) = agones {
+        let _ = tokio::time::timeout(std::time::Duration::from_secs(5), task).await;
+    }
+    tracing::info!("bye");
+    Ok(())
+}
+
+/// Labels for Agones: world names and connected players.
+struct Labels(AppState);
+
+impl steerd::agones::LabelSource for Labels {
+    fn worlds(&self) -> Vec<String> {
+        self.0.registry.list().into_iter().map(|w| w.name).collect()
+    }
+    fn players(&self) -> u64 {
+        self.0.metrics.connections.get().max(0) as u64
+    }
+}
+
+async fn shutdown_signal() {
+    let ctrl_c = async {
+        let _ = tokio::signal::ctrl_c().await;
+    };
+    #[cfg(unix)]
+    let term = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut s) => {
+                s.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    #[cfg(not(unix))]
+    let term = std::future::pending::<()>();
+    tokio::select! {
+        () = ctrl_c => {}
+        () = term => {}
+    }
+}
+
 fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
     match cli.command {
@@ -51,7 +234,7 @@ fn main() -> anyhow::Result<()> {
             }
             let sc = Scenario::from_file(&scenario)?;
             let name = scenario.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();
-            let report = run(&name, &sc, &SimulateOptions { ticks, agents, threads, seed, audit_every })
+            let report = simulate(&name, &sc, &SimulateOptions { ticks, agents, threads, seed, audit_every })
                 .with_context(|| format!("simulating {}", scenario.display()))?;
             if json {
                 println!("{}", serde_json::to_string(&report)?);
@@ -60,6 +243,27 @@ fn main() -> anyhow::Result<()> {
             }
             Ok(())
         }
-        None => anyhow::bail!("the server is not built yet: use `steerd simulate SCENARIO`"),
+        Some(Cmd::Healthcheck { url }) => {
+            let url = url.unwrap_or_else(|| {
+                let port = std::env::var("STEERD_LISTEN").ok().and_then(|l| l.parse::<SocketAddr>().ok()).map_or(8080, |a| a.port());
+                format!("http://127.0.0.1:{port}/health")
+            });
+            let rt = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+            let status = rt.block_on(async {
+                reqwest::Client::builder().timeout(std::time::Duration::from_secs(2)).build()?.get(&url).send().await.map(|r| r.status())
+            })?;
+            if status.is_success() {
+                println!("healthy ({status})");
+                Ok(())
+            } else {
+                anyhow::bail!("unhealthy: {url} answered {status}")
+            }
+        }
+        Some(Cmd::Serve(args)) => tokio_main(args),
+        None => tokio_main(cli.serve),
     }
+}
+
+fn tokio_main(args: ServeArgs) -> anyhow::Result<()> {
+    tokio::runtime::Builder::new_multi_thread().enable_all().build()?.block_on(serve(args))
 }

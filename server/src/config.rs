@@ -1,0 +1,167 @@
+//! Server settings: every limit with a safe default, settable from `steerd.toml`, `STEERD_*`
+//! environment variables and command-line flags (flags win, then env, then file).
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+/// All settings of a running server.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct Settings {
+    /// Address to listen on.
+    pub listen: SocketAddr,
+    /// Directory of saved scenarios.
+    pub data_dir: PathBuf,
+    /// Scenario to load into world `demo` at start (a file path or a shipped name); `None` = the
+    /// built-in demo.
+    pub scenario: Option<String>,
+    /// Admin token; when set, mutating calls need it.
+    pub admin_token: Option<String>,
+    /// Log format: `text` or `json`.
+    pub log_format: String,
+    /// Limits.
+    pub limits: LimitSettings,
+    /// Directory of the shipped, read-only scenarios.
+    pub scenarios_dir: PathBuf,
+    /// Browser origins allowed to open `/ws` (empty = only clients without an Origin header and
+    /// the server's own pages).
+    pub allowed_origins: Vec<String>,
+}
+
+/// Every bound of the server.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct LimitSettings {
+    /// Most simultaneous WebSocket connections.
+    pub max_connections: usize,
+    /// Most worlds.
+    pub max_worlds: usize,
+    /// Most agents per world.
+    pub max_agents_per_world: usize,
+    /// Most agents one spawn may create.
+    pub max_spawn: usize,
+    /// Largest inbound WebSocket message, bytes (and frame).
+    pub max_message_bytes: usize,
+    /// Largest REST body, bytes.
+    pub max_body_bytes: usize,
+    /// Commands per second one connection may send (token bucket rate).
+    pub commands_per_sec: f64,
+    /// Burst of the command token bucket.
+    pub command_burst: f64,
+    /// Capacity of a world's command queue; a full queue answers `busy`.
+    pub world_queue: usize,
+    /// Tick frames buffered per world for subscribers; a reader further behind gets keyframes.
+    pub frame_buffer: usize,
+    /// Outbound control messages (results, events) queued per connection.
+    pub connection_queue: usize,
+    /// Most ticks a late world runs back to back before it drops time.
+    pub max_catchup_ticks: u32,
+    /// Time a client has to send `Hello`, ms.
+    pub hello_timeout_ms: u64,
+    /// Longest a single send to a client may take before it is closed as slow, ms.
+    pub write_timeout_ms: u64,
+    /// Header read timeout for HTTP requests, ms.
+    pub header_timeout_ms: u64,
+    /// Largest worlds' AOI cell count (the cell size grows to fit).
+    pub max_aoi_cells: u32,
+    /// Malformed messages tolerated per connection before it is closed.
+    pub max_bad_messages: u32,
+    /// Most world subscriptions per connection.
+    pub max_subscriptions: usize,
+    /// Graceful shutdown deadline, ms.
+    pub shutdown_timeout_ms: u64,
+}
+
+impl Default for Settings {
+    fn default() -> Self {
+        Settings {
+            listen: SocketAddr::from(([127, 0, 0, 1], 8080)),
+            data_dir: PathBuf::from("./data"),
+            scenario: None,
+            admin_token: None,
+            log_format: "text".into(),
+            limits: LimitSettings::default(),
+            scenarios_dir: PathBuf::from("./scenarios"),
+            allowed_origins: Vec::new(),
+        }
+    }
+}
+
+impl Default for LimitSettings {
+    fn default() -> Self {
+        LimitSettings {
+            max_connections: 4096,
+            max_worlds: 64,
+            max_agents_per_world: 200_000,
+            max_spawn: 10_000,
+            max_message_bytes: 64 * 1024,
+            max_body_bytes: 8 << 20,
+            commands_per_sec: 50.0,
+            command_burst: 100.0,
+            world_queue: 1024,
+            frame_buffer: 32,
+            connection_queue: 256,
+            max_catchup_ticks: 3,
+            hello_timeout_ms: 5_000,
+            write_timeout_ms: 5_000,
+            header_timeout_ms: 10_000,
+            max_aoi_cells: 16_384,
+            max_bad_messages: 16,
+            max_subscriptions: 8,
+            shutdown_timeout_ms: 5_000,
+        }
+    }
+}
+
+impl LimitSettings {
+    /// The write timeout.
+    pub fn write_timeout(&self) -> Duration {
+        Duration::from_millis(self.write_timeout_ms)
+    }
+}
+
+impl Settings {
+    /// Reads a TOML settings file.
+    pub fn from_toml_file(path: &std::path::Path) -> anyhow::Result<Self> {
+        let text = std::fs::read_to_string(path)?;
+        Ok(toml::from_str(&text)?)
+    }
+
+    /// Checks the settings; the error names the setting.
+    pub fn validate(&self) -> Result<(), String> {
+        let l = &self.limits;
+        let positive = [
+            ("limits.max_connections", l.max_connections as f64),
+            ("limits.max_worlds", l.max_worlds as f64),
+            ("limits.max_agents_per_world", l.max_agents_per_world as f64),
+            ("limits.max_spawn", l.max_spawn as f64),
+            ("limits.max_message_bytes", l.max_message_bytes as f64),
+            ("limits.max_body_bytes", l.max_body_bytes as f64),
+            ("limits.commands_per_sec", l.commands_per_sec),
+            ("limits.command_burst", l.command_burst),
+            ("limits.world_queue", l.world_queue as f64),
+            ("limits.frame_buffer", l.frame_buffer as f64),
+            ("limits.connection_queue", l.connection_queue as f64),
+            ("limits.max_aoi_cells", f64::from(l.max_aoi_cells)),
+            ("limits.max_subscriptions", l.max_subscriptions as f64),
+        ];
+        for (name, v) in positive {
+            if !(v.is_finite() && v > 0.0) {
+                return Err(format!("{name} must be a positive number"));
+            }
+        }
+        if l.max_message_bytes > 64 << 20 {
+            return Err("limits.max_message_bytes must be at most 64 MiB".into());
+        }
+        if self.log_format != "text" && self.log_format != "json" {
+            return Err("log_format must be `text` or `json`".into());
+        }
+        if self.admin_token.as_deref().is_some_and(str::is_empty) {
+            return Err("admin_token must not be empty when set".into());
+        }
+        Ok(())
+    }
+}

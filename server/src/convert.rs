@@ -1,0 +1,195 @@
+//! The one place where simulation types meet wire types (`steer-proto`).
+
+use glam::Vec2;
+use steer_proto as proto;
+
+use crate::sim::behaviors::{
+    Behavior, BehaviorEntry, Target, agent_avoidance, ahead_avoidance, align, alignment, arrive, cohesion, evade, face, flee,
+    leader_following, look_where_you_are_going, obstacle_avoidance, path_following, pursue, random_target, seek, separation,
+    velocity_match, wall_avoidance, wander,
+};
+use crate::sim::error::SimError;
+use crate::sim::world::{Event, SpawnArea};
+use crate::sim::agent::PathMode;
+use crate::sim::{Agent, Limits};
+
+/// Wire point → vector.
+pub fn vec2(p: proto::Point) -> Vec2 {
+    Vec2::new(p.x, p.y)
+}
+
+/// Vector → wire point.
+pub fn point(v: Vec2) -> proto::Point {
+    proto::Point { x: v.x, y: v.y }
+}
+
+fn target(t: &proto::Target) -> Target {
+    match t {
+        proto::Target::Point(p) => Target::Point(vec2(*p)),
+        proto::Target::Agent(a) => Target::Agent(a.agent),
+    }
+}
+
+fn align_tuning(a: &proto::AlignParams) -> align::AlignTuning {
+    align::AlignTuning { target_radius: a.target_radius, slow_radius: a.slow_radius, time_to_target: a.time_to_target }
+}
+
+/// A wire behaviour as a sim behaviour (validated by the sim when applied).
+pub fn behavior(b: &proto::Behavior) -> Result<Behavior, SimError> {
+    use proto::Behavior as W;
+    Ok(match b {
+        W::Seek(p) => Behavior::Seek(seek::SeekParams { target: target(&p.target) }),
+        W::Flee(p) => Behavior::Flee(flee::FleeParams { target: target(&p.target), panic_distance: p.panic_distance }),
+        W::Arrive(p) => Behavior::Arrive(arrive::ArriveParams {
+            target: target(&p.target),
+            tuning: arrive::ArriveTuning { target_radius: p.target_radius, slow_radius: p.slow_radius, time_to_target: p.time_to_target },
+        }),
+        W::Pursue(p) => Behavior::Pursue(pursue::PursueParams { target: p.target_agent, max_prediction: p.max_prediction }),
+        W::Evade(p) => Behavior::Evade(evade::EvadeParams {
+            target: p.target_agent,
+            panic_distance: p.panic_distance,
+            max_prediction: p.max_prediction,
+        }),
+        W::Align(p) => Behavior::Align(align::AlignParams {
+            target: match &p.target {
+                proto::AlignTarget::Orientation(o) => align::AlignTarget::Orientation(o.radians),
+                proto::AlignTarget::Agent(a) => align::AlignTarget::Agent(a.agent),
+            },
+            tuning: align_tuning(&p.align),
+        }),
+        W::Face(p) => Behavior::Face(face::FaceParams { target: target(&p.target), tuning: align_tuning(&p.align) }),
+        W::LookWhereYouAreGoing(p) => {
+            Behavior::LookWhereYouAreGoing(look_where_you_are_going::LookParams { tuning: align_tuning(&p.align) })
+        }
+        W::VelocityMatch(p) => {
+            Behavior::VelocityMatch(velocity_match::VelocityMatchParams { target: p.target_agent, time_to_target: p.time_to_target })
+        }
+        W::Wander(p) => Behavior::Wander(wander::WanderParams {
+            variant: match p.variant {
+                proto::WanderVariant::Millington => wander::WanderVariant::Millington,
+                proto::WanderVariant::Circle => wander::WanderVariant::Circle,
+            },
+            wander_offset: p.wander_offset,
+            wander_radius: p.wander_radius,
+            wander_rate: p.wander_rate,
+        }),
+        W::RandomTarget(p) => Behavior::RandomTarget(random_target::RandomTargetParams {
+            radius: p.radius,
+            center: p.center.map(vec2),
+            interval_min: p.interval_min,
+            interval_max: p.interval_max,
+            ..random_target::RandomTargetParams::default()
+        }),
+        W::ObstacleAvoidance(p) => Behavior::ObstacleAvoidance(obstacle_avoidance::ObstacleAvoidanceParams {
+            min_box_length: p.min_box_length,
+            braking_weight: p.braking_weight,
+            lateral_base: p.lateral_base,
+        }),
+        W::AheadAvoidance(p) => Behavior::AheadAvoidance(ahead_avoidance::AheadAvoidanceParams {
+            ahead_len: p.ahead_len,
+            max_avoid_force: p.max_avoid_force,
+            margin: p.margin,
+        }),
+        W::WallAvoidance(p) => {
+            Behavior::WallAvoidance(wall_avoidance::WallAvoidanceParams { look_ahead: p.look_ahead, avoid_distance: p.avoid_distance })
+        }
+        W::AgentAvoidance(p) => {
+            Behavior::AgentAvoidance(agent_avoidance::AgentAvoidanceParams { look_ahead: p.look_ahead, avoid_radius: p.avoid_radius })
+        }
+        W::Separation(p) => Behavior::Separation(separation::SeparationParams { neighbor_radius: p.neighbor_radius }),
+        W::Cohesion(p) => Behavior::Cohesion(cohesion::CohesionParams { neighbor_radius: p.neighbor_radius }),
+        W::Alignment(p) => {
+            Behavior::Alignment(alignment::AlignmentParams { neighbor_radius: p.neighbor_radius, time_to_target: p.time_to_target })
+        }
+        W::PathFollowing(p) => Behavior::PathFollowing(path_following::PathFollowingParams {
+            waypoints: p.waypoints.iter().map(|w| vec2(*w)).collect(),
+            path_radius: p.path_radius,
+            mode: match p.mode {
+                proto::PathMode::Once => PathMode::Once,
+                proto::PathMode::Loop => PathMode::Loop,
+                proto::PathMode::PingPong => PathMode::PingPong,
+            },
+        }),
+        W::LeaderFollowing(p) => Behavior::LeaderFollowing(leader_following::LeaderFollowingParams {
+            leader: p.leader,
+            behind_distance: p.behind_distance,
+            leader_sight_radius: p.leader_sight_radius,
+            ..leader_following::LeaderFollowingParams::default()
+        }),
+    })
+}
+
+/// Wire behaviour entries as sim entries; the error names `[i].behavior...`.
+pub fn entries(list: &[proto::BehaviorEntry]) -> Result<Vec<BehaviorEntry>, SimError> {
+    list.iter()
+        .enumerate()
+        .map(|(i, e)| {
+            Ok(BehaviorEntry {
+                behavior: behavior(&e.behavior).map_err(|err| err.within(&format!("[{i}]")))?,
+                weight: e.weight,
+                priority: e.priority,
+            })
+        })
+        .collect()
+}
+
+/// Wire limits with the sim's defaults filled in.
+pub fn limits(l: &proto::Limits) -> Limits {
+    let d = Limits::default();
+    Limits {
+        max_speed: l.max_speed.unwrap_or(d.max_speed),
+        max_accel: l.max_accel.unwrap_or(d.max_accel),
+        max_rotation: l.max_rotation.unwrap_or(d.max_rotation),
+        max_angular_accel: l.max_angular_accel.unwrap_or(d.max_angular_accel),
+        radius: l.radius.unwrap_or(d.radius),
+        mass: l.mass.unwrap_or(d.mass),
+    }
+}
+
+/// Wire spawn area → sim spawn area.
+pub fn spawn_area(a: &proto::SpawnArea) -> SpawnArea {
+    match a {
+        proto::SpawnArea::Rect(r) => SpawnArea::Rect { min: Vec2::new(r.min_x, r.min_y), max: Vec2::new(r.max_x, r.max_y) },
+        proto::SpawnArea::Circle(c) => SpawnArea::Disc { center: Vec2::new(c.x, c.y), radius: c.radius },
+    }
+}
+
+/// An agent's float state as a protocol sample (for quantizing).
+pub fn sample(a: &Agent) -> proto::AgentSample {
+    proto::AgentSample {
+        id: a.id,
+        group: a.group,
+        pos: [a.position.x, a.position.y],
+        vel: [a.velocity.x, a.velocity.y],
+        orientation: a.orientation,
+    }
+}
+
+/// A sim event as a wire event kind (`None` for events with no wire form).
+pub fn event(e: &Event, groups: &[String]) -> proto::EventKind {
+    match e {
+        Event::Spawned { id, group } => proto::EventKind::Spawned(proto::SpawnedEvent {
+            group: groups.get(usize::from(*group)).cloned().unwrap_or_default(),
+            agents: vec![*id],
+        }),
+        Event::Despawned { id } => proto::EventKind::Despawned(proto::DespawnedEvent { agents: vec![*id] }),
+        Event::DestinationReached { id, .. } => proto::EventKind::DestinationReached(proto::AgentEvent { agent: *id }),
+        Event::PathCompleted { id } => proto::EventKind::PathCompleted(proto::AgentEvent { agent: *id }),
+    }
+}
+
+/// The sim error as a wire error body (code, message, field).
+pub fn error_body(e: &SimError) -> proto::ErrorBody {
+    let (code, field) = match e {
+        SimError::InvalidField { field, .. } => (proto::ErrorCode::InvalidField, Some(field.clone())),
+        SimError::UnknownAgent(_) => (proto::ErrorCode::UnknownAgent, None),
+        SimError::UnknownObstacle(_) | SimError::UnknownWall(_) | SimError::UnknownGroup(_) => (proto::ErrorCode::NotFound, None),
+        SimError::LimitExceeded { what, .. } => (proto::ErrorCode::InvalidField, Some(what.clone())),
+    };
+    proto::ErrorBody { code, message: e.to_string(), field }
+}
+
+/// A wire MoveTo as sim commands (one per agent is not needed: one command moves the group).
+pub fn move_to(m: &proto::MoveTo) -> Result<Vec<crate::sim::world::Command>, crate::runtime::CmdError> {
+    Ok(vec![crate::sim::world::Command::MoveTo { agents: m.agents.clone(), target: vec2(m.target), stopping_distance: m.stopping_distance }])
+}

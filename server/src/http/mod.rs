@@ -1,0 +1,174 @@
+//! HTTP and WebSocket front end: `pub fn app(state) -> Router` and `pub async fn run(...)`.
+
+pub mod error;
+pub mod rest;
+pub mod ws;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::Router;
+use axum::extract::DefaultBodyLimit;
+use axum::routing::{get, post, put};
+use tokio::net::TcpListener;
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+
+use crate::config::Settings;
+use crate::metrics::Metrics;
+use crate::runtime::Registry;
+use crate::store::Store;
+
+/// Shared state of the front end.
+#[derive(Clone)]
+pub struct AppState {
+    /// Settings.
+    pub settings: Arc<Settings>,
+    /// Worlds.
+    pub registry: Arc<Registry>,
+    /// Scenario store.
+    pub store: Store,
+    /// Metrics.
+    pub metrics: Arc<Metrics>,
+    /// Cancelled at shutdown.
+    pub cancel: CancellationToken,
+    /// Tracks connection tasks so shutdown can wait for them.
+    pub tracker: TaskTracker,
+    /// Connection slots.
+    pub connections: Arc<tokio::sync::Semaphore>,
+    /// Next session id.
+    pub next_session: Arc<std::sync::atomic::AtomicU64>,
+}
+
+impl AppState {
+    /// State for `settings`, opening the store.
+    pub fn new(settings: Settings) -> anyhow::Result<Self> {
+        let metrics = Arc::new(Metrics::new());
+        let store = Store::open(&settings.data_dir, &settings.scenarios_dir)?;
+        Ok(AppState {
+            registry: Arc::new(Registry::new(settings.limits.clone(), metrics.clone())),
+            connections: Arc::new(tokio::sync::Semaphore::new(settings.limits.max_connections)),
+            settings: Arc::new(settings),
+            store,
+            metrics,
+            cancel: CancellationToken::new(),
+            tracker: TaskTracker::new(),
+            next_session: Arc::new(std::sync::atomic::AtomicU64::new(1)),
+        })
+    }
+}
+
+/// The router.
+pub fn app(state: AppState) -> Router {
+    use rest::*;
+    let body_limit = state.settings.limits.max_body_bytes;
+    Router::new()
+        .route("/health", get(health))
+        .route("/metrics", get(metrics))
+        .route("/ws", get(ws::upgrade))
+        .route("/worlds", get(list_worlds).post(create_world))
+        .route("/worlds/{world}", get(get_world).patch(patch_world).delete(delete_world))
+        .route("/worlds/{world}/step", post(step))
+        .route("/worlds/{world}/reset", post(reset))
+        .route("/worlds/{world}/snapshot", get(snapshot))
+        .route("/worlds/{world}/agents", get(list_agents).post(spawn))
+        .route("/worlds/{world}/agents/{id}", get(get_agent).delete(delete_agent))
+        .route("/worlds/{world}/agents/{id}/behaviors", put(put_behaviors))
+        .route("/worlds/{world}/move-to", post(move_to))
+        .route("/worlds/{world}/obstacles", get(list_obstacles).post(add_obstacle))
+        .route("/worlds/{world}/obstacles/random", post(random_obstacles))
+        .route("/worlds/{world}/obstacles/{id}", axum::routing::delete(delete_obstacle))
+        .route("/worlds/{world}/walls", get(list_walls).post(add_wall))
+        .route("/worlds/{world}/walls/{id}", axum::routing::delete(delete_wall))
+        .route("/worlds/{world}/load", post(load))
+        .route("/worlds/{world}/save", post(save))
+        .route("/scenarios", get(list_scenarios))
+        .route("/scenarios/{name}", get(get_scenario).put(put_scenario).delete(delete_scenario))
+        .layer(DefaultBodyLimit::max(body_limit))
+        .layer(tower_http::limit::RequestBodyLimitLayer::new(body_limit))
+        .with_state(state)
+}
+
+/// Serves `app(state)` on `listener` until `shutdown` is cancelled, then drains: WebSocket
+/// clients get a close frame, autosaving worlds are saved, worlds stop.
+pub async fn run(listener: TcpListener, state: AppState) -> anyhow::Result<()> {
+    let cancel = state.cancel.clone();
+    let router = app(state.clone());
+    let header_timeout = Duration::from_millis(state.settings.limits.header_timeout_ms);
+    serve(listener, router, cancel.clone(), header_timeout).await?;
+    state.tracker.close();
+    let deadline = Duration::from_millis(state.settings.limits.shutdown_timeout_ms);
+    if tokio::time::timeout(deadline, state.tracker.wait()).await.is_err() {
+        tracing::warn!("connections did not close within {deadline:?}");
+    }
+    autosave(&state).await;
+    state.registry.shutdown_all();
+    Ok(())
+}
+
+/// Saves every world that asked for it, as `<world>-autosave`.
+pub async fn autosave(state: &AppState) {
+    for w in state.registry.list() {
+        let Ok(info) = w.ask(|reply| crate::runtime::world::Request::Info { reply }).await else { continue };
+        if !info.autosave {
+            continue;
+        }
+        match w.ask(|reply| crate::runtime::world::Request::Save { reply }).await {
+            Ok(sc) => {
+                let store = state.store.clone();
+                let name = format!("{}-autosave", w.name);
+                match tokio::task::spawn_blocking(move || store.put(&name, &sc)).await {
+                    Ok(Ok(())) => tracing::info!(world = %w.name, "autosaved"),
+                    Ok(Err(e)) => tracing::error!(world = %w.name, "autosave failed: {e}"),
+                    Err(e) => tracing::error!(world = %w.name, "autosave failed: {e}"),
+                }
+            }
+            Err(e) => tracing::error!(world = %w.name, "autosave failed: {e}"),
+        }
+    }
+}
+
+/// The accept loop: hyper's HTTP/1 server with a header-read timeout (which `axum::serve`
+/// lacks, leaving it open to slowloris), WebSocket upgrades, and graceful shutdown. Accept
+/// errors (e.g. EMFILE) back off briefly instead of spinning.
+async fn serve(listener: TcpListener, router: Router, cancel: CancellationToken, header_timeout: Duration) -> anyhow::Result<()> {
+    use hyper_util::rt::{TokioIo, TokioTimer};
+    let conns = TaskTracker::new();
+    loop {
+        let (stream, _addr) = tokio::select! {
+            r = listener.accept() => match r {
+                Ok(x) => x,
+                Err(e) => {
+                    tracing::warn!("accept failed: {e}");
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                    continue;
+                }
+            },
+            () = cancel.cancelled() => break,
+        };
+        let _ = stream.set_nodelay(true);
+        let svc = hyper_util::service::TowerToHyperService::new(router.clone());
+        let conn = hyper::server::conn::http1::Builder::new()
+            .timer(TokioTimer::new())
+            .header_read_timeout(header_timeout)
+            .serve_connection(TokioIo::new(stream), svc)
+            .with_upgrades();
+        let cancel = cancel.clone();
+        conns.spawn(async move {
+            let mut conn = std::pin::pin!(conn);
+            tokio::select! {
+                _ = conn.as_mut() => {}
+                () = cancel.cancelled() => {
+                    conn.as_mut().graceful_shutdown();
+                    let _ = conn.await;
+                }
+            }
+        });
+    }
+    drop(listener);
+    conns.close();
+    if tokio::time::timeout(Duration::from_secs(5), conns.wait()).await.is_err() {
+        tracing::warn!("HTTP connections did not finish within 5 s");
+    }
+    Ok(())
+}

@@ -1,0 +1,447 @@
+//! REST handlers (JSON). Mutating calls need the admin token when one is set.
+
+use axum::Json;
+use axum::extract::rejection::JsonRejection;
+use axum::extract::{Path, Query, State};
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::{IntoResponse, Response};
+use serde::Deserialize;
+use serde_json::json;
+use steer_proto as proto;
+
+use super::AppState;
+use super::error::ApiError;
+use crate::convert;
+use crate::runtime::world::{Actor, Request};
+use crate::runtime::{CmdError, WorldHandle};
+use crate::scenario::{P, RandomObstacles, Scenario};
+use crate::sim::world::{Command, Outcome, SpawnSpec};
+
+type Body<T> = Result<Json<T>, JsonRejection>;
+type ApiResult = Result<Response, ApiError>;
+
+/// Compares two byte strings in time independent of where they differ.
+fn same(a: &[u8], b: &[u8]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}
+
+/// The actor of a REST call: admin when no token is configured or the Bearer token matches;
+/// 401 without a token, 403 with a wrong one.
+pub fn admin(state: &AppState, headers: &HeaderMap) -> Result<Actor, ApiError> {
+    let Some(token) = state.settings.admin_token.as_deref() else { return Ok(Actor { session: None, admin: true }) };
+    let given = headers.get(axum::http::header::AUTHORIZATION).and_then(|v| v.to_str().ok()).and_then(|v| v.strip_prefix("Bearer "));
+    match given {
+        None => Err(ApiError::new(StatusCode::UNAUTHORIZED, proto::ErrorCode::Unauthorized, "this call needs `Authorization: Bearer <admin token>`")),
+        Some(g) if same(g.as_bytes(), token.as_bytes()) => Ok(Actor { session: None, admin: true }),
+        Some(_) => Err(ApiError::new(StatusCode::FORBIDDEN, proto::ErrorCode::Forbidden, "wrong admin token")),
+    }
+}
+
+fn world(state: &AppState, name: &str) -> Result<WorldHandle, ApiError> {
+    Ok(state.registry.get(name)?)
+}
+
+fn ok<T: serde::Serialize>(v: T) -> ApiResult {
+    Ok(Json(v).into_response())
+}
+
+fn created<T: serde::Serialize>(v: T) -> ApiResult {
+    Ok((StatusCode::CREATED, Json(v)).into_response())
+}
+
+/// `GET /health`: 200 when every world runs, 503 naming the dead ones otherwise.
+pub async fn health(State(state): State<AppState>) -> Response {
+    let mut worlds = serde_json::Map::new();
+    let mut dead = Vec::new();
+    for w in state.registry.list() {
+        let alive = w.alive();
+        let reason = w.death.lock().ok().and_then(|d| d.clone());
+        if !alive {
+            dead.push(w.name.clone());
+        }
+        worlds.insert(
+            w.name.clone(),
+            json!({"alive": alive, "tick": w.stats.tick.load(std::sync::atomic::Ordering::Relaxed), "error": reason}),
+        );
+    }
+    let status = if dead.is_empty() { StatusCode::OK } else { StatusCode::SERVICE_UNAVAILABLE };
+    let body = json!({"status": if dead.is_empty() { "ok" } else { "degraded" }, "dead_worlds": dead, "worlds": worlds});
+    (status, Json(body)).into_response()
+}
+
+/// `GET /metrics`.
+pub async fn metrics(State(state): State<AppState>) -> Response {
+    let agents: u64 = state.registry.list().iter().map(|w| w.stats.agents.load(std::sync::atomic::Ordering::Relaxed)).sum();
+    state.metrics.agents.set(agents as i64);
+    ([(axum::http::header::CONTENT_TYPE, "application/openmetrics-text; version=1.0.0; charset=utf-8")], state.metrics.render()).into_response()
+}
+
+/// `GET /worlds`.
+pub async fn list_worlds(State(state): State<AppState>) -> ApiResult {
+    let mut out = Vec::new();
+    for w in state.registry.list() {
+        match w.ask(|reply| Request::Info { reply }).await {
+            Ok(i) => out.push(serde_json::to_value(i).unwrap_or_default()),
+            Err(_) => out.push(json!({"name": w.name, "id": w.id, "alive": false})),
+        }
+    }
+    ok(out)
+}
+
+/// Body of `POST /worlds`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CreateWorld {
+    /// World name.
+    pub name: String,
+    /// Scenario to load (saved or shipped name); default: an empty 200×200 world.
+    #[serde(default)]
+    pub scenario: Option<String>,
+    /// Start paused.
+    #[serde(default)]
+    pub paused: bool,
+}
+
+/// An empty 200×200 world's scenario.
+pub fn empty_scenario() -> Result<Scenario, ApiError> {
+    Scenario::from_json(r#"{"bounds": {"min": {"x": 0, "y": 0}, "max": {"x": 200, "y": 200}}}"#)
+        .map_err(|e| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, proto::ErrorCode::Internal, e.to_string()))
+}
+
+/// `POST /worlds`.
+pub async fn create_world(State(state): State<AppState>, headers: HeaderMap, body: Body<CreateWorld>) -> ApiResult {
+    admin(&state, &headers)?;
+    let Json(b) = body?;
+    let (scenario, sname) = match &b.scenario {
+        Some(n) => (state.store.get(n)?.0, Some(n.clone())),
+        None => (empty_scenario()?, None),
+    };
+    let reg = state.registry.clone();
+    let name = b.name.clone();
+    let h = tokio::task::spawn_blocking(move || reg.create(&name, scenario, sname, b.paused))
+        .await
+        .map_err(|e| ApiError::bad_request(e.to_string()))??;
+    let info = h.ask(|reply| Request::Info { reply }).await?;
+    created(info)
+}
+
+/// `GET /worlds/{world}`.
+pub async fn get_world(State(state): State<AppState>, Path(name): Path<String>) -> ApiResult {
+    ok(world(&state, &name)?.ask(|reply| Request::Info { reply }).await?)
+}
+
+/// Body of `PATCH /worlds/{world}`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PatchWorld {
+    /// Ticks per second.
+    #[serde(default)]
+    pub tick_rate: Option<f32>,
+    /// Pause or resume.
+    #[serde(default)]
+    pub paused: Option<bool>,
+    /// Save the world (as scenario `<world>-autosave`) at shutdown.
+    #[serde(default)]
+    pub autosave: Option<bool>,
+}
+
+/// `PATCH /worlds/{world}`.
+pub async fn patch_world(State(state): State<AppState>, headers: HeaderMap, Path(name): Path<String>, body: Body<PatchWorld>) -> ApiResult {
+    admin(&state, &headers)?;
+    let Json(b) = body?;
+    ok(world(&state, &name)?.ask(|reply| Request::Patch { tick_rate: b.tick_rate, paused: b.paused, autosave: b.autosave, reply }).await?)
+}
+
+/// `DELETE /worlds/{world}`.
+pub async fn delete_world(State(state): State<AppState>, headers: HeaderMap, Path(name): Path<String>) -> ApiResult {
+    admin(&state, &headers)?;
+    state.registry.remove(&name)?;
+    Ok(StatusCode::NO_CONTENT.into_response())
+}
+
+/// Body of `POST /worlds/{world}/step`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct StepBody {
+    /// Ticks to run now (1 to 10000).
+    pub ticks: u32,
+}
+
+/// `POST /worlds/{world}/step`.
+pub async fn step(State(state): State<AppState>, headers: HeaderMap, Path(name): Path<String>, body: Body<StepBody>) -> ApiResult {
+    admin(&state, &headers)?;
+    let Json(b) = body?;
+    if !(1..=10_000).contains(&b.ticks) {
+        return Err(ApiError::invalid("field `ticks`: must be between 1 and 10000"));
+    }
+    let tick = world(&state, &name)?.ask(|reply| Request::Step { ticks: b.ticks, reply }).await?;
+    ok(json!({"tick": tick}))
+}
+
+/// `POST /worlds/{world}/reset`: back to the scenario it was loaded from (also restarts a dead
+/// world).
+pub async fn reset(State(state): State<AppState>, headers: HeaderMap, Path(name): Path<String>) -> ApiResult {
+    admin(&state, &headers)?;
+    let w = world(&state, &name)?;
+    if !w.alive() {
+        return restart_dead(&state, &w).await;
+    }
+    let tick = w.ask(|reply| Request::Reset { reply }).await?;
+    ok(json!({"tick": tick}))
+}
+
+async fn restart_dead(state: &AppState, w: &WorldHandle) -> ApiResult {
+    let (scenario, sname) = match state.store.get(&format!("{}-autosave", w.name)) {
+        Ok((s, _)) => (s, Some(format!("{}-autosave", w.name))),
+        Err(_) => w.origin.lock().map(|o| o.clone()).unwrap_or_else(|p| p.into_inner().clone()),
+    };
+    let reg = state.registry.clone();
+    let name = w.name.clone();
+    let h = tokio::task::spawn_blocking(move || reg.restart(&name, scenario, sname))
+        .await
+        .map_err(|e| ApiError::bad_request(e.to_string()))??;
+    ok(h.ask(|reply| Request::Info { reply }).await?)
+}
+
+/// `GET /worlds/{world}/snapshot`.
+pub async fn snapshot(State(state): State<AppState>, Path(name): Path<String>) -> ApiResult {
+    ok(world(&state, &name)?.ask(|reply| Request::Snapshot { reply }).await?)
+}
+
+/// Query of `GET /worlds/{world}/agents`.
+#[derive(Debug, Deserialize)]
+pub struct ListQuery {
+    /// Most agents returned (default 1000, at most 100000).
+    #[serde(default)]
+    pub limit: Option<usize>,
+}
+
+/// `GET /worlds/{world}/agents`.
+pub async fn list_agents(State(state): State<AppState>, Path(name): Path<String>, Query(q): Query<ListQuery>) -> ApiResult {
+    let limit = q.limit.unwrap_or(1000).min(100_000);
+    ok(world(&state, &name)?.ask(|reply| Request::Agents { limit, reply }).await?)
+}
+
+/// Body of `POST /worlds/{world}/agents` (a group).
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SpawnBody {
+    /// Group name.
+    pub group: String,
+    /// Number of agents.
+    pub count: u32,
+    /// Where.
+    pub area: proto::SpawnArea,
+    /// Limits (defaults filled in).
+    #[serde(default)]
+    pub limits: proto::Limits,
+    /// Behaviours.
+    #[serde(default)]
+    pub behaviors: Vec<proto::BehaviorEntry>,
+}
+
+/// Builds the sim spawn of a wire spawn (shared with the WebSocket `Spawn`).
+pub fn spawn_spec(group: &str, count: u32, area: &proto::SpawnArea, limits: &proto::Limits, behaviors: &[proto::BehaviorEntry]) -> Result<SpawnSpec, CmdError> {
+    let entries = convert::entries(behaviors).map_err(|e| CmdError::Sim(e.within("behaviors")))?;
+    Ok(SpawnSpec {
+        limits: convert::limits(limits),
+        behaviors: entries,
+        ..SpawnSpec::new(group, count as usize, convert::spawn_area(area))
+    })
+}
+
+/// `POST /worlds/{world}/agents`: spawns a group, answers the ids.
+pub async fn spawn(State(state): State<AppState>, headers: HeaderMap, Path(name): Path<String>, body: Body<SpawnBody>) -> ApiResult {
+    let actor = admin(&state, &headers)?;
+    let Json(b) = body?;
+    let spec = spawn_spec(&b.group, b.count, &b.area, &b.limits, &b.behaviors)?;
+    match world(&state, &name)?.apply(Command::Spawn(spec), actor).await? {
+        Outcome::Spawned(ids) => created(json!({"agents": ids})),
+        other => ok(json!({"result": format!("{other:?}")})),
+    }
+}
+
+/// `GET /worlds/{world}/agents/{id}`.
+pub async fn get_agent(State(state): State<AppState>, Path((name, id)): Path<(String, u32)>) -> ApiResult {
+    ok(world(&state, &name)?.ask(|reply| Request::Agent { id, reply }).await?)
+}
+
+/// `DELETE /worlds/{world}/agents/{id}`.
+pub async fn delete_agent(State(state): State<AppState>, headers: HeaderMap, Path((name, id)): Path<(String, u32)>) -> ApiResult {
+    let actor = admin(&state, &headers)?;
+    world(&state, &name)?.apply(Command::Despawn(id), actor).await?;
+    Ok(StatusCode::NO_CONTENT.into_response())
+}
+
+/// Body of `PUT /worlds/{world}/agents/{id}/behaviors`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct BehaviorsBody {
+    /// The new behaviour set.
+    pub behaviors: Vec<proto::BehaviorEntry>,
+}
+
+/// `PUT /worlds/{world}/agents/{id}/behaviors`.
+pub async fn put_behaviors(State(state): State<AppState>, headers: HeaderMap, Path((name, id)): Path<(String, u32)>, body: Body<BehaviorsBody>) -> ApiResult {
+    let actor = admin(&state, &headers)?;
+    let Json(b) = body?;
+    let entries = convert::entries(&b.behaviors).map_err(|e| ApiError::from(e.within("behaviors")))?;
+    world(&state, &name)?.apply(Command::SetBehaviors { agent: id, entries }, actor).await?;
+    ok(json!({"agent": id}))
+}
+
+/// Body of `POST /worlds/{world}/move-to`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct MoveToBody {
+    /// Agents to send.
+    pub agents: Vec<u32>,
+    /// Destination.
+    pub target: P,
+    /// Stop within this distance of the target (default 0: the formation decides).
+    #[serde(default)]
+    pub stopping_distance: f32,
+}
+
+/// `POST /worlds/{world}/move-to`: flow-field MoveTo for a group.
+pub async fn move_to(State(state): State<AppState>, headers: HeaderMap, Path(name): Path<String>, body: Body<MoveToBody>) -> ApiResult {
+    let actor = admin(&state, &headers)?;
+    let Json(b) = body?;
+    let cmd = Command::MoveTo { agents: b.agents, target: b.target.into(), stopping_distance: b.stopping_distance };
+    world(&state, &name)?.apply(cmd, actor).await?;
+    ok(json!({"ok": true}))
+}
+
+/// `GET /worlds/{world}/obstacles`.
+pub async fn list_obstacles(State(state): State<AppState>, Path(name): Path<String>) -> ApiResult {
+    ok(world(&state, &name)?.ask(|reply| Request::Obstacles { reply }).await?)
+}
+
+/// Body of `POST /worlds/{world}/obstacles`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ObstacleBody {
+    /// Centre.
+    pub center: P,
+    /// Radius.
+    pub radius: f32,
+}
+
+/// `POST /worlds/{world}/obstacles`.
+pub async fn add_obstacle(State(state): State<AppState>, headers: HeaderMap, Path(name): Path<String>, body: Body<ObstacleBody>) -> ApiResult {
+    let actor = admin(&state, &headers)?;
+    let Json(b) = body?;
+    match world(&state, &name)?.apply(Command::AddObstacle { center: b.center.into(), radius: b.radius }, actor).await? {
+        Outcome::Added(id) => created(json!({"id": id})),
+        other => ok(json!({"result": format!("{other:?}")})),
+    }
+}
+
+/// `DELETE /worlds/{world}/obstacles/{id}`.
+pub async fn delete_obstacle(State(state): State<AppState>, headers: HeaderMap, Path((name, id)): Path<(String, u32)>) -> ApiResult {
+    let actor = admin(&state, &headers)?;
+    world(&state, &name)?.apply(Command::RemoveObstacle(id), actor).await?;
+    Ok(StatusCode::NO_CONTENT.into_response())
+}
+
+/// `POST /worlds/{world}/obstacles/random` (001's non-overlapping placement).
+pub async fn random_obstacles(State(state): State<AppState>, headers: HeaderMap, Path(name): Path<String>, body: Body<RandomObstacles>) -> ApiResult {
+    admin(&state, &headers)?;
+    let Json(spec) = body?;
+    let ids = world(&state, &name)?.ask(|reply| Request::RandomObstacles { spec, reply }).await?;
+    created(json!({"ids": ids}))
+}
+
+/// `GET /worlds/{world}/walls`.
+pub async fn list_walls(State(state): State<AppState>, Path(name): Path<String>) -> ApiResult {
+    ok(world(&state, &name)?.ask(|reply| Request::Walls { reply }).await?)
+}
+
+/// Body of `POST /worlds/{world}/walls`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct WallBody {
+    /// Start.
+    pub a: P,
+    /// End.
+    pub b: P,
+}
+
+/// `POST /worlds/{world}/walls`.
+pub async fn add_wall(State(state): State<AppState>, headers: HeaderMap, Path(name): Path<String>, body: Body<WallBody>) -> ApiResult {
+    let actor = admin(&state, &headers)?;
+    let Json(b) = body?;
+    match world(&state, &name)?.apply(Command::AddWall { a: b.a.into(), b: b.b.into() }, actor).await? {
+        Outcome::Added(id) => created(json!({"id": id})),
+        other => ok(json!({"result": format!("{other:?}")})),
+    }
+}
+
+/// `DELETE /worlds/{world}/walls/{id}`.
+pub async fn delete_wall(State(state): State<AppState>, headers: HeaderMap, Path((name, id)): Path<(String, u32)>) -> ApiResult {
+    let actor = admin(&state, &headers)?;
+    world(&state, &name)?.apply(Command::RemoveWall(id), actor).await?;
+    Ok(StatusCode::NO_CONTENT.into_response())
+}
+
+/// `GET /scenarios`.
+pub async fn list_scenarios(State(state): State<AppState>) -> ApiResult {
+    let list: Vec<_> = state.store.list().into_iter().map(|(name, origin)| json!({"name": name, "origin": origin})).collect();
+    ok(list)
+}
+
+/// `GET /scenarios/{name}`.
+pub async fn get_scenario(State(state): State<AppState>, Path(name): Path<String>) -> ApiResult {
+    ok(state.store.get(&name)?.0)
+}
+
+/// `PUT /scenarios/{name}`: validates by building the world, then stores it atomically.
+pub async fn put_scenario(State(state): State<AppState>, headers: HeaderMap, Path(name): Path<String>, body: axum::body::Bytes) -> ApiResult {
+    admin(&state, &headers)?;
+    let text = std::str::from_utf8(&body).map_err(|_| ApiError::bad_request("body must be UTF-8 JSON"))?;
+    let sc = Scenario::from_json(text).map_err(|e| ApiError::invalid(e.to_string()))?;
+    let limits = state.settings.limits.clone();
+    let store = state.store.clone();
+    tokio::task::spawn_blocking(move || {
+        crate::runtime::world::build_world(&sc, limits.max_agents_per_world, limits.max_spawn).map_err(ApiError::from)?;
+        store.put(&name, &sc).map_err(ApiError::from)
+    })
+    .await
+    .map_err(|e| ApiError::bad_request(e.to_string()))??;
+    Ok(StatusCode::NO_CONTENT.into_response())
+}
+
+/// `DELETE /scenarios/{name}`.
+pub async fn delete_scenario(State(state): State<AppState>, headers: HeaderMap, Path(name): Path<String>) -> ApiResult {
+    admin(&state, &headers)?;
+    state.store.delete(&name)?;
+    Ok(StatusCode::NO_CONTENT.into_response())
+}
+
+/// Body of `POST /worlds/{world}/load` and `/save`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ScenarioRef {
+    /// Scenario name.
+    pub scenario: String,
+}
+
+/// `POST /worlds/{world}/load`.
+pub async fn load(State(state): State<AppState>, headers: HeaderMap, Path(name): Path<String>, body: Body<ScenarioRef>) -> ApiResult {
+    admin(&state, &headers)?;
+    let Json(b) = body?;
+    let (sc, _) = state.store.get(&b.scenario)?;
+    let tick = world(&state, &name)?.ask(|reply| Request::Load { scenario: Box::new(sc), name: b.scenario.clone(), reply }).await?;
+    ok(json!({"tick": tick, "scenario": b.scenario}))
+}
+
+/// `POST /worlds/{world}/save`.
+pub async fn save(State(state): State<AppState>, headers: HeaderMap, Path(name): Path<String>, body: Body<ScenarioRef>) -> ApiResult {
+    admin(&state, &headers)?;
+    let Json(b) = body?;
+    let sc = world(&state, &name)?.ask(|reply| Request::Save { reply }).await?;
+    let store = state.store.clone();
+    let sname = b.scenario.clone();
+    tokio::task::spawn_blocking(move || store.put(&sname, &sc)).await.map_err(|e| ApiError::bad_request(e.to_string()))??;
+    ok(json!({"scenario": b.scenario}))
+}

@@ -1,0 +1,532 @@
+//! `/ws`: the steer-proto WebSocket endpoint.
+//!
+//! Per connection a receive task (decode, validate, rate-limit, dispatch to worlds) and a send
+//! task (tick frames from the worlds' broadcast, command results from a bounded queue). A send
+//! task that falls behind the broadcast ring does not buffer: it skips to the newest frame and
+//! sends keyframes for its cells. A send that takes longer than the write timeout closes the
+//! connection. So a slow reader never slows a world or other clients, and its memory is bounded
+//! by the broadcast ring (shared) plus the socket's write buffer.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use axum::extract::ws::{CloseFrame, Message, Utf8Bytes, WebSocket, WebSocketUpgrade};
+use axum::extract::{Query, State};
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::{IntoResponse, Response};
+use bytes::Bytes;
+use futures_util::{SinkExt, StreamExt};
+use steer_proto::{self as proto, ClientMsg, Encoding, ErrorCode, ServerMsg, Validate};
+use tokio::sync::mpsc;
+use tokio_stream::StreamMap;
+use tokio_stream::wrappers::BroadcastStream;
+use tokio_stream::wrappers::errors::BroadcastStreamRecvError;
+use tokio_util::sync::CancellationToken;
+
+use super::AppState;
+use super::rest::spawn_spec;
+use crate::runtime::world::Actor;
+use crate::runtime::{CmdError, SessionId, TickFrame, WorldHandle};
+use crate::sim::world::{Command, Outcome};
+
+/// Close codes used by the server.
+pub mod close {
+    /// Normal.
+    pub const NORMAL: u16 = 1000;
+    /// Server shutting down.
+    pub const GOING_AWAY: u16 = 1001;
+    /// Text where binary is expected or the reverse.
+    pub const UNSUPPORTED: u16 = 1003;
+    /// Policy: no Hello in time, too many malformed messages, flooding.
+    pub const POLICY: u16 = 1008;
+    /// Message too big.
+    pub const TOO_BIG: u16 = 1009;
+    /// Could not keep up (slow consumer).
+    pub const SLOW: u16 = 4008;
+    /// Too many requests.
+    pub const RATE: u16 = 4029;
+}
+
+/// Query of `/ws`.
+#[derive(Debug, serde::Deserialize)]
+pub struct WsQuery {
+    /// `json` for text frames; binary otherwise.
+    #[serde(default)]
+    pub format: Option<String>,
+}
+
+fn origin_allowed(state: &AppState, headers: &HeaderMap) -> bool {
+    let Some(origin) = headers.get(axum::http::header::ORIGIN).and_then(|v| v.to_str().ok()) else { return true };
+    if state.settings.allowed_origins.iter().any(|o| o == origin) {
+        return true;
+    }
+    // The server's own viewer: same host as the request.
+    let host = headers.get(axum::http::header::HOST).and_then(|v| v.to_str().ok()).unwrap_or("");
+    origin == format!("http://{host}") || origin == format!("https://{host}")
+}
+
+/// `GET /ws`: checks Origin and connection slots before upgrading.
+pub async fn upgrade(State(state): State<AppState>, headers: HeaderMap, Query(q): Query<WsQuery>, ws: WebSocketUpgrade) -> Response {
+    if !origin_allowed(&state, &headers) {
+        state.metrics.connections_refused.inc();
+        return (StatusCode::FORBIDDEN, axum::Json(serde_json::json!({"error": "forbidden", "message": "Origin not allowed"}))).into_response();
+    }
+    if state.cancel.is_cancelled() {
+        return (StatusCode::SERVICE_UNAVAILABLE, "shutting down").into_response();
+    }
+    let Ok(permit) = state.connections.clone().try_acquire_owned() else {
+        state.metrics.connections_refused.inc();
+        return (StatusCode::SERVICE_UNAVAILABLE, axum::Json(serde_json::json!({"error": "busy", "message": "too many connections"}))).into_response();
+    };
+    let json = matches!(q.format.as_deref(), Some("json"));
+    let max = state.settings.limits.max_message_bytes;
+    ws.max_message_size(max)
+        .max_frame_size(max)
+        .read_buffer_size(4096)
+        .write_buffer_size(16 * 1024)
+        .max_write_buffer_size(1 << 20)
+        .on_upgrade(move |socket| async move {
+            let tracker = state.tracker.clone();
+            tracker
+                .track_future(async move {
+                    session(socket, state, if json { Encoding::Json } else { Encoding::Binary }).await;
+                    drop(permit);
+                })
+                .await;
+        })
+}
+
+/// What the receive task tells the send task.
+enum Ctl {
+    /// Send a message.
+    Send(Bytes),
+    /// Start (or move) a subscription: keyframes for `cells`, then deltas.
+    Subscribe { world: WorldHandle, cells: Vec<u32>, result: Bytes },
+    /// Stop a subscription.
+    Unsubscribe { world: u32, result: Bytes },
+    /// Close with a code and reason.
+    Close(u16, &'static str),
+}
+
+struct Sub {
+    cells: Vec<u32>,
+    need_key: Vec<bool>,
+}
+
+fn encode(msg: &ServerMsg, enc: Encoding) -> Bytes {
+    let r = match enc {
+        Encoding::Binary => proto::encode_binary(msg).map(Bytes::from),
+        Encoding::Json => proto::encode_json(msg).map(Bytes::from),
+    };
+    r.unwrap_or_default()
+}
+
+fn to_message(b: Bytes, enc: Encoding) -> Option<Message> {
+    match enc {
+        Encoding::Binary => Some(Message::Binary(b)),
+        Encoding::Json => Utf8Bytes::try_from(b).ok().map(Message::Text),
+    }
+}
+
+async fn session(socket: WebSocket, state: AppState, enc: Encoding) {
+    let id: SessionId = state.next_session.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let span = tracing::info_span!("conn", id);
+    let _e = span.enter();
+    state.metrics.connections.inc();
+    let (sink, stream) = socket.split();
+    let (ctl_tx, ctl_rx) = mpsc::channel::<Ctl>(state.settings.limits.connection_queue.max(1));
+    let cancel = state.cancel.child_token();
+    let send = tokio::spawn(send_task(sink, ctl_rx, state.clone(), enc, cancel.clone()));
+    recv_task(stream, ctl_tx, state.clone(), enc, id, cancel.clone()).await;
+    // The receive side ended (close, error or shutdown): let the send task finish its close.
+    if tokio::time::timeout(Duration::from_secs(2), send).await.is_err() {
+        tracing::debug!("send task did not finish in time");
+    }
+    cancel.cancel();
+    state.metrics.connections.dec();
+}
+
+async fn send_task(
+    mut sink: futures_util::stream::SplitSink<WebSocket, Message>,
+    mut ctl: mpsc::Receiver<Ctl>,
+    state: AppState,
+    enc: Encoding,
+    cancel: CancellationToken,
+) {
+    let write_timeout = state.settings.limits.write_timeout();
+    let mut streams: StreamMap<u32, BroadcastStream<Arc<TickFrame>>> = StreamMap::new();
+    let mut subs: HashMap<u32, Sub> = HashMap::new();
+    let m = &state.metrics;
+    let closing: Option<(u16, &'static str)> = loop {
+        let mut batch: Vec<Bytes> = Vec::new();
+        tokio::select! {
+            biased;
+            () = cancel.cancelled() => break Some((close::GOING_AWAY, "server shutting down")),
+            c = ctl.recv() => match c {
+                None => break None,
+                Some(Ctl::Close(code, reason)) => break Some((code, reason)),
+                Some(Ctl::Send(b)) => batch.push(b),
+                Some(Ctl::Subscribe { world, cells, result }) => {
+                    batch.push(result);
+                    if !streams.contains_key(&world.id) {
+                        m.subscribers.inc();
+                    }
+                    streams.insert(world.id, BroadcastStream::new(world.subscribe()));
+                    let n = cells.len();
+                    subs.insert(world.id, Sub { cells, need_key: vec![true; n] });
+                }
+                Some(Ctl::Unsubscribe { world, result }) => {
+                    batch.push(result);
+                    if streams.remove(&world).is_some() {
+                        m.subscribers.dec();
+                    }
+                    subs.remove(&world);
+                }
+            },
+            Some((wid, item)) = streams.next(), if !streams.is_empty() => {
+                let Some(sub) = subs.get_mut(&wid) else { continue };
+                match item {
+                    Ok(frame) => {
+                        for (k, &c) in sub.cells.iter().enumerate() {
+                            let Some(cf) = frame.cells.get(c as usize) else { continue };
+                            if sub.need_key[k] {
+                                batch.push(cf.key.encoded(enc));
+                                sub.need_key[k] = false;
+                                m.keyframes_sent.inc();
+                            } else if let Some(d) = &cf.delta {
+                                batch.push(d.encoded(enc));
+                            }
+                        }
+                        for e in &frame.events {
+                            batch.push(e.encoded(enc));
+                        }
+                    }
+                    Err(BroadcastStreamRecvError::Lagged(n)) => {
+                        // Skipped frames: the next frame sends keyframes instead of a broken chain.
+                        m.frames_dropped.inc_by(n);
+                        sub.need_key.iter_mut().for_each(|k| *k = true);
+                    }
+                }
+            }
+        }
+        if batch.is_empty() {
+            continue;
+        }
+        let bytes: usize = batch.iter().map(Bytes::len).sum();
+        let n = batch.len();
+        let write = async {
+            for b in batch {
+                if let Some(msg) = to_message(b, enc) {
+                    sink.feed(msg).await?;
+                }
+            }
+            sink.flush().await
+        };
+        match tokio::time::timeout(write_timeout, write).await {
+            Ok(Ok(())) => {
+                m.frames_sent.inc_by(n as u64);
+                m.bytes_sent.inc_by(bytes as u64);
+            }
+            Ok(Err(_)) => break None,
+            Err(_) => {
+                tracing::info!("closing slow client: a write took over {write_timeout:?}");
+                break Some((close::SLOW, "slow consumer"));
+            }
+        }
+    };
+    m.subscribers.dec_by(streams.len() as i64);
+    if let Some((code, reason)) = closing {
+        let frame = CloseFrame { code, reason: Utf8Bytes::from_static(reason) };
+        let _ = tokio::time::timeout(Duration::from_millis(500), sink.send(Message::Close(Some(frame)))).await;
+    }
+    cancel.cancel();
+}
+
+/// Token bucket of one connection.
+struct Bucket {
+    tokens: f64,
+    rate: f64,
+    burst: f64,
+    last: Instant,
+}
+
+impl Bucket {
+    fn take(&mut self) -> bool {
+        let now = Instant::now();
+        self.tokens = (self.tokens + now.duration_since(self.last).as_secs_f64() * self.rate).min(self.burst);
+        self.last = now;
+        if self.tokens >= 1.0 {
+            self.tokens -= 1.0;
+            true
+        } else {
+            false
+        }
+    }
+}
+
+struct Conn {
+    state: AppState,
+    enc: Encoding,
+    id: SessionId,
+    ctl: mpsc::Sender<Ctl>,
+    hello: bool,
+    admin: bool,
+    bad: u32,
+    limited: u32,
+    subscribed: Vec<u32>,
+}
+
+async fn recv_task(mut stream: futures_util::stream::SplitStream<WebSocket>, ctl: mpsc::Sender<Ctl>, state: AppState, enc: Encoding, id: SessionId, cancel: CancellationToken) {
+    let l = &state.settings.limits;
+    let mut bucket = Bucket { tokens: l.command_burst, rate: l.commands_per_sec, burst: l.command_burst, last: Instant::now() };
+    let hello_deadline = tokio::time::Instant::now() + Duration::from_millis(l.hello_timeout_ms);
+    let max_bad = l.max_bad_messages;
+    let limit = l.max_message_bytes;
+    let mut conn = Conn { state: state.clone(), enc, id, ctl, hello: false, admin: false, bad: 0, limited: 0, subscribed: Vec::new() };
+    loop {
+        let next = tokio::select! {
+            () = cancel.cancelled() => return,
+            () = tokio::time::sleep_until(hello_deadline), if !conn.hello => {
+                let _ = conn.ctl.send(Ctl::Close(close::POLICY, "no Hello in time")).await;
+                return;
+            }
+            m = stream.next() => m,
+        };
+        let msg = match next {
+            None => return,
+            Some(Err(e)) => {
+                // tungstenite refuses oversize messages/frames and protocol violations here.
+                let text = e.to_string();
+                let (code, reason) = if text.contains("too long") || text.contains("too big") || text.contains("Space limit") || text.contains("capacity") {
+                    (close::TOO_BIG, "message too big")
+                } else {
+                    (close::POLICY, "protocol error")
+                };
+                tracing::debug!("receive error: {text}");
+                let _ = conn.ctl.send(Ctl::Close(code, reason)).await;
+                return;
+            }
+            Some(Ok(m)) => m,
+        };
+        let decoded: Result<ClientMsg, String> = match (&msg, enc) {
+            (Message::Binary(b), Encoding::Binary) => proto::decode_binary(b, limit).map_err(|e| e.to_string()),
+            (Message::Text(t), Encoding::Json) => proto::decode_json(t.as_str(), limit).map_err(|e| e.to_string()),
+            (Message::Close(_), _) => {
+                let _ = conn.ctl.send(Ctl::Close(close::NORMAL, "bye")).await;
+                return;
+            }
+            (Message::Ping(_) | Message::Pong(_), _) => continue,
+            (Message::Text(_), Encoding::Binary) => {
+                let _ = conn.ctl.send(Ctl::Close(close::UNSUPPORTED, "binary frames expected")).await;
+                return;
+            }
+            (Message::Binary(_), Encoding::Json) => {
+                let _ = conn.ctl.send(Ctl::Close(close::UNSUPPORTED, "text frames expected (format=json)")).await;
+                return;
+            }
+        };
+        let cmd = match decoded {
+            Ok(c) => c,
+            Err(e) => {
+                conn.bad += 1;
+                conn.reply_error(None, ErrorCode::BadRequest, &format!("malformed message: {e}"), None).await;
+                if conn.bad > max_bad {
+                    let _ = conn.ctl.send(Ctl::Close(close::POLICY, "too many malformed messages")).await;
+                    return;
+                }
+                continue;
+            }
+        };
+        if !matches!(cmd, ClientMsg::Hello(_) | ClientMsg::Ping(_)) && !bucket.take() {
+            conn.limited += 1;
+            conn.state.metrics.command("rate_limited", false);
+            conn.reply_error(cmd.request_id(), ErrorCode::RateLimited, "too many commands; slow down", None).await;
+            if f64::from(conn.limited) > 10.0 * l.command_burst {
+                let _ = conn.ctl.send(Ctl::Close(close::RATE, "too many requests")).await;
+                return;
+            }
+            continue;
+        }
+        conn.limited = 0;
+        if !conn.handle(cmd).await {
+            return;
+        }
+    }
+}
+
+impl Conn {
+    async fn send(&self, msg: ServerMsg) -> bool {
+        self.ctl.send(Ctl::Send(encode(&msg, self.enc))).await.is_ok()
+    }
+
+    async fn reply(&self, request_id: u32, result: proto::Outcome) -> bool {
+        self.send(ServerMsg::CommandResult(proto::CommandResult { request_id, result })).await
+    }
+
+    async fn reply_error(&self, request_id: Option<u32>, code: ErrorCode, message: &str, field: Option<String>) {
+        let body = proto::ErrorBody { code, message: message.to_string(), field };
+        let msg = match request_id {
+            Some(r) => ServerMsg::CommandResult(proto::CommandResult { request_id: r, result: proto::Outcome::Error(body) }),
+            None => ServerMsg::Error(body),
+        };
+        let _ = self.send(msg).await;
+    }
+
+    fn actor(&self) -> Actor {
+        Actor { session: Some(self.id), admin: self.admin }
+    }
+
+    fn world(&self, name: &str) -> Result<WorldHandle, proto::ErrorBody> {
+        self.state.registry.get(name).map_err(|e| proto::ErrorBody { code: ErrorCode::UnknownWorld, message: e.to_string(), field: Some("world".into()) })
+    }
+
+    /// Handles one message; false closes the connection.
+    async fn handle(&mut self, cmd: ClientMsg) -> bool {
+        let rid = cmd.request_id();
+        if let ClientMsg::Hello(h) = &cmd {
+            return self.hello(h).await;
+        }
+        let Some(rid) = rid else { return true };
+        if !self.hello {
+            self.reply_error(Some(rid), ErrorCode::BadRequest, "send Hello first", None).await;
+            self.bad += 1;
+            return self.bad <= self.state.settings.limits.max_bad_messages;
+        }
+        if let Err(e) = cmd.validate() {
+            self.reply_error(Some(rid), ErrorCode::InvalidField, &format!("invalid field `{}`: {}", e.field, e.reason), Some(e.field)).await;
+            return true;
+        }
+        let result = match cmd {
+            ClientMsg::Hello(_) => return true,
+            ClientMsg::Ping(p) => {
+                let tick = self
+                    .subscribed
+                    .first()
+                    .and_then(|w| self.state.registry.by_id(*w))
+                    .map_or(0, |w| w.stats.tick.load(std::sync::atomic::Ordering::Relaxed));
+                return self.send(ServerMsg::Pong(proto::Pong { request_id: p.request_id, server_tick: tick })).await;
+            }
+            ClientMsg::Subscribe(s) => return self.subscribe(rid, &s.world, &s.area).await,
+            ClientMsg::Unsubscribe(u) => {
+                let w = match self.world(&u.world) {
+                    Ok(w) => w,
+                    Err(b) => return self.reply(rid, proto::Outcome::Error(b)).await,
+                };
+                self.subscribed.retain(|x| *x != w.id);
+                let result = encode(&ServerMsg::CommandResult(proto::CommandResult { request_id: rid, result: proto::Outcome::Ok(proto::Done {}) }), self.enc);
+                return self.ctl.send(Ctl::Unsubscribe { world: w.id, result }).await.is_ok();
+            }
+            ClientMsg::Spawn(s) => {
+                if let Some(e) = self.need_admin() {
+                    return self.reply(rid, proto::Outcome::Error(e)).await;
+                }
+                self.run(&s.world, |_| spawn_spec(&s.group, s.count, &s.area, &s.limits, &s.behaviors).map(|sp| vec![Command::Spawn(sp)])).await
+            }
+            ClientMsg::Despawn(d) => self.run(&d.world, |_| Ok(d.agents.iter().map(|a| Command::Despawn(*a)).collect())).await,
+            ClientMsg::SetBehaviors(m) => {
+                self.run(&m.world, |_| {
+                    let entries = crate::convert::entries(&m.behaviors).map_err(|e| CmdError::Sim(e.within("behaviors")))?;
+                    Ok(m.agents.iter().map(|a| Command::SetBehaviors { agent: *a, entries: entries.clone() }).collect())
+                })
+                .await
+            }
+            ClientMsg::AddBehavior(m) => {
+                self.run(&m.world, |_| {
+                    let e = crate::convert::entries(std::slice::from_ref(&m.entry)).map_err(|e| CmdError::Sim(e.within("entry")))?;
+                    let entry = e.into_iter().next().ok_or_else(|| CmdError::Invalid("entry missing".into()))?;
+                    Ok(m.agents.iter().map(|a| Command::AddBehavior { agent: *a, entry: entry.clone() }).collect())
+                })
+                .await
+            }
+            ClientMsg::RemoveBehavior(m) => {
+                let kind = serde_json::to_value(m.kind).ok().and_then(|v| v.as_str().map(str::to_string)).unwrap_or_default();
+                self.run(&m.world, |_| Ok(m.agents.iter().map(|a| Command::RemoveBehavior { agent: *a, kind: kind.clone() }).collect())).await
+            }
+            ClientMsg::ResetBehaviors(m) => self.run(&m.world, |_| Ok(m.agents.iter().map(|a| Command::ResetBehaviors { agent: *a }).collect())).await,
+            ClientMsg::MoveTo(m) => self.run(&m.world, |_| crate::convert::move_to(&m)).await,
+        };
+        self.reply(rid, result).await
+    }
+
+    fn need_admin(&self) -> Option<proto::ErrorBody> {
+        if self.state.settings.admin_token.is_some() && !self.admin {
+            return Some(proto::ErrorBody { code: ErrorCode::Unauthorized, message: "this command needs the admin token in Hello".into(), field: Some("token".into()) });
+        }
+        None
+    }
+
+    /// Builds the sim commands and applies them in the named world.
+    async fn run(&self, world: &str, build: impl FnOnce(&WorldHandle) -> Result<Vec<Command>, CmdError>) -> proto::Outcome {
+        let w = match self.world(world) {
+            Ok(w) => w,
+            Err(b) => return proto::Outcome::Error(b),
+        };
+        let cmds = match build(&w) {
+            Ok(c) => c,
+            Err(e) => return proto::Outcome::Error(e.body()),
+        };
+        match w.apply_many(cmds, self.actor()).await {
+            Ok(Outcome::Spawned(ids)) => proto::Outcome::Spawned(proto::Spawned { agents: ids }),
+            Ok(_) => proto::Outcome::Ok(proto::Done {}),
+            Err(e) => proto::Outcome::Error(e.body()),
+        }
+    }
+
+    async fn hello(&mut self, h: &proto::Hello) -> bool {
+        if h.protocol_version != proto::PROTOCOL_VERSION {
+            self.reply_error(None, ErrorCode::UnsupportedVersion, &format!("this server speaks protocol {}", proto::PROTOCOL_VERSION), Some("protocol_version".into())).await;
+            let _ = self.ctl.send(Ctl::Close(close::POLICY, "unsupported protocol version")).await;
+            return false;
+        }
+        if let Some(t) = &self.state.settings.admin_token {
+            match h.token.as_deref() {
+                Some(given) if given.len() == t.len() && given.bytes().zip(t.bytes()).fold(0u8, |a, (x, y)| a | (x ^ y)) == 0 => self.admin = true,
+                Some(_) => {
+                    self.reply_error(None, ErrorCode::Forbidden, "wrong token", Some("token".into())).await;
+                    let _ = self.ctl.send(Ctl::Close(close::POLICY, "wrong token")).await;
+                    return false;
+                }
+                None => self.admin = false,
+            }
+        }
+        self.hello = true;
+        let worlds: Vec<proto::WorldInfo> = self.state.registry.list().iter().map(WorldHandle::world_info).collect();
+        let tick_rate = self.state.registry.list().first().map_or(20.0, |w| w.stats.tick_rate_milli.load(std::sync::atomic::Ordering::Relaxed) as f32 / 1000.0);
+        self.send(ServerMsg::Welcome(proto::Welcome {
+            protocol_version: proto::PROTOCOL_VERSION,
+            tick_rate_hz: tick_rate,
+            quantization: {
+                let d = proto::Quantization::default();
+                proto::Quantization::new(d.pos_step, d.vel_step, tick_rate)
+            },
+            worlds,
+            max_message_bytes: self.state.settings.limits.max_message_bytes as u32,
+        }))
+        .await
+    }
+
+    async fn subscribe(&mut self, rid: u32, world: &str, area: &proto::Area) -> bool {
+        let w = match self.world(world) {
+            Ok(w) => w,
+            Err(b) => return self.reply(rid, proto::Outcome::Error(b)).await,
+        };
+        if !self.subscribed.contains(&w.id) && self.subscribed.len() >= self.state.settings.limits.max_subscriptions {
+            self.reply_error(Some(rid), ErrorCode::InvalidField, "too many subscriptions", Some("world".into())).await;
+            return true;
+        }
+        let info = w.world_info();
+        let cells = info.cells_in(area);
+        if !self.subscribed.contains(&w.id) {
+            self.subscribed.push(w.id);
+        }
+        let result = encode(
+            &ServerMsg::CommandResult(proto::CommandResult {
+                request_id: rid,
+                result: proto::Outcome::Subscribed(proto::Subscribed { world: w.id, cells: cells.clone() }),
+            }),
+            self.enc,
+        );
+        self.ctl.send(Ctl::Subscribe { world: w, cells, result }).await.is_ok()
+    }
+}

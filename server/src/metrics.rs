@@ -1,0 +1,98 @@
+//! Prometheus metrics (`GET /metrics`), with prometheus-client.
+
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
+use prometheus_client::registry::Registry;
+
+/// Labels of the command counter.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct CommandLabels {
+    /// Command kind.
+    pub kind: String,
+    /// `ok` or `error`.
+    pub result: String,
+}
+
+/// Every metric of the server.
+pub struct Metrics {
+    registry: Registry,
+    /// Tick durations, seconds.
+    pub tick_seconds: Histogram,
+    /// Ticks dropped by worlds that fell behind.
+    pub overruns: Counter,
+    /// Agents in all worlds.
+    pub agents: Gauge,
+    /// Open WebSocket subscriptions.
+    pub subscribers: Gauge,
+    /// Open WebSocket connections.
+    pub connections: Gauge,
+    /// Frames sent to clients.
+    pub frames_sent: Counter,
+    /// Bytes sent to clients.
+    pub bytes_sent: Counter,
+    /// Tick frames a slow client skipped (resynced by keyframes).
+    pub frames_dropped: Counter,
+    /// Keyframes sent.
+    pub keyframes_sent: Counter,
+    /// Connections refused (limits) or closed for abuse.
+    pub connections_refused: Counter,
+    /// Commands by kind and result.
+    pub commands: Family<CommandLabels, Counter>,
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        Metrics::new()
+    }
+}
+
+impl Metrics {
+    /// Registers everything.
+    pub fn new() -> Self {
+        let mut registry = Registry::with_prefix("steerd");
+        let tick_seconds = Histogram::new(exponential_buckets(0.0001, 2.0, 16));
+        let m = Metrics {
+            tick_seconds: tick_seconds.clone(),
+            overruns: Counter::default(),
+            agents: Gauge::default(),
+            subscribers: Gauge::default(),
+            connections: Gauge::default(),
+            frames_sent: Counter::default(),
+            bytes_sent: Counter::default(),
+            frames_dropped: Counter::default(),
+            keyframes_sent: Counter::default(),
+            connections_refused: Counter::default(),
+            commands: Family::default(),
+            registry: Registry::default(),
+        };
+        registry.register("tick_duration_seconds", "Duration of one world tick", m.tick_seconds.clone());
+        registry.register("tick_overruns", "Ticks dropped because a world fell behind", m.overruns.clone());
+        registry.register("agents", "Agents in all worlds", m.agents.clone());
+        registry.register("subscribers", "World subscriptions of connected clients", m.subscribers.clone());
+        registry.register("connections", "Open WebSocket connections", m.connections.clone());
+        registry.register("frames_sent", "Frames sent to clients", m.frames_sent.clone());
+        registry.register("bytes_sent", "Bytes of frames sent to clients", m.bytes_sent.clone());
+        registry.register("frames_dropped", "Tick frames skipped by slow clients (resynced by keyframes)", m.frames_dropped.clone());
+        registry.register("keyframes_sent", "Keyframes sent", m.keyframes_sent.clone());
+        registry.register("connections_refused", "Connections refused or closed by limits", m.connections_refused.clone());
+        registry.register("commands", "Commands by kind and result", m.commands.clone());
+        Metrics { registry, ..m }
+    }
+
+    /// Counts a command.
+    pub fn command(&self, kind: &str, ok: bool) {
+        self.commands.get_or_create(&CommandLabels { kind: kind.to_string(), result: if ok { "ok" } else { "error" }.into() }).inc();
+    }
+
+    /// The Prometheus text exposition.
+    pub fn render(&self) -> String {
+        let mut out = String::new();
+        if prometheus_client::encoding::text::encode(&mut out, &self.registry).is_err() {
+            out.clear();
+        }
+        out
+    }
+}

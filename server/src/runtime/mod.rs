@@ -1,0 +1,10 @@
+//! The server's runtime: one thread per world, a registry of worlds, and the frames they share
+//! with subscribers.
+
+pub mod frames;
+pub mod registry;
+pub mod world;
+
+pub use frames::{CellFrame, TickFrame};
+pub use registry::{Registry, RegistryError};
+pub use world::{Actor, CmdError, SessionId, WorldHandle, WorldSpawn};

@@ -1,0 +1,141 @@
+//! The named worlds of one process.
+
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::{Arc, RwLock};
+
+use super::world::{CmdError, WorldHandle, WorldSpawn};
+use crate::config::LimitSettings;
+use crate::metrics::Metrics;
+use crate::scenario::Scenario;
+
+/// Why a registry operation failed.
+#[derive(Debug, thiserror::Error)]
+pub enum RegistryError {
+    /// Bad world name.
+    #[error("invalid world name `{0}`: use 1 to 64 of A-Z a-z 0-9 _ -")]
+    BadName(String),
+    /// Name taken.
+    #[error("world `{0}` already exists")]
+    Exists(String),
+    /// Unknown name.
+    #[error("no world `{0}`")]
+    Unknown(String),
+    /// Too many worlds.
+    #[error("at most {0} worlds")]
+    TooMany(usize),
+    /// The world could not start.
+    #[error(transparent)]
+    Start(#[from] CmdError),
+}
+
+/// Checks a world or scenario name: 1–64 of `A-Z a-z 0-9 _ -`, not starting with `-` or `.`.
+pub fn valid_name(name: &str) -> bool {
+    !name.is_empty()
+        && name.len() <= 64
+        && !name.starts_with('-')
+        && name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
+}
+
+/// Worlds by name.
+pub struct Registry {
+    worlds: RwLock<BTreeMap<String, WorldHandle>>,
+    next_id: AtomicU32,
+    limits: LimitSettings,
+    metrics: Arc<Metrics>,
+}
+
+impl Registry {
+    /// An empty registry.
+    pub fn new(limits: LimitSettings, metrics: Arc<Metrics>) -> Self {
+        Registry { worlds: RwLock::new(BTreeMap::new()), next_id: AtomicU32::new(1), limits, metrics }
+    }
+
+    /// The world named `name`.
+    pub fn get(&self, name: &str) -> Result<WorldHandle, RegistryError> {
+        let map = self.worlds.read().unwrap_or_else(|p| p.into_inner());
+        map.get(name).cloned().ok_or_else(|| RegistryError::Unknown(name.to_string()))
+    }
+
+    /// The world with wire id `id`.
+    pub fn by_id(&self, id: u32) -> Option<WorldHandle> {
+        let map = self.worlds.read().unwrap_or_else(|p| p.into_inner());
+        map.values().find(|w| w.id == id).cloned()
+    }
+
+    /// All worlds.
+    pub fn list(&self) -> Vec<WorldHandle> {
+        let map = self.worlds.read().unwrap_or_else(|p| p.into_inner());
+        map.values().cloned().collect()
+    }
+
+    /// Creates and starts a world.
+    pub fn create(&self, name: &str, scenario: Scenario, scenario_name: Option<String>, paused: bool) -> Result<WorldHandle, RegistryError> {
+        if !valid_name(name) {
+            return Err(RegistryError::BadName(name.to_string()));
+        }
+        let mut map = self.worlds.write().unwrap_or_else(|p| p.into_inner());
+        if map.contains_key(name) {
+            return Err(RegistryError::Exists(name.to_string()));
+        }
+        if map.len() >= self.limits.max_worlds {
+            return Err(RegistryError::TooMany(self.limits.max_worlds));
+        }
+        let l = &self.limits;
+        let handle = WorldHandle::start(
+            WorldSpawn {
+                name: name.to_string(),
+                id: self.next_id.fetch_add(1, Ordering::Relaxed),
+                scenario,
+                scenario_name,
+                queue: l.world_queue,
+                frame_buffer: l.frame_buffer,
+                max_catchup_ticks: l.max_catchup_ticks,
+                max_aoi_cells: l.max_aoi_cells,
+                max_agents: l.max_agents_per_world,
+                max_spawn: l.max_spawn,
+                paused,
+            },
+            self.metrics.clone(),
+        )?;
+        map.insert(name.to_string(), handle.clone());
+        Ok(handle)
+    }
+
+    /// Replaces a dead world's thread with a fresh one from `scenario` (same name, new id).
+    pub fn restart(&self, name: &str, scenario: Scenario, scenario_name: Option<String>) -> Result<WorldHandle, RegistryError> {
+        self.remove(name)?;
+        self.create(name, scenario, scenario_name, false)
+    }
+
+    /// Stops and forgets a world.
+    pub fn remove(&self, name: &str) -> Result<(), RegistryError> {
+        let mut map = self.worlds.write().unwrap_or_else(|p| p.into_inner());
+        let h = map.remove(name).ok_or_else(|| RegistryError::Unknown(name.to_string()))?;
+        h.shutdown();
+        Ok(())
+    }
+
+    /// Stops every world.
+    pub fn shutdown_all(&self) {
+        for h in self.list() {
+            h.shutdown();
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::valid_name;
+
+    #[test]
+    fn names_are_checked() {
+        for ok in ["demo", "a", "world_1", "x-y"] {
+            assert!(valid_name(ok), "{ok}");
+        }
+        let long = "a".repeat(65);
+        for bad in ["", "../x", "/etc/passwd", "a/b", "a\0b", "-x", ".hidden", "naïve", "a b", long.as_str()] {
+            assert!(!valid_name(bad), "{bad:?}");
+        }
+    }
+}

@@ -1,0 +1,719 @@
+//! The world thread: owns one [`World`], steps it at a fixed tick, applies commands from a
+//! bounded queue, and publishes each tick's frames to subscribers.
+//!
+//! **Invariant:** only this thread touches its `World`; everyone else talks to it through
+//! [`WorldHandle`] (a closed set of requests over a bounded channel).
+//!
+//! **Invariant:** the tick loop never bursts: when it is late by more than
+//! `max_catchup_ticks` it drops the missed time and counts it as an overrun.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
+use std::sync::mpsc::{Receiver, RecvTimeoutError, SyncSender, TrySendError};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use steer_proto as proto;
+use tokio::sync::{broadcast, oneshot};
+
+use super::frames::{CellFrame, Shared, TickFrame};
+use crate::convert;
+use crate::metrics::Metrics;
+use crate::scenario::Scenario;
+use crate::sim::world::{Command, Outcome};
+use crate::sim::{AgentId, SimError, World};
+
+/// A connection's id.
+pub type SessionId = u64;
+
+/// Who issues a command.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Actor {
+    /// The WebSocket session, if any.
+    pub session: Option<SessionId>,
+    /// Admin (token holder, or REST with no token configured): may command every agent.
+    pub admin: bool,
+}
+
+/// Why a request failed.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum CmdError {
+    /// The sim refused it (names the field).
+    #[error(transparent)]
+    Sim(#[from] SimError),
+    /// The agent is not this actor's to command.
+    #[error("agent {0} is not yours to command")]
+    Forbidden(AgentId),
+    /// The world's queue is full.
+    #[error("world `{0}` is busy, try again")]
+    Busy(String),
+    /// The world thread is gone.
+    #[error("world `{0}` is not running")]
+    Dead(String),
+    /// Something else, with a reason.
+    #[error("{0}")]
+    Invalid(String),
+}
+
+impl CmdError {
+    /// The wire error body.
+    pub fn body(&self) -> proto::ErrorBody {
+        match self {
+            CmdError::Sim(e) => convert::error_body(e),
+            CmdError::Forbidden(_) => proto::ErrorBody { code: proto::ErrorCode::Forbidden, message: self.to_string(), field: Some("agents".into()) },
+            CmdError::Busy(_) => proto::ErrorBody { code: proto::ErrorCode::Busy, message: self.to_string(), field: None },
+            CmdError::Dead(_) => proto::ErrorBody { code: proto::ErrorCode::Internal, message: self.to_string(), field: None },
+            CmdError::Invalid(m) => proto::ErrorBody { code: proto::ErrorCode::BadRequest, message: m.clone(), field: None },
+        }
+    }
+}
+
+/// An agent as REST shows it.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct AgentView {
+    pub id: u32,
+    pub group: String,
+    pub position: [f32; 2],
+    pub velocity: [f32; 2],
+    pub orientation: f32,
+    pub radius: f32,
+    pub behaviors: Vec<String>,
+}
+
+/// Obstacle as REST shows it.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct ObstacleView {
+    pub id: u32,
+    pub center: [f32; 2],
+    pub radius: f32,
+}
+
+/// Wall as REST shows it.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct WallView {
+    pub id: u32,
+    pub a: [f32; 2],
+    pub b: [f32; 2],
+}
+
+/// Full state (`GET /worlds/{w}/snapshot`).
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct Snapshot {
+    pub world: String,
+    pub tick: u64,
+    pub agents: Vec<AgentView>,
+    pub obstacles: Vec<ObstacleView>,
+    pub walls: Vec<WallView>,
+    /// The agents quantized exactly as the wire protocol does.
+    pub quantized: Vec<proto::QAgent>,
+}
+
+/// World summary.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct WorldInfoView {
+    pub name: String,
+    pub id: u32,
+    pub tick: u64,
+    pub tick_rate: f32,
+    pub paused: bool,
+    pub agents: usize,
+    pub obstacles: usize,
+    pub walls: usize,
+    pub alive: bool,
+    pub overruns: u64,
+    pub aoi_cell_size: f32,
+    pub scenario: Option<String>,
+    pub autosave: bool,
+}
+
+type Reply<T> = oneshot::Sender<Result<T, CmdError>>;
+
+/// The closed set of requests a world thread serves.
+pub enum Request {
+    /// A sim command on behalf of an actor (ownership is checked here).
+    Apply { cmd: Command, actor: Actor, reply: Reply<Outcome> },
+    /// Several sim commands, checked for ownership all first, applied in order (stops at the
+    /// first error). Answers the last outcome.
+    ApplyMany { cmds: Vec<Command>, actor: Actor, reply: Reply<Outcome> },
+    /// Agents, up to a limit.
+    Agents { limit: usize, reply: Reply<Vec<AgentView>> },
+    /// One agent.
+    Agent { id: AgentId, reply: Reply<AgentView> },
+    /// Obstacles.
+    Obstacles { reply: Reply<Vec<ObstacleView>> },
+    /// Walls.
+    Walls { reply: Reply<Vec<WallView>> },
+    /// Full state.
+    Snapshot { reply: Reply<Snapshot> },
+    /// Summary.
+    Info { reply: Reply<WorldInfoView> },
+    /// Change tick rate / pause.
+    Patch { tick_rate: Option<f32>, paused: Option<bool>, autosave: Option<bool>, reply: Reply<WorldInfoView> },
+    /// Step N ticks now (also while paused).
+    Step { ticks: u32, reply: Reply<u64> },
+    /// Back to the scenario it was loaded from.
+    Reset { reply: Reply<u64> },
+    /// Replace the world by a scenario.
+    Load { scenario: Box<Scenario>, name: String, reply: Reply<u64> },
+    /// The current state as a scenario.
+    Save { reply: Reply<Box<Scenario>> },
+    /// Random non-overlapping obstacles (001); answers the new ids.
+    RandomObstacles { spec: crate::scenario::RandomObstacles, reply: Reply<Vec<u32>> },
+    /// Stop the thread.
+    Shutdown,
+}
+
+/// What a new world starts from.
+pub struct WorldSpawn {
+    /// Name.
+    pub name: String,
+    /// Numeric id (wire).
+    pub id: u32,
+    /// Scenario.
+    pub scenario: Scenario,
+    /// Name of the scenario it came from.
+    pub scenario_name: Option<String>,
+    /// Queue capacity.
+    pub queue: usize,
+    /// Frame buffer (broadcast capacity).
+    pub frame_buffer: usize,
+    /// Catch-up bound.
+    pub max_catchup_ticks: u32,
+    /// Most AOI cells.
+    pub max_aoi_cells: u32,
+    /// Agent cap.
+    pub max_agents: usize,
+    /// Spawn cap.
+    pub max_spawn: usize,
+    /// Start paused.
+    pub paused: bool,
+}
+
+/// Live counters of a world, readable without asking its thread.
+#[derive(Debug, Default)]
+pub struct WorldStats {
+    pub tick: AtomicU64,
+    pub agents: AtomicU64,
+    pub overruns: AtomicU64,
+    pub alive: AtomicBool,
+    /// Tick rate ×1000.
+    pub tick_rate_milli: AtomicU32,
+}
+
+/// A handle to a running world.
+#[derive(Clone)]
+pub struct WorldHandle {
+    /// Name.
+    pub name: String,
+    /// Wire id.
+    pub id: u32,
+    tx: SyncSender<Request>,
+    frames: broadcast::Sender<Arc<TickFrame>>,
+    /// AOI grid and bounds as announced to clients.
+    pub info: Arc<Mutex<proto::WorldInfo>>,
+    /// Live counters.
+    pub stats: Arc<WorldStats>,
+    /// Why the thread died, if it did.
+    pub death: Arc<Mutex<Option<String>>>,
+    /// The scenario the world was last loaded from (to restart a dead world).
+    pub origin: Arc<Mutex<(Scenario, Option<String>)>>,
+}
+
+impl WorldHandle {
+    /// Starts the world thread.
+    pub fn start(spawn: WorldSpawn, metrics: Arc<Metrics>) -> Result<Self, CmdError> {
+        let mut scenario = spawn.scenario;
+        let world = build_world(&scenario, spawn.max_agents, spawn.max_spawn)?;
+        if scenario.name.is_empty() {
+            scenario.name = spawn.name.clone();
+        }
+        let info = world_info(spawn.id, &spawn.name, &world, spawn.max_aoi_cells);
+        let (tx, rx) = std::sync::mpsc::sync_channel(spawn.queue.max(1));
+        let (frames, _) = broadcast::channel(spawn.frame_buffer.max(1));
+        let stats = Arc::new(WorldStats::default());
+        stats.alive.store(true, Ordering::SeqCst);
+        let handle = WorldHandle {
+            name: spawn.name.clone(),
+            id: spawn.id,
+            tx,
+            frames: frames.clone(),
+            info: Arc::new(Mutex::new(info.clone())),
+            stats: stats.clone(),
+            death: Arc::new(Mutex::new(None)),
+            origin: Arc::new(Mutex::new((scenario.clone(), spawn.scenario_name.clone()))),
+        };
+        let runner = Runner {
+            name: spawn.name.clone(),
+            id: spawn.id,
+            world,
+            scenario,
+            scenario_name: spawn.scenario_name,
+            owners: HashMap::new(),
+            encoders: Vec::new(),
+            keys: Vec::new(),
+            info,
+            frames,
+            paused: spawn.paused,
+            autosave: false,
+            max_catchup: spawn.max_catchup_ticks.max(1),
+            max_agents: spawn.max_agents,
+            max_spawn: spawn.max_spawn,
+            max_aoi_cells: spawn.max_aoi_cells,
+            stats: stats.clone(),
+            metrics,
+            shared_info: handle.info.clone(),
+            origin: handle.origin.clone(),
+        };
+        let death = handle.death.clone();
+        let name = spawn.name;
+        std::thread::Builder::new()
+            .name(format!("world-{name}"))
+            .spawn(move || {
+                let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(move || {
+                    let mut r = runner;
+                    r.reset_encoders();
+                    r.run(rx);
+                }));
+                stats.alive.store(false, Ordering::SeqCst);
+                if let Err(p) = result {
+                    let msg = p
+                        .downcast_ref::<&str>()
+                        .map(|s| s.to_string())
+                        .or_else(|| p.downcast_ref::<String>().cloned())
+                        .unwrap_or_else(|| "panic".into());
+                    tracing::error!(world = %name, "world thread panicked: {msg}");
+                    if let Ok(mut d) = death.lock() {
+                        *d = Some(msg);
+                    }
+                }
+            })
+            .map_err(|e| CmdError::Invalid(format!("cannot start world thread: {e}")))?;
+        Ok(handle)
+    }
+
+    /// True while the world thread runs.
+    pub fn alive(&self) -> bool {
+        self.stats.alive.load(Ordering::SeqCst)
+    }
+
+    /// A receiver of tick frames.
+    pub fn subscribe(&self) -> broadcast::Receiver<Arc<TickFrame>> {
+        self.frames.subscribe()
+    }
+
+    /// Number of frame receivers.
+    pub fn subscribers(&self) -> usize {
+        self.frames.receiver_count()
+    }
+
+    /// The AOI grid as announced.
+    pub fn world_info(&self) -> proto::WorldInfo {
+        self.info.lock().map(|i| i.clone()).unwrap_or_else(|p| p.into_inner().clone())
+    }
+
+    fn send(&self, req: Request) -> Result<(), CmdError> {
+        match self.tx.try_send(req) {
+            Ok(()) => Ok(()),
+            Err(TrySendError::Full(_)) => Err(CmdError::Busy(self.name.clone())),
+            Err(TrySendError::Disconnected(_)) => Err(CmdError::Dead(self.name.clone())),
+        }
+    }
+
+    /// Sends a request built around a reply channel and awaits the answer.
+    pub async fn ask<T>(&self, make: impl FnOnce(Reply<T>) -> Request) -> Result<T, CmdError> {
+        let (tx, rx) = oneshot::channel();
+        self.send(make(tx))?;
+        rx.await.map_err(|_| CmdError::Dead(self.name.clone()))?
+    }
+
+    /// Applies several sim commands for one actor (see [`Request::ApplyMany`]).
+    pub async fn apply_many(&self, cmds: Vec<Command>, actor: Actor) -> Result<Outcome, CmdError> {
+        self.ask(|reply| Request::ApplyMany { cmds, actor, reply }).await
+    }
+
+    /// Applies a sim command.
+    pub async fn apply(&self, cmd: Command, actor: Actor) -> Result<Outcome, CmdError> {
+        self.ask(|reply| Request::Apply { cmd, actor, reply }).await
+    }
+
+    /// Asks the thread to stop (best effort).
+    pub fn shutdown(&self) {
+        let _ = self.tx.try_send(Request::Shutdown);
+    }
+}
+
+/// Builds a world from a scenario with the server's caps applied.
+pub fn build_world(scenario: &Scenario, max_agents: usize, max_spawn: usize) -> Result<World, CmdError> {
+    let total: usize = scenario.groups.iter().map(|g| g.agent_count()).sum();
+    if total > max_agents {
+        return Err(CmdError::Sim(SimError::LimitExceeded { what: "agents".into(), max: max_agents }));
+    }
+    let mut world = scenario.build().map_err(|e| CmdError::Invalid(e.to_string()))?;
+    world.set_caps(max_agents, max_spawn);
+    Ok(world)
+}
+
+/// AOI grid of a world: cells of 50 units, grown until there are at most `max_cells`.
+pub fn world_info(id: u32, name: &str, world: &World, max_cells: u32) -> proto::WorldInfo {
+    let b = world.config().bounds;
+    let rect = proto::Rect { min_x: b.min.x, min_y: b.min.y, max_x: b.max.x, max_y: b.max.y };
+    let mut cell = 50.0f32;
+    loop {
+        let info = proto::WorldInfo::new(id, name, rect, cell);
+        if u64::from(info.cols) * u64::from(info.rows) <= u64::from(max_cells.max(1)) {
+            return info;
+        }
+        cell *= 1.5;
+    }
+}
+
+struct Runner {
+    name: String,
+    id: u32,
+    world: World,
+    scenario: Scenario,
+    scenario_name: Option<String>,
+    owners: HashMap<AgentId, SessionId>,
+    encoders: Vec<proto::CellEncoder>,
+    keys: Vec<Arc<Shared<proto::ServerMsg>>>,
+    info: proto::WorldInfo,
+    shared_info: Arc<Mutex<proto::WorldInfo>>,
+    frames: broadcast::Sender<Arc<TickFrame>>,
+    paused: bool,
+    autosave: bool,
+    max_catchup: u32,
+    max_agents: usize,
+    max_spawn: usize,
+    max_aoi_cells: u32,
+    stats: Arc<WorldStats>,
+    metrics: Arc<Metrics>,
+    origin: Arc<Mutex<(Scenario, Option<String>)>>,
+}
+
+impl Runner {
+    fn quant(&self) -> proto::Quantization {
+        let d = proto::Quantization::default();
+        proto::Quantization::new(d.pos_step, d.vel_step, self.world.config().tick_rate)
+    }
+
+    fn period(&self) -> Duration {
+        Duration::from_secs_f64(1.0 / f64::from(self.world.config().tick_rate))
+    }
+
+    fn run(&mut self, rx: Receiver<Request>) {
+        let _span = tracing::info_span!("world", name = %self.name).entered();
+        tracing::info!(agents = self.world.agents().len(), "world started");
+        let mut next = Instant::now() + self.period();
+        loop {
+            // Serve requests until the tick is due.
+            loop {
+                let now = Instant::now();
+                if now >= next {
+                    break;
+                }
+                match rx.recv_timeout(next - now) {
+                    Ok(Request::Shutdown) => return,
+                    Ok(req) => self.handle(req),
+                    Err(RecvTimeoutError::Timeout) => break,
+                    Err(RecvTimeoutError::Disconnected) => return,
+                }
+            }
+            let period = self.period();
+            if self.paused {
+                next = Instant::now() + period;
+                continue;
+            }
+            // Late by more than the catch-up bound: drop the time instead of bursting.
+            let late = Instant::now().saturating_duration_since(next);
+            let behind = (late.as_secs_f64() / period.as_secs_f64()) as u64;
+            if behind > u64::from(self.max_catchup) {
+                let dropped = behind - u64::from(self.max_catchup);
+                self.stats.overruns.fetch_add(dropped, Ordering::Relaxed);
+                self.metrics.overruns.inc_by(dropped);
+                next += period.mul_f64(dropped as f64);
+            }
+            self.tick();
+            next += period;
+        }
+    }
+
+    fn tick(&mut self) {
+        let start = Instant::now();
+        self.world.step();
+        let elapsed = start.elapsed();
+        self.metrics.tick_seconds.observe(elapsed.as_secs_f64());
+        self.publish();
+        self.stats.tick.store(self.world.tick(), Ordering::Relaxed);
+        self.stats.agents.store(self.world.agents().len() as u64, Ordering::Relaxed);
+    }
+
+    /// Resets the AOI encoders (after load/reset): every cell starts empty at the current tick,
+    /// and the next publish sends the whole state as entered agents.
+    fn reset_encoders(&mut self) {
+        self.info = world_info(self.id, &self.name, &self.world, self.max_aoi_cells);
+        if let Ok(mut i) = self.shared_info.lock() {
+            *i = self.info.clone();
+        }
+        let n = self.info.cell_count() as usize;
+        self.encoders = (0..n).map(|c| proto::CellEncoder::new(proto::FrameScope { world: self.id, cell: c as u32 })).collect();
+        self.keys = self.encoders.iter().map(|e| Arc::new(Shared::new(proto::ServerMsg::Keyframe(e.keyframe(true))))).collect();
+        self.stats.tick_rate_milli.store((self.world.config().tick_rate * 1000.0) as u32, Ordering::Relaxed);
+        self.stats.agents.store(self.world.agents().len() as u64, Ordering::Relaxed);
+        self.stats.tick.store(self.world.tick(), Ordering::Relaxed);
+    }
+
+    /// Quantizes the state per AOI cell, diffs each cell once, and broadcasts the frame.
+    fn publish(&mut self) {
+        let q = self.quant();
+        let n = self.encoders.len();
+        let mut per_cell: Vec<Vec<proto::QAgent>> = vec![Vec::new(); n];
+        for a in self.world.agents() {
+            let c = self.info.cell_of(a.position.x, a.position.y) as usize;
+            if let Some(v) = per_cell.get_mut(c) {
+                v.push(q.quantize(&convert::sample(a)));
+            }
+        }
+        let tick = self.world.tick();
+        let mut cells = Vec::with_capacity(n);
+        for (c, next) in per_cell.into_iter().enumerate() {
+            let (Some(enc), Some(key)) = (self.encoders.get_mut(c), self.keys.get_mut(c)) else { continue };
+            let delta = match enc.update(next, tick, &q, true) {
+                Ok(Some(d)) => {
+                    *key = Arc::new(Shared::new(proto::ServerMsg::Keyframe(enc.keyframe(true))));
+                    Some(Arc::new(Shared::new(proto::ServerMsg::Delta(d))))
+                }
+                Ok(None) => None,
+                Err(e) => {
+                    tracing::error!("cell {c}: cannot encode delta: {e}");
+                    None
+                }
+            };
+            cells.push(CellFrame { delta, key: key.clone() });
+        }
+        let groups = self.world.groups().to_vec();
+        let events: Vec<_> = self
+            .world
+            .drain_events()
+            .iter()
+            .map(|e| {
+                if let crate::sim::world::Event::Despawned { id } = e {
+                    self.owners.remove(id);
+                }
+                Arc::new(Shared::new(proto::ServerMsg::Event(proto::Event {
+                    world: self.id,
+                    tick,
+                    event: convert::event(e, &groups),
+                })))
+            })
+            .collect();
+        // No receivers is fine: nobody is watching.
+        let _ = self.frames.send(Arc::new(TickFrame { world: self.id, tick, cells, events }));
+    }
+
+    /// Makes a session the owner of the agents it spawned.
+    fn record_owner(&mut self, outcome: &Outcome, actor: &Actor) {
+        if let (Outcome::Spawned(ids), Some(s)) = (outcome, actor.session) {
+            for id in ids {
+                self.owners.insert(*id, s);
+            }
+        }
+    }
+
+    fn check_owner(&self, actor: &Actor, agents: &[AgentId]) -> Result<(), CmdError> {
+        if actor.admin {
+            return Ok(());
+        }
+        for id in agents {
+            if self.world.agent(*id).is_none() {
+                return Err(CmdError::Sim(SimError::UnknownAgent(*id)));
+            }
+            if actor.session.is_none() || self.owners.get(id) != actor.session.as_ref() {
+                return Err(CmdError::Forbidden(*id));
+            }
+        }
+        Ok(())
+    }
+
+    fn agent_view(&self, a: &crate::sim::Agent) -> AgentView {
+        AgentView {
+            id: a.id,
+            group: self.world.groups().get(usize::from(a.group)).cloned().unwrap_or_default(),
+            position: a.position.to_array(),
+            velocity: a.velocity.to_array(),
+            orientation: a.orientation,
+            radius: a.limits.radius,
+            behaviors: a.behaviors.entries().iter().map(|e| e.behavior.kind().to_string()).collect(),
+        }
+    }
+
+    fn info_view(&self) -> WorldInfoView {
+        WorldInfoView {
+            name: self.name.clone(),
+            id: self.id,
+            tick: self.world.tick(),
+            tick_rate: self.world.config().tick_rate,
+            paused: self.paused,
+            agents: self.world.agents().len(),
+            obstacles: self.world.obstacles().len(),
+            walls: self.world.walls().len(),
+            alive: true,
+            overruns: self.stats.overruns.load(Ordering::Relaxed),
+            aoi_cell_size: self.info.aoi_cell_size,
+            scenario: self.scenario_name.clone(),
+            autosave: self.autosave,
+        }
+    }
+
+    fn replace_world(&mut self, scenario: Scenario, name: Option<String>) -> Result<u64, CmdError> {
+        let world = build_world(&scenario, self.max_agents, self.max_spawn)?;
+        self.world = world;
+        if let Ok(mut o) = self.origin.lock() {
+            *o = (scenario.clone(), name.clone());
+        }
+        self.scenario = scenario;
+        self.scenario_name = name;
+        self.owners.clear();
+        self.reset_encoders();
+        // Subscribers resync from the next frame: every cell's delta lists the whole new state.
+        self.publish();
+        Ok(self.world.tick())
+    }
+
+    fn handle(&mut self, req: Request) {
+        match req {
+            Request::Apply { cmd, actor, reply } => {
+                let kind = command_kind(&cmd);
+                let agents = command_agents(&cmd);
+                let r = self.check_owner(&actor, &agents).and_then(|()| self.world.apply(cmd).map_err(CmdError::from));
+                if let Ok(o) = &r {
+                    self.record_owner(o, &actor);
+                }
+                self.metrics.command(kind, r.is_ok());
+                let _ = reply.send(r);
+            }
+            Request::ApplyMany { cmds, actor, reply } => {
+                let agents: Vec<AgentId> = cmds.iter().flat_map(command_agents).collect();
+                let kind = cmds.first().map_or("none", command_kind);
+                let r = self.check_owner(&actor, &agents).and_then(|()| {
+                    let mut last = Outcome::Done;
+                    for c in cmds {
+                        last = self.world.apply(c)?;
+                        // The WebSocket `Spawn` comes this way: its agents belong to the session.
+                        self.record_owner(&last, &actor);
+                    }
+                    Ok(last)
+                });
+                self.metrics.command(kind, r.is_ok());
+                let _ = reply.send(r);
+            }
+            Request::Agents { limit, reply } => {
+                let v = self.world.agents().iter().take(limit).map(|a| self.agent_view(a)).collect();
+                let _ = reply.send(Ok(v));
+            }
+            Request::Agent { id, reply } => {
+                let r = self.world.agent(id).map(|a| self.agent_view(a)).ok_or(CmdError::Sim(SimError::UnknownAgent(id)));
+                let _ = reply.send(r);
+            }
+            Request::Obstacles { reply } => {
+                let v = self.world.obstacles().iter().map(|o| ObstacleView { id: o.id, center: o.center.to_array(), radius: o.radius }).collect();
+                let _ = reply.send(Ok(v));
+            }
+            Request::Walls { reply } => {
+                let v = self.world.walls().iter().map(|w| WallView { id: w.id, a: w.a.to_array(), b: w.b.to_array() }).collect();
+                let _ = reply.send(Ok(v));
+            }
+            Request::Snapshot { reply } => {
+                let q = self.quant();
+                let snap = Snapshot {
+                    world: self.name.clone(),
+                    tick: self.world.tick(),
+                    agents: self.world.agents().iter().map(|a| self.agent_view(a)).collect(),
+                    obstacles: self.world.obstacles().iter().map(|o| ObstacleView { id: o.id, center: o.center.to_array(), radius: o.radius }).collect(),
+                    walls: self.world.walls().iter().map(|w| WallView { id: w.id, a: w.a.to_array(), b: w.b.to_array() }).collect(),
+                    quantized: self.world.agents().iter().map(|a| q.quantize(&convert::sample(a))).collect(),
+                };
+                let _ = reply.send(Ok(snap));
+            }
+            Request::Info { reply } => {
+                let _ = reply.send(Ok(self.info_view()));
+            }
+            Request::Patch { tick_rate, paused, autosave, reply } => {
+                let r = (|| {
+                    if let Some(rate) = tick_rate {
+                        self.world.set_tick_rate(rate).map_err(CmdError::Sim)?;
+                        self.stats.tick_rate_milli.store((rate * 1000.0) as u32, Ordering::Relaxed);
+                    }
+                    if let Some(p) = paused {
+                        self.paused = p;
+                    }
+                    if let Some(a) = autosave {
+                        self.autosave = a;
+                    }
+                    Ok(self.info_view())
+                })();
+                let _ = reply.send(r);
+            }
+            Request::Step { ticks, reply } => {
+                for _ in 0..ticks {
+                    self.tick();
+                }
+                let _ = reply.send(Ok(self.world.tick()));
+            }
+            Request::Reset { reply } => {
+                let sc = self.scenario.clone();
+                let name = self.scenario_name.clone();
+                let _ = reply.send(self.replace_world(sc, name));
+            }
+            Request::Load { scenario, name, reply } => {
+                let _ = reply.send(self.replace_world(*scenario, Some(name)));
+            }
+            Request::Save { reply } => {
+                let _ = reply.send(Ok(Box::new(crate::scenario::snapshot_scenario(&self.world, &self.scenario))));
+            }
+            Request::RandomObstacles { spec, reply } => {
+                let r = (|| {
+                    let existing: Vec<(glam::Vec2, f32)> = self.world.obstacles().iter().map(|o| (o.center, o.radius)).collect();
+                    let placed = crate::scenario::place_random_obstacles(self.world.config().bounds, &spec, &existing, self.world.config().seed)?;
+                    let room = self.world.config().max_obstacles.saturating_sub(self.world.obstacles().len());
+                    if placed.len() > room {
+                        return Err(SimError::LimitExceeded { what: "obstacles".into(), max: self.world.config().max_obstacles });
+                    }
+                    placed.into_iter().map(|(c, r)| self.world.add_obstacle(c, r)).collect::<Result<Vec<u32>, SimError>>()
+                })()
+                .map_err(CmdError::from);
+                self.metrics.command("random_obstacles", r.is_ok());
+                let _ = reply.send(r);
+            }
+            Request::Shutdown => {}
+        }
+    }
+}
+
+/// The agents a command acts on (ownership is checked for these).
+fn command_agents(c: &Command) -> Vec<AgentId> {
+    match c {
+        Command::Despawn(id) => vec![*id],
+        Command::SetBehaviors { agent, .. }
+        | Command::AddBehavior { agent, .. }
+        | Command::RemoveBehavior { agent, .. }
+        | Command::ResetBehaviors { agent } => vec![*agent],
+        Command::MoveTo { agents, .. } => agents.clone(),
+        Command::Spawn(_) | Command::AddObstacle { .. } | Command::RemoveObstacle(_) | Command::AddWall { .. } | Command::RemoveWall(_) => Vec::new(),
+    }
+}
+
+fn command_kind(c: &Command) -> &'static str {
+    match c {
+        Command::Spawn(_) => "spawn",
+        Command::Despawn(_) => "despawn",
+        Command::SetBehaviors { .. } => "set_behaviors",
+        Command::AddBehavior { .. } => "add_behavior",
+        Command::RemoveBehavior { .. } => "remove_behavior",
+        Command::ResetBehaviors { .. } => "reset_behaviors",
+        Command::AddObstacle { .. } => "add_obstacle",
+        Command::RemoveObstacle(_) => "remove_obstacle",
+        Command::AddWall { .. } => "add_wall",
+        Command::RemoveWall(_) => "remove_wall",
+        Command::MoveTo { .. } => "move_to",
+    }
+}
