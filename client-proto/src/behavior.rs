@@ -147,12 +147,15 @@ wire_struct! {
     }
 }
 wire_struct! {
-    /// Arrive at random points within `radius` of the spawn point, re-drawn
-    /// every `interval_min..interval_max` seconds (defaults 1 and 2).
+    /// Arrive at random points within `radius` of `center`, re-drawn every
+    /// `interval_min..interval_max` seconds (defaults 1 and 2). The arrive
+    /// tuning of the walk is fixed server-side.
     pub struct RandomTarget {
         pub radius: f32,
         #[serde(default = "d::one")] pub interval_min: f32,
         #[serde(default = "d::two")] pub interval_max: f32,
+        /// Centre of the picks; absent = the agent's position at pick time.
+        #[serde(default)] pub center: Option<Point>,
     }
 }
 wire_struct! {
@@ -162,6 +165,9 @@ wire_struct! {
         pub min_box_length: Option<f32>,
         /// default 0.6
         #[serde(default = "d::point_six")] pub braking_weight: f32,
+        /// Constant part of the lateral force multiplier
+        /// (`lateral_base + (box_len - x) / box_len`), default 1.
+        #[serde(default = "d::one")] pub lateral_base: f32,
     }
 }
 wire_struct! {
@@ -171,6 +177,8 @@ wire_struct! {
         #[serde(default = "d::four")] pub ahead_len: f32,
         /// default 0.4
         #[serde(default = "d::point_four")] pub max_avoid_force: f32,
+        /// Extra clearance added to each obstacle's radius, default 0.
+        #[serde(default)] pub margin: f32,
     }
 }
 wire_struct! {
@@ -192,16 +200,24 @@ wire_struct! {
     }
 }
 wire_struct! {
-    /// Keep distance from neighbours (required radius).
-    pub struct Separation { pub neighbor_radius: f32 }
+    /// Keep distance from neighbours within `neighbor_radius` (default 3).
+    pub struct Separation {
+        #[serde(default = "d::three")] pub neighbor_radius: f32,
+    }
 }
 wire_struct! {
-    /// Move towards neighbours' centre (required radius).
-    pub struct Cohesion { pub neighbor_radius: f32 }
+    /// Move towards the centre of neighbours within `neighbor_radius` (default 3).
+    pub struct Cohesion {
+        #[serde(default = "d::three")] pub neighbor_radius: f32,
+    }
 }
 wire_struct! {
-    /// Match neighbours' heading (required radius).
-    pub struct Alignment { pub neighbor_radius: f32 }
+    /// Match the heading of neighbours within `neighbor_radius` (default 3).
+    pub struct Alignment {
+        #[serde(default = "d::three")] pub neighbor_radius: f32,
+        /// Seconds to reach the neighbours' average heading, default 0.1.
+        #[serde(default = "d::zero_one")] pub time_to_target: f32,
+    }
 }
 wire_struct! {
     /// Follow a polyline.
@@ -214,12 +230,12 @@ wire_struct! {
     }
 }
 wire_struct! {
-    /// Follow a leader agent, staying `behind_distance` behind it and out of
-    /// its way within `leader_sight_radius` (both required).
+    /// Follow a leader agent, staying `behind_distance` behind it (default 2)
+    /// and out of its way within `leader_sight_radius` (default 3).
     pub struct LeaderFollowing {
         pub leader: u32,
-        pub behind_distance: f32,
-        pub leader_sight_radius: f32,
+        #[serde(default = "d::two")] pub behind_distance: f32,
+        #[serde(default = "d::three")] pub leader_sight_radius: f32,
     }
 }
 
@@ -292,6 +308,33 @@ mod tests {
                 wander_radius: 1.0,
                 wander_rate: 0.5
             })
+        );
+        let parse = |s: &str| serde_json::from_str::<Behavior>(s).unwrap();
+        assert_eq!(
+            parse(r#"{"type":"random_target","radius":20}"#),
+            Behavior::RandomTarget(RandomTarget { radius: 20.0, interval_min: 1.0, interval_max: 2.0, center: None })
+        );
+        let Behavior::RandomTarget(rt) = parse(r#"{"type":"random_target","radius":2,"center":{"x":1,"y":-2}}"#) else {
+            panic!("not random_target")
+        };
+        assert_eq!(rt.center, Some(Point { x: 1.0, y: -2.0 }));
+        assert_eq!(
+            parse(r#"{"type":"obstacle_avoidance"}"#),
+            Behavior::ObstacleAvoidance(ObstacleAvoidance { min_box_length: None, braking_weight: 0.6, lateral_base: 1.0 })
+        );
+        assert_eq!(
+            parse(r#"{"type":"ahead_avoidance"}"#),
+            Behavior::AheadAvoidance(AheadAvoidance { ahead_len: 4.0, max_avoid_force: 0.4, margin: 0.0 })
+        );
+        assert_eq!(parse(r#"{"type":"separation"}"#), Behavior::Separation(Separation { neighbor_radius: 3.0 }));
+        assert_eq!(parse(r#"{"type":"cohesion"}"#), Behavior::Cohesion(Cohesion { neighbor_radius: 3.0 }));
+        assert_eq!(
+            parse(r#"{"type":"alignment"}"#),
+            Behavior::Alignment(Alignment { neighbor_radius: 3.0, time_to_target: 0.1 })
+        );
+        assert_eq!(
+            parse(r#"{"type":"leader_following","leader":4}"#),
+            Behavior::LeaderFollowing(LeaderFollowing { leader: 4, behind_distance: 2.0, leader_sight_radius: 3.0 })
         );
         let e: BehaviorEntry = serde_json::from_str(r#"{"behavior":{"type":"look_where_you_are_going"}}"#).unwrap();
         assert_eq!(e.weight, 1.0);

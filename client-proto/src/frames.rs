@@ -29,13 +29,25 @@ pub enum OrientChange {
     Turn(i16),
 }
 
-/// One changed agent in a delta. JSON:
-/// `{"id":7,"dpos":[0,1],"dvel":[2,-1],"face":true}`, with `dpos`/`dvel`
-/// both present or both absent, and at most one of `face` / `dorient`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(try_from = "ChangeJson", into = "ChangeJson")]
+/// One changed agent in a delta.
+///
+/// A change names its agent twice over: by `id` (JSON carries only this) and
+/// by `index`, the agent's position in the base state sorted by id, agents in
+/// `left` included (binary frames carry only this; PROTOCOL.md §6.7). The
+/// encoder sets both. A delta decoded from one encoding lacks the other key
+/// until [`Delta::resolve`] (or applying it, which resolves internally) looks
+/// it up in the base state.
+///
+/// JSON: `{"id":7,"dpos":[0,1],"dvel":[2,-1],"face":true}`, with
+/// `dpos`/`dvel` both present or both absent, and at most one of `face` /
+/// `dorient`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Deserialize)]
+#[serde(try_from = "ChangeJson")]
 pub struct AgentChange {
-    pub id: u32,
+    /// The agent's id; `None` when decoded from binary and not yet resolved.
+    pub id: Option<u32>,
+    /// Position in the base state; `None` when decoded from JSON and not yet resolved.
+    pub index: Option<u32>,
     /// `None`: position and velocity unchanged.
     pub motion: Option<Motion>,
     pub orient: OrientChange,
@@ -69,22 +81,26 @@ impl TryFrom<ChangeJson> for AgentChange {
             (false, Some(t)) => OrientChange::Turn(t),
             (true, Some(_)) => return Err(PackError::Inconsistent("face and dorient are exclusive")),
         };
-        Ok(AgentChange { id: j.id, motion, orient })
+        Ok(AgentChange { id: Some(j.id), index: None, motion, orient })
     }
 }
 
-impl From<AgentChange> for ChangeJson {
-    fn from(c: AgentChange) -> Self {
+impl Serialize for AgentChange {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let id = self.id.ok_or_else(|| {
+            serde::ser::Error::custom("a changed entry without id (decoded from binary) needs Delta::resolve before JSON")
+        })?;
         ChangeJson {
-            id: c.id,
-            dpos: c.motion.map(|m| m.dpos),
-            dvel: c.motion.map(|m| m.dvel),
-            face: c.orient == OrientChange::Face,
-            dorient: match c.orient {
+            id,
+            dpos: self.motion.map(|m| m.dpos),
+            dvel: self.motion.map(|m| m.dvel),
+            face: self.orient == OrientChange::Face,
+            dorient: match self.orient {
                 OrientChange::Turn(t) => Some(t),
                 _ => None,
             },
         }
+        .serialize(s)
     }
 }
 
@@ -150,7 +166,8 @@ wire_struct! {
         pub checksum: Option<Checksum>,
         /// Ids that left the cell (sorted).
         #[serde(with = "crate::pack::ids")] pub left: Vec<u32>,
-        /// Agents present before and after whose quantized state changed (sorted).
+        /// Agents present before and after whose quantized state changed
+        /// (sorted by id, equivalently by base index).
         #[serde(with = "crate::pack::changes")] pub changed: Vec<AgentChange>,
         /// Agents that entered the cell, absolute (sorted).
         #[serde(with = "crate::pack::records")] pub entered: Vec<QAgent>,
@@ -177,6 +194,9 @@ pub enum EncodeError {
     /// Agent lists must be sorted by id without duplicates.
     #[error("agents must be sorted by id without duplicates (at id {0})")]
     Unsorted(u32),
+    /// More than `u32::MAX` agents in one cell.
+    #[error("too many agents in one cell")]
+    TooMany,
     /// serde/bincode/serde_json refused the message.
     #[error("cannot encode message: {0}")]
     Serialize(String),
@@ -207,6 +227,7 @@ pub fn encode_keyframe(
 }
 
 /// The change turning `prev` into `next` (same id and group), or `None`.
+/// The change's `index` is left `None`: [`encode_delta`] sets it.
 pub fn diff_agent(prev: &QAgent, next: &QAgent, q: &Quantization) -> Option<AgentChange> {
     let motion = (prev.pos != next.pos || prev.vel != next.vel).then(|| {
         let dvel = [next.vel[0].wrapping_sub(prev.vel[0]), next.vel[1].wrapping_sub(prev.vel[1])];
@@ -220,7 +241,12 @@ pub fn diff_agent(prev: &QAgent, next: &QAgent, q: &Quantization) -> Option<Agen
     } else {
         OrientChange::Turn(next.orient.wrapping_sub(prev.orient) as i16)
     };
-    (motion.is_some() || orient != OrientChange::Keep).then_some(AgentChange { id: next.id, motion, orient })
+    (motion.is_some() || orient != OrientChange::Keep).then_some(AgentChange {
+        id: Some(next.id),
+        index: None,
+        motion,
+        orient,
+    })
 }
 
 /// Builds the delta from `prev` to `next` (both sorted by id). An agent
@@ -246,7 +272,8 @@ pub fn encode_delta(
                     left.push(p.id);
                     entered.push(*n);
                 } else if let Some(c) = diff_agent(p, n, q) {
-                    changed.push(c);
+                    let index = u32::try_from(i).map_err(|_| EncodeError::TooMany)?;
+                    changed.push(AgentChange { index: Some(index), ..c });
                 }
                 i += 1;
                 j += 1;
@@ -365,7 +392,7 @@ mod tests {
         let next = [agent(2, [6, 5], [0, 0], 0), agent(3, [1, 1], [0, 0], 0), regrouped];
         let d = encode_delta(&prev, &next, FrameScope { world: 1, cell: 2 }, 10, 11, &q, true).unwrap();
         assert_eq!(d.left, vec![1, 4]);
-        assert_eq!(d.changed.iter().map(|c| c.id).collect::<Vec<_>>(), vec![2]);
+        assert_eq!(d.changed.iter().map(|c| (c.id, c.index)).collect::<Vec<_>>(), vec![(Some(2), Some(1))]);
         assert_eq!(d.entered, vec![next[1], next[2]]);
         assert_eq!(d.checksum, Some(Checksum(checksum(&next))));
         let unsorted = [prev[1], prev[0]];
@@ -393,7 +420,9 @@ mod tests {
     fn change_json_rejects_half_motion() {
         let c: AgentChange = serde_json::from_str(r#"{"id":3,"dpos":[1,2],"dvel":[0,0],"face":true}"#).unwrap();
         assert_eq!(c.orient, OrientChange::Face);
+        assert_eq!((c.id, c.index), (Some(3), None));
         assert_eq!(serde_json::to_string(&c).unwrap(), r#"{"id":3,"dpos":[1,2],"dvel":[0,0],"face":true}"#);
+        assert!(serde_json::to_string(&AgentChange { id: None, index: Some(0), ..c }).is_err());
         assert!(serde_json::from_str::<AgentChange>(r#"{"id":3,"dpos":[1,2]}"#).is_err());
         assert!(serde_json::from_str::<AgentChange>(r#"{"id":3,"face":true,"dorient":2}"#).is_err());
     }

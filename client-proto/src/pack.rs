@@ -1,7 +1,7 @@
 //! The packed binary layout of agent records inside `Keyframe` and `Delta`.
 //!
 //! In binary (bincode) messages the record lists are byte strings (bincode
-//! length prefix + bytes) whose content is described in PROTOCOL.md §5; in
+//! length prefix + bytes) whose content is described in PROTOCOL.md §6.7; in
 //! JSON they are plain arrays of objects. The `with` modules below switch on
 //! `is_human_readable`. Varints here are LEB128 (7 bits per byte, low first,
 //! high bit = more), always minimal; zig-zag maps `n` to `(n << 1) ^ (n >> 31)`.
@@ -100,21 +100,22 @@ impl Reader<'_> {
         self.u32(what).map(unzigzag)
     }
 
-    /// Header varint: `(gap << bits) | flags`; returns `(id, flags)`.
-    fn header(&mut self, prev: &mut i64, bits: u32) -> Result<(u32, u64), PackError> {
+    /// Header varint: `(gap << bits) | flags`; returns `(key, flags)` where
+    /// `key` (an id, or a base index) is `prev + 1 + gap`.
+    fn header(&mut self, prev: &mut i64, bits: u32, what: &'static str) -> Result<(u32, u64), PackError> {
         let h = self.u64()?;
-        let id = *prev + 1 + (h >> bits) as i64;
-        let id = u32::try_from(id).map_err(|_| PackError::OutOfRange("agent id"))?;
-        *prev = i64::from(id);
-        Ok((id, h & ((1 << bits) - 1)))
+        let key = *prev + 1 + (h >> bits) as i64;
+        let key = u32::try_from(key).map_err(|_| PackError::OutOfRange(what))?;
+        *prev = i64::from(key);
+        Ok((key, h & ((1 << bits) - 1)))
     }
 }
 
-/// Gap of `id` after `prev` (`id - prev - 1`), advancing `prev`.
-fn gap(prev: &mut i64, id: u32) -> Result<u64, PackError> {
-    let d = i64::from(id) - *prev - 1;
-    *prev = i64::from(id);
-    u64::try_from(d).map_err(|_| PackError::Unsorted(id))
+/// Gap of `key` after `prev` (`key - prev - 1`), advancing `prev`.
+fn gap(prev: &mut i64, key: u32) -> Result<u64, PackError> {
+    let d = i64::from(key) - *prev - 1;
+    *prev = i64::from(key);
+    u64::try_from(d).map_err(|_| PackError::Unsorted(key))
 }
 
 const F_FACE: u64 = 1;
@@ -149,7 +150,7 @@ pub fn unpack_records(buf: &[u8]) -> Result<Vec<QAgent>, PackError> {
     let (mut prev, mut group) = (-1i64, 0u16);
     let mut out = Vec::with_capacity(buf.len() / 6);
     while !r.done() {
-        let (id, flags) = r.header(&mut prev, 2)?;
+        let (id, flags) = r.header(&mut prev, 2, "agent id")?;
         if flags & F_SAME_GROUP == 0 {
             group = r.u16("group")?;
         }
@@ -172,11 +173,11 @@ const O_KEEP: u64 = 0;
 const O_FACE: u64 = 1;
 const O_TURN: u64 = 2;
 
-/// Packs delta change records.
+/// Packs delta change records, keyed by base index (each change needs its `index`).
 pub fn pack_changes(changes: &[AgentChange], out: &mut Vec<u8>) -> Result<(), PackError> {
     let mut prev = -1i64;
     for c in changes {
-        let d = gap(&mut prev, c.id)?;
+        let d = gap(&mut prev, c.index.ok_or(PackError::Inconsistent("a changed entry needs its base index"))?)?;
         let zz = c.motion.map(|m| [m.dpos[0], m.dpos[1], m.dvel[0], m.dvel[1]].map(zigzag));
         let motion = match zz {
             None => M_NONE,
@@ -204,13 +205,13 @@ pub fn pack_changes(changes: &[AgentChange], out: &mut Vec<u8>) -> Result<(), Pa
     Ok(())
 }
 
-/// Unpacks delta change records.
+/// Unpacks delta change records (with `index` set and `id` unknown).
 pub fn unpack_changes(buf: &[u8]) -> Result<Vec<AgentChange>, PackError> {
     let mut r = Reader { buf, pos: 0 };
     let mut prev = -1i64;
     let mut out = Vec::with_capacity(buf.len() / 3);
     while !r.done() {
-        let (id, flags) = r.header(&mut prev, 4)?;
+        let (index, flags) = r.header(&mut prev, 4, "base index")?;
         let motion = match flags & 3 {
             M_NONE => None,
             M_NIBBLES => {
@@ -233,7 +234,7 @@ pub fn unpack_changes(buf: &[u8]) -> Result<Vec<AgentChange>, PackError> {
             }
             _ => return Err(PackError::Reserved("orientation")),
         };
-        out.push(AgentChange { id, motion, orient });
+        out.push(AgentChange { id: None, index: Some(index), motion, orient });
     }
     Ok(out)
 }
@@ -253,7 +254,7 @@ pub fn unpack_ids(buf: &[u8]) -> Result<Vec<u32>, PackError> {
     let mut prev = -1i64;
     let mut out = Vec::with_capacity(buf.len());
     while !r.done() {
-        out.push(r.header(&mut prev, 0)?.0);
+        out.push(r.header(&mut prev, 0, "agent id")?.0);
     }
     Ok(out)
 }
@@ -344,12 +345,14 @@ mod tests {
     #[test]
     fn changes_use_nibbles_when_small() {
         let small = AgentChange {
-            id: 0,
+            id: None,
+            index: Some(0),
             motion: Some(Motion { dpos: [1, -1], dvel: [7, -8] }),
             orient: OrientChange::Face,
         };
         let big = AgentChange {
-            id: 9,
+            id: None,
+            index: Some(9),
             motion: Some(Motion { dpos: [8, 0], dvel: [0, 0] }),
             orient: OrientChange::Turn(-300),
         };
@@ -361,6 +364,8 @@ mod tests {
         assert_eq!(unpack_changes(&out).unwrap(), vec![small, big]);
         assert_eq!(unpack_changes(&[3]), Err(PackError::Reserved("motion")));
         assert_eq!(unpack_changes(&[12]), Err(PackError::Reserved("orientation")));
+        let unkeyed = AgentChange { id: Some(4), index: None, ..small };
+        assert!(matches!(pack_changes(&[unkeyed], &mut Vec::new()), Err(PackError::Inconsistent(_))));
     }
 
     #[test]

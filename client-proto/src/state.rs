@@ -25,6 +25,15 @@ pub enum ApplyError {
     /// `changed` names an agent the cell does not hold (or that just left).
     #[error("changed agent {0} is not in the cell")]
     UnknownChanged(u32),
+    /// A `changed` base index is not below the number of agents held.
+    #[error("changed base index {index} is out of range (cell holds {len} agents)")]
+    ChangedIndexOutOfRange { index: u32, len: usize },
+    /// A `changed` entry's id and base index name different agents.
+    #[error("changed entry names id {id} but base index {index} holds id {held}")]
+    ChangedKeyMismatch { id: u32, index: u32, held: u32 },
+    /// A `changed` entry with neither id nor base index.
+    #[error("changed entry without id or base index")]
+    ChangedWithoutKey,
     /// `entered` names an agent the cell still holds.
     #[error("entered agent {0} is already in the cell")]
     DuplicateEntered(u32),
@@ -58,10 +67,54 @@ pub fn apply_change(prev: &QAgent, c: &AgentChange, q: &Quantization) -> Result<
     }
     a.orient = match c.orient {
         OrientChange::Keep => prev.orient,
-        OrientChange::Face => heading(a.vel).ok_or(ApplyError::FaceWithoutVelocity(c.id))?,
+        OrientChange::Face => heading(a.vel).ok_or(ApplyError::FaceWithoutVelocity(prev.id))?,
         OrientChange::Turn(t) => prev.orient.wrapping_add(t as u16),
     };
     Ok(a)
+}
+
+/// Each change with both keys set, and its base position. `base` is the
+/// state the delta applies to (sorted by id); the changes must be strictly
+/// increasing.
+fn resolve_changes(base: &[QAgent], changes: &[AgentChange]) -> Result<Vec<(usize, AgentChange)>, ApplyError> {
+    let mut out: Vec<(usize, AgentChange)> = Vec::with_capacity(changes.len());
+    for c in changes {
+        let i = match (c.index, c.id) {
+            (Some(index), id) => {
+                let i = index as usize;
+                let held = base.get(i).ok_or(ApplyError::ChangedIndexOutOfRange { index, len: base.len() })?.id;
+                if let Some(id) = id.filter(|&id| id != held) {
+                    return Err(ApplyError::ChangedKeyMismatch { id, index, held });
+                }
+                i
+            }
+            (None, Some(id)) => base.binary_search_by_key(&id, |a| a.id).map_err(|_| ApplyError::UnknownChanged(id))?,
+            (None, None) => return Err(ApplyError::ChangedWithoutKey),
+        };
+        let id = base[i].id;
+        if out.last().is_some_and(|&(prev, _)| prev >= i) {
+            return Err(ApplyError::Unsorted { list: "changed", id });
+        }
+        // `i` < base.len() <= u32::MAX + 1 when it came from a u32 index or a search.
+        let index = u32::try_from(i).map_err(|_| ApplyError::ChangedIndexOutOfRange { index: u32::MAX, len: base.len() })?;
+        out.push((i, AgentChange { id: Some(id), index: Some(index), ..*c }));
+    }
+    Ok(out)
+}
+
+impl Delta {
+    /// Fills in each change's missing key (the `id` of a delta decoded from
+    /// binary, the `index` of one decoded from JSON) from `base`, the cell
+    /// state at `base_tick`. Afterwards the delta encodes to either form.
+    /// [`CellState::apply_delta`] does this internally; call it to compare,
+    /// print or re-encode a decoded delta. On error the delta is unchanged.
+    pub fn resolve(&mut self, base: &[QAgent]) -> Result<(), ApplyError> {
+        let resolved = resolve_changes(base, &self.changed)?;
+        for (c, (_, r)) in self.changed.iter_mut().zip(resolved) {
+            *c = r;
+        }
+        Ok(())
+    }
 }
 
 /// One cell's agents as the client holds them.
@@ -109,35 +162,33 @@ impl CellState {
             return Err(ApplyError::TickNotAfterBase { tick: d.tick, base_tick: d.base_tick });
         }
         check_sorted("left", d.left.iter().copied())?;
-        check_sorted("changed", d.changed.iter().map(|c| c.id))?;
         check_sorted("entered", d.entered.iter().map(|a| a.id))?;
+        // Every resolved change has a base index below `self.agents.len()`.
+        let changes = resolve_changes(&self.agents, &d.changed)?;
 
         let mut kept = Vec::with_capacity(self.agents.len() + d.entered.len());
-        let (mut left, mut changed) = (d.left.iter().peekable(), d.changed.iter().peekable());
-        for a in &self.agents {
+        let (mut left, mut changed) = (d.left.iter().peekable(), changes.iter().peekable());
+        for (i, a) in self.agents.iter().enumerate() {
+            let change = changed.next_if(|(ci, _)| *ci == i);
             if let Some(&&id) = left.peek() {
                 if id < a.id {
                     return Err(ApplyError::UnknownLeft(id));
                 }
                 if id == a.id {
+                    if change.is_some() {
+                        return Err(ApplyError::UnknownChanged(id));
+                    }
                     left.next();
                     continue;
                 }
             }
-            match changed.peek() {
-                Some(c) if c.id < a.id => return Err(ApplyError::UnknownChanged(c.id)),
-                Some(c) if c.id == a.id => {
-                    kept.push(apply_change(a, c, q)?);
-                    changed.next();
-                }
-                _ => kept.push(*a),
+            match change {
+                Some((_, c)) => kept.push(apply_change(a, c, q)?),
+                None => kept.push(*a),
             }
         }
         if let Some(&id) = left.next() {
             return Err(ApplyError::UnknownLeft(id));
-        }
-        if let Some(c) = changed.next() {
-            return Err(ApplyError::UnknownChanged(c.id));
         }
         let agents = if d.entered.is_empty() { kept } else { merge_entered(kept, &d.entered)? };
         verify(d.checksum.map(|c| c.0), &agents)?;
@@ -287,6 +338,41 @@ mod tests {
         assert!(matches!(cs.apply_delta(&other), Err(ApplyError::ChainBreak { held: None, .. })));
         cs.retain_cells(0, &[2]);
         assert!(cs.cell(0, 1).is_none());
+    }
+
+    #[test]
+    fn changes_resolve_by_index_or_id() {
+        let q = Quantization::default();
+        let base = [a(4, 0), a(9, 0), a(30, 0)];
+        let scope = FrameScope::default();
+        let d = encode_delta(&base, &[a(4, 0), a(9, 2), a(30, 0)], scope, 1, 2, &q, false).unwrap();
+        assert_eq!((d.changed[0].id, d.changed[0].index), (Some(9), Some(1)));
+        let key = encode_keyframe(scope, 1, &base, false).unwrap();
+        // Binary form (index only) and JSON form (id only) both apply and resolve alike.
+        for c in [AgentChange { id: None, ..d.changed[0] }, AgentChange { index: None, ..d.changed[0] }] {
+            let mut half = d.clone();
+            half.changed = vec![c];
+            let mut cell = CellState::from_keyframe(&key).unwrap();
+            cell.apply_delta(&half, &q).unwrap();
+            assert_eq!(cell.agents(), &[a(4, 0), a(9, 2), a(30, 0)]);
+            half.resolve(&base).unwrap();
+            assert_eq!(half, d);
+        }
+        let with = |c: AgentChange| Delta { changed: vec![c], ..d.clone() };
+        let mut cell = CellState::from_keyframe(&key).unwrap();
+        let out = with(AgentChange { id: None, index: Some(3), ..d.changed[0] });
+        assert_eq!(cell.apply_delta(&out, &q), Err(ApplyError::ChangedIndexOutOfRange { index: 3, len: 3 }));
+        let mismatch = with(AgentChange { id: Some(30), ..d.changed[0] });
+        assert_eq!(cell.apply_delta(&mismatch, &q), Err(ApplyError::ChangedKeyMismatch { id: 30, index: 1, held: 9 }));
+        let none = with(AgentChange { id: None, index: None, ..d.changed[0] });
+        assert_eq!(cell.apply_delta(&none, &q), Err(ApplyError::ChangedWithoutKey));
+        let mut gone = with(AgentChange { id: None, ..d.changed[0] });
+        gone.left = vec![9];
+        assert_eq!(cell.apply_delta(&gone, &q), Err(ApplyError::UnknownChanged(9)));
+        let mut twice = with(AgentChange { id: None, ..d.changed[0] });
+        twice.changed.push(twice.changed[0]);
+        assert_eq!(cell.apply_delta(&twice, &q), Err(ApplyError::Unsorted { list: "changed", id: 9 }));
+        assert_eq!(cell.agents(), base.as_slice());
     }
 
     #[test]

@@ -61,15 +61,16 @@ fn behavior() -> BoxedStrategy<Behavior> {
     ]
     .boxed();
     let b = prop_oneof![
-        (fin(), fin(), fin()).prop_map(|(radius, interval_min, interval_max)| Behavior::RandomTarget(
-            RandomTarget { radius, interval_min, interval_max }
-        )),
-        (proptest::option::of(fin()), fin()).prop_map(|(min_box_length, braking_weight)| {
-            Behavior::ObstacleAvoidance(ObstacleAvoidance { min_box_length, braking_weight })
+        (fin(), fin(), fin(), proptest::option::of(point())).prop_map(|(radius, interval_min, interval_max, center)| {
+            Behavior::RandomTarget(RandomTarget { radius, interval_min, interval_max, center })
         }),
-        (fin(), fin()).prop_map(|(ahead_len, max_avoid_force)| Behavior::AheadAvoidance(AheadAvoidance {
+        (proptest::option::of(fin()), fin(), fin()).prop_map(|(min_box_length, braking_weight, lateral_base)| {
+            Behavior::ObstacleAvoidance(ObstacleAvoidance { min_box_length, braking_weight, lateral_base })
+        }),
+        (fin(), fin(), fin()).prop_map(|(ahead_len, max_avoid_force, margin)| Behavior::AheadAvoidance(AheadAvoidance {
             ahead_len,
-            max_avoid_force
+            max_avoid_force,
+            margin
         })),
         (fin(), fin()).prop_map(|(look_ahead, avoid_distance)| Behavior::WallAvoidance(WallAvoidance {
             look_ahead,
@@ -81,7 +82,10 @@ fn behavior() -> BoxedStrategy<Behavior> {
         })),
         fin().prop_map(|neighbor_radius| Behavior::Separation(Separation { neighbor_radius })),
         fin().prop_map(|neighbor_radius| Behavior::Cohesion(Cohesion { neighbor_radius })),
-        fin().prop_map(|neighbor_radius| Behavior::Alignment(Alignment { neighbor_radius })),
+        (fin(), fin()).prop_map(|(neighbor_radius, time_to_target)| Behavior::Alignment(Alignment {
+            neighbor_radius,
+            time_to_target
+        })),
         (vec(point(), 0..4), fin(), 0..3u8).prop_map(|(waypoints, path_radius, m)| {
             let mode = [PathMode::Once, PathMode::Loop, PathMode::PingPong][usize::from(m)];
             Behavior::PathFollowing(PathFollowing { waypoints, path_radius, mode })
@@ -172,6 +176,15 @@ fn qagent_set(max: usize) -> impl Strategy<Value = Vec<QAgent>> {
         })
 }
 
+/// A delta and the state it applies to.
+fn delta_with_base() -> impl Strategy<Value = (Delta, Vec<QAgent>)> {
+    (qagent_set(20), qagent_set(20), any::<u64>(), any::<bool>()).prop_map(|(a, b, tick, sum)| {
+        let q = Quantization::default();
+        let d = encode_delta(&a, &b, FrameScope { world: 1, cell: 2 }, tick, tick.wrapping_add(1), &q, sum);
+        (d.unwrap(), a)
+    })
+}
+
 fn server_msg() -> BoxedStrategy<ServerMsg> {
     prop_oneof![
         (any::<u16>(), fin(), vec((any::<u32>(), name(), rect(), fin(), any::<u32>(), any::<u32>()), 0..3)).prop_map(
@@ -198,10 +211,7 @@ fn server_msg() -> BoxedStrategy<ServerMsg> {
                 encode_keyframe(FrameScope { world, cell }, tick, &agents, sum).unwrap()
             )
         ),
-        (qagent_set(20), qagent_set(20), any::<u64>(), any::<bool>()).prop_map(|(a, b, tick, sum)| {
-            let d = encode_delta(&a, &b, FrameScope { world: 1, cell: 2 }, tick, tick.wrapping_add(1), &Quantization::default(), sum);
-            ServerMsg::Delta(d.unwrap())
-        }),
+        delta_with_base().prop_map(|(d, _)| ServerMsg::Delta(d)),
         (any::<u32>(), any::<u64>(), any::<u32>(), name(), ids()).prop_map(|(world, tick, agent, group, agents)| {
             let event = match agent % 4 {
                 0 => EventKind::DestinationReached(AgentEvent { agent }),
@@ -266,15 +276,20 @@ fn step(prev: &[QAgent], ops: &[(u8, i32, i32, u16)], tick: u64) -> Vec<QAgent> 
     next
 }
 
-/// Binary and JSON encodings both decode back to the same message.
-fn roundtrip<T>(m: &T) -> Result<(), TestCaseError>
+/// Binary and JSON encodings both decode back to the same message, once
+/// `resolve` has completed the decoded message (deltas: against their base).
+fn roundtrip<T>(m: &T, resolve: impl Fn(&mut T)) -> Result<(), TestCaseError>
 where
     T: serde::Serialize + serde::de::DeserializeOwned + PartialEq + std::fmt::Debug,
 {
     let bin = encode_binary(m).unwrap();
-    prop_assert_eq!(&decode_binary::<T>(&bin, HARD_LIMIT).unwrap(), m);
+    let mut back = decode_binary::<T>(&bin, HARD_LIMIT).unwrap();
+    resolve(&mut back);
+    prop_assert_eq!(&back, m);
     let json = encode_json(m).unwrap();
-    prop_assert_eq!(&decode_json::<T>(&json, HARD_LIMIT).unwrap(), m);
+    let mut back = decode_json::<T>(&json, HARD_LIMIT).unwrap();
+    resolve(&mut back);
+    prop_assert_eq!(&back, m);
     Ok(())
 }
 
@@ -283,13 +298,22 @@ proptest! {
 
     #[test]
     fn client_msgs_roundtrip_both_encodings(m in client_msg()) {
-        roundtrip(&m)?;
+        roundtrip(&m, |_| {})?;
         prop_assert!(m.validate().is_ok());
     }
 
     #[test]
     fn server_msgs_roundtrip_both_encodings(m in server_msg()) {
-        roundtrip(&m)?;
+        // Deltas are resolved against their base in `deltas_roundtrip_...`.
+        if !matches!(m, ServerMsg::Delta(_)) {
+            roundtrip(&m, |_| {})?;
+        }
+    }
+
+    #[test]
+    fn deltas_roundtrip_both_encodings_against_their_base((d, base) in delta_with_base()) {
+        let m = ServerMsg::Delta(d);
+        roundtrip(&m, |m| if let ServerMsg::Delta(d) = m { d.resolve(&base).unwrap() })?;
     }
 
     #[test]

@@ -34,7 +34,9 @@ fn unhex(s: &str) -> Vec<u8> {
 
 /// Checks (or writes) one vector: binary decodes to the JSON twin's message,
 /// the message encodes to exactly the binary bytes and to the same JSON value.
-fn check<T: Serialize + DeserializeOwned + PartialEq + Debug>(name: &str, msg: &T) {
+/// `resolve` completes a decoded message against its base state (deltas name
+/// changed agents by base index in binary and by id in JSON).
+fn check<T: Serialize + DeserializeOwned + PartialEq + Debug>(name: &str, msg: &T, resolve: impl Fn(&mut T)) {
     let (hex_path, json_path) = (dir().join(format!("{name}.hex")), dir().join(format!("{name}.json")));
     let bin = encode_binary(msg).unwrap();
     let json = serde_json::to_string_pretty(msg).unwrap();
@@ -45,8 +47,10 @@ fn check<T: Serialize + DeserializeOwned + PartialEq + Debug>(name: &str, msg: &
     }
     let file_bin = unhex(&std::fs::read_to_string(&hex_path).unwrap_or_else(|e| panic!("{name}.hex: {e}")));
     let file_json = std::fs::read_to_string(&json_path).unwrap_or_else(|e| panic!("{name}.json: {e}"));
-    let from_bin: T = decode_binary(&file_bin, HARD_LIMIT).unwrap();
-    let from_json: T = decode_json(&file_json, HARD_LIMIT).unwrap();
+    let mut from_bin: T = decode_binary(&file_bin, HARD_LIMIT).unwrap();
+    let mut from_json: T = decode_json(&file_json, HARD_LIMIT).unwrap();
+    resolve(&mut from_bin);
+    resolve(&mut from_json);
     assert_eq!(from_bin, from_json, "{name}: binary and JSON twin differ");
     assert_eq!(&from_json, msg, "{name}: vector differs from the expected message");
     assert_eq!(encode_binary(&from_json).unwrap(), file_bin, "{name}: re-encoding differs");
@@ -73,14 +77,14 @@ fn all_behaviors() -> Vec<BehaviorEntry> {
         Behavior::LookWhereYouAreGoing(LookWhereYouAreGoing { align: al }),
         Behavior::VelocityMatch(VelocityMatch { target_agent: 42, time_to_target: 0.1 }),
         Behavior::Wander(Wander { variant: WanderVariant::Circle, wander_offset: 1.5, wander_radius: 1.0, wander_rate: 0.5 }),
-        Behavior::RandomTarget(RandomTarget { radius: 20.0, interval_min: 1.0, interval_max: 2.0 }),
-        Behavior::ObstacleAvoidance(ObstacleAvoidance { min_box_length: None, braking_weight: 0.6 }),
-        Behavior::AheadAvoidance(AheadAvoidance { ahead_len: 4.0, max_avoid_force: 0.4 }),
+        Behavior::RandomTarget(RandomTarget { radius: 20.0, interval_min: 1.0, interval_max: 2.0, center: Some(p(-5.0, 7.5)) }),
+        Behavior::ObstacleAvoidance(ObstacleAvoidance { min_box_length: None, braking_weight: 0.6, lateral_base: 1.5 }),
+        Behavior::AheadAvoidance(AheadAvoidance { ahead_len: 4.0, max_avoid_force: 0.4, margin: 0.25 }),
         Behavior::WallAvoidance(WallAvoidance { look_ahead: 5.0, avoid_distance: 3.0 }),
         Behavior::AgentAvoidance(AgentAvoidance { look_ahead: 3.0, avoid_radius: 2.0 }),
         Behavior::Separation(Separation { neighbor_radius: 2.5 }),
         Behavior::Cohesion(Cohesion { neighbor_radius: 6.0 }),
-        Behavior::Alignment(Alignment { neighbor_radius: 4.0 }),
+        Behavior::Alignment(Alignment { neighbor_radius: 4.0, time_to_target: 0.1 }),
         Behavior::PathFollowing(PathFollowing {
             waypoints: vec![p(0.0, 0.0), p(10.0, 0.0), p(10.0, 10.0)],
             path_radius: 1.0,
@@ -181,8 +185,9 @@ fn chain_frames() -> Vec<ServerMsg> {
     out
 }
 
-fn server_vectors() -> Vec<(&'static str, ServerMsg)> {
-    let mut v = vec![
+/// Server vectors with the base state of each delta.
+fn server_vectors() -> Vec<(&'static str, ServerMsg, Vec<QAgent>)> {
+    let v = vec![
         ("server_welcome", ServerMsg::Welcome(Welcome {
             protocol_version: PROTOCOL_VERSION,
             tick_rate_hz: 20.0,
@@ -212,22 +217,28 @@ fn server_vectors() -> Vec<(&'static str, ServerMsg)> {
         })),
         ("server_pong", ServerMsg::Pong(Pong { request_id: 11, server_tick: 123_456 })),
     ];
+    let mut v: Vec<_> = v.into_iter().map(|(name, m)| (name, m, vec![])).collect();
     let names = ["server_chain_0_keyframe", "server_chain_1_delta", "server_chain_2_delta", "server_chain_3_delta"];
-    v.extend(names.into_iter().zip(chain_frames()));
+    let bases = std::iter::once(vec![]).chain(chain_states().into_iter().map(|(_, s)| s));
+    v.extend(names.into_iter().zip(chain_frames()).zip(bases).map(|((n, m), b)| (n, m, b)));
     v
 }
 
 #[test]
 fn client_vectors_match() {
     for (name, m) in client_vectors() {
-        check(name, &m);
+        check(name, &m, |_| {});
     }
 }
 
 #[test]
 fn server_vectors_match() {
-    for (name, m) in server_vectors() {
-        check(name, &m);
+    for (name, m, base) in server_vectors() {
+        check(name, &m, |m| {
+            if let ServerMsg::Delta(d) = m {
+                d.resolve(&base).unwrap();
+            }
+        });
     }
 }
 

@@ -1,14 +1,32 @@
-//! Synthetic trace: Millington wander kinematics for many agents.
+//! Synthetic trace (`--synthetic`): Millington wander kinematics for many agents.
 //!
-//! Stand-in until the real simulation (`steerd`) can produce a trace: the
-//! lead will swap `generate` for a recording of the real sim. Each agent keeps
+//! The report's default trace comes from the real simulation (`sim.rs`);
+//! this generator remains for a trace with a resting cohort and no
+//! obstacles, separation or world wrap-around. Each agent keeps
 //! a wander orientation that is jittered by `rate · (r1 - r2)` per tick; the
 //! wander target sits on a circle of `radius` whose centre is `offset` ahead
 //! of the agent; the agent accelerates at `max_accel` towards it, then
 //! `v += a·dt`, `|v| <= max_speed`, `p += v·dt`, orientation = heading of v.
 //! A fraction of agents rests (zero velocity, fixed pose) the whole time.
 
-use steer_proto::AgentSample;
+use crate::Trace;
+use steer_proto::{AgentSample, Rect};
+
+/// The synthetic trace with default parameters over a 1000 × 1000 world.
+pub fn synthetic(agents: u32, ticks: usize, seed: u64) -> Trace {
+    let p = WanderParams::default();
+    let h = p.half_extent;
+    Trace {
+        source: format!(
+            "synthetic wander generator (--synthetic): {:.0} % resting, no obstacles or separation, seed {seed:#x}",
+            p.resting_fraction * 100.0
+        ),
+        bounds: Rect { min_x: -h, min_y: -h, max_x: h, max_y: h },
+        hz: 1.0 / p.dt,
+        first_tick: 0,
+        states: generate(agents, ticks, p, seed),
+    }
+}
 
 /// Wander parameters (defaults from the brief).
 #[derive(Debug, Clone, Copy)]
