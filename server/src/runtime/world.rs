@@ -342,6 +342,22 @@ impl WorldHandle {
     }
 }
 
+/// The tick schedule's catch-up rule. A tick was due at `next`; it is now `now`. If the world
+/// is more than `max_catchup` whole periods late, the excess is dropped (counted, not run):
+/// returns the deadline to treat as this tick's (moved forward by the dropped periods) and how
+/// many ticks were dropped. At most `max_catchup` late ticks then run back to back, so there is
+/// never a burst (tokio's `interval` would burst by default).
+pub fn catch_up(next: Instant, now: Instant, period: Duration, max_catchup: u32) -> (Instant, u64) {
+    let late = now.saturating_duration_since(next);
+    let behind = (late.as_secs_f64() / period.as_secs_f64()) as u64;
+    if behind > u64::from(max_catchup) {
+        let dropped = behind - u64::from(max_catchup);
+        (next + period.mul_f64(dropped as f64), dropped)
+    } else {
+        (next, 0)
+    }
+}
+
 /// Builds a world from a scenario with the server's caps applied.
 pub fn build_world(scenario: &Scenario, max_agents: usize, max_spawn: usize) -> Result<World, CmdError> {
     let total: usize = scenario.groups.iter().map(|g| g.agent_count()).sum();
@@ -423,17 +439,13 @@ impl Runner {
                 next = Instant::now() + period;
                 continue;
             }
-            // Late by more than the catch-up bound: drop the time instead of bursting.
-            let late = Instant::now().saturating_duration_since(next);
-            let behind = (late.as_secs_f64() / period.as_secs_f64()) as u64;
-            if behind > u64::from(self.max_catchup) {
-                let dropped = behind - u64::from(self.max_catchup);
+            let (due, dropped) = catch_up(next, Instant::now(), period, self.max_catchup);
+            if dropped > 0 {
                 self.stats.overruns.fetch_add(dropped, Ordering::Relaxed);
                 self.metrics.overruns.inc_by(dropped);
-                next += period.mul_f64(dropped as f64);
             }
             self.tick();
-            next += period;
+            next = due + period;
         }
     }
 
@@ -715,5 +727,41 @@ fn command_kind(c: &Command) -> &'static str {
         Command::AddWall { .. } => "add_wall",
         Command::RemoveWall(_) => "remove_wall",
         Command::MoveTo { .. } => "move_to",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn catch_up_runs_at_most_the_bound_and_drops_the_rest() {
+        let p = Duration::from_millis(50);
+        let t0 = Instant::now();
+        // On time, or less than a period late: nothing dropped.
+        assert_eq!(catch_up(t0, t0, p, 3), (t0, 0));
+        assert_eq!(catch_up(t0, t0 + Duration::from_millis(49), p, 3), (t0, 0));
+        // 3 periods late with bound 3: run them all (no drop).
+        assert_eq!(catch_up(t0, t0 + Duration::from_millis(150), p, 3), (t0, 0));
+        // A 2 s stall at 20 Hz = 40 periods late: keep 3, drop 37.
+        let (due, dropped) = catch_up(t0, t0 + Duration::from_secs(2), p, 3);
+        assert_eq!(dropped, 37);
+        assert_eq!(due, t0 + p * 37);
+        // After the dropped time, the remaining lateness is within the bound: at most 3 more
+        // ticks run back to back before the schedule is on time again.
+        let late_after = (t0 + Duration::from_secs(2)).duration_since(due);
+        assert!(late_after < p * 4, "{late_after:?}");
+    }
+
+    #[test]
+    fn world_info_grows_cells_to_fit_the_cap() {
+        let sc = crate::scenario::Scenario::from_json(r#"{"bounds": {"min": {"x": 0, "y": 0}, "max": {"x": 10000, "y": 10000}}}"#).unwrap();
+        let w = sc.build().unwrap();
+        let info = world_info(1, "w", &w, 1000);
+        assert!(info.cell_count() <= 1000, "{}", info.cell_count());
+        assert!(info.aoi_cell_size > 50.0);
+        let small = world_info(1, "w", &w, 1_000_000);
+        assert_eq!(small.aoi_cell_size, 50.0);
+        assert_eq!(small.cols, 200);
     }
 }
