@@ -2,6 +2,7 @@
 
 pub mod error;
 pub mod rest;
+pub mod viewer;
 pub mod ws;
 
 use std::sync::Arc;
@@ -63,6 +64,7 @@ pub fn app(state: AppState) -> Router {
     use rest::*;
     let body_limit = state.settings.limits.max_body_bytes;
     Router::new()
+        .route("/", get(viewer::index)).route("/viewer/{file}", get(viewer::file))
         .route("/health", get(health))
         .route("/metrics", get(metrics))
         .route("/ws", get(ws::upgrade))

@@ -1,0 +1,68 @@
+//! The live web viewer: `GET /` and `GET /viewer/{file}`. The page's files are embedded in the
+//! binary (no CDN, works offline); see `server/viewer/`.
+
+use axum::extract::Path;
+use axum::http::{StatusCode, header};
+use axum::response::{IntoResponse, Response};
+
+/// The embedded files: name, content type, bytes.
+const FILES: &[(&str, &str, &str)] = &[
+    ("index.html", "text/html; charset=utf-8", include_str!("../../viewer/index.html")),
+    ("app.js", "text/javascript; charset=utf-8", include_str!("../../viewer/app.js")),
+    ("proto.js", "text/javascript; charset=utf-8", include_str!("../../viewer/proto.js")),
+    ("style.css", "text/css; charset=utf-8", include_str!("../../viewer/style.css")),
+];
+
+fn serve(name: &str) -> Response {
+    match FILES.iter().find(|(n, _, _)| *n == name) {
+        Some((_, ctype, body)) => (
+            [
+                (header::CONTENT_TYPE, *ctype),
+                (header::CACHE_CONTROL, "no-cache"),
+                (header::X_CONTENT_TYPE_OPTIONS, "nosniff"),
+                // Everything the page needs comes from this server (scripts, styles, /ws, REST).
+                (
+                    header::CONTENT_SECURITY_POLICY,
+                    "default-src 'self'; connect-src 'self' ws: wss:; img-src 'self' data:; style-src 'self'; script-src 'self'; frame-ancestors 'none'",
+                ),
+            ],
+            *body,
+        )
+            .into_response(),
+        None => (StatusCode::NOT_FOUND, [(header::CONTENT_TYPE, "text/plain; charset=utf-8")], "no such viewer file").into_response(),
+    }
+}
+
+/// `GET /`: the viewer page.
+pub async fn index() -> Response {
+    serve("index.html")
+}
+
+/// `GET /viewer/{file}`: the page's scripts and styles.
+pub async fn file(Path(name): Path<String>) -> Response {
+    serve(&name)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_file_is_served_with_its_type() {
+        for (name, ctype, body) in FILES {
+            let r = serve(name);
+            assert_eq!(r.status(), StatusCode::OK);
+            assert_eq!(r.headers().get(header::CONTENT_TYPE).and_then(|v| v.to_str().ok()), Some(*ctype));
+            assert!(!body.is_empty());
+        }
+        assert_eq!(serve("../Cargo.toml").status(), StatusCode::NOT_FOUND);
+        assert_eq!(serve("nope.js").status(), StatusCode::NOT_FOUND);
+    }
+
+    #[test]
+    fn the_page_loads_only_local_files() {
+        for (_, _, body) in FILES {
+            assert!(!body.contains("http://") && !body.contains("https://"), "the viewer must not reference remote URLs");
+        }
+    }
+}

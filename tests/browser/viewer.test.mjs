@@ -1,0 +1,308 @@
+// The live viewer in a real headless Chromium (Debian's /usr/bin/chromium via playwright-core).
+// Starts steerd (STEERD_BIN) on a free port with a scratch data directory, opens the page and
+// drives it like a person: agents move between two captures, box-select + right-click MoveTo
+// until DestinationReached arrives for every selected agent, place and drag an obstacle (checked
+// through REST), pause / step / resume, the status panel. Keeps a screenshot in tests/artifacts/.
+import { test, before, after } from 'node:test';
+import assert from 'node:assert/strict';
+import { spawn } from 'node:child_process';
+import { mkdtempSync, mkdirSync, rmSync, existsSync } from 'node:fs';
+import { createServer } from 'node:net';
+import { tmpdir } from 'node:os';
+import { dirname, join, resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { chromium } from 'playwright-core';
+
+const here = dirname(fileURLToPath(import.meta.url));
+const root = resolve(here, '../..');
+const BIN = process.env.STEERD_BIN || join(root, 'target/release/steerd');
+const CHROMIUM = process.env.CHROMIUM || '/usr/bin/chromium';
+const ARTIFACTS = join(root, 'tests/artifacts');
+const WORLD = 'demo';
+
+const servers = [];
+let base;
+let context;
+let page;
+let scratch;
+const pageErrors = [];
+
+function freePort() {
+  return new Promise((ok, fail) => {
+    const s = createServer();
+    s.once('error', fail);
+    s.listen(0, '127.0.0.1', () => {
+      const { port } = s.address();
+      s.close(() => ok(port));
+    });
+  });
+}
+
+async function rest(method, path, body) {
+  const r = await fetch(base + path, {
+    method,
+    headers: body === undefined ? {} : { 'Content-Type': 'application/json' },
+    body: body === undefined ? undefined : JSON.stringify(body),
+  });
+  const text = await r.text();
+  assert.ok(r.ok, `${method} ${path}: ${r.status} ${text}`);
+  return text ? JSON.parse(text) : null;
+}
+
+async function until(what, fn, timeoutMs = 10000, everyMs = 100) {
+  const end = Date.now() + timeoutMs;
+  let last;
+  for (;;) {
+    last = await fn();
+    if (last) return last;
+    if (Date.now() > end) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, everyMs));
+  }
+}
+
+/** Starts steerd on a free port; returns {base, proc, log()}. */
+async function startServer(extra = []) {
+  const port = await freePort();
+  const url = `http://127.0.0.1:${port}`;
+  const dataDir = join(scratch, `data-${port}`);
+  const proc = spawn(BIN, ['--listen', `127.0.0.1:${port}`, '--data-dir', dataDir, '--scenarios-dir', join(root, 'scenarios'), ...extra], {
+    stdio: ['ignore', 'pipe', 'pipe'],
+    env: { ...process.env, RUST_LOG: process.env.RUST_LOG || 'warn' },
+  });
+  let log = '';
+  proc.stdout.on('data', (d) => { log += d; });
+  proc.stderr.on('data', (d) => { log += d; });
+  servers.push(proc);
+  await until('the server to answer /health', async () => {
+    if (proc.exitCode !== null) throw new Error(`steerd exited (${proc.exitCode}):\n${log}`);
+    try { return (await fetch(`${url}/health`)).ok; } catch { return false; }
+  }, 15000);
+  return { base: url, proc, log: () => log };
+}
+
+async function stopServer(proc) {
+  if (proc.exitCode !== null) return;
+  proc.kill('SIGTERM');
+  await Promise.race([new Promise((r) => proc.once('exit', r)), new Promise((r) => setTimeout(r, 5000))]);
+  if (proc.exitCode === null) proc.kill('SIGKILL');
+}
+
+before(async () => {
+  assert.ok(existsSync(BIN), `steerd binary not found at ${BIN} (set STEERD_BIN)`);
+  assert.ok(existsSync(CHROMIUM), `${CHROMIUM} not found (apt-get install chromium)`);
+  scratch = mkdtempSync(join(tmpdir(), 'steerd-viewer-'));
+  ({ base } = await startServer());
+
+  context = await chromium.launchPersistentContext(join(scratch, 'profile'), {
+    executablePath: CHROMIUM,
+    headless: true,
+    args: ['--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking', '--disable-component-update', '--disable-sync', '--disable-dev-shm-usage'],
+    viewport: { width: 1440, height: 900 },
+    timeout: 20000,
+  });
+  page = context.pages()[0] || (await context.newPage());
+  page.setDefaultTimeout(10000);
+  page.on('pageerror', (e) => pageErrors.push(`pageerror: ${e.message}`));
+  page.on('console', (m) => { if (m.type() === 'error') pageErrors.push(`console: ${m.text()}`); });
+  // Offline: the page must not load anything from elsewhere.
+  await context.route((url) => url.hostname !== '127.0.0.1', (r) => {
+    pageErrors.push(`external request: ${r.request().url()}`);
+    return r.abort();
+  });
+});
+
+after(async () => {
+  try { if (context) await context.close(); } catch { /* already gone */ }
+  for (const p of servers) await stopServer(p);
+  if (scratch) rmSync(scratch, { recursive: true, force: true });
+});
+
+const agentsNow = () => page.evaluate(() => window.viewer.agents());
+
+test('viewer: streams, selects, moves, places obstacles', { timeout: 80000 }, async (t) => {
+  await t.test('the page loads from the server and streams the demo world', async () => {
+    const resp = await page.goto(`${base}/`);
+    assert.equal(resp.status(), 200);
+    assert.match(resp.headers()['content-type'], /text\/html/);
+    await page.waitForFunction(() => window.viewer && window.viewer.ready && window.viewer.keyframes > 0 && window.viewer.agents().length > 0, null, { timeout: 15000 });
+    const v = await page.evaluate(() => ({ world: window.viewer.world, cells: window.viewer.subscribedCells.length }));
+    assert.equal(v.world, WORLD);
+    assert.ok(v.cells > 0, 'subscribed to AOI cells');
+  });
+
+  await t.test('agents move between two captures', async () => {
+    const a = await agentsNow();
+    const tick0 = await page.evaluate(() => window.viewer.tick);
+    await page.waitForTimeout(1000);
+    const b = new Map((await agentsNow()).map((x) => [x.id, x]));
+    const tick1 = await page.evaluate(() => window.viewer.tick);
+    let moved = 0;
+    for (const x of a) {
+      const y = b.get(x.id);
+      if (y && Math.hypot(y.x - x.x, y.y - x.y) > 0.05) moved++;
+    }
+    assert.ok(tick1 > tick0 + 5, `ticks advance (${tick0} → ${tick1})`);
+    assert.ok(moved >= a.length / 2, `${moved} of ${a.length} agents moved`);
+    const deltas = await page.evaluate(() => window.viewer.deltas);
+    assert.ok(deltas > 0, 'deltas applied');
+  });
+
+  await t.test('box-select and right-click MoveTo; DestinationReached arrives for each', async () => {
+    const obstacles = await rest('GET', `/worlds/${WORLD}/obstacles`);
+    const clear = (x, y, m) => obstacles.every((o) => Math.hypot(o.center[0] - x, o.center[1] - y) > o.radius + m);
+    const agents = await agentsNow();
+    const half = 12;
+    // The densest spot whose box corners are off obstacles (a drag starting on one moves it).
+    let best = null;
+    for (const c of agents) {
+      const n = agents.filter((o) => Math.abs(o.x - c.x) <= half - 2 && Math.abs(o.y - c.y) <= half - 2).length;
+      if (n >= 2 && clear(c.x - half, c.y + half, 2) && c.x > 30 && c.x < 270 && c.y > 30 && c.y < 270 && (!best || n > best.n)) best = { c, n };
+    }
+    assert.ok(best, 'a cluster of agents to select');
+    const p0 = await page.evaluate(([x, y]) => window.viewer.worldToScreen(x, y), [best.c.x - half, best.c.y + half]);
+    const p1 = await page.evaluate(([x, y]) => window.viewer.worldToScreen(x, y), [best.c.x + half, best.c.y - half]);
+    await page.mouse.move(p0.x, p0.y);
+    await page.mouse.down();
+    await page.mouse.move((p0.x + p1.x) / 2, (p0.y + p1.y) / 2, { steps: 4 });
+    await page.mouse.move(p1.x, p1.y, { steps: 4 });
+    await page.mouse.up();
+    const selection = await page.evaluate(() => window.viewer.selection);
+    assert.ok(selection.length >= 1, `selected ${selection.length} agents`);
+
+    // A free spot 25–45 units away, inside the world, off obstacles.
+    let target = null;
+    for (let d = 25; d <= 45 && !target; d += 10) {
+      for (let k = 0; k < 16 && !target; k++) {
+        const x = best.c.x + d * Math.cos((k * Math.PI) / 8);
+        const y = best.c.y + d * Math.sin((k * Math.PI) / 8);
+        if (x > 20 && x < 280 && y > 20 && y < 280 && clear(x, y, 8)) target = { x, y };
+      }
+    }
+    assert.ok(target, 'a free spot for the MoveTo');
+    const q = await page.evaluate(([x, y]) => window.viewer.worldToScreen(x, y), [target.x, target.y]);
+    await page.mouse.click(q.x, q.y, { button: 'right' });
+    await until('the MoveTo to be accepted', () => page.evaluate(() => window.viewer.moveToSent === 1), 5000);
+    const sent = await page.evaluate(() => window.viewer.moveToAgents);
+    assert.deepEqual([...sent].sort((x, y) => x - y), [...selection].sort((x, y) => x - y));
+    await until(`DestinationReached for all ${selection.length} selected agents`, async () => {
+      const arrived = new Set(await page.evaluate(() => window.viewer.arrived));
+      return selection.every((id) => arrived.has(id));
+    }, 30000, 200);
+    const arrived = await page.evaluate(() => window.viewer.arrived);
+    for (const id of arrived) assert.ok(selection.includes(id), `only commanded agents arrive (${id})`);
+    // They went there (the formation spreads them round it; once arrived, their own
+    // behaviours may move them on, so only the closest one is checked).
+    const now = (await agentsNow()).filter((x) => selection.includes(x.id));
+    const closest = Math.min(...now.map((a) => Math.hypot(a.x - target.x, a.y - target.y)));
+    assert.ok(closest < 15, `a commanded agent near the target (closest at ${closest.toFixed(1)})`);
+    await page.waitForTimeout(300); // let the arrival rings show in the screenshot
+    mkdirSync(ARTIFACTS, { recursive: true });
+    await page.screenshot({ path: join(ARTIFACTS, 'viewer.png') });
+  });
+
+  await t.test('place an obstacle by clicking, see it in GET /obstacles, drag it', async () => {
+    const before = await rest('GET', `/worlds/${WORLD}/obstacles`);
+    const agents = await agentsNow();
+    // A spot away from obstacles and agents.
+    let spot = null;
+    for (let x = 40; x <= 260 && !spot; x += 20) {
+      for (let y = 40; y <= 260 && !spot; y += 20) {
+        if (before.every((o) => Math.hypot(o.center[0] - x, o.center[1] - y) > o.radius + 16) && agents.every((a) => Math.hypot(a.x - x, a.y - y) > 8)) spot = { x, y };
+      }
+    }
+    assert.ok(spot, 'a free spot');
+    await page.check('input[name="tool"][value="obstacle"]');
+    await page.fill('#obstacle-radius', '4');
+    const s = await page.evaluate(([x, y]) => window.viewer.worldToScreen(x, y), [spot.x, spot.y]);
+    await page.mouse.click(s.x, s.y);
+    const added = await until('the new obstacle in GET /obstacles', async () => {
+      const now = await rest('GET', `/worlds/${WORLD}/obstacles`);
+      return now.length === before.length + 1 && now.find((o) => !before.some((b) => b.id === o.id));
+    }, 5000);
+    assert.ok(Math.hypot(added.center[0] - spot.x, added.center[1] - spot.y) < 1, `placed at the click (${added.center} vs ${spot.x},${spot.y})`);
+    assert.equal(added.radius, 4);
+    await until('the page to show it', () => page.evaluate((id) => window.viewer.obstacles.some((o) => o.id === id), added.id), 5000);
+
+    // Drag it 10 units right (delete + re-create at the drop point).
+    const d = await page.evaluate(([x, y]) => window.viewer.worldToScreen(x, y), [spot.x + 10, spot.y]);
+    await page.mouse.move(s.x, s.y);
+    await page.mouse.down();
+    await page.mouse.move((s.x + d.x) / 2, d.y, { steps: 3 });
+    await page.mouse.move(d.x, d.y, { steps: 3 });
+    await page.mouse.up();
+    const moved = await until('the dragged obstacle at its new place', async () => {
+      const now = await rest('GET', `/worlds/${WORLD}/obstacles`);
+      return now.length === before.length + 1 && !now.some((o) => o.id === added.id) && now.find((o) => Math.hypot(o.center[0] - spot.x - 10, o.center[1] - spot.y) < 1);
+    }, 5000);
+    assert.equal(moved.radius, 4);
+    await page.check('input[name="tool"][value="select"]');
+  });
+
+  await t.test('pause, step and resume from the toolbar', async () => {
+    await page.click('#pause');
+    await until('the world to pause', async () => (await rest('GET', `/worlds/${WORLD}`)).paused, 5000);
+    const t0 = (await rest('GET', `/worlds/${WORLD}`)).tick;
+    await page.fill('#step-n', '5');
+    await page.click('#step');
+    await until('5 ticks stepped', async () => (await rest('GET', `/worlds/${WORLD}`)).tick === t0 + 5, 5000);
+    await until('the page to see the stepped tick', () => page.evaluate((t) => window.viewer.tick >= t, t0 + 5), 5000);
+    await page.click('#pause');
+    await until('the world to resume', async () => !(await rest('GET', `/worlds/${WORLD}`)).paused, 5000);
+  });
+
+  await t.test('the status panel shows live numbers', async () => {
+    await page.waitForTimeout(2200); // a metrics poll
+    const s = await page.evaluate(() => Object.fromEntries(['s-tick', 's-tickdur', 's-agents', 's-subs', 's-bytes', 's-keys', 's-late'].map((id) => [id, document.getElementById(id).textContent])));
+    assert.match(s['s-tick'], /^\d+/);
+    assert.match(s['s-tickdur'], /ms$/);
+    assert.match(s['s-agents'], /^\d+ \(\d+ streamed\)$/);
+    assert.match(s['s-subs'], /^[1-9]\d*$/);
+    assert.match(s['s-bytes'], /\/s/);
+    assert.match(s['s-keys'], /^[1-9]/);
+    assert.match(s['s-late'], /ms/);
+  });
+
+  await t.test('zooming in shrinks the area of interest', async () => {
+    const before = await page.evaluate(() => window.viewer.subscribedCells.length);
+    const box = await page.locator('#canvas').boundingBox();
+    await page.mouse.move(box.x + box.width / 2, box.y + box.height / 2);
+    for (let i = 0; i < 6; i++) await page.mouse.wheel(0, -400);
+    await until('a smaller subscription', () => page.evaluate((n) => window.viewer.subscribedCells.length < n, before), 5000);
+    const frames = await page.evaluate(() => window.viewer.frames);
+    await page.waitForTimeout(500);
+    assert.ok((await page.evaluate(() => window.viewer.frames)) > frames, 'still streaming');
+    await page.keyboard.press('f');
+  });
+
+  await t.test('no page errors', () => {
+    assert.deepEqual(pageErrors, []);
+  });
+});
+
+test('viewer: admin token field when the server has one', { timeout: 30000 }, async () => {
+  const token = 'viewer-test-token';
+  const srv = await startServer(['--admin-token', token]);
+  const p = await context.newPage();
+  const errors = [];
+  p.on('pageerror', (e) => errors.push(e.message));
+  try {
+    await p.goto(`${srv.base}/`);
+    await p.waitForFunction(() => window.viewer && window.viewer.ready && window.viewer.keyframes > 0, null, { timeout: 15000 });
+    await p.waitForSelector('#token-box', { state: 'visible', timeout: 5000 });
+    // Without the token a mutation is refused (and said so on the page).
+    await p.click('#pause');
+    await until('the refusal to show', () => p.evaluate(() => window.viewer.errors.some((e) => /admin token|401|Bearer/.test(e))), 5000);
+    const info = await (await fetch(`${srv.base}/worlds/${WORLD}`)).json();
+    assert.equal(info.paused, false);
+    // With it, it works; the page reconnects the stream with the token in Hello.
+    await p.fill('#token', token);
+    await p.click('#token-apply');
+    await until('the stream to come back', () => p.evaluate(() => window.viewer.connected && window.viewer.keyframes > 0), 5000);
+    await p.click('#pause');
+    await until('the world to pause with the token', async () => (await (await fetch(`${srv.base}/worlds/${WORLD}`)).json()).paused, 5000);
+    assert.deepEqual(errors, []);
+  } finally {
+    await p.close();
+    await stopServer(srv.proc);
+  }
+});
