@@ -76,6 +76,18 @@ pub fn check_positive(field: &str, v: f32) -> Result<f32, SimError> {
     Ok(v)
 }
 
+/// Largest radius of any neighbour or sweep query (keeps one query's cost bounded).
+pub const MAX_QUERY_RADIUS: f32 = 1000.0;
+
+/// Checks a query radius: finite, ≥ 0 and at most [`MAX_QUERY_RADIUS`].
+pub fn check_radius(field: &str, v: f32) -> Result<f32, SimError> {
+    check_non_negative(field, v)?;
+    if v > MAX_QUERY_RADIUS {
+        return Err(SimError::invalid(field, format!("must be at most {MAX_QUERY_RADIUS}")));
+    }
+    Ok(v)
+}
+
 /// Checks both coordinates of a point or vector.
 pub fn check_vec(field: &str, v: glam::Vec2) -> Result<glam::Vec2, SimError> {
     check_finite(&format!("{field}.x"), v.x)?;

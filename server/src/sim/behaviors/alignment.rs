@@ -5,7 +5,7 @@ use glam::Vec2;
 
 use super::velocity_match::match_velocity;
 use crate::sim::agent::Agent;
-use crate::sim::error::{SimError, check_non_negative, check_positive};
+use crate::sim::error::{SimError, check_positive, check_radius};
 use crate::sim::steering::Steering;
 use crate::sim::view::WorldView;
 
@@ -20,10 +20,7 @@ pub struct AlignmentParams {
 
 impl AlignmentParams {
     pub(crate) fn validate(&self) -> Result<(), SimError> {
-        check_non_negative("neighbor_radius", self.neighbor_radius)?;
-        if self.neighbor_radius > 1000.0 {
-            return Err(SimError::invalid("neighbor_radius", "must be at most 1000"));
-        }
+        check_radius("neighbor_radius", self.neighbor_radius)?;
         check_positive("time_to_target", self.time_to_target)?;
         if self.time_to_target < 1e-3 {
             return Err(SimError::invalid("time_to_target", "must be at least 0.001"));

@@ -4,7 +4,7 @@ use glam::Vec2;
 
 use super::seek::seek_point;
 use crate::sim::agent::Agent;
-use crate::sim::error::{SimError, check_non_negative};
+use crate::sim::error::{SimError, check_radius};
 use crate::sim::steering::Steering;
 use crate::sim::view::WorldView;
 
@@ -17,10 +17,7 @@ pub struct CohesionParams {
 
 impl CohesionParams {
     pub(crate) fn validate(&self) -> Result<(), SimError> {
-        check_non_negative("neighbor_radius", self.neighbor_radius)?;
-        if self.neighbor_radius > 1000.0 {
-            return Err(SimError::invalid("neighbor_radius", "must be at most 1000"));
-        }
+        check_radius("neighbor_radius", self.neighbor_radius)?;
         Ok(())
     }
 }

@@ -13,7 +13,7 @@ use super::flee::flee_point;
 use super::pursue::predicted_position;
 use super::separation::separation_dir;
 use crate::sim::agent::{Agent, AgentId};
-use crate::sim::error::{SimError, check_non_negative};
+use crate::sim::error::{SimError, check_non_negative, check_radius};
 use crate::sim::math::dir;
 use crate::sim::steering::Steering;
 use crate::sim::view::{Kinematic, WorldView};
@@ -52,10 +52,7 @@ impl LeaderFollowingParams {
     pub(crate) fn validate(&self) -> Result<(), SimError> {
         check_non_negative("behind_distance", self.behind_distance)?;
         check_non_negative("leader_sight_radius", self.leader_sight_radius)?;
-        check_non_negative("separation_radius", self.separation_radius)?;
-        if self.separation_radius > 1000.0 {
-            return Err(SimError::invalid("separation_radius", "must be at most 1000"));
-        }
+        check_radius("separation_radius", self.separation_radius)?;
         check_non_negative("separation_weight", self.separation_weight)?;
         self.arrive.validate().map_err(|e| e.within("arrive"))
     }
