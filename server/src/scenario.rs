@@ -109,6 +109,9 @@ pub struct Scenario {
     /// Most flow fields cached (default 16).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub flow_cache_capacity: Option<usize>,
+    /// Most flow fields built per tick (default 1).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub flow_builds_per_tick: Option<usize>,
     /// MoveTo orders issued to whole groups at given ticks.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub orders: Vec<OrderSpec>,
@@ -792,6 +795,7 @@ impl Scenario {
             nav_cell_size: self.nav_cell_size.unwrap_or(d.nav_cell_size),
             nav_clearance: self.nav_clearance.unwrap_or(d.nav_clearance),
             flow_cache_capacity: self.flow_cache_capacity.unwrap_or(d.flow_cache_capacity),
+            flow_builds_per_tick: self.flow_builds_per_tick.unwrap_or(d.flow_builds_per_tick),
             ..d
         }
     }

@@ -75,6 +75,9 @@ pub struct WorldConfig {
     pub nav_clearance: f32,
     /// Most flow fields cached (least recently used evicted; default 16).
     pub flow_cache_capacity: usize,
+    /// Most flow fields built per tick (each costs O(nav cells)); agents whose field is not
+    /// built yet head straight for their goal meanwhile (default 1).
+    pub flow_builds_per_tick: usize,
     /// MoveTo tuning.
     pub move_to: MoveToParams,
 }
@@ -97,6 +100,7 @@ impl Default for WorldConfig {
             nav_cell_size: 1.0,
             nav_clearance: 0.75,
             flow_cache_capacity: 16,
+            flow_builds_per_tick: 1,
             move_to: MoveToParams::default(),
         }
     }
@@ -126,6 +130,9 @@ impl WorldConfig {
         super::error::check_non_negative("nav_clearance", self.nav_clearance)?;
         if self.nav_clearance > 1000.0 {
             return Err(SimError::invalid("nav_clearance", "must be at most 1000"));
+        }
+        if !(1..=64).contains(&self.flow_builds_per_tick) {
+            return Err(SimError::invalid("flow_builds_per_tick", "must be between 1 and 64"));
         }
         if !(1..=4096).contains(&self.flow_cache_capacity) {
             return Err(SimError::invalid("flow_cache_capacity", "must be between 1 and 4096"));
@@ -256,6 +263,8 @@ pub enum Command {
     ResetBehaviors { agent: AgentId },
     /// Add a circular obstacle.
     AddObstacle { center: Vec2, radius: f32 },
+    /// Move (and optionally resize) an obstacle.
+    MoveObstacle { id: u32, center: Vec2, radius: Option<f32> },
     /// Remove an obstacle.
     RemoveObstacle(u32),
     /// Add a wall segment.
@@ -476,6 +485,7 @@ impl World {
                 Ok(Outcome::Done)
             }
             Command::AddObstacle { center, radius } => self.add_obstacle(center, radius).map(Outcome::Added),
+            Command::MoveObstacle { id, center, radius } => self.reshape_obstacle(id, center, radius).map(|()| Outcome::Done),
             Command::RemoveObstacle(id) => self.remove_obstacle(id).map(|()| Outcome::Removed(1)),
             Command::AddWall { a, b } => self.add_wall(a, b).map(Outcome::Added),
             Command::RemoveWall(id) => self.remove_wall(id).map(|()| Outcome::Removed(1)),
@@ -572,6 +582,22 @@ impl World {
         let o = self.obstacles.iter_mut().find(|o| o.id == id).ok_or(SimError::UnknownObstacle(id))?;
         let (old, r) = (o.center, o.radius);
         o.center = center;
+        self.mark_nav_dirty(old - Vec2::splat(r), old + Vec2::splat(r));
+        self.mark_nav_dirty(center - Vec2::splat(r), center + Vec2::splat(r));
+        Ok(())
+    }
+
+    /// Moves an obstacle and, with `radius`, resizes it (validated; nothing changes on error).
+    pub fn reshape_obstacle(&mut self, id: u32, center: Vec2, radius: Option<f32>) -> Result<(), SimError> {
+        check_vec("center", center)?;
+        if let Some(r) = radius {
+            check_positive("radius", r)?;
+        }
+        let o = self.obstacles.iter_mut().find(|o| o.id == id).ok_or(SimError::UnknownObstacle(id))?;
+        let (old, old_r) = (o.center, o.radius);
+        o.radius = radius.unwrap_or(old_r);
+        let r = old_r.max(o.radius);
+        self.move_obstacle(id, center)?;
         self.mark_nav_dirty(old - Vec2::splat(r), old + Vec2::splat(r));
         self.mark_nav_dirty(center - Vec2::splat(r), center + Vec2::splat(r));
         Ok(())
@@ -815,7 +841,7 @@ impl World {
         self.rebuild_indexes();
         // Flow fields and slot claims: sequential, before the view is taken.
         if let Some(nav) = self.nav.as_mut() {
-            nav.prepare(&mut self.agents, &self.walls, &self.statics);
+            nav.prepare(&mut self.agents, &self.walls, &self.statics, self.config.flow_builds_per_tick);
         }
         let seed = self.config.seed;
         let tick = self.tick;

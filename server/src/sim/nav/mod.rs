@@ -300,14 +300,16 @@ impl NavState {
                 a.order = Some(order);
             }
             self.formations.insert(id, f);
-            self.cache.begin_round();
-            self.cache.fetch(&self.grid, gc, goal, members.len() as u64);
         }
+        // No field is built here: MoveTo is a command, and a command must stay cheap for the
+        // world thread. The tick's pre-pass builds fields within its budget.
     }
 
     /// The pre-pass of a tick: re-resolves goals after the grid changed, makes sure every
     /// active goal has its flow field, and lets agents near their goal claim slots.
-    pub fn prepare(&mut self, all: &mut [Agent], walls: &[Wall], statics: &StaticIndex) {
+    /// At most `max_builds` missing fields are built per call (in goal-cell order, so the
+    /// choice is deterministic); agents whose field is missing head straight for their goal.
+    pub fn prepare(&mut self, all: &mut [Agent], walls: &[Wall], statics: &StaticIndex, max_builds: usize) {
         if !all.iter().any(|a| a.active_order().is_some()) {
             return;
         }
@@ -348,7 +350,14 @@ impl NavState {
             }
         }
         self.cache.begin_round();
+        let mut builds = 0;
         for (gc, (goal, n)) in users {
+            if self.cache.get(gc as usize).is_none() {
+                if builds >= max_builds {
+                    continue;
+                }
+                builds += 1;
+            }
             self.cache.fetch(&self.grid, gc as usize, goal, n);
         }
         // Slot claims, in id order.
