@@ -79,7 +79,7 @@ pub fn app(state: AppState) -> Router {
         .route("/worlds/{world}/move-to", post(move_to))
         .route("/worlds/{world}/obstacles", get(list_obstacles).post(add_obstacle))
         .route("/worlds/{world}/obstacles/random", post(random_obstacles))
-        .route("/worlds/{world}/obstacles/{id}", axum::routing::delete(delete_obstacle))
+        .route("/worlds/{world}/obstacles/{id}", axum::routing::delete(delete_obstacle).patch(move_obstacle))
         .route("/worlds/{world}/walls", get(list_walls).post(add_wall))
         .route("/worlds/{world}/walls/{id}", axum::routing::delete(delete_wall))
         .route("/worlds/{world}/load", post(load))

@@ -337,6 +337,25 @@ pub async fn add_obstacle(State(state): State<AppState>, headers: HeaderMap, Pat
     }
 }
 
+/// Body of `PATCH /worlds/{world}/obstacles/{id}`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct MoveObstacleBody {
+    /// New centre.
+    pub center: P,
+    /// New radius (default: unchanged).
+    #[serde(default)]
+    pub radius: Option<f32>,
+}
+
+/// `PATCH /worlds/{world}/obstacles/{id}`: moves (drags) and optionally resizes an obstacle.
+pub async fn move_obstacle(State(state): State<AppState>, headers: HeaderMap, Path((name, id)): Path<(String, u32)>, body: Body<MoveObstacleBody>) -> ApiResult {
+    let actor = admin(&state, &headers)?;
+    let Json(b) = body?;
+    world(&state, &name)?.apply(Command::MoveObstacle { id, center: b.center.into(), radius: b.radius }, actor).await?;
+    ok(json!({"id": id}))
+}
+
 /// `DELETE /worlds/{world}/obstacles/{id}`.
 pub async fn delete_obstacle(State(state): State<AppState>, headers: HeaderMap, Path((name, id)): Path<(String, u32)>) -> ApiResult {
     let actor = admin(&state, &headers)?;

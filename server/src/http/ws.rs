@@ -112,6 +112,21 @@ enum Ctl {
 struct Sub {
     cells: Vec<u32>,
     need_key: Vec<bool>,
+    /// Frames up to this tick are already covered by keyframes sent.
+    after: u64,
+}
+
+impl Sub {
+    /// Keyframes of every subscribed cell from `frame`, now.
+    fn keyframes(&mut self, frame: &TickFrame, enc: Encoding, batch: &mut Vec<Bytes>) {
+        for (k, &c) in self.cells.iter().enumerate() {
+            if let Some(cf) = frame.cells.get(c as usize) {
+                batch.push(cf.key.encoded(enc));
+                self.need_key[k] = false;
+            }
+        }
+        self.after = frame.tick;
+    }
 }
 
 fn encode(msg: &ServerMsg, enc: Encoding) -> Bytes {
@@ -172,9 +187,15 @@ async fn send_task(
                     if !streams.contains_key(&world.id) {
                         m.subscribers.inc();
                     }
+                    // Receiver first, then the newest frame: any frame published in between
+                    // is in the receiver and is skipped by `after` if the keyframes cover it.
                     streams.insert(world.id, BroadcastStream::new(world.subscribe()));
-                    let n = cells.len();
-                    subs.insert(world.id, Sub { cells, need_key: vec![true; n] });
+                    let mut sub = Sub { need_key: vec![true; cells.len()], cells, after: 0 };
+                    if let Some(latest) = world.latest() {
+                        sub.keyframes(&latest, enc, &mut batch);
+                        m.keyframes_sent.inc_by(sub.cells.len() as u64);
+                    }
+                    subs.insert(world.id, sub);
                 }
                 Some(Ctl::Unsubscribe { world, result }) => {
                     batch.push(result);
@@ -187,7 +208,11 @@ async fn send_task(
             Some((wid, item)) = streams.next(), if !streams.is_empty() => {
                 let Some(sub) = subs.get_mut(&wid) else { continue };
                 match item {
+                    Ok(frame) if frame.tick <= sub.after => {}
                     Ok(frame) => {
+                        if frame.reset {
+                            sub.need_key.iter_mut().for_each(|k| *k = true);
+                        }
                         for (k, &c) in sub.cells.iter().enumerate() {
                             let Some(cf) = frame.cells.get(c as usize) else { continue };
                             if sub.need_key[k] {

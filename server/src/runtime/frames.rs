@@ -73,4 +73,7 @@ pub struct TickFrame {
     pub cells: Vec<CellFrame>,
     /// Events of this tick (already wire messages).
     pub events: Vec<Arc<Shared<proto::ServerMsg>>>,
+    /// The world was replaced (load/reset): subscribers must resync every cell from the
+    /// keyframes of this frame; its deltas do not chain on anything a client holds.
+    pub reset: bool,
 }

@@ -122,6 +122,11 @@ pub struct WorldInfoView {
     pub alive: bool,
     pub overruns: u64,
     pub aoi_cell_size: f32,
+    /// AOI grid columns and rows (cell index = row · cols + col).
+    pub aoi_cols: u32,
+    pub aoi_rows: u32,
+    /// World bounds: min x, min y, max x, max y.
+    pub bounds: [f32; 4],
     pub scenario: Option<String>,
     pub autosave: bool,
 }
@@ -217,6 +222,8 @@ pub struct WorldHandle {
     pub death: Arc<Mutex<Option<String>>>,
     /// The scenario the world was last loaded from (to restart a dead world).
     pub origin: Arc<Mutex<(Scenario, Option<String>)>>,
+    /// The newest frame, so a new subscriber gets keyframes at once (also while paused).
+    pub latest: Arc<Mutex<Option<Arc<TickFrame>>>>,
 }
 
 impl WorldHandle {
@@ -241,6 +248,7 @@ impl WorldHandle {
             stats: stats.clone(),
             death: Arc::new(Mutex::new(None)),
             origin: Arc::new(Mutex::new((scenario.clone(), spawn.scenario_name.clone()))),
+            latest: Arc::new(Mutex::new(None)),
         };
         let runner = Runner {
             name: spawn.name.clone(),
@@ -263,6 +271,9 @@ impl WorldHandle {
             metrics,
             shared_info: handle.info.clone(),
             origin: handle.origin.clone(),
+            latest: handle.latest.clone(),
+            tick_offset: 0,
+            reset_pending: false,
         };
         let death = handle.death.clone();
         let name = spawn.name;
@@ -299,6 +310,11 @@ impl WorldHandle {
     /// A receiver of tick frames.
     pub fn subscribe(&self) -> broadcast::Receiver<Arc<TickFrame>> {
         self.frames.subscribe()
+    }
+
+    /// The newest published frame.
+    pub fn latest(&self) -> Option<Arc<TickFrame>> {
+        self.latest.lock().ok().and_then(|l| l.clone())
     }
 
     /// Number of frame receivers.
@@ -404,9 +420,20 @@ struct Runner {
     stats: Arc<WorldStats>,
     metrics: Arc<Metrics>,
     origin: Arc<Mutex<(Scenario, Option<String>)>>,
+    latest: Arc<Mutex<Option<Arc<TickFrame>>>>,
+    /// Added to the world's tick on the wire, so that ticks never go back when a world is
+    /// replaced (load/reset) and clients' chains stay well ordered.
+    tick_offset: u64,
+    /// The next publish marks its frame as a reset.
+    reset_pending: bool,
 }
 
 impl Runner {
+    /// The tick as clients see it (monotonic across loads).
+    fn wire_tick(&self) -> u64 {
+        self.tick_offset + self.world.tick()
+    }
+
     fn quant(&self) -> proto::Quantization {
         let d = proto::Quantization::default();
         proto::Quantization::new(d.pos_step, d.vel_step, self.world.config().tick_rate)
@@ -455,7 +482,7 @@ impl Runner {
         let elapsed = start.elapsed();
         self.metrics.tick_seconds.observe(elapsed.as_secs_f64());
         self.publish();
-        self.stats.tick.store(self.world.tick(), Ordering::Relaxed);
+        self.stats.tick.store(self.wire_tick(), Ordering::Relaxed);
         self.stats.agents.store(self.world.agents().len() as u64, Ordering::Relaxed);
     }
 
@@ -468,24 +495,39 @@ impl Runner {
         }
         let n = self.info.cell_count() as usize;
         self.encoders = (0..n).map(|c| proto::CellEncoder::new(proto::FrameScope { world: self.id, cell: c as u32 })).collect();
+        // Fill the encoders with the current state now (their keyframes are what subscribers
+        // resync from); the deltas of this first diff chain on nothing and are not sent.
+        let q = self.quant();
+        let tick = self.wire_tick();
+        for (c, cell) in self.quantize_cells(&q).into_iter().enumerate() {
+            if let Some(enc) = self.encoders.get_mut(c) {
+                let _ = enc.update(cell, tick, &q, true);
+            }
+        }
         self.keys = self.encoders.iter().map(|e| Arc::new(Shared::new(proto::ServerMsg::Keyframe(e.keyframe(true))))).collect();
         self.stats.tick_rate_milli.store((self.world.config().tick_rate * 1000.0) as u32, Ordering::Relaxed);
         self.stats.agents.store(self.world.agents().len() as u64, Ordering::Relaxed);
-        self.stats.tick.store(self.world.tick(), Ordering::Relaxed);
+        self.stats.tick.store(self.wire_tick(), Ordering::Relaxed);
     }
 
-    /// Quantizes the state per AOI cell, diffs each cell once, and broadcasts the frame.
-    fn publish(&mut self) {
-        let q = self.quant();
-        let n = self.encoders.len();
-        let mut per_cell: Vec<Vec<proto::QAgent>> = vec![Vec::new(); n];
+    /// The quantized agents of every AOI cell, each sorted by id.
+    fn quantize_cells(&self, q: &proto::Quantization) -> Vec<Vec<proto::QAgent>> {
+        let mut per_cell: Vec<Vec<proto::QAgent>> = vec![Vec::new(); self.info.cell_count() as usize];
         for a in self.world.agents() {
             let c = self.info.cell_of(a.position.x, a.position.y) as usize;
             if let Some(v) = per_cell.get_mut(c) {
                 v.push(q.quantize(&convert::sample(a)));
             }
         }
-        let tick = self.world.tick();
+        per_cell
+    }
+
+    /// Quantizes the state per AOI cell, diffs each cell once, and broadcasts the frame.
+    fn publish(&mut self) {
+        let q = self.quant();
+        let n = self.encoders.len();
+        let per_cell = self.quantize_cells(&q);
+        let tick = self.wire_tick();
         let mut cells = Vec::with_capacity(n);
         for (c, next) in per_cell.into_iter().enumerate() {
             let (Some(enc), Some(key)) = (self.encoders.get_mut(c), self.keys.get_mut(c)) else { continue };
@@ -503,23 +545,29 @@ impl Runner {
             cells.push(CellFrame { delta, key: key.clone() });
         }
         let groups = self.world.groups().to_vec();
-        let events: Vec<_> = self
-            .world
-            .drain_events()
-            .iter()
-            .map(|e| {
-                if let crate::sim::world::Event::Despawned { id } = e {
-                    self.owners.remove(id);
-                }
-                Arc::new(Shared::new(proto::ServerMsg::Event(proto::Event {
-                    world: self.id,
-                    tick,
-                    event: convert::event(e, &groups),
-                })))
-            })
+        // One wire event per run of same-group spawns / despawns (their `agents` lists), not one
+        // per agent: a 10k-agent spawn is one message to each subscriber, not 10,000.
+        let mut kinds: Vec<proto::EventKind> = Vec::new();
+        for e in self.world.drain_events() {
+            if let crate::sim::world::Event::Despawned { id } = &e {
+                self.owners.remove(id);
+            }
+            match (kinds.last_mut(), convert::event(&e, &groups)) {
+                (Some(proto::EventKind::Spawned(last)), proto::EventKind::Spawned(s)) if last.group == s.group => last.agents.extend(s.agents),
+                (Some(proto::EventKind::Despawned(last)), proto::EventKind::Despawned(d)) => last.agents.extend(d.agents),
+                (_, k) => kinds.push(k),
+            }
+        }
+        let events: Vec<_> = kinds
+            .into_iter()
+            .map(|event| Arc::new(Shared::new(proto::ServerMsg::Event(proto::Event { world: self.id, tick, event }))))
             .collect();
+        let frame = Arc::new(TickFrame { world: self.id, tick, cells, events, reset: std::mem::take(&mut self.reset_pending) });
+        if let Ok(mut l) = self.latest.lock() {
+            *l = Some(frame.clone());
+        }
         // No receivers is fine: nobody is watching.
-        let _ = self.frames.send(Arc::new(TickFrame { world: self.id, tick, cells, events }));
+        let _ = self.frames.send(frame);
     }
 
     /// Makes a session the owner of the agents it spawned.
@@ -562,7 +610,7 @@ impl Runner {
         WorldInfoView {
             name: self.name.clone(),
             id: self.id,
-            tick: self.world.tick(),
+            tick: self.wire_tick(),
             tick_rate: self.world.config().tick_rate,
             paused: self.paused,
             agents: self.world.agents().len(),
@@ -571,6 +619,9 @@ impl Runner {
             alive: true,
             overruns: self.stats.overruns.load(Ordering::Relaxed),
             aoi_cell_size: self.info.aoi_cell_size,
+            aoi_cols: self.info.cols,
+            aoi_rows: self.info.rows,
+            bounds: [self.info.bounds.min_x, self.info.bounds.min_y, self.info.bounds.max_x, self.info.bounds.max_y],
             scenario: self.scenario_name.clone(),
             autosave: self.autosave,
         }
@@ -578,6 +629,7 @@ impl Runner {
 
     fn replace_world(&mut self, scenario: Scenario, name: Option<String>) -> Result<u64, CmdError> {
         let world = build_world(&scenario, self.max_agents, self.max_spawn)?;
+        self.tick_offset = self.wire_tick() + 1;
         self.world = world;
         if let Ok(mut o) = self.origin.lock() {
             *o = (scenario.clone(), name.clone());
@@ -586,9 +638,10 @@ impl Runner {
         self.scenario_name = name;
         self.owners.clear();
         self.reset_encoders();
-        // Subscribers resync from the next frame: every cell's delta lists the whole new state.
+        // Subscribers resync from this frame's keyframes.
+        self.reset_pending = true;
         self.publish();
-        Ok(self.world.tick())
+        Ok(self.wire_tick())
     }
 
     fn handle(&mut self, req: Request) {
@@ -638,7 +691,7 @@ impl Runner {
                 let q = self.quant();
                 let snap = Snapshot {
                     world: self.name.clone(),
-                    tick: self.world.tick(),
+                    tick: self.wire_tick(),
                     agents: self.world.agents().iter().map(|a| self.agent_view(a)).collect(),
                     obstacles: self.world.obstacles().iter().map(|o| ObstacleView { id: o.id, center: o.center.to_array(), radius: o.radius }).collect(),
                     walls: self.world.walls().iter().map(|w| WallView { id: w.id, a: w.a.to_array(), b: w.b.to_array() }).collect(),
@@ -669,7 +722,7 @@ impl Runner {
                 for _ in 0..ticks {
                     self.tick();
                 }
-                let _ = reply.send(Ok(self.world.tick()));
+                let _ = reply.send(Ok(self.wire_tick()));
             }
             Request::Reset { reply } => {
                 let sc = self.scenario.clone();
@@ -710,7 +763,7 @@ fn command_agents(c: &Command) -> Vec<AgentId> {
         | Command::RemoveBehavior { agent, .. }
         | Command::ResetBehaviors { agent } => vec![*agent],
         Command::MoveTo { agents, .. } => agents.clone(),
-        Command::Spawn(_) | Command::AddObstacle { .. } | Command::RemoveObstacle(_) | Command::AddWall { .. } | Command::RemoveWall(_) => Vec::new(),
+        Command::Spawn(_) | Command::AddObstacle { .. } | Command::MoveObstacle { .. } | Command::RemoveObstacle(_) | Command::AddWall { .. } | Command::RemoveWall(_) => Vec::new(),
     }
 }
 
@@ -723,6 +776,7 @@ fn command_kind(c: &Command) -> &'static str {
         Command::RemoveBehavior { .. } => "remove_behavior",
         Command::ResetBehaviors { .. } => "reset_behaviors",
         Command::AddObstacle { .. } => "add_obstacle",
+        Command::MoveObstacle { .. } => "move_obstacle",
         Command::RemoveObstacle(_) => "remove_obstacle",
         Command::AddWall { .. } => "add_wall",
         Command::RemoveWall(_) => "remove_wall",
