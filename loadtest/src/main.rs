@@ -1,4 +1,476 @@
-//! steer-swarm: bot swarm load tester (see issue tracker; not yet implemented).
-fn main() -> anyhow::Result<()> {
-    anyhow::bail!("steer-swarm is not implemented yet")
+//! steer-swarm: a bot-swarm load tester for steerd.
+//!
+//! ```text
+//! steer-swarm --url ws://127.0.0.1:8080/ws --world demo --bots 1000 --ramp 10s --duration 60s \
+//!     --commands-per-sec 1 --aoi 100x100 --format binary --report out.json \
+//!     --fail-if 'p99_cmd_rtt_ms>100,disconnects>0,decode_errors>0'
+//! ```
+//!
+//! Each bot is a tokio task on one runtime (see `bot.rs`); handshakes are bounded by a
+//! semaphore; everything stops at `--duration` (plus a few seconds of bounded goodbye). The
+//! report is printed as a table and optionally written as JSON; `--fail-if` makes the exit
+//! status non-zero when a threshold is crossed (exit code 2; 1 is a usage or runtime error).
+
+mod bot;
+mod clock;
+mod metrics;
+mod report;
+mod stats;
+
+use std::io::IsTerminal;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, bail};
+use clap::{Parser, ValueEnum};
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+use steer_proto::Encoding;
+
+use crate::bot::{BotConfig, CommandMix};
+use crate::report::{Pct, Report, Threshold};
+use crate::stats::{C, H, Stats};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum Format {
+    /// bincode in binary frames.
+    Binary,
+    /// JSON in text frames.
+    Json,
+}
+
+/// Bot-swarm load tester for steerd: many WebSocket clients that subscribe, verify every
+/// frame, command their own agents, and measure latency, lateness and throughput.
+#[derive(Debug, Parser)]
+#[command(name = "steer-swarm", version)]
+struct Cli {
+    /// The server's WebSocket URL.
+    #[arg(long, default_value = "ws://127.0.0.1:8080/ws")]
+    url: String,
+    /// World to subscribe to and command in.
+    #[arg(long, default_value = "demo")]
+    world: String,
+    /// Number of bots (connections).
+    #[arg(long, default_value_t = 10)]
+    bots: usize,
+    /// Spread bot starts evenly over this time (e.g. `10s`, `500ms`).
+    #[arg(long, default_value = "0s", value_parser = parse_duration)]
+    ramp: Duration,
+    /// Run time from the first bot's start; every bot stops then.
+    #[arg(long, default_value = "10s", value_parser = parse_duration)]
+    duration: Duration,
+    /// Commands per second per bot, sent to the bot's own agents (see --command-mix); 0 = none.
+    #[arg(long, default_value_t = 1.0)]
+    commands_per_sec: f64,
+    /// Which commands: `mixed` (3 MoveTo : 1 add/remove behaviour), `move-to`, `behaviors`.
+    #[arg(long, value_enum, default_value_t = CommandMix::Mixed)]
+    command_mix: CommandMix,
+    /// Agents each bot spawns (inside its area) and commands; 0 = none (no commands then).
+    #[arg(long, default_value_t = 1)]
+    spawn_per_bot: u32,
+    /// Subscription area per bot, `WxH` world units, placed at random.
+    #[arg(long, default_value = "100x100", value_parser = parse_aoi)]
+    aoi: (f32, f32),
+    /// Move each bot's area by up to a quarter of its size this often (off by default).
+    #[arg(long, value_parser = parse_duration)]
+    pan_every: Option<Duration>,
+    /// Frame encoding.
+    #[arg(long, value_enum, default_value_t = Format::Binary)]
+    format: Format,
+    /// Admin token sent in Hello (needed for Spawn when the server has one).
+    #[arg(long, env = "STEER_SWARM_ADMIN_TOKEN", hide_env_values = true)]
+    admin_token: Option<String>,
+    /// Seed of the bots' random choices (areas, targets, timings).
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    /// Ping interval per bot after the initial burst (clock estimate, RTT).
+    #[arg(long, default_value = "500ms", value_parser = parse_duration)]
+    ping_every: Duration,
+    /// Most WebSocket handshakes in flight at once.
+    #[arg(long, default_value_t = 64)]
+    max_handshakes: usize,
+    /// Timeout of connect + Hello → Welcome.
+    #[arg(long, default_value = "10s", value_parser = parse_duration)]
+    connect_timeout: Duration,
+    /// Prometheus endpoint of the server [default: derived from --url, `/metrics`]; `none`
+    /// skips scraping.
+    #[arg(long)]
+    metrics_url: Option<String>,
+    /// PID of a local server to sample CPU and RSS from /proc.
+    #[arg(long)]
+    server_pid: Option<u32>,
+    /// Write the report as JSON here.
+    #[arg(long)]
+    report: Option<PathBuf>,
+    /// Fail (exit 2) when any condition holds, e.g.
+    /// `p99_cmd_rtt_ms>100,disconnects>0,decode_errors>0`.
+    #[arg(long)]
+    fail_if: Option<String>,
+    /// No progress display and no table (the JSON report and failures are still written).
+    #[arg(long)]
+    quiet: bool,
+    /// Worker threads of the runtime [default: number of CPUs].
+    #[arg(long)]
+    threads: Option<usize>,
+}
+
+/// `1.5s`, `250ms`, `2m`, `1h`, or plain seconds.
+fn parse_duration(s: &str) -> Result<Duration, String> {
+    let s = s.trim();
+    let (num, unit) = match s.find(|c: char| !(c.is_ascii_digit() || c == '.')) {
+        Some(i) => s.split_at(i),
+        None => (s, "s"),
+    };
+    let n: f64 = num.parse().map_err(|_| format!("`{s}`: expected a number with a unit (ms, s, m, h)"))?;
+    let secs = match unit {
+        "ms" => n / 1000.0,
+        "s" => n,
+        "m" => n * 60.0,
+        "h" => n * 3600.0,
+        u => return Err(format!("`{s}`: unknown unit `{u}` (ms, s, m, h)")),
+    };
+    if !secs.is_finite() || !(0.0..=7.0 * 86400.0).contains(&secs) {
+        return Err(format!("`{s}`: out of range"));
+    }
+    Ok(Duration::from_secs_f64(secs))
+}
+
+/// `100x100` → (100, 100).
+fn parse_aoi(s: &str) -> Result<(f32, f32), String> {
+    let (w, h) = s.split_once(['x', 'X']).ok_or_else(|| format!("`{s}`: expected WxH, e.g. 100x100"))?;
+    let p = |v: &str| v.trim().parse::<f32>().ok().filter(|x| x.is_finite() && *x > 0.0);
+    match (p(w), p(h)) {
+        (Some(w), Some(h)) => Ok((w, h)),
+        _ => Err(format!("`{s}`: width and height must be positive numbers")),
+    }
+}
+
+/// The URL a bot connects to: JSON needs `format=json` in the query (the server picks the
+/// frame encoding from it, not from `Hello.encoding`).
+fn bot_url(url: &str, format: Format) -> String {
+    match format {
+        Format::Binary => url.to_string(),
+        Format::Json if url.contains("format=json") => url.to_string(),
+        Format::Json => format!("{url}{}format=json", if url.contains('?') { '&' } else { '?' }),
+    }
+}
+
+fn main() {
+    let cli = Cli::parse();
+    match run(cli) {
+        Ok(0) => {}
+        Ok(code) => std::process::exit(code),
+        Err(e) => {
+            eprintln!("steer-swarm: {e:#}");
+            std::process::exit(1);
+        }
+    }
+}
+
+fn run(cli: Cli) -> anyhow::Result<i32> {
+    let thresholds = cli.fail_if.as_deref().map(report::parse_fail_if).transpose()?;
+    if cli.bots == 0 {
+        bail!("--bots must be at least 1");
+    }
+    if !cli.commands_per_sec.is_finite() || cli.commands_per_sec < 0.0 || cli.commands_per_sec > 1000.0 {
+        bail!("--commands-per-sec must be between 0 and 1000");
+    }
+    if cli.duration.is_zero() {
+        bail!("--duration must be positive");
+    }
+    if cli.ping_every < Duration::from_millis(10) {
+        bail!("--ping-every must be at least 10ms");
+    }
+    if cli.pan_every.is_some_and(|p| p < Duration::from_millis(100)) {
+        bail!("--pan-every must be at least 100ms");
+    }
+    if !(cli.url.starts_with("ws://") || cli.url.starts_with("wss://")) {
+        bail!("--url must be a ws:// or wss:// URL");
+    }
+    let metrics_url = match cli.metrics_url.as_deref() {
+        Some("none") => None,
+        Some(u) => Some(u.to_string()),
+        None => Some(metrics::metrics_url(&cli.url)?),
+    };
+    let mut rt = tokio::runtime::Builder::new_multi_thread();
+    if let Some(t) = cli.threads {
+        rt.worker_threads(t.max(1));
+    }
+    let rt = rt.enable_all().build().context("starting the tokio runtime")?;
+    let report = rt.block_on(swarm(&cli, metrics_url))?;
+    // Bots still in their bounded goodbye are dropped with the runtime.
+    rt.shutdown_timeout(Duration::from_secs(1));
+
+    if !cli.quiet {
+        print!("{}", report.table());
+    }
+    if let Some(path) = &cli.report {
+        let json = serde_json::to_string_pretty(&report)?;
+        std::fs::write(path, json + "\n").with_context(|| format!("writing {}", path.display()))?;
+    }
+    Ok(judge(&report, thresholds.as_deref()))
+}
+
+/// Prints crossed thresholds; the exit code.
+fn judge(report: &Report, thresholds: Option<&[Threshold]>) -> i32 {
+    let Some(t) = thresholds else { return 0 };
+    for m in report::unmeasured(report, t) {
+        eprintln!("steer-swarm: --fail-if {m}: no samples in this run (not checked)");
+    }
+    let failed = report::check(report, t);
+    for f in &failed {
+        eprintln!("steer-swarm: FAIL {f}");
+    }
+    if failed.is_empty() { 0 } else { 2 }
+}
+
+async fn swarm(cli: &Cli, metrics_url: Option<String>) -> anyhow::Result<Report> {
+    let stats = Arc::new(Stats::new());
+    let scrape_before = match &metrics_url {
+        Some(u) => match metrics::scrape(u).await {
+            Ok(s) => Some(s),
+            Err(e) => {
+                eprintln!("steer-swarm: cannot scrape {u}: {e:#} (server tick figures left out)");
+                None
+            }
+        },
+        None => None,
+    };
+    let own_pid = std::process::id();
+    let usage = |pid: Option<u32>| pid.and_then(metrics::proc_usage);
+    let (server0, swarm0) = (usage(cli.server_pid), usage(Some(own_pid)));
+
+    let epoch = Instant::now();
+    let start = tokio::time::Instant::now();
+    let deadline = start + cli.duration;
+    let cfg = Arc::new(BotConfig {
+        url: bot_url(&cli.url, cli.format),
+        world: cli.world.clone(),
+        aoi: cli.aoi,
+        encoding: match cli.format {
+            Format::Binary => Encoding::Binary,
+            Format::Json => Encoding::Json,
+        },
+        spawn_per_bot: cli.spawn_per_bot,
+        token: cli.admin_token.clone(),
+        commands_per_sec: cli.commands_per_sec,
+        mix: cli.command_mix,
+        pan_every: cli.pan_every,
+        ping_every: cli.ping_every,
+        connect_timeout: cli.connect_timeout,
+        request_timeout: Duration::from_secs(10),
+        stall_timeout: Duration::from_secs(10),
+        effect_timeout: Duration::from_secs(5),
+        seed: cli.seed,
+        epoch,
+        deadline,
+        handshakes: Arc::new(tokio::sync::Semaphore::new(cli.max_handshakes.max(1))),
+        stats: stats.clone(),
+        clock: std::sync::OnceLock::new(),
+    });
+    if cli.commands_per_sec > 0.0 && cli.spawn_per_bot == 0 && !cli.quiet {
+        eprintln!("steer-swarm: --spawn-per-bot 0: bots own no agents, so they send no commands");
+    }
+
+    let mut tasks = tokio::task::JoinSet::new();
+    for i in 0..cli.bots {
+        let cfg = cfg.clone();
+        let at = start + cli.ramp.mul_f64(i as f64 / cli.bots as f64);
+        tasks.spawn(async move {
+            tokio::time::sleep_until(at).await;
+            bot::run(cfg, i).await;
+        });
+    }
+
+    // Live display and resource sampling until the deadline.
+    let bar = progress(cli);
+    let mut peak = (0u64, 0u64);
+    let mut last = (Instant::now(), [0u64; 5]);
+    let mut tick = tokio::time::interval(Duration::from_millis(500));
+    loop {
+        tick.tick().await;
+        for (pid, slot) in [(cli.server_pid, 0), (Some(own_pid), 1)] {
+            if let Some((_, rss)) = usage(pid) {
+                if slot == 0 {
+                    peak.0 = peak.0.max(rss);
+                } else {
+                    peak.1 = peak.1.max(rss);
+                }
+            }
+        }
+        let now = [C::Frames, C::BytesIn, C::CommandsSent, C::Disconnects, C::DecodeErrors].map(|c| stats.get(c));
+        let dt = last.0.elapsed().as_secs_f64().max(1e-3);
+        let rate = |i: usize| (now[i] - last.1[i]) as f64 / dt;
+        let errors = stats.get(C::DecodeErrors) + stats.get(C::ChecksumErrors) + stats.get(C::ChainBreaks) + stats.get(C::CommandErrors);
+        bar.set_position(start.elapsed().as_secs().min(cli.duration.as_secs()));
+        bar.set_message(format!(
+            "bots {}/{} | {:.0} frames/s | {:.2} MB/s in | {:.0} cmd/s | errors {} | disconnects {}",
+            stats.get(C::BotsOnline),
+            cli.bots,
+            rate(0),
+            rate(1) / 1e6,
+            rate(2),
+            errors,
+            stats.get(C::Disconnects),
+        ));
+        last = (Instant::now(), now);
+        if tokio::time::Instant::now() >= deadline {
+            break;
+        }
+    }
+    let measured = start.elapsed().as_secs_f64();
+    let (server1, swarm1) = (usage(cli.server_pid), usage(Some(own_pid)));
+    let scrape_after = match (&metrics_url, &scrape_before) {
+        (Some(u), Some(_)) => metrics::scrape(u).await.ok(),
+        _ => None,
+    };
+    bar.set_message("stopping: bots despawn their agents and close");
+    // Bots finish their goodbye within ~2 s of the deadline; abort stragglers.
+    let drain = tokio::time::timeout(Duration::from_secs(5), async { while tasks.join_next().await.is_some() {} }).await;
+    if drain.is_err() {
+        tasks.abort_all();
+    }
+    bar.finish_and_clear();
+
+    let cpu = |a: Option<(f64, u64)>, b: Option<(f64, u64)>| match (a, b) {
+        (Some(a), Some(b)) => Some(report::round3((b.0 - a.0) / measured * 100.0)),
+        _ => None,
+    };
+    let mib = |b: u64| (b > 0).then(|| report::round3(b as f64 / (1 << 20) as f64));
+    let server = scrape_after.zip(scrape_before).map(|(a, b)| a.since(&b));
+    let tick_mean_ms = server.as_ref().and_then(|s| s.tick_mean()).map(|s| s * 1e3);
+    let mut r = build_report(cli, &stats, measured, tick_mean_ms.unwrap_or(0.0));
+    if let Some(s) = &server {
+        r.server_tick_ms_p50 = s.tick_quantile(0.5).map(|v| report::round3(v * 1e3));
+        r.server_tick_ms_p99 = s.tick_quantile(0.99).map(|v| report::round3(v * 1e3));
+        r.server_tick_ms_mean = tick_mean_ms.map(report::round3);
+        r.server_ticks = Some(s.tick_count);
+        r.server_overruns = Some(s.overruns);
+        r.server_frames_dropped = Some(s.frames_dropped);
+    }
+    r.server_cpu_pct = cpu(server0, server1);
+    r.server_rss_mib = mib(peak.0);
+    r.swarm_cpu_pct = cpu(swarm0, swarm1);
+    r.swarm_rss_mib = mib(peak.1);
+    let (n, notes) = stats.notes();
+    if n > 0 && !cli.quiet {
+        eprintln!("steer-swarm: {n} diagnostics, the first {}:", notes.len());
+        for m in notes {
+            eprintln!("  {m}");
+        }
+    }
+    Ok(r)
+}
+
+fn progress(cli: &Cli) -> ProgressBar {
+    if cli.quiet || !std::io::stderr().is_terminal() {
+        return ProgressBar::with_draw_target(Some(cli.duration.as_secs()), ProgressDrawTarget::hidden());
+    }
+    let bar = ProgressBar::new(cli.duration.as_secs());
+    if let Ok(style) = ProgressStyle::with_template("{spinner} [{elapsed_precise}] {bar:20} {pos}/{len}s {msg}") {
+        bar.set_style(style);
+    }
+    bar.enable_steady_tick(Duration::from_millis(200));
+    bar
+}
+
+fn build_report(cli: &Cli, s: &Stats, secs: f64, tick_mean_ms: f64) -> Report {
+    let g = |c: C| s.get(c);
+    let per_sec = |v: u64| report::round3(v as f64 / secs.max(1e-9));
+    let mut r = Report {
+        url: cli.url.clone(),
+        world: cli.world.clone(),
+        bots: cli.bots as u64,
+        bots_connected: g(C::BotsConnected),
+        connect_failures: g(C::ConnectFailures),
+        bots_not_started: (cli.bots as u64).saturating_sub(g(C::BotsConnected) + g(C::ConnectFailures)),
+        disconnects: g(C::Disconnects),
+        close_codes: s.close_codes(),
+        duration_s: report::round3(secs),
+        frames_received: g(C::Frames),
+        keyframes: g(C::Keyframes),
+        deltas: g(C::Deltas),
+        events: g(C::Events),
+        frames_per_sec: per_sec(g(C::Frames)),
+        bytes_in: g(C::BytesIn),
+        bytes_in_per_sec: per_sec(g(C::BytesIn)),
+        bytes_per_agent_update: if g(C::AgentUpdates) > 0 { report::round3(g(C::FrameBytes) as f64 / g(C::AgentUpdates) as f64) } else { 0.0 },
+        agent_updates: g(C::AgentUpdates),
+        decode_errors: g(C::DecodeErrors),
+        checksum_errors: g(C::ChecksumErrors),
+        chain_breaks: g(C::ChainBreaks),
+        resyncs: g(C::Resyncs),
+        pans: g(C::Pans),
+        ticks_seen: g(C::TicksSeen),
+        tick_gaps: g(C::TickGaps),
+        commands_sent: g(C::CommandsSent),
+        command_results: g(C::CommandResults),
+        commands_per_sec: per_sec(g(C::CommandsSent)),
+        command_errors: g(C::CommandErrors),
+        command_error_codes: s.error_codes(),
+        command_timeouts: g(C::CommandTimeouts),
+        server_errors: g(C::ServerErrors),
+        agents_spawned: g(C::AgentsSpawned),
+        effect_timeouts: g(C::EffectTimeouts),
+        negative_lateness: g(C::NegativeLateness),
+        ..Report::default()
+    };
+    s.with_hists(|h| {
+        r.connect_ms = Pct::of(h.get(H::ConnectUs), 1e3, 0.0);
+        r.cmd_rtt_ms = Pct::of(h.get(H::CmdRttUs), 1e3, 0.0);
+        r.cmd_effect_ms = Pct::of(h.get(H::CmdEffectUs), 1e3, 0.0);
+        r.frame_delivery_ms = Pct::of(h.get(H::LatenessUs), 1e3, 0.0);
+        r.frame_lateness_ms = Pct::of(h.get(H::LatenessUs), 1e3, tick_mean_ms);
+        r.lateness_error_bound_ms = Pct::of(h.get(H::ClockErrorUs), 1e3, 0.0);
+        r.ping_rtt_ms = Pct::of(h.get(H::PingRttUs), 1e3, 0.0);
+        r.bytes_per_frame = Pct::of(h.get(H::FrameBytes), 1.0, 0.0);
+    });
+    r
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_durations() {
+        assert_eq!(parse_duration("10s").unwrap(), Duration::from_secs(10));
+        assert_eq!(parse_duration("250ms").unwrap(), Duration::from_millis(250));
+        assert_eq!(parse_duration("1.5s").unwrap(), Duration::from_millis(1500));
+        assert_eq!(parse_duration("2m").unwrap(), Duration::from_secs(120));
+        assert_eq!(parse_duration("3").unwrap(), Duration::from_secs(3));
+        for bad in ["", "s", "10x", "-1s", "1e3s", "9999h"] {
+            assert!(parse_duration(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn parses_aoi() {
+        assert_eq!(parse_aoi("100x100").unwrap(), (100.0, 100.0));
+        assert_eq!(parse_aoi("50X20.5").unwrap(), (50.0, 20.5));
+        for bad in ["100", "0x10", "ax1", "10x-1", "x"] {
+            assert!(parse_aoi(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn json_url_carries_the_format() {
+        assert_eq!(bot_url("ws://h:1/ws", Format::Json), "ws://h:1/ws?format=json");
+        assert_eq!(bot_url("ws://h:1/ws?a=b", Format::Json), "ws://h:1/ws?a=b&format=json");
+        assert_eq!(bot_url("ws://h:1/ws", Format::Binary), "ws://h:1/ws");
+    }
+
+    #[test]
+    fn cli_accepts_the_issue_example() {
+        let cli = Cli::try_parse_from([
+            "steer-swarm", "--url", "ws://127.0.0.1:8080/ws", "--world", "demo", "--bots", "1000", "--ramp", "10s",
+            "--duration", "60s", "--commands-per-sec", "1", "--aoi", "100x100", "--format", "binary", "--spawn-per-bot",
+            "2", "--admin-token", "t", "--seed", "7", "--pan-every", "5s", "--report", "out.json", "--fail-if",
+            "p99_cmd_rtt_ms>100,disconnects>0,decode_errors>0", "--quiet",
+        ])
+        .unwrap();
+        assert_eq!((cli.bots, cli.ramp, cli.aoi, cli.format), (1000, Duration::from_secs(10), (100.0, 100.0), Format::Binary));
+        assert_eq!(cli.pan_every, Some(Duration::from_secs(5)));
+        assert_eq!(report::parse_fail_if(cli.fail_if.as_deref().unwrap()).unwrap().len(), 3);
+    }
 }

@@ -1,0 +1,768 @@
+//! One bot: a WebSocket session that behaves like a game client.
+//!
+//! Hello → Welcome (under the handshake semaphore), Subscribe to a random area, Spawn its own
+//! agents there, then until the deadline: decode every frame with steer-proto, keep its own
+//! copy of the cells and verify the delta chain and checksums (resubscribing on any break),
+//! send MoveTo / behaviour commands at the configured rate and match each CommandResult,
+//! ping to estimate the server's tick clock, and pan the area now and then. At the deadline
+//! it despawns its agents and closes with 1000. Every wait has a timeout.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, bail};
+use futures_util::{SinkExt, StreamExt};
+use steer_proto::{
+    self as proto, AddBehavior, ApplyError, Area, BehaviorEntry, BehaviorKind, ClientMsg, ClientState, Encoding, Hello,
+    LookWhereYouAreGoing, MoveTo, Point, Quantization, Rect, RemoveBehavior, ServerMsg, Spawn, SpawnArea, Subscribe,
+    WorldInfo,
+};
+use tokio::net::TcpStream;
+use tokio::sync::Semaphore;
+use tokio::time::{Instant as TokioInstant, sleep_until, timeout, timeout_at};
+use tokio_tungstenite::tungstenite::Message;
+use tokio_tungstenite::tungstenite::protocol::WebSocketConfig;
+use tokio_tungstenite::{MaybeTlsStream, WebSocketStream};
+
+use crate::clock::SharedClock;
+use crate::stats::{C, H, Recorder, Stats};
+
+type Ws = WebSocketStream<MaybeTlsStream<TcpStream>>;
+
+/// Settings shared by every bot.
+pub struct BotConfig {
+    /// WebSocket URL (with `?format=json` for JSON).
+    pub url: String,
+    /// World name.
+    pub world: String,
+    /// Subscription area size, world units.
+    pub aoi: (f32, f32),
+    /// Frame encoding.
+    pub encoding: Encoding,
+    /// Agents each bot spawns and commands.
+    pub spawn_per_bot: u32,
+    /// Admin token for Hello.
+    pub token: Option<String>,
+    /// Commands per second per bot.
+    pub commands_per_sec: f64,
+    /// Which commands.
+    pub mix: CommandMix,
+    /// Move the area this often.
+    pub pan_every: Option<Duration>,
+    /// Ping this often (after an initial burst).
+    pub ping_every: Duration,
+    /// Connect + Hello → Welcome timeout.
+    pub connect_timeout: Duration,
+    /// A request without a result after this counts as timed out.
+    pub request_timeout: Duration,
+    /// No message for this long closes the bot as stalled.
+    pub stall_timeout: Duration,
+    /// A MoveTo whose effect is not seen within this counts as unobserved.
+    pub effect_timeout: Duration,
+    /// Base seed.
+    pub seed: u64,
+    /// Time zero of the swarm's nanosecond clock.
+    pub epoch: Instant,
+    /// When every bot stops.
+    pub deadline: TokioInstant,
+    /// Bounds concurrent handshakes.
+    pub handshakes: Arc<Semaphore>,
+    /// Shared measurements.
+    pub stats: Arc<Stats>,
+    /// The tick clock estimate, made on the first Welcome (all bots watch the same world).
+    pub clock: std::sync::OnceLock<SharedClock>,
+}
+
+/// Which commands bots send.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum CommandMix {
+    /// Three MoveTo, then one add/remove `look_where_you_are_going`, repeating.
+    Mixed,
+    /// Only MoveTo.
+    MoveTo,
+    /// Only add/remove `look_where_you_are_going` (cheap for the server: no path finding).
+    Behaviors,
+}
+
+/// A small deterministic PRNG (SplitMix64).
+#[derive(Debug, Clone)]
+pub struct Rng(u64);
+
+impl Rng {
+    /// Seeded.
+    pub fn new(seed: u64) -> Self {
+        Rng(seed ^ 0x9e37_79b9_7f4a_7c15)
+    }
+
+    /// Next 64 random bits.
+    pub fn next_u64(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^ (z >> 31)
+    }
+
+    /// Uniform in [0, 1).
+    pub fn f64(&mut self) -> f64 {
+        (self.next_u64() >> 11) as f64 / (1u64 << 53) as f64
+    }
+
+    /// Uniform in [lo, hi).
+    pub fn range(&mut self, lo: f64, hi: f64) -> f64 {
+        lo + (hi - lo) * self.f64()
+    }
+}
+
+/// What an outstanding request was.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    Subscribe,
+    Spawn,
+    Command,
+    Despawn,
+    Ping,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Pending {
+    kind: Kind,
+    sent: Instant,
+    sent_ns: u64,
+}
+
+/// A MoveTo whose effect is being watched for.
+#[derive(Debug, Clone, Copy)]
+struct Effect {
+    agent: u32,
+    /// Target in position steps.
+    target: [f64; 2],
+    sent: Instant,
+    /// Only frames of later ticks count.
+    after_tick: u64,
+}
+
+/// How a session ended.
+enum End {
+    /// The run is over.
+    Deadline,
+    /// The connection ended early; the cause names it.
+    Lost(String),
+}
+
+fn ws_config() -> WebSocketConfig {
+    WebSocketConfig::default()
+        .max_message_size(Some(proto::DEFAULT_SERVER_LIMIT))
+        .max_frame_size(Some(proto::DEFAULT_SERVER_LIMIT))
+        .read_buffer_size(64 * 1024)
+        .write_buffer_size(0)
+}
+
+fn to_message(msg: &ClientMsg, enc: Encoding) -> anyhow::Result<Message> {
+    Ok(match enc {
+        Encoding::Binary => Message::Binary(proto::encode_binary(msg)?.into()),
+        Encoding::Json => Message::Text(proto::encode_json(msg)?.into()),
+    })
+}
+
+/// Decodes a data message; `None` for control frames.
+fn decode(msg: &Message) -> Option<(usize, Result<ServerMsg, proto::DecodeError>)> {
+    match msg {
+        Message::Binary(b) => Some((b.len(), proto::decode_binary(b, proto::DEFAULT_SERVER_LIMIT))),
+        Message::Text(t) => Some((t.len(), proto::decode_json(t.as_str(), proto::DEFAULT_SERVER_LIMIT))),
+        _ => None,
+    }
+}
+
+fn close_cause(msg: &Message) -> Option<String> {
+    match msg {
+        Message::Close(Some(f)) => Some(u16::from(f.code).to_string()),
+        Message::Close(None) => Some("close_without_code".into()),
+        _ => None,
+    }
+}
+
+fn error_cause(e: &tokio_tungstenite::tungstenite::Error) -> String {
+    use tokio_tungstenite::tungstenite::Error as E;
+    match e {
+        E::ConnectionClosed | E::AlreadyClosed => "closed".into(),
+        E::Io(io) if io.kind() == std::io::ErrorKind::ConnectionReset => "reset".into(),
+        E::Io(_) => "io_error".into(),
+        E::Protocol(_) => "protocol_error".into(),
+        E::Capacity(_) => "too_big".into(),
+        _ => "error".into(),
+    }
+}
+
+/// Runs one bot until the deadline.
+pub async fn run(cfg: Arc<BotConfig>, index: usize) {
+    let stats = cfg.stats.clone();
+    let Ok(Ok(permit)) = timeout_at(cfg.deadline, cfg.handshakes.clone().acquire_owned()).await else { return };
+    let started = Instant::now();
+    let hello = timeout(cfg.connect_timeout, connect(&cfg)).await;
+    drop(permit);
+    let (ws, welcome) = match hello {
+        Ok(Ok(x)) => x,
+        Ok(Err(e)) => {
+            stats.add(C::ConnectFailures, 1);
+            stats.note(format!("bot {index}: connect failed: {e:#}"));
+            return;
+        }
+        Err(_) => {
+            stats.add(C::ConnectFailures, 1);
+            stats.note(format!("bot {index}: connect timed out after {:?}", cfg.connect_timeout));
+            return;
+        }
+    };
+    let Some(info) = welcome.worlds.iter().find(|w| w.name == cfg.world).cloned() else {
+        stats.add(C::ConnectFailures, 1);
+        let names: Vec<&str> = welcome.worlds.iter().map(|w| w.name.as_str()).collect();
+        stats.note(format!("bot {index}: the server has no world `{}` (worlds: {names:?})", cfg.world));
+        return;
+    };
+    stats.add(C::BotsConnected, 1);
+    stats.add(C::BotsOnline, 1);
+    let mut rec = Recorder::new();
+    rec.record(H::ConnectUs, started.elapsed().as_micros() as u64, &stats);
+    let rng = Rng::new(cfg.seed.wrapping_add((index as u64).wrapping_mul(0x2545_f491_4f6c_dd1d)));
+    let mut bot = Bot::new(cfg.clone(), rec, rng, info, welcome.quantization, welcome.tick_rate_hz);
+    let end = bot.session(ws).await;
+    if let End::Lost(cause) = end {
+        stats.disconnect(cause);
+    }
+    bot.rec.flush(&stats);
+    stats.sub(C::BotsOnline, 1);
+}
+
+async fn connect(cfg: &BotConfig) -> anyhow::Result<(Ws, proto::Welcome)> {
+    let (mut ws, _) = tokio_tungstenite::connect_async_with_config(cfg.url.as_str(), Some(ws_config()), true)
+        .await
+        .with_context(|| format!("WebSocket connect to {}", cfg.url))?;
+    let hello = ClientMsg::Hello(Hello { protocol_version: proto::PROTOCOL_VERSION, token: cfg.token.clone(), encoding: cfg.encoding });
+    ws.send(to_message(&hello, cfg.encoding)?).await?;
+    while let Some(m) = ws.next().await {
+        let m = m?;
+        if let Some(cause) = close_cause(&m) {
+            bail!("closed during Hello ({cause})");
+        }
+        let Some((_, decoded)) = decode(&m) else { continue };
+        match decoded? {
+            ServerMsg::Welcome(w) => return Ok((ws, w)),
+            ServerMsg::Error(e) => bail!("server refused Hello: {} ({})", e.message, e.code),
+            other => bail!("expected Welcome, got {:?}", other.kind()),
+        }
+    }
+    bail!("connection ended before Welcome")
+}
+
+struct Bot {
+    cfg: Arc<BotConfig>,
+    stats: Arc<Stats>,
+    rec: Recorder,
+    rng: Rng,
+    info: WorldInfo,
+    quant: Quantization,
+    state: ClientState,
+    area: Rect,
+    next_id: u32,
+    pending: HashMap<u32, Pending>,
+    agents: Vec<u32>,
+    last_tick: Option<u64>,
+    effect: Option<Effect>,
+    /// A Subscribe is outstanding (initial, pan or resync).
+    subscribing: bool,
+    /// A resync was wanted while a Subscribe was outstanding.
+    resync_wanted: bool,
+    commands: u64,
+    pings: u32,
+    last_rx: Instant,
+    outbox: Vec<ClientMsg>,
+}
+
+impl Bot {
+    fn new(cfg: Arc<BotConfig>, rec: Recorder, mut rng: Rng, info: WorldInfo, quant: Quantization, tick_rate_hz: f32) -> Self {
+        cfg.clock.get_or_init(|| SharedClock::new(tick_rate_hz));
+        let area = random_area(&mut rng, &info.bounds, cfg.aoi);
+        Bot {
+            stats: cfg.stats.clone(),
+            cfg,
+            rec,
+            rng,
+            info,
+            quant,
+            state: ClientState::new(quant),
+            area,
+            next_id: 1,
+            pending: HashMap::new(),
+            agents: Vec::new(),
+            last_tick: None,
+            effect: None,
+            subscribing: false,
+            resync_wanted: false,
+            commands: 0,
+            pings: 0,
+            last_rx: Instant::now(),
+            outbox: Vec::new(),
+        }
+    }
+
+    fn now_ns(&self) -> u64 {
+        self.cfg.epoch.elapsed().as_nanos() as u64
+    }
+
+    fn request(&mut self, kind: Kind) -> u32 {
+        let id = self.next_id;
+        self.next_id = self.next_id.wrapping_add(1).max(1);
+        self.pending.insert(id, Pending { kind, sent: Instant::now(), sent_ns: self.now_ns() });
+        id
+    }
+
+    fn subscribe(&mut self) {
+        let request_id = self.request(Kind::Subscribe);
+        self.subscribing = true;
+        self.outbox.push(ClientMsg::Subscribe(Subscribe { request_id, world: self.cfg.world.clone(), area: Area::Rect(self.area) }));
+    }
+
+    fn resync(&mut self) {
+        if self.subscribing {
+            self.resync_wanted = true;
+            return;
+        }
+        self.rec.add(C::Resyncs, 1);
+        self.subscribe();
+    }
+
+    async fn flush_outbox(&mut self, ws: &mut Ws) -> Result<(), String> {
+        for msg in std::mem::take(&mut self.outbox) {
+            let m = to_message(&msg, self.cfg.encoding).map_err(|e| format!("encode: {e}"))?;
+            match timeout(Duration::from_secs(5), ws.send(m)).await {
+                Ok(Ok(())) => {}
+                Ok(Err(e)) => return Err(error_cause(&e)),
+                Err(_) => return Err("send_timeout".into()),
+            }
+        }
+        Ok(())
+    }
+
+    async fn session(&mut self, mut ws: Ws) -> End {
+        let cfg = self.cfg.clone();
+        self.subscribe();
+        if cfg.spawn_per_bot > 0 {
+            let request_id = self.request(Kind::Spawn);
+            let (cx, cy) = ((self.area.min_x + self.area.max_x) / 2.0, (self.area.min_y + self.area.max_y) / 2.0);
+            let (hx, hy) = ((self.area.max_x - self.area.min_x) / 4.0, (self.area.max_y - self.area.min_y) / 4.0);
+            self.outbox.push(ClientMsg::Spawn(Spawn {
+                request_id,
+                world: cfg.world.clone(),
+                group: "swarm-bot".into(),
+                count: cfg.spawn_per_bot,
+                area: SpawnArea::Rect(Rect { min_x: cx - hx, min_y: cy - hy, max_x: cx + hx, max_y: cy + hy }),
+                limits: proto::Limits::default(),
+                behaviors: Vec::new(),
+            }));
+        }
+        if let Err(cause) = self.flush_outbox(&mut ws).await {
+            return End::Lost(cause);
+        }
+        let commanding = cfg.commands_per_sec > 0.0 && cfg.spawn_per_bot > 0;
+        let cmd_period = Duration::from_secs_f64(1.0 / cfg.commands_per_sec.max(1e-3));
+        let now = TokioInstant::now();
+        let mut next_cmd = now + cmd_period.mul_f64(self.rng.range(0.2, 1.2));
+        let mut next_ping = now + Duration::from_millis(20);
+        let pan_period = cfg.pan_every.unwrap_or(Duration::from_secs(3600));
+        let mut next_pan = now + pan_period.mul_f64(self.rng.range(0.5, 1.5));
+        let mut next_house = now + Duration::from_millis(250);
+        let end = loop {
+            tokio::select! {
+                biased;
+                () = sleep_until(cfg.deadline) => break End::Deadline,
+                m = ws.next() => {
+                    let m = match m {
+                        None => break End::Lost("eof".into()),
+                        Some(Err(e)) => break End::Lost(error_cause(&e)),
+                        Some(Ok(m)) => m,
+                    };
+                    if let Some(cause) = close_cause(&m) {
+                        break End::Lost(cause);
+                    }
+                    self.on_message(&m);
+                }
+                () = sleep_until(next_cmd), if commanding && !self.agents.is_empty() => {
+                    self.command();
+                    next_cmd += cmd_period;
+                    if next_cmd < TokioInstant::now() {
+                        next_cmd = TokioInstant::now() + cmd_period;
+                    }
+                }
+                () = sleep_until(next_ping) => {
+                    // Ping only once subscribed (before, Pong carries tick 0); a burst of 8
+                    // at random phases first, to narrow the clock interval quickly.
+                    if self.last_tick.is_some() {
+                        let request_id = self.request(Kind::Ping);
+                        self.outbox.push(ClientMsg::Ping(proto::Ping { request_id }));
+                        self.pings += 1;
+                    }
+                    next_ping = TokioInstant::now() + if self.pings < 8 {
+                        Duration::from_millis(self.rng.range(23.0, 61.0) as u64)
+                    } else {
+                        cfg.ping_every.mul_f64(self.rng.range(0.8, 1.2))
+                    };
+                }
+                () = sleep_until(next_pan), if cfg.pan_every.is_some() => {
+                    next_pan = TokioInstant::now() + pan_period;
+                    if !self.subscribing {
+                        self.area = pan(&mut self.rng, &self.info.bounds, self.area);
+                        self.rec.add(C::Pans, 1);
+                        self.subscribe();
+                    }
+                }
+                () = sleep_until(next_house) => {
+                    next_house = TokioInstant::now() + Duration::from_millis(250);
+                    if self.last_rx.elapsed() > cfg.stall_timeout {
+                        break End::Lost("stalled".into());
+                    }
+                    self.expire();
+                    self.rec.flush(&self.stats);
+                }
+            }
+            if !self.outbox.is_empty() {
+                if let Err(cause) = self.flush_outbox(&mut ws).await {
+                    break End::Lost(cause);
+                }
+            }
+        };
+        // Commands still unanswered a second after they left count as timed out.
+        let stale = self.pending.values().filter(|p| p.kind == Kind::Command && p.sent.elapsed() > Duration::from_secs(1)).count();
+        self.rec.add(C::CommandTimeouts, stale as u64);
+        self.pending.retain(|_, p| p.kind != Kind::Command);
+        if matches!(end, End::Deadline) {
+            self.goodbye(&mut ws).await;
+        }
+        end
+    }
+
+    /// Despawns the bot's agents (waiting briefly for the result) and closes with 1000.
+    async fn goodbye(&mut self, ws: &mut Ws) {
+        let deadline = TokioInstant::now() + Duration::from_secs(2);
+        if !self.agents.is_empty() {
+            let request_id = self.request(Kind::Despawn);
+            self.outbox.push(ClientMsg::Despawn(proto::Despawn { request_id, world: self.cfg.world.clone(), agents: std::mem::take(&mut self.agents) }));
+            if self.flush_outbox(ws).await.is_ok() {
+                while self.pending.values().any(|p| p.kind == Kind::Despawn) {
+                    match timeout_at(deadline, ws.next()).await {
+                        Ok(Some(Ok(m))) if close_cause(&m).is_none() => self.on_message(&m),
+                        _ => break,
+                    }
+                }
+            }
+        }
+        let _ = timeout_at(deadline, ws.close(None)).await;
+        // Drain until the server's close frame (bounded).
+        while let Ok(Some(Ok(m))) = timeout_at(deadline, ws.next()).await {
+            if close_cause(&m).is_some() {
+                break;
+            }
+        }
+    }
+
+    /// Counts requests without results, and MoveTo effects never seen.
+    fn expire(&mut self) {
+        let t = self.cfg.request_timeout;
+        let before = self.pending.len();
+        self.pending.retain(|_, p| p.sent.elapsed() < t);
+        let expired = before - self.pending.len();
+        if expired > 0 {
+            self.rec.add(C::CommandTimeouts, expired as u64);
+            // A lost Subscribe result must not block resyncs forever.
+            if self.subscribing && !self.pending.values().any(|p| p.kind == Kind::Subscribe) {
+                self.subscribing = false;
+            }
+        }
+        if self.effect.is_some_and(|e| e.sent.elapsed() > self.cfg.effect_timeout) {
+            self.effect = None;
+            self.rec.add(C::EffectTimeouts, 1);
+        }
+    }
+
+    fn note_tick(&mut self, tick: u64, is_delta: bool) {
+        match self.last_tick {
+            None if is_delta => {
+                self.last_tick = Some(tick);
+                self.rec.add(C::TicksSeen, 1);
+            }
+            Some(last) if tick > last => {
+                self.rec.add(C::TickGaps, tick - last - 1);
+                self.rec.add(C::TicksSeen, 1);
+                self.last_tick = Some(tick);
+            }
+            _ => {}
+        }
+    }
+
+    fn on_message(&mut self, m: &Message) {
+        let arrival = self.now_ns();
+        self.last_rx = Instant::now();
+        let Some((len, decoded)) = decode(m) else { return };
+        self.rec.add(C::BytesIn, len as u64);
+        let msg = match decoded {
+            Ok(msg) => msg,
+            Err(e) => {
+                self.rec.add(C::DecodeErrors, 1);
+                self.stats.note(format!("decode error: {e}"));
+                self.resync();
+                return;
+            }
+        };
+        match msg {
+            ServerMsg::Keyframe(k) => {
+                self.frame(len, k.agents.len());
+                self.rec.add(C::Keyframes, 1);
+                self.note_tick(k.tick, false);
+                let (tick, cell) = (k.tick, k.cell);
+                let r = self.state.apply_keyframe(&k);
+                self.applied(r, cell, tick);
+            }
+            ServerMsg::Delta(d) => {
+                self.frame(len, d.changed.len() + d.entered.len());
+                self.rec.add(C::Deltas, 1);
+                self.note_tick(d.tick, true);
+                if let Some((late, err)) = self.cfg.clock.get().and_then(|c| c.lateness_ns(d.tick, arrival)) {
+                    if late < 0.0 {
+                        self.rec.add(C::NegativeLateness, 1);
+                    }
+                    self.rec.record(H::LatenessUs, (late.max(0.0) / 1e3) as u64, &self.stats);
+                    self.rec.record(H::ClockErrorUs, (err / 1e3) as u64, &self.stats);
+                }
+                let (tick, cell) = (d.tick, d.cell);
+                let r = self.state.apply_delta(&d);
+                self.applied(r, cell, tick);
+            }
+            ServerMsg::Event(_) => self.rec.add(C::Events, 1),
+            ServerMsg::CommandResult(r) => self.on_result(r),
+            ServerMsg::Pong(p) => match self.pending.remove(&p.request_id) {
+                Some(pending) if pending.kind == Kind::Ping => {
+                    self.rec.add(C::Pongs, 1);
+                    self.rec.record(H::PingRttUs, pending.sent.elapsed().as_micros() as u64, &self.stats);
+                    if let Some(c) = self.cfg.clock.get() {
+                        c.observe(pending.sent_ns, arrival, p.server_tick);
+                    }
+                }
+                _ => self.rec.add(C::UnmatchedResults, 1),
+            },
+            ServerMsg::Error(e) => {
+                self.rec.add(C::ServerErrors, 1);
+                self.stats.error_code(e.code.name());
+                self.stats.note(format!("server error: {} ({})", e.message, e.code));
+            }
+            ServerMsg::Welcome(_) => {}
+        }
+    }
+
+    fn frame(&mut self, len: usize, agents: usize) {
+        self.rec.add(C::Frames, 1);
+        self.rec.add(C::FrameBytes, len as u64);
+        self.rec.add(C::AgentUpdates, agents as u64);
+        self.rec.record(H::FrameBytes, len as u64, &self.stats);
+    }
+
+    fn applied(&mut self, r: Result<(), ApplyError>, cell: u32, tick: u64) {
+        match r {
+            Ok(()) => self.check_effect(cell, tick),
+            Err(e @ ApplyError::ChecksumMismatch { .. }) => {
+                self.rec.add(C::ChecksumErrors, 1);
+                self.stats.note(format!("cell {cell} tick {tick}: {e}"));
+                self.resync();
+            }
+            Err(e) => {
+                self.rec.add(C::ChainBreaks, 1);
+                self.stats.note(format!("cell {cell} tick {tick}: {e}"));
+                self.resync();
+            }
+        }
+    }
+
+    fn on_result(&mut self, r: proto::CommandResult) {
+        let Some(p) = self.pending.remove(&r.request_id) else {
+            self.rec.add(C::UnmatchedResults, 1);
+            return;
+        };
+        if let proto::Outcome::Error(e) = &r.result {
+            self.rec.add(C::CommandErrors, 1);
+            self.stats.error_code(e.code.name());
+            self.stats.note(format!("{:?} failed: {} ({})", p.kind, e.message, e.code));
+        }
+        match (p.kind, r.result) {
+            (Kind::Command, _) => {
+                self.rec.add(C::CommandResults, 1);
+                self.rec.record(H::CmdRttUs, p.sent.elapsed().as_micros() as u64, &self.stats);
+            }
+            (Kind::Subscribe, result) => {
+                self.subscribing = false;
+                if let proto::Outcome::Subscribed(s) = result {
+                    self.state.retain_cells(s.world, &s.cells);
+                }
+                if std::mem::take(&mut self.resync_wanted) {
+                    self.resync();
+                }
+            }
+            (Kind::Spawn, proto::Outcome::Spawned(s)) => {
+                self.rec.add(C::AgentsSpawned, s.agents.len() as u64);
+                self.agents.extend(s.agents);
+            }
+            _ => {}
+        }
+    }
+
+    /// Sends the next command (see [`CommandMix`]).
+    fn command(&mut self) {
+        self.commands += 1;
+        let world = self.cfg.world.clone();
+        let agents = self.agents.clone();
+        let request_id = self.request(Kind::Command);
+        self.rec.add(C::CommandsSent, 1);
+        let behavior = match self.cfg.mix {
+            CommandMix::Mixed => self.commands % 4 == 0,
+            CommandMix::MoveTo => false,
+            CommandMix::Behaviors => true,
+        };
+        if behavior {
+            let msg = if self.commands % 2 == 0 {
+                ClientMsg::RemoveBehavior(RemoveBehavior { request_id, world, agents, kind: BehaviorKind::LookWhereYouAreGoing })
+            } else {
+                let entry = BehaviorEntry::from(proto::Behavior::LookWhereYouAreGoing(LookWhereYouAreGoing { align: proto::AlignParams::default() }));
+                ClientMsg::AddBehavior(AddBehavior { request_id, world, agents, entry })
+            };
+            self.outbox.push(msg);
+            return;
+        }
+        let watched = agents[(self.rng.next_u64() % agents.len() as u64) as usize];
+        let (target, measurable) = self.pick_target(watched);
+        self.outbox.push(ClientMsg::MoveTo(MoveTo { request_id, world, agents, target, stopping_distance: 0.0 }));
+        if measurable {
+            if self.effect.is_some() {
+                self.rec.add(C::EffectTimeouts, 1);
+            }
+            let q = &self.quant;
+            self.effect = Some(Effect {
+                agent: watched,
+                target: [f64::from(target.x) / f64::from(q.pos_step), f64::from(target.y) / f64::from(q.pos_step)],
+                sent: Instant::now(),
+                after_tick: self.last_tick.unwrap_or(0),
+            });
+        }
+    }
+
+    /// A MoveTo target for `agent`, and whether its effect can be measured. A moving agent
+    /// gets a target 95°–120° off its heading, so its velocity points away from the target
+    /// when the command leaves and "turned toward the target" (positive dot product) can only
+    /// be the command's doing; a resting agent gets any direction. Targets stay inside the
+    /// area (so the agent stays in view) and the world.
+    fn pick_target(&mut self, agent: u32) -> (Point, bool) {
+        let (ps, vs) = (f64::from(self.quant.pos_step), f64::from(self.quant.vel_step));
+        let a = &self.area;
+        let found = self.state.agents().find(|(_, q)| q.id == agent).map(|(_, q)| *q);
+        let Some(q) = found else {
+            let x = f64::from(a.min_x + a.max_x) / 2.0 + self.rng.range(-2.0, 2.0);
+            let y = f64::from(a.min_y + a.max_y) / 2.0 + self.rng.range(-2.0, 2.0);
+            return (self.clamp_target(x, y), false);
+        };
+        let (px, py) = (f64::from(q.pos[0]) * ps, f64::from(q.pos[1]) * ps);
+        let (vx, vy) = (f64::from(q.vel[0]) * vs, f64::from(q.vel[1]) * vs);
+        let moving = vx.hypot(vy) > 1e-9;
+        let ang = if moving {
+            let off = self.rng.range(95f64.to_radians(), 120f64.to_radians());
+            vy.atan2(vx) + if self.rng.next_u64() & 1 == 0 { off } else { -off }
+        } else {
+            self.rng.range(0.0, std::f64::consts::TAU)
+        };
+        let dist = self.rng.range(4.0, 12.0);
+        let t = self.clamp_target(px + dist * ang.cos(), py + dist * ang.sin());
+        let (dx, dy) = (f64::from(t.x) - px, f64::from(t.y) - py);
+        let measurable = dx.hypot(dy) > 1.0 && (!moving || vx * dx + vy * dy <= 0.0);
+        (t, measurable)
+    }
+
+    fn clamp_target(&self, x: f64, y: f64) -> Point {
+        let (a, b) = (&self.area, &self.info.bounds);
+        let lo_x = f64::from(a.min_x.max(b.min_x)) + 2.0;
+        let hi_x = (f64::from(a.max_x.min(b.max_x)) - 2.0).max(lo_x);
+        let lo_y = f64::from(a.min_y.max(b.min_y)) + 2.0;
+        let hi_y = (f64::from(a.max_y.min(b.max_y)) - 2.0).max(lo_y);
+        Point { x: x.clamp(lo_x, hi_x) as f32, y: y.clamp(lo_y, hi_y) as f32 }
+    }
+
+    /// After a frame of `cell` at `tick` was applied: has the watched agent turned?
+    fn check_effect(&mut self, cell: u32, tick: u64) {
+        let Some(e) = self.effect else { return };
+        if tick <= e.after_tick {
+            return;
+        }
+        let Some(cs) = self.state.cell(self.info.id, cell) else { return };
+        let Ok(i) = cs.agents().binary_search_by_key(&e.agent, |a| a.id) else { return };
+        let a = cs.agents()[i];
+        let (dx, dy) = (e.target[0] - f64::from(a.pos[0]), e.target[1] - f64::from(a.pos[1]));
+        let (vx, vy) = (f64::from(a.vel[0]), f64::from(a.vel[1]));
+        if (vx != 0.0 || vy != 0.0) && vx * dx + vy * dy > 0.0 {
+            self.rec.record(H::CmdEffectUs, e.sent.elapsed().as_micros() as u64, &self.stats);
+            self.effect = None;
+        }
+    }
+}
+
+/// A random `size` area inside `bounds` (the whole bounds on an axis that is too small).
+pub fn random_area(rng: &mut Rng, bounds: &Rect, size: (f32, f32)) -> Rect {
+    let axis = |rng: &mut Rng, lo: f32, hi: f32, len: f32| {
+        if hi - lo <= len {
+            (lo, hi)
+        } else {
+            let s = rng.range(f64::from(lo), f64::from(hi - len)) as f32;
+            (s, s + len)
+        }
+    };
+    let (min_x, max_x) = axis(rng, bounds.min_x, bounds.max_x, size.0);
+    let (min_y, max_y) = axis(rng, bounds.min_y, bounds.max_y, size.1);
+    Rect { min_x, min_y, max_x, max_y }
+}
+
+/// `area` moved by up to a quarter of its size on each axis, kept inside `bounds`.
+pub fn pan(rng: &mut Rng, bounds: &Rect, area: Rect) -> Rect {
+    let shift = |rng: &mut Rng, lo: f32, hi: f32, min: f32, max: f32| {
+        let len = max - min;
+        let d = rng.range(-f64::from(len) / 4.0, f64::from(len) / 4.0) as f32;
+        let s = (min + d).clamp(lo, (hi - len).max(lo));
+        (s, s + len)
+    };
+    let (min_x, max_x) = shift(rng, bounds.min_x, bounds.max_x, area.min_x, area.max_x);
+    let (min_y, max_y) = shift(rng, bounds.min_y, bounds.max_y, area.min_y, area.max_y);
+    Rect { min_x, min_y, max_x, max_y }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn areas_stay_inside_the_world() {
+        let b = Rect { min_x: -50.0, min_y: 0.0, max_x: 150.0, max_y: 60.0 };
+        let mut rng = Rng::new(7);
+        for _ in 0..1000 {
+            let a = random_area(&mut rng, &b, (100.0, 100.0));
+            assert!(a.min_x >= b.min_x && a.max_x <= b.max_x + 1e-3, "{a:?}");
+            assert!((a.max_x - a.min_x - 100.0).abs() < 1e-3);
+            assert_eq!((a.min_y, a.max_y), (0.0, 60.0));
+            let p = pan(&mut rng, &b, a);
+            assert!(p.min_x >= b.min_x && p.max_x <= b.max_x + 1e-3, "{p:?}");
+            assert!((p.max_x - p.min_x - 100.0).abs() < 1e-3);
+        }
+    }
+
+    #[test]
+    fn rng_is_deterministic_and_uniformish() {
+        let (mut a, mut b) = (Rng::new(1), Rng::new(1));
+        assert_eq!(a.next_u64(), b.next_u64());
+        let mean: f64 = (0..10_000).map(|_| a.f64()).sum::<f64>() / 10_000.0;
+        assert!((mean - 0.5).abs() < 0.02);
+        assert!((0..1000).map(|_| a.range(2.0, 3.0)).all(|x| (2.0..3.0).contains(&x)));
+    }
+}

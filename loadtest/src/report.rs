@@ -1,0 +1,446 @@
+//! The end-of-run report: the table, `--report out.json`, and `--fail-if` thresholds.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+
+use anyhow::{Context, bail};
+use hdrhistogram::Histogram;
+use serde::Serialize;
+
+/// Percentiles of one histogram, in the histogram's unit scaled by the caller.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
+pub struct Pct {
+    /// Samples.
+    pub count: u64,
+    /// Median (`null` without samples).
+    pub p50: Option<f64>,
+    /// 90th percentile.
+    pub p90: Option<f64>,
+    /// 99th percentile.
+    pub p99: Option<f64>,
+    /// Largest sample.
+    pub max: Option<f64>,
+}
+
+impl Pct {
+    /// Percentiles of `h` divided by `scale` (e.g. 1000 for µs → ms), plus `shift`.
+    pub fn of(h: &Histogram<u64>, scale: f64, shift: f64) -> Self {
+        if h.is_empty() {
+            return Pct::default();
+        }
+        let v = |x: u64| Some(round3(x as f64 / scale + shift));
+        Pct {
+            count: h.len(),
+            p50: v(h.value_at_quantile(0.50)),
+            p90: v(h.value_at_quantile(0.90)),
+            p99: v(h.value_at_quantile(0.99)),
+            max: v(h.max()),
+        }
+    }
+}
+
+/// Rounds to 3 decimals (keeps the JSON readable).
+pub fn round3(x: f64) -> f64 {
+    (x * 1000.0).round() / 1000.0
+}
+
+/// Everything the swarm measured. Field names are the JSON keys and, flattened, the
+/// `--fail-if` metric names (see [`Report::flat`]).
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct Report {
+    /// URL attacked.
+    pub url: String,
+    /// World.
+    pub world: String,
+    /// Bots asked for.
+    pub bots: u64,
+    /// Bots that completed Hello → Welcome.
+    pub bots_connected: u64,
+    /// Bots that never got a Welcome.
+    pub connect_failures: u64,
+    /// Bots that never got a handshake slot before the run ended (`--max-handshakes`,
+    /// `--ramp`, or a server too slow to accept).
+    pub bots_not_started: u64,
+    /// Connections that ended before the run did.
+    pub disconnects: u64,
+    /// Disconnects by close code (or `reset`, `stalled`, `error`).
+    pub close_codes: BTreeMap<String, u64>,
+    /// Seconds measured (first connect attempt → stop).
+    pub duration_s: f64,
+    /// Keyframes + deltas.
+    pub frames_received: u64,
+    /// Keyframes.
+    pub keyframes: u64,
+    /// Deltas.
+    pub deltas: u64,
+    /// Events.
+    pub events: u64,
+    /// Frames per second.
+    pub frames_per_sec: f64,
+    /// All bytes received.
+    pub bytes_in: u64,
+    /// Bytes received per second.
+    pub bytes_in_per_sec: f64,
+    /// Bytes per keyframe/delta.
+    pub bytes_per_frame: Pct,
+    /// Frame bytes / agent records carried (keyframe agents, delta changed + entered).
+    pub bytes_per_agent_update: f64,
+    /// Agent records carried.
+    pub agent_updates: u64,
+    /// Frames steer-proto could not decode.
+    pub decode_errors: u64,
+    /// Checksum mismatches.
+    pub checksum_errors: u64,
+    /// Deltas that did not chain (resynced).
+    pub chain_breaks: u64,
+    /// Re-subscriptions after errors.
+    pub resyncs: u64,
+    /// Area moves.
+    pub pans: u64,
+    /// Distinct ticks seen, summed over bots.
+    pub ticks_seen: u64,
+    /// Ticks missed between ticks seen, summed over bots.
+    pub tick_gaps: u64,
+    /// Commands sent (MoveTo, behaviour commands).
+    pub commands_sent: u64,
+    /// Their results.
+    pub command_results: u64,
+    /// Commands per second.
+    pub commands_per_sec: f64,
+    /// Error outcomes (any request).
+    pub command_errors: u64,
+    /// Error outcomes by code.
+    pub command_error_codes: BTreeMap<String, u64>,
+    /// Requests without a result within 10 s (commands: or, at the end, older than 1 s).
+    pub command_timeouts: u64,
+    /// `Error` messages without request id.
+    pub server_errors: u64,
+    /// Agents the bots spawned.
+    pub agents_spawned: u64,
+    /// Hello → Welcome (including TCP + WebSocket handshake), ms.
+    pub connect_ms: Pct,
+    /// Command → CommandResult, ms.
+    pub cmd_rtt_ms: Pct,
+    /// MoveTo → first frame with the velocity turned toward the target, ms.
+    pub cmd_effect_ms: Pct,
+    /// MoveTo effects never seen (agent out of view or not turning in time).
+    pub effect_timeouts: u64,
+    /// Frame arrival − tick due time, ms (publish-time lateness + mean server tick duration).
+    pub frame_lateness_ms: Pct,
+    /// Frame arrival − estimated publish time of its tick, ms.
+    pub frame_delivery_ms: Pct,
+    /// How much the lateness may be understated (clock estimate slack, see `clock.rs`), ms.
+    pub lateness_error_bound_ms: Pct,
+    /// Lateness samples below zero (estimator error), counted as 0.
+    pub negative_lateness: u64,
+    /// Ping → Pong, ms.
+    pub ping_rtt_ms: Pct,
+    /// Server tick duration (step only) percentiles from `/metrics`, ms.
+    pub server_tick_ms_p50: Option<f64>,
+    /// 99th percentile.
+    pub server_tick_ms_p99: Option<f64>,
+    /// Mean.
+    pub server_tick_ms_mean: Option<f64>,
+    /// Ticks the server ran during the run.
+    pub server_ticks: Option<f64>,
+    /// Ticks the server dropped (overruns).
+    pub server_overruns: Option<f64>,
+    /// Tick frames slow clients skipped (resynced by keyframes).
+    pub server_frames_dropped: Option<f64>,
+    /// Server CPU use over the run, % of one core (`--server-pid`).
+    pub server_cpu_pct: Option<f64>,
+    /// Server peak RSS seen, MiB (`--server-pid`).
+    pub server_rss_mib: Option<f64>,
+    /// The swarm's own CPU use, % of one core.
+    pub swarm_cpu_pct: Option<f64>,
+    /// Swarm peak RSS seen, MiB.
+    pub swarm_rss_mib: Option<f64>,
+}
+
+fn fmt_opt(v: Option<f64>) -> String {
+    v.map_or_else(|| "-".into(), |x| format!("{x:.2}"))
+}
+
+impl Report {
+    /// `name → value` for every number: top-level numbers by name; percentile groups as
+    /// `NAME.p99` and `p99_NAME`; maps as `NAME.KEY`. `null` values are left out.
+    pub fn flat(&self) -> BTreeMap<String, f64> {
+        let mut out = BTreeMap::new();
+        let Ok(serde_json::Value::Object(m)) = serde_json::to_value(self) else { return out };
+        for (k, v) in m {
+            match v {
+                serde_json::Value::Number(n) => {
+                    if let Some(x) = n.as_f64() {
+                        out.insert(k, x);
+                    }
+                }
+                serde_json::Value::Object(inner) => {
+                    let pct = inner.contains_key("p50");
+                    for (ik, iv) in inner {
+                        if let Some(x) = iv.as_f64() {
+                            if pct && ik != "count" {
+                                out.insert(format!("{ik}_{k}"), x);
+                            }
+                            out.insert(format!("{k}.{ik}"), x);
+                        }
+                    }
+                }
+                _ => {}
+            }
+        }
+        out
+    }
+
+    /// Every metric name `--fail-if` accepts (including those `null` in this report).
+    pub fn metric_names() -> Vec<String> {
+        let mut r = Report::default();
+        let one = Pct { count: 1, p50: Some(1.0), p90: Some(1.0), p99: Some(1.0), max: Some(1.0) };
+        for p in [
+            &mut r.bytes_per_frame,
+            &mut r.connect_ms,
+            &mut r.cmd_rtt_ms,
+            &mut r.cmd_effect_ms,
+            &mut r.frame_lateness_ms,
+            &mut r.frame_delivery_ms,
+            &mut r.lateness_error_bound_ms,
+            &mut r.ping_rtt_ms,
+        ] {
+            *p = one;
+        }
+        for o in [
+            &mut r.server_tick_ms_p50,
+            &mut r.server_tick_ms_p99,
+            &mut r.server_tick_ms_mean,
+            &mut r.server_ticks,
+            &mut r.server_overruns,
+            &mut r.server_frames_dropped,
+            &mut r.server_cpu_pct,
+            &mut r.server_rss_mib,
+            &mut r.swarm_cpu_pct,
+            &mut r.swarm_rss_mib,
+        ] {
+            *o = Some(1.0);
+        }
+        r.flat().into_keys().collect()
+    }
+
+    /// The human-readable table.
+    pub fn table(&self) -> String {
+        let mut s = String::new();
+        let _ = writeln!(s, "steer-swarm report: {} world `{}`, {:.1} s", self.url, self.world, self.duration_s);
+        let _ = writeln!(s, "{:-<78}", "");
+        let row = |s: &mut String, k: &str, v: String| {
+            let _ = writeln!(s, "{k:<28} {v}");
+        };
+        row(&mut s, "bots connected / asked", format!("{} / {} ({} failed to connect, {} never started)", self.bots_connected, self.bots, self.connect_failures, self.bots_not_started));
+        let codes: Vec<String> = self.close_codes.iter().map(|(k, v)| format!("{k}×{v}")).collect();
+        row(&mut s, "disconnects", format!("{} {}", self.disconnects, if codes.is_empty() { String::new() } else { format!("({})", codes.join(", ")) }));
+        row(&mut s, "frames received", format!("{} ({} keyframes, {} deltas), {:.0}/s", self.frames_received, self.keyframes, self.deltas, self.frames_per_sec));
+        row(&mut s, "bytes in", format!("{:.2} MB, {:.3} MB/s", self.bytes_in as f64 / 1e6, self.bytes_in_per_sec / 1e6));
+        row(&mut s, "bytes per agent update", format!("{:.2} ({} updates)", self.bytes_per_agent_update, self.agent_updates));
+        row(&mut s, "errors", format!("decode {}, checksum {}, chain breaks {}, resyncs {}", self.decode_errors, self.checksum_errors, self.chain_breaks, self.resyncs));
+        row(&mut s, "ticks seen / gaps", format!("{} / {}", self.ticks_seen, self.tick_gaps));
+        row(&mut s, "commands", format!("{} sent, {} results, {} errors, {} timeouts, {:.1}/s", self.commands_sent, self.command_results, self.command_errors, self.command_timeouts, self.commands_per_sec));
+        if !self.command_error_codes.is_empty() {
+            let codes: Vec<String> = self.command_error_codes.iter().map(|(k, v)| format!("{k}×{v}")).collect();
+            row(&mut s, "command error codes", codes.join(", "));
+        }
+        let _ = writeln!(s, "{:-<78}", "");
+        let _ = writeln!(s, "{:<28} {:>8} {:>9} {:>9} {:>9} {:>9}", "latency", "count", "p50", "p90", "p99", "max");
+        for (name, p) in [
+            ("connect ms", &self.connect_ms),
+            ("command rtt ms", &self.cmd_rtt_ms),
+            ("command → effect ms", &self.cmd_effect_ms),
+            ("frame lateness ms (due)", &self.frame_lateness_ms),
+            ("frame delivery ms (publish)", &self.frame_delivery_ms),
+            ("lateness error bound ms", &self.lateness_error_bound_ms),
+            ("ping rtt ms", &self.ping_rtt_ms),
+            ("bytes per frame", &self.bytes_per_frame),
+        ] {
+            let _ = writeln!(s, "{name:<28} {:>8} {:>9} {:>9} {:>9} {:>9}", p.count, fmt_opt(p.p50), fmt_opt(p.p90), fmt_opt(p.p99), fmt_opt(p.max));
+        }
+        let _ = writeln!(s, "{:-<78}", "");
+        row(&mut s, "server tick ms", format!("p50 {} p99 {} mean {} ({} ticks, {} overruns, {} frames dropped)", fmt_opt(self.server_tick_ms_p50), fmt_opt(self.server_tick_ms_p99), fmt_opt(self.server_tick_ms_mean), fmt_opt(self.server_ticks), fmt_opt(self.server_overruns), fmt_opt(self.server_frames_dropped)));
+        row(&mut s, "server cpu % / rss MiB", format!("{} / {}", fmt_opt(self.server_cpu_pct), fmt_opt(self.server_rss_mib)));
+        row(&mut s, "swarm cpu % / rss MiB", format!("{} / {}", fmt_opt(self.swarm_cpu_pct), fmt_opt(self.swarm_rss_mib)));
+        if self.effect_timeouts > 0 || self.negative_lateness > 0 {
+            row(&mut s, "notes", format!("{} MoveTo effects unobserved, {} negative lateness samples", self.effect_timeouts, self.negative_lateness));
+        }
+        s
+    }
+}
+
+/// Comparison of a threshold.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Op {
+    /// `>`
+    Gt,
+    /// `>=`
+    Ge,
+    /// `<`
+    Lt,
+    /// `<=`
+    Le,
+    /// `==`
+    Eq,
+    /// `!=`
+    Ne,
+}
+
+impl Op {
+    fn holds(self, a: f64, b: f64) -> bool {
+        match self {
+            Op::Gt => a > b,
+            Op::Ge => a >= b,
+            Op::Lt => a < b,
+            Op::Le => a <= b,
+            Op::Eq => a == b,
+            Op::Ne => a != b,
+        }
+    }
+
+    fn symbol(self) -> &'static str {
+        match self {
+            Op::Gt => ">",
+            Op::Ge => ">=",
+            Op::Lt => "<",
+            Op::Le => "<=",
+            Op::Eq => "==",
+            Op::Ne => "!=",
+        }
+    }
+}
+
+/// One `--fail-if` condition: the run fails when `metric OP value` holds.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Threshold {
+    /// Flattened metric name (see [`Report::flat`]).
+    pub metric: String,
+    /// Comparison.
+    pub op: Op,
+    /// Bound.
+    pub value: f64,
+}
+
+impl std::fmt::Display for Threshold {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}{}{}", self.metric, self.op.symbol(), self.value)
+    }
+}
+
+/// Parses `p99_cmd_rtt_ms>100,disconnects>0,decode_errors>0` (comma separated; operators
+/// `> >= < <= == !=`; metric names checked against [`Report::metric_names`]).
+pub fn parse_fail_if(spec: &str) -> anyhow::Result<Vec<Threshold>> {
+    let names = Report::metric_names();
+    let mut out = Vec::new();
+    for part in spec.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+        let pos = part.find(['>', '<', '=', '!']).with_context(|| format!("`{part}`: expected METRIC>VALUE (or >=, <, <=, ==, !=)"))?;
+        let (metric, rest) = part.split_at(pos);
+        let (op, value) = [("<=", Op::Le), (">=", Op::Ge), ("==", Op::Eq), ("!=", Op::Ne), ("<", Op::Lt), (">", Op::Gt)]
+            .iter()
+            .find_map(|(s, op)| rest.strip_prefix(s).map(|v| (*op, v)))
+            .with_context(|| format!("`{part}`: unknown operator"))?;
+        let metric = metric.trim();
+        if !names.iter().any(|n| n == metric) {
+            let close: Vec<&String> = names.iter().filter(|n| n.contains(metric) || metric.contains(n.as_str())).take(5).collect();
+            bail!("`{part}`: unknown metric `{metric}`{}", if close.is_empty() { String::new() } else { format!(" (did you mean {close:?}?)") });
+        }
+        let value: f64 = value.trim().parse().with_context(|| format!("`{part}`: `{}` is not a number", value.trim()))?;
+        if !value.is_finite() {
+            bail!("`{part}`: the bound must be finite");
+        }
+        out.push(Threshold { metric: metric.to_string(), op, value });
+    }
+    if out.is_empty() {
+        bail!("--fail-if: no conditions");
+    }
+    Ok(out)
+}
+
+/// The conditions that hold (= failures), as messages. A metric without a value (no
+/// samples) does not fail; it is reported by [`unmeasured`].
+pub fn check(report: &Report, thresholds: &[Threshold]) -> Vec<String> {
+    let flat = report.flat();
+    thresholds
+        .iter()
+        .filter_map(|t| flat.get(&t.metric).filter(|&&v| t.op.holds(v, t.value)).map(|v| format!("{t} (measured {v})")))
+        .collect()
+}
+
+/// Thresholds whose metric had no value in this run.
+pub fn unmeasured(report: &Report, thresholds: &[Threshold]) -> Vec<String> {
+    let flat = report.flat();
+    thresholds.iter().filter(|t| !flat.contains_key(&t.metric)).map(ToString::to_string).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_thresholds() {
+        let t = parse_fail_if("p99_cmd_rtt_ms>100, disconnects>0,decode_errors>=1,bots_connected<50,cmd_rtt_ms.max<=2.5,tick_gaps!=0,chain_breaks==3").unwrap();
+        assert_eq!(t.len(), 7);
+        assert_eq!(t[0], Threshold { metric: "p99_cmd_rtt_ms".into(), op: Op::Gt, value: 100.0 });
+        assert_eq!(t[2].op, Op::Ge);
+        assert_eq!(t[3].op, Op::Lt);
+        assert_eq!(t[4], Threshold { metric: "cmd_rtt_ms.max".into(), op: Op::Le, value: 2.5 });
+        assert_eq!(t[5].op, Op::Ne);
+        assert_eq!(t[6].op, Op::Eq);
+        assert_eq!(t[0].to_string(), "p99_cmd_rtt_ms>100");
+    }
+
+    #[test]
+    fn rejects_bad_thresholds() {
+        for bad in ["", "disconnects", "nope>1", "disconnects>x", "disconnects=>1", "disconnects>inf", "p99_cmd_rtt>1"] {
+            assert!(parse_fail_if(bad).is_err(), "{bad}");
+        }
+        let e = parse_fail_if("p99_cmd_rtt>1").unwrap_err().to_string();
+        assert!(e.contains("p99_cmd_rtt_ms"), "{e}");
+    }
+
+    #[test]
+    fn knows_every_required_metric() {
+        let names = Report::metric_names();
+        for n in [
+            "bots_connected",
+            "disconnects",
+            "frames_received",
+            "decode_errors",
+            "checksum_errors",
+            "p50_cmd_rtt_ms",
+            "p99_cmd_rtt_ms",
+            "max_cmd_rtt_ms",
+            "p99_cmd_effect_ms",
+            "p99_frame_lateness_ms",
+            "frame_lateness_ms.max",
+            "bytes_in_per_sec",
+            "bytes_per_agent_update",
+            "server_tick_ms_p99",
+            "tick_gaps",
+        ] {
+            assert!(names.iter().any(|x| x == n), "{n} missing from {names:?}");
+        }
+    }
+
+    #[test]
+    fn checks_thresholds() {
+        let mut h = crate::stats::new_hist();
+        for v in 1..=100u64 {
+            h.record(v * 1000).unwrap();
+        }
+        let r = Report { disconnects: 2, cmd_rtt_ms: Pct::of(&h, 1000.0, 0.0), ..Report::default() };
+        // 3 significant figures: the bucket's highest equivalent value.
+        assert!((r.cmd_rtt_ms.p99.unwrap() - 99.0).abs() < 0.1, "{:?}", r.cmd_rtt_ms);
+        let t = parse_fail_if("p99_cmd_rtt_ms>100,disconnects>0,decode_errors>0,p99_cmd_effect_ms>1").unwrap();
+        let failed = check(&r, &t);
+        assert_eq!(failed, vec!["disconnects>0 (measured 2)".to_string()]);
+        assert_eq!(unmeasured(&r, &t), vec!["p99_cmd_effect_ms>1".to_string()]);
+        let t = parse_fail_if("p99_cmd_rtt_ms>=99").unwrap();
+        assert_eq!(check(&r, &t).len(), 1);
+        let json = serde_json::to_value(&r).unwrap();
+        assert_eq!(json["cmd_rtt_ms"]["p99"].as_f64(), r.cmd_rtt_ms.p99);
+        assert!(json["cmd_effect_ms"]["p99"].is_null());
+        assert!(r.table().contains("command rtt ms"));
+    }
+}

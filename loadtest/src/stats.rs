@@ -1,0 +1,302 @@
+//! Shared measurements of the swarm.
+//!
+//! Bots never take a lock per event: each bot owns a [`Recorder`] that counts into a plain
+//! array and buffers histogram samples, and flushes both into the shared [`Stats`] every few
+//! hundred milliseconds (atomics for the counters, one short mutex hold per flush for the
+//! histograms). The live display reads the atomics; the report merges the histograms once.
+
+use std::collections::BTreeMap;
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use hdrhistogram::Histogram;
+
+/// Counters, one per variant.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum C {
+    /// Bots that completed Hello → Welcome.
+    BotsConnected,
+    /// Bots whose connection or Hello failed.
+    ConnectFailures,
+    /// Bots currently connected (gauge: +1 on Welcome, -1 on end).
+    BotsOnline,
+    /// Connections that ended before the run did (close frame, error or stall).
+    Disconnects,
+    /// Keyframes and deltas received.
+    Frames,
+    /// Keyframes received.
+    Keyframes,
+    /// Deltas received.
+    Deltas,
+    /// Events received.
+    Events,
+    /// Bytes of every WebSocket message received.
+    BytesIn,
+    /// Bytes of keyframes and deltas.
+    FrameBytes,
+    /// Agent records carried by frames (keyframe agents + delta changed + delta entered).
+    AgentUpdates,
+    /// Frames that steer-proto could not decode.
+    DecodeErrors,
+    /// Frames whose checksum did not match the state after applying them.
+    ChecksumErrors,
+    /// Deltas that did not chain on the held state (and other apply errors).
+    ChainBreaks,
+    /// Re-subscriptions sent to resync after an error.
+    Resyncs,
+    /// Area moves (`--pan-every`).
+    Pans,
+    /// Commands sent (MoveTo and behaviour commands).
+    CommandsSent,
+    /// Command results received for them.
+    CommandResults,
+    /// Command results with an error outcome (any request kind).
+    CommandErrors,
+    /// Requests without a result within the timeout.
+    CommandTimeouts,
+    /// Results whose request id matched nothing outstanding.
+    UnmatchedResults,
+    /// `Error` messages without a request id.
+    ServerErrors,
+    /// Pongs received.
+    Pongs,
+    /// Distinct server ticks a bot saw frames for.
+    TicksSeen,
+    /// Server ticks skipped between two ticks a bot saw.
+    TickGaps,
+    /// Lateness samples below zero (estimator error), recorded as 0.
+    NegativeLateness,
+    /// MoveTo effects not observed within the timeout (agent out of view, or no effect).
+    EffectTimeouts,
+    /// Agents spawned by bots.
+    AgentsSpawned,
+}
+
+impl C {
+    /// Number of counters.
+    pub const N: usize = C::AgentsSpawned as usize + 1;
+}
+
+/// Histogram metrics, one per variant.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum H {
+    /// TCP + WebSocket handshake + Hello → Welcome, µs.
+    ConnectUs,
+    /// Command sent → its CommandResult, µs.
+    CmdRttUs,
+    /// MoveTo sent → first frame with the agent's velocity turned toward the target, µs.
+    CmdEffectUs,
+    /// Frame arrival − estimated publish time of its tick, µs (see `clock`).
+    LatenessUs,
+    /// Ping → Pong, µs.
+    PingRttUs,
+    /// Bytes of one keyframe or delta.
+    FrameBytes,
+    /// Error bound of the shared clock estimate when lateness was recorded, µs.
+    ClockErrorUs,
+}
+
+impl H {
+    /// Number of histograms.
+    pub const N: usize = H::ClockErrorUs as usize + 1;
+}
+
+/// Histograms of the whole swarm.
+pub struct Hists(pub Vec<Histogram<u64>>);
+
+impl Hists {
+    fn new() -> Self {
+        // Auto-resizing, 3 significant figures: small until large values arrive.
+        Hists((0..H::N).map(|_| new_hist()).collect())
+    }
+
+    /// One histogram.
+    pub fn get(&self, h: H) -> &Histogram<u64> {
+        &self.0[h as usize]
+    }
+}
+
+/// An empty auto-resizing histogram with 3 significant figures.
+pub fn new_hist() -> Histogram<u64> {
+    match Histogram::new(3) {
+        Ok(h) => h,
+        Err(e) => unreachable!("3 significant figures are valid: {e}"),
+    }
+}
+
+/// Everything the bots share.
+pub struct Stats {
+    counters: [AtomicU64; C::N],
+    hists: Mutex<Hists>,
+    close_codes: Mutex<BTreeMap<String, u64>>,
+    error_codes: Mutex<BTreeMap<String, u64>>,
+    notes: Mutex<(u64, Vec<String>)>,
+}
+
+impl Default for Stats {
+    fn default() -> Self {
+        Stats::new()
+    }
+}
+
+impl Stats {
+    /// Empty.
+    pub fn new() -> Self {
+        Stats {
+            counters: std::array::from_fn(|_| AtomicU64::new(0)),
+            hists: Mutex::new(Hists::new()),
+            close_codes: Mutex::new(BTreeMap::new()),
+            error_codes: Mutex::new(BTreeMap::new()),
+            notes: Mutex::new((0, Vec::new())),
+        }
+    }
+
+    /// A counter's value.
+    pub fn get(&self, c: C) -> u64 {
+        self.counters[c as usize].load(Ordering::Relaxed)
+    }
+
+    /// Adds to a counter directly (rare events).
+    pub fn add(&self, c: C, n: u64) {
+        self.counters[c as usize].fetch_add(n, Ordering::Relaxed);
+    }
+
+    /// Subtracts from a gauge counter.
+    pub fn sub(&self, c: C, n: u64) {
+        self.counters[c as usize].fetch_sub(n, Ordering::Relaxed);
+    }
+
+    /// Counts a disconnect by close code (`"1000"`, …) or cause (`"reset"`, `"stalled"`).
+    pub fn disconnect(&self, why: String) {
+        self.add(C::Disconnects, 1);
+        if let Ok(mut m) = self.close_codes.lock() {
+            *m.entry(why).or_default() += 1;
+        }
+    }
+
+    /// Counts an error outcome by its code name.
+    pub fn error_code(&self, code: &str) {
+        if let Ok(mut m) = self.error_codes.lock() {
+            *m.entry(code.to_string()).or_default() += 1;
+        }
+    }
+
+    /// Keeps the first [`Stats::NOTES`] diagnostic messages (and counts all).
+    pub fn note(&self, msg: String) {
+        if let Ok(mut n) = self.notes.lock() {
+            n.0 += 1;
+            if n.1.len() < Self::NOTES {
+                n.1.push(msg);
+            }
+        }
+    }
+
+    /// Diagnostics kept, and how many there were in all.
+    pub fn notes(&self) -> (u64, Vec<String>) {
+        self.notes.lock().map(|n| n.clone()).unwrap_or_default()
+    }
+
+    /// Diagnostics kept.
+    pub const NOTES: usize = 12;
+
+    /// Disconnect causes.
+    pub fn close_codes(&self) -> BTreeMap<String, u64> {
+        self.close_codes.lock().map(|m| m.clone()).unwrap_or_default()
+    }
+
+    /// Error outcomes by code.
+    pub fn error_codes(&self) -> BTreeMap<String, u64> {
+        self.error_codes.lock().map(|m| m.clone()).unwrap_or_default()
+    }
+
+    /// Runs `f` on the merged histograms.
+    pub fn with_hists<T>(&self, f: impl FnOnce(&Hists) -> T) -> T {
+        match self.hists.lock() {
+            Ok(h) => f(&h),
+            Err(p) => f(&p.into_inner()),
+        }
+    }
+}
+
+/// One bot's unsynchronised counters and sample buffer.
+pub struct Recorder {
+    counts: [u64; C::N],
+    samples: Vec<(H, u64)>,
+}
+
+impl Default for Recorder {
+    fn default() -> Self {
+        Recorder::new()
+    }
+}
+
+impl Recorder {
+    /// Samples buffered before a flush is forced.
+    const BUFFER: usize = 1024;
+
+    /// Empty.
+    pub fn new() -> Self {
+        Recorder { counts: [0; C::N], samples: Vec::with_capacity(64) }
+    }
+
+    /// Adds to a counter.
+    #[inline]
+    pub fn add(&mut self, c: C, n: u64) {
+        self.counts[c as usize] += n;
+    }
+
+    /// Records a sample; flushes into `stats` when the buffer is full.
+    #[inline]
+    pub fn record(&mut self, h: H, v: u64, stats: &Stats) {
+        self.samples.push((h, v));
+        if self.samples.len() >= Self::BUFFER {
+            self.flush(stats);
+        }
+    }
+
+    /// Moves everything into `stats`.
+    pub fn flush(&mut self, stats: &Stats) {
+        for (i, n) in self.counts.iter_mut().enumerate() {
+            if *n != 0 {
+                stats.counters[i].fetch_add(*n, Ordering::Relaxed);
+                *n = 0;
+            }
+        }
+        if self.samples.is_empty() {
+            return;
+        }
+        let mut g = match stats.hists.lock() {
+            Ok(g) => g,
+            Err(p) => p.into_inner(),
+        };
+        for (h, v) in self.samples.drain(..) {
+            // Auto-resizing histograms only refuse values beyond u64 range handling; saturate.
+            let _ = g.0[h as usize].record(v.max(1));
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn recorder_flushes_counters_and_samples() {
+        let s = Stats::new();
+        let mut r = Recorder::new();
+        r.add(C::Frames, 3);
+        r.record(H::CmdRttUs, 1500, &s);
+        r.record(H::CmdRttUs, 2500, &s);
+        assert_eq!(s.get(C::Frames), 0);
+        r.flush(&s);
+        assert_eq!(s.get(C::Frames), 3);
+        s.with_hists(|h| {
+            assert_eq!(h.get(H::CmdRttUs).len(), 2);
+            assert!(h.get(H::CmdRttUs).max() >= 2499);
+        });
+        r.flush(&s);
+        assert_eq!(s.get(C::Frames), 3);
+        s.disconnect("4008".into());
+        assert_eq!(s.close_codes().get("4008"), Some(&1));
+    }
+}

@@ -1,0 +1,151 @@
+//! End to end: a real `steerd` on 127.0.0.1:0 and 20 bots for 3 s.
+//!
+//! The steerd binary is built by this test with `cargo build --release -p steerd` (the `CARGO`
+//! that runs the test, the same target directory: `CARGO_TARGET_DIR` if set, else the one this
+//! test binary lives in) and found at `<target>/release/steerd`. `STEERD_BIN` overrides both.
+//! The swarm binary is cargo's `CARGO_BIN_EXE_steer-swarm`.
+
+// Test helpers: a failed setup step should panic with its message.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+fn workspace_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap().to_path_buf()
+}
+
+/// `<target>`: `CARGO_TARGET_DIR`, else three levels above this test binary
+/// (`<target>/<profile>/deps/e2e-…`).
+fn target_dir() -> PathBuf {
+    if let Some(d) = std::env::var_os("CARGO_TARGET_DIR") {
+        let d = PathBuf::from(d);
+        return if d.is_absolute() { d } else { workspace_root().join(d) };
+    }
+    let exe = std::env::current_exe().unwrap();
+    exe.ancestors().nth(3).unwrap().to_path_buf()
+}
+
+fn steerd_bin() -> PathBuf {
+    if let Some(p) = std::env::var_os("STEERD_BIN") {
+        return PathBuf::from(p);
+    }
+    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+    let target = target_dir();
+    let status = Command::new(cargo)
+        .args(["build", "--release", "-p", "steerd", "--target-dir"])
+        .arg(&target)
+        .current_dir(workspace_root())
+        .status()
+        .expect("running cargo build for steerd");
+    assert!(status.success(), "cargo build --release -p steerd failed");
+    let bin = target.join("release").join(format!("steerd{}", std::env::consts::EXE_SUFFIX));
+    assert!(bin.is_file(), "{} not found after building", bin.display());
+    bin
+}
+
+/// Kills the server when the test ends, however it ends.
+struct Server {
+    child: Child,
+    addr: String,
+    _data: TempDir,
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+struct TempDir(PathBuf);
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+fn start_server(extra: &[&str]) -> Server {
+    let data = std::env::temp_dir().join(format!("steer-swarm-e2e-{}-{}", std::process::id(), extra.len()));
+    std::fs::create_dir_all(&data).unwrap();
+    let data = TempDir(data);
+    let mut child = Command::new(steerd_bin())
+        .args(["--listen", "127.0.0.1:0", "--data-dir"])
+        .arg(&data.0)
+        .args(extra)
+        .current_dir(workspace_root())
+        .env("RUST_LOG", "warn")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .expect("starting steerd");
+    let stdout = child.stdout.take().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+            if let Some(a) = line.strip_prefix("steerd listening on http://") {
+                let _ = tx.send(a.trim().to_string());
+            }
+        }
+    });
+    let addr = match rx.recv_timeout(Duration::from_secs(30)) {
+        Ok(a) => a,
+        Err(_) => {
+            let _ = child.kill();
+            panic!("steerd did not print its address within 30 s");
+        }
+    };
+    Server { child, addr, _data: data }
+}
+
+#[test]
+fn twenty_bots_for_three_seconds() {
+    let server = start_server(&["--admin-token", "e2e-token"]);
+    let report = std::env::temp_dir().join(format!("steer-swarm-e2e-{}.json", std::process::id()));
+    let out = Command::new(env!("CARGO_BIN_EXE_steer-swarm"))
+        .args(["--url", &format!("ws://{}/ws", server.addr), "--world", "demo", "--bots", "20", "--ramp", "500ms"])
+        .args(["--duration", "3s", "--commands-per-sec", "0.5", "--spawn-per-bot", "1", "--aoi", "100x100"])
+        .args(["--pan-every", "1s", "--admin-token", "e2e-token", "--seed", "42", "--quiet"])
+        .args(["--server-pid", &server.child.id().to_string()])
+        .arg("--report")
+        .arg(&report)
+        .args(["--fail-if", "decode_errors>0,checksum_errors>0,disconnects>0,connect_failures>0"])
+        .output()
+        .expect("running steer-swarm");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "steer-swarm failed ({:?}):\n{stderr}", out.status);
+    let json: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&report).unwrap()).unwrap();
+    let _ = std::fs::remove_file(&report);
+    let n = |k: &str| json[k].as_f64().unwrap_or_else(|| panic!("{k} missing in {json:#}"));
+    assert_eq!(n("bots_connected"), 20.0, "{json:#}");
+    for k in ["disconnects", "decode_errors", "checksum_errors", "chain_breaks", "command_errors"] {
+        assert_eq!(n(k), 0.0, "{k}: {json:#}\n{stderr}");
+    }
+    assert!(n("frames_received") > 100.0, "{json:#}");
+    assert!(n("bytes_per_agent_update") > 0.0, "{json:#}");
+    assert!(n("pans") > 0.0, "{json:#}");
+    for k in ["cmd_rtt_ms", "frame_lateness_ms", "connect_ms"] {
+        assert!(json[k]["p99"].as_f64().is_some(), "{k}: {json:#}");
+        assert!(json[k]["max"].as_f64().is_some(), "{k}: {json:#}");
+    }
+    assert!(json["server_tick_ms_p99"].as_f64().is_some(), "{json:#}");
+}
+
+#[test]
+fn fail_if_trips_and_bad_usage_is_refused() {
+    let bin = env!("CARGO_BIN_EXE_steer-swarm");
+    let bad = Command::new(bin).args(["--fail-if", "nonsense>1"]).output().unwrap();
+    assert_eq!(bad.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&bad.stderr).contains("unknown metric"));
+    // Nothing listens on port 9 of localhost: every bot fails to connect.
+    let out = Command::new(bin)
+        .args(["--url", "ws://127.0.0.1:9/ws", "--bots", "3", "--duration", "1s", "--quiet", "--metrics-url", "none"])
+        .args(["--connect-timeout", "1s", "--fail-if", "bots_connected<3"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("FAIL bots_connected<3"));
+}
