@@ -1,10 +1,32 @@
 #!/usr/bin/env bash
 # Runs every test of the project: the same command README.md gives and .ci/run calls.
-# It installs what it needs itself (nothing beyond the Rust toolchain yet).
-set -euo pipefail
+# Installs what it needs itself (Debian chromium, npm packages, podman + runc).
+#
+#  1. cargo test: unit, property, scenario tests, and the end-to-end suite in tests/ that drives
+#     the real server over real sockets (release build; the simulation tests need the speed)
+#  2. clippy with warnings denied
+#  3. steer-swarm smoke: 50 bots for 10 s against a real server, with thresholds
+#  4. viewer: JS decoder against the golden vectors, and the page in headless Chromium
+#  5. container: the image built with podman (runc), run, probed, drained with SIGTERM
+set -uo pipefail
 cd "$(dirname "$0")/.."
 export CARGO_TERM_COLOR=never
-echo "== cargo test (workspace: unit, property, scenario and integration tests)"
-cargo test --workspace --all-targets --release 2>&1
-echo "== clippy"
-cargo clippy --workspace --all-targets --release -- -D warnings 2>&1
+failed=()
+step() {
+  local name=$1; shift
+  echo
+  echo "=================== $name"
+  if "$@"; then echo "=================== $name: ok"; else echo "=================== $name: FAILED"; failed+=("$name"); fi
+}
+step "cargo test" cargo test --workspace --all-targets --release
+step "clippy" cargo clippy --workspace --all-targets --release -- -D warnings
+step "swarm smoke" ./loadtest/smoke.sh
+step "viewer (browser)" ./tests/browser/run.sh
+step "container (podman)" ./tests/container/run.sh
+echo
+if [ ${#failed[@]} -eq 0 ]; then
+  echo "all suites passed"
+  exit 0
+fi
+echo "failed suites: ${failed[*]}"
+exit 1
