@@ -26,7 +26,7 @@ fi
 
 # 1. Static binaries (glibc crt-static, as the Dockerfile's build stage makes them).
 TARGET_DIR=${CONTAINER_TARGET_DIR:-$ROOT/target/container}
-RUSTFLAGS="-C target-feature=+crt-static" cargo build --release --locked --quiet \
+RUSTFLAGS="-C target-feature=+crt-static" CARGO_PROFILE_RELEASE_DEBUG=false CARGO_PROFILE_RELEASE_STRIP=true cargo build --release --locked --quiet \
   --target x86_64-unknown-linux-gnu --target-dir "$TARGET_DIR" -p steerd -p steer-swarm
 CTX=$(mktemp -d)
 trap 'rm -rf "$CTX"' EXIT
@@ -52,7 +52,11 @@ PORT=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); pr
 VOL=$(mktemp -d); chmod 777 "$VOL"
 NAME=steerd-test-$$
 "${PODMAN[@]}" rm -f "$NAME" >/dev/null 2>&1 || true
-"${PODMAN[@]}" run -d --name "$NAME" --network host -v "$VOL:/data" \
+# Podman's default rlimits can exceed a sandbox's limits (runc then refuses to start): ask for
+# modest ones that fit (16384 files covers the default 4096 connections).
+nofile=$(( $(ulimit -Hn) < 16384 ? $(ulimit -Hn) : 16384 ))
+ULIMITS=(--ulimit "nofile=$nofile:$nofile" --ulimit "nproc=4096:4096")
+"${PODMAN[@]}" run -d --name "$NAME" --network host "${ULIMITS[@]}" -v "$VOL:/data" \
   -e STEERD_LISTEN=127.0.0.1:$PORT -e STEERD_ADMIN_TOKEN=secret "$IMAGE" >/dev/null
 cleanup() { "${PODMAN[@]}" rm -f "$NAME" >/dev/null 2>&1 || true; rm -rf "$CTX" "$VOL"; }
 trap cleanup EXIT
@@ -65,7 +69,7 @@ done
 "${PODMAN[@]}" exec "$NAME" /steerd healthcheck --url "http://127.0.0.1:$PORT/health" >/dev/null && ok "HEALTHCHECK command (steerd healthcheck) passes" || bad "steerd healthcheck failed"
 
 # 4. A WebSocket subscribe through the real protocol: the swarm binary from the image, 5 bots, 3 s.
-if "${PODMAN[@]}" exec "$NAME" /steer-swarm --url "ws://127.0.0.1:$PORT/ws" --world demo --bots 5 --duration 3s --quiet \
+if "${PODMAN[@]}" exec "$NAME" /steer-swarm --url "ws://127.0.0.1:$PORT/ws" --world demo --bots 5 --duration 3s --quiet --admin-token secret \
      --fail-if 'decode_errors>0,disconnects>0,frames_received<10' >/tmp/steerd-podman-swarm.log 2>&1; then
   ok "WebSocket subscribe: 5 bots decode frames for 3 s"
 else

@@ -1,1 +1,18 @@
-fn main() {}
+//! End-to-end tests: each test starts the real `steerd` binary on `127.0.0.1:0` with its own
+//! data dir (see `steerd_tests` for how the binary is found) and drives it over real sockets.
+//!
+//! * `ws` — MoveTo over WebSocket, keyframe/delta chain vs snapshot, graceful shutdown.
+//! * `rest` — `/health`, `/metrics`.
+//! * `bad_input` — every kind of malformed or out-of-range input.
+//! * `auth` — admin token, agent ownership, Origin check.
+//! * `persist` — save/load across a restart, kill -9 while saving.
+//! * `limits` — 100 subscribers with 20 that never read; throughput figures for swarm-10k.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod auth;
+mod bad_input;
+mod limits;
+mod persist;
+mod rest;
+mod ws;

@@ -1,0 +1,150 @@
+//! Admin token, agent ownership and the Origin check.
+
+use steer_proto::{self as proto, ClientMsg, Encoding, ErrorCode, Outcome, ServerMsg};
+use steerd_tests::*;
+use tokio_tungstenite::tungstenite::Error as WsError;
+
+const TOKEN: &str = "s3cret-token";
+
+/// Issue 5 (5): with `--admin-token`, REST mutations answer 401 without the token, 403 with a
+/// wrong one and 2xx with the right one (and the refused ones change nothing); reads need none.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn admin_token_guards_rest_mutations() {
+    let srv = Server::fresh("token-rest", Opts::default().arg("--admin-token", TOKEN));
+    let anon = srv.http();
+    let wrong = anon.with_token("not-the-token");
+    let right = anon.with_token(TOKEN);
+    let mut before = shape(&anon, "demo").await;
+    let spawn = json!({"group": "t", "count": 3, "area": {"type": "rect", "min_x": 1, "min_y": 1, "max_x": 9, "max_y": 9}});
+    let calls: Vec<(&str, String, Option<serde_json::Value>)> = vec![
+        ("PATCH", "/worlds/demo".into(), Some(json!({"tick_rate": 20}))),
+        ("POST", "/worlds/demo/obstacles".into(), Some(json!({"center": {"x": 5, "y": 5}, "radius": 1}))),
+        ("POST", "/worlds/demo/agents".into(), Some(spawn)),
+        ("PUT", "/scenarios/tok".into(), Some(small_scenario(50.0, &[]))),
+        ("POST", "/worlds".into(), Some(json!({"name": "tokw", "scenario": "tok"}))),
+        ("POST", "/worlds/demo/save".into(), Some(json!({"scenario": "tok2"}))),
+        ("POST", "/worlds/tokw/step".into(), Some(json!({"ticks": 2}))),
+        ("DELETE", "/worlds/tokw".into(), None),
+        ("DELETE", "/scenarios/tok".into(), None),
+    ];
+    for (method, path, body) in &calls {
+        let bytes = body.as_ref().map(|b| b.to_string().into_bytes());
+        let send = |h: &Http| {
+            let h = h.clone();
+            let bytes = bytes.clone();
+            async move { h.raw(method, path, bytes.as_deref(), &[]).await }
+        };
+        let r = send(&anon).await;
+        assert_eq!(r.status, 401, "{method} {path} without token: {}", r.text());
+        assert_eq!(r.json()["error"], "unauthorized");
+        let r = send(&wrong).await;
+        assert_eq!(r.status, 403, "{method} {path} with a wrong token: {}", r.text());
+        assert_eq!(r.json()["error"], "forbidden");
+        assert_eq!(shape(&anon, "demo").await, before, "a refused {method} {path} changed the world");
+        let r = send(&right).await;
+        assert!((200..300).contains(&r.status), "{method} {path} with the token: {} {}", r.status, r.text());
+        before = shape(&anon, "demo").await;
+    }
+    // Reads are open.
+    anon.get("/worlds/demo").await.expect(200);
+    anon.get("/scenarios").await.expect(200);
+    // A Bearer prefix is required.
+    let r = anon.raw("PATCH", "/worlds/demo", Some(b"{}"), &[("Authorization", TOKEN)]).await;
+    assert_eq!(r.status, 401, "a token without `Bearer ` is no token");
+}
+
+/// Issue 5 (5): a WS client without the token can watch but not Spawn (`unauthorized`), a wrong
+/// token is refused and closed, the right one may Spawn and command any agent, and a client
+/// without the token may not command the admin's agents.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn admin_token_guards_ws_spawn() {
+    let srv = Server::fresh("token-ws", Opts::default().arg("--admin-token", TOKEN));
+    let mut anon = srv.ws().await;
+    anon.subscribe("demo", whole_world()).await;
+    let rid = anon.rid();
+    let e = error_of(anon.request(&spawn_msg(rid, "demo", 2, [1.0, 1.0, 5.0, 5.0], proto::Limits::default())).await);
+    assert_eq!((e.code, e.field.as_deref()), (ErrorCode::Unauthorized, Some("token")), "{e:?}");
+
+    let mut bad = Ws::connect(srv.addr).await;
+    bad.send(&hello(Some("wrong"), Encoding::Binary)).await;
+    let m = bad.next_until(WAIT, |m| matches!(m, ServerMsg::Error(_) | ServerMsg::Welcome(_))).await;
+    assert!(matches!(&m, Some(ServerMsg::Error(e)) if e.code == ErrorCode::Forbidden && e.field.as_deref() == Some("token")), "{m:?}");
+    assert_eq!(bad.expect_close(WAIT).await, Some(1008));
+
+    let mut admin = Ws::connect(srv.addr).await;
+    admin.hello(Some(TOKEN)).await;
+    let rid = admin.rid();
+    let ids = spawned(admin.request(&spawn_msg(rid, "demo", 2, [1.0, 1.0, 5.0, 5.0], proto::Limits::default())).await);
+    assert_eq!(ids.len(), 2);
+    // The admin commands anyone's agents, e.g. one of the scenario's.
+    let scenario_agent = first_agent(&srv.http(), "demo").await;
+    let rid = admin.rid();
+    let r = admin.request(&move_to_msg(rid, "demo", vec![scenario_agent], 100.0, 100.0, 1.0)).await;
+    assert!(r.is_ok(), "{r:?}");
+    // The anonymous client may command none of them.
+    for agents in [ids.clone(), vec![scenario_agent]] {
+        let rid = anon.rid();
+        let e = error_of(anon.request(&move_to_msg(rid, "demo", agents.clone(), 10.0, 10.0, 0.0)).await);
+        assert_eq!((e.code, e.field.as_deref()), (ErrorCode::Forbidden, Some("agents")), "{agents:?}: {e:?}");
+    }
+    anon.ping().await;
+}
+
+/// Issue 5 (5): without a token, each client commands only the agents it spawned: another
+/// client's MoveTo / Despawn / SetBehaviors on them answer `forbidden` and change nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn clients_command_only_their_own_agents() {
+    let srv = Server::fresh("owner", Opts::default());
+    let http = srv.http();
+    let mut a = srv.ws().await;
+    let mut b = srv.ws().await;
+    let rid = a.rid();
+    let ids = spawned(a.request(&spawn_msg(rid, "demo", 3, [10.0, 10.0, 20.0, 20.0], proto::Limits::default())).await);
+    let rid = b.rid();
+    let theirs = spawned(b.request(&spawn_msg(rid, "demo", 1, [30.0, 30.0, 40.0, 40.0], proto::Limits::default())).await);
+    let count = shape(&http, "demo").await.0;
+    let scenario_agent = first_agent(&http, "demo").await;
+    let foreign: Vec<ClientMsg> = vec![
+        move_to_msg(b.rid(), "demo", ids.clone(), 50.0, 50.0, 0.0),
+        // Mixed: one own, one foreign: refused as a whole.
+        move_to_msg(b.rid(), "demo", vec![theirs[0], ids[0]], 50.0, 50.0, 0.0),
+        ClientMsg::Despawn(proto::Despawn { request_id: b.rid(), world: "demo".into(), agents: vec![ids[1]] }),
+        ClientMsg::ResetBehaviors(proto::ResetBehaviors { request_id: b.rid(), world: "demo".into(), agents: vec![ids[2]] }),
+        // Agents of the scenario belong to nobody.
+        move_to_msg(b.rid(), "demo", vec![scenario_agent], 50.0, 50.0, 0.0),
+    ];
+    for m in &foreign {
+        let e = error_of(b.request(m).await);
+        assert_eq!((e.code, e.field.as_deref()), (ErrorCode::Forbidden, Some("agents")), "{m:?}: {e:?}");
+    }
+    assert_eq!(shape(&http, "demo").await.0, count, "a refused despawn removed an agent");
+    // The owners may.
+    let rid = b.rid();
+    assert!(b.request(&move_to_msg(rid, "demo", theirs.clone(), 50.0, 50.0, 0.0)).await.is_ok());
+    let rid = a.rid();
+    assert!(a.request(&move_to_msg(rid, "demo", ids.clone(), 50.0, 50.0, 0.0)).await.is_ok());
+    let rid = a.rid();
+    let r = a.request(&ClientMsg::Despawn(proto::Despawn { request_id: rid, world: "demo".into(), agents: ids.clone() })).await;
+    assert!(matches!(r, Outcome::Ok(_)), "{r:?}");
+    assert_eq!(shape(&http, "demo").await.0, count - ids.len());
+}
+
+/// Issue 5 (5): a foreign `Origin` at the upgrade is refused with 403; no Origin, the server's
+/// own origin and a configured one are allowed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn foreign_origin_is_refused() {
+    let srv = Server::fresh("origin", Opts::default().arg("--allowed-origins", "https://game.example"));
+    for origin in ["https://evil.example", "null", "http://127.0.0.1:1"] {
+        match Ws::connect_with(srv.addr, Some(origin), Encoding::Binary).await {
+            Err(WsError::Http(r)) => assert_eq!(r.status().as_u16(), 403, "Origin {origin}"),
+            Err(e) => panic!("Origin {origin}: expected HTTP 403, got {e}"),
+            Ok(_) => panic!("Origin {origin} was allowed"),
+        }
+    }
+    let own = format!("http://{}", srv.addr);
+    for origin in [None, Some(own.as_str()), Some("https://game.example")] {
+        let mut ws = Ws::connect_with(srv.addr, origin, Encoding::Binary).await.unwrap_or_else(|e| panic!("Origin {origin:?}: {e}"));
+        ws.hello(None).await;
+        ws.ping().await;
+    }
+}

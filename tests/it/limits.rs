@@ -1,0 +1,116 @@
+//! Many subscribers, slow readers, throughput.
+
+use std::collections::BTreeSet;
+use std::time::{Duration, Instant};
+
+use steer_proto::{Encoding, ServerMsg};
+use steerd_tests::*;
+use tokio_tungstenite::MaybeTlsStream;
+
+/// The RSS growth allowed while 20 clients never read (issue 5 (3)).
+const RSS_GROWTH_LIMIT_MIB: u64 = 200;
+
+/// A client with a 4 KiB receive buffer that says Hello, subscribes to the whole world and then
+/// never reads again: the server's socket backs up quickly.
+async fn non_reader(srv: &Server, world: &str) -> Ws {
+    let sock = tokio::net::TcpSocket::new_v4().unwrap();
+    sock.set_recv_buffer_size(4096).unwrap();
+    let stream = tokio::time::timeout(WAIT, sock.connect(srv.addr)).await.unwrap().unwrap();
+    let (ws, _) = tokio::time::timeout(WAIT, tokio_tungstenite::client_async(format!("ws://{}/ws", srv.addr), MaybeTlsStream::Plain(stream)))
+        .await
+        .unwrap()
+        .unwrap();
+    let mut ws = Ws::from_stream(ws, Encoding::Binary);
+    ws.hello(None).await;
+    ws.subscribe(world, whole_world()).await;
+    ws
+}
+
+/// What a reading client saw.
+struct Seen {
+    ticks: BTreeSet<u64>,
+    keyframes: u64,
+    cells: usize,
+}
+
+/// Issue 5 (3): 100 subscribers of which 20 never read. The 80 others get every tick (their
+/// per-cell chains never break, no resync keyframes, no tick missing) at the world's rate, and the
+/// server's RSS grows by less than 200 MiB over 20 s.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn slow_readers_do_not_stall_the_others() {
+    let _heavy = heavy_lock().await;
+    let srv = Server::fresh("slow", Opts::default());
+    let http = srv.http();
+    create_world(&http, "busy", "busy", &wander_scenario(300.0, 3000)).await;
+    let mut stalled = Vec::new();
+    for _ in 0..20 {
+        stalled.push(non_reader(&srv, "busy").await);
+    }
+    let run = Duration::from_secs(20);
+    let mut readers = Vec::new();
+    for i in 0..80usize {
+        let mut ws = srv.ws().await;
+        let (x, y) = ((i % 3) as f32 * 100.0, (i / 3 % 3) as f32 * 100.0);
+        let cells = ws.subscribe("busy", rect_area(x + 1.0, y + 1.0, x + 99.0, y + 99.0)).await.len();
+        readers.push(tokio::spawn(async move {
+            let t0 = Instant::now();
+            let mut ticks = BTreeSet::new();
+            while t0.elapsed() < run {
+                // `Ws` panics on a chain break or checksum mismatch.
+                if let Some(ServerMsg::Delta(d)) = ws.next_until(Duration::from_secs(2), |m| matches!(m, ServerMsg::Delta(_))).await {
+                    ticks.insert(d.tick);
+                } else {
+                    panic!("a reader got no delta for 2 s");
+                }
+            }
+            Seen { ticks, keyframes: ws.keyframes, cells }
+        }));
+    }
+    let rss0 = srv.rss_kib();
+    let tick0 = tick(&http, "busy").await;
+    let t0 = Instant::now();
+    let mut rss_max = rss0;
+    while t0.elapsed() < run {
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        rss_max = rss_max.max(srv.rss_kib());
+    }
+    let world_rate = (tick(&http, "busy").await - tick0) as f64 / t0.elapsed().as_secs_f64();
+    let mut rates = Vec::new();
+    for r in readers {
+        let seen = tokio::time::timeout(Duration::from_secs(20), r).await.expect("reader stuck").expect("reader failed");
+        assert_eq!(seen.keyframes, seen.cells as u64, "a reader was resynced with keyframes (it lagged)");
+        let (first, last) = (*seen.ticks.first().unwrap(), *seen.ticks.last().unwrap());
+        assert_eq!(seen.ticks.len() as u64, last - first + 1, "a reader missed ticks between {first} and {last}");
+        rates.push(seen.ticks.len() as f64 / run.as_secs_f64());
+    }
+    let metrics = http.get("/metrics").await.ok_text();
+    let growth_mib = rss_max.saturating_sub(rss0) / 1024;
+    let min_rate = rates.iter().copied().fold(f64::MAX, f64::min);
+    eprintln!(
+        "slow readers: world {world_rate:.1} ticks/s, slowest reader {min_rate:.1} ticks/s, RSS {} MiB → max {} MiB (+{growth_mib} MiB), connections left {}, frames dropped {}",
+        rss0 / 1024,
+        rss_max / 1024,
+        metric(&metrics, "steerd_connections"),
+        metric(&metrics, "steerd_frames_dropped_total"),
+    );
+    assert!(world_rate > 16.0, "the world ran at {world_rate:.1} ticks/s, not 20");
+    assert!(min_rate > 0.9 * world_rate, "a reader saw {min_rate:.1} ticks/s while the world ran {world_rate:.1}");
+    assert!(growth_mib < RSS_GROWTH_LIMIT_MIB, "RSS grew by {growth_mib} MiB");
+    drop(stalled);
+}
+
+/// Issue 5 (9): throughput of `swarm-10k` with 100 subscribers each watching a 100×100 area.
+/// Prints ticks/s held and bytes/s sent (run with `--nocapture`); asserts only sanity (the world
+/// keeps ticking, every client's chain holds).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn swarm_10k_figures() {
+    let _heavy = heavy_lock().await;
+    let srv = Server::fresh("swarm", Opts::default().arg("--scenario", "swarm-10k"));
+    let f = measure_swarm(&srv, 100, Duration::from_secs(10)).await;
+    eprintln!("{f}");
+    assert!(f.ticks_per_sec > 2.0, "the world barely ticks: {f}");
+    assert!(f.server_bytes_per_sec > 0.0 && f.client_bytes_per_sec > 0.0, "{f}");
+    let ratio = f.client_bytes_per_sec / f.server_bytes_per_sec;
+    assert!((0.5..2.0).contains(&ratio), "the server's byte count and the clients' disagree: {f}");
+    assert!(f.events_per_sec < f.deltas_per_sec, "events flood the clients: {f}");
+}
