@@ -521,10 +521,8 @@ impl Conn {
         self.send(ServerMsg::Welcome(proto::Welcome {
             protocol_version: proto::PROTOCOL_VERSION,
             tick_rate_hz: tick_rate,
-            quantization: {
-                let d = proto::Quantization::default();
-                proto::Quantization::new(d.pos_step, d.vel_step, tick_rate)
-            },
+            // The same fixed quantization every world publishes with (see runtime::world).
+            quantization: proto::Quantization::default(),
             worlds,
             max_message_bytes: self.state.settings.limits.max_message_bytes as u32,
         }))

@@ -239,6 +239,8 @@ impl WorldHandle {
         let (frames, _) = broadcast::channel(spawn.frame_buffer.max(1));
         let stats = Arc::new(WorldStats::default());
         stats.alive.store(true, Ordering::SeqCst);
+        stats.tick_rate_milli.store((world.config().tick_rate * 1000.0) as u32, Ordering::Relaxed);
+        stats.agents.store(world.agents().len() as u64, Ordering::Relaxed);
         let handle = WorldHandle {
             name: spawn.name.clone(),
             id: spawn.id,
@@ -434,9 +436,11 @@ impl Runner {
         self.tick_offset + self.world.tick()
     }
 
+    /// The quantization of every world: fixed (the protocol default, announced in `Welcome`).
+    /// Its dead-reckoning predictor only has to be the same on both sides, so it must not follow
+    /// the world's tick rate, which can change at run time and differ between worlds.
     fn quant(&self) -> proto::Quantization {
-        let d = proto::Quantization::default();
-        proto::Quantization::new(d.pos_step, d.vel_step, self.world.config().tick_rate)
+        proto::Quantization::default()
     }
 
     fn period(&self) -> Duration {
