@@ -73,6 +73,11 @@ pub struct LimitSettings {
     pub max_subscriptions: usize,
     /// Graceful shutdown deadline, ms.
     pub shutdown_timeout_ms: u64,
+    /// Threads building MoveTo flow fields for every world, off the world threads.
+    pub nav_threads: usize,
+    /// Flow-field builds queued or running at once; beyond it a world builds the field itself
+    /// on the tick it is due.
+    pub max_queued_field_builds: usize,
 }
 
 impl Default for Settings {
@@ -112,6 +117,8 @@ impl Default for LimitSettings {
             max_bad_messages: 16,
             max_subscriptions: 8,
             shutdown_timeout_ms: 5_000,
+            nav_threads: 1,
+            max_queued_field_builds: 64,
         }
     }
 }
@@ -147,6 +154,8 @@ impl Settings {
             ("limits.connection_queue", l.connection_queue as f64),
             ("limits.max_aoi_cells", f64::from(l.max_aoi_cells)),
             ("limits.max_subscriptions", l.max_subscriptions as f64),
+            ("limits.nav_threads", l.nav_threads as f64),
+            ("limits.max_queued_field_builds", l.max_queued_field_builds as f64),
         ];
         for (name, v) in positive {
             if !(v.is_finite() && v > 0.0) {
@@ -155,6 +164,9 @@ impl Settings {
         }
         if l.max_message_bytes > 64 << 20 {
             return Err("limits.max_message_bytes must be at most 64 MiB".into());
+        }
+        if l.nav_threads > 64 {
+            return Err("limits.nav_threads must be at most 64".into());
         }
         if self.log_format != "text" && self.log_format != "json" {
             return Err("log_format must be `text` or `json`".into());

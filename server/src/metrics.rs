@@ -41,6 +41,14 @@ pub struct Metrics {
     pub connections_refused: Counter,
     /// Commands by kind and result.
     pub commands: Family<CommandLabels, Counter>,
+    /// MoveTo flow fields requested by the worlds.
+    pub fields_requested: Counter,
+    /// Requested flow fields built by the builder threads before they were due.
+    pub fields_delivered: Counter,
+    /// Requested flow fields a world built on the tick they were due (the builder was late).
+    pub fields_built_on_tick: Counter,
+    /// Flow-field jobs refused because the builder queue was full.
+    pub field_builds_refused: Counter,
 }
 
 impl Default for Metrics {
@@ -66,6 +74,10 @@ impl Metrics {
             keyframes_sent: Counter::default(),
             connections_refused: Counter::default(),
             commands: Family::default(),
+            fields_requested: Counter::default(),
+            fields_delivered: Counter::default(),
+            fields_built_on_tick: Counter::default(),
+            field_builds_refused: Counter::default(),
             registry: Registry::default(),
         };
         registry.register("tick_duration_seconds", "Duration of one world tick", m.tick_seconds.clone());
@@ -79,6 +91,10 @@ impl Metrics {
         registry.register("keyframes_sent", "Keyframes sent", m.keyframes_sent.clone());
         registry.register("connections_refused", "Connections refused or closed by limits", m.connections_refused.clone());
         registry.register("commands", "Commands by kind and result", m.commands.clone());
+        registry.register("flow_fields_requested", "MoveTo flow fields requested by the worlds", m.fields_requested.clone());
+        registry.register("flow_fields_delivered", "Flow fields built by the builder threads in time", m.fields_delivered.clone());
+        registry.register("flow_fields_built_on_tick", "Flow fields a world built itself on their due tick", m.fields_built_on_tick.clone());
+        registry.register("flow_field_builds_refused", "Flow-field jobs refused by a full builder queue", m.field_builds_refused.clone());
         Metrics { registry, ..m }
     }
 

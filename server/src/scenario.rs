@@ -14,6 +14,7 @@ use crate::sim::behaviors::{
     leader_following, look_where_you_are_going, obstacle_avoidance, path_following, pursue, random_target, seek, separation, velocity_match, wall_avoidance,
     wander,
 };
+use crate::sim::behaviors::move_to::MoveToParams;
 use crate::sim::error::SimError;
 use crate::sim::rng::Rng;
 use crate::sim::view::Bounds;
@@ -40,7 +41,7 @@ pub enum ScenarioError {
 }
 
 /// A 2-D point or vector in JSON: `{"x": 1, "y": 2}`.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct P {
     /// x.
@@ -109,9 +110,17 @@ pub struct Scenario {
     /// Most flow fields cached (default 16).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub flow_cache_capacity: Option<usize>,
-    /// Most flow fields built per tick (default 1).
+    /// Most flow fields requested per tick (default 2).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub flow_builds_per_tick: Option<usize>,
+    /// Ticks from requesting a flow field to using it; a server builds it in the background
+    /// meanwhile (default 2; 0 = built within the tick).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub flow_build_ticks: Option<u32>,
+    /// A MoveTo goal all of whose agents (at most this many) see it gets no flow field
+    /// (default 32; 0 = always a field).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub straight_line_max_agents: Option<u32>,
     /// MoveTo orders issued to whole groups at given ticks.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub orders: Vec<OrderSpec>,
@@ -170,7 +179,7 @@ fn one() -> f32 {
 }
 
 /// Bounds.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct BoundsSpec {
     /// Lower-left corner.
@@ -214,7 +223,7 @@ pub struct WallSpec {
 
 /// Random non-overlapping obstacles (001): radius uniform in [min_radius, max_radius], at least
 /// `border` from the bounds and `min_gap` between obstacles, up to 2000 tries each.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RandomObstacles {
     /// How many to place (fewer if the tries run out).
@@ -796,6 +805,11 @@ impl Scenario {
             nav_clearance: self.nav_clearance.unwrap_or(d.nav_clearance),
             flow_cache_capacity: self.flow_cache_capacity.unwrap_or(d.flow_cache_capacity),
             flow_builds_per_tick: self.flow_builds_per_tick.unwrap_or(d.flow_builds_per_tick),
+            flow_build_ticks: self.flow_build_ticks.unwrap_or(d.flow_build_ticks),
+            move_to: MoveToParams {
+                straight_line_max_agents: self.straight_line_max_agents.unwrap_or(d.move_to.straight_line_max_agents),
+                ..d.move_to
+            },
             ..d
         }
     }

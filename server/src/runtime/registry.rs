@@ -4,6 +4,7 @@ use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, RwLock};
 
+use super::fields::{FieldBuilder, FieldBuilderError};
 use super::world::{CmdError, WorldHandle, WorldSpawn};
 use crate::config::LimitSettings;
 use crate::metrics::Metrics;
@@ -43,12 +44,14 @@ pub struct Registry {
     next_id: AtomicU32,
     limits: LimitSettings,
     metrics: Arc<Metrics>,
+    fields: Arc<FieldBuilder>,
 }
 
 impl Registry {
-    /// An empty registry.
-    pub fn new(limits: LimitSettings, metrics: Arc<Metrics>) -> Self {
-        Registry { worlds: RwLock::new(BTreeMap::new()), next_id: AtomicU32::new(1), limits, metrics }
+    /// An empty registry, with the flow-field builder threads its worlds share.
+    pub fn new(limits: LimitSettings, metrics: Arc<Metrics>) -> Result<Self, FieldBuilderError> {
+        let fields = Arc::new(FieldBuilder::new(limits.nav_threads, limits.max_queued_field_builds)?);
+        Ok(Registry { worlds: RwLock::new(BTreeMap::new()), next_id: AtomicU32::new(1), limits, metrics, fields })
     }
 
     /// The world named `name`.
@@ -95,6 +98,7 @@ impl Registry {
                 max_agents: l.max_agents_per_world,
                 max_spawn: l.max_spawn,
                 paused,
+                fields: self.fields.clone(),
             },
             self.metrics.clone(),
         )?;

@@ -16,10 +16,13 @@ use std::time::{Duration, Instant};
 use steer_proto as proto;
 use tokio::sync::{broadcast, oneshot};
 
+use super::fields::FieldBuilder;
 use super::frames::{CellFrame, Shared, TickFrame};
 use crate::convert;
 use crate::metrics::Metrics;
 use crate::scenario::Scenario;
+use crate::sim::nav::PipelineStats;
+use crate::sim::nav::flowfield::FlowField;
 use crate::sim::world::{Command, Outcome};
 use crate::sim::{AgentId, SimError, World};
 
@@ -69,7 +72,7 @@ impl CmdError {
 }
 
 /// An agent as REST shows it.
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, utoipa::ToSchema)]
 pub struct AgentView {
     pub id: u32,
     pub group: String,
@@ -81,7 +84,7 @@ pub struct AgentView {
 }
 
 /// Obstacle as REST shows it.
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, utoipa::ToSchema)]
 pub struct ObstacleView {
     pub id: u32,
     pub center: [f32; 2],
@@ -89,7 +92,7 @@ pub struct ObstacleView {
 }
 
 /// Wall as REST shows it.
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, utoipa::ToSchema)]
 pub struct WallView {
     pub id: u32,
     pub a: [f32; 2],
@@ -97,7 +100,7 @@ pub struct WallView {
 }
 
 /// Full state (`GET /worlds/{w}/snapshot`).
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, utoipa::ToSchema)]
 pub struct Snapshot {
     pub world: String,
     pub tick: u64,
@@ -105,11 +108,12 @@ pub struct Snapshot {
     pub obstacles: Vec<ObstacleView>,
     pub walls: Vec<WallView>,
     /// The agents quantized exactly as the wire protocol does.
+    #[schema(value_type = Vec<Object>)]
     pub quantized: Vec<proto::QAgent>,
 }
 
 /// World summary.
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, utoipa::ToSchema)]
 pub struct WorldInfoView {
     pub name: String,
     pub id: u32,
@@ -131,6 +135,30 @@ pub struct WorldInfoView {
     pub autosave: bool,
 }
 
+/// The flow field an agent's MoveTo follows (`GET /worlds/{w}/flowfield?agent=`), sampled for
+/// display.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, utoipa::ToSchema)]
+pub struct FlowFieldView {
+    pub agent: u32,
+    /// `ready` (the field below), `pending` (requested, not in use yet: the agent heads
+    /// straight for its goal), `straight` (no field needed: the agent sees its goal), or
+    /// `no_order` (the agent has no MoveTo order).
+    #[schema(value_type = String, example = "ready")]
+    pub status: &'static str,
+    /// The order's target and the goal navigation resolved it to (null without an order).
+    pub target: Option<[f32; 2]>,
+    pub goal: Option<[f32; 2]>,
+    /// Lower-left corner of the sample lattice and the side of one sample block.
+    pub origin: [f32; 2],
+    pub spacing: f32,
+    /// Blocks per row, rows.
+    pub cols: u32,
+    pub rows: u32,
+    /// Direction per block in radians (row-major from the lower-left; null = none), empty
+    /// unless `ready`.
+    pub angles: Vec<Option<f32>>,
+}
+
 type Reply<T> = oneshot::Sender<Result<T, CmdError>>;
 
 /// The closed set of requests a world thread serves.
@@ -144,6 +172,8 @@ pub enum Request {
     Agents { limit: usize, reply: Reply<Vec<AgentView>> },
     /// One agent.
     Agent { id: AgentId, reply: Reply<AgentView> },
+    /// The flow field of an agent's MoveTo, at most `max_side` blocks per side.
+    FlowField { agent: AgentId, max_side: u32, reply: Reply<FlowFieldView> },
     /// Obstacles.
     Obstacles { reply: Reply<Vec<ObstacleView>> },
     /// Walls.
@@ -192,6 +222,8 @@ pub struct WorldSpawn {
     pub max_spawn: usize,
     /// Start paused.
     pub paused: bool,
+    /// Builds the world's flow fields off its thread.
+    pub fields: Arc<FieldBuilder>,
 }
 
 /// Live counters of a world, readable without asking its thread.
@@ -252,6 +284,8 @@ impl WorldHandle {
             origin: Arc::new(Mutex::new((scenario.clone(), spawn.scenario_name.clone()))),
             latest: Arc::new(Mutex::new(None)),
         };
+        // Unbounded, but it holds at most the jobs in the builder's bounded queue.
+        let (field_tx, field_rx) = std::sync::mpsc::channel();
         let runner = Runner {
             name: spawn.name.clone(),
             id: spawn.id,
@@ -276,6 +310,10 @@ impl WorldHandle {
             latest: handle.latest.clone(),
             tick_offset: 0,
             reset_pending: false,
+            fields: spawn.fields,
+            field_tx,
+            field_rx,
+            pipeline: PipelineStats::default(),
         };
         let death = handle.death.clone();
         let name = spawn.name;
@@ -401,6 +439,9 @@ pub fn world_info(id: u32, name: &str, world: &World, max_cells: u32) -> proto::
     }
 }
 
+/// Longest a tick waits for a builder finishing a field it needs (then it builds the field).
+const FIELD_WAIT: Duration = Duration::from_secs(2);
+
 struct Runner {
     name: String,
     id: u32,
@@ -428,6 +469,11 @@ struct Runner {
     tick_offset: u64,
     /// The next publish marks its frame as a reset.
     reset_pending: bool,
+    fields: Arc<FieldBuilder>,
+    field_tx: std::sync::mpsc::Sender<FlowField>,
+    field_rx: std::sync::mpsc::Receiver<FlowField>,
+    /// Pipeline counters at the last tick (the metrics count the differences).
+    pipeline: PipelineStats,
 }
 
 impl Runner {
@@ -482,12 +528,46 @@ impl Runner {
 
     fn tick(&mut self) {
         let start = Instant::now();
+        self.collect_fields();
         self.world.step();
+        for job in self.world.take_field_jobs() {
+            if !self.fields.submit(job, self.field_tx.clone()) {
+                self.metrics.field_builds_refused.inc();
+            }
+        }
         let elapsed = start.elapsed();
+        if let Some(p) = self.world.nav().map(|n| n.pipeline_stats()) {
+            let last = std::mem::replace(&mut self.pipeline, p);
+            self.metrics.fields_requested.inc_by(p.requested.saturating_sub(last.requested));
+            self.metrics.fields_delivered.inc_by(p.delivered.saturating_sub(last.delivered));
+            self.metrics.fields_built_on_tick.inc_by(p.built_on_tick.saturating_sub(last.built_on_tick));
+        }
         self.metrics.tick_seconds.observe(elapsed.as_secs_f64());
         self.publish();
         self.stats.tick.store(self.wire_tick(), Ordering::Relaxed);
         self.stats.agents.store(self.world.agents().len() as u64, Ordering::Relaxed);
+    }
+
+    /// Hands the world the flow fields built since the last tick. For a field due now that a
+    /// builder is still building, waits for it (at most [`FIELD_WAIT`]) rather than build it a
+    /// second time; one not started yet is taken back, and the tick builds it.
+    fn collect_fields(&mut self) {
+        let deadline = Instant::now() + FIELD_WAIT;
+        loop {
+            while let Ok(f) = self.field_rx.try_recv() {
+                self.world.deliver_field(f);
+            }
+            let mut awaited = self.world.awaited_fields();
+            awaited.retain(|t| !t.cancel_unstarted());
+            let now = Instant::now();
+            if awaited.is_empty() || now >= deadline {
+                return;
+            }
+            match self.field_rx.recv_timeout(deadline - now) {
+                Ok(f) => self.world.deliver_field(f),
+                Err(_) => return,
+            }
+        }
     }
 
     /// Resets the AOI encoders (after load/reset): every cell starts empty at the current tick,
@@ -610,6 +690,39 @@ impl Runner {
         }
     }
 
+    fn flow_field_view(&self, id: AgentId, max_side: u32) -> Result<FlowFieldView, CmdError> {
+        let a = self.world.agent(id).ok_or(CmdError::Sim(SimError::UnknownAgent(id)))?;
+        let mut v = FlowFieldView {
+            agent: id,
+            status: "no_order",
+            target: None,
+            goal: None,
+            origin: [0.0; 2],
+            spacing: 0.0,
+            cols: 0,
+            rows: 0,
+            angles: Vec::new(),
+        };
+        let (Some(o), Some(nav)) = (a.order, self.world.nav()) else { return Ok(v) };
+        v.target = Some(o.target.to_array());
+        v.goal = Some(o.goal.to_array());
+        let cell = o.goal_cell;
+        v.status = if nav.cache.get(cell as usize).is_some() {
+            "ready"
+        } else if nav.is_pending(cell) {
+            "pending"
+        } else {
+            "straight"
+        };
+        if let Some(f) = nav.cache.get(cell as usize) {
+            let s = f.sample_grid(&nav.grid, max_side);
+            v.origin = s.origin.to_array();
+            v.spacing = s.spacing;
+            (v.cols, v.rows, v.angles) = (s.cols, s.rows, s.angles);
+        }
+        Ok(v)
+    }
+
     fn info_view(&self) -> WorldInfoView {
         WorldInfoView {
             name: self.name.clone(),
@@ -635,6 +748,9 @@ impl Runner {
         let world = build_world(&scenario, self.max_agents, self.max_spawn)?;
         self.tick_offset = self.wire_tick() + 1;
         self.world = world;
+        // Fields still being built were for the old world: a new channel leaves them unheard.
+        (self.field_tx, self.field_rx) = std::sync::mpsc::channel();
+        self.pipeline = PipelineStats::default();
         if let Ok(mut o) = self.origin.lock() {
             *o = (scenario.clone(), name.clone());
         }
@@ -682,6 +798,9 @@ impl Runner {
             Request::Agent { id, reply } => {
                 let r = self.world.agent(id).map(|a| self.agent_view(a)).ok_or(CmdError::Sim(SimError::UnknownAgent(id)));
                 let _ = reply.send(r);
+            }
+            Request::FlowField { agent, max_side, reply } => {
+                let _ = reply.send(self.flow_field_view(agent, max_side));
             }
             Request::Obstacles { reply } => {
                 let v = self.world.obstacles().iter().map(|o| ObstacleView { id: o.id, center: o.center.to_array(), radius: o.radius }).collect();

@@ -22,7 +22,8 @@ use super::behaviors::path_following::EVENT_PATH_COMPLETED;
 use super::behaviors::{Behavior, BehaviorEntry, BehaviorSet, Scratch, Target};
 use super::error::{SimError, check_finite, check_positive, check_vec};
 use super::math::{clamp_len, closest_on_segment, dir, orientation_of, perp, segment_intersection, wrap_angle};
-use super::nav::NavState;
+use super::nav::flowfield::FlowField;
+use super::nav::{FieldJob, FieldTicket, NavState};
 use super::rng::Rng;
 use super::spatial::{AgentGrid, Neighbor, StaticIndex};
 use super::steering::Steering;
@@ -75,9 +76,13 @@ pub struct WorldConfig {
     pub nav_clearance: f32,
     /// Most flow fields cached (least recently used evicted; default 16).
     pub flow_cache_capacity: usize,
-    /// Most flow fields built per tick (each costs O(nav cells)); agents whose field is not
-    /// built yet head straight for their goal meanwhile (default 1).
+    /// Most flow fields requested per tick (each costs O(nav cells) to build); agents whose
+    /// field is not ready yet head straight for their goal meanwhile (default 2).
     pub flow_builds_per_tick: usize,
+    /// Ticks from requesting a flow field to using it (0 = built within the requesting tick).
+    /// A host may build requested fields on other threads meanwhile ([`World::take_field_jobs`]);
+    /// the states are the same either way (default 2).
+    pub flow_build_ticks: u32,
     /// MoveTo tuning.
     pub move_to: MoveToParams,
 }
@@ -100,7 +105,8 @@ impl Default for WorldConfig {
             nav_cell_size: 1.0,
             nav_clearance: 0.75,
             flow_cache_capacity: 16,
-            flow_builds_per_tick: 1,
+            flow_builds_per_tick: 2,
+            flow_build_ticks: 2,
             move_to: MoveToParams::default(),
         }
     }
@@ -133,6 +139,9 @@ impl WorldConfig {
         }
         if !(1..=64).contains(&self.flow_builds_per_tick) {
             return Err(SimError::invalid("flow_builds_per_tick", "must be between 1 and 64"));
+        }
+        if self.flow_build_ticks > 64 {
+            return Err(SimError::invalid("flow_build_ticks", "must be at most 64"));
         }
         if !(1..=4096).contains(&self.flow_cache_capacity) {
             return Err(SimError::invalid("flow_cache_capacity", "must be between 1 and 4096"));
@@ -539,6 +548,25 @@ impl World {
         }
     }
 
+    /// The flow fields requested by the last step, to build off the tick thread and hand back
+    /// with [`World::deliver_field`] before the step they are due (see [`NavState`]).
+    pub fn take_field_jobs(&mut self) -> Vec<FieldJob> {
+        self.nav.as_mut().map(NavState::take_jobs).unwrap_or_default()
+    }
+
+    /// Tickets of the requested fields the next step needs and has not been handed (see
+    /// [`NavState::awaited`]).
+    pub fn awaited_fields(&self) -> Vec<FieldTicket> {
+        self.nav.as_ref().map(|n| n.awaited(self.tick)).unwrap_or_default()
+    }
+
+    /// Hands back a field built from a [`FieldJob`] (ignored if no longer awaited).
+    pub fn deliver_field(&mut self, field: FlowField) {
+        if let Some(nav) = self.nav.as_mut() {
+            nav.deliver(field);
+        }
+    }
+
     /// Navigation state (built by the first MoveTo).
     pub fn nav(&self) -> Option<&NavState> {
         self.nav.as_ref()
@@ -841,7 +869,9 @@ impl World {
         self.rebuild_indexes();
         // Flow fields and slot claims: sequential, before the view is taken.
         if let Some(nav) = self.nav.as_mut() {
-            nav.prepare(&mut self.agents, &self.walls, &self.statics, self.config.flow_builds_per_tick);
+            let c = &self.config;
+            let straight = c.move_to.straight_line_max_agents;
+            nav.prepare(&mut self.agents, &self.walls, &self.statics, c.flow_builds_per_tick, self.tick, u64::from(c.flow_build_ticks), straight);
         }
         let seed = self.config.seed;
         let tick = self.tick;

@@ -59,6 +59,11 @@ pub struct MoveToParams {
     pub arrive_speed: f32,
     /// Context avoidance.
     pub context: ContextAvoidanceParams,
+    /// A goal whose agents — at most this many — all see it along free navigation cells gets
+    /// no flow field: they head straight for it (the field would point straight anyway).
+    /// Larger groups, and goals any agent does not see, get a field. 0 = always a field
+    /// (default 32).
+    pub straight_line_max_agents: u32,
 }
 
 impl Default for MoveToParams {
@@ -72,6 +77,7 @@ impl Default for MoveToParams {
             time_to_target: 0.25,
             arrive_speed: 0.5,
             context: ContextAvoidanceParams::default(),
+            straight_line_max_agents: 32,
         }
     }
 }
@@ -91,6 +97,9 @@ impl MoveToParams {
         check_positive("slow_radius", self.slow_radius)?;
         check_positive("time_to_target", self.time_to_target)?;
         check_non_negative("arrive_speed", self.arrive_speed)?;
+        if self.straight_line_max_agents > 100_000 {
+            return Err(SimError::invalid("straight_line_max_agents", "must be at most 100000"));
+        }
         self.context.validate().map_err(|e| e.within("context"))
     }
 

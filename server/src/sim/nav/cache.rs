@@ -73,11 +73,18 @@ impl FlowCache {
             return e.field.clone();
         }
         let field = Arc::new(FlowField::build(grid, goal_cell, goal));
+        self.insert(field.clone(), users);
+        field
+    }
+
+    /// Adds a field built elsewhere (the caller checked its goal cell is not cached), counting
+    /// it as one build and `users − 1` hits, like a missing [`FlowCache::fetch`].
+    pub fn insert(&mut self, field: Arc<FlowField>, users: u64) {
+        self.clock += 1;
         self.stats.builds += 1;
         self.stats.hits += users.saturating_sub(1);
-        self.entries.push(Entry { field: field.clone(), last_used: self.clock });
+        self.entries.push(Entry { field, last_used: self.clock });
         self.evict();
-        field
     }
 
     /// Starts a round of fetches: fields fetched from now on are protected from eviction.

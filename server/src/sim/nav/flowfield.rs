@@ -53,7 +53,9 @@ fn encode(d: Vec2) -> u16 {
     if d == Vec2::ZERO {
         return NO_DIR;
     }
-    let a = d.y.atan2(d.x).rem_euclid(std::f32::consts::TAU);
+    let a = d.y.atan2(d.x);
+    // Same as `rem_euclid(TAU)` for atan2's range [−π, π], without the float modulo.
+    let a = if a < 0.0 { a + std::f32::consts::TAU } else { a };
     ((a * ANGLE_SCALE).round() as u32 % 65535) as u16
 }
 
@@ -67,49 +69,9 @@ impl FlowField {
     /// Builds the field towards `goal` (a point in free cell `goal_cell` of `grid`; when the cell
     /// is blocked every cell is unreachable).
     pub fn build(grid: &NavGrid, goal_cell: usize, goal: Vec2) -> Self {
-        let n = grid.len();
-        let h = grid.cell_size();
-        let mut cost = vec![f32::INFINITY; n];
-        let mut known = vec![false; n];
-        let mut heap = BinaryHeap::new();
-        if goal_cell < n && !grid.is_blocked(goal_cell) {
-            cost[goal_cell] = 0.0;
-            heap.push(Reverse((0u32, goal_cell as u32)));
-        }
-        // T ≥ 0, so the bit pattern of an f32 orders like the value.
-        while let Some(Reverse((bits, i))) = heap.pop() {
-            let i = i as usize;
-            if known[i] || f32::from_bits(bits) > cost[i] {
-                continue;
-            }
-            known[i] = true;
-            let (cx, cy) = grid.xy(i);
-            for (dx, dy) in [(1, 0), (-1, 0), (0, 1), (0, -1)] {
-                let Some(j) = grid.offset(cx, cy, dx, dy) else { continue };
-                if known[j] || grid.is_blocked(j) {
-                    continue;
-                }
-                let (jx, jy) = grid.xy(j);
-                let axis_min = |ddx: i32, ddy: i32| {
-                    let mut m = f32::INFINITY;
-                    for s in [1, -1] {
-                        if let Some(k) = grid.offset(jx, jy, ddx * s, ddy * s) {
-                            if known[k] {
-                                m = m.min(cost[k]);
-                            }
-                        }
-                    }
-                    m
-                };
-                let (a, b) = (axis_min(1, 0), axis_min(0, 1));
-                let t = eikonal_update(a, b, h);
-                if t < cost[j] {
-                    cost[j] = t;
-                    heap.push(Reverse((t.to_bits(), j as u32)));
-                }
-            }
-        }
+        let cost = march(grid, goal_cell);
         let (cols, rows) = grid.dims();
+        let n = grid.len();
         let mut f = FlowField { goal_cell, goal, grid_version: grid.version(), cols, rows, cost, dirs: vec![NO_DIR; n] };
         f.compute_dirs(grid);
         f
@@ -240,6 +202,94 @@ impl FlowField {
     }
 }
 
+/// The fast-marching integration: T per cell (∞ for blocked and unreachable cells).
+///
+/// Works on a copy of the grid padded with one blocked cell on every side, so neighbours need
+/// no bounds checks, and keeps T of accepted cells in `accepted` (∞ until accepted), so the
+/// smaller accepted neighbour along an axis is a plain `min`. Heap keys pack (T bits, cell) into
+/// one `u64`: T ≥ 0, so its bits order like the value, and padded indices order like grid
+/// indices, so ties pop by cell index exactly as with `(T, cell)` pairs.
+fn march(grid: &NavGrid, goal_cell: usize) -> Vec<f32> {
+    let n = grid.len();
+    let h = grid.cell_size();
+    let (cols, rows) = grid.dims();
+    let (cols, rows) = (cols as usize, rows as usize);
+    let w = cols + 2;
+    let padded = |i: usize| (i / cols + 1) * w + i % cols + 1;
+    // Free, not yet accepted cells; the padding and blocked cells are never open.
+    let mut open = vec![false; w * (rows + 2)];
+    for y in 0..rows {
+        for x in 0..cols {
+            open[(y + 1) * w + x + 1] = !grid.is_blocked(y * cols + x);
+        }
+    }
+    let mut tentative = vec![f32::INFINITY; open.len()];
+    let mut accepted = vec![f32::INFINITY; open.len()];
+    let mut heap: BinaryHeap<Reverse<u64>> = BinaryHeap::new();
+    let key = |t: f32, p: usize| (u64::from(t.to_bits()) << 32) | p as u64;
+    if goal_cell < n && !grid.is_blocked(goal_cell) {
+        let g = padded(goal_cell);
+        tentative[g] = 0.0;
+        heap.push(Reverse(key(0.0, g)));
+    }
+    while let Some(Reverse(k)) = heap.pop() {
+        let p = (k & 0xffff_ffff) as usize;
+        if !open[p] || f32::from_bits((k >> 32) as u32) > tentative[p] {
+            continue;
+        }
+        open[p] = false;
+        accepted[p] = tentative[p];
+        for q in [p + 1, p - 1, p + w, p - w] {
+            if !open[q] {
+                continue;
+            }
+            let a = accepted[q - 1].min(accepted[q + 1]);
+            let b = accepted[q - w].min(accepted[q + w]);
+            let t = eikonal_update(a, b, h);
+            if t < tentative[q] {
+                tentative[q] = t;
+                heap.push(Reverse(key(t, q)));
+            }
+        }
+    }
+    (0..n).map(|i| accepted[padded(i)]).collect()
+}
+
+/// A field's directions sampled on a coarser lattice (for display): block `(bx, by)` of
+/// `stride × stride` cells shows the direction of its centre cell.
+#[derive(Debug, Clone, PartialEq)]
+pub struct FieldSample {
+    /// Lower-left corner of block (0, 0).
+    pub origin: Vec2,
+    /// Side of a block, world units.
+    pub spacing: f32,
+    /// Blocks per row and column.
+    pub cols: u32,
+    /// Block rows.
+    pub rows: u32,
+    /// Direction angle per block (radians, row-major from the lower-left), `None` = none.
+    pub angles: Vec<Option<f32>>,
+}
+
+impl FlowField {
+    /// The directions sampled on at most `max_side` × `max_side` blocks (at least 1 per side).
+    pub fn sample_grid(&self, grid: &NavGrid, max_side: u32) -> FieldSample {
+        let max_side = max_side.max(1);
+        let stride = self.cols.max(self.rows).div_ceil(max_side).max(1);
+        let (cols, rows) = (self.cols.div_ceil(stride), self.rows.div_ceil(stride));
+        let mut angles = Vec::with_capacity(cols as usize * rows as usize);
+        for by in 0..rows {
+            for bx in 0..cols {
+                let cx = (bx * stride + stride / 2).min(self.cols - 1);
+                let cy = (by * stride + stride / 2).min(self.rows - 1);
+                let d = self.dir(grid.index(cx, cy));
+                angles.push((d != Vec2::ZERO).then(|| d.y.atan2(d.x)));
+            }
+        }
+        FieldSample { origin: grid.origin(), spacing: grid.cell_size() * stride as f32, cols, rows, angles }
+    }
+}
+
 /// The 8-neighbour offset a unit direction points into (the cell holding centre + d·cell).
 pub fn step_of(d: Vec2) -> (i32, i32) {
     let s = |v: f32| {
@@ -327,6 +377,28 @@ mod tests {
         assert!(got.angle_to(want).abs() < 0.12, "{got:?} vs {want:?}");
         // 8-way Dijkstra would give −45° or −90°... ; the true bearing is ~22.6° off the axis.
         assert!((got.y / got.x).abs() > 0.25 && (got.y / got.x).abs() < 0.6);
+    }
+
+    #[test]
+    fn sample_grid_takes_block_centres() {
+        // 10×10 open cells, goal in cell (0, 0). At most 4 blocks per side: stride ⌈10/4⌉ = 3,
+        // so 4×4 blocks of 3 cells (the last ones partial); block (1, 0) shows cell (4, 1),
+        // which sees the goal: it points at the goal centre (0.5, 0.5) from (4.5, 1.5), i.e.
+        // atan2(−1, −4) = −2.8966 rad. Block (0, 0) shows cell (1, 1): atan2(−1, −1) = −3π/4.
+        let g = open(10);
+        let f = FlowField::build(&g, 0, Vec2::new(0.5, 0.5));
+        let s = f.sample_grid(&g, 4);
+        assert_eq!((s.cols, s.rows), (4, 4));
+        assert!((s.spacing - 3.0).abs() < 1e-6);
+        assert_eq!(s.origin, Vec2::ZERO);
+        assert_eq!(s.angles.len(), 16);
+        let a = s.angles[1].unwrap_or(f32::NAN);
+        assert!((a - (-1.0f32).atan2(-4.0)).abs() < 2e-4, "{a}");
+        let a = s.angles[0].unwrap_or(f32::NAN);
+        assert!((a + 3.0 * std::f32::consts::FRAC_PI_4).abs() < 2e-4, "{a}");
+        // Never more blocks than asked, and a field smaller than the limit is shown cell by cell.
+        assert_eq!(f.sample_grid(&g, 64).spacing, 1.0);
+        assert_eq!(f.sample_grid(&g, 0).angles.len(), 1);
     }
 
     proptest! {

@@ -226,10 +226,15 @@ impl NavGrid {
         (0..=steps).all(|k| !self.is_blocked(self.cell_of(a.lerp(b, k as f32 / steps as f32))))
     }
 
+    /// True when the component labels match the current version.
+    pub fn components_current(&self) -> bool {
+        self.components_version == self.version && self.components.len() == self.blocked.len()
+    }
+
     /// Recomputes the connected-component labels (4-neighbour; [`NO_COMPONENT`] for blocked)
     /// if the grid changed since. Labels are numbered in scan order.
     pub fn update_components(&mut self) {
-        if self.components_version == self.version && self.components.len() == self.blocked.len() {
+        if self.components_current() {
             return;
         }
         let mut label = vec![NO_COMPONENT; self.blocked.len()];

@@ -12,6 +12,16 @@
 //! slots in the innermost free shell (within one spacing of the innermost free slot) it takes
 //! the one nearest to itself, so the formation fills from the centre outwards and each arrival
 //! takes a place on the near rim. A single agent's slot is the goal itself.
+//!
+//! **Field pipeline.** A flow field costs O(nav cells) — milliseconds on a large grid — so the
+//! tick does not build it when an order needs it. The pre-pass *requests* it (at most
+//! `max_builds` per tick, in goal-cell order) and uses it `latency` ticks later; meanwhile the
+//! agents head straight for their goal. A request is published as a [`FieldJob`] (a snapshot
+//! of the grid and the goal) that a host may build on another thread and hand back with
+//! [`NavState::deliver`]; a field that has not arrived when it is due is built on the tick
+//! itself. A field is a pure function of the grid version and the goal, and the tick at which
+//! it is first used is fixed by the request, so states are bit-identical whether the host
+//! builds in the background, late, or not at all.
 
 pub mod cache;
 pub mod flowfield;
@@ -20,10 +30,13 @@ pub mod grid;
 mod scenario_tests;
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU8, Ordering};
 
 use glam::Vec2;
 
 use self::cache::FlowCache;
+use self::flowfield::FlowField;
 use self::grid::{NO_COMPONENT, NavGrid};
 use super::agent::{Agent, MoveOrder};
 use super::math::segment_intersection;
@@ -100,17 +113,102 @@ pub fn hex_slots(goal: Vec2, s: f32, n: usize, mut keep: impl FnMut(Vec2) -> boo
     pts.into_iter().map(|p| p.2).filter(|&p| keep(p)).take(n).collect()
 }
 
+const QUEUED: u8 = 0;
+const BUILDING: u8 = 1;
+const CANCELLED: u8 = 2;
+
+/// Where a requested field's job is, shared by the world and the builder holding the job.
+#[derive(Debug, Clone)]
+pub struct FieldTicket(Arc<AtomicU8>);
+
+impl FieldTicket {
+    fn new() -> Self {
+        FieldTicket(Arc::new(AtomicU8::new(QUEUED)))
+    }
+
+    /// Takes the job off the builder if nobody has started it (so the tick builds the field
+    /// itself). False when a builder is building it or has built it: it is worth waiting for.
+    pub fn cancel_unstarted(&self) -> bool {
+        match self.0.compare_exchange(QUEUED, CANCELLED, Ordering::AcqRel, Ordering::Acquire) {
+            Ok(_) => true,
+            Err(state) => state == CANCELLED,
+        }
+    }
+
+    fn cancel(&self) {
+        self.0.store(CANCELLED, Ordering::Release);
+    }
+}
+
+/// A flow field to build off the tick thread: everything [`FlowField::build`] reads.
+#[derive(Debug, Clone)]
+pub struct FieldJob {
+    grid: Arc<NavGrid>,
+    goal_cell: usize,
+    goal: Vec2,
+    ticket: FieldTicket,
+}
+
+impl FieldJob {
+    /// Claims the job for building: false once the world no longer waits for this field (it
+    /// is built on its due tick, its goal was dropped, or the grid changed), and a builder
+    /// skips it.
+    pub fn start(&self) -> bool {
+        self.ticket.0.compare_exchange(QUEUED, BUILDING, Ordering::AcqRel, Ordering::Acquire).is_ok()
+    }
+
+    /// Builds the field (identical to the one the tick would build).
+    pub fn build(&self) -> FlowField {
+        FlowField::build(&self.grid, self.goal_cell, self.goal)
+    }
+
+    /// Nav cells of the grid (the build's cost is linear in them).
+    pub fn cells(&self) -> usize {
+        self.grid.len()
+    }
+}
+
+/// A requested field, used from tick `due`.
+#[derive(Debug, Clone)]
+struct Pending {
+    goal: Vec2,
+    due: u64,
+    version: u64,
+    field: Option<Arc<FlowField>>,
+    ticket: FieldTicket,
+}
+
+impl Pending {
+    fn cancel(&self) {
+        self.ticket.cancel();
+    }
+}
+
+/// Counters of the field pipeline.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct PipelineStats {
+    /// Fields requested.
+    pub requested: u64,
+    /// Fields handed back by a builder in time.
+    pub delivered: u64,
+    /// Fields built on the tick they were due (no builder, or the builder was late).
+    pub built_on_tick: u64,
+}
+
 /// Navigation state of a world.
 #[derive(Debug, Clone)]
 pub struct NavState {
-    /// The grid.
-    pub grid: NavGrid,
+    /// The grid (shared with the builders of requested fields; changes copy it on write).
+    pub grid: Arc<NavGrid>,
     /// Flow fields.
     pub cache: FlowCache,
     formations: BTreeMap<u32, Formation>,
     next_formation: u32,
     dirty: Vec<(Vec2, Vec2)>,
     resolved_version: u64,
+    pending: BTreeMap<u32, Pending>,
+    jobs: Vec<FieldJob>,
+    pipeline: PipelineStats,
 }
 
 /// A resolved goal: (goal point, goal cell, unreachable).
@@ -174,12 +272,15 @@ impl NavState {
         let mut grid = NavGrid::empty(bounds, cell, clearance);
         grid.refresh(bounds.min, bounds.max, obstacles, walls, statics);
         NavState {
-            grid,
+            grid: Arc::new(grid),
             cache: FlowCache::new(capacity),
             formations: BTreeMap::new(),
             next_formation: 1,
             dirty: Vec::new(),
             resolved_version: 0,
+            pending: BTreeMap::new(),
+            jobs: Vec::new(),
+            pipeline: PipelineStats::default(),
         }
     }
 
@@ -193,11 +294,65 @@ impl NavState {
         if self.dirty.is_empty() {
             return false;
         }
+        let grid = Arc::make_mut(&mut self.grid);
         for (lo, hi) in std::mem::take(&mut self.dirty) {
-            self.grid.refresh(lo, hi, obstacles, walls, statics);
+            grid.refresh(lo, hi, obstacles, walls, statics);
         }
         self.cache.invalidate();
+        // Requests were for the old grid: drop them (their goals are requested again).
+        for p in std::mem::take(&mut self.pending).into_values() {
+            p.cancel();
+        }
+        self.jobs.clear();
         true
+    }
+
+    /// Labels the grid's components if it changed (copying the grid only when a builder still
+    /// holds the old one).
+    fn update_components(&mut self) {
+        if !self.grid.components_current() {
+            Arc::make_mut(&mut self.grid).update_components();
+        }
+    }
+
+    /// The fields requested since the last tick's pre-pass, to build off the tick thread and
+    /// hand back with [`NavState::deliver`]. Jobs not taken before the next pre-pass are
+    /// dropped (their fields are then built on the tick they are due).
+    pub fn take_jobs(&mut self) -> Vec<FieldJob> {
+        std::mem::take(&mut self.jobs)
+    }
+
+    /// Hands back a field built from a [`FieldJob`]. Ignored unless it is still awaited (same
+    /// goal cell, goal and grid version).
+    pub fn deliver(&mut self, field: FlowField) {
+        let Ok(gc) = u32::try_from(field.goal_cell()) else { return };
+        if let Some(p) = self.pending.get_mut(&gc) {
+            if p.field.is_none() && p.version == field.grid_version() && p.goal == field.goal() {
+                p.field = Some(Arc::new(field));
+            }
+        }
+    }
+
+    /// Requested fields not yet in use.
+    pub fn pending(&self) -> usize {
+        self.pending.len()
+    }
+
+    /// True when the field of `goal_cell` is requested and not in use yet.
+    pub fn is_pending(&self, goal_cell: u32) -> bool {
+        self.pending.contains_key(&goal_cell)
+    }
+
+    /// Tickets of the fields the pre-pass of tick `tick` will need and that have not been
+    /// handed back: a host decides per ticket whether to wait for its builder or let the tick
+    /// build the field ([`FieldTicket::cancel_unstarted`]).
+    pub fn awaited(&self, tick: u64) -> Vec<FieldTicket> {
+        self.pending.values().filter(|p| p.due <= tick && p.field.is_none()).map(|p| p.ticket.clone()).collect()
+    }
+
+    /// Counters of the field pipeline.
+    pub fn pipeline_stats(&self) -> PipelineStats {
+        self.pipeline
     }
 
     /// Bytes held by the grid, the cached fields and the formations.
@@ -236,7 +391,7 @@ impl NavState {
         walls: &[Wall],
         statics: &StaticIndex,
     ) {
-        self.grid.update_components();
+        self.update_components();
         self.resolved_version = self.grid.version();
         // Goal per agent (memoised per component), then one formation per distinct goal cell.
         let mut by_comp: BTreeMap<u32, Resolved> = BTreeMap::new();
@@ -305,16 +460,34 @@ impl NavState {
         // world thread. The tick's pre-pass builds fields within its budget.
     }
 
-    /// The pre-pass of a tick: re-resolves goals after the grid changed, makes sure every
-    /// active goal has its flow field, and lets agents near their goal claim slots.
-    /// At most `max_builds` missing fields are built per call (in goal-cell order, so the
-    /// choice is deterministic); agents whose field is missing head straight for their goal.
-    pub fn prepare(&mut self, all: &mut [Agent], walls: &[Wall], statics: &StaticIndex, max_builds: usize) {
+    /// The pre-pass of tick `tick`: re-resolves goals after the grid changed, requests the
+    /// flow fields of active goals and puts those due into the cache (see the module docs:
+    /// at most `max_builds` requests per tick, in goal-cell order, each used `latency` ticks
+    /// later; 0 builds it now), and lets agents near their goal claim slots. Agents whose
+    /// field is not in the cache head straight for their goal.
+    ///
+    /// A goal without a field, requested or built, whose agents (at most `straight_max`) all
+    /// see it along free cells is not requested: they head straight for it.
+    #[allow(clippy::too_many_arguments)]
+    pub fn prepare(
+        &mut self,
+        all: &mut [Agent],
+        walls: &[Wall],
+        statics: &StaticIndex,
+        max_builds: usize,
+        tick: u64,
+        latency: u64,
+        straight_max: u32,
+    ) {
+        self.jobs.clear();
         if !all.iter().any(|a| a.active_order().is_some()) {
+            for p in std::mem::take(&mut self.pending).into_values() {
+                p.cancel();
+            }
             return;
         }
         if self.resolved_version != self.grid.version() {
-            self.grid.update_components();
+            self.update_components();
             self.resolved_version = self.grid.version();
             let mut memo: BTreeMap<(u32, u32), Resolved> = BTreeMap::new();
             for a in all.iter_mut() {
@@ -344,21 +517,72 @@ impl NavState {
         }
         // Fields for every active goal cell, shared by its agents.
         let mut users: BTreeMap<u32, (Vec2, u64)> = BTreeMap::new();
+        // Goal cells with neither field nor request: do all their agents see the goal?
+        let mut straight: BTreeMap<u32, bool> = BTreeMap::new();
         for a in all.iter() {
             if let Some(o) = a.active_order() {
-                users.entry(o.goal_cell).or_insert((o.goal, 0)).1 += 1;
+                let n = &mut users.entry(o.goal_cell).or_insert((o.goal, 0)).1;
+                *n += 1;
+                let gc = o.goal_cell;
+                if self.cache.get(gc as usize).is_none() && !self.pending.contains_key(&gc) {
+                    let sees = straight.entry(gc).or_insert(true);
+                    *sees = *sees && *n <= u64::from(straight_max) && self.grid.line_free(a.position, o.goal);
+                }
+            }
+        }
+        for (gc, sees) in straight {
+            if sees {
+                users.remove(&gc);
             }
         }
         self.cache.begin_round();
-        let mut builds = 0;
+        // Requests whose goal nobody heads for any more are dropped.
+        self.pending.retain(|gc, p| {
+            let keep = users.contains_key(gc);
+            if !keep {
+                p.cancel();
+            }
+            keep
+        });
+        let mut requests = 0;
         for (gc, (goal, n)) in users {
-            if self.cache.get(gc as usize).is_none() {
-                if builds >= max_builds {
+            if self.cache.get(gc as usize).is_some() {
+                self.cache.fetch(&self.grid, gc as usize, goal, n);
+                continue;
+            }
+            if let Some(p) = self.pending.get(&gc) {
+                if p.due > tick {
                     continue;
                 }
-                builds += 1;
+                let Some(p) = self.pending.remove(&gc) else { continue };
+                p.cancel();
+                let field = match p.field {
+                    Some(f) => {
+                        self.pipeline.delivered += 1;
+                        f
+                    }
+                    None => {
+                        self.pipeline.built_on_tick += 1;
+                        Arc::new(FlowField::build(&self.grid, gc as usize, p.goal))
+                    }
+                };
+                self.cache.insert(field, n);
+                continue;
             }
-            self.cache.fetch(&self.grid, gc as usize, goal, n);
+            if requests >= max_builds {
+                continue;
+            }
+            requests += 1;
+            self.pipeline.requested += 1;
+            if latency == 0 {
+                self.pipeline.built_on_tick += 1;
+                self.cache.fetch(&self.grid, gc as usize, goal, n);
+                continue;
+            }
+            let ticket = FieldTicket::new();
+            let version = self.grid.version();
+            self.pending.insert(gc, Pending { goal, due: tick + latency, version, field: None, ticket: ticket.clone() });
+            self.jobs.push(FieldJob { grid: self.grid.clone(), goal_cell: gc as usize, goal, ticket });
         }
         // Slot claims, in id order.
         for a in all.iter_mut() {

@@ -167,8 +167,9 @@ fn reissuing_moveto_mid_way_redirects_the_whole_group() {
 #[test]
 fn moving_an_obstacle_onto_the_path_reroutes_the_agents() {
     // A wall x = 50 with two gaps: a near one (y 40..50) and a far one (y 85..95). Agents start
-    // at (20, 45) going to (80, 45) through the near gap; an obstacle is then moved into it.
-    let (mut w, ids) = open_world(20, Vec2::new(20.0, 45.0));
+    // at (20, 30), below the near gap so that they do not see the goal and need a field, going
+    // to (80, 45) through the near gap; an obstacle is then moved into it.
+    let (mut w, ids) = open_world(20, Vec2::new(20.0, 30.0));
     w.add_wall(Vec2::new(50.0, 0.0), Vec2::new(50.0, 40.0)).expect("wall");
     w.add_wall(Vec2::new(50.0, 50.0), Vec2::new(50.0, 85.0)).expect("wall");
     w.add_wall(Vec2::new(50.0, 95.0), Vec2::new(50.0, 100.0)).expect("wall");
@@ -178,6 +179,7 @@ fn moving_an_obstacle_onto_the_path_reroutes_the_agents() {
         w.step();
     }
     let builds = w.nav().map_or(0, |n| n.cache.stats().builds);
+    assert!(builds >= 1, "the first route needs a field");
     w.move_obstacle(plug, Vec2::new(50.0, 45.0)).expect("move");
     let r = run(&mut w, 2000);
     let nav = w.nav().expect("nav");
@@ -292,4 +294,106 @@ fn once_path_emits_path_completed_exactly_once() {
     }
     assert_eq!(n.len(), 3);
     assert!(n.values().all(|&k| k == 1));
+}
+
+/// A world with a wall x = 50 from y 0 to 80 and agents at (20, 20): the goal (80, 20) is
+/// hidden behind the wall, the goal (20, 60) is in plain sight.
+fn walled(latency: u32) -> (World, Vec<u32>) {
+    let cfg = WorldConfig {
+        bounds: Bounds { min: Vec2::ZERO, max: Vec2::splat(100.0) },
+        flow_build_ticks: latency,
+        ..WorldConfig::default()
+    };
+    let mut w = World::new(cfg).expect("config");
+    w.add_wall(Vec2::new(50.0, 0.0), Vec2::new(50.0, 80.0)).expect("wall");
+    let ids = w.spawn(SpawnSpec::new("g", 4, SpawnArea::Disc { center: Vec2::new(20.0, 20.0), radius: 2.0 })).expect("spawn");
+    (w, ids)
+}
+
+#[test]
+fn a_requested_field_is_used_exactly_flow_build_ticks_later() {
+    let (mut w, ids) = walled(3);
+    w.apply(Command::MoveTo { agents: ids, target: Vec2::new(80.0, 20.0), stopping_distance: 1.0 }).expect("order");
+    // Tick 0's pre-pass requests the field (one job); ticks 0, 1, 2 run without it.
+    w.step();
+    let jobs = w.take_field_jobs();
+    assert_eq!(jobs.len(), 1);
+    for t in 1..=3u64 {
+        let nav = w.nav().expect("nav");
+        assert_eq!(nav.cache.len(), 0, "no field before tick 3 (at tick {t})");
+        assert_eq!(nav.pending(), 1);
+        w.step();
+        assert!(w.take_field_jobs().is_empty(), "one request per goal");
+    }
+    // Tick 3's pre-pass built it (nobody delivered it): cached, nothing pending.
+    let nav = w.nav().expect("nav");
+    assert_eq!(nav.cache.len(), 1);
+    assert_eq!(nav.pending(), 0);
+    let p = nav.pipeline_stats();
+    assert_eq!((p.requested, p.delivered, p.built_on_tick), (1, 0, 1));
+    // The job was taken back by the tick: a builder that starts it now skips it.
+    assert!(!jobs[0].start());
+}
+
+#[test]
+fn a_delivered_field_is_used_and_states_match_the_tick_built_one() {
+    let target = Vec2::new(80.0, 20.0);
+    let (mut a, ids) = walled(2);
+    let (mut b, _) = walled(2);
+    for w in [&mut a, &mut b] {
+        w.apply(Command::MoveTo { agents: ids.clone(), target, stopping_distance: 1.0 }).expect("order");
+    }
+    for _ in 0..40 {
+        // `a` hands back every job, built as a builder thread would; `b` builds on the tick.
+        let jobs = a.take_field_jobs();
+        for j in jobs {
+            assert!(j.start());
+            a.deliver_field(j.build());
+        }
+        a.step();
+        b.step();
+        let _ = b.take_field_jobs();
+        assert_eq!(exact_hash(&a), exact_hash(&b));
+    }
+    let (pa, pb) = (a.nav().expect("nav").pipeline_stats(), b.nav().expect("nav").pipeline_stats());
+    assert_eq!((pa.delivered, pa.built_on_tick), (1, 0));
+    assert_eq!((pb.delivered, pb.built_on_tick), (0, 1));
+}
+
+#[test]
+fn a_field_for_an_old_grid_is_not_accepted() {
+    let (mut w, ids) = walled(2);
+    w.apply(Command::MoveTo { agents: ids, target: Vec2::new(80.0, 20.0), stopping_distance: 1.0 }).expect("order");
+    w.step();
+    let jobs = w.take_field_jobs();
+    assert_eq!(jobs.len(), 1);
+    // The grid changes before the field comes back: the request is dropped and made anew.
+    w.add_obstacle(Vec2::new(30.0, 60.0), 3.0).expect("obstacle");
+    w.step();
+    let again = w.take_field_jobs();
+    assert_eq!(again.len(), 1);
+    assert!(!jobs[0].start(), "the old job is cancelled");
+    w.deliver_field(jobs[0].build());
+    let nav = w.nav().expect("nav");
+    assert_eq!(nav.pending(), 1);
+    assert_eq!(nav.awaited(u64::MAX).len(), 1, "the stale field did not count as delivered");
+    // The new job's ticket: not started, so the host may take it back for the tick to build.
+    assert!(nav.awaited(u64::MAX)[0].cancel_unstarted());
+    assert!(!again[0].start());
+}
+
+#[test]
+fn goals_in_plain_sight_need_no_field_and_hidden_ones_do() {
+    let (mut w, ids) = walled(0);
+    w.apply(Command::MoveTo { agents: ids.clone(), target: Vec2::new(20.0, 60.0), stopping_distance: 1.0 }).expect("order");
+    for _ in 0..5 {
+        w.step();
+    }
+    let p = w.nav().expect("nav").pipeline_stats();
+    assert_eq!(p.requested, 0, "every agent sees (20, 60)");
+    w.apply(Command::MoveTo { agents: ids, target: Vec2::new(80.0, 20.0), stopping_distance: 1.0 }).expect("order");
+    w.step();
+    let nav = w.nav().expect("nav");
+    assert_eq!(nav.pipeline_stats().requested, 1, "(80, 20) is behind the wall");
+    assert_eq!(nav.cache.len(), 1, "latency 0: built within the tick");
 }

@@ -1,0 +1,160 @@
+//! Builds requested flow fields off the world threads.
+//!
+//! A world's tick requests the flow fields its MoveTo orders need and uses each a fixed number
+//! of ticks later (see `sim::nav`). The world thread hands the requests ([`FieldJob`]s) to this
+//! pool and takes the built fields back before each tick; whatever has not arrived when due the
+//! tick builds itself, so the states never depend on the pool's timing. One pool serves every
+//! world of the process; its queue is bounded (`limits.max_queued_field_builds`), and a job the
+//! world stopped waiting for is skipped unbuilt.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::mpsc::Sender;
+
+use crate::sim::nav::FieldJob;
+use crate::sim::nav::flowfield::FlowField;
+
+/// The pool.
+pub struct FieldBuilder {
+    pool: rayon::ThreadPool,
+    queued: Arc<AtomicUsize>,
+    max_queued: usize,
+}
+
+/// Why a pool could not start.
+#[derive(Debug, thiserror::Error)]
+#[error("cannot start the flow-field builder threads: {0}")]
+pub struct FieldBuilderError(#[from] rayon::ThreadPoolBuildError);
+
+impl FieldBuilder {
+    /// `threads` builder threads (at least 1) and at most `max_queued` jobs waiting or running.
+    pub fn new(threads: usize, max_queued: usize) -> Result<Self, FieldBuilderError> {
+        let pool = rayon::ThreadPoolBuilder::new()
+            .num_threads(threads.max(1))
+            .thread_name(|i| format!("flowfield-{i}"))
+            .build()?;
+        Ok(FieldBuilder { pool, queued: Arc::new(AtomicUsize::new(0)), max_queued: max_queued.max(1) })
+    }
+
+    /// Queues `job`; the field goes to `done`. Returns false (the job is dropped, and the world
+    /// builds the field on its due tick) when the queue is full.
+    pub fn submit(&self, job: FieldJob, done: Sender<FlowField>) -> bool {
+        if self.queued.fetch_add(1, Ordering::AcqRel) >= self.max_queued {
+            self.queued.fetch_sub(1, Ordering::AcqRel);
+            return false;
+        }
+        let queued = self.queued.clone();
+        self.pool.spawn(move || {
+            if job.start() {
+                // The world may have gone; then nobody needs the field.
+                let _ = done.send(job.build());
+            }
+            queued.fetch_sub(1, Ordering::AcqRel);
+        });
+        true
+    }
+
+    /// Jobs waiting or running.
+    pub fn queued(&self) -> usize {
+        self.queued.load(Ordering::Acquire)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::scenario::Scenario;
+    use crate::sim::world::World;
+
+    /// A world whose MoveTo needs a field, stepped `ticks` times; with `builder`, the jobs go to
+    /// the pool and the fields come back as the server's world thread does it.
+    fn run(builder: Option<&FieldBuilder>, ticks: u64) -> (u64, crate::sim::nav::PipelineStats) {
+        let (scenario, mut world) = maze();
+        let (tx, rx) = std::sync::mpsc::channel();
+        for t in 0..ticks {
+            while let Ok(f) = rx.try_recv() {
+                world.deliver_field(f);
+            }
+            if let Err(e) = scenario.apply_orders(&mut world, t) {
+                panic!("orders: {e}");
+            }
+            world.step();
+            for job in world.take_field_jobs() {
+                if let Some(b) = builder {
+                    assert!(b.submit(job, tx.clone()));
+                }
+            }
+            // Give the pool time to finish, as a real tick period would.
+            if builder.is_some() {
+                std::thread::sleep(std::time::Duration::from_millis(2));
+                while builder.is_some_and(|b| b.queued() > 0) {
+                    std::thread::yield_now();
+                }
+            }
+        }
+        let stats = world.nav().map(|n| n.pipeline_stats()).unwrap_or_default();
+        (crate::sim::hash::state_hash(&world), stats)
+    }
+
+    fn maze() -> (Scenario, World) {
+        let text = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../scenarios/maze-moveto.json"))
+            .unwrap_or_default();
+        let scenario: Scenario = match serde_json::from_str(&text) {
+            Ok(s) => s,
+            Err(e) => panic!("maze-moveto.json: {e}"),
+        };
+        match scenario.build() {
+            Ok(w) => (scenario, w),
+            Err(e) => panic!("build: {e}"),
+        }
+    }
+
+    #[test]
+    fn background_builds_give_the_same_states_as_builds_on_the_tick() {
+        let pool = match FieldBuilder::new(1, 8) {
+            Ok(p) => p,
+            Err(e) => panic!("{e}"),
+        };
+        let (inline_hash, inline) = run(None, 120);
+        let (pool_hash, pooled) = run(Some(&pool), 120);
+        assert_eq!(inline_hash, pool_hash);
+        // Without a builder every requested field is built on its due tick; with one, every
+        // field arrived before it was due.
+        assert!(inline.requested > 0);
+        assert_eq!(inline.built_on_tick, inline.requested);
+        assert_eq!(pooled.requested, inline.requested);
+        assert_eq!(pooled.delivered, pooled.requested);
+        assert_eq!(pooled.built_on_tick, 0);
+    }
+
+    #[test]
+    fn a_full_queue_refuses_jobs() {
+        let pool = match FieldBuilder::new(1, 1) {
+            Ok(p) => p,
+            Err(e) => panic!("{e}"),
+        };
+        // Hold the only slot with a job that blocks until released.
+        let (release_tx, release_rx) = std::sync::mpsc::channel::<()>();
+        pool.queued.fetch_add(1, Ordering::AcqRel);
+        let q = pool.queued.clone();
+        pool.pool.spawn(move || {
+            let _ = release_rx.recv();
+            q.fetch_sub(1, Ordering::AcqRel);
+        });
+        let (scenario, mut world) = maze();
+        let mut jobs = Vec::new();
+        for t in 0..5 {
+            if let Err(e) = scenario.apply_orders(&mut world, t) {
+                panic!("orders: {e}");
+            }
+            world.step();
+            jobs.extend(world.take_field_jobs());
+        }
+        assert!(!jobs.is_empty());
+        let (tx, _rx) = std::sync::mpsc::channel();
+        for job in jobs {
+            assert!(!pool.submit(job, tx.clone()), "the queue holds one job and it is taken");
+        }
+        let _ = release_tx.send(());
+    }
+}
