@@ -502,6 +502,9 @@ pub struct Ws {
     pub last_tick: u64,
     /// Bytes of server messages received.
     pub bytes: u64,
+    /// Server messages that came as text (JSON) and as binary frames.
+    pub text_frames: u64,
+    pub binary_frames: u64,
     next_id: u32,
 }
 
@@ -540,6 +543,8 @@ impl Ws {
             deltas: 0,
             last_tick: 0,
             bytes: 0,
+            text_frames: 0,
+            binary_frames: 0,
             next_id: 1,
         }
     }
@@ -590,10 +595,12 @@ impl Ws {
             let msg: ServerMsg = match &m {
                 Message::Binary(b) => {
                     self.bytes += b.len() as u64;
+                    self.binary_frames += 1;
                     proto::decode_binary(b, proto::DEFAULT_SERVER_LIMIT).unwrap_or_else(|e| panic!("undecodable server frame: {e}"))
                 }
                 Message::Text(t) => {
                     self.bytes += t.len() as u64;
+                    self.text_frames += 1;
                     proto::decode_json(t.as_str(), proto::DEFAULT_SERVER_LIMIT).unwrap_or_else(|e| panic!("undecodable server frame: {e}: {}", t.as_str()))
                 }
                 Message::Close(c) => return Next::Closed(c.as_ref().map(|c| u16::from(c.code))),

@@ -35,7 +35,7 @@ pub enum StoreError {
 }
 
 /// Where a scenario comes from.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, utoipa::ToSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum Origin {
     /// Saved in the data dir.

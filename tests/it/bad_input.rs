@@ -142,10 +142,29 @@ async fn bad_ws_input_is_answered_and_harmless() {
     big.send_raw(Message::Text(format!(r#"{{"type":"ping","request_id":1,"pad":"{}"}}"#, "x".repeat(max)).into())).await;
     assert_eq!(big.expect_close(WAIT).await, Some(1009), "oversized text frame");
 
-    // A text frame on a binary connection: 1003.
+    // Either frame type is decoded at any time (PROTOCOL.md §2). After a binary Hello, a text
+    // (JSON) command is served and answered in binary, the Hello's encoding.
+    let sub = |rid: u32| Message::Text(format!(r#"{{"type":"subscribe","request_id":{rid},"world":"demo","area":{{"type":"rect","min_x":0,"min_y":0,"max_x":10,"max_y":10}}}}"#).into());
     let mut text = srv.ws().await;
-    text.send_raw(Message::Text(r#"{"type":"ping","request_id":1}"#.into())).await;
-    assert_eq!(text.expect_close(WAIT).await, Some(1003));
+    text.send_raw(sub(7)).await;
+    assert!(matches!(text.result(7).await, proto::Outcome::Subscribed(_)));
+    assert_eq!(text.text_frames, 0, "answered in Hello.encoding");
+    // Before Hello a reply takes the encoding of the frame it answers ("send Hello first" as
+    // text); a JSON Hello asking for JSON gets a JSON Welcome, and from then on every server
+    // frame is text, also the answer to a binary Ping and the subscription's keyframes.
+    let mut js = Ws::connect(srv.addr).await;
+    js.send_raw(sub(1)).await;
+    let r = js.next_until(WAIT, |m| matches!(m, ServerMsg::CommandResult(_) | ServerMsg::Error(_))).await;
+    assert!(r.is_some(), "the command before Hello is answered");
+    assert_eq!((js.text_frames, js.binary_frames), (1, 0), "answered in the frame's encoding");
+    js.send_raw(Message::Text(r#"{"type":"hello","protocol_version":1,"encoding":"json"}"#.into())).await;
+    assert!(matches!(js.next_until(WAIT, |m| matches!(m, ServerMsg::Welcome(_))).await, Some(ServerMsg::Welcome(_))));
+    assert_eq!((js.text_frames, js.binary_frames), (2, 0), "Welcome in Hello.encoding");
+    js.ping().await; // sent as binary (the client's `enc`), answered as text
+    js.subscribe("demo", proto::Area::Rect(proto::Rect { min_x: 0.0, min_y: 0.0, max_x: 60.0, max_y: 60.0 })).await;
+    js.drain(Duration::from_millis(200), Duration::from_secs(1)).await;
+    assert!(js.keyframes >= 1);
+    assert_eq!(js.binary_frames, 0, "every frame after Welcome is text");
 
     // Too many malformed messages: 1008.
     let mut spam = srv.ws().await;

@@ -2,7 +2,7 @@
 //! data dir (see `steerd_tests` for how the binary is found) and drives it over real sockets.
 //!
 //! * `ws` — MoveTo over WebSocket, keyframe/delta chain vs snapshot, graceful shutdown.
-//! * `rest` — `/health`, `/metrics`.
+//! * `rest` — `/health`, `/metrics`, `/openapi.json`.
 //! * `bad_input` — every kind of malformed or out-of-range input.
 //! * `auth` — admin token, agent ownership, Origin check.
 //! * `persist` — save/load across a restart, kill -9 while saving.

@@ -28,3 +28,28 @@ async fn health_and_metrics() {
     assert!(metric(&text, "steerd_tick_duration_seconds_count") > 0.0, "ticks were timed");
     assert!(metric(&text, "steerd_commands_total") >= 1.0, "the command was counted:\n{text}");
 }
+
+/// `GET /openapi.json`: the generated OpenAPI document, served without the admin token even when
+/// the server has one; `POST /worlds/{world}/move-to` takes a body whose schema has `target`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn openapi_document_is_served() {
+    let srv = Server::fresh("openapi", Opts::default().arg("--admin-token", "openapi-secret"));
+    let r = srv.http().get("/openapi.json").await;
+    r.expect(200);
+    let ctype = r.headers.iter().find(|(k, _)| k == "content-type").map(|(_, v)| v.as_str()).unwrap_or("");
+    assert!(ctype.starts_with("application/json"), "content-type {ctype}");
+    let doc = r.json();
+    assert!(doc["openapi"].as_str().is_some_and(|v| v.starts_with("3.")), "openapi: {}", doc["openapi"]);
+    assert_eq!(doc["info"]["title"], "steerd");
+    let op = &doc["paths"]["/worlds/{world}/move-to"]["post"];
+    assert!(op.is_object(), "no POST /worlds/{{world}}/move-to in {}", doc["paths"]);
+    assert!(op["security"].as_array().is_some_and(|s| s.iter().any(|r| r.get("bearer").is_some())), "{op}");
+    let schema = &op["requestBody"]["content"]["application/json"]["schema"];
+    let name = schema["$ref"].as_str().and_then(|r| r.strip_prefix("#/components/schemas/")).unwrap_or_else(|| panic!("requestBody schema is not a reference: {schema}"));
+    let body = &doc["components"]["schemas"][name];
+    assert!(body["properties"]["target"].is_object(), "{name} has no `target`: {body}");
+    assert!(body["required"].as_array().is_some_and(|r| r.iter().any(|f| f == "target")), "{body}");
+    // Every error answers `{"error", "message"}`.
+    let err = &doc["paths"]["/worlds/{world}"]["get"]["responses"]["404"]["content"]["application/json"]["schema"]["$ref"];
+    assert_eq!(err, "#/components/schemas/ErrorBody");
+}

@@ -1,7 +1,7 @@
 //! REST errors: `{"error": code, "message": text}` with a fitting status.
 
 use axum::Json;
-use axum::extract::rejection::JsonRejection;
+use axum::extract::rejection::{JsonRejection, QueryRejection};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use steer_proto::ErrorCode;
@@ -93,6 +93,12 @@ impl From<StoreError> for ApiError {
             StoreError::TooLarge => ApiError::new(StatusCode::PAYLOAD_TOO_LARGE, ErrorCode::TooLarge, e.to_string()),
             StoreError::Io(_) => ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, ErrorCode::Internal, e.to_string()),
         }
+    }
+}
+
+impl From<QueryRejection> for ApiError {
+    fn from(r: QueryRejection) -> Self {
+        ApiError::new(StatusCode::BAD_REQUEST, ErrorCode::BadRequest, r.body_text())
     }
 }
 

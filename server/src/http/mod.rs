@@ -1,6 +1,7 @@
 //! HTTP and WebSocket front end: `pub fn app(state) -> Router` and `pub async fn run(...)`.
 
 pub mod error;
+pub mod openapi;
 pub mod rest;
 pub mod viewer;
 pub mod ws;
@@ -47,7 +48,7 @@ impl AppState {
         let metrics = Arc::new(Metrics::new());
         let store = Store::open(&settings.data_dir, &settings.scenarios_dir)?;
         Ok(AppState {
-            registry: Arc::new(Registry::new(settings.limits.clone(), metrics.clone())),
+            registry: Arc::new(Registry::new(settings.limits.clone(), metrics.clone())?),
             connections: Arc::new(tokio::sync::Semaphore::new(settings.limits.max_connections)),
             settings: Arc::new(settings),
             store,
@@ -67,6 +68,7 @@ pub fn app(state: AppState) -> Router {
         .route("/", get(viewer::index)).route("/viewer/{file}", get(viewer::file))
         .route("/health", get(health))
         .route("/metrics", get(metrics))
+        .route("/openapi.json", get(openapi::openapi_json))
         .route("/ws", get(ws::upgrade))
         .route("/worlds", get(list_worlds).post(create_world))
         .route("/worlds/{world}", get(get_world).patch(patch_world).delete(delete_world))
@@ -77,6 +79,7 @@ pub fn app(state: AppState) -> Router {
         .route("/worlds/{world}/agents/{id}", get(get_agent).delete(delete_agent))
         .route("/worlds/{world}/agents/{id}/behaviors", put(put_behaviors))
         .route("/worlds/{world}/move-to", post(move_to))
+        .route("/worlds/{world}/flowfield", get(flow_field))
         .route("/worlds/{world}/obstacles", get(list_obstacles).post(add_obstacle))
         .route("/worlds/{world}/obstacles/random", post(random_obstacles))
         .route("/worlds/{world}/obstacles/{id}", axum::routing::delete(delete_obstacle).patch(move_obstacle))

@@ -8,11 +8,13 @@ use axum::response::{IntoResponse, Response};
 use serde::Deserialize;
 use serde_json::json;
 use steer_proto as proto;
+use utoipa::ToSchema;
 
 use super::AppState;
 use super::error::ApiError;
+use super::openapi as doc;
 use crate::convert;
-use crate::runtime::world::{Actor, Request};
+use crate::runtime::world::{Actor, AgentView, ObstacleView, Request, Snapshot, WallView, WorldInfoView};
 use crate::runtime::{CmdError, WorldHandle};
 use crate::scenario::{P, RandomObstacles, Scenario};
 use crate::sim::world::{Command, Outcome, SpawnSpec};
@@ -50,6 +52,10 @@ fn created<T: serde::Serialize>(v: T) -> ApiResult {
 }
 
 /// `GET /health`: 200 when every world runs, 503 naming the dead ones otherwise.
+#[utoipa::path(get, path = "/health", tag = "ops",
+    responses(
+        (status = 200, description = "Every world runs", body = doc::Health),
+        (status = 503, description = "Some world is dead (`status` is `degraded`)", body = doc::Health)))]
 pub async fn health(State(state): State<AppState>) -> Response {
     let mut worlds = serde_json::Map::new();
     let mut dead = Vec::new();
@@ -70,6 +76,9 @@ pub async fn health(State(state): State<AppState>) -> Response {
 }
 
 /// `GET /metrics`.
+#[utoipa::path(get, path = "/metrics", tag = "ops",
+    responses((status = 200, description = "Prometheus/OpenMetrics text", body = String,
+        content_type = "application/openmetrics-text; version=1.0.0; charset=utf-8")))]
 pub async fn metrics(State(state): State<AppState>) -> Response {
     let agents: u64 = state.registry.list().iter().map(|w| w.stats.agents.load(std::sync::atomic::Ordering::Relaxed)).sum();
     state.metrics.agents.set(agents as i64);
@@ -77,6 +86,8 @@ pub async fn metrics(State(state): State<AppState>) -> Response {
 }
 
 /// `GET /worlds`.
+#[utoipa::path(get, path = "/worlds", tag = "worlds",
+    responses((status = 200, description = "Every world (a dead one shows only `name`, `id` and `alive: false`)", body = [WorldInfoView])))]
 pub async fn list_worlds(State(state): State<AppState>) -> ApiResult {
     let mut out = Vec::new();
     for w in state.registry.list() {
@@ -89,7 +100,7 @@ pub async fn list_worlds(State(state): State<AppState>) -> ApiResult {
 }
 
 /// Body of `POST /worlds`.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct CreateWorld {
     /// World name.
@@ -109,6 +120,13 @@ pub fn empty_scenario() -> Result<Scenario, ApiError> {
 }
 
 /// `POST /worlds`.
+#[utoipa::path(post, path = "/worlds", tag = "worlds", security(("bearer" = [])),
+    request_body = CreateWorld,
+    responses(
+        (status = 201, description = "Created and started", body = WorldInfoView),
+        (status = 404, description = "No such scenario (`not_found`)", body = doc::ErrorBody),
+        (status = 409, description = "A world of that name exists (`bad_request`)", body = doc::ErrorBody),
+        doc::AdminErrors, doc::BodyErrors))]
 pub async fn create_world(State(state): State<AppState>, headers: HeaderMap, body: Body<CreateWorld>) -> ApiResult {
     admin(&state, &headers)?;
     let Json(b) = body?;
@@ -126,12 +144,14 @@ pub async fn create_world(State(state): State<AppState>, headers: HeaderMap, bod
 }
 
 /// `GET /worlds/{world}`.
+#[utoipa::path(get, path = "/worlds/{world}", tag = "worlds", params(("world" = String, Path, description = "World name")),
+    responses((status = 200, description = "The world", body = WorldInfoView), doc::WorldErrors))]
 pub async fn get_world(State(state): State<AppState>, Path(name): Path<String>) -> ApiResult {
     ok(world(&state, &name)?.ask(|reply| Request::Info { reply }).await?)
 }
 
 /// Body of `PATCH /worlds/{world}`.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct PatchWorld {
     /// Ticks per second.
@@ -146,6 +166,10 @@ pub struct PatchWorld {
 }
 
 /// `PATCH /worlds/{world}`.
+#[utoipa::path(patch, path = "/worlds/{world}", tag = "worlds", security(("bearer" = [])),
+    params(("world" = String, Path, description = "World name")),
+    request_body = PatchWorld,
+    responses((status = 200, description = "The world after the change", body = WorldInfoView), doc::WorldErrors, doc::AdminErrors, doc::BodyErrors))]
 pub async fn patch_world(State(state): State<AppState>, headers: HeaderMap, Path(name): Path<String>, body: Body<PatchWorld>) -> ApiResult {
     admin(&state, &headers)?;
     let Json(b) = body?;
@@ -153,6 +177,12 @@ pub async fn patch_world(State(state): State<AppState>, headers: HeaderMap, Path
 }
 
 /// `DELETE /worlds/{world}`.
+#[utoipa::path(delete, path = "/worlds/{world}", tag = "worlds", security(("bearer" = [])),
+    params(("world" = String, Path, description = "World name")),
+    responses(
+        (status = 204, description = "Stopped and removed"),
+        (status = 404, description = "No such world (`unknown_world`)", body = doc::ErrorBody),
+        doc::AdminErrors))]
 pub async fn delete_world(State(state): State<AppState>, headers: HeaderMap, Path(name): Path<String>) -> ApiResult {
     admin(&state, &headers)?;
     state.registry.remove(&name)?;
@@ -160,7 +190,7 @@ pub async fn delete_world(State(state): State<AppState>, headers: HeaderMap, Pat
 }
 
 /// Body of `POST /worlds/{world}/step`.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct StepBody {
     /// Ticks to run now (1 to 10000).
@@ -168,6 +198,10 @@ pub struct StepBody {
 }
 
 /// `POST /worlds/{world}/step`.
+#[utoipa::path(post, path = "/worlds/{world}/step", tag = "worlds", security(("bearer" = [])),
+    params(("world" = String, Path, description = "World name")),
+    request_body = StepBody,
+    responses((status = 200, description = "Stepped", body = doc::Tick), doc::WorldErrors, doc::AdminErrors, doc::BodyErrors))]
 pub async fn step(State(state): State<AppState>, headers: HeaderMap, Path(name): Path<String>, body: Body<StepBody>) -> ApiResult {
     admin(&state, &headers)?;
     let Json(b) = body?;
@@ -180,6 +214,11 @@ pub async fn step(State(state): State<AppState>, headers: HeaderMap, Path(name):
 
 /// `POST /worlds/{world}/reset`: back to the scenario it was loaded from (also restarts a dead
 /// world).
+#[utoipa::path(post, path = "/worlds/{world}/reset", tag = "worlds", security(("bearer" = [])),
+    params(("world" = String, Path, description = "World name")),
+    responses(
+        (status = 200, description = "Reset (`{\"tick\": n}`), or a dead world restarted (its summary)", body = doc::ResetAnswer),
+        doc::WorldErrors, doc::AdminErrors))]
 pub async fn reset(State(state): State<AppState>, headers: HeaderMap, Path(name): Path<String>) -> ApiResult {
     admin(&state, &headers)?;
     let w = world(&state, &name)?;
@@ -204,6 +243,8 @@ async fn restart_dead(state: &AppState, w: &WorldHandle) -> ApiResult {
 }
 
 /// `GET /worlds/{world}/snapshot`.
+#[utoipa::path(get, path = "/worlds/{world}/snapshot", tag = "worlds", params(("world" = String, Path, description = "World name")),
+    responses((status = 200, description = "Full state", body = Snapshot), doc::WorldErrors))]
 pub async fn snapshot(State(state): State<AppState>, Path(name): Path<String>) -> ApiResult {
     ok(world(&state, &name)?.ask(|reply| Request::Snapshot { reply }).await?)
 }
@@ -217,26 +258,34 @@ pub struct ListQuery {
 }
 
 /// `GET /worlds/{world}/agents`.
+#[utoipa::path(get, path = "/worlds/{world}/agents", tag = "agents",
+    params(
+        ("world" = String, Path, description = "World name"),
+        ("limit" = Option<usize>, Query, description = "Most agents returned (default 1000, at most 100000)")),
+    responses((status = 200, description = "Agents", body = [AgentView]), doc::WorldErrors))]
 pub async fn list_agents(State(state): State<AppState>, Path(name): Path<String>, Query(q): Query<ListQuery>) -> ApiResult {
     let limit = q.limit.unwrap_or(1000).min(100_000);
     ok(world(&state, &name)?.ask(|reply| Request::Agents { limit, reply }).await?)
 }
 
 /// Body of `POST /worlds/{world}/agents` (a group).
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct SpawnBody {
     /// Group name.
     pub group: String,
     /// Number of agents.
     pub count: u32,
-    /// Where.
+    /// Where (`steer_proto::SpawnArea`).
+    #[schema(value_type = Object)]
     pub area: proto::SpawnArea,
-    /// Limits (defaults filled in).
+    /// Limits (`steer_proto::Limits`; defaults filled in).
     #[serde(default)]
+    #[schema(value_type = Object)]
     pub limits: proto::Limits,
-    /// Behaviours.
+    /// Behaviours (`steer_proto::BehaviorEntry`).
     #[serde(default)]
+    #[schema(value_type = Vec<Object>)]
     pub behaviors: Vec<proto::BehaviorEntry>,
 }
 
@@ -251,6 +300,10 @@ pub fn spawn_spec(group: &str, count: u32, area: &proto::SpawnArea, limits: &pro
 }
 
 /// `POST /worlds/{world}/agents`: spawns a group, answers the ids.
+#[utoipa::path(post, path = "/worlds/{world}/agents", tag = "agents", security(("bearer" = [])),
+    params(("world" = String, Path, description = "World name")),
+    request_body = SpawnBody,
+    responses((status = 201, description = "Spawned", body = doc::Spawned), doc::WorldErrors, doc::AdminErrors, doc::BodyErrors))]
 pub async fn spawn(State(state): State<AppState>, headers: HeaderMap, Path(name): Path<String>, body: Body<SpawnBody>) -> ApiResult {
     let actor = admin(&state, &headers)?;
     let Json(b) = body?;
@@ -262,26 +315,72 @@ pub async fn spawn(State(state): State<AppState>, headers: HeaderMap, Path(name)
 }
 
 /// `GET /worlds/{world}/agents/{id}`.
+#[utoipa::path(get, path = "/worlds/{world}/agents/{id}", tag = "agents",
+    params(("world" = String, Path, description = "World name"), ("id" = u32, Path, description = "Agent id")),
+    responses((status = 200, description = "The agent", body = AgentView), doc::WorldErrors))]
 pub async fn get_agent(State(state): State<AppState>, Path((name, id)): Path<(String, u32)>) -> ApiResult {
     ok(world(&state, &name)?.ask(|reply| Request::Agent { id, reply }).await?)
 }
 
 /// `DELETE /worlds/{world}/agents/{id}`.
+#[utoipa::path(delete, path = "/worlds/{world}/agents/{id}", tag = "agents", security(("bearer" = [])),
+    params(("world" = String, Path, description = "World name"), ("id" = u32, Path, description = "Agent id")),
+    responses((status = 204, description = "Despawned"), doc::WorldErrors, doc::AdminErrors))]
 pub async fn delete_agent(State(state): State<AppState>, headers: HeaderMap, Path((name, id)): Path<(String, u32)>) -> ApiResult {
     let actor = admin(&state, &headers)?;
     world(&state, &name)?.apply(Command::Despawn(id), actor).await?;
     Ok(StatusCode::NO_CONTENT.into_response())
 }
 
-/// Body of `PUT /worlds/{world}/agents/{id}/behaviors`.
+/// Query of `GET /worlds/{world}/flowfield`.
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
+pub struct FlowFieldQuery {
+    /// The agent whose MoveTo field to show.
+    pub agent: u32,
+    /// Most sample blocks per side (1 to 256; default 64).
+    pub max_side: Option<u32>,
+}
+
+/// `GET /worlds/{world}/flowfield?agent=ID[&max_side=N]`: the flow field the agent's MoveTo
+/// follows, sampled on at most `max_side`² blocks.
+#[utoipa::path(get, path = "/worlds/{world}/flowfield", tag = "agents",
+    params(
+        ("world" = String, Path, description = "World name"),
+        ("agent" = u32, Query, description = "The agent whose MoveTo field to show"),
+        ("max_side" = Option<u32>, Query, description = "Most sample blocks per side (1 to 256; default 64)")),
+    responses(
+        (status = 200, description = "The sampled flow field", body = crate::runtime::world::FlowFieldView),
+        (status = 400, description = "Missing or malformed query (`bad_request`)", body = doc::ErrorBody),
+        (status = 422, description = "`max_side` out of range (`invalid_field`)", body = doc::ErrorBody),
+        doc::WorldErrors))]
+pub async fn flow_field(
+    State(state): State<AppState>,
+    Path(name): Path<String>,
+    q: Result<Query<FlowFieldQuery>, axum::extract::rejection::QueryRejection>,
+) -> ApiResult {
+    let Query(q) = q?;
+    let max_side = q.max_side.unwrap_or(64);
+    if !(1..=256).contains(&max_side) {
+        return Err(ApiError::invalid("max_side: must be between 1 and 256"));
+    }
+    ok(world(&state, &name)?.ask(|reply| Request::FlowField { agent: q.agent, max_side, reply }).await?)
+}
+
+/// Body of `PUT /worlds/{world}/agents/{id}/behaviors`.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
 pub struct BehaviorsBody {
-    /// The new behaviour set.
+    /// The new behaviour set (`steer_proto::BehaviorEntry`).
+    #[schema(value_type = Vec<Object>)]
     pub behaviors: Vec<proto::BehaviorEntry>,
 }
 
 /// `PUT /worlds/{world}/agents/{id}/behaviors`.
+#[utoipa::path(put, path = "/worlds/{world}/agents/{id}/behaviors", tag = "agents", security(("bearer" = [])),
+    params(("world" = String, Path, description = "World name"), ("id" = u32, Path, description = "Agent id")),
+    request_body = BehaviorsBody,
+    responses((status = 200, description = "Set", body = doc::AgentRef), doc::WorldErrors, doc::AdminErrors, doc::BodyErrors))]
 pub async fn put_behaviors(State(state): State<AppState>, headers: HeaderMap, Path((name, id)): Path<(String, u32)>, body: Body<BehaviorsBody>) -> ApiResult {
     let actor = admin(&state, &headers)?;
     let Json(b) = body?;
@@ -291,7 +390,7 @@ pub async fn put_behaviors(State(state): State<AppState>, headers: HeaderMap, Pa
 }
 
 /// Body of `POST /worlds/{world}/move-to`.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct MoveToBody {
     /// Agents to send.
@@ -304,6 +403,10 @@ pub struct MoveToBody {
 }
 
 /// `POST /worlds/{world}/move-to`: flow-field MoveTo for a group.
+#[utoipa::path(post, path = "/worlds/{world}/move-to", tag = "agents", security(("bearer" = [])),
+    params(("world" = String, Path, description = "World name")),
+    request_body = MoveToBody,
+    responses((status = 200, description = "Ordered", body = doc::OkBody), doc::WorldErrors, doc::AdminErrors, doc::BodyErrors))]
 pub async fn move_to(State(state): State<AppState>, headers: HeaderMap, Path(name): Path<String>, body: Body<MoveToBody>) -> ApiResult {
     let actor = admin(&state, &headers)?;
     let Json(b) = body?;
@@ -313,12 +416,14 @@ pub async fn move_to(State(state): State<AppState>, headers: HeaderMap, Path(nam
 }
 
 /// `GET /worlds/{world}/obstacles`.
+#[utoipa::path(get, path = "/worlds/{world}/obstacles", tag = "obstacles", params(("world" = String, Path, description = "World name")),
+    responses((status = 200, description = "Obstacles", body = [ObstacleView]), doc::WorldErrors))]
 pub async fn list_obstacles(State(state): State<AppState>, Path(name): Path<String>) -> ApiResult {
     ok(world(&state, &name)?.ask(|reply| Request::Obstacles { reply }).await?)
 }
 
 /// Body of `POST /worlds/{world}/obstacles`.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ObstacleBody {
     /// Centre.
@@ -328,6 +433,10 @@ pub struct ObstacleBody {
 }
 
 /// `POST /worlds/{world}/obstacles`.
+#[utoipa::path(post, path = "/worlds/{world}/obstacles", tag = "obstacles", security(("bearer" = [])),
+    params(("world" = String, Path, description = "World name")),
+    request_body = ObstacleBody,
+    responses((status = 201, description = "Added", body = doc::Id), doc::WorldErrors, doc::AdminErrors, doc::BodyErrors))]
 pub async fn add_obstacle(State(state): State<AppState>, headers: HeaderMap, Path(name): Path<String>, body: Body<ObstacleBody>) -> ApiResult {
     let actor = admin(&state, &headers)?;
     let Json(b) = body?;
@@ -338,7 +447,7 @@ pub async fn add_obstacle(State(state): State<AppState>, headers: HeaderMap, Pat
 }
 
 /// Body of `PATCH /worlds/{world}/obstacles/{id}`.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct MoveObstacleBody {
     /// New centre.
@@ -349,6 +458,10 @@ pub struct MoveObstacleBody {
 }
 
 /// `PATCH /worlds/{world}/obstacles/{id}`: moves (drags) and optionally resizes an obstacle.
+#[utoipa::path(patch, path = "/worlds/{world}/obstacles/{id}", tag = "obstacles", security(("bearer" = [])),
+    params(("world" = String, Path, description = "World name"), ("id" = u32, Path, description = "Obstacle id")),
+    request_body = MoveObstacleBody,
+    responses((status = 200, description = "Moved", body = doc::Id), doc::WorldErrors, doc::AdminErrors, doc::BodyErrors))]
 pub async fn move_obstacle(State(state): State<AppState>, headers: HeaderMap, Path((name, id)): Path<(String, u32)>, body: Body<MoveObstacleBody>) -> ApiResult {
     let actor = admin(&state, &headers)?;
     let Json(b) = body?;
@@ -357,6 +470,9 @@ pub async fn move_obstacle(State(state): State<AppState>, headers: HeaderMap, Pa
 }
 
 /// `DELETE /worlds/{world}/obstacles/{id}`.
+#[utoipa::path(delete, path = "/worlds/{world}/obstacles/{id}", tag = "obstacles", security(("bearer" = [])),
+    params(("world" = String, Path, description = "World name"), ("id" = u32, Path, description = "Obstacle id")),
+    responses((status = 204, description = "Removed"), doc::WorldErrors, doc::AdminErrors))]
 pub async fn delete_obstacle(State(state): State<AppState>, headers: HeaderMap, Path((name, id)): Path<(String, u32)>) -> ApiResult {
     let actor = admin(&state, &headers)?;
     world(&state, &name)?.apply(Command::RemoveObstacle(id), actor).await?;
@@ -364,6 +480,10 @@ pub async fn delete_obstacle(State(state): State<AppState>, headers: HeaderMap, 
 }
 
 /// `POST /worlds/{world}/obstacles/random` (001's non-overlapping placement).
+#[utoipa::path(post, path = "/worlds/{world}/obstacles/random", tag = "obstacles", security(("bearer" = [])),
+    params(("world" = String, Path, description = "World name")),
+    request_body = RandomObstacles,
+    responses((status = 201, description = "Placed", body = doc::Ids), doc::WorldErrors, doc::AdminErrors, doc::BodyErrors))]
 pub async fn random_obstacles(State(state): State<AppState>, headers: HeaderMap, Path(name): Path<String>, body: Body<RandomObstacles>) -> ApiResult {
     admin(&state, &headers)?;
     let Json(spec) = body?;
@@ -372,12 +492,14 @@ pub async fn random_obstacles(State(state): State<AppState>, headers: HeaderMap,
 }
 
 /// `GET /worlds/{world}/walls`.
+#[utoipa::path(get, path = "/worlds/{world}/walls", tag = "walls", params(("world" = String, Path, description = "World name")),
+    responses((status = 200, description = "Walls", body = [WallView]), doc::WorldErrors))]
 pub async fn list_walls(State(state): State<AppState>, Path(name): Path<String>) -> ApiResult {
     ok(world(&state, &name)?.ask(|reply| Request::Walls { reply }).await?)
 }
 
 /// Body of `POST /worlds/{world}/walls`.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct WallBody {
     /// Start.
@@ -387,6 +509,10 @@ pub struct WallBody {
 }
 
 /// `POST /worlds/{world}/walls`.
+#[utoipa::path(post, path = "/worlds/{world}/walls", tag = "walls", security(("bearer" = [])),
+    params(("world" = String, Path, description = "World name")),
+    request_body = WallBody,
+    responses((status = 201, description = "Added", body = doc::Id), doc::WorldErrors, doc::AdminErrors, doc::BodyErrors))]
 pub async fn add_wall(State(state): State<AppState>, headers: HeaderMap, Path(name): Path<String>, body: Body<WallBody>) -> ApiResult {
     let actor = admin(&state, &headers)?;
     let Json(b) = body?;
@@ -397,6 +523,9 @@ pub async fn add_wall(State(state): State<AppState>, headers: HeaderMap, Path(na
 }
 
 /// `DELETE /worlds/{world}/walls/{id}`.
+#[utoipa::path(delete, path = "/worlds/{world}/walls/{id}", tag = "walls", security(("bearer" = [])),
+    params(("world" = String, Path, description = "World name"), ("id" = u32, Path, description = "Wall id")),
+    responses((status = 204, description = "Removed"), doc::WorldErrors, doc::AdminErrors))]
 pub async fn delete_wall(State(state): State<AppState>, headers: HeaderMap, Path((name, id)): Path<(String, u32)>) -> ApiResult {
     let actor = admin(&state, &headers)?;
     world(&state, &name)?.apply(Command::RemoveWall(id), actor).await?;
@@ -404,17 +533,34 @@ pub async fn delete_wall(State(state): State<AppState>, headers: HeaderMap, Path
 }
 
 /// `GET /scenarios`.
+#[utoipa::path(get, path = "/scenarios", tag = "scenarios",
+    responses((status = 200, description = "Saved and shipped scenarios", body = [doc::ScenarioEntry])))]
 pub async fn list_scenarios(State(state): State<AppState>) -> ApiResult {
     let list: Vec<_> = state.store.list().into_iter().map(|(name, origin)| json!({"name": name, "origin": origin})).collect();
     ok(list)
 }
 
 /// `GET /scenarios/{name}`.
+#[utoipa::path(get, path = "/scenarios/{name}", tag = "scenarios", params(("name" = String, Path, description = "Scenario name")),
+    responses(
+        (status = 200, description = "The scenario file", body = Object),
+        (status = 400, description = "Bad name (`bad_request`)", body = doc::ErrorBody),
+        (status = 404, description = "No such scenario (`not_found`)", body = doc::ErrorBody)))]
 pub async fn get_scenario(State(state): State<AppState>, Path(name): Path<String>) -> ApiResult {
     ok(state.store.get(&name)?.0)
 }
 
 /// `PUT /scenarios/{name}`: validates by building the world, then stores it atomically.
+#[utoipa::path(put, path = "/scenarios/{name}", tag = "scenarios", security(("bearer" = [])),
+    params(("name" = String, Path, description = "Scenario name")),
+    request_body(content = Object, content_type = "application/json", description = "A scenario file; validated by building its world"),
+    responses(
+        (status = 204, description = "Stored"),
+        (status = 400, description = "Bad name, or not UTF-8 (`bad_request`)", body = doc::ErrorBody),
+        (status = 413, description = "Too large (`too_large`)", body = doc::ErrorBody),
+        (status = 422, description = "Not a valid scenario (`invalid_field`)", body = doc::ErrorBody),
+        (status = 500, description = "Could not write (`internal`)", body = doc::ErrorBody),
+        doc::AdminErrors))]
 pub async fn put_scenario(State(state): State<AppState>, headers: HeaderMap, Path(name): Path<String>, body: axum::body::Bytes) -> ApiResult {
     admin(&state, &headers)?;
     let text = std::str::from_utf8(&body).map_err(|_| ApiError::bad_request("body must be UTF-8 JSON"))?;
@@ -431,6 +577,14 @@ pub async fn put_scenario(State(state): State<AppState>, headers: HeaderMap, Pat
 }
 
 /// `DELETE /scenarios/{name}`.
+#[utoipa::path(delete, path = "/scenarios/{name}", tag = "scenarios", security(("bearer" = [])),
+    params(("name" = String, Path, description = "Scenario name")),
+    responses(
+        (status = 204, description = "Deleted"),
+        (status = 400, description = "Bad name (`bad_request`)", body = doc::ErrorBody),
+        (status = 404, description = "No such scenario (`not_found`)", body = doc::ErrorBody),
+        (status = 500, description = "Could not delete (`internal`)", body = doc::ErrorBody),
+        doc::AdminErrors))]
 pub async fn delete_scenario(State(state): State<AppState>, headers: HeaderMap, Path(name): Path<String>) -> ApiResult {
     admin(&state, &headers)?;
     state.store.delete(&name)?;
@@ -438,7 +592,7 @@ pub async fn delete_scenario(State(state): State<AppState>, headers: HeaderMap, 
 }
 
 /// Body of `POST /worlds/{world}/load` and `/save`.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ScenarioRef {
     /// Scenario name.
@@ -446,6 +600,10 @@ pub struct ScenarioRef {
 }
 
 /// `POST /worlds/{world}/load`.
+#[utoipa::path(post, path = "/worlds/{world}/load", tag = "worlds", security(("bearer" = [])),
+    params(("world" = String, Path, description = "World name")),
+    request_body = ScenarioRef,
+    responses((status = 200, description = "Loaded", body = doc::Loaded), doc::WorldErrors, doc::AdminErrors, doc::BodyErrors))]
 pub async fn load(State(state): State<AppState>, headers: HeaderMap, Path(name): Path<String>, body: Body<ScenarioRef>) -> ApiResult {
     admin(&state, &headers)?;
     let Json(b) = body?;
@@ -455,6 +613,13 @@ pub async fn load(State(state): State<AppState>, headers: HeaderMap, Path(name):
 }
 
 /// `POST /worlds/{world}/save`.
+#[utoipa::path(post, path = "/worlds/{world}/save", tag = "worlds", security(("bearer" = [])),
+    params(("world" = String, Path, description = "World name")),
+    request_body = ScenarioRef,
+    responses(
+        (status = 200, description = "Saved", body = doc::Saved),
+        (status = 500, description = "Could not write (`internal`)", body = doc::ErrorBody),
+        doc::WorldErrors, doc::AdminErrors, doc::BodyErrors))]
 pub async fn save(State(state): State<AppState>, headers: HeaderMap, Path(name): Path<String>, body: Body<ScenarioRef>) -> ApiResult {
     admin(&state, &headers)?;
     let Json(b) = body?;

@@ -6,6 +6,11 @@
 //! sends keyframes for its cells. A send that takes longer than the write timeout closes the
 //! connection. So a slow reader never slows a world or other clients, and its memory is bounded
 //! by the broadcast ring (shared) plus the socket's write buffer.
+//!
+//! Encodings (PROTOCOL.md §2): a client may send binary or text frames at any time, each
+//! decoded by its frame type. Replies before `Welcome` use the encoding of the frame they answer;
+//! from `Welcome` on every server frame uses `Hello.encoding` — or JSON when the URL asked for
+//! it with `?format=json`.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -67,6 +72,13 @@ fn origin_allowed(state: &AppState, headers: &HeaderMap) -> bool {
 }
 
 /// `GET /ws`: checks Origin and connection slots before upgrading.
+#[utoipa::path(get, path = "/ws", tag = "ops",
+    params(("format" = Option<String>, Query, description = "`json` for JSON text frames; binary frames otherwise")),
+    responses(
+        (status = 101, description = "Switching Protocols: the WebSocket of the `steer-proto` protocol (hello, subscribe, commands, keyframes and deltas)"),
+        (status = 400, description = "Not a WebSocket upgrade request", body = String),
+        (status = 403, description = "Origin not allowed (`forbidden`)", body = super::openapi::ErrorBody),
+        (status = 503, description = "Too many connections (`busy`); plain text `shutting down` during shutdown", body = super::openapi::ErrorBody)))]
 pub async fn upgrade(State(state): State<AppState>, headers: HeaderMap, Query(q): Query<WsQuery>, ws: WebSocketUpgrade) -> Response {
     if !origin_allowed(&state, &headers) {
         state.metrics.connections_refused.inc();
@@ -99,8 +111,8 @@ pub async fn upgrade(State(state): State<AppState>, headers: HeaderMap, Query(q)
 
 /// What the receive task tells the send task.
 enum Ctl {
-    /// Send a message.
-    Send(Bytes),
+    /// Send a message (encoded as given).
+    Send(Bytes, Encoding),
     /// Start (or move) a subscription: keyframes for `cells`, then deltas.
     Subscribe { world: WorldHandle, cells: Vec<u32>, result: Bytes },
     /// Stop a subscription.
@@ -116,12 +128,30 @@ struct Sub {
     after: u64,
 }
 
+/// The connection's frame encoding from `Welcome` on, shared by its two tasks.
+#[derive(Debug, Default)]
+struct SharedEncoding(std::sync::atomic::AtomicBool);
+
+impl SharedEncoding {
+    fn new(enc: Encoding) -> Self {
+        SharedEncoding(std::sync::atomic::AtomicBool::new(enc == Encoding::Json))
+    }
+
+    fn get(&self) -> Encoding {
+        if self.0.load(std::sync::atomic::Ordering::Acquire) { Encoding::Json } else { Encoding::Binary }
+    }
+
+    fn set(&self, enc: Encoding) {
+        self.0.store(enc == Encoding::Json, std::sync::atomic::Ordering::Release);
+    }
+}
+
 impl Sub {
     /// Keyframes of every subscribed cell from `frame`, now.
-    fn keyframes(&mut self, frame: &TickFrame, enc: Encoding, batch: &mut Vec<Bytes>) {
+    fn keyframes(&mut self, frame: &TickFrame, enc: Encoding, batch: &mut Vec<(Bytes, Encoding)>) {
         for (k, &c) in self.cells.iter().enumerate() {
             if let Some(cf) = frame.cells.get(c as usize) {
-                batch.push(cf.key.encoded(enc));
+                batch.push((cf.key.encoded(enc), enc));
                 self.need_key[k] = false;
             }
         }
@@ -144,7 +174,8 @@ fn to_message(b: Bytes, enc: Encoding) -> Option<Message> {
     }
 }
 
-async fn session(socket: WebSocket, state: AppState, enc: Encoding) {
+async fn session(socket: WebSocket, state: AppState, url_enc: Encoding) {
+    let enc = Arc::new(SharedEncoding::new(url_enc));
     let id: SessionId = state.next_session.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     let span = tracing::info_span!("conn", id);
     let _e = span.enter();
@@ -152,8 +183,8 @@ async fn session(socket: WebSocket, state: AppState, enc: Encoding) {
     let (sink, stream) = socket.split();
     let (ctl_tx, ctl_rx) = mpsc::channel::<Ctl>(state.settings.limits.connection_queue.max(1));
     let cancel = state.cancel.child_token();
-    let send = tokio::spawn(send_task(sink, ctl_rx, state.clone(), enc, cancel.clone()));
-    recv_task(stream, ctl_tx, state.clone(), enc, id, cancel.clone()).await;
+    let send = tokio::spawn(send_task(sink, ctl_rx, state.clone(), enc.clone(), cancel.clone()));
+    recv_task(stream, ctl_tx, state.clone(), url_enc, enc, id, cancel.clone()).await;
     // The receive side ended (close, error or shutdown): let the send task finish its close.
     if tokio::time::timeout(Duration::from_secs(2), send).await.is_err() {
         tracing::debug!("send task did not finish in time");
@@ -166,7 +197,7 @@ async fn send_task(
     mut sink: futures_util::stream::SplitSink<WebSocket, Message>,
     mut ctl: mpsc::Receiver<Ctl>,
     state: AppState,
-    enc: Encoding,
+    shared_enc: Arc<SharedEncoding>,
     cancel: CancellationToken,
 ) {
     let write_timeout = state.settings.limits.write_timeout();
@@ -174,16 +205,18 @@ async fn send_task(
     let mut subs: HashMap<u32, Sub> = HashMap::new();
     let m = &state.metrics;
     let closing: Option<(u16, &'static str)> = loop {
-        let mut batch: Vec<Bytes> = Vec::new();
+        let mut batch: Vec<(Bytes, Encoding)> = Vec::new();
+        // Set once, by Hello, before any subscription exists.
+        let enc = shared_enc.get();
         tokio::select! {
             biased;
             () = cancel.cancelled() => break Some((close::GOING_AWAY, "server shutting down")),
             c = ctl.recv() => match c {
                 None => break None,
                 Some(Ctl::Close(code, reason)) => break Some((code, reason)),
-                Some(Ctl::Send(b)) => batch.push(b),
+                Some(Ctl::Send(b, e)) => batch.push((b, e)),
                 Some(Ctl::Subscribe { world, cells, result }) => {
-                    batch.push(result);
+                    batch.push((result, enc));
                     if !streams.contains_key(&world.id) {
                         m.subscribers.inc();
                     }
@@ -198,7 +231,7 @@ async fn send_task(
                     subs.insert(world.id, sub);
                 }
                 Some(Ctl::Unsubscribe { world, result }) => {
-                    batch.push(result);
+                    batch.push((result, enc));
                     if streams.remove(&world).is_some() {
                         m.subscribers.dec();
                     }
@@ -216,15 +249,15 @@ async fn send_task(
                         for (k, &c) in sub.cells.iter().enumerate() {
                             let Some(cf) = frame.cells.get(c as usize) else { continue };
                             if sub.need_key[k] {
-                                batch.push(cf.key.encoded(enc));
+                                batch.push((cf.key.encoded(enc), enc));
                                 sub.need_key[k] = false;
                                 m.keyframes_sent.inc();
                             } else if let Some(d) = &cf.delta {
-                                batch.push(d.encoded(enc));
+                                batch.push((d.encoded(enc), enc));
                             }
                         }
                         for e in &frame.events {
-                            batch.push(e.encoded(enc));
+                            batch.push((e.encoded(enc), enc));
                         }
                     }
                     Err(BroadcastStreamRecvError::Lagged(n)) => {
@@ -238,11 +271,11 @@ async fn send_task(
         if batch.is_empty() {
             continue;
         }
-        let bytes: usize = batch.iter().map(Bytes::len).sum();
+        let bytes: usize = batch.iter().map(|(b, _)| b.len()).sum();
         let n = batch.len();
         let write = async {
-            for b in batch {
-                if let Some(msg) = to_message(b, enc) {
+            for (b, e) in batch {
+                if let Some(msg) = to_message(b, e) {
                     sink.feed(msg).await?;
                 }
             }
@@ -292,7 +325,12 @@ impl Bucket {
 
 struct Conn {
     state: AppState,
+    /// Encoding of replies (see the module docs).
     enc: Encoding,
+    /// `?format=json` asked for JSON.
+    url_enc: Encoding,
+    /// The send task's encoding of frames, set at the first Hello.
+    shared_enc: Arc<SharedEncoding>,
     id: SessionId,
     ctl: mpsc::Sender<Ctl>,
     hello: bool,
@@ -302,13 +340,33 @@ struct Conn {
     subscribed: Vec<u32>,
 }
 
-async fn recv_task(mut stream: futures_util::stream::SplitStream<WebSocket>, ctl: mpsc::Sender<Ctl>, state: AppState, enc: Encoding, id: SessionId, cancel: CancellationToken) {
+async fn recv_task(
+    mut stream: futures_util::stream::SplitStream<WebSocket>,
+    ctl: mpsc::Sender<Ctl>,
+    state: AppState,
+    url_enc: Encoding,
+    shared_enc: Arc<SharedEncoding>,
+    id: SessionId,
+    cancel: CancellationToken,
+) {
     let l = &state.settings.limits;
     let mut bucket = Bucket { tokens: l.command_burst, rate: l.commands_per_sec, burst: l.command_burst, last: Instant::now() };
     let hello_deadline = tokio::time::Instant::now() + Duration::from_millis(l.hello_timeout_ms);
     let max_bad = l.max_bad_messages;
     let limit = l.max_message_bytes;
-    let mut conn = Conn { state: state.clone(), enc, id, ctl, hello: false, admin: false, bad: 0, limited: 0, subscribed: Vec::new() };
+    let mut conn = Conn {
+        state: state.clone(),
+        enc: url_enc,
+        url_enc,
+        shared_enc,
+        id,
+        ctl,
+        hello: false,
+        admin: false,
+        bad: 0,
+        limited: 0,
+        subscribed: Vec::new(),
+    };
     loop {
         let next = tokio::select! {
             () = cancel.cancelled() => return,
@@ -334,22 +392,26 @@ async fn recv_task(mut stream: futures_util::stream::SplitStream<WebSocket>, ctl
             }
             Some(Ok(m)) => m,
         };
-        let decoded: Result<ClientMsg, String> = match (&msg, enc) {
-            (Message::Binary(b), Encoding::Binary) => proto::decode_binary(b, limit).map_err(|e| e.to_string()),
-            (Message::Text(t), Encoding::Json) => proto::decode_json(t.as_str(), limit).map_err(|e| e.to_string()),
-            (Message::Close(_), _) => {
+        // Each frame is decoded by its type; until Welcome, replies take the encoding of the
+        // frame they answer.
+        let decoded: Result<ClientMsg, String> = match &msg {
+            Message::Binary(b) => {
+                if !conn.hello {
+                    conn.enc = Encoding::Binary;
+                }
+                proto::decode_binary(b, limit).map_err(|e| e.to_string())
+            }
+            Message::Text(t) => {
+                if !conn.hello {
+                    conn.enc = Encoding::Json;
+                }
+                proto::decode_json(t.as_str(), limit).map_err(|e| e.to_string())
+            }
+            Message::Close(_) => {
                 let _ = conn.ctl.send(Ctl::Close(close::NORMAL, "bye")).await;
                 return;
             }
-            (Message::Ping(_) | Message::Pong(_), _) => continue,
-            (Message::Text(_), Encoding::Binary) => {
-                let _ = conn.ctl.send(Ctl::Close(close::UNSUPPORTED, "binary frames expected")).await;
-                return;
-            }
-            (Message::Binary(_), Encoding::Json) => {
-                let _ = conn.ctl.send(Ctl::Close(close::UNSUPPORTED, "text frames expected (format=json)")).await;
-                return;
-            }
+            Message::Ping(_) | Message::Pong(_) => continue,
         };
         let cmd = match decoded {
             Ok(c) => c,
@@ -382,7 +444,7 @@ async fn recv_task(mut stream: futures_util::stream::SplitStream<WebSocket>, ctl
 
 impl Conn {
     async fn send(&self, msg: ServerMsg) -> bool {
-        self.ctl.send(Ctl::Send(encode(&msg, self.enc))).await.is_ok()
+        self.ctl.send(Ctl::Send(encode(&msg, self.enc), self.enc)).await.is_ok()
     }
 
     async fn reply(&self, request_id: u32, result: proto::Outcome) -> bool {
@@ -514,6 +576,10 @@ impl Conn {
                 }
                 None => self.admin = false,
             }
+        }
+        if !self.hello {
+            self.enc = if self.url_enc == Encoding::Json { Encoding::Json } else { h.encoding };
+            self.shared_enc.set(self.enc);
         }
         self.hello = true;
         let worlds: Vec<proto::WorldInfo> = self.state.registry.list().iter().map(WorldHandle::world_info).collect();
