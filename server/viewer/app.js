@@ -58,6 +58,8 @@ const S = {
   ticksSeen: new Set(),
   metrics: null,
   prevMetrics: null,
+  flow: null, // GET /worlds/{w}/flowfield answer for the selection's first agent
+  flowBusy: false,
 };
 
 // What the browser test (and a curious person in the console) can read.
@@ -76,6 +78,9 @@ const V = {
   moveToSent: 0,
   moveToAgents: [],
   obstaclesPlaced: 0,
+  /** The flow-field overlay: the last answer ({status, goal, angles, …}) and arrows drawn. */
+  get flow() { return S.flow; },
+  flowArrows: 0,
   errors: [],
   get selection() { return [...S.selection]; },
   get obstacles() { return S.obstacles.slice(); },
@@ -553,6 +558,77 @@ async function moveTo(x, y) {
   } catch (e) { fail(e); }
 }
 
+/** Fetches the flow field of the first selected agent's MoveTo (when the overlay is on). */
+async function refreshFlow() {
+  if (!$('ov-flow').checked || !S.world || !S.selection.size || S.flowBusy) {
+    if (!$('ov-flow').checked || !S.selection.size) { S.flow = null; $('flow-status').textContent = ''; }
+    return;
+  }
+  const agent = Math.min(...S.selection);
+  S.flowBusy = true;
+  try {
+    S.flow = await api('GET', wpath(`/flowfield?agent=${agent}&max_side=64`));
+    const why = {
+      ready: `agent ${agent}: following a flow field`,
+      pending: `agent ${agent}: field requested, heading straight meanwhile`,
+      straight: `agent ${agent}: sees its goal, no field needed`,
+      no_order: `agent ${agent}: no MoveTo order`,
+    };
+    $('flow-status').textContent = why[S.flow.status] || S.flow.status;
+  } catch (e) {
+    S.flow = null;
+    $('flow-status').textContent = String(e.message || e);
+  } finally {
+    S.flowBusy = false;
+  }
+}
+
+function drawFlow(sc) {
+  const f = S.flow;
+  if (!f || !$('ov-flow').checked) return;
+  let arrows = 0;
+  if (f.status === 'ready') {
+    const len = 0.38 * f.spacing * sc;
+    const step = len < 3 ? Math.ceil(3 / Math.max(len, 0.1)) : 1; // thin out when zoomed far out
+    const v = visibleRect();
+    ctx.strokeStyle = 'rgba(245,197,66,.55)';
+    ctx.lineWidth = 1;
+    ctx.beginPath();
+    for (let r = 0; r < f.rows; r += step) {
+      for (let c = 0; c < f.cols; c += step) {
+        const a = f.angles[r * f.cols + c];
+        if (a === null || a === undefined) continue;
+        const x = f.origin[0] + (c + 0.5) * f.spacing;
+        const y = f.origin[1] + (r + 0.5) * f.spacing;
+        if (x < v.min_x - f.spacing || x > v.max_x + f.spacing || y < v.min_y - f.spacing || y > v.max_y + f.spacing) continue;
+        const [sx, sy] = w2s(x, y);
+        const dx = Math.cos(a) * len * step;
+        const dy = -Math.sin(a) * len * step; // screen y grows downwards
+        ctx.moveTo(sx - dx, sy - dy);
+        ctx.lineTo(sx + dx, sy + dy);
+        // Arrow head.
+        const hx = sx + dx;
+        const hy = sy + dy;
+        const back = Math.atan2(dy, dx) + Math.PI;
+        const h = Math.max(2, 0.5 * len * step);
+        ctx.moveTo(hx, hy);
+        ctx.lineTo(hx + h * Math.cos(back + 0.5), hy + h * Math.sin(back + 0.5));
+        ctx.moveTo(hx, hy);
+        ctx.lineTo(hx + h * Math.cos(back - 0.5), hy + h * Math.sin(back - 0.5));
+        arrows++;
+      }
+    }
+    ctx.stroke();
+  }
+  if (f.goal) {
+    const [gx, gy] = w2s(f.goal[0], f.goal[1]);
+    ctx.strokeStyle = '#f5c542';
+    ctx.lineWidth = 1.5;
+    ctx.strokeRect(gx - 5, gy - 5, 10, 10);
+  }
+  V.flowArrows = arrows;
+}
+
 async function addObstacle(x, y, radius) {
   const r = await api('POST', wpath('/obstacles'), { center: { x, y }, radius });
   V.obstaclesPlaced++;
@@ -996,6 +1072,7 @@ function draw() {
     ctx.setLineDash([]);
   }
 
+  drawFlow(sc);
   drawAgents(sc);
   drawMoveTarget();
 
@@ -1203,5 +1280,7 @@ setInterval(updateStatus, 500);
 setInterval(() => { refreshWorld().catch(() => {}); }, 1000);
 setInterval(() => { refreshMetrics().catch(() => {}); }, 2000);
 setInterval(() => { refreshShapes().catch(() => {}); }, 3000);
+setInterval(() => { refreshFlow().catch(() => {}); }, 500);
+$('ov-flow').addEventListener('change', () => { refreshFlow().catch(() => {}); });
 setInterval(() => { if (S.ws && S.ws.readyState === WebSocket.OPEN) send({ type: 'ping', request_id: S.nextRid++ }); }, 10000);
 refreshMetrics().catch(() => {});

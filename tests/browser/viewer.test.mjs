@@ -200,6 +200,55 @@ test('viewer: streams, selects, moves, places obstacles', { timeout: 80000 }, as
     await page.screenshot({ path: join(ARTIFACTS, 'viewer.png') });
   });
 
+  await t.test('flow-field overlay: a MoveTo behind a wall shows its field', async () => {
+    // One agent, a wall between it and a free target 40 units away: the goal is hidden, so the
+    // server builds a flow field, and the overlay draws it. The world is paused while the agent
+    // is picked and clicked, so that it stays behind the wall and under the pointer.
+    await rest('PATCH', `/worlds/${WORLD}`, { paused: true });
+    await page.waitForTimeout(300); // the last frames before the pause reach the page
+    const obstacles = await rest('GET', `/worlds/${WORLD}/obstacles`);
+    const clear = (x, y, m) => obstacles.every((o) => Math.hypot(o.center[0] - x, o.center[1] - y) > o.radius + m);
+    const agents = await agentsNow();
+    let pick = null;
+    for (const a of agents) {
+      for (const dir of [1, -1]) {
+        const tx = a.x + 40 * dir;
+        if (!pick && tx > 20 && tx < 280 && a.y > 40 && a.y < 260 && clear(tx, a.y, 8) && clear(a.x + 20 * dir, a.y, 22)) pick = { a, tx, dir };
+      }
+    }
+    assert.ok(pick, 'an agent with room for a wall and a free target');
+    const mx = pick.a.x + 20 * pick.dir;
+    await rest('POST', `/worlds/${WORLD}/walls`, { a: { x: mx, y: pick.a.y - 18 }, b: { x: mx, y: pick.a.y + 18 } });
+    await page.evaluate(() => { document.getElementById('ov-flow').checked = true; });
+    await page.locator('#ov-flow').dispatchEvent('change');
+    // Click-select the agent where it is now, then right-click the target.
+    const now = (await agentsNow()).find((x) => x.id === pick.a.id);
+    assert.ok(now, 'the agent is still streamed');
+    const p = await page.evaluate(([x, y]) => window.viewer.worldToScreen(x, y), [now.x, now.y]);
+    await page.mouse.click(p.x, p.y);
+    const sel = await page.evaluate(() => window.viewer.selection);
+    assert.ok(sel.length >= 1, 'an agent is selected');
+    const q = await page.evaluate(([x, y]) => window.viewer.worldToScreen(x, y), [pick.tx, now.y]);
+    const sent = await page.evaluate(() => window.viewer.moveToSent);
+    await page.mouse.click(q.x, q.y, { button: 'right' });
+    await until('the MoveTo to be accepted', () => page.evaluate((n) => window.viewer.moveToSent === n + 1, sent), 5000);
+    await rest('PATCH', `/worlds/${WORLD}`, { paused: false });
+    const flow = await until('the overlay to show a ready field', async () => {
+      const f = await page.evaluate(() => window.viewer.flow);
+      return f && f.status === 'ready' && f.angles.length > 0 ? f : null;
+    }, 10000, 100);
+    assert.equal(flow.agent, Math.min(...sel));
+    assert.ok(Math.hypot(flow.target[0] - pick.tx, flow.target[1] - now.y) < 1, 'the field is for the clicked target');
+    assert.ok(flow.angles.some((a) => a !== null), 'the field has directions');
+    assert.ok(flow.cols <= 64 && flow.rows <= 64, `sampled to at most 64 per side (${flow.cols}×${flow.rows})`);
+    await until('arrows on the canvas', () => page.evaluate(() => window.viewer.flowArrows > 0), 3000);
+    const text = await page.locator('#flow-status').textContent();
+    assert.match(text, /following a flow field/);
+    mkdirSync(ARTIFACTS, { recursive: true });
+    await page.screenshot({ path: join(ARTIFACTS, 'viewer-flowfield.png') });
+    await page.evaluate(() => { document.getElementById('ov-flow').checked = false; });
+  });
+
   await t.test('place an obstacle by clicking, see it in GET /obstacles, drag it', async () => {
     const before = await rest('GET', `/worlds/${WORLD}/obstacles`);
     const agents = await agentsNow();
