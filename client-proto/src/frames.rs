@@ -263,36 +263,29 @@ pub fn encode_delta(
 ) -> Result<Delta, EncodeError> {
     check_sorted(prev)?;
     check_sorted(next)?;
-    let (mut left, mut changed, mut entered) = (Vec::new(), Vec::new(), Vec::new());
+    let (mut left, mut changed, mut entered) = (Vec::new(), Vec::with_capacity(prev.len().min(next.len())), Vec::new());
     let (mut i, mut j) = (0, 0);
-    loop {
-        match (prev.get(i), next.get(j)) {
-            (Some(p), Some(n)) if p.id == n.id => {
-                if p.group != n.group {
-                    left.push(p.id);
-                    entered.push(*n);
-                } else if let Some(c) = diff_agent(p, n, q) {
-                    let index = u32::try_from(i).map_err(|_| EncodeError::TooMany)?;
-                    changed.push(AgentChange { index: Some(index), ..c });
-                }
-                i += 1;
-                j += 1;
-            }
-            (Some(p), Some(n)) if p.id < n.id => {
+    while let (Some(p), Some(n)) = (prev.get(i), next.get(j)) {
+        if p.id == n.id {
+            if p.group != n.group {
                 left.push(p.id);
-                i += 1;
-            }
-            (Some(p), None) => {
-                left.push(p.id);
-                i += 1;
-            }
-            (_, Some(n)) => {
                 entered.push(*n);
-                j += 1;
+            } else if let Some(c) = diff_agent(p, n, q) {
+                let index = u32::try_from(i).map_err(|_| EncodeError::TooMany)?;
+                changed.push(AgentChange { index: Some(index), ..c });
             }
-            (None, None) => break,
+            i += 1;
+            j += 1;
+        } else if p.id < n.id {
+            left.push(p.id);
+            i += 1;
+        } else {
+            entered.push(*n);
+            j += 1;
         }
     }
+    left.extend(prev.get(i..).unwrap_or_default().iter().map(|p| p.id));
+    entered.extend_from_slice(next.get(j..).unwrap_or_default());
     Ok(Delta {
         world: scope.world,
         cell: scope.cell,
@@ -312,12 +305,14 @@ pub struct CellEncoder {
     scope: FrameScope,
     tick: u64,
     agents: Vec<QAgent>,
+    /// [`checksum`] of `agents`, when already computed (by a delta).
+    checksum: Option<u64>,
 }
 
 impl CellEncoder {
     /// An empty cell at state tick 0.
     pub fn new(scope: FrameScope) -> Self {
-        CellEncoder { scope, tick: 0, agents: Vec::new() }
+        CellEncoder { scope, tick: 0, agents: Vec::new(), checksum: None }
     }
 
     /// The state tick (tick of the last non-empty delta, or 0).
@@ -342,6 +337,12 @@ impl CellEncoder {
     ) -> Result<Option<Delta>, EncodeError> {
         let delta = encode_delta(&self.agents, &next, self.scope, self.tick, tick, q, with_checksum)?;
         self.agents = next;
+        match delta.checksum {
+            Some(c) => self.checksum = Some(c.0),
+            // An empty delta leaves the agents as they were, and their checksum.
+            None if !delta.is_empty() => self.checksum = None,
+            None => {}
+        }
         if delta.is_empty() {
             return Ok(None);
         }
@@ -350,12 +351,13 @@ impl CellEncoder {
     }
 
     /// A keyframe of the current state, for a joining or lagging client.
+    /// The checksum of the last delta is reused rather than recomputed.
     pub fn keyframe(&self, with_checksum: bool) -> Keyframe {
         Keyframe {
             world: self.scope.world,
             cell: self.scope.cell,
             tick: self.tick,
-            checksum: with_checksum.then(|| Checksum(checksum(&self.agents))),
+            checksum: with_checksum.then(|| Checksum(self.checksum.unwrap_or_else(|| checksum(&self.agents)))),
             agents: self.agents.clone(),
         }
     }

@@ -44,12 +44,58 @@ pub(crate) fn unzigzag(z: u32) -> i32 {
     ((z >> 1) as i32) ^ -((z & 1) as i32)
 }
 
-fn put(out: &mut Vec<u8>, mut v: u64) {
-    while v >= 0x80 {
-        out.push((v as u8) | 0x80);
-        v >>= 7;
+/// Writes into a slice reserved for the worst case (see [`packed`]), so that
+/// the write position stays in a register instead of the `Vec`'s length
+/// being stored and reloaded for every byte.
+struct Writer<'a> {
+    buf: &'a mut [u8],
+    len: usize,
+}
+
+impl Writer<'_> {
+    #[inline]
+    fn byte(&mut self, b: u8) {
+        // The reservation covers every record, so this never drops a byte.
+        if let Some(slot) = self.buf.get_mut(self.len) {
+            *slot = b;
+            self.len += 1;
+        } else {
+            debug_assert!(false, "packed record longer than its reservation");
+        }
     }
-    out.push(v as u8);
+
+    /// Minimal LEB128.
+    #[inline]
+    fn put(&mut self, mut v: u64) {
+        while v >= 0x80 {
+            self.byte((v as u8) | 0x80);
+            v >>= 7;
+        }
+        self.byte(v as u8);
+    }
+}
+
+/// Appends the records of `items` to `out`, each written by `record` in at
+/// most `max_record` bytes. Chunks of records are written into reserved,
+/// zeroed space that is then trimmed to what was written; on error, `out`
+/// ends after the last record written (like pushing byte by byte).
+fn packed<T>(
+    items: &[T],
+    max_record: usize,
+    out: &mut Vec<u8>,
+    mut record: impl FnMut(&T, &mut Writer) -> Result<(), PackError>,
+) -> Result<(), PackError> {
+    const CHUNK: usize = 128;
+    for chunk in items.chunks(CHUNK) {
+        let start = out.len();
+        out.resize(start + chunk.len() * max_record, 0);
+        let mut w = Writer { buf: out.get_mut(start..).unwrap_or_default(), len: 0 };
+        let result = chunk.iter().try_for_each(|item| record(item, &mut w));
+        let len = w.len;
+        out.truncate(start + len);
+        result?;
+    }
+    Ok(())
 }
 
 struct Reader<'a> {
@@ -62,6 +108,7 @@ impl Reader<'_> {
         self.pos >= self.buf.len()
     }
 
+    #[inline]
     fn byte(&mut self) -> Result<u8, PackError> {
         let b = *self.buf.get(self.pos).ok_or(PackError::Truncated)?;
         self.pos += 1;
@@ -69,46 +116,71 @@ impl Reader<'_> {
     }
 
     /// Minimal LEB128 of at most 64 bits.
+    #[inline(always)]
     fn u64(&mut self) -> Result<u64, PackError> {
-        let mut v = 0u64;
-        for i in 0..10 {
-            let b = self.byte()?;
-            let bits = u64::from(b & 0x7f);
-            if i == 9 && bits > 1 {
-                return Err(PackError::BadVarint("overflows 64 bits"));
+        // Fast path: most varints here are a single byte. The general case
+        // takes and returns the position by value, so that it can stay in a
+        // register here.
+        match self.buf.get(self.pos) {
+            Some(&b) if b < 0x80 => {
+                self.pos += 1;
+                Ok(u64::from(b))
             }
-            v |= bits << (7 * i);
-            if b & 0x80 == 0 {
-                if b == 0 && i > 0 {
-                    return Err(PackError::BadVarint("not minimal"));
-                }
-                return Ok(v);
+            _ => {
+                let (v, pos) = varint(self.buf, self.pos)?;
+                self.pos = pos;
+                Ok(v)
             }
         }
-        Err(PackError::BadVarint("longer than 10 bytes"))
     }
 
+    #[inline]
     fn u32(&mut self, what: &'static str) -> Result<u32, PackError> {
         u32::try_from(self.u64()?).map_err(|_| PackError::OutOfRange(what))
     }
 
+    #[inline]
     fn u16(&mut self, what: &'static str) -> Result<u16, PackError> {
         u16::try_from(self.u64()?).map_err(|_| PackError::OutOfRange(what))
     }
 
+    #[inline]
     fn i32(&mut self, what: &'static str) -> Result<i32, PackError> {
         self.u32(what).map(unzigzag)
     }
 
     /// Header varint: `(gap << bits) | flags`; returns `(key, flags)` where
     /// `key` (an id, or a base index) is `prev + 1 + gap`.
+    #[inline]
     fn header(&mut self, prev: &mut i64, bits: u32, what: &'static str) -> Result<(u32, u64), PackError> {
         let h = self.u64()?;
-        let key = *prev + 1 + (h >> bits) as i64;
-        let key = u32::try_from(key).map_err(|_| PackError::OutOfRange(what))?;
+        // A gap of 2^32 or more overflows any u32 key (and must not wrap the i64).
+        let key = i64::try_from(h >> bits).ok().and_then(|gap| prev.checked_add(gap)?.checked_add(1));
+        let key = key.and_then(|k| u32::try_from(k).ok()).ok_or(PackError::OutOfRange(what))?;
         *prev = i64::from(key);
         Ok((key, h & ((1 << bits) - 1)))
     }
+}
+
+/// The minimal LEB128 (at most 64 bits) at `buf[pos..]`, and the position after it.
+fn varint(buf: &[u8], mut pos: usize) -> Result<(u64, usize), PackError> {
+    let mut v = 0u64;
+    for i in 0..10 {
+        let b = *buf.get(pos).ok_or(PackError::Truncated)?;
+        pos += 1;
+        let bits = u64::from(b & 0x7f);
+        if i == 9 && bits > 1 {
+            return Err(PackError::BadVarint("overflows 64 bits"));
+        }
+        v |= bits << (7 * i);
+        if b & 0x80 == 0 {
+            if b == 0 && i > 0 {
+                return Err(PackError::BadVarint("not minimal"));
+            }
+            return Ok((v, pos));
+        }
+    }
+    Err(PackError::BadVarint("longer than 10 bytes"))
 }
 
 /// Gap of `key` after `prev` (`key - prev - 1`), advancing `prev`.
@@ -121,27 +193,30 @@ fn gap(prev: &mut i64, key: u32) -> Result<u64, PackError> {
 const F_FACE: u64 = 1;
 const F_SAME_GROUP: u64 = 2;
 
+/// Longest packed absolute record: header, group, four 32-bit varints, orientation.
+const MAX_RECORD_BYTES: usize = 10 + 3 + 4 * 5 + 3;
+
 /// Packs absolute records (keyframe agents, delta `entered`).
 pub fn pack_records(agents: &[QAgent], out: &mut Vec<u8>) -> Result<(), PackError> {
     let (mut prev, mut group) = (-1i64, 0u16);
-    for a in agents {
+    packed(agents, MAX_RECORD_BYTES, out, |a, w| {
         let d = gap(&mut prev, a.id)?;
         let face = a.vel != [0, 0] && robust_heading(a.vel) == Some(a.orient);
         let same = a.group == group;
         let flags = if face { F_FACE } else { 0 } | if same { F_SAME_GROUP } else { 0 };
-        put(out, (d << 2) | flags);
+        w.put((d << 2) | flags);
         if !same {
-            put(out, a.group.into());
+            w.put(a.group.into());
             group = a.group;
         }
         for v in [a.pos[0], a.pos[1], a.vel[0], a.vel[1]] {
-            put(out, zigzag(v).into());
+            w.put(zigzag(v).into());
         }
         if !face {
-            put(out, a.orient.into());
+            w.put(a.orient.into());
         }
-    }
-    Ok(())
+        Ok(())
+    })
 }
 
 /// Unpacks absolute records.
@@ -173,10 +248,13 @@ const O_KEEP: u64 = 0;
 const O_FACE: u64 = 1;
 const O_TURN: u64 = 2;
 
+/// Longest packed change record: header, four 32-bit varints, turn.
+const MAX_CHANGE_BYTES: usize = 10 + 4 * 5 + 3;
+
 /// Packs delta change records, keyed by base index (each change needs its `index`).
 pub fn pack_changes(changes: &[AgentChange], out: &mut Vec<u8>) -> Result<(), PackError> {
     let mut prev = -1i64;
-    for c in changes {
+    packed(changes, MAX_CHANGE_BYTES, out, |c, w| {
         let d = gap(&mut prev, c.index.ok_or(PackError::Inconsistent("a changed entry needs its base index"))?)?;
         let zz = c.motion.map(|m| [m.dpos[0], m.dpos[1], m.dvel[0], m.dvel[1]].map(zigzag));
         let motion = match zz {
@@ -189,20 +267,20 @@ pub fn pack_changes(changes: &[AgentChange], out: &mut Vec<u8>) -> Result<(), Pa
             OrientChange::Face => O_FACE,
             OrientChange::Turn(_) => O_TURN,
         };
-        put(out, (d << 4) | (orient << 2) | motion);
+        w.put((d << 4) | (orient << 2) | motion);
         match zz {
             Some(z) if motion == M_NIBBLES => {
-                out.push((z[0] | (z[1] << 4)) as u8);
-                out.push((z[2] | (z[3] << 4)) as u8);
+                w.byte((z[0] | (z[1] << 4)) as u8);
+                w.byte((z[2] | (z[3] << 4)) as u8);
             }
-            Some(z) => z.iter().for_each(|&v| put(out, v.into())),
+            Some(z) => z.iter().for_each(|&v| w.put(v.into())),
             None => {}
         }
         if let OrientChange::Turn(t) = c.orient {
-            put(out, zigzag(t.into()).into());
+            w.put(zigzag(t.into()).into());
         }
-    }
-    Ok(())
+        Ok(())
+    })
 }
 
 /// Unpacks delta change records (with `index` set and `id` unknown).
@@ -242,10 +320,10 @@ pub fn unpack_changes(buf: &[u8]) -> Result<Vec<AgentChange>, PackError> {
 /// Packs sorted ids as gaps.
 pub fn pack_ids(ids: &[u32], out: &mut Vec<u8>) -> Result<(), PackError> {
     let mut prev = -1i64;
-    for &id in ids {
-        put(out, gap(&mut prev, id)?);
-    }
-    Ok(())
+    packed(ids, 5, out, |&id, w| {
+        w.put(gap(&mut prev, id)?);
+        Ok(())
+    })
 }
 
 /// Unpacks gap-coded ids.
@@ -317,7 +395,11 @@ mod tests {
     #[test]
     fn varints_are_minimal_leb128() {
         let mut out = Vec::new();
-        put(&mut out, 300);
+        packed(&[300u64], 10, &mut out, |&v, w| {
+            w.put(v);
+            Ok(())
+        })
+        .unwrap();
         assert_eq!(out, [0xac, 0x02]);
         let mut r = Reader { buf: &out, pos: 0 };
         assert_eq!(r.u64(), Ok(300));
@@ -369,11 +451,48 @@ mod tests {
     }
 
     #[test]
+    fn extreme_records_fit_their_reservation() {
+        let a = QAgent { id: u32::MAX, group: u16::MAX, pos: [i32::MIN, i32::MAX], vel: [i32::MIN, 1], orient: u16::MAX };
+        let mut out = vec![7];
+        pack_records(&[QAgent { id: 0, ..a }, a], &mut out).unwrap();
+        assert_eq!(unpack_records(&out[1..]).unwrap(), vec![QAgent { id: 0, ..a }, a]);
+        let c = AgentChange {
+            id: None,
+            index: Some(u32::MAX),
+            motion: Some(Motion { dpos: [i32::MIN, i32::MAX], dvel: [i32::MIN, i32::MIN] }),
+            orient: OrientChange::Turn(i16::MIN),
+        };
+        let first = AgentChange { index: Some(0), ..c };
+        let mut out = Vec::new();
+        pack_changes(&[first, c], &mut out).unwrap();
+        assert_eq!(unpack_changes(&out).unwrap(), vec![first, c]);
+        // Many records: several chunks.
+        let many: Vec<u32> = (0..1000).map(|i| i * 4_000_000).collect();
+        let mut out = Vec::new();
+        pack_ids(&many, &mut out).unwrap();
+        assert_eq!(unpack_ids(&out).unwrap(), many);
+    }
+
+    #[test]
+    fn failed_packing_keeps_the_records_before_the_error() {
+        let ids: Vec<u32> = (0..300).chain([5]).collect();
+        let (mut out, mut good) = (vec![1, 2], vec![1, 2]);
+        assert_eq!(pack_ids(&ids, &mut out), Err(PackError::Unsorted(5)));
+        pack_ids(&ids[..300], &mut good).unwrap();
+        assert_eq!(out, good);
+    }
+
+    #[test]
     fn ids_reject_overflow() {
         let mut out = Vec::new();
         pack_ids(&[0, u32::MAX], &mut out).unwrap();
         assert_eq!(unpack_ids(&out).unwrap(), vec![0, u32::MAX]);
         out.push(0);
         assert_eq!(unpack_ids(&out), Err(PackError::OutOfRange("agent id")));
+        // Gaps that would wrap (or overflow) the running key.
+        let huge = [0x05, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x01];
+        assert_eq!(unpack_ids(&huge), Err(PackError::OutOfRange("agent id")));
+        let huge = [0x05, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x7f];
+        assert_eq!(unpack_ids(&huge), Err(PackError::OutOfRange("agent id")));
     }
 }

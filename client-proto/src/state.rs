@@ -73,31 +73,48 @@ pub fn apply_change(prev: &QAgent, c: &AgentChange, q: &Quantization) -> Result<
     Ok(a)
 }
 
-/// Each change with both keys set, and its base position. `base` is the
-/// state the delta applies to (sorted by id); the changes must be strictly
-/// increasing.
-fn resolve_changes(base: &[QAgent], changes: &[AgentChange]) -> Result<Vec<(usize, AgentChange)>, ApplyError> {
-    let mut out: Vec<(usize, AgentChange)> = Vec::with_capacity(changes.len());
-    for c in changes {
-        let i = match (c.index, c.id) {
-            (Some(index), id) => {
-                let i = index as usize;
-                let held = base.get(i).ok_or(ApplyError::ChangedIndexOutOfRange { index, len: base.len() })?.id;
-                if let Some(id) = id.filter(|&id| id != held) {
-                    return Err(ApplyError::ChangedKeyMismatch { id, index, held });
-                }
-                i
+/// The base position of one change, checking that its keys agree with
+/// `base` (the state the delta applies to, sorted by id).
+fn change_position(base: &[QAgent], c: &AgentChange) -> Result<usize, ApplyError> {
+    match (c.index, c.id) {
+        (Some(index), id) => {
+            let i = index as usize;
+            let held = base.get(i).ok_or(ApplyError::ChangedIndexOutOfRange { index, len: base.len() })?.id;
+            match id {
+                Some(id) if id != held => Err(ApplyError::ChangedKeyMismatch { id, index, held }),
+                _ => Ok(i),
             }
-            (None, Some(id)) => base.binary_search_by_key(&id, |a| a.id).map_err(|_| ApplyError::UnknownChanged(id))?,
-            (None, None) => return Err(ApplyError::ChangedWithoutKey),
-        };
-        let id = base[i].id;
-        if out.last().is_some_and(|&(prev, _)| prev >= i) {
-            return Err(ApplyError::Unsorted { list: "changed", id });
         }
+        (None, Some(id)) => base.binary_search_by_key(&id, |a| a.id).map_err(|_| ApplyError::UnknownChanged(id)),
+        (None, None) => Err(ApplyError::ChangedWithoutKey),
+    }
+}
+
+/// Checks every change against `base` without allocating: each change's keys
+/// resolve (see [`change_position`]) and base positions strictly increase.
+fn check_changes(base: &[QAgent], changes: &[AgentChange]) -> Result<(), ApplyError> {
+    let mut prev: Option<usize> = None;
+    for c in changes {
+        let i = change_position(base, c)?;
+        if prev.is_some_and(|p| p >= i) {
+            return Err(ApplyError::Unsorted { list: "changed", id: base.get(i).map_or(0, |a| a.id) });
+        }
+        prev = Some(i);
+    }
+    Ok(())
+}
+
+/// Each change with both keys set. `base` is the state the delta applies to
+/// (sorted by id); the changes must be strictly increasing.
+fn resolve_changes(base: &[QAgent], changes: &[AgentChange]) -> Result<Vec<AgentChange>, ApplyError> {
+    check_changes(base, changes)?;
+    let mut out = Vec::with_capacity(changes.len());
+    for c in changes {
+        let i = change_position(base, c)?;
+        let id = base.get(i).map(|a| a.id);
         // `i` < base.len() <= u32::MAX + 1 when it came from a u32 index or a search.
         let index = u32::try_from(i).map_err(|_| ApplyError::ChangedIndexOutOfRange { index: u32::MAX, len: base.len() })?;
-        out.push((i, AgentChange { id: Some(id), index: Some(index), ..*c }));
+        out.push(AgentChange { id, index: Some(index), ..*c });
     }
     Ok(out)
 }
@@ -109,10 +126,7 @@ impl Delta {
     /// [`CellState::apply_delta`] does this internally; call it to compare,
     /// print or re-encode a decoded delta. On error the delta is unchanged.
     pub fn resolve(&mut self, base: &[QAgent]) -> Result<(), ApplyError> {
-        let resolved = resolve_changes(base, &self.changed)?;
-        for (c, (_, r)) in self.changed.iter_mut().zip(resolved) {
-            *c = r;
-        }
+        self.changed = resolve_changes(base, &self.changed)?;
         Ok(())
     }
 }
@@ -163,55 +177,95 @@ impl CellState {
         }
         check_sorted("left", d.left.iter().copied())?;
         check_sorted("entered", d.entered.iter().map(|a| a.id))?;
-        // Every resolved change has a base index below `self.agents.len()`.
-        let changes = resolve_changes(&self.agents, &d.changed)?;
+        let base = &self.agents;
+        if d.left.is_empty() && d.entered.is_empty() {
+            // The common case: patch a copy of the base state in place.
+            let agents = apply_changes_only(base, &d.changed, q)?;
+            verify(d.checksum.map(|c| c.0), &agents)?;
+            self.agents = agents;
+            self.tick = d.tick;
+            return Ok(());
+        }
+        // Afterwards every change names an agent of `base` (by a base index
+        // below `base.len()` or by an id it holds), in increasing order.
+        check_changes(base, &d.changed)?;
 
-        let mut kept = Vec::with_capacity(self.agents.len() + d.entered.len());
-        let (mut left, mut changed) = (d.left.iter().peekable(), changes.iter().peekable());
-        for (i, a) in self.agents.iter().enumerate() {
-            let change = changed.next_if(|(ci, _)| *ci == i);
-            if let Some(&&id) = left.peek() {
-                if id < a.id {
-                    return Err(ApplyError::UnknownLeft(id));
-                }
-                if id == a.id {
+        // One merge pass over the base state, the sorted `left` ids, the
+        // changes (in base order) and the sorted `entered` agents.
+        let mut out = Vec::with_capacity(base.len() + d.entered.len());
+        let mut left = d.left.iter().copied().peekable();
+        let mut changes = d.changed.iter().peekable();
+        let mut entered = d.entered.iter().peekable();
+        // Reported after the errors of the base pass, as if `entered` were merged last.
+        let mut duplicate = None;
+        for (i, a) in base.iter().enumerate() {
+            let change = changes.next_if(|c| match c.index {
+                Some(index) => index as usize == i,
+                None => c.id == Some(a.id),
+            });
+            while let Some(n) = entered.next_if(|n| n.id < a.id) {
+                out.push(*n);
+            }
+            match left.peek() {
+                Some(&id) if id < a.id => return Err(ApplyError::UnknownLeft(id)),
+                Some(&id) if id == a.id => {
                     if change.is_some() {
                         return Err(ApplyError::UnknownChanged(id));
                     }
                     left.next();
                     continue;
                 }
+                _ => {}
             }
-            match change {
-                Some((_, c)) => kept.push(apply_change(a, c, q)?),
-                None => kept.push(*a),
+            if duplicate.is_none() && entered.peek().is_some_and(|n| n.id == a.id) {
+                duplicate = Some(a.id);
             }
+            out.push(match change {
+                Some(c) => apply_change(a, c, q)?,
+                None => *a,
+            });
         }
-        if let Some(&id) = left.next() {
+        if let Some(id) = left.next() {
             return Err(ApplyError::UnknownLeft(id));
         }
-        let agents = if d.entered.is_empty() { kept } else { merge_entered(kept, &d.entered)? };
-        verify(d.checksum.map(|c| c.0), &agents)?;
-        self.agents = agents;
+        if let Some(id) = duplicate {
+            return Err(ApplyError::DuplicateEntered(id));
+        }
+        out.extend(entered);
+        verify(d.checksum.map(|c| c.0), &out)?;
+        self.agents = out;
         self.tick = d.tick;
         Ok(())
     }
 }
 
-fn merge_entered(kept: Vec<QAgent>, entered: &[QAgent]) -> Result<Vec<QAgent>, ApplyError> {
-    let mut out = Vec::with_capacity(kept.len() + entered.len());
-    let mut e = entered.iter().peekable();
-    for a in kept {
-        while let Some(n) = e.next_if(|n| n.id <= a.id) {
-            if n.id == a.id {
-                return Err(ApplyError::DuplicateEntered(n.id));
-            }
-            out.push(*n);
+/// The state after `changes` alone (no agent left or entered): a copy of
+/// `base` with each changed agent replaced. Errors as [`check_changes`] then
+/// [`apply_change`] in base order would report them.
+fn apply_changes_only(base: &[QAgent], changes: &[AgentChange], q: &Quantization) -> Result<Vec<QAgent>, ApplyError> {
+    let mut out = base.to_vec();
+    // The first `apply_change` error, reported only if every key checks out.
+    let mut apply_error = None;
+    let mut prev: Option<usize> = None;
+    for c in changes {
+        let i = change_position(base, c)?;
+        if prev.is_some_and(|p| p >= i) {
+            return Err(ApplyError::Unsorted { list: "changed", id: base.get(i).map_or(0, |a| a.id) });
         }
-        out.push(a);
+        prev = Some(i);
+        if let (Some(a), Some(slot)) = (base.get(i), out.get_mut(i)) {
+            match apply_change(a, c, q) {
+                Ok(next) => *slot = next,
+                Err(e) => {
+                    apply_error.get_or_insert(e);
+                }
+            }
+        }
     }
-    out.extend(e);
-    Ok(out)
+    match apply_error {
+        Some(e) => Err(e),
+        None => Ok(out),
+    }
 }
 
 fn verify(expected: Option<u64>, agents: &[QAgent]) -> Result<(), ApplyError> {

@@ -12,6 +12,9 @@
 //! "Per moving agent" divides by the agents whose quantized state changed in
 //! a tick (summed over ticks); "per resting agent" is the marginal cost of the
 //! agents whose quantized state did not change (see `resting_cost`).
+//! Codec timings are medians per tick over `TIMING_PASSES` passes of the
+//! whole trace (each tick timed once per pass, so caches are as in a real
+//! server and client), not means of single shots.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -20,7 +23,7 @@ mod trace;
 
 use serde::Serialize;
 use std::collections::HashSet;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 use steer_proto::{
     AgentSample, CellEncoder, CellState, ClientState, DEFAULT_SERVER_LIMIT, Delta, FrameScope, QAgent, Quantization,
     Rect, ServerMsg, WorldInfo, checksum, decode_binary, encode_binary, encode_delta, encode_keyframe,
@@ -97,6 +100,28 @@ fn resting_cost(prev: &[QAgent], next: &[QAgent], base: u64, tick: u64, q: &Quan
     (full - reduced, unchanged.len())
 }
 
+/// Passes over the trace for the codec timings (each tick timed once per pass).
+const TIMING_PASSES: usize = 5;
+
+/// Per-tick durations of each codec stage, one sample per tick and pass.
+#[derive(Default)]
+struct Samples {
+    quant: Vec<Duration>,
+    diff: Vec<Duration>,
+    pack: Vec<Duration>,
+    enc: Vec<Duration>,
+    unpack: Vec<Duration>,
+    apply: Vec<Duration>,
+    dec: Vec<Duration>,
+    enc_dec: Vec<Duration>,
+}
+
+/// Median in microseconds.
+fn median_us(mut v: Vec<Duration>) -> f64 {
+    v.sort_unstable();
+    v.get(v.len() / 2).map_or(f64::NAN, |d| d.as_secs_f64() * 1e6)
+}
+
 struct Args {
     synthetic: bool,
     scenario: String,
@@ -151,36 +176,46 @@ fn report(trace: &Trace) {
     }
     let key_per_agent = key_total as f64 / ticks / n;
 
-    // Deltas: encode, decode, apply, and check exactness every tick.
+    // Deltas: encode, decode, apply, and check exactness every tick. Each
+    // tick is timed once per pass (caches as in a real server and client:
+    // the previous state cold, the new one just quantized); TIMING_PASSES
+    // passes over the trace give the samples whose median is reported (a
+    // mean of single shots is at the mercy of preemption on a busy machine).
     let first = encode_keyframe(FrameScope::default(), tick_of(0), &qstates[0], false).unwrap();
-    let mut client = CellState::from_keyframe(&first).unwrap();
-    let (mut delta_total, mut changed_total, mut enc_ns, mut dec_ns) = (0usize, 0usize, 0u128, 0u128);
-    let mut delta_max = 0usize;
-    let (mut quant_ns, mut diff_ns, mut unpack_ns) = (0u128, 0u128, 0u128);
-    for t in 1..states.len() {
-        let t0 = Instant::now();
-        let next: Vec<QAgent> = states[t].iter().map(|s| q.quantize(s)).collect();
-        let tq = Instant::now();
-        let d = delta_msg(&qstates[t - 1], &next, tick_of(t - 1), tick_of(t), &q);
-        let td = Instant::now();
-        let changed = d.changed.len() + d.entered.len();
-        let bytes = encode_binary(&ServerMsg::Delta(d)).unwrap();
-        let t1 = Instant::now();
-        let ServerMsg::Delta(back) = decode_binary::<ServerMsg>(&bytes, DEFAULT_SERVER_LIMIT).unwrap() else {
-            panic!("not a delta")
-        };
-        let tb = Instant::now();
-        client.apply_delta(&back, &q).unwrap();
-        let t2 = Instant::now();
-        assert_eq!(client.agents(), next.as_slice(), "client diverged at tick {t}");
-        quant_ns += (tq - t0).as_nanos();
-        diff_ns += (td - tq).as_nanos();
-        enc_ns += (t1 - tq).as_nanos();
-        unpack_ns += (tb - t1).as_nanos();
-        dec_ns += (t2 - t1).as_nanos();
-        delta_total += bytes.len();
-        delta_max = delta_max.max(bytes.len());
-        changed_total += changed;
+    let (mut delta_total, mut changed_total, mut delta_max) = (0usize, 0usize, 0usize);
+    let mut samples = Samples::default();
+    for pass in 0..TIMING_PASSES {
+        let mut client = CellState::from_keyframe(&first).unwrap();
+        for t in 1..states.len() {
+            let t0 = Instant::now();
+            let next: Vec<QAgent> = states[t].iter().map(|s| q.quantize(s)).collect();
+            let tq = Instant::now();
+            let d = delta_msg(&qstates[t - 1], &next, tick_of(t - 1), tick_of(t), &q);
+            let td = Instant::now();
+            let changed = d.changed.len() + d.entered.len();
+            let bytes = encode_binary(&ServerMsg::Delta(d)).unwrap();
+            let t1 = Instant::now();
+            let ServerMsg::Delta(back) = decode_binary::<ServerMsg>(&bytes, DEFAULT_SERVER_LIMIT).unwrap() else {
+                panic!("not a delta")
+            };
+            let tb = Instant::now();
+            client.apply_delta(&back, &q).unwrap();
+            let t2 = Instant::now();
+            assert_eq!(client.agents(), next.as_slice(), "client diverged at tick {t}");
+            samples.quant.push(tq - t0);
+            samples.diff.push(td - tq);
+            samples.pack.push(t1 - td);
+            samples.enc.push(t1 - tq);
+            samples.unpack.push(tb - t1);
+            samples.apply.push(t2 - tb);
+            samples.dec.push(t2 - t1);
+            samples.enc_dec.push(t2 - tq);
+            if pass == 0 {
+                delta_total += bytes.len();
+                delta_max = delta_max.max(bytes.len());
+                changed_total += changed;
+            }
+        }
     }
     let dticks = (states.len() - 1) as f64;
     let delta_per_tick = delta_total as f64 / dticks;
@@ -242,8 +277,10 @@ fn report(trace: &Trace) {
     let cell_per_moving = cell_bytes as f64 / changed_total as f64;
     let long_run_per_moving = long_run_bytes as f64 / changed_total as f64;
 
-    let enc_us = enc_ns as f64 / 1e3 / dticks;
-    let dec_us = dec_ns as f64 / 1e3 / dticks;
+    let Samples { quant, diff, pack, enc, unpack, apply, dec, enc_dec } = samples;
+    let (enc_us, dec_us, enc_dec_us) = (median_us(enc), median_us(dec), median_us(enc_dec));
+    let (quant_us, diff_us, pack_us) = (median_us(quant), median_us(diff), median_us(pack));
+    let (unpack_us, apply_us) = (median_us(unpack), median_us(apply));
     println!("steer-proto size report");
     println!("trace: {}", trace.source);
     println!(
@@ -286,14 +323,9 @@ fn report(trace: &Trace) {
         "resting: {rest_count} agent-ticks with unchanged quantized state cost {rest_bytes} bytes in total (whole-world delta minus the delta without them) = {rest_text} bytes each{}",
         if rest_count == 0 { "; this trace has none, see --synthetic for a resting cohort" } else { "" }
     );
-    let us = |ns: u128| ns as f64 / 1e3 / dticks;
     println!(
-        "per tick: quantize {:.0} us; encode {enc_us:.0} us (diff {:.0} + bincode/pack {:.0}); decode {dec_us:.0} us (bincode/unpack {:.0} + apply {:.0}); checksum {checksum_us:.0} us/state",
-        us(quant_ns),
-        us(diff_ns),
-        us(enc_ns - diff_ns),
-        us(unpack_ns),
-        us(dec_ns - unpack_ns)
+        "per tick (median of {TIMING_PASSES} passes x {} deltas): quantize {quant_us:.0} us; encode {enc_us:.0} us (diff {diff_us:.0} + bincode/pack {pack_us:.0}); decode {dec_us:.0} us (bincode/unpack {unpack_us:.0} + apply {apply_us:.0}); encode + decode {enc_dec_us:.0} us; checksum {checksum_us:.0} us/state",
+        states.len() - 1
     );
     println!("json_full_bytes_per_agent={json_per_agent:.3}");
     println!("bincode_full_bytes_per_agent={bin_per_agent:.3}");
@@ -305,6 +337,7 @@ fn report(trace: &Trace) {
     println!("cell_delta_bytes_per_moving_agent_long_run={long_run_per_moving:.3}");
     println!("encode_us_per_tick={enc_us:.1}");
     println!("decode_us_per_tick={dec_us:.1}");
-    println!("quantize_us_per_tick={:.1}", us(quant_ns));
+    println!("encode_decode_us_per_tick={enc_dec_us:.1}");
+    println!("quantize_us_per_tick={quant_us:.1}");
     println!("checksum_us_per_state={checksum_us:.1}");
 }
