@@ -117,6 +117,9 @@ pub struct Scenario {
     /// meanwhile (default 2; 0 = built within the tick).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub flow_build_ticks: Option<u32>,
+    /// Nav cells of flow fields requested per tick on average (default 50000).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub flow_build_cells_per_tick: Option<u32>,
     /// A MoveTo goal all of whose agents (at most this many) see it gets no flow field
     /// (default 32; 0 = always a field).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -806,6 +809,7 @@ impl Scenario {
             flow_cache_capacity: self.flow_cache_capacity.unwrap_or(d.flow_cache_capacity),
             flow_builds_per_tick: self.flow_builds_per_tick.unwrap_or(d.flow_builds_per_tick),
             flow_build_ticks: self.flow_build_ticks.unwrap_or(d.flow_build_ticks),
+            flow_build_cells_per_tick: self.flow_build_cells_per_tick.unwrap_or(d.flow_build_cells_per_tick),
             move_to: MoveToParams {
                 straight_line_max_agents: self.straight_line_max_agents.unwrap_or(d.move_to.straight_line_max_agents),
                 ..d.move_to

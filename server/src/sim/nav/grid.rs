@@ -231,6 +231,19 @@ impl NavGrid {
         self.components_version == self.version && self.components.len() == self.blocked.len()
     }
 
+    /// Like [`NavGrid::line_free`], but blocked cells within one and a half cells of `a` do
+    /// not count: an agent standing in an obstacle's clearance band still sees past it when
+    /// the line leads away from it.
+    pub fn line_free_from(&self, a: Vec2, b: Vec2) -> bool {
+        let len = a.distance(b);
+        let steps = (len / (self.cell / 3.0)).ceil().max(1.0) as u32;
+        let skip = 1.5 * self.cell;
+        (0..=steps).all(|k| {
+            let p = a.lerp(b, k as f32 / steps as f32);
+            p.distance(a) <= skip || !self.is_blocked(self.cell_of(p))
+        })
+    }
+
     /// Recomputes the connected-component labels (4-neighbour; [`NO_COMPONENT`] for blocked)
     /// if the grid changed since. Labels are numbered in scan order.
     pub fn update_components(&mut self) {

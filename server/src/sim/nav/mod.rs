@@ -209,6 +209,8 @@ pub struct NavState {
     pending: BTreeMap<u32, Pending>,
     jobs: Vec<FieldJob>,
     pipeline: PipelineStats,
+    /// Nav cells the pipeline may still request (see [`NavState::prepare`]).
+    credit: u64,
 }
 
 /// A resolved goal: (goal point, goal cell, unreachable).
@@ -281,6 +283,7 @@ impl NavState {
             pending: BTreeMap::new(),
             jobs: Vec::new(),
             pipeline: PipelineStats::default(),
+            credit: 0,
         }
     }
 
@@ -468,6 +471,12 @@ impl NavState {
     ///
     /// A goal without a field, requested or built, whose agents (at most `straight_max`) all
     /// see it along free cells is not requested: they head straight for it.
+    ///
+    /// The cost of builds is bounded by `cells_per_tick`: every tick adds that many nav cells
+    /// to a credit (capped at two ticks' worth, or one field), a request spends the grid's
+    /// cell count, and a field is due no sooner than its cells take at that rate
+    /// (`max(latency, ⌈cells / cells_per_tick⌉)` ticks). So a builder that keeps that pace is
+    /// never late, however large the grid.
     #[allow(clippy::too_many_arguments)]
     pub fn prepare(
         &mut self,
@@ -478,7 +487,11 @@ impl NavState {
         tick: u64,
         latency: u64,
         straight_max: u32,
+        cells_per_tick: u64,
     ) {
+        let cells = self.grid.len() as u64;
+        let cells_per_tick = cells_per_tick.max(1);
+        self.credit = (self.credit + cells_per_tick).min((2 * cells_per_tick).max(cells));
         self.jobs.clear();
         if !all.iter().any(|a| a.active_order().is_some()) {
             for p in std::mem::take(&mut self.pending).into_values() {
@@ -526,7 +539,7 @@ impl NavState {
                 let gc = o.goal_cell;
                 if self.cache.get(gc as usize).is_none() && !self.pending.contains_key(&gc) {
                     let sees = straight.entry(gc).or_insert(true);
-                    *sees = *sees && *n <= u64::from(straight_max) && self.grid.line_free(a.position, o.goal);
+                    *sees = *sees && *n <= u64::from(straight_max) && self.grid.line_free_from(a.position, o.goal);
                 }
             }
         }
@@ -569,10 +582,11 @@ impl NavState {
                 self.cache.insert(field, n);
                 continue;
             }
-            if requests >= max_builds {
+            if requests >= max_builds || self.credit < cells {
                 continue;
             }
             requests += 1;
+            self.credit -= cells;
             self.pipeline.requested += 1;
             if latency == 0 {
                 self.pipeline.built_on_tick += 1;
@@ -581,7 +595,8 @@ impl NavState {
             }
             let ticket = FieldTicket::new();
             let version = self.grid.version();
-            self.pending.insert(gc, Pending { goal, due: tick + latency, version, field: None, ticket: ticket.clone() });
+            let due = tick + latency.max(cells.div_ceil(cells_per_tick));
+            self.pending.insert(gc, Pending { goal, due, version, field: None, ticket: ticket.clone() });
             self.jobs.push(FieldJob { grid: self.grid.clone(), goal_cell: gc as usize, goal, ticket });
         }
         // Slot claims, in id order.
