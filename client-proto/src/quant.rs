@@ -328,6 +328,16 @@ mod tests {
         assert_eq!(orient_from_radians(f32::NAN), 0);
     }
 
+    /// A xorshift64 stream of integers in `-range..=range` (test inputs).
+    fn xorshift(mut x: u64) -> impl FnMut(i64) -> i64 {
+        move |range: i64| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            (x % (2 * range as u64 + 1)) as i64 - range
+        }
+    }
+
     /// The definition in PROTOCOL.md, with libm's atan2.
     fn reference(vel: [i32; 2]) -> (u16, f64) {
         let u = f64::from(vel[1]).atan2(f64::from(vel[0])) * 32768.0 / PI;
@@ -336,13 +346,7 @@ mod tests {
 
     #[test]
     fn heading_matches_definition_and_flags_ties() {
-        let mut x = 0x1234_5678_9abc_def0u64;
-        let mut next = |range: i64| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            (x % (2 * range as u64 + 1)) as i64 - range
-        };
+        let mut next = xorshift(0x1234_5678_9abc_def0);
         let (mut robust, mut checked) = (0, 0);
         for i in 0..400_000 {
             let range = [60, 1000, 100_000, i32::MAX as i64][i % 4];
@@ -383,13 +387,7 @@ mod tests {
             let want = (i as f64 / 64.0).atan();
             assert!((t - want).abs() <= f64::EPSILON * want, "atan({i}/64): {t} vs {want}");
         }
-        let mut x = 0x0bad_5eed_dead_beefu64;
-        let mut next = |range: i64| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            (x % (2 * range as u64 + 1)) as i64 - range
-        };
+        let mut next = xorshift(0x0bad_5eed_dead_beef);
         let mut worst = 0.0f64;
         for i in 0..200_000 {
             let range = [3, 60, 1000, 100_000, i32::MAX as i64][i % 5];
@@ -423,13 +421,7 @@ mod tests {
             }
         }
         // ... and random ones, including velocities near ties and near the robustness margin.
-        let mut x = 0x1234_5678_9abc_def0u64;
-        let mut next = |range: i64| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            (x % (2 * range as u64 + 1)) as i64 - range
-        };
+        let mut next = xorshift(0x1234_5678_9abc_def0);
         let mut guarded = [0; 2];
         for i in 0..400_000 {
             let v = if i % 2 == 0 {
