@@ -95,13 +95,19 @@ fn change_position(base: &[QAgent], c: &AgentChange) -> Result<usize, ApplyError
 fn check_changes(base: &[QAgent], changes: &[AgentChange]) -> Result<(), ApplyError> {
     let mut prev: Option<usize> = None;
     for c in changes {
-        let i = change_position(base, c)?;
-        if prev.is_some_and(|p| p >= i) {
-            return Err(ApplyError::Unsorted { list: "changed", id: base.get(i).map_or(0, |a| a.id) });
-        }
-        prev = Some(i);
+        next_position(base, c, &mut prev)?;
     }
     Ok(())
+}
+
+/// `c`'s base position (see [`change_position`]), which must come after `prev`; updates `prev`.
+fn next_position(base: &[QAgent], c: &AgentChange, prev: &mut Option<usize>) -> Result<usize, ApplyError> {
+    let i = change_position(base, c)?;
+    if prev.is_some_and(|p| p >= i) {
+        return Err(ApplyError::Unsorted { list: "changed", id: base.get(i).map_or(0, |a| a.id) });
+    }
+    *prev = Some(i);
+    Ok(i)
 }
 
 /// Each change with both keys set. `base` is the state the delta applies to
@@ -248,11 +254,7 @@ fn apply_changes_only(base: &[QAgent], changes: &[AgentChange], q: &Quantization
     let mut apply_error = None;
     let mut prev: Option<usize> = None;
     for c in changes {
-        let i = change_position(base, c)?;
-        if prev.is_some_and(|p| p >= i) {
-            return Err(ApplyError::Unsorted { list: "changed", id: base.get(i).map_or(0, |a| a.id) });
-        }
-        prev = Some(i);
+        let i = next_position(base, c, &mut prev)?;
         if let (Some(a), Some(slot)) = (base.get(i), out.get_mut(i)) {
             match apply_change(a, c, q) {
                 Ok(next) => *slot = next,

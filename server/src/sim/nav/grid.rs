@@ -221,9 +221,18 @@ impl NavGrid {
 
     /// True when the straight segment `a`→`b` stays on free cells (sampled every third of a cell).
     pub fn line_free(&self, a: Vec2, b: Vec2) -> bool {
+        self.samples_free(a, b, None)
+    }
+
+    /// The samples of `a`→`b` (every third of a cell) lie on free cells, except those within
+    /// `skip` of `a`.
+    fn samples_free(&self, a: Vec2, b: Vec2, skip: Option<f32>) -> bool {
         let len = a.distance(b);
         let steps = (len / (self.cell / 3.0)).ceil().max(1.0) as u32;
-        (0..=steps).all(|k| !self.is_blocked(self.cell_of(a.lerp(b, k as f32 / steps as f32))))
+        (0..=steps).all(|k| {
+            let p = a.lerp(b, k as f32 / steps as f32);
+            skip.is_some_and(|s| p.distance(a) <= s) || !self.is_blocked(self.cell_of(p))
+        })
     }
 
     /// True when the component labels match the current version.
@@ -235,13 +244,7 @@ impl NavGrid {
     /// not count: an agent standing in an obstacle's clearance band still sees past it when
     /// the line leads away from it.
     pub fn line_free_from(&self, a: Vec2, b: Vec2) -> bool {
-        let len = a.distance(b);
-        let steps = (len / (self.cell / 3.0)).ceil().max(1.0) as u32;
-        let skip = 1.5 * self.cell;
-        (0..=steps).all(|k| {
-            let p = a.lerp(b, k as f32 / steps as f32);
-            p.distance(a) <= skip || !self.is_blocked(self.cell_of(p))
-        })
+        self.samples_free(a, b, Some(1.5 * self.cell))
     }
 
     /// Recomputes the connected-component labels (4-neighbour; [`NO_COMPONENT`] for blocked)
