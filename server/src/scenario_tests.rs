@@ -285,38 +285,49 @@ fn op() -> impl Strategy<Value = Op> {
     ]
 }
 
-proptest! {
-    #![proptest_config(ProptestConfig { cases: 64, .. ProptestConfig::default() })]
-    #[test]
-    fn no_command_sequence_produces_a_non_finite_or_out_of_bounds_state(
-        ops in proptest::collection::vec(op(), 1..40),
-        edge in prop_oneof![Just(EdgeRule::Clamp), Just(EdgeRule::Wrap), Just(EdgeRule::Bounce)],
-    ) {
-        let cfg = WorldConfig { bounds: Bounds { min: Vec2::splat(-100.0), max: Vec2::splat(100.0) }, edge, ..WorldConfig::default() };
-        let mut w = World::new(cfg).expect("config");
-        for op in ops {
-            match op {
-                Op::Cmd(c) => {
-                    let before = exact_hash(&w);
-                    let n = w.agents().len();
-                    if w.apply(c).is_err() {
-                        // A refused command changes nothing.
-                        prop_assert_eq!(before, exact_hash(&w));
-                        prop_assert_eq!(n, w.agents().len());
+/// Stack for the command-sequence property: the debug build of proptest's nested union of
+/// command strategies needs more than the 2 MiB of a test thread.
+const PROPERTY_STACK: usize = 64 << 20;
+
+#[test]
+fn no_command_sequence_produces_a_non_finite_or_out_of_bounds_state() {
+    let run = || {
+        let mut runner = proptest::test_runner::TestRunner::new(ProptestConfig { cases: 64, ..ProptestConfig::default() });
+        let edges = prop_oneof![Just(EdgeRule::Clamp), Just(EdgeRule::Wrap), Just(EdgeRule::Bounce)];
+        runner.run(&(proptest::collection::vec(op(), 1..40), edges), |(ops, edge)| {
+            let cfg = WorldConfig { bounds: Bounds { min: Vec2::splat(-100.0), max: Vec2::splat(100.0) }, edge, ..WorldConfig::default() };
+            let mut w = World::new(cfg).expect("config");
+            for op in ops {
+                match op {
+                    Op::Cmd(c) => {
+                        let before = exact_hash(&w);
+                        let n = w.agents().len();
+                        if w.apply(c).is_err() {
+                            // A refused command changes nothing.
+                            prop_assert_eq!(before, exact_hash(&w));
+                            prop_assert_eq!(n, w.agents().len());
+                        }
+                    }
+                    Op::Step(k) => {
+                        for _ in 0..k {
+                            let s = w.step();
+                            prop_assert_eq!(s.non_finite, 0);
+                        }
                     }
                 }
-                Op::Step(k) => {
-                    for _ in 0..k {
-                        let s = w.step();
-                        prop_assert_eq!(s.non_finite, 0);
-                    }
+                for a in w.agents() {
+                    prop_assert!(a.position.is_finite() && a.velocity.is_finite() && a.orientation.is_finite() && a.angular_velocity.is_finite(), "{:?}", a);
+                    prop_assert!(w.config().bounds.contains(a.position), "{:?} out of bounds", a.position);
+                    prop_assert!(a.velocity.length() <= a.limits.max_speed * 1.0001 + 1e-6);
                 }
             }
-            for a in w.agents() {
-                prop_assert!(a.position.is_finite() && a.velocity.is_finite() && a.orientation.is_finite() && a.angular_velocity.is_finite(), "{:?}", a);
-                prop_assert!(w.config().bounds.contains(a.position), "{:?} out of bounds", a.position);
-                prop_assert!(a.velocity.length() <= a.limits.max_speed * 1.0001 + 1e-6);
-            }
-        }
+            Ok(())
+        })
+    };
+    let outcome = std::thread::Builder::new().stack_size(PROPERTY_STACK).spawn(run).expect("spawn").join();
+    match outcome {
+        Ok(Ok(())) => {}
+        Ok(Err(e)) => panic!("{e}"),
+        Err(p) => std::panic::resume_unwind(p),
     }
 }
