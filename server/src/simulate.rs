@@ -195,7 +195,7 @@ pub fn run(name: &str, scenario: &Scenario, opts: &SimulateOptions) -> Result<Re
             sc.apply_orders(&mut world, now)?;
         }
         last_orient.clear();
-        last_orient.extend(world.agents().iter().map(|a| if a.order.is_some_and(|o| o.done) { a.orientation } else { f32::NAN }));
+        last_orient.extend(world.agents().iter().map(|a| if a.order.as_ref().is_some_and(|o| o.done) { a.orientation } else { f32::NAN }));
         let start = Instant::now();
         let stats = pool.install(|| world.step());
         times.push(start.elapsed().as_secs_f64() * 1e3);
@@ -211,7 +211,7 @@ pub fn run(name: &str, scenario: &Scenario, opts: &SimulateOptions) -> Result<Re
             }
         }
         let ordered = world.agents().iter().filter(|a| a.order.is_some()).count();
-        if all_arrived_tick.is_none() && ordered > 0 && world.agents().iter().all(|a| a.order.is_none_or(|o| o.done)) {
+        if all_arrived_tick.is_none() && ordered > 0 && world.agents().iter().all(|a| a.order.as_ref().is_none_or(|o| o.done)) {
             all_arrived_tick = Some(world.tick());
         }
         for e in world.drain_events() {

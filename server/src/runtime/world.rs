@@ -703,7 +703,7 @@ impl Runner {
             rows: 0,
             angles: Vec::new(),
         };
-        let (Some(o), Some(nav)) = (a.order, self.world.nav()) else { return Ok(v) };
+        let (Some(o), Some(nav)) = (a.order.as_deref(), self.world.nav()) else { return Ok(v) };
         v.target = Some(o.target.to_array());
         v.goal = Some(o.goal.to_array());
         let cell = o.goal_cell;

@@ -27,7 +27,8 @@ pub fn wrap_angle(a: f32) -> f32 {
     if !a.is_finite() {
         return 0.0;
     }
-    let mut r = a % TAU;
+    // `a % TAU` is `a` itself when |a| < TAU; skipping the (library) call gives the same bits.
+    let mut r = if a.abs() < TAU { a } else { a % TAU };
     if r > PI {
         r -= TAU;
     } else if r <= -PI {
@@ -103,6 +104,20 @@ pub fn sweep_circle(p: Vec2, d: Vec2, len: f32, r: f32, c: Vec2, cr: f32) -> Opt
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    proptest::proptest! {
+        #[test]
+        fn wrap_angle_equals_the_fmod_formula(a in -1.0e6f32..1.0e6) {
+            use std::f32::consts::{PI, TAU};
+            let mut r = a % TAU;
+            if r > PI {
+                r -= TAU;
+            } else if r <= -PI {
+                r += TAU;
+            }
+            proptest::prop_assert_eq!(wrap_angle(a).to_bits(), r.to_bits());
+        }
+    }
 
     #[test]
     fn dir_of_zero_is_zero() {

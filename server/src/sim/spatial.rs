@@ -6,12 +6,18 @@
 //! **Invariant:** items in a cell are listed in ascending index order, so every query visits
 //! candidates in an order fixed by the data alone (needed for bit-identical results).
 
+use std::sync::atomic::{AtomicU32, Ordering};
+
 use glam::Vec2;
+use rayon::prelude::*;
 
 use super::view::{Bounds, Obstacle, Wall};
 
 /// Most cells any grid may have; a finer grid is coarsened to fit.
 pub const MAX_CELLS: usize = 1 << 22;
+
+/// Agent count from which [`AgentGrid::rebuild`] splits its work across the rayon pool.
+const PARALLEL_REBUILD_MIN: usize = 32_768;
 
 /// Shape of a uniform grid over the world bounds.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -54,13 +60,19 @@ impl GridShape {
         self.len() == 0
     }
 
-    /// Column and row of `p`, clamped onto the grid.
+    /// Column and row of `p`, clamped onto the grid (a non-finite coordinate maps to 0).
     #[inline]
     pub fn coords(&self, p: Vec2) -> (u32, u32) {
-        let c = ((p - self.origin) * self.inv_cell).floor();
-        let cx = if c.x.is_finite() { c.x.clamp(0.0, (self.cols - 1) as f32) as u32 } else { 0 };
-        let cy = if c.y.is_finite() { c.y.clamp(0.0, (self.rows - 1) as f32) as u32 } else { 0 };
-        (cx, cy)
+        let c = (p - self.origin) * self.inv_cell;
+        (Self::axis(c.x, self.cols), Self::axis(c.y, self.rows))
+    }
+
+    /// `floor(c)` clamped to `0..n`, without a `floor` call (the x86-64 baseline has no
+    /// rounding instruction, so `floor` is a library call and was 13 % of a tick): for `c ≥ 0`
+    /// truncation is floor, and every `c < 0` clamps to 0 either way.
+    #[inline]
+    fn axis(c: f32, n: u32) -> u32 {
+        if c.is_finite() { (c.max(0.0) as u32).min(n - 1) } else { 0 }
     }
 
     #[inline]
@@ -97,6 +109,15 @@ impl Buckets {
         Buckets { starts, items }
     }
 
+    /// True if cells `first..=last` hold no item (their items are contiguous).
+    #[inline]
+    fn span_is_empty(&self, first: usize, last: usize) -> bool {
+        match (self.starts.get(first), self.starts.get(last + 1)) {
+            (Some(&s), Some(&e)) => s == e,
+            _ => true,
+        }
+    }
+
     #[inline]
     fn cell(&self, c: usize) -> &[u32] {
         match (self.starts.get(c), self.starts.get(c + 1)) {
@@ -122,18 +143,20 @@ pub struct Neighbor {
 
 /// Agents bucketed by the cell of their centre, with a packed [`Neighbor`] copy of each agent in
 /// cell order. Buffers are reused from tick to tick.
-#[derive(Debug, Clone)]
+#[derive(Debug)]
 pub struct AgentGrid {
     shape: GridShape,
     /// `starts[c]..starts[c+1]` indexes `order`/`packed` for cell `c`.
     starts: Vec<u32>,
     /// Agent indices in cell order (ascending index within a cell).
     order: Vec<u32>,
-    /// `rank[i]` = position of agent `i` in `order`.
-    rank: Vec<u32>,
+    /// `rank[i]` = position of agent `i` in `order` (atomic so that the bands of a parallel
+    /// rebuild can each write their agents' ranks; relaxed stores, read after the join).
+    rank: Vec<AtomicU32>,
     /// Packed neighbour records, parallel to `order`.
     packed: Vec<Neighbor>,
-    cell_of: Vec<u32>,
+    /// Cell and record of each agent in index order (the rebuild's staging buffer).
+    staged: Vec<(u32, Neighbor)>,
 }
 
 impl AgentGrid {
@@ -145,50 +168,102 @@ impl AgentGrid {
             order: Vec::new(),
             rank: Vec::new(),
             packed: Vec::new(),
-            cell_of: Vec::new(),
+            staged: Vec::new(),
         }
     }
 
     /// Re-buckets `n` agents given by `get(i) -> Neighbor` on cells of side `cell` over `bounds`
-    /// (a counting sort, O(n + cells)), reusing the buffers.
-    pub fn rebuild(&mut self, bounds: Bounds, cell: f32, n: usize, get: impl Fn(usize) -> Neighbor) {
+    /// (a counting sort, O(n + cells)), reusing the buffers, in parallel on the current rayon
+    /// pool. The agents are read once into compact staged records; then the cells are cut into
+    /// one contiguous band per thread, and each band counts and scatters the records that fall
+    /// in it, scanning them in index order, so the result does not depend on the thread count.
+    pub fn rebuild(&mut self, bounds: Bounds, cell: f32, n: usize, get: impl Fn(usize) -> Neighbor + Sync) {
         let max_cells = (n * 4).max(1024);
         let shape = GridShape::new(bounds, cell, max_cells);
         self.shape = shape;
         let cells = shape.len();
+        (0..n)
+            .into_par_iter()
+            .with_min_len(PARALLEL_REBUILD_MIN / 2)
+            .map(|i| {
+                let nb = get(i);
+                let (cx, cy) = shape.coords(nb.position);
+                (shape.index(cx, cy) as u32, nb)
+            })
+            .collect_into_vec(&mut self.staged);
+        let staged = &self.staged;
+        // Below `PARALLEL_REBUILD_MIN` agents the grid fits in one core's cache and a single band
+        // is faster than moving it between cores.
+        let bands = if n < PARALLEL_REBUILD_MIN { 1 } else { rayon::current_num_threads().clamp(1, 64) };
+        let band = cells.div_ceil(bands);
+        // Pass 1, per band: counts per cell, turned into starts relative to the band.
         self.starts.clear();
         self.starts.resize(cells + 1, 0);
-        self.cell_of.clear();
-        for i in 0..n {
-            let (cx, cy) = shape.coords(get(i).position);
-            let c = shape.index(cx, cy);
-            self.cell_of.push(c as u32);
-            self.starts[c + 1] += 1;
-        }
-        for c in 0..cells {
-            self.starts[c + 1] += self.starts[c];
-        }
-        self.order.clear();
-        self.order.resize(n, 0);
-        self.rank.clear();
-        self.rank.resize(n, 0);
+        let mut totals: Vec<u32> = Vec::with_capacity(bands);
+        self.starts[..cells]
+            .par_chunks_mut(band)
+            .enumerate()
+            .map(|(b, starts)| {
+                let lo = b * band;
+                for &(c, _) in staged {
+                    if let Some(k) = (c as usize).checked_sub(lo) {
+                        if let Some(s) = starts.get_mut(k) {
+                            *s += 1;
+                        }
+                    }
+                }
+                let mut sum = 0u32;
+                for s in starts.iter_mut() {
+                    let count = *s;
+                    *s = sum;
+                    sum += count;
+                }
+                sum
+            })
+            .collect_into_vec(&mut totals);
+        // Pass 2, per band: scatter into the band's own slices of `order` and `packed`.
+        // Every slot of these is written below (the scatter is a permutation), so they are only
+        // resized, not cleared.
         let empty = Neighbor { id: 0, radius: 0.0, position: Vec2::ZERO, velocity: Vec2::ZERO };
-        self.packed.clear();
+        self.order.resize(n, 0);
         self.packed.resize(n, empty);
-        // `fill` reuses the upper half of the prefix sums: starts[c] is advanced per insert and
-        // restored afterwards by a shift.
-        for i in 0..n {
-            let c = self.cell_of[i] as usize;
-            let at = self.starts[c] as usize;
-            self.starts[c] += 1;
-            self.order[at] = i as u32;
-            self.rank[i] = at as u32;
-            self.packed[at] = get(i);
+        self.rank.resize_with(n, || AtomicU32::new(0));
+        let mut jobs = Vec::with_capacity(bands);
+        let (mut order, mut packed) = (&mut self.order[..], &mut self.packed[..]);
+        let mut offset = 0u32;
+        for (b, starts) in self.starts[..cells].chunks_mut(band).enumerate() {
+            let total = totals.get(b).copied().unwrap_or(0);
+            let take = (total as usize).min(order.len()).min(packed.len());
+            let (o, rest_o) = std::mem::take(&mut order).split_at_mut(take);
+            let (p, rest_p) = std::mem::take(&mut packed).split_at_mut(take);
+            (order, packed) = (rest_o, rest_p);
+            jobs.push((b * band, offset, starts, o, p));
+            offset += total;
         }
-        for c in (1..=cells).rev() {
-            self.starts[c] = self.starts[c - 1];
-        }
-        self.starts[0] = 0;
+        let rank = &self.rank;
+        jobs.into_par_iter().for_each(|(lo, offset, starts, order, packed)| {
+            for (i, &(c, nb)) in staged.iter().enumerate() {
+                let Some(k) = (c as usize).checked_sub(lo) else { continue };
+                let Some(s) = starts.get_mut(k) else { continue };
+                let at = *s as usize;
+                *s += 1;
+                if let (Some(o), Some(p)) = (order.get_mut(at), packed.get_mut(at)) {
+                    *o = i as u32;
+                    *p = nb;
+                }
+                if let Some(r) = rank.get(i) {
+                    r.store(offset + at as u32, Ordering::Relaxed);
+                }
+            }
+            // Each start was advanced to the next cell's start: shift back and make global.
+            for k in (1..starts.len()).rev() {
+                starts[k] = starts[k - 1] + offset;
+            }
+            if let Some(first) = starts.first_mut() {
+                *first = offset;
+            }
+        });
+        self.starts[cells] = n as u32;
     }
 
     /// Shape of the grid.
@@ -203,7 +278,7 @@ impl AgentGrid {
 
     /// Position of agent `i` in [`AgentGrid::order`].
     pub fn rank(&self, i: usize) -> usize {
-        self.rank.get(i).map_or(0, |&r| r as usize)
+        self.rank.get(i).map_or(0, |r| r.load(Ordering::Relaxed) as usize)
     }
 
     /// Every packed agent, in cell order (the brute-force baseline scans this).
@@ -259,8 +334,13 @@ impl BoxGrid {
         let (x0, y0) = self.shape.coords(qlo);
         let (x1, y1) = self.shape.coords(qhi);
         for cy in y0..=y1 {
+            let row = self.shape.index(0, cy);
+            // Static geometry is sparse: skip a row whose cells x0..=x1 are all empty in one test.
+            if self.buckets.span_is_empty(row + x0 as usize, row + x1 as usize) {
+                continue;
+            }
             for cx in x0..=x1 {
-                for &i in self.buckets.cell(self.shape.index(cx, cy)) {
+                for &i in self.buckets.cell(row + cx as usize) {
                     let Some(&(lo, hi)) = self.boxes.get(i as usize) else { continue };
                     if lo.x > qhi.x || lo.y > qhi.y || hi.x < qlo.x || hi.y < qlo.y {
                         continue;
@@ -378,6 +458,62 @@ mod tests {
                 }
             }
         }
+    }
+
+    proptest! {
+        #[test]
+        fn coords_equal_the_floor_formula(x in -1.0e7f32..1.0e7, y in -1.0e7f32..1.0e7, cell in 0.01f32..50.0) {
+            let b = Bounds { min: Vec2::new(-3.0, 5.0), max: Vec2::new(400.0, 90.0) };
+            let s = GridShape::new(b, cell, 1 << 16);
+            let p = Vec2::new(x, y);
+            let c = ((p - s.origin) * s.inv_cell).floor();
+            let want = (c.x.clamp(0.0, (s.cols - 1) as f32) as u32, c.y.clamp(0.0, (s.rows - 1) as f32) as u32);
+            prop_assert_eq!(s.coords(p), want);
+        }
+    }
+
+    #[test]
+    fn coords_of_non_finite_points_are_zero() {
+        let s = GridShape::new(bounds(), 1.0, 1 << 16);
+        assert_eq!(s.coords(Vec2::new(f32::NAN, 5.5)), (0, 5));
+        assert_eq!(s.coords(Vec2::new(f32::INFINITY, f32::NEG_INFINITY)), (0, 0));
+        assert_eq!(s.coords(Vec2::new(1.0e30, 99.9)), (99, 99));
+    }
+
+    /// Rebuilds `n` seeded random agents on a pool of `threads` and returns (order, ranks, starts).
+    fn banded_rebuild(n: usize, threads: usize) -> (Vec<u32>, Vec<usize>, Vec<u32>) {
+        let mut x = 0x9E37_79B9_7F4A_7C15u64;
+        let mut next = move || {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            (x >> 40) as f32 / (1u64 << 24) as f32 * 100.0
+        };
+        let pos: Vec<Vec2> = (0..n).map(|_| Vec2::new(next(), next())).collect();
+        let pool = rayon::ThreadPoolBuilder::new().num_threads(threads).build().expect("pool");
+        let mut g = AgentGrid::empty(bounds());
+        pool.install(|| g.rebuild(bounds(), 0.5, n, |i| Neighbor { id: i as u32, radius: 0.5, position: pos[i], velocity: Vec2::ZERO }));
+        let ranks = (0..n).map(|i| g.rank(i)).collect();
+        (g.order.clone(), ranks, g.starts.clone())
+    }
+
+    #[test]
+    fn banded_rebuild_is_the_same_on_any_thread_count() {
+        let n = PARALLEL_REBUILD_MIN + 7_919;
+        let one = banded_rebuild(n, 1);
+        let (order, ranks, starts) = &one;
+        // A valid counting sort: ranks invert the order, and each cell lists ascending indices.
+        for (k, &i) in order.iter().enumerate() {
+            assert_eq!(ranks[i as usize], k);
+        }
+        assert_eq!(starts.last().copied(), Some(n as u32));
+        for w in starts.windows(2) {
+            let cell = &order[w[0] as usize..w[1] as usize];
+            assert!(cell.windows(2).all(|p| p[0] < p[1]));
+        }
+        assert!(starts.windows(2).filter(|w| w[1] > w[0]).count() > 1_000, "points spread over many cells");
+        assert_eq!(banded_rebuild(n, 2), one);
+        assert_eq!(banded_rebuild(n, 3), one);
     }
 
     #[test]

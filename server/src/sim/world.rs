@@ -332,6 +332,10 @@ pub struct Audit {
     pub out_of_bounds: u32,
 }
 
+/// Fewest agents per rayon task in the light whole-world scans of a step (the neighbour reach
+/// and the event flags): below this a scan stays on one thread.
+const SCAN_MIN_LEN: usize = 16_384;
+
 /// The simulation world.
 pub struct World {
     config: WorldConfig,
@@ -676,8 +680,8 @@ impl World {
     pub fn despawn(&mut self, id: AgentId) -> Result<(), SimError> {
         let i = self.agent_index(id)?;
         let a = self.agents.remove(i);
-        if let (Some(nav), Some(o)) = (self.nav.as_mut(), a.order) {
-            nav.release(&o);
+        if let (Some(nav), Some(o)) = (self.nav.as_mut(), a.order.as_deref()) {
+            nav.release(o);
         }
         self.push_event(Event::Despawned { id });
         Ok(())
@@ -823,15 +827,21 @@ impl World {
     pub fn rebuild_indexes(&mut self) {
         self.rebuild_statics();
         let cell = self.config.agent_cell_size.unwrap_or_else(|| {
-            let mut reach = 1.0f32;
-            let mut last: *const BehaviorSet = std::ptr::null();
-            for a in &self.agents {
-                let p = Arc::as_ptr(&a.behaviors);
-                if p != last {
-                    reach = reach.max(a.behaviors.neighbor_reach());
-                    last = p;
-                }
-            }
+            // In parallel; runs of agents sharing one behaviour set are looked at once. `max` is
+            // order-independent, so the cell size does not depend on the split.
+            let reach = self
+                .agents
+                .par_iter()
+                .with_min_len(SCAN_MIN_LEN)
+                .fold(
+                    || (1.0f32, 0usize),
+                    |(reach, last), a| {
+                        let p = Arc::as_ptr(&a.behaviors) as usize;
+                        if p == last { (reach, last) } else { (reach.max(a.behaviors.neighbor_reach()), p) }
+                    },
+                )
+                .map(|(reach, _)| reach)
+                .reduce(|| 1.0, f32::max);
             reach.min(1000.0)
         });
         let agents = &self.agents;
@@ -935,14 +945,20 @@ impl World {
                 contacts: x.contacts + y.contacts,
                 non_finite: x.non_finite + y.non_finite,
             });
-        // Events in id order.
-        for i in 0..self.agents.len() {
-            let flags = results.get(self.grid.rank(i)).map_or(0, |r| r.2);
-            if flags == 0 {
-                continue;
-            }
-            let a = &self.agents[i];
-            let (id, position, unreachable) = (a.id, a.position, a.order.is_some_and(|o| o.unreachable));
+        // Events in id order: the (few) agents with flags, found by a parallel scan of the
+        // results in cell order, then sorted by index.
+        let order = self.grid.order();
+        let mut flagged: Vec<(u32, u8)> = results
+            .par_iter()
+            .with_min_len(SCAN_MIN_LEN)
+            .zip(order.par_iter())
+            .filter(|(r, _)| r.2 != 0)
+            .map(|(r, &i)| (i, r.2))
+            .collect();
+        flagged.sort_unstable();
+        for (i, flags) in flagged {
+            let Some(a) = self.agents.get(i as usize) else { continue };
+            let (id, position, unreachable) = (a.id, a.position, a.order.as_ref().is_some_and(|o| o.unreachable));
             if flags & EVENT_DESTINATION_REACHED != 0 {
                 self.push_event(Event::DestinationReached { id, position, unreachable });
             }
@@ -1063,6 +1079,13 @@ pub fn integrate(a: &mut Agent, s: Steering, dt: f32) {
             a.orientation = orientation_of(a.velocity, a.orientation);
         }
     }
+}
+
+/// `q.rem_euclid(size)`, skipping the (library) `fmod` call in the common case `0 ≤ q < size`,
+/// where `rem_euclid` returns `q` itself: the same bits either way.
+#[inline]
+fn wrap_axis(q: f32, size: f32) -> f32 {
+    if q >= 0.0 && q < size { q } else { q.rem_euclid(size) }
 }
 
 impl ApplyCtx<'_> {
@@ -1210,7 +1233,7 @@ impl ApplyCtx<'_> {
             EdgeRule::Wrap => {
                 let size = max - min;
                 let q = a.position - min;
-                let w = Vec2::new(q.x.rem_euclid(size.x), q.y.rem_euclid(size.y));
+                let w = Vec2::new(wrap_axis(q.x, size.x), wrap_axis(q.y, size.y));
                 a.position = (min + w).clamp(min, max);
             }
             EdgeRule::Bounce => {
@@ -1228,5 +1251,26 @@ impl ApplyCtx<'_> {
                 }
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::wrap_axis;
+
+    proptest::proptest! {
+        #[test]
+        fn wrap_axis_equals_rem_euclid(q in -1.0e6f32..1.0e6, size in 0.001f32..1.0e5) {
+            proptest::prop_assert_eq!(wrap_axis(q, size).to_bits(), q.rem_euclid(size).to_bits());
+        }
+    }
+
+    #[test]
+    fn wrap_axis_keeps_in_range_values_and_wraps_the_rest() {
+        assert_eq!(wrap_axis(0.0, 10.0), 0.0);
+        assert_eq!(wrap_axis(9.5, 10.0), 9.5);
+        assert_eq!(wrap_axis(10.0, 10.0), 0.0);
+        assert_eq!(wrap_axis(-0.5, 10.0), 9.5);
+        assert_eq!(wrap_axis(25.0, 10.0), 5.0);
     }
 }

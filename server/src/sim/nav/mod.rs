@@ -455,7 +455,7 @@ impl NavState {
                     f.taken[0] = true;
                     order.slot = Some(0);
                 }
-                a.order = Some(order);
+                a.order = Some(Box::new(order));
             }
             self.formations.insert(id, f);
         }
@@ -504,7 +504,7 @@ impl NavState {
             self.resolved_version = self.grid.version();
             let mut memo: BTreeMap<(u32, u32), Resolved> = BTreeMap::new();
             for a in all.iter_mut() {
-                let Some(o) = a.order.filter(|o| o.active()) else { continue };
+                let Some(o) = a.order.as_deref().copied().filter(|o| o.active()) else { continue };
                 let cell = free_cell_near(&self.grid, walls, statics, a.position).unwrap_or_else(|| self.grid.cell_of(a.position));
                 let comp = self.grid.component(cell);
                 let key = (comp, o.formation);
@@ -514,7 +514,7 @@ impl NavState {
                     // The goal moved (the old one got blocked or cut off): stop near it alone.
                     self.release(&o);
                     let tolerance = o.stopping_distance.max(0.05);
-                    a.order = Some(MoveOrder {
+                    a.order = Some(Box::new(MoveOrder {
                         goal,
                         goal_cell: gc as u32,
                         formation: 0,
@@ -524,7 +524,7 @@ impl NavState {
                         stuck_radius: o.stuck_radius,
                         unreachable,
                         ..o
-                    });
+                    }));
                 }
             }
         }

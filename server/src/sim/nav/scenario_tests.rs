@@ -48,7 +48,7 @@ fn run(w: &mut World, budget: u64) -> Run {
     let mut settle = 0;
     for _ in 0..budget {
         let before: Vec<Option<f32>> =
-            w.agents().iter().map(|a| a.order.filter(|o| o.done).map(|_| a.orientation)).collect();
+            w.agents().iter().map(|a| a.order.as_ref().filter(|o| o.done).map(|_| a.orientation)).collect();
         let st = w.step();
         r.wall_crossings += u64::from(st.wall_crossings);
         r.contacts += u64::from(st.contacts);
@@ -66,7 +66,7 @@ fn run(w: &mut World, budget: u64) -> Run {
         if w.tick() % 5 == 0 {
             r.penetrations += u64::from(w.audit().obstacle_penetrations);
         }
-        if r.all_done_at.is_none() && w.agents().iter().all(|a| a.order.is_some_and(|o| o.done)) {
+        if r.all_done_at.is_none() && w.agents().iter().all(|a| a.order.as_ref().is_some_and(|o| o.done)) {
             r.all_done_at = Some(w.tick());
         }
         // Run 40 more ticks after everyone arrived to measure resting jitter.
