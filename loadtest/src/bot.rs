@@ -155,7 +155,7 @@ fn ws_config() -> WebSocketConfig {
     WebSocketConfig::default()
         .max_message_size(Some(proto::DEFAULT_SERVER_LIMIT))
         .max_frame_size(Some(proto::DEFAULT_SERVER_LIMIT))
-        .read_buffer_size(64 * 1024)
+        .read_buffer_size(8 * 1024)
         .write_buffer_size(0)
 }
 

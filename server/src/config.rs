@@ -78,6 +78,11 @@ pub struct LimitSettings {
     /// Flow-field builds queued or running at once; beyond it a world builds the field itself
     /// on the tick it is due.
     pub max_queued_field_builds: usize,
+    /// Threads stepping large worlds in parallel, shared by every world (0 = one per core).
+    pub sim_threads: usize,
+    /// Worlds with fewer agents step on one thread of their own: a parallel step of a small
+    /// world saves little and waits at every join for a thread the OS may have given away.
+    pub parallel_step_min_agents: usize,
 }
 
 impl Default for Settings {
@@ -119,6 +124,8 @@ impl Default for LimitSettings {
             shutdown_timeout_ms: 5_000,
             nav_threads: 1,
             max_queued_field_builds: 64,
+            sim_threads: 0,
+            parallel_step_min_agents: 20_000,
         }
     }
 }
@@ -167,6 +174,9 @@ impl Settings {
         }
         if l.nav_threads > 64 {
             return Err("limits.nav_threads must be at most 64".into());
+        }
+        if l.sim_threads > 256 {
+            return Err("limits.sim_threads must be at most 256".into());
         }
         if self.log_format != "text" && self.log_format != "json" {
             return Err("log_format must be `text` or `json`".into());

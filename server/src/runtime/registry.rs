@@ -45,13 +45,21 @@ pub struct Registry {
     limits: LimitSettings,
     metrics: Arc<Metrics>,
     fields: Arc<FieldBuilder>,
+    sim_pool: Arc<rayon::ThreadPool>,
 }
 
 impl Registry {
     /// An empty registry, with the flow-field builder threads its worlds share.
     pub fn new(limits: LimitSettings, metrics: Arc<Metrics>) -> Result<Self, FieldBuilderError> {
         let fields = Arc::new(FieldBuilder::new(limits.nav_threads, limits.max_queued_field_builds)?);
-        Ok(Registry { worlds: RwLock::new(BTreeMap::new()), next_id: AtomicU32::new(1), limits, metrics, fields })
+        // 0 threads = rayon's default, one per core.
+        let sim_pool = rayon::ThreadPoolBuilder::new()
+            .num_threads(limits.sim_threads)
+            .thread_name(|i| format!("sim-{i}"))
+            .build()
+            .map_err(FieldBuilderError::from)?;
+        let sim_pool = Arc::new(sim_pool);
+        Ok(Registry { worlds: RwLock::new(BTreeMap::new()), next_id: AtomicU32::new(1), limits, metrics, fields, sim_pool })
     }
 
     /// The world named `name`.
@@ -99,6 +107,8 @@ impl Registry {
                 max_spawn: l.max_spawn,
                 paused,
                 fields: self.fields.clone(),
+                sim_pool: self.sim_pool.clone(),
+                parallel_step_min_agents: l.parallel_step_min_agents,
             },
             self.metrics.clone(),
         )?;

@@ -224,6 +224,22 @@ pub struct WorldSpawn {
     pub paused: bool,
     /// Builds the world's flow fields off its thread.
     pub fields: Arc<FieldBuilder>,
+    /// Steps worlds of at least `parallel_step_min_agents` agents (shared by every world).
+    pub sim_pool: Arc<rayon::ThreadPool>,
+    /// Smaller worlds step on a thread of their own.
+    pub parallel_step_min_agents: usize,
+}
+
+/// The one-thread pool a small world steps on (named after it), if the OS gives a thread.
+fn solo_pool(world: &str) -> Option<rayon::ThreadPool> {
+    let name = format!("step-{world}");
+    match rayon::ThreadPoolBuilder::new().num_threads(1).thread_name(move |_| name.clone()).build() {
+        Ok(p) => Some(p),
+        Err(e) => {
+            tracing::warn!(world, "no thread for single-threaded steps ({e}); using the shared pool");
+            None
+        }
+    }
 }
 
 /// Live counters of a world, readable without asking its thread.
@@ -314,6 +330,9 @@ impl WorldHandle {
             field_tx,
             field_rx,
             pipeline: PipelineStats::default(),
+            sim_pool: spawn.sim_pool,
+            solo_pool: None,
+            parallel_min: spawn.parallel_step_min_agents,
         };
         let death = handle.death.clone();
         let name = spawn.name;
@@ -322,6 +341,7 @@ impl WorldHandle {
             .spawn(move || {
                 let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(move || {
                     let mut r = runner;
+                    r.solo_pool = solo_pool(&r.name);
                     r.reset_encoders();
                     r.run(rx);
                 }));
@@ -474,6 +494,14 @@ struct Runner {
     field_rx: std::sync::mpsc::Receiver<FlowField>,
     /// Pipeline counters at the last tick (the metrics count the differences).
     pipeline: PipelineStats,
+    /// Steps large worlds.
+    sim_pool: Arc<rayon::ThreadPool>,
+    /// Steps this world while it is small: one thread, so a tick never waits at a parallel join
+    /// for a thread the OS has given to someone else (None if it could not start: then the
+    /// shared pool steps it).
+    solo_pool: Option<rayon::ThreadPool>,
+    /// Agent count from which the shared pool steps this world.
+    parallel_min: usize,
 }
 
 impl Runner {
@@ -529,7 +557,12 @@ impl Runner {
     fn tick(&mut self) {
         let start = Instant::now();
         self.collect_fields();
-        self.world.step();
+        let pool = match &self.solo_pool {
+            Some(solo) if self.world.agents().len() < self.parallel_min => solo,
+            _ => &*self.sim_pool,
+        };
+        let world = &mut self.world;
+        pool.install(|| world.step());
         for job in self.world.take_field_jobs() {
             if !self.fields.submit(job, self.field_tx.clone()) {
                 self.metrics.field_builds_refused.inc();
