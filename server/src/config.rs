@@ -83,6 +83,10 @@ pub struct LimitSettings {
     /// Worlds with fewer agents step on one thread of their own: a parallel step of a small
     /// world saves little and waits at every join for a thread the OS may have given away.
     pub parallel_step_min_agents: usize,
+    /// Deltas and keyframes carry a state checksum on ticks that are multiples of this (1 =
+    /// every tick). Clients verify each checksum over the whole cell, so fewer save their CPU;
+    /// the delta chain itself is checked on every frame.
+    pub checksum_every_ticks: u32,
 }
 
 impl Default for Settings {
@@ -126,6 +130,7 @@ impl Default for LimitSettings {
             max_queued_field_builds: 64,
             sim_threads: 0,
             parallel_step_min_agents: 20_000,
+            checksum_every_ticks: 10,
         }
     }
 }
@@ -163,6 +168,7 @@ impl Settings {
             ("limits.max_subscriptions", l.max_subscriptions as f64),
             ("limits.nav_threads", l.nav_threads as f64),
             ("limits.max_queued_field_builds", l.max_queued_field_builds as f64),
+            ("limits.checksum_every_ticks", f64::from(l.checksum_every_ticks)),
         ];
         for (name, v) in positive {
             if !(v.is_finite() && v > 0.0) {

@@ -109,6 +109,7 @@ impl Registry {
                 fields: self.fields.clone(),
                 sim_pool: self.sim_pool.clone(),
                 parallel_step_min_agents: l.parallel_step_min_agents,
+                checksum_every_ticks: l.checksum_every_ticks,
             },
             self.metrics.clone(),
         )?;

@@ -228,6 +228,8 @@ pub struct WorldSpawn {
     pub sim_pool: Arc<rayon::ThreadPool>,
     /// Smaller worlds step on a thread of their own.
     pub parallel_step_min_agents: usize,
+    /// Frames carry checksums on ticks that are multiples of this.
+    pub checksum_every_ticks: u32,
 }
 
 /// The one-thread pool a small world steps on (named after it), if the OS gives a thread.
@@ -333,6 +335,7 @@ impl WorldHandle {
             sim_pool: spawn.sim_pool,
             solo_pool: None,
             parallel_min: spawn.parallel_step_min_agents,
+            checksum_every: u64::from(spawn.checksum_every_ticks.max(1)),
         };
         let death = handle.death.clone();
         let name = spawn.name;
@@ -502,6 +505,8 @@ struct Runner {
     solo_pool: Option<rayon::ThreadPool>,
     /// Agent count from which the shared pool steps this world.
     parallel_min: usize,
+    /// Frames carry checksums on ticks that are multiples of this (≥ 1).
+    checksum_every: u64,
 }
 
 impl Runner {
@@ -645,12 +650,13 @@ impl Runner {
         let n = self.encoders.len();
         let per_cell = self.quantize_cells(&q);
         let tick = self.wire_tick();
+        let with_sum = tick % self.checksum_every == 0;
         let mut cells = Vec::with_capacity(n);
         for (c, next) in per_cell.into_iter().enumerate() {
             let (Some(enc), Some(key)) = (self.encoders.get_mut(c), self.keys.get_mut(c)) else { continue };
-            let delta = match enc.update(next, tick, &q, true) {
+            let delta = match enc.update(next, tick, &q, with_sum) {
                 Ok(Some(d)) => {
-                    *key = Arc::new(Shared::new(proto::ServerMsg::Keyframe(enc.keyframe(true))));
+                    *key = Arc::new(Shared::new(proto::ServerMsg::Keyframe(enc.keyframe(with_sum))));
                     Some(Arc::new(Shared::new(proto::ServerMsg::Delta(d))))
                 }
                 Ok(None) => None,
