@@ -22,13 +22,16 @@
 //! A late tick (the world thread busy, e.g. computing a MoveTo flow field) publishes after
 //! `R + T·P`, which breaks the lower bound (the Pong can arrive before tick `T+1` is
 //! published although its due time has passed) but never the upper one. The estimate is
-//! therefore the **smallest upper bound** of the samples of the last [`WINDOW_NS`]:
+//! therefore the **smallest upper bound** of the recent samples (those of the last
+//! [`WINDOW_NS`], and at least the newest [`MIN_SAMPLES`]):
 //! `R̂ = min(recv − T·P) >= R`. Lateness measured against it is never overstated, and
 //! understated by at most `R̂ − R`. The report's *error bound* is `R̂ − max(send − (T+1)·P)`
 //! over the same window (the interval the samples leave for `R`), which is a true bound while
 //! the server ticks on time; with pings at random phases of the tick it shrinks towards the
 //! ping round trip. If the server drops ticks after an overrun its schedule moves later and
-//! the old minimum overstates lateness by the dropped time until it leaves the window.
+//! the old minimum overstates lateness by the dropped time until it leaves the window; the
+//! window is therefore short (1 s: a swarm of 50 bots pinging twice a second gives 100
+//! samples in it), widened only when too few samples fall in it.
 //!
 //! `lateness(T) = arrival − (R̂ + T·P)` is the time from the server publishing tick `T` to the
 //! bot holding the frame. Lateness against the *due* time adds the step time `d` (the report
@@ -40,8 +43,12 @@ use std::collections::VecDeque;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-/// Samples older than this (ns, by arrival) leave the estimate.
-pub const WINDOW_NS: u64 = 5_000_000_000;
+/// Samples older than this (ns, by arrival) leave the estimate, unless they are among the
+/// newest [`MIN_SAMPLES`].
+pub const WINDOW_NS: u64 = 1_000_000_000;
+
+/// The estimate always spans at least this many of the newest samples.
+pub const MIN_SAMPLES: usize = 32;
 
 /// The estimator (times are nanoseconds on the swarm's clock): sliding minimum of the upper
 /// bounds and maximum of the lower bounds, each a monotonic deque (amortised O(1)).
@@ -52,13 +59,15 @@ pub struct TickClock {
     upper: VecDeque<(u64, f64)>,
     /// (arrival, lower bound), lower bounds strictly decreasing front to back.
     lower: VecDeque<(u64, f64)>,
+    /// Arrival times of the newest [`MIN_SAMPLES`] samples.
+    recent: VecDeque<u64>,
 }
 
 impl TickClock {
     /// For a world ticking at `tick_rate_hz`.
     pub fn new(tick_rate_hz: f32) -> Self {
         let hz = if tick_rate_hz.is_finite() && tick_rate_hz > 0.0 { f64::from(tick_rate_hz) } else { 20.0 };
-        TickClock { period_ns: 1e9 / hz, upper: VecDeque::new(), lower: VecDeque::new() }
+        TickClock { period_ns: 1e9 / hz, upper: VecDeque::new(), lower: VecDeque::new(), recent: VecDeque::with_capacity(MIN_SAMPLES + 1) }
     }
 
     /// Adds a Ping (sent at `send_ns`) / Pong (received at `recv_ns`, `server_tick`) sample.
@@ -78,8 +87,12 @@ impl TickClock {
             self.lower.pop_back();
         }
         self.lower.push_back((recv_ns, lo));
+        self.recent.push_back(recv_ns);
+        if self.recent.len() > MIN_SAMPLES {
+            self.recent.pop_front();
+        }
         // The newest sample is in both deques, so neither empties.
-        let oldest = recv_ns.saturating_sub(WINDOW_NS);
+        let oldest = recv_ns.saturating_sub(WINDOW_NS).min(self.recent.front().copied().unwrap_or(recv_ns));
         while self.upper.front().is_some_and(|&(at, _)| at < oldest) {
             self.upper.pop_front();
         }
@@ -233,6 +246,32 @@ mod tests {
         }
         let est = c.publish_ns(0).unwrap();
         assert!(est >= r2 && est - r2 <= c.error_bound_ns().unwrap() + 1.0, "est {est}");
+    }
+
+    #[test]
+    fn a_dense_swarm_follows_dropped_ticks_within_about_a_second() {
+        let p = 50e6;
+        let mut c = TickClock::new(20.0);
+        // 100 samples a second (50 bots pinging twice a second) on schedule R = 0 ...
+        let mut send = 2_000_000_000u64;
+        for i in 0..300u64 {
+            let (s, rv, t) = pong(0.0, p, send, 100_000, |_| 0.0);
+            c.observe(s, rv, t);
+            send += 10_000_000 + 37_000 * (i % 7);
+        }
+        assert!(c.publish_ns(0).unwrap() < 1e6);
+        // ... then the server drops 10 ticks: the schedule moves 500 ms later.
+        let r2 = 500e6;
+        let shift_at = send;
+        while send < shift_at + 1_200_000_000 {
+            let (s, rv, t) = pong(r2, p, send, 100_000, |_| 0.0);
+            c.observe(s, rv, t);
+            send += 10_000_000 + 37_000 * (send % 7);
+        }
+        // The old schedule (R = 0) has left the estimate; the new one is within the bound.
+        let est = c.publish_ns(0).unwrap();
+        assert!(est >= r2, "estimate {est} still holds the old schedule");
+        assert!(est - r2 <= c.error_bound_ns().unwrap() + 1.0 && est - r2 < 10e6, "estimate {est}");
     }
 
     #[test]
