@@ -505,6 +505,12 @@ pub struct Ws {
     /// Server messages that came as text (JSON) and as binary frames.
     pub text_frames: u64,
     pub binary_frames: u64,
+    /// Server messages received (several per frame when batched).
+    pub messages: u64,
+    /// Opened with `?batch=1`: binary frames carry one or more messages.
+    pub batch: bool,
+    /// Messages of a batched frame not returned yet.
+    pending: std::collections::VecDeque<ServerMsg>,
     next_id: u32,
 }
 
@@ -512,6 +518,18 @@ impl Ws {
     /// Connects to `/ws` (binary), no `Hello` yet.
     pub async fn connect(addr: SocketAddr) -> Ws {
         Ws::connect_with(addr, None, Encoding::Binary).await.expect("WebSocket connect")
+    }
+
+    /// Connects to `/ws?batch=1` (batched binary frames) and says `Hello`.
+    pub async fn connect_batched(addr: SocketAddr) -> Ws {
+        let (stream, _) = tokio::time::timeout(WAIT, tokio_tungstenite::connect_async(format!("ws://{addr}/ws?batch=1")))
+            .await
+            .expect("connect timed out")
+            .expect("WebSocket connect");
+        let mut ws = Ws::from_stream(stream, Encoding::Binary);
+        ws.batch = true;
+        ws.hello(None).await;
+        ws
     }
 
     /// Connects with an optional `Origin` header and an encoding (`?format=json` for JSON).
@@ -545,6 +563,9 @@ impl Ws {
             bytes: 0,
             text_frames: 0,
             binary_frames: 0,
+            messages: 0,
+            batch: false,
+            pending: std::collections::VecDeque::new(),
             next_id: 1,
         }
     }
@@ -586,6 +607,10 @@ impl Ws {
     /// The next message within `wait`, applied to the state.
     pub async fn next(&mut self, wait: Duration) -> Next {
         loop {
+            if let Some(msg) = self.pending.pop_front() {
+                self.observe(&msg);
+                return Next::Msg(msg);
+            }
             let m = match tokio::time::timeout(wait, self.stream.next()).await {
                 Err(_) => return Next::Timeout,
                 Ok(None) => return Next::Closed(None),
@@ -593,6 +618,13 @@ impl Ws {
                 Ok(Some(Ok(m))) => m,
             };
             let msg: ServerMsg = match &m {
+                Message::Binary(b) if self.batch => {
+                    self.bytes += b.len() as u64;
+                    self.binary_frames += 1;
+                    let msgs = proto::decode_binary_batch(b, proto::DEFAULT_SERVER_LIMIT).unwrap_or_else(|e| panic!("undecodable batch: {e}"));
+                    self.pending.extend(msgs.into_iter().map(|(m, _)| m));
+                    continue;
+                }
                 Message::Binary(b) => {
                     self.bytes += b.len() as u64;
                     self.binary_frames += 1;
@@ -612,6 +644,7 @@ impl Ws {
     }
 
     fn observe(&mut self, msg: &ServerMsg) {
+        self.messages += 1;
         match msg {
             ServerMsg::Welcome(w) => self.welcome = Some(w.clone()),
             ServerMsg::Keyframe(_) => self.keyframes += 1,

@@ -75,6 +75,31 @@ pub fn decode_binary<T: DeserializeOwned>(bytes: &[u8], limit: usize) -> Result<
     }
 }
 
+/// Decodes a batched binary frame (`/ws?batch=1`, PROTOCOL.md §2): one or more messages back
+/// to back, the frame at most `limit` bytes; each message comes with its encoded length. Any
+/// malformed message fails the whole frame.
+pub fn decode_binary_batch<T: DeserializeOwned>(bytes: &[u8], limit: usize) -> Result<Vec<(T, usize)>, DecodeError> {
+    let limit = limit.min(HARD_LIMIT);
+    if bytes.len() > limit {
+        return Err(DecodeError::TooLarge { len: bytes.len(), limit });
+    }
+    if bytes.is_empty() {
+        return Err(DecodeError::UnexpectedEnd);
+    }
+    let mut out = Vec::new();
+    let mut rest = bytes;
+    while !rest.is_empty() {
+        let (msg, used): (T, usize) = bincode::serde::decode_from_slice(rest, bincode_config()).map_err(|e| match e {
+            bincode::error::DecodeError::UnexpectedEnd { .. } | bincode::error::DecodeError::LimitExceeded => DecodeError::UnexpectedEnd,
+            other => DecodeError::Malformed(other.to_string()),
+        })?;
+        // Every message takes at least one byte, so this ends.
+        rest = rest.get(used.max(1)..).unwrap_or(&[]);
+        out.push((msg, used));
+    }
+    Ok(out)
+}
+
 /// Encodes a message for a text frame.
 pub fn encode_json<T: Serialize>(msg: &T) -> Result<String, EncodeError> {
     serde_json::to_string(msg).map_err(|e| EncodeError::Serialize(e.to_string()))
@@ -94,6 +119,24 @@ pub fn decode_json<T: DeserializeOwned>(text: &str, limit: usize) -> Result<T, D
 mod tests {
     use super::*;
     use crate::messages::{ClientMsg, Ping, ServerMsg};
+
+    #[test]
+    fn a_batch_decodes_every_message_and_rejects_a_truncated_tail() {
+        let msgs = [ServerMsg::Pong(crate::messages::Pong { request_id: 1, server_tick: 2 }), ServerMsg::Pong(crate::messages::Pong { request_id: 300, server_tick: 1 << 40 })];
+        let mut frame = Vec::new();
+        for m in &msgs {
+            frame.extend(encode_binary(m).unwrap());
+        }
+        let sizes = msgs.iter().map(|m| encode_binary(m).unwrap().len());
+        let want: Vec<(ServerMsg, usize)> = msgs.iter().cloned().zip(sizes).collect();
+        assert_eq!(decode_binary_batch::<ServerMsg>(&frame, 1 << 20).unwrap(), want);
+        // A single message is a batch of one.
+        let one = encode_binary(&msgs[0]).unwrap();
+        assert_eq!(decode_binary_batch::<ServerMsg>(&one, 1 << 20).unwrap(), vec![(msgs[0].clone(), one.len())]);
+        assert_eq!(decode_binary_batch::<ServerMsg>(&frame[..frame.len() - 1], 1 << 20), Err(DecodeError::UnexpectedEnd));
+        assert_eq!(decode_binary_batch::<ServerMsg>(&[], 1 << 20), Err(DecodeError::UnexpectedEnd));
+        assert!(matches!(decode_binary_batch::<ServerMsg>(&frame, 3), Err(DecodeError::TooLarge { .. })));
+    }
 
     #[test]
     fn binary_rejects_trailing_truncated_and_oversized() {

@@ -24,7 +24,7 @@ pub mod validate;
 
 pub use behavior::*;
 pub use codec::{
-    DEFAULT_CLIENT_LIMIT, DEFAULT_SERVER_LIMIT, DecodeError, HARD_LIMIT, bincode_config, decode_binary,
+    DEFAULT_CLIENT_LIMIT, DEFAULT_SERVER_LIMIT, DecodeError, HARD_LIMIT, bincode_config, decode_binary, decode_binary_batch,
     decode_json, encode_binary, encode_json,
 };
 pub use common::*;

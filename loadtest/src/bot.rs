@@ -40,6 +40,8 @@ pub struct BotConfig {
     pub aoi: (f32, f32),
     /// Frame encoding.
     pub encoding: Encoding,
+    /// The URL asks for batched binary frames (several messages per WebSocket message).
+    pub batch: bool,
     /// Agents each bot spawns and commands.
     pub spawn_per_bot: u32,
     /// Admin token for Hello.
@@ -166,11 +168,16 @@ fn to_message(msg: &ClientMsg, enc: Encoding) -> anyhow::Result<Message> {
     })
 }
 
-/// Decodes a data message; `None` for control frames.
-fn decode(msg: &Message) -> Option<(usize, Result<ServerMsg, proto::DecodeError>)> {
+/// Decoded server messages, each with its encoded length.
+type Decoded = Result<Vec<(ServerMsg, usize)>, proto::DecodeError>;
+
+/// Decodes a data message (a batch of messages when `batch`); `None` for control frames.
+fn decode(msg: &Message, batch: bool) -> Option<(usize, Decoded)> {
+    let limit = proto::DEFAULT_SERVER_LIMIT;
     match msg {
-        Message::Binary(b) => Some((b.len(), proto::decode_binary(b, proto::DEFAULT_SERVER_LIMIT))),
-        Message::Text(t) => Some((t.len(), proto::decode_json(t.as_str(), proto::DEFAULT_SERVER_LIMIT))),
+        Message::Binary(b) if batch => Some((b.len(), proto::decode_binary_batch(b, limit))),
+        Message::Binary(b) => Some((b.len(), proto::decode_binary(b, limit).map(|m| vec![(m, b.len())]))),
+        Message::Text(t) => Some((t.len(), proto::decode_json(t.as_str(), limit).map(|m| vec![(m, t.len())]))),
         _ => None,
     }
 }
@@ -246,11 +253,13 @@ async fn connect(cfg: &BotConfig) -> anyhow::Result<(Ws, proto::Welcome)> {
         if let Some(cause) = close_cause(&m) {
             bail!("closed during Hello ({cause})");
         }
-        let Some((_, decoded)) = decode(&m) else { continue };
-        match decoded? {
-            ServerMsg::Welcome(w) => return Ok((ws, w)),
-            ServerMsg::Error(e) => bail!("server refused Hello: {} ({})", e.message, e.code),
-            other => bail!("expected Welcome, got {:?}", other.kind()),
+        let Some((_, decoded)) = decode(&m, cfg.batch) else { continue };
+        // Welcome is the first message; with a batch, also the first of its frame.
+        match decoded?.into_iter().next().map(|(msg, _)| msg) {
+            Some(ServerMsg::Welcome(w)) => return Ok((ws, w)),
+            Some(ServerMsg::Error(e)) => bail!("server refused Hello: {} ({})", e.message, e.code),
+            Some(other) => bail!("expected Welcome, got {:?}", other.kind()),
+            None => bail!("empty frame before Welcome"),
         }
     }
     bail!("connection ended before Welcome")
@@ -503,17 +512,25 @@ impl Bot {
     fn on_message(&mut self, m: &Message) {
         let arrival = self.now_ns();
         self.last_rx = Instant::now();
-        let Some((len, decoded)) = decode(m) else { return };
+        let Some((len, decoded)) = decode(m, self.cfg.batch) else { return };
         self.rec.add(C::BytesIn, len as u64);
-        let msg = match decoded {
-            Ok(msg) => msg,
+        match decoded {
+            Ok(msgs) => {
+                for (msg, len) in msgs {
+                    self.on_server_msg(msg, len, arrival);
+                }
+            }
             Err(e) => {
                 self.rec.add(C::DecodeErrors, 1);
                 self.stats.note(format!("decode error: {e}"));
                 self.resync();
-                return;
             }
-        };
+        }
+    }
+
+    /// One server message of `len` encoded bytes, from a WebSocket message that arrived at
+    /// `arrival`.
+    fn on_server_msg(&mut self, msg: ServerMsg, len: usize, arrival: u64) {
         match msg {
             ServerMsg::Keyframe(k) => {
                 self.frame(len, k.agents.len());

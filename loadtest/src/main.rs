@@ -77,6 +77,10 @@ struct Cli {
     /// Frame encoding.
     #[arg(long, value_enum, default_value_t = Format::Binary)]
     format: Format,
+    /// With binary frames, ask for batches (`?batch=1`: one WebSocket message per tick instead
+    /// of one per AOI cell). `--batch false` measures the unbatched path.
+    #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
+    batch: bool,
     /// Admin token sent in Hello (needed for Spawn when the server has one).
     #[arg(long, env = "STEER_SWARM_ADMIN_TOKEN", hide_env_values = true)]
     admin_token: Option<String>,
@@ -146,13 +150,14 @@ fn parse_aoi(s: &str) -> Result<(f32, f32), String> {
 }
 
 /// The URL a bot connects to: JSON needs `format=json` in the query (the server picks the
-/// frame encoding from it, not from `Hello.encoding`).
-fn bot_url(url: &str, format: Format) -> String {
-    match format {
-        Format::Binary => url.to_string(),
-        Format::Json if url.contains("format=json") => url.to_string(),
-        Format::Json => format!("{url}{}format=json", if url.contains('?') { '&' } else { '?' }),
-    }
+/// frame encoding from it, not from `Hello.encoding`); batched binary frames need `batch=1`.
+fn bot_url(url: &str, format: Format, batch: bool) -> String {
+    let param = match format {
+        Format::Binary if batch && !url.contains("batch=") => "batch=1",
+        Format::Json if !url.contains("format=json") => "format=json",
+        _ => return url.to_string(),
+    };
+    format!("{url}{}{param}", if url.contains('?') { '&' } else { '?' })
 }
 
 fn main() {
@@ -244,13 +249,14 @@ async fn swarm(cli: &Cli, metrics_url: Option<String>) -> anyhow::Result<Report>
     let start = tokio::time::Instant::now();
     let deadline = start + cli.duration;
     let cfg = Arc::new(BotConfig {
-        url: bot_url(&cli.url, cli.format),
+        url: bot_url(&cli.url, cli.format, cli.batch),
         world: cli.world.clone(),
         aoi: cli.aoi,
         encoding: match cli.format {
             Format::Binary => Encoding::Binary,
             Format::Json => Encoding::Json,
         },
+        batch: cli.batch && cli.format == Format::Binary,
         spawn_per_bot: cli.spawn_per_bot,
         token: cli.admin_token.clone(),
         commands_per_sec: cli.commands_per_sec,
@@ -455,9 +461,11 @@ mod tests {
 
     #[test]
     fn json_url_carries_the_format() {
-        assert_eq!(bot_url("ws://h:1/ws", Format::Json), "ws://h:1/ws?format=json");
-        assert_eq!(bot_url("ws://h:1/ws?a=b", Format::Json), "ws://h:1/ws?a=b&format=json");
-        assert_eq!(bot_url("ws://h:1/ws", Format::Binary), "ws://h:1/ws");
+        assert_eq!(bot_url("ws://h:1/ws", Format::Json, true), "ws://h:1/ws?format=json");
+        assert_eq!(bot_url("ws://h:1/ws?a=b", Format::Json, false), "ws://h:1/ws?a=b&format=json");
+        assert_eq!(bot_url("ws://h:1/ws", Format::Binary, false), "ws://h:1/ws");
+        assert_eq!(bot_url("ws://h:1/ws", Format::Binary, true), "ws://h:1/ws?batch=1");
+        assert_eq!(bot_url("ws://h:1/ws?batch=0", Format::Binary, true), "ws://h:1/ws?batch=0");
     }
 
     #[test]

@@ -287,3 +287,25 @@ fn walk(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
     }
     out
 }
+
+/// A bad `batch` query value is refused before the upgrade, with a JSON error naming it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_bad_batch_parameter_is_refused_naming_it() {
+    let srv = Server::fresh("bad-batch", Opts::default());
+    let r = tokio::time::timeout(WAIT, tokio_tungstenite::connect_async(format!("ws://{}/ws?batch=maybe", srv.addr)))
+        .await
+        .expect("connect timed out");
+    match r {
+        Err(tokio_tungstenite::tungstenite::Error::Http(resp)) => {
+            assert_eq!(resp.status().as_u16(), 400);
+            let body: serde_json::Value = serde_json::from_slice(resp.body().as_deref().unwrap_or_default()).expect("JSON error body");
+            assert_eq!(body["error"], "bad_request", "{body}");
+            assert!(body["message"].as_str().is_some_and(|m| m.contains("batch")), "{body}");
+        }
+        Err(e) => panic!("expected HTTP 400, got {e}"),
+        Ok(_) => panic!("`batch=maybe` was accepted"),
+    }
+    // The server still serves `batch=1` and plain connections.
+    Ws::connect_batched(srv.addr).await;
+    srv.ws().await;
+}

@@ -86,21 +86,34 @@ async fn frame_chain_equals_snapshot() {
     let mut bin = srv.ws().await;
     let mut js = Ws::connect_with(srv.addr, None, Encoding::Json).await.expect("json connect");
     js.hello(None).await;
+    let mut batched = Ws::connect_batched(srv.addr).await;
     let cells = bin.subscribe("demo", whole_world()).await;
     assert_eq!(js.subscribe("demo", whole_world()).await, cells);
+    assert_eq!(batched.subscribe("demo", whole_world()).await, cells);
     // Let the chain run for a while (≥ 40 ticks of a moving world).
     let t0 = Instant::now();
     while t0.elapsed() < Duration::from_secs(3) {
         bin.next(Duration::from_millis(50)).await;
         js.next(Duration::from_millis(50)).await;
+        batched.next(Duration::from_millis(50)).await;
     }
     http.patch("/worlds/demo", &json!({"paused": true})).await.ok();
     bin.drain(Duration::from_millis(500), Duration::from_secs(10)).await;
     js.drain(Duration::from_millis(500), Duration::from_secs(10)).await;
+    batched.drain(Duration::from_millis(500), Duration::from_secs(10)).await;
     let snap = http.get("/worlds/demo/snapshot").await.ok();
     let expected = quantized(&snap);
     assert!(expected.len() > 50, "demo world has agents");
-    for ws in [&bin, &js] {
+    // Batched: a tick's deltas of every changed cell arrive in one WebSocket message.
+    assert!(cells.len() >= 4, "the demo world spans several AOI cells ({})", cells.len());
+    assert!(
+        batched.binary_frames * 4 < batched.messages,
+        "batched: {} frames for {} messages",
+        batched.binary_frames,
+        batched.messages
+    );
+    assert_eq!(bin.binary_frames, bin.messages, "unbatched: one message per frame");
+    for ws in [&bin, &js, &batched] {
         assert_eq!(ws.keyframes, cells.len() as u64, "{:?}: one keyframe per cell, no resync", ws.enc);
         assert!(ws.deltas > 40, "{:?}: only {} deltas", ws.enc, ws.deltas);
         assert_eq!(ws.last_tick, snap["tick"].as_u64().unwrap(), "{:?}: last delta is the paused tick", ws.enc);

@@ -59,6 +59,50 @@ pub struct WsQuery {
     /// `json` for text frames; binary otherwise.
     #[serde(default)]
     pub format: Option<String>,
+    /// `1` (or `true`): binary frames may carry several messages back to back (PROTOCOL.md §2),
+    /// so a tick is one WebSocket message per client instead of one per AOI cell.
+    #[serde(default)]
+    pub batch: Option<String>,
+}
+
+/// Largest batched WebSocket message the server builds; a batch beyond it is split (a single
+/// larger message still goes alone).
+const MAX_BATCH_BYTES: usize = 256 * 1024;
+
+/// The `batch` query parameter: absent, `0`/`false` or `1`/`true`.
+fn parse_batch(v: Option<&str>) -> Result<bool, crate::http::error::ApiError> {
+    match v {
+        None | Some("0" | "false") => Ok(false),
+        Some("1" | "true") => Ok(true),
+        Some(other) => Err(crate::http::error::ApiError::bad_request(format!("batch: expected 1, true, 0 or false, got `{other}`"))),
+    }
+}
+
+/// Groups `batch` into WebSocket messages: with `combine`, runs of binary messages are
+/// concatenated (up to [`MAX_BATCH_BYTES`] each); everything else goes one message per item.
+fn into_messages(batch: Vec<(Bytes, Encoding)>, combine: bool) -> Vec<Message> {
+    if !combine {
+        return batch.into_iter().filter_map(|(b, e)| to_message(b, e)).collect();
+    }
+    let mut out = Vec::new();
+    let mut run: Vec<u8> = Vec::new();
+    for (b, e) in batch {
+        if e != Encoding::Binary {
+            if !run.is_empty() {
+                out.push(Message::Binary(std::mem::take(&mut run).into()));
+            }
+            out.extend(to_message(b, e));
+            continue;
+        }
+        if !run.is_empty() && run.len() + b.len() > MAX_BATCH_BYTES {
+            out.push(Message::Binary(std::mem::take(&mut run).into()));
+        }
+        run.extend_from_slice(&b);
+    }
+    if !run.is_empty() {
+        out.push(Message::Binary(run.into()));
+    }
+    out
 }
 
 fn origin_allowed(state: &AppState, headers: &HeaderMap) -> bool {
@@ -73,10 +117,11 @@ fn origin_allowed(state: &AppState, headers: &HeaderMap) -> bool {
 
 /// `GET /ws`: checks Origin and connection slots before upgrading.
 #[utoipa::path(get, path = "/ws", tag = "ops",
-    params(("format" = Option<String>, Query, description = "`json` for JSON text frames; binary frames otherwise")),
+    params(("format" = Option<String>, Query, description = "`json` for JSON text frames; binary frames otherwise"),
+           ("batch" = Option<String>, Query, description = "`1`/`true`: binary frames carry one or more messages back to back (a tick per WebSocket message); `0`/`false` or absent: one message per frame")),
     responses(
         (status = 101, description = "Switching Protocols: the WebSocket of the `steer-proto` protocol (hello, subscribe, commands, keyframes and deltas)"),
-        (status = 400, description = "Not a WebSocket upgrade request", body = String),
+        (status = 400, description = "Not a WebSocket upgrade request (plain text), or a bad `batch` value (`bad_request`)", body = String),
         (status = 403, description = "Origin not allowed (`forbidden`)", body = super::openapi::ErrorBody),
         (status = 503, description = "Too many connections (`busy`); plain text `shutting down` during shutdown", body = super::openapi::ErrorBody)))]
 pub async fn upgrade(State(state): State<AppState>, headers: HeaderMap, Query(q): Query<WsQuery>, ws: WebSocketUpgrade) -> Response {
@@ -92,6 +137,10 @@ pub async fn upgrade(State(state): State<AppState>, headers: HeaderMap, Query(q)
         return (StatusCode::SERVICE_UNAVAILABLE, axum::Json(serde_json::json!({"error": "busy", "message": "too many connections"}))).into_response();
     };
     let json = matches!(q.format.as_deref(), Some("json"));
+    let batch = match parse_batch(q.batch.as_deref()) {
+        Ok(b) => b,
+        Err(e) => return e.into_response(),
+    };
     let max = state.settings.limits.max_message_bytes;
     ws.max_message_size(max)
         .max_frame_size(max)
@@ -102,7 +151,7 @@ pub async fn upgrade(State(state): State<AppState>, headers: HeaderMap, Query(q)
             let tracker = state.tracker.clone();
             tracker
                 .track_future(async move {
-                    session(socket, state, if json { Encoding::Json } else { Encoding::Binary }).await;
+                    session(socket, state, if json { Encoding::Json } else { Encoding::Binary }, batch).await;
                     drop(permit);
                 })
                 .await;
@@ -174,7 +223,7 @@ fn to_message(b: Bytes, enc: Encoding) -> Option<Message> {
     }
 }
 
-async fn session(socket: WebSocket, state: AppState, url_enc: Encoding) {
+async fn session(socket: WebSocket, state: AppState, url_enc: Encoding, batch: bool) {
     let enc = Arc::new(SharedEncoding::new(url_enc));
     let id: SessionId = state.next_session.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     let span = tracing::info_span!("conn", id);
@@ -183,7 +232,7 @@ async fn session(socket: WebSocket, state: AppState, url_enc: Encoding) {
     let (sink, stream) = socket.split();
     let (ctl_tx, ctl_rx) = mpsc::channel::<Ctl>(state.settings.limits.connection_queue.max(1));
     let cancel = state.cancel.child_token();
-    let send = tokio::spawn(send_task(sink, ctl_rx, state.clone(), enc.clone(), cancel.clone()));
+    let send = tokio::spawn(send_task(sink, ctl_rx, state.clone(), enc.clone(), cancel.clone(), batch));
     recv_task(stream, ctl_tx, state.clone(), url_enc, enc, id, cancel.clone()).await;
     // The receive side ended (close, error or shutdown): let the send task finish its close.
     if tokio::time::timeout(Duration::from_secs(2), send).await.is_err() {
@@ -199,6 +248,7 @@ async fn send_task(
     state: AppState,
     shared_enc: Arc<SharedEncoding>,
     cancel: CancellationToken,
+    combine: bool,
 ) {
     let write_timeout = state.settings.limits.write_timeout();
     let mut streams: StreamMap<u32, BroadcastStream<Arc<TickFrame>>> = StreamMap::new();
@@ -274,10 +324,8 @@ async fn send_task(
         let bytes: usize = batch.iter().map(|(b, _)| b.len()).sum();
         let n = batch.len();
         let write = async {
-            for (b, e) in batch {
-                if let Some(msg) = to_message(b, e) {
-                    sink.feed(msg).await?;
-                }
+            for msg in into_messages(batch, combine) {
+                sink.feed(msg).await?;
             }
             sink.flush().await
         };
