@@ -227,47 +227,39 @@ mod tests {
         assert!((c.error_bound_ns().unwrap() - 51e6).abs() < 1.0);
     }
 
+    /// Feeds `n` on-time pongs of a 20 Hz server with reference `r` (100 µs each way), the
+    /// `i`-th ping sent at `*send`, which then advances by `gap(i)`.
+    fn feed(c: &mut TickClock, r: f64, send: &mut u64, n: u64, gap: impl Fn(u64) -> u64) {
+        for i in 0..n {
+            let (s, rv, t) = pong(r, 50e6, *send, 100_000, |_| 0.0);
+            c.observe(s, rv, t);
+            *send += gap(i);
+        }
+    }
+
     #[test]
     fn follows_a_schedule_shift_after_the_window() {
-        let p = 50e6;
         let mut c = TickClock::new(20.0);
         let mut send = 2_000_000_000u64;
-        for i in 0..20u64 {
-            let (s, rv, t) = pong(0.0, p, send, 100_000, |_| 0.0);
-            c.observe(s, rv, t);
-            send += 300_000_000 + 3_000_000 * i;
-        }
+        feed(&mut c, 0.0, &mut send, 20, |i| 300_000_000 + 3_000_000 * i);
         // The server dropped 3 ticks: the reference moves 150 ms later.
         let r2 = 150e6;
-        for i in 0..40u64 {
-            let (s, rv, t) = pong(r2, p, send, 100_000, |_| 0.0);
-            c.observe(s, rv, t);
-            send += 300_000_000 + 11_000_000 * (i % 5);
-        }
+        feed(&mut c, r2, &mut send, 40, |i| 300_000_000 + 11_000_000 * (i % 5));
         let est = c.publish_ns(0).unwrap();
         assert!(est >= r2 && est - r2 <= c.error_bound_ns().unwrap() + 1.0, "est {est}");
     }
 
     #[test]
     fn a_dense_swarm_follows_dropped_ticks_within_about_a_second() {
-        let p = 50e6;
         let mut c = TickClock::new(20.0);
         // 100 samples a second (50 bots pinging twice a second) on schedule R = 0 ...
         let mut send = 2_000_000_000u64;
-        for i in 0..300u64 {
-            let (s, rv, t) = pong(0.0, p, send, 100_000, |_| 0.0);
-            c.observe(s, rv, t);
-            send += 10_000_000 + 37_000 * (i % 7);
-        }
+        let gap = |i: u64| 10_000_000 + 37_000 * (i % 7);
+        feed(&mut c, 0.0, &mut send, 300, gap);
         assert!(c.publish_ns(0).unwrap() < 1e6);
-        // ... then the server drops 10 ticks: the schedule moves 500 ms later.
+        // ... then the server drops 10 ticks: the schedule moves 500 ms later; 1.2 s of samples.
         let r2 = 500e6;
-        let shift_at = send;
-        while send < shift_at + 1_200_000_000 {
-            let (s, rv, t) = pong(r2, p, send, 100_000, |_| 0.0);
-            c.observe(s, rv, t);
-            send += 10_000_000 + 37_000 * (send % 7);
-        }
+        feed(&mut c, r2, &mut send, 119, gap);
         // The old schedule (R = 0) has left the estimate; the new one is within the bound.
         let est = c.publish_ns(0).unwrap();
         assert!(est >= r2, "estimate {est} still holds the old schedule");
