@@ -232,9 +232,9 @@ pub struct WorldSpawn {
     pub checksum_every_ticks: u32,
 }
 
-/// The one-thread pool a small world steps on (named after it), if the OS gives a thread.
+/// The one-thread pool a world's runner runs on (named after it), if the OS gives a thread.
 fn solo_pool(world: &str) -> Option<rayon::ThreadPool> {
-    let name = format!("step-{world}");
+    let name = format!("tick-{world}");
     match rayon::ThreadPoolBuilder::new().num_threads(1).thread_name(move |_| name.clone()).build() {
         Ok(p) => Some(p),
         Err(e) => {
@@ -333,7 +333,7 @@ impl WorldHandle {
             field_rx,
             pipeline: PipelineStats::default(),
             sim_pool: spawn.sim_pool,
-            solo_pool: None,
+            on_solo: false,
             parallel_min: spawn.parallel_step_min_agents,
             checksum_every: u64::from(spawn.checksum_every_ticks.max(1)),
         };
@@ -344,9 +344,22 @@ impl WorldHandle {
             .spawn(move || {
                 let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(move || {
                     let mut r = runner;
-                    r.solo_pool = solo_pool(&r.name);
-                    r.reset_encoders();
-                    r.run(rx);
+                    // The runner runs on a one-thread rayon pool of its own, so that a small
+                    // world's step runs its parallel loops inline: no hand-off to another
+                    // thread, and no wake-up of a sleeping one, on any tick.
+                    match solo_pool(&r.name) {
+                        Some(pool) => {
+                            r.on_solo = true;
+                            pool.install(move || {
+                                r.reset_encoders();
+                                r.run(rx);
+                            });
+                        }
+                        None => {
+                            r.reset_encoders();
+                            r.run(rx);
+                        }
+                    }
                 }));
                 stats.alive.store(false, Ordering::SeqCst);
                 if let Err(p) = result {
@@ -499,10 +512,10 @@ struct Runner {
     pipeline: PipelineStats,
     /// Steps large worlds.
     sim_pool: Arc<rayon::ThreadPool>,
-    /// Steps this world while it is small: one thread, so a tick never waits at a parallel join
-    /// for a thread the OS has given to someone else (None if it could not start: then the
-    /// shared pool steps it).
-    solo_pool: Option<rayon::ThreadPool>,
+    /// The runner runs on a one-thread pool of its own, which steps this world while it is
+    /// small: a tick never hands work to, or waits at a parallel join for, a thread the OS has
+    /// given to someone else (false if that pool could not start: then the shared pool steps it).
+    on_solo: bool,
     /// Agent count from which the shared pool steps this world.
     parallel_min: usize,
     /// Frames carry checksums on ticks that are multiples of this (≥ 1).
@@ -562,12 +575,13 @@ impl Runner {
     fn tick(&mut self) {
         let start = Instant::now();
         self.collect_fields();
-        let pool = match &self.solo_pool {
-            Some(solo) if self.world.agents().len() < self.parallel_min => solo,
-            _ => &*self.sim_pool,
-        };
         let world = &mut self.world;
-        pool.install(|| world.step());
+        if self.on_solo && world.agents().len() < self.parallel_min {
+            // On this world's own one-thread pool: the step's parallel loops run inline.
+            world.step();
+        } else {
+            self.sim_pool.install(|| world.step());
+        }
         for job in self.world.take_field_jobs() {
             if !self.fields.submit(job, self.field_tx.clone()) {
                 self.metrics.field_builds_refused.inc();
