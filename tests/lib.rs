@@ -522,11 +522,7 @@ impl Ws {
 
     /// Connects to `/ws?batch=1` (batched binary frames) and says `Hello`.
     pub async fn connect_batched(addr: SocketAddr) -> Ws {
-        let (stream, _) = tokio::time::timeout(WAIT, tokio_tungstenite::connect_async(format!("ws://{addr}/ws?batch=1")))
-            .await
-            .expect("connect timed out")
-            .expect("WebSocket connect");
-        let mut ws = Ws::from_stream(stream, Encoding::Binary);
+        let mut ws = Ws::open(format!("ws://{addr}/ws?batch=1"), None, Encoding::Binary).await.expect("WebSocket connect");
         ws.batch = true;
         ws.hello(None).await;
         ws
@@ -538,6 +534,11 @@ impl Ws {
             Encoding::Binary => format!("ws://{addr}/ws"),
             Encoding::Json => format!("ws://{addr}/ws?format=json"),
         };
+        Ws::open(url, origin, enc).await
+    }
+
+    /// Opens `url` with an optional `Origin` header, within [`WAIT`].
+    async fn open(url: String, origin: Option<&str>, enc: Encoding) -> Result<Ws, tokio_tungstenite::tungstenite::Error> {
         let mut req = url.into_client_request()?;
         if let Some(o) = origin {
             req.headers_mut().insert("origin", o.parse().expect("origin header value"));
