@@ -157,6 +157,51 @@ fn runs_are_bit_identical_across_runs_and_thread_counts() {
     }
 }
 
+/// Runs `name` for `ticks`, despawning agent 7 at tick 40 and spawning 25 more at tick 80;
+/// when `shuffle` is set, the agents' storage is put in a random order every 9 ticks. Returns
+/// the exact hash and every event.
+fn run_with_storage(name: &str, agents: Option<usize>, ticks: u64, shuffle: bool) -> (u64, Vec<crate::sim::Event>) {
+    let mut sc = scenario(name);
+    if let Some(n) = agents {
+        sc = sc.scaled_to(n);
+    }
+    let mut world = sc.build().expect("build");
+    let pool = rayon::ThreadPoolBuilder::new().num_threads(2).build().expect("pool");
+    let mut events = world.drain_events();
+    for t in 0..ticks {
+        if shuffle && t % 9 == 0 {
+            world.shuffle_storage_for_test(t);
+        }
+        if t == 40 {
+            world.despawn(7).expect("agent 7 exists");
+        }
+        if t == 80 {
+            let area = SpawnArea::Disc { center: Vec2::ZERO, radius: 20.0 };
+            let spec = SpawnSpec { behaviors: vec![entry(Behavior::Separation(separation::SeparationParams { neighbor_radius: 3.0 }))], ..SpawnSpec::new("late", 25, area) };
+            world.spawn(spec).expect("spawn");
+        }
+        pool.install(|| world.step());
+        events.extend(world.drain_events());
+    }
+    (exact_hash(&world), events)
+}
+
+#[test]
+fn the_order_agents_are_stored_in_changes_no_state_and_no_event() {
+    // maze-moveto: MoveTo goal resolution, slot claims and DestinationReached events (all in
+    // id order); swarm-10k and flock: neighbour sums over every cell.
+    for (name, n, ticks) in [("maze-moveto", None, 1300), ("swarm-10k", Some(3000), 150), ("flock", None, 150)] {
+        let (h0, e0) = run_with_storage(name, n, ticks, false);
+        let (h1, e1) = run_with_storage(name, n, ticks, true);
+        assert_eq!(h0, h1, "{name}: states differ with shuffled storage");
+        assert_eq!(e0, e1, "{name}: events differ with shuffled storage");
+        if name == "maze-moveto" {
+            let reached = e0.iter().filter(|e| matches!(e, crate::sim::Event::DestinationReached { .. })).count();
+            assert!(reached >= 400, "maze-moveto: only {reached} arrivals, the test would not look at events");
+        }
+    }
+}
+
 #[test]
 fn brute_force_baseline_gives_the_same_state_as_the_grid() {
     let grid = run_hash("flock", None, 100, 2, false);

@@ -11,6 +11,7 @@ pub mod hash;
 pub mod math;
 pub mod nav;
 pub mod rng;
+pub mod roster;
 pub mod spatial;
 pub mod steering;
 pub mod view;

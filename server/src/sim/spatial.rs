@@ -3,8 +3,9 @@
 //! they change. Cost of a neighbour query depends on local density, not on the agent count, so a
 //! tick costs O(agents).
 //!
-//! **Invariant:** items in a cell are listed in ascending index order, so every query visits
-//! candidates in an order fixed by the data alone (needed for bit-identical results).
+//! **Invariant:** every query visits candidates in an order fixed by the data alone (needed for
+//! bit-identical results): agents in a cell are listed in ascending id order, whatever order
+//! they are stored in; static items in ascending index order.
 
 use std::sync::atomic::{AtomicU32, Ordering};
 
@@ -148,7 +149,7 @@ pub struct AgentGrid {
     shape: GridShape,
     /// `starts[c]..starts[c+1]` indexes `order`/`packed` for cell `c`.
     starts: Vec<u32>,
-    /// Agent indices in cell order (ascending index within a cell).
+    /// Agent indices in cell order (ascending id within a cell).
     order: Vec<u32>,
     /// `rank[i]` = position of agent `i` in `order` (atomic so that the bands of a parallel
     /// rebuild can each write their agents' ranks; relaxed stores, read after the join).
@@ -157,6 +158,8 @@ pub struct AgentGrid {
     packed: Vec<Neighbor>,
     /// Cell and record of each agent in index order (the rebuild's staging buffer).
     staged: Vec<(u32, Neighbor)>,
+    /// See [`AgentGrid::breaks`].
+    breaks: usize,
 }
 
 impl AgentGrid {
@@ -169,6 +172,7 @@ impl AgentGrid {
             rank: Vec::new(),
             packed: Vec::new(),
             staged: Vec::new(),
+            breaks: 0,
         }
     }
 
@@ -176,7 +180,8 @@ impl AgentGrid {
     /// (a counting sort, O(n + cells)), reusing the buffers, in parallel on the current rayon
     /// pool. The agents are read once into compact staged records; then the cells are cut into
     /// one contiguous band per thread, and each band counts and scatters the records that fall
-    /// in it, scanning them in index order, so the result does not depend on the thread count.
+    /// in it and sorts each of its cells by id, so the result depends neither on the thread
+    /// count nor on the order the agents are stored in.
     pub fn rebuild(&mut self, bounds: Bounds, cell: f32, n: usize, get: impl Fn(usize) -> Neighbor + Sync) {
         let max_cells = (n * 4).max(1024);
         let shape = GridShape::new(bounds, cell, max_cells);
@@ -241,28 +246,49 @@ impl AgentGrid {
             offset += total;
         }
         let rank = &self.rank;
-        jobs.into_par_iter().for_each(|(lo, offset, starts, order, packed)| {
-            for (i, &(c, nb)) in staged.iter().enumerate() {
-                let Some(k) = (c as usize).checked_sub(lo) else { continue };
-                let Some(s) = starts.get_mut(k) else { continue };
-                let at = *s as usize;
-                *s += 1;
-                if let (Some(o), Some(p)) = (order.get_mut(at), packed.get_mut(at)) {
-                    *o = i as u32;
-                    *p = nb;
+        let breaks: usize = jobs
+            .into_par_iter()
+            .map(|(lo, offset, starts, order, packed)| {
+                for (i, &(c, nb)) in staged.iter().enumerate() {
+                    let Some(k) = (c as usize).checked_sub(lo) else { continue };
+                    let Some(s) = starts.get_mut(k) else { continue };
+                    let at = *s as usize;
+                    *s += 1;
+                    if let (Some(o), Some(p)) = (order.get_mut(at), packed.get_mut(at)) {
+                        *o = i as u32;
+                        *p = nb;
+                    }
                 }
-                if let Some(r) = rank.get(i) {
-                    r.store(offset + at as u32, Ordering::Relaxed);
+                // Each start was advanced to the next cell's start, which is where this cell
+                // ends: sort every cell by id, then shift the starts back and make them global.
+                let mut from = 0usize;
+                let mut scratch = Vec::new();
+                for s in starts.iter() {
+                    let to = *s as usize;
+                    if let (Some(o), Some(p)) = (order.get_mut(from..to), packed.get_mut(from..to)) {
+                        sort_cell_by_id(o, p, &mut scratch);
+                    }
+                    from = to;
                 }
-            }
-            // Each start was advanced to the next cell's start: shift back and make global.
-            for k in (1..starts.len()).rev() {
-                starts[k] = starts[k - 1] + offset;
-            }
-            if let Some(first) = starts.first_mut() {
-                *first = offset;
-            }
-        });
+                for k in (1..starts.len()).rev() {
+                    starts[k] = starts[k - 1] + offset;
+                }
+                if let Some(first) = starts.first_mut() {
+                    *first = offset;
+                }
+                let mut breaks = 0;
+                for (k, &i) in order.iter().enumerate() {
+                    if let Some(r) = rank.get(i as usize) {
+                        r.store(offset + k as u32, Ordering::Relaxed);
+                    }
+                    if k > 0 && order[k - 1].wrapping_add(1) != i {
+                        breaks += 1;
+                    }
+                }
+                breaks
+            })
+            .sum();
+        self.breaks = breaks;
         self.starts[cells] = n as u32;
     }
 
@@ -271,9 +297,26 @@ impl AgentGrid {
         &self.shape
     }
 
-    /// Agent indices in cell order.
+    /// Agent indices in cell order (ascending id within a cell).
     pub fn order(&self) -> &[u32] {
         &self.order
+    }
+
+    /// How many times [`AgentGrid::order`] does not step to the next index (within each
+    /// band of the last rebuild): 0 when the agents are stored in cell order.
+    pub fn breaks(&self) -> usize {
+        self.breaks
+    }
+
+    /// Records that the agents were just permuted into [`AgentGrid::order`] (see
+    /// [`super::roster::Roster::permute`]): the order becomes the identity. The packed records
+    /// and cells are unchanged.
+    pub fn agents_permuted_into_order(&mut self) {
+        for (k, (o, r)) in self.order.iter_mut().zip(&self.rank).enumerate() {
+            *o = k as u32;
+            r.store(k as u32, Ordering::Relaxed);
+        }
+        self.breaks = 0;
     }
 
     /// Position of agent `i` in [`AgentGrid::order`].
@@ -287,7 +330,7 @@ impl AgentGrid {
     }
 
     /// Calls `f` with every agent bucketed in a cell overlapping the square of half-side `r`
-    /// round `p` (a superset of those within `r`), cell by cell, in ascending index per cell.
+    /// round `p` (a superset of those within `r`), cell by cell, in ascending id per cell.
     pub fn for_each_in_box(&self, p: Vec2, r: f32, mut f: impl FnMut(&Neighbor)) {
         let (x0, y0) = self.shape.coords(p - Vec2::splat(r));
         let (x1, y1) = self.shape.coords(p + Vec2::splat(r));
@@ -301,6 +344,22 @@ impl AgentGrid {
                 }
             }
         }
+    }
+}
+
+/// Sorts one cell's agent indices and packed records by id (ids are unique). A cell is almost
+/// always sorted already (the agents are stored in cell order, ids ascending within a cell, and
+/// few change cells per tick), so it is checked first; `scratch` is reused across cells.
+fn sort_cell_by_id(order: &mut [u32], packed: &mut [Neighbor], scratch: &mut Vec<(Neighbor, u32)>) {
+    if packed.windows(2).all(|w| w[0].id < w[1].id) {
+        return;
+    }
+    scratch.clear();
+    scratch.extend(packed.iter().copied().zip(order.iter().copied()));
+    scratch.sort_unstable_by_key(|(nb, _)| nb.id);
+    for ((p, o), (nb, i)) in packed.iter_mut().zip(order.iter_mut()).zip(scratch.iter()) {
+        *p = *nb;
+        *o = *i;
     }
 }
 

@@ -3,6 +3,7 @@
 use glam::Vec2;
 
 use super::agent::{Agent, AgentId};
+use super::roster::Roster;
 use super::behaviors::move_to::MoveToParams;
 use super::nav::NavState;
 use super::spatial::{AgentGrid, Neighbor, StaticIndex};
@@ -65,8 +66,8 @@ pub struct Kinematic {
 
 /// Immutable snapshot handed to behaviours.
 pub struct WorldView<'a> {
-    /// All agents, sorted by id.
-    pub agents: &'a [Agent],
+    /// All agents (in storage order; look one up by id with [`WorldView::agent`]).
+    pub agents: &'a Roster,
     /// Agent spatial index, built from `agents` at the start of the tick.
     pub grid: &'a AgentGrid,
     /// Obstacles.
@@ -93,9 +94,9 @@ pub struct WorldView<'a> {
 }
 
 impl WorldView<'_> {
-    /// The agent with `id`, if any (binary search: agents are sorted by id).
+    /// The agent with `id`, if any.
     pub fn agent(&self, id: AgentId) -> Option<&Agent> {
-        self.agents.binary_search_by_key(&id, |a| a.id).ok().and_then(|i| self.agents.get(i))
+        self.agents.get(id)
     }
 
     /// Calls `f` for every agent whose centre lies within `radius` of `p` (itself included if it

@@ -25,6 +25,7 @@ use super::math::{clamp_len, closest_on_segment, dir, orientation_of, perp, segm
 use super::nav::flowfield::FlowField;
 use super::nav::{FieldJob, FieldTicket, NavState};
 use super::rng::Rng;
+use super::roster::{ById, Roster};
 use super::spatial::{AgentGrid, Neighbor, StaticIndex};
 use super::steering::Steering;
 use super::view::{Bounds, Obstacle, Wall, WorldView};
@@ -339,6 +340,10 @@ pub struct Audit {
 #[repr(align(64))]
 struct StepResult(Steering, AgentMemory, u8);
 
+/// The agents are re-sorted into cell order when more than one in this many starts a break in
+/// the grid's order (an agent whose cell-order successor is not stored right after it).
+const RESORT_BREAKS_DIVISOR: usize = 8;
+
 /// Fewest agents per rayon task in the light whole-world scans of a step (the neighbour reach
 /// and the event flags): below this a scan stays on one thread.
 const SCAN_MIN_LEN: usize = 16_384;
@@ -346,7 +351,8 @@ const SCAN_MIN_LEN: usize = 16_384;
 /// The simulation world.
 pub struct World {
     config: WorldConfig,
-    agents: Vec<Agent>,
+    /// The agents: stored in (roughly) cell order, found by id.
+    agents: Roster,
     next_agent_id: AgentId,
     obstacles: Vec<Obstacle>,
     walls: Vec<Wall>,
@@ -375,7 +381,7 @@ impl World {
         let rng = Rng::new(config.seed);
         Ok(World {
             config,
-            agents: Vec::new(),
+            agents: Roster::default(),
             next_agent_id: 1,
             obstacles: Vec::new(),
             walls: Vec::new(),
@@ -399,18 +405,28 @@ impl World {
         &self.config
     }
 
-    /// Agents, sorted by id.
-    pub fn agents(&self) -> &[Agent] {
-        &self.agents
+    /// The agents, in id order.
+    pub fn agents(&self) -> ById<'_> {
+        self.agents.by_id()
+    }
+
+    /// The agents in storage order (roughly cell order; any order as far as the results go).
+    /// For sums and scans whose result does not depend on the order.
+    pub fn agents_unordered(&self) -> &[Agent] {
+        self.agents.storage()
     }
 
     /// The agent with `id`.
     pub fn agent(&self, id: AgentId) -> Option<&Agent> {
-        self.agents.binary_search_by_key(&id, |a| a.id).ok().and_then(|i| self.agents.get(i))
+        self.agents.get(id)
+    }
+
+    fn agent_mut(&mut self, id: AgentId) -> Result<&mut Agent, SimError> {
+        self.agents.get_mut(id).ok_or(SimError::UnknownAgent(id))
     }
 
     fn agent_index(&self, id: AgentId) -> Result<usize, SimError> {
-        self.agents.binary_search_by_key(&id, |a| a.id).map_err(|_| SimError::UnknownAgent(id))
+        self.agents.slot(id).ok_or(SimError::UnknownAgent(id))
     }
 
     /// Obstacles.
@@ -486,30 +502,29 @@ impl World {
             Command::Spawn(spec) => self.spawn(spec).map(Outcome::Spawned),
             Command::Despawn(id) => self.despawn(id).map(|()| Outcome::Done),
             Command::SetBehaviors { agent, entries } => {
-                let i = self.agent_index(agent)?;
+                self.agent_index(agent)?;
                 let set = BehaviorSet::new(entries).map_err(|e| e.within("behaviors"))?;
                 self.check_agent_targets(&set)?;
-                self.agents[i].behaviors = Arc::new(set);
-                self.agents[i].memory = AgentMemory::default();
+                let a = self.agent_mut(agent)?;
+                a.behaviors = Arc::new(set);
+                a.memory = AgentMemory::default();
                 Ok(Outcome::Done)
             }
             Command::AddBehavior { agent, entry } => {
-                let i = self.agent_index(agent)?;
-                let mut set = (*self.agents[i].behaviors).clone();
+                let mut set = (*self.agent_mut(agent)?.behaviors).clone();
                 set.add(entry).map_err(|e| e.within("behavior"))?;
                 self.check_agent_targets(&set)?;
-                self.agents[i].behaviors = Arc::new(set);
+                self.agent_mut(agent)?.behaviors = Arc::new(set);
                 Ok(Outcome::Done)
             }
             Command::RemoveBehavior { agent, kind } => {
-                let i = self.agent_index(agent)?;
-                let set = Arc::make_mut(&mut self.agents[i].behaviors);
+                let set = Arc::make_mut(&mut self.agent_mut(agent)?.behaviors);
                 Ok(Outcome::Removed(set.remove(&kind)))
             }
             Command::ResetBehaviors { agent } => {
-                let i = self.agent_index(agent)?;
-                self.agents[i].behaviors = Arc::new(BehaviorSet::default());
-                self.agents[i].memory = AgentMemory::default();
+                let a = self.agent_mut(agent)?;
+                a.behaviors = Arc::new(BehaviorSet::default());
+                a.memory = AgentMemory::default();
                 Ok(Outcome::Done)
             }
             Command::AddObstacle { center, radius } => self.add_obstacle(center, radius).map(Outcome::Added),
@@ -545,7 +560,7 @@ impl World {
         idx.dedup();
         self.ensure_nav();
         if let Some(nav) = self.nav.as_mut() {
-            nav.issue(&mut self.agents, &idx, target, stopping_distance, &self.walls, &self.statics);
+            nav.issue(self.agents.storage_mut(), &idx, target, stopping_distance, &self.walls, &self.statics);
         }
         Ok(())
     }
@@ -685,8 +700,7 @@ impl World {
 
     /// Removes an agent.
     pub fn despawn(&mut self, id: AgentId) -> Result<(), SimError> {
-        let i = self.agent_index(id)?;
-        let a = self.agents.remove(i);
+        let a = self.agents.remove(id).ok_or(SimError::UnknownAgent(id))?;
         if let (Some(nav), Some(o)) = (self.nav.as_mut(), a.order.as_deref()) {
             nav.release(o);
         }
@@ -747,7 +761,7 @@ impl World {
         }
         let members: Vec<AgentId> = match spec.binding {
             TargetBinding::GroupMember { group } => {
-                let m: Vec<AgentId> = self.agents.iter().filter(|a| a.group == group).map(|a| a.id).collect();
+                let m: Vec<AgentId> = self.agents.by_id().iter().filter(|a| a.group == group).map(|a| a.id).collect();
                 if m.is_empty() {
                     return Err(SimError::invalid("binding.group", "the group has no agents"));
                 }
@@ -781,7 +795,7 @@ impl World {
             };
             let id = self.next_agent_id;
             self.next_agent_id += 1;
-            self.agents.push(Agent {
+            self.agents.insert(Agent {
                 id,
                 group,
                 position: pos,
@@ -838,6 +852,7 @@ impl World {
             // order-independent, so the cell size does not depend on the split.
             let reach = self
                 .agents
+                .storage()
                 .par_iter()
                 .with_min_len(SCAN_MIN_LEN)
                 .fold(
@@ -851,7 +866,7 @@ impl World {
                 .reduce(|| 1.0, f32::max);
             reach.min(1000.0)
         });
-        let agents = &self.agents;
+        let agents = self.agents.storage();
         self.grid.rebuild(self.config.bounds, cell, agents.len(), |i| {
             let a = &agents[i];
             Neighbor { id: a.id, radius: a.limits.radius, position: a.position, velocity: a.velocity }
@@ -892,6 +907,15 @@ impl World {
     /// Advances one fixed step. Runs on the current rayon pool (install one to choose threads).
     pub fn step(&mut self) -> StepStats {
         self.rebuild_indexes();
+        // Once enough agents have left the cell order they are stored in, store them in the
+        // grid's order again (see `sim::roster`): the phases below then read memory almost
+        // sequentially. The results do not depend on when this happens.
+        if self.grid.breaks() > self.agents.len() / RESORT_BREAKS_DIVISOR {
+            let grid = &self.grid;
+            if self.agents.permute(grid.order(), |i| grid.rank(i)) {
+                self.grid.agents_permuted_into_order();
+            }
+        }
         // Flow fields and slot claims: sequential, before the view is taken.
         if let Some(nav) = self.nav.as_mut() {
             let c = &self.config;
@@ -904,7 +928,7 @@ impl World {
         let mut results = std::mem::take(&mut self.results);
         {
             let view = self.view();
-            let agents = &self.agents;
+            let agents = self.agents.storage();
             self.grid
                 .order()
                 .par_iter()
@@ -933,6 +957,7 @@ impl World {
         let results_ref = &results;
         let stats = self
             .agents
+            .storage_mut()
             .par_iter_mut()
             .with_min_len(256)
             .enumerate()
@@ -953,18 +978,19 @@ impl World {
                 non_finite: x.non_finite + y.non_finite,
             });
         // Events in id order: the (few) agents with flags, found by a parallel scan of the
-        // results in cell order, then sorted by index.
+        // results in cell order, then sorted by id.
         let order = self.grid.order();
-        let mut flagged: Vec<(u32, u8)> = results
+        let agents = self.agents.storage();
+        let mut flagged: Vec<(AgentId, u32, u8)> = results
             .par_iter()
             .with_min_len(SCAN_MIN_LEN)
             .zip(order.par_iter())
             .filter(|(r, _)| r.2 != 0)
-            .map(|(r, &i)| (i, r.2))
+            .filter_map(|(r, &i)| agents.get(i as usize).map(|a| (a.id, i, r.2)))
             .collect();
         flagged.sort_unstable();
-        for (i, flags) in flagged {
-            let Some(a) = self.agents.get(i as usize) else { continue };
+        for (_, i, flags) in flagged {
+            let Some(a) = self.agents.storage().get(i as usize) else { continue };
             let (id, position, unreachable) = (a.id, a.position, a.order.as_ref().is_some_and(|o| o.unreachable));
             if flags & EVENT_DESTINATION_REACHED != 0 {
                 self.push_event(Event::DestinationReached { id, position, unreachable });
@@ -981,10 +1007,10 @@ impl World {
     /// Safety audit of the current state (rebuilds the indexes).
     pub fn audit(&mut self) -> Audit {
         self.rebuild_indexes();
-        let max_r = self.agents.iter().map(|a| a.limits.radius).fold(0.0, f32::max);
+        let max_r = self.agents.storage().iter().map(|a| a.limits.radius).fold(0.0, f32::max);
         let view = self.view();
         let mut out = Audit { min_obstacle_clearance: f32::INFINITY, ..Audit::default() };
-        for a in view.agents {
+        for a in view.agents.storage() {
             if !(a.position.is_finite() && a.velocity.is_finite() && a.orientation.is_finite() && a.angular_velocity.is_finite()) {
                 out.non_finite += 1;
                 continue;
@@ -1008,12 +1034,29 @@ impl World {
         out
     }
 
-    /// Test helper: inserts a fully built agent (keeps ids sorted).
+    /// Test helper: inserts a fully built agent (its id must be free).
     #[cfg(test)]
     pub(crate) fn insert_agent_for_test(&mut self, a: Agent) {
-        let i = self.agents.partition_point(|x| x.id < a.id);
         self.next_agent_id = self.next_agent_id.max(a.id + 1);
-        self.agents.insert(i, a);
+        assert!(self.agents.insert(a), "agent id taken");
+    }
+
+    /// Test helper: stores the agents in a random (seeded) order. Ids and states are unchanged,
+    /// and so must be every result from here on (see `sim::roster`).
+    #[cfg(test)]
+    pub(crate) fn shuffle_storage_for_test(&mut self, seed: u64) {
+        let n = self.agents.len();
+        let mut order: Vec<u32> = (0..n as u32).collect();
+        let mut rng = Rng::new(seed);
+        for i in (1..n).rev() {
+            let j = (rng.next_u64() % (i as u64 + 1)) as usize;
+            order.swap(i, j);
+        }
+        let mut rank = vec![0usize; n];
+        for (k, &o) in order.iter().enumerate() {
+            rank[o as usize] = k;
+        }
+        assert!(self.agents.permute(&order, |i| rank[i]), "a shuffle is a permutation");
     }
 }
 

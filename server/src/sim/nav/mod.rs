@@ -40,6 +40,7 @@ use self::flowfield::FlowField;
 use self::grid::{NO_COMPONENT, NavGrid};
 use super::agent::{Agent, MoveOrder};
 use super::math::segment_intersection;
+use super::roster::Roster;
 use super::spatial::StaticIndex;
 use super::view::{Bounds, Obstacle, Wall};
 
@@ -480,7 +481,7 @@ impl NavState {
     #[allow(clippy::too_many_arguments)]
     pub fn prepare(
         &mut self,
-        all: &mut [Agent],
+        roster: &mut Roster,
         walls: &[Wall],
         statics: &StaticIndex,
         max_builds: usize,
@@ -493,6 +494,9 @@ impl NavState {
         let cells_per_tick = cells_per_tick.max(1);
         self.credit = (self.credit + cells_per_tick).min((2 * cells_per_tick).max(cells));
         self.jobs.clear();
+        // Goal resolution and slot claims depend on the order the agents are visited in: id
+        // order, whatever order they are stored in.
+        let (by_id, all) = roster.slots_and_storage_mut();
         if !all.iter().any(|a| a.active_order().is_some()) {
             for p in std::mem::take(&mut self.pending).into_values() {
                 p.cancel();
@@ -503,7 +507,8 @@ impl NavState {
             self.update_components();
             self.resolved_version = self.grid.version();
             let mut memo: BTreeMap<(u32, u32), Resolved> = BTreeMap::new();
-            for a in all.iter_mut() {
+            for &slot in by_id {
+                let Some(a) = all.get_mut(slot as usize) else { continue };
                 let Some(o) = a.order.as_deref().copied().filter(|o| o.active()) else { continue };
                 let cell = free_cell_near(&self.grid, walls, statics, a.position).unwrap_or_else(|| self.grid.cell_of(a.position));
                 let comp = self.grid.component(cell);
@@ -600,7 +605,8 @@ impl NavState {
             self.jobs.push(FieldJob { grid: self.grid.clone(), goal_cell: gc as usize, goal, ticket });
         }
         // Slot claims, in id order.
-        for a in all.iter_mut() {
+        for &slot in by_id {
+            let Some(a) = all.get_mut(slot as usize) else { continue };
             let p = a.position;
             let Some(o) = a.order.as_mut().filter(|o| o.active() && o.slot.is_none()) else { continue };
             if p.distance(o.goal) > o.claim_radius {

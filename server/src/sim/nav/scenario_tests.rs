@@ -266,11 +266,11 @@ fn patrol_walks_back_and_forth_and_leader_is_followed() {
         w.step();
     }
     let leader = w.agents()[0].clone();
-    let mean = w.agents()[1..].iter().map(|a| a.position.distance(leader.position)).sum::<f32>() / 50.0;
+    let mean = w.agents().iter().skip(1).map(|a| a.position.distance(leader.position)).sum::<f32>() / 50.0;
     assert!(mean < 12.0, "followers stay near the leader: mean distance {mean}");
     // Nobody stands in the leader's way: within 1 unit of the point ahead of it.
     let ahead = leader.position + crate::sim::math::dir(leader.velocity) * 3.0;
-    assert!(w.agents()[1..].iter().all(|a| a.position.distance(ahead) > 1.0));
+    assert!(w.agents().iter().skip(1).all(|a| a.position.distance(ahead) > 1.0));
 }
 
 #[test]
