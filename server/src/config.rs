@@ -78,6 +78,10 @@ pub struct LimitSettings {
     /// Flow-field builds queued or running at once; beyond it a world builds the field itself
     /// on the tick it is due.
     pub max_queued_field_builds: usize,
+    /// Nice value of the flow-field builder threads (0 to 19; 0 = the process's own): builds
+    /// are background work used ticks later, so they give way to the ticks and the sends.
+    /// Linux only; elsewhere ignored.
+    pub nav_nice: i32,
     /// Threads stepping large worlds in parallel, shared by every world (0 = one per core).
     pub sim_threads: usize,
     /// Worlds with fewer agents step on one thread of their own: a parallel step of a small
@@ -128,6 +132,7 @@ impl Default for LimitSettings {
             shutdown_timeout_ms: 5_000,
             nav_threads: 1,
             max_queued_field_builds: 64,
+            nav_nice: 10,
             sim_threads: 0,
             parallel_step_min_agents: 20_000,
             checksum_every_ticks: 10,
@@ -180,6 +185,9 @@ impl Settings {
         }
         if l.nav_threads > 64 {
             return Err("limits.nav_threads must be at most 64".into());
+        }
+        if !(0..=19).contains(&l.nav_nice) {
+            return Err("limits.nav_nice must be from 0 to 19".into());
         }
         if l.sim_threads > 256 {
             return Err("limits.sim_threads must be at most 256".into());

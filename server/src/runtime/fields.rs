@@ -27,11 +27,13 @@ pub struct FieldBuilder {
 pub struct FieldBuilderError(#[from] rayon::ThreadPoolBuildError);
 
 impl FieldBuilder {
-    /// `threads` builder threads (at least 1) and at most `max_queued` jobs waiting or running.
-    pub fn new(threads: usize, max_queued: usize) -> Result<Self, FieldBuilderError> {
+    /// `threads` builder threads (at least 1) at nice value `nice` (see [`lower_priority`]),
+    /// and at most `max_queued` jobs waiting or running.
+    pub fn new(threads: usize, max_queued: usize, nice: i32) -> Result<Self, FieldBuilderError> {
         let pool = rayon::ThreadPoolBuilder::new()
             .num_threads(threads.max(1))
             .thread_name(|i| format!("flowfield-{i}"))
+            .start_handler(move |_| lower_priority(nice))
             .build()?;
         Ok(FieldBuilder { pool, queued: Arc::new(AtomicUsize::new(0)), max_queued: max_queued.max(1) })
     }
@@ -57,6 +59,25 @@ impl FieldBuilder {
     /// Jobs waiting or running.
     pub fn queued(&self) -> usize {
         self.queued.load(Ordering::Acquire)
+    }
+}
+
+/// Sets the calling thread's nice value to `nice` when that is above 0 (a lower priority than
+/// the world threads and the connection tasks): a field is used a fixed number of ticks after
+/// it is requested, and one the builder has not started when due the tick builds itself, so a
+/// builder that yields the CPU slows nothing down but itself. Lowering one's own priority
+/// needs no privilege; a failure is logged and the thread runs on at the process's priority.
+fn lower_priority(nice: i32) {
+    if nice <= 0 {
+        return;
+    }
+    #[cfg(target_os = "linux")]
+    {
+        // On Linux PRIO_PROCESS with a thread id sets that one thread's nice value.
+        let tid = rustix::thread::gettid();
+        if let Err(e) = rustix::process::setpriority_process(Some(tid), nice) {
+            tracing::warn!("flow-field builder: cannot set nice {nice}: {e}");
+        }
     }
 }
 
@@ -111,7 +132,7 @@ mod tests {
 
     #[test]
     fn background_builds_give_the_same_states_as_builds_on_the_tick() {
-        let pool = match FieldBuilder::new(1, 8) {
+        let pool = match FieldBuilder::new(1, 8, 0) {
             Ok(p) => p,
             Err(e) => panic!("{e}"),
         };
@@ -129,7 +150,7 @@ mod tests {
 
     #[test]
     fn a_full_queue_refuses_jobs() {
-        let pool = match FieldBuilder::new(1, 1) {
+        let pool = match FieldBuilder::new(1, 1, 0) {
             Ok(p) => p,
             Err(e) => panic!("{e}"),
         };
@@ -156,5 +177,20 @@ mod tests {
             assert!(!pool.submit(job, tx.clone()), "the queue holds one job and it is taken");
         }
         let _ = release_tx.send(());
+    }
+
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn builder_threads_run_at_the_nice_value_set() {
+        let read_nice = || rustix::process::getpriority_process(Some(rustix::thread::gettid()));
+        let own = read_nice().unwrap_or(-100);
+        for (nice, want) in [(12, 12), (0, own)] {
+            let pool = match FieldBuilder::new(1, 1, nice) {
+                Ok(p) => p,
+                Err(e) => panic!("{e}"),
+            };
+            let seen = pool.pool.install(read_nice);
+            assert_eq!(seen.ok(), Some(want), "nice {nice}");
+        }
     }
 }

@@ -51,7 +51,7 @@ pub struct Registry {
 impl Registry {
     /// An empty registry, with the flow-field builder threads its worlds share.
     pub fn new(limits: LimitSettings, metrics: Arc<Metrics>) -> Result<Self, FieldBuilderError> {
-        let fields = Arc::new(FieldBuilder::new(limits.nav_threads, limits.max_queued_field_builds)?);
+        let fields = Arc::new(FieldBuilder::new(limits.nav_threads, limits.max_queued_field_builds, limits.nav_nice)?);
         // 0 threads = rayon's default, one per core.
         let sim_pool = rayon::ThreadPoolBuilder::new()
             .num_threads(limits.sim_threads)
