@@ -382,10 +382,18 @@ impl Bot {
         let pan_period = cfg.pan_every.unwrap_or(Duration::from_secs(3600));
         let mut next_pan = now + pan_period.mul_f64(self.rng.range(0.5, 1.5));
         let mut next_house = now + Duration::from_millis(250);
+        // One timer each, made once and reset when its time moves: a `sleep_until` made anew
+        // per loop would register and clear five timer entries for every message received.
+        let deadline = sleep_until(cfg.deadline);
+        let cmd_timer = sleep_until(next_cmd);
+        let ping_timer = sleep_until(next_ping);
+        let pan_timer = sleep_until(next_pan);
+        let house_timer = sleep_until(next_house);
+        tokio::pin!(deadline, cmd_timer, ping_timer, pan_timer, house_timer);
         let end = loop {
             tokio::select! {
                 biased;
-                () = sleep_until(cfg.deadline) => break End::Deadline,
+                () = &mut deadline => break End::Deadline,
                 m = ws.next() => {
                     let m = match m {
                         None => break End::Lost("eof".into()),
@@ -397,14 +405,15 @@ impl Bot {
                     }
                     self.on_message(&m);
                 }
-                () = sleep_until(next_cmd), if commanding && !self.agents.is_empty() => {
+                () = &mut cmd_timer, if commanding && !self.agents.is_empty() => {
                     self.command();
                     next_cmd += cmd_period;
                     if next_cmd < TokioInstant::now() {
                         next_cmd = TokioInstant::now() + cmd_period;
                     }
+                    cmd_timer.as_mut().reset(next_cmd);
                 }
-                () = sleep_until(next_ping) => {
+                () = &mut ping_timer => {
                     // Ping only once subscribed (before, Pong carries tick 0); a burst of 8
                     // at random phases first, to narrow the clock interval quickly.
                     if self.last_tick.is_some() {
@@ -417,17 +426,20 @@ impl Bot {
                     } else {
                         cfg.ping_every.mul_f64(self.rng.range(0.8, 1.2))
                     };
+                    ping_timer.as_mut().reset(next_ping);
                 }
-                () = sleep_until(next_pan), if cfg.pan_every.is_some() => {
+                () = &mut pan_timer, if cfg.pan_every.is_some() => {
                     next_pan = TokioInstant::now() + pan_period;
+                    pan_timer.as_mut().reset(next_pan);
                     if !self.subscribing {
                         self.area = pan(&mut self.rng, &self.info.bounds, self.area);
                         self.rec.add(C::Pans, 1);
                         self.subscribe();
                     }
                 }
-                () = sleep_until(next_house) => {
+                () = &mut house_timer => {
                     next_house = TokioInstant::now() + Duration::from_millis(250);
+                    house_timer.as_mut().reset(next_house);
                     if self.last_rx.elapsed() > cfg.stall_timeout {
                         break End::Lost("stalled".into());
                     }

@@ -254,13 +254,17 @@ async fn send_task(
     let mut streams: StreamMap<u32, BroadcastStream<Arc<TickFrame>>> = StreamMap::new();
     let mut subs: HashMap<u32, Sub> = HashMap::new();
     let m = &state.metrics;
+    // Made once: a `cancelled()` made anew per message would lock the token and register a
+    // waiter for every frame sent.
+    let cancelled = cancel.cancelled();
+    tokio::pin!(cancelled);
     let closing: Option<(u16, &'static str)> = loop {
         let mut batch: Vec<(Bytes, Encoding)> = Vec::new();
         // Set once, by Hello, before any subscription exists.
         let enc = shared_enc.get();
         tokio::select! {
             biased;
-            () = cancel.cancelled() => break Some((close::GOING_AWAY, "server shutting down")),
+            () = &mut cancelled => break Some((close::GOING_AWAY, "server shutting down")),
             c = ctl.recv() => match c {
                 None => break None,
                 Some(Ctl::Close(code, reason)) => break Some((code, reason)),
