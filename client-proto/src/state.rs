@@ -392,6 +392,20 @@ mod tests {
         let mut other = d.clone();
         other.cell = 7;
         assert!(matches!(cs.apply_delta(&other), Err(ApplyError::ChainBreak { held: None, .. })));
+        // Changes only (the common path): a bad checksum leaves the state unchanged, then two
+        // good deltas in a row apply.
+        let held = [a(2, 5), a(3, 0)];
+        let d5 = encode_delta(&held, &[a(2, 6), a(3, 1)], scope, 4, 5, &q, true).unwrap();
+        assert!(d5.left.is_empty() && d5.entered.is_empty());
+        let mut bad = d5.clone();
+        bad.checksum = Some(Checksum(1));
+        assert!(matches!(cs.apply_delta(&bad), Err(ApplyError::ChecksumMismatch { .. })));
+        assert_eq!(cs.cell(0, 1).unwrap().agents(), &held);
+        cs.apply_delta(&d5).unwrap();
+        let d6 = encode_delta(&[a(2, 6), a(3, 1)], &[a(2, 6), a(3, 4)], scope, 5, 6, &q, true).unwrap();
+        cs.apply_delta(&d6).unwrap();
+        assert_eq!(cs.cell(0, 1).unwrap().agents(), &[a(2, 6), a(3, 4)]);
+        assert_eq!(cs.cell(0, 1).unwrap().tick(), 6);
         cs.retain_cells(0, &[2]);
         assert!(cs.cell(0, 1).is_none());
     }
