@@ -119,7 +119,7 @@ pub enum SimulateError {
 pub fn arrived(world: &World) -> (usize, usize) {
     let mut with = 0;
     let mut done = 0;
-    for a in world.agents() {
+    for a in world.agents_unordered() {
         if let Some(o) = &a.order {
             with += 1;
             if o.done && a.position.distance(o.stop_point) <= o.tolerance.max(o.stuck_radius) {
@@ -210,8 +210,9 @@ pub fn run(name: &str, scenario: &Scenario, opts: &SimulateOptions) -> Result<Re
                 }
             }
         }
-        let ordered = world.agents().iter().filter(|a| a.order.is_some()).count();
-        if all_arrived_tick.is_none() && ordered > 0 && world.agents().iter().all(|a| a.order.as_ref().is_none_or(|o| o.done)) {
+        let agents = world.agents_unordered();
+        let ordered = agents.iter().filter(|a| a.order.is_some()).count();
+        if all_arrived_tick.is_none() && ordered > 0 && agents.iter().all(|a| a.order.as_ref().is_none_or(|o| o.done)) {
             all_arrived_tick = Some(world.tick());
         }
         for e in world.drain_events() {
