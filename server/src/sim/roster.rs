@@ -80,6 +80,7 @@ impl Roster {
 
     /// Adds an agent at the end of the storage. Returns false (and adds nothing) if its id is
     /// taken.
+    #[must_use]
     pub fn insert(&mut self, a: Agent) -> bool {
         let r = match self.ids.binary_search(&a.id) {
             Ok(_) => return false,

@@ -795,7 +795,8 @@ impl World {
             };
             let id = self.next_agent_id;
             self.next_agent_id += 1;
-            self.agents.insert(Agent {
+            // Ids come from `next_agent_id`, which only grows: never taken.
+            let inserted = self.agents.insert(Agent {
                 id,
                 group,
                 position: pos,
@@ -807,6 +808,7 @@ impl World {
                 memory: AgentMemory { path_step: 1, ..AgentMemory::default() },
                 order: None,
             });
+            debug_assert!(inserted, "agent id {id} taken");
             ids.push(id);
             self.push_event(Event::Spawned { id, group });
         }
