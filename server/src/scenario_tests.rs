@@ -157,9 +157,10 @@ fn runs_are_bit_identical_across_runs_and_thread_counts() {
     }
 }
 
-/// Runs `name` for `ticks`, despawning agent 7 at tick 40 and spawning 25 more at tick 80;
-/// when `shuffle` is set, the agents' storage is put in a random order every 9 ticks. Returns
-/// the exact hash and every event.
+/// Runs `name` for `ticks`, despawning agent 7 at tick 40, spawning 25 more at tick 80 and
+/// (maze-moveto) sending agents 1–250, listed in reverse, on a new MoveTo at tick 100; when
+/// `shuffle` is set, the agents' storage is put in a random order every 9 ticks. Returns the
+/// exact hash and every event.
 fn run_with_storage(name: &str, agents: Option<usize>, ticks: u64, shuffle: bool) -> (u64, Vec<crate::sim::Event>) {
     let mut sc = scenario(name);
     if let Some(n) = agents {
@@ -179,6 +180,10 @@ fn run_with_storage(name: &str, agents: Option<usize>, ticks: u64, shuffle: bool
             let area = SpawnArea::Disc { center: Vec2::ZERO, radius: 20.0 };
             let spec = SpawnSpec { behaviors: vec![entry(Behavior::Separation(separation::SeparationParams { neighbor_radius: 3.0 }))], ..SpawnSpec::new("late", 25, area) };
             world.spawn(spec).expect("spawn");
+        }
+        if t == 100 && name == "maze-moveto" {
+            let ids: Vec<u32> = (1..=250).rev().filter(|&id| id != 7).collect();
+            world.move_to(&ids, Vec2::new(138.0, 50.0), 1.5).expect("move_to");
         }
         pool.install(|| world.step());
         events.extend(world.drain_events());

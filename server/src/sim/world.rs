@@ -552,12 +552,15 @@ impl World {
         if agents.len() > self.config.max_spawn {
             return Err(SimError::LimitExceeded { what: "agents".into(), max: self.config.max_spawn });
         }
-        let mut idx = Vec::with_capacity(agents.len());
+        // In id order (goal resolution takes the first agent of each component), not in the
+        // order the agents happen to be stored in.
+        let mut by_id = Vec::with_capacity(agents.len());
         for &id in agents {
-            idx.push(self.agent_index(id)?);
+            by_id.push((id, self.agent_index(id)?));
         }
-        idx.sort_unstable();
-        idx.dedup();
+        by_id.sort_unstable();
+        by_id.dedup();
+        let idx: Vec<usize> = by_id.into_iter().map(|(_, slot)| slot).collect();
         self.ensure_nav();
         if let Some(nav) = self.nav.as_mut() {
             nav.issue(self.agents.storage_mut(), &idx, target, stopping_distance, &self.walls, &self.statics);
