@@ -45,12 +45,6 @@ impl Roster {
         &mut self.agents
     }
 
-    /// Storage slots in id order: `slots_by_id()[r]` holds the agent with the `r`-th
-    /// smallest id.
-    pub fn slots_by_id(&self) -> &[u32] {
-        &self.slots
-    }
-
     /// Storage slots in id order, and the agents in storage order, mutable (to visit them in id
     /// order while changing them). Callers must not change an agent's `id`.
     pub fn slots_and_storage_mut(&mut self) -> (&[u32], &mut [Agent]) {
