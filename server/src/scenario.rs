@@ -10,7 +10,7 @@ use thiserror::Error;
 
 use crate::sim::agent::{Limits, PathMode};
 use crate::sim::behaviors::{
-    Behavior, BehaviorEntry, Target, agent_avoidance, ahead_avoidance, align, alignment, arrive, cohesion, evade, face, flee,
+    Behavior, BehaviorEntry, Target, agent_avoidance, reciprocal_avoidance, ahead_avoidance, align, alignment, arrive, cohesion, evade, face, flee,
     leader_following, look_where_you_are_going, obstacle_avoidance, path_following, pursue, random_target, seek, separation, velocity_match, wall_avoidance,
     wander,
 };
@@ -86,6 +86,18 @@ pub struct Scenario {
     /// Keep agents out of obstacles and walls in the integrator (default true).
     #[serde(default = "default_true")]
     pub solid_obstacles: bool,
+    /// Push apart agents that would overlap after a step, in the integrator (default true).
+    #[serde(default = "default_true")]
+    pub solid_agents: bool,
+    /// How MoveTo orders avoid other agents: `{"reciprocal": {…}}` (the default, with the
+    /// defaults of the `reciprocal_avoidance` behaviour) or `"context"` (004's context
+    /// avoidance and separation).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub move_to_avoidance: Option<MoveToAvoidanceSpec>,
+    /// How `--agents` scales the scenario: `density` (default: coordinates × √k, so the agents'
+    /// density stays) or `spacing` (coordinates × k, so the spacing along rings and lines stays).
+    #[serde(default)]
+    pub scaling: ScalingSpec,
     /// Agent grid cell size (default: the largest neighbour radius).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub agent_cell_size: Option<f32>,
@@ -129,7 +141,61 @@ pub struct Scenario {
     pub orders: Vec<OrderSpec>,
 }
 
-/// A MoveTo order for every agent of a group, issued before tick `at_tick` runs.
+/// How MoveTo orders avoid other agents.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case", deny_unknown_fields)]
+pub enum MoveToAvoidanceSpec {
+    /// Reciprocal avoidance with these parameters.
+    Reciprocal(ReciprocalSpec),
+    /// 004's context avoidance and separation.
+    Context,
+}
+
+/// Parameters of reciprocal avoidance (every field optional, defaults as the behaviour's).
+#[derive(Debug, Clone, Copy, PartialEq, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ReciprocalSpec {
+    /// Seconds ahead within which no neighbour may be touched (default 2).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub time_horizon: Option<f32>,
+    /// Seconds ahead within which no obstacle or wall may be touched (default 1).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub obstacle_time_horizon: Option<f32>,
+    /// Neighbours further than this are ignored (default 10).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub neighbor_dist: Option<f32>,
+    /// Nearest neighbours considered (default 10).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_neighbors: Option<u32>,
+}
+
+impl ReciprocalSpec {
+    /// The sim parameters (validated later by the sim).
+    pub fn to_sim(self) -> reciprocal_avoidance::ReciprocalAvoidanceParams {
+        let d = reciprocal_avoidance::ReciprocalAvoidanceParams::default();
+        reciprocal_avoidance::ReciprocalAvoidanceParams {
+            time_horizon: self.time_horizon.unwrap_or(d.time_horizon),
+            obstacle_time_horizon: self.obstacle_time_horizon.unwrap_or(d.obstacle_time_horizon),
+            neighbor_dist: self.neighbor_dist.unwrap_or(d.neighbor_dist),
+            max_neighbors: self.max_neighbors.unwrap_or(d.max_neighbors),
+        }
+    }
+}
+
+/// How `--agents` scales a scenario.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ScalingSpec {
+    /// Coordinates × √k: the same density of agents.
+    #[default]
+    Density,
+    /// Coordinates × k: the same spacing along rings and lines (RVO2's Circle).
+    Spacing,
+}
+
+/// A MoveTo order for every agent of a group, issued before tick `at_tick` runs: one order for
+/// the group to `target` (they stop in a formation round it), or, with `antipode_of`, one order
+/// per agent to its own point mirrored through that centre (each stops there alone).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct OrderSpec {
@@ -138,8 +204,12 @@ pub struct OrderSpec {
     pub at_tick: u64,
     /// Group whose agents are ordered.
     pub group: String,
-    /// Where to go.
-    pub target: P,
+    /// Where to go (the whole group together).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub target: Option<P>,
+    /// Each agent on its own to its position mirrored through this centre.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub antipode_of: Option<P>,
     /// Stopping distance (default 1).
     #[serde(default = "one")]
     pub stopping_distance: f32,
@@ -663,6 +733,16 @@ pub enum BehaviorSpec {
         #[serde(default = "one")]
         separation_weight: f32,
     },
+    ReciprocalAvoidance {
+        #[serde(default)]
+        time_horizon: Option<f32>,
+        #[serde(default)]
+        obstacle_time_horizon: Option<f32>,
+        #[serde(default)]
+        neighbor_dist: Option<f32>,
+        #[serde(default)]
+        max_neighbors: Option<u32>,
+    },
 }
 
 impl AlignTuningSpec {
@@ -755,6 +835,9 @@ impl BehaviorSpec {
                     ..leader_following::LeaderFollowingParams::default()
                 })
             }
+            BehaviorSpec::ReciprocalAvoidance { time_horizon, obstacle_time_horizon, neighbor_dist, max_neighbors } => {
+                Behavior::ReciprocalAvoidance(ReciprocalSpec { time_horizon, obstacle_time_horizon, neighbor_dist, max_neighbors }.to_sim())
+            }
         }
     }
 }
@@ -804,6 +887,7 @@ impl Scenario {
             seed: self.seed,
             agent_cell_size: self.agent_cell_size,
             solid_obstacles: self.solid_obstacles,
+            solid_agents: self.solid_agents,
             nav_cell_size: self.nav_cell_size.unwrap_or(d.nav_cell_size),
             nav_clearance: self.nav_clearance.unwrap_or(d.nav_clearance),
             flow_cache_capacity: self.flow_cache_capacity.unwrap_or(d.flow_cache_capacity),
@@ -812,6 +896,11 @@ impl Scenario {
             flow_build_cells_per_tick: self.flow_build_cells_per_tick.unwrap_or(d.flow_build_cells_per_tick),
             move_to: MoveToParams {
                 straight_line_max_agents: self.straight_line_max_agents.unwrap_or(d.move_to.straight_line_max_agents),
+                reciprocal: match self.move_to_avoidance {
+                    None => d.move_to.reciprocal,
+                    Some(MoveToAvoidanceSpec::Reciprocal(r)) => Some(r.to_sim()),
+                    Some(MoveToAvoidanceSpec::Context) => None,
+                },
                 ..d.move_to
             },
             ..d
@@ -824,7 +913,18 @@ impl Scenario {
             let at = format!("orders[{i}]");
             let g = world.group_id(&o.group).ok_or_else(|| SimError::UnknownGroup(o.group.clone()))?;
             let ids: Vec<u32> = world.agents().iter().filter(|a| a.group == g).map(|a| a.id).collect();
-            world.move_to(&ids, o.target.into(), o.stopping_distance).map_err(|e| e.within(&at))?;
+            match (o.target, o.antipode_of) {
+                (Some(t), None) => world.move_to(&ids, t.into(), o.stopping_distance).map_err(|e| e.within(&at))?,
+                (None, Some(c)) => {
+                    let c: Vec2 = c.into();
+                    let goals: Vec<(u32, Vec2)> =
+                        world.agents().iter().filter(|a| a.group == g).map(|a| (a.id, c * 2.0 - a.position)).collect();
+                    for (id, goal) in goals {
+                        world.move_to(&[id], goal, o.stopping_distance).map_err(|e| e.within(&at))?;
+                    }
+                }
+                _ => return Err(SimError::invalid(format!("{at}.target"), "give exactly one of `target` and `antipode_of`").into()),
+            }
         }
         Ok(())
     }
@@ -863,12 +963,16 @@ impl Scenario {
             return self.clone();
         }
         let k = n as f64 / total as f64;
-        let s = k.sqrt() as f32;
+        let s = match self.scaling {
+            ScalingSpec::Density => k.sqrt() as f32,
+            ScalingSpec::Spacing => k as f32,
+        };
         let sp = |p: P| P { x: p.x * s, y: p.y * s };
         let mut out = self.clone();
         out.bounds = BoundsSpec { min: sp(self.bounds.min), max: sp(self.bounds.max) };
         for o in &mut out.orders {
-            o.target = sp(o.target);
+            o.target = o.target.map(sp);
+            o.antipode_of = o.antipode_of.map(sp);
         }
         for o in &mut out.obstacles {
             o.center = sp(o.center);

@@ -195,7 +195,7 @@ fn run_with_storage(name: &str, agents: Option<usize>, ticks: u64, shuffle: bool
 fn the_order_agents_are_stored_in_changes_no_state_and_no_event() {
     // maze-moveto: MoveTo goal resolution, slot claims and DestinationReached events (all in
     // id order); swarm-10k and flock: neighbour sums over every cell.
-    for (name, n, ticks) in [("maze-moveto", None, 1300), ("swarm-10k", Some(3000), 150), ("flock", None, 150)] {
+    for (name, n, ticks) in [("maze-moveto", None, 2400), ("swarm-10k", Some(3000), 150), ("flock", None, 150)] {
         let (h0, e0) = run_with_storage(name, n, ticks, false);
         let (h1, e1) = run_with_storage(name, n, ticks, true);
         assert_eq!(h0, h1, "{name}: states differ with shuffled storage");
@@ -218,7 +218,10 @@ fn brute_force_baseline_gives_the_same_state_as_the_grid() {
 fn obstacle_course_3000_ticks_zero_penetrations_with_and_without_safety_net() {
     for solid in [true, false] {
         let mut sc = scenario("obstacle-course");
+        // Without the safety net: neither obstacles nor agents are solid (an agent contact
+        // push, unchecked, could push an agent into an obstacle).
         sc.solid_obstacles = solid;
+        sc.solid_agents = solid;
         let r = run("obstacle-course", &sc, &SimulateOptions { ticks: 3000, threads: 2, ..SimulateOptions::default() }).expect("run");
         assert_eq!(r.obstacle_penetrations, 0, "solid={solid}: {}", r.table());
         assert_eq!(r.non_finite, 0);

@@ -71,6 +71,16 @@ pub struct Report {
     pub contacts: u64,
     /// Agent-pair-ticks closer than half the sum of radii.
     pub agent_overlaps: u64,
+    /// Largest radii sum minus centre distance over all agent pairs and audited ticks, world
+    /// units (0 when no two agents ever touched).
+    pub max_penetration: f32,
+    /// Agent pairs overlapping by more than 1 % of their radii sum, summed over audited ticks.
+    pub overlap_pair_ticks: u64,
+    /// Agents with a MoveTo order or arrive target that have not arrived and whose position
+    /// moved less than one radius over the last 10 s of the run (0 for runs under 10 s).
+    pub stuck_agents: usize,
+    /// Largest distance of an agent from its MoveTo target (or arrive target) at the end.
+    pub max_goal_distance: Option<f32>,
     /// Non-finite numbers seen (must be 0).
     pub non_finite: u64,
     /// Agents outside the bounds at an audit (must be 0).
@@ -119,27 +129,44 @@ pub enum SimulateError {
 pub fn arrived(world: &World) -> (usize, usize) {
     let mut with = 0;
     let mut done = 0;
-    for a in world.agents_unordered() {
-        if let Some(o) = &a.order {
-            with += 1;
-            if o.done && a.position.distance(o.stop_point) <= o.tolerance.max(o.stuck_radius) {
-                done += 1;
-            }
-            continue;
-        }
-        for e in a.behaviors.entries() {
-            if let Behavior::Arrive(p) = &e.behavior {
-                if let Target::Point(t) = p.target {
-                    with += 1;
-                    if a.position.distance(t) <= p.tuning.target_radius {
-                        done += 1;
-                    }
-                    break;
-                }
-            }
-        }
+    for (_, d) in world.agents_unordered().iter().filter_map(goal) {
+        with += 1;
+        done += usize::from(d);
     }
     (done, with)
+}
+
+/// The goal of an agent: its MoveTo target, else its arrive target point, with whether it has
+/// arrived (as [`arrived`] counts).
+fn goal(a: &crate::sim::Agent) -> Option<(glam::Vec2, bool)> {
+    if let Some(o) = &a.order {
+        return Some((o.target, o.done && a.position.distance(o.stop_point) <= o.tolerance.max(o.stuck_radius)));
+    }
+    a.behaviors.entries().iter().find_map(|e| match &e.behavior {
+        Behavior::Arrive(p) => match p.target {
+            Target::Point(t) => Some((t, a.position.distance(t) <= p.tuning.target_radius)),
+            Target::Agent(_) => None,
+        },
+        _ => None,
+    })
+}
+
+/// Agents with a goal, not arrived, that moved less than their radius since `earlier` (empty:
+/// the run was shorter than the window, and none count).
+pub fn stuck_agents(world: &World, earlier: &BTreeMap<u32, glam::Vec2>) -> usize {
+    world
+        .agents()
+        .iter()
+        .filter(|a| {
+            let Some((_, done)) = goal(a) else { return false };
+            !done && earlier.get(&a.id).is_some_and(|p| p.distance(a.position) < a.limits.radius)
+        })
+        .count()
+}
+
+/// Largest distance from an agent to its goal (None when no agent has one).
+pub fn max_goal_distance(world: &World) -> Option<f32> {
+    world.agents().iter().filter_map(|a| goal(a).map(|(g, _)| a.position.distance(g))).reduce(f32::max)
 }
 
 /// Runs `scenario` and returns the report. `name` labels it.
@@ -176,6 +203,10 @@ pub fn run(name: &str, scenario: &Scenario, opts: &SimulateOptions) -> Result<Re
         wall_crossings: 0,
         contacts: 0,
         agent_overlaps: 0,
+        max_penetration: 0.0,
+        overlap_pair_ticks: 0,
+        stuck_agents: 0,
+        max_goal_distance: None,
         non_finite: 0,
         out_of_bounds: 0,
         audited: opts.audit_every > 0,
@@ -187,12 +218,18 @@ pub fn run(name: &str, scenario: &Scenario, opts: &SimulateOptions) -> Result<Re
         *events.entry(e.kind().to_string()).or_default() += 1;
     }
     let mut last_orient: Vec<f32> = Vec::new();
+    // Positions (by id) 10 s before the end, for `stuck_agents`.
+    let window = (10.0 * f64::from(sc.tick_rate)).round() as u64;
+    let mut earlier: BTreeMap<u32, glam::Vec2> = BTreeMap::new();
     let mut arrived_max_turn: Option<f32> = None;
     let mut all_arrived_tick = None;
     for t in 0..opts.ticks {
         if t > 0 {
             let now = world.tick();
             sc.apply_orders(&mut world, now)?;
+        }
+        if opts.ticks >= window && t == opts.ticks - window {
+            earlier = world.agents().iter().map(|a| (a.id, a.position)).collect();
         }
         last_orient.clear();
         last_orient.extend(world.agents().iter().map(|a| if a.order.as_ref().is_some_and(|o| o.done) { a.orientation } else { f32::NAN }));
@@ -222,6 +259,8 @@ pub fn run(name: &str, scenario: &Scenario, opts: &SimulateOptions) -> Result<Re
             let a = pool.install(|| world.audit());
             r.obstacle_penetrations += u64::from(a.obstacle_penetrations);
             r.agent_overlaps += u64::from(a.agent_overlaps);
+            r.overlap_pair_ticks += u64::from(a.overlap_pairs);
+            r.max_penetration = r.max_penetration.max(a.max_penetration);
             r.non_finite += u64::from(a.non_finite);
             r.out_of_bounds += u64::from(a.out_of_bounds);
             if a.min_obstacle_clearance.is_finite() {
@@ -236,6 +275,8 @@ pub fn run(name: &str, scenario: &Scenario, opts: &SimulateOptions) -> Result<Re
     r.state_hash = format!("{:016x}", state_hash(&world));
     r.events = events;
     (r.arrived, r.with_target) = arrived(&world);
+    r.stuck_agents = stuck_agents(&world, &earlier);
+    r.max_goal_distance = max_goal_distance(&world);
     r.arrived_max_turn = arrived_max_turn;
     r.all_arrived_tick = all_arrived_tick;
     r.nav = world.nav().map(|n| {
@@ -283,6 +324,10 @@ impl Report {
         row("wall_crossings", self.wall_crossings.to_string());
         row("contacts (safety net)", self.contacts.to_string());
         row("agent_overlaps", self.agent_overlaps.to_string());
+        row("max_penetration", format!("{:.4}", self.max_penetration));
+        row("overlap_pair_ticks", self.overlap_pair_ticks.to_string());
+        row("stuck_agents", self.stuck_agents.to_string());
+        row("max_goal_distance", self.max_goal_distance.map_or("-".into(), |d| format!("{d:.3}")));
         row("non_finite", self.non_finite.to_string());
         row("out_of_bounds", self.out_of_bounds.to_string());
         row("audited", self.audited.to_string());

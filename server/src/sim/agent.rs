@@ -108,7 +108,7 @@ pub struct MoveOrder {
     pub claim_radius: f32,
     /// The agent stops when within this distance of `stop_point`.
     pub tolerance: f32,
-    /// A blocked agent stops when slower than 5 % of max speed within this distance of `goal`.
+    /// A blocked agent stops when slower than 2 % of max speed within this distance of `goal` (or touching an arrived agent of its formation).
     pub stuck_radius: f32,
     /// The stopping distance asked for.
     pub stopping_distance: f32,

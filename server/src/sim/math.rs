@@ -55,6 +55,14 @@ pub fn perp(v: Vec2) -> Vec2 {
     Vec2::new(-v.y, v.x)
 }
 
+/// A fixed unit direction that separates two agents standing on the same spot, as seen from
+/// `a` (`b` gets the opposite): the golden angle times a number made of both ids.
+pub fn pair_dir(a: u32, b: u32) -> Vec2 {
+    let (lo, hi) = if a < b { (a, b) } else { (b, a) };
+    let d = heading(lo.wrapping_mul(31).wrapping_add(hi) as f32 * 2.399_963);
+    if a < b { d } else { -d }
+}
+
 /// Distance from `p` to the segment `a`–`b`, and the closest point on it.
 pub fn closest_on_segment(p: Vec2, a: Vec2, b: Vec2) -> Vec2 {
     let ab = b - a;

@@ -10,6 +10,7 @@ pub mod error;
 pub mod hash;
 pub mod math;
 pub mod nav;
+pub mod orca;
 pub mod rng;
 pub mod roster;
 pub mod spatial;

@@ -140,6 +140,11 @@ pub struct Neighbor {
     pub position: Vec2,
     /// Velocity.
     pub velocity: Vec2,
+    /// Top speed (the integrator's clamp; lets a neighbour predict where this agent goes).
+    pub max_speed: f32,
+    /// True when the agent avoids others reciprocally this tick (then each of a pair takes half
+    /// of the avoidance; see `behaviors::reciprocal_avoidance`).
+    pub reciprocal: bool,
 }
 
 /// Agents bucketed by the cell of their centre, with a packed [`Neighbor`] copy of each agent in
@@ -229,7 +234,7 @@ impl AgentGrid {
         // Pass 2, per band: scatter into the band's own slices of `order` and `packed`.
         // Every slot of these is written below (the scatter is a permutation), so they are only
         // resized, not cleared.
-        let empty = Neighbor { id: 0, radius: 0.0, position: Vec2::ZERO, velocity: Vec2::ZERO };
+        let empty = Neighbor { id: 0, radius: 0.0, position: Vec2::ZERO, velocity: Vec2::ZERO, max_speed: 0.0, reciprocal: false };
         self.order.resize(n, 0);
         self.packed.resize(n, empty);
         self.rank.resize_with(n, || AtomicU32::new(0));
@@ -327,6 +332,21 @@ impl AgentGrid {
     /// Every packed agent, in cell order (the brute-force baseline scans this).
     pub fn all(&self) -> &[Neighbor] {
         &self.packed
+    }
+
+    /// Like [`AgentGrid::for_each_in_box`], with each agent's rank (its index in [`AgentGrid::order`]).
+    pub fn for_each_in_box_ranked(&self, p: Vec2, r: f32, mut f: impl FnMut(usize, &Neighbor)) {
+        let (x0, y0) = self.shape.coords(p - Vec2::splat(r));
+        let (x1, y1) = self.shape.coords(p + Vec2::splat(r));
+        for cy in y0..=y1 {
+            let row = self.shape.index(0, cy);
+            let (s, e) = (self.starts.get(row + x0 as usize), self.starts.get(row + x1 as usize + 1));
+            if let (Some(&s), Some(&e)) = (s, e) {
+                for (k, n) in self.packed.get(s as usize..e as usize).unwrap_or(&[]).iter().enumerate() {
+                    f(s as usize + k, n);
+                }
+            }
+        }
     }
 
     /// Calls `f` with every agent bucketed in a cell overlapping the square of half-side `r`
@@ -464,7 +484,7 @@ mod tests {
         ) {
             let pos: Vec<Vec2> = pts.iter().map(|&(x, y)| Vec2::new(x, y)).collect();
             let mut g = AgentGrid::empty(bounds());
-            g.rebuild(bounds(), cell, pos.len(), |i| Neighbor { id: i as u32, radius: 0.5, position: pos[i], velocity: Vec2::ZERO });
+            g.rebuild(bounds(), cell, pos.len(), |i| Neighbor { id: i as u32, radius: 0.5, position: pos[i], velocity: Vec2::ZERO, max_speed: 0.0, reciprocal: false });
             let q = Vec2::new(q.0, q.1);
             let mut seen = Vec::new();
             g.for_each_in_box(q, r, |n| seen.push(n.id));
@@ -551,7 +571,7 @@ mod tests {
         let pos: Vec<Vec2> = (0..n).map(|_| Vec2::new(next(), next())).collect();
         let pool = rayon::ThreadPoolBuilder::new().num_threads(threads).build().expect("pool");
         let mut g = AgentGrid::empty(bounds());
-        pool.install(|| g.rebuild(bounds(), 0.5, n, |i| Neighbor { id: i as u32, radius: 0.5, position: pos[i], velocity: Vec2::ZERO }));
+        pool.install(|| g.rebuild(bounds(), 0.5, n, |i| Neighbor { id: i as u32, radius: 0.5, position: pos[i], velocity: Vec2::ZERO, max_speed: 0.0, reciprocal: false }));
         let ranks = (0..n).map(|i| g.rank(i)).collect();
         (g.order.clone(), ranks, g.starts.clone())
     }

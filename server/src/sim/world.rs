@@ -4,9 +4,10 @@
 //! [`WorldView`] (in parallel with rayon when a pool is installed). **Apply:** each agent's
 //! steering goes through the one integrator ([`integrate`]) and the safety constraints.
 //!
-//! **Invariant:** `agents` is sorted by id, and nothing in a tick depends on the order in which
-//! agents are computed, so the same scenario, seed and commands give bit-identical states on any
-//! number of threads.
+//! **Invariant:** nothing in a tick depends on the order in which agents are stored or computed
+//! (`agents` is stored in rough cell order, see [`super::roster`]; whatever is order-sensitive
+//! goes by id), so the same scenario, seed and commands give bit-identical states on any number
+//! of threads.
 //!
 //! **Invariant:** no non-finite number enters the world: every input is validated, and the
 //! integrator refuses a non-finite result (the agent keeps its last state, at rest).
@@ -21,7 +22,7 @@ use super::behaviors::move_to::{self, EVENT_DESTINATION_REACHED, MoveToParams};
 use super::behaviors::path_following::EVENT_PATH_COMPLETED;
 use super::behaviors::{Behavior, BehaviorEntry, BehaviorSet, Scratch, Target};
 use super::error::{SimError, check_finite, check_positive, check_vec};
-use super::math::{clamp_len, closest_on_segment, dir, orientation_of, perp, segment_intersection, wrap_angle};
+use super::math::{clamp_len, closest_on_segment, dir, orientation_of, pair_dir, perp, segment_intersection, wrap_angle};
 use super::nav::flowfield::FlowField;
 use super::nav::{FieldJob, FieldTicket, NavState};
 use super::rng::Rng;
@@ -61,6 +62,10 @@ pub struct WorldConfig {
     /// When true, agents are kept out of obstacles and from crossing walls by the integrator
     /// (a safety net under the avoidance behaviours; counted as contacts).
     pub solid_obstacles: bool,
+    /// When true, agents that would overlap after a step are pushed apart by the integrator
+    /// (each of a pair half the overlap, counted as contacts): a guarantee under the avoidance
+    /// behaviours, which cannot always prevent contact in a jam.
+    pub solid_agents: bool,
     /// Neighbour queries scan every agent (the O(N²) baseline for benchmarks) instead of the grid.
     pub brute_force_neighbors: bool,
     /// Most agents the world may hold.
@@ -102,6 +107,7 @@ impl Default for WorldConfig {
             agent_cell_size: None,
             static_cell_size: 8.0,
             solid_obstacles: true,
+            solid_agents: true,
             brute_force_neighbors: false,
             max_agents: 200_000,
             max_obstacles: 10_000,
@@ -327,6 +333,10 @@ pub struct Audit {
     pub min_obstacle_clearance: f32,
     /// Agent pairs closer than half the sum of their radii.
     pub agent_overlaps: u32,
+    /// Largest overlap of two agents: radii sum minus centre distance (0 when none touch).
+    pub max_penetration: f32,
+    /// Agent pairs overlapping by more than 1 % of their radii sum.
+    pub overlap_pairs: u32,
     /// Agents with a non-finite number in their state.
     pub non_finite: u32,
     /// Agents outside the bounds.
@@ -370,6 +380,8 @@ pub struct World {
     events_dropped: u64,
     /// Compute-phase output buffer, reused every tick (cell order).
     results: Vec<StepResult>,
+    /// Largest radius and top speed any agent was spawned with (bounds for the contact query).
+    extent: (f32, f32),
 }
 
 impl World {
@@ -397,6 +409,7 @@ impl World {
             max_pending_events: 1 << 20,
             events_dropped: 0,
             results: Vec::new(),
+            extent: (0.0, 0.0),
         })
     }
 
@@ -779,6 +792,7 @@ impl World {
             return Err(SimError::LimitExceeded { what: "agent ids".into(), max: u32::MAX as usize });
         }
         let group = self.ensure_group(&spec.group)?;
+        self.extent = (self.extent.0.max(limits.radius), self.extent.1.max(limits.max_speed));
         let shared = Arc::new(set);
         let mut ids = Vec::with_capacity(count);
         for i in 0..count {
@@ -872,9 +886,14 @@ impl World {
             reach.min(1000.0)
         });
         let agents = self.agents.storage();
+        let move_to_reciprocal = self.config.move_to.reciprocal.is_some();
         self.grid.rebuild(self.config.bounds, cell, agents.len(), |i| {
             let a = &agents[i];
-            Neighbor { id: a.id, radius: a.limits.radius, position: a.position, velocity: a.velocity }
+            let reciprocal = match a.active_order() {
+                Some(_) => move_to_reciprocal,
+                None => a.behaviors.reciprocal().is_some(),
+            };
+            Neighbor { id: a.id, radius: a.limits.radius, position: a.position, velocity: a.velocity, max_speed: a.limits.max_speed, reciprocal }
         });
     }
 
@@ -949,17 +968,23 @@ impl World {
                 })
                 .collect_into_vec(&mut results);
         }
+        let grid = &self.grid;
+        let results_ref = &results;
+        let dt = self.config.dt();
         let ctx = ApplyCtx {
-            dt: self.config.dt(),
+            dt,
             bounds: self.config.bounds,
             edge: self.config.edge,
             solid: self.config.solid_obstacles,
             obstacles: &self.obstacles,
             walls: &self.walls,
             statics: &self.statics,
+            contacts: self.config.solid_agents.then_some(Contacts {
+                grid,
+                results: results_ref,
+                reach: self.extent.0 + 2.0 * self.extent.1 * dt,
+            }),
         };
-        let grid = &self.grid;
-        let results_ref = &results;
         let stats = self
             .agents
             .storage_mut()
@@ -1030,10 +1055,18 @@ impl World {
                 }
                 out.min_obstacle_clearance = out.min_obstacle_clearance.min(d - o.radius - a.limits.radius);
             });
-            view.for_each_agent_near(a.position, max_r, |b| {
-                if b.id > a.id && a.position.distance(b.position) < 0.5 * (a.limits.radius + b.radius) {
+            view.for_each_agent_near(a.position, a.limits.radius + max_r, |b| {
+                if b.id <= a.id {
+                    return;
+                }
+                let (d, rs) = (a.position.distance(b.position), a.limits.radius + b.radius);
+                if d < 0.5 * rs {
                     out.agent_overlaps += 1;
                 }
+                if rs - d > 0.01 * rs {
+                    out.overlap_pairs += 1;
+                }
+                out.max_penetration = out.max_penetration.max(rs - d);
             });
         }
         out
@@ -1043,6 +1076,7 @@ impl World {
     #[cfg(test)]
     pub(crate) fn insert_agent_for_test(&mut self, a: Agent) {
         self.next_agent_id = self.next_agent_id.max(a.id + 1);
+        self.extent = (self.extent.0.max(a.limits.radius), self.extent.1.max(a.limits.max_speed));
         assert!(self.agents.insert(a), "agent id taken");
     }
 
@@ -1113,7 +1147,58 @@ struct ApplyCtx<'a> {
     obstacles: &'a [Obstacle],
     walls: &'a [Wall],
     statics: &'a StaticIndex,
+    /// Set when agents are solid (`WorldConfig::solid_agents`).
+    contacts: Option<Contacts<'a>>,
 }
+
+/// What the agent contact rule reads: the grid of the tick (positions and velocities at its
+/// start, by rank) and every agent's compute-phase result (by rank), from which anyone can tell
+/// where any agent's step takes it.
+struct Contacts<'a> {
+    grid: &'a AgentGrid,
+    results: &'a [StepResult],
+    /// Largest radius plus the furthest two agents can move towards each other in a step.
+    reach: f32,
+}
+
+impl Contacts<'_> {
+    /// Where the integrator takes a neighbour this step (before the safety net).
+    fn next_position(&self, rank: usize, n: &Neighbor, dt: f32) -> Vec2 {
+        match self.results.get(rank) {
+            Some(StepResult(s, _, flags)) if flags & EVENT_DESTINATION_REACHED == 0 => {
+                n.position + clamp_len(n.velocity + s.sanitized().linear * dt, n.max_speed) * dt
+            }
+            _ => n.position,
+        }
+    }
+
+    /// The push that takes agent `id` (radius `r`, at `from` before the step and `to` after it)
+    /// out of every neighbour it would overlap after the step: half of each overlap, along the
+    /// line of centres (a direction fixed by the ids when the centres coincide), at most `r`.
+    /// Each of a pair computes the same overlap from the same predictions, so a lone pair ends
+    /// just touching, whatever order the agents are applied in.
+    fn push(&self, id: AgentId, r: f32, from: Vec2, to: Vec2, dt: f32) -> Vec2 {
+        let mut push = Vec2::ZERO;
+        self.grid.for_each_in_box_ranked(from, r + self.reach, |rank, n| {
+            if n.id == id {
+                return;
+            }
+            let q = self.next_position(rank, n, dt);
+            let d = to - q;
+            let rs = r + n.radius;
+            let d2 = d.length_squared();
+            if d2 >= rs * rs {
+                return;
+            }
+            let dist = d2.sqrt();
+            let away = if dist > 1e-6 { d / dist } else { pair_dir(id, n.id) };
+            push += away * ((rs - dist) * 0.5);
+        });
+        clamp_len(push, r)
+    }
+}
+
+
 
 /// Speed under which an agent without orientation steering keeps its orientation.
 pub const FACE_VELOCITY_EPSILON: f32 = 1e-3;
@@ -1148,6 +1233,15 @@ impl ApplyCtx<'_> {
         let mut stats = StepStats::default();
         let before = (a.position, a.velocity, a.orientation, a.angular_velocity);
         integrate(a, s.sanitized(), self.dt);
+        if let Some(c) = &self.contacts {
+            let push = c.push(a.id, a.limits.radius, before.0, a.position, self.dt);
+            // A position correction only: the velocities stay the avoidance's, which already
+            // aim apart (taking velocity away here would stall a jam that avoidance resolves).
+            if push != Vec2::ZERO && push.is_finite() {
+                a.position += push;
+                stats.contacts += 1;
+            }
+        }
         if self.solid {
             stats.contacts += self.resolve_walls(a, before.0);
             stats.contacts += self.resolve_obstacles(a);

@@ -30,6 +30,7 @@ pub mod obstacle_avoidance;
 pub mod path_following;
 pub mod pursue;
 pub mod random_target;
+pub mod reciprocal_avoidance;
 pub mod seek;
 pub mod separation;
 pub mod velocity_match;
@@ -103,6 +104,7 @@ pub enum Behavior {
     Alignment(alignment::AlignmentParams),
     PathFollowing(path_following::PathFollowingParams),
     LeaderFollowing(leader_following::LeaderFollowingParams),
+    ReciprocalAvoidance(reciprocal_avoidance::ReciprocalAvoidanceParams),
 }
 
 impl Behavior {
@@ -129,6 +131,7 @@ impl Behavior {
             Behavior::Alignment(_) => "alignment",
             Behavior::PathFollowing(_) => "path_following",
             Behavior::LeaderFollowing(_) => "leader_following",
+            Behavior::ReciprocalAvoidance(_) => "reciprocal_avoidance",
         }
     }
 
@@ -146,6 +149,8 @@ impl Behavior {
             Behavior::Alignment(p) => p.neighbor_radius,
             Behavior::AgentAvoidance(p) => p.look_ahead + p.avoid_radius,
             Behavior::LeaderFollowing(p) => p.separation_radius,
+            // Its short first look (see `reciprocal_avoidance::nearest`) is what runs in a crowd.
+            Behavior::ReciprocalAvoidance(p) => p.neighbor_dist.min(4.0),
             _ => 0.0,
         }
     }
@@ -173,6 +178,7 @@ impl Behavior {
             Behavior::Alignment(p) => p.validate(),
             Behavior::PathFollowing(p) => p.validate(),
             Behavior::LeaderFollowing(p) => p.validate(),
+            Behavior::ReciprocalAvoidance(p) => p.validate(),
         }
     }
 
@@ -222,6 +228,8 @@ impl Behavior {
             Behavior::Alignment(p) => alignment::steer(agent, p, view),
             Behavior::PathFollowing(p) => path_following::steer(agent, p, view, scratch),
             Behavior::LeaderFollowing(p) => leader_following::steer(agent, p, view),
+            // A filter on the set's blend, not a force (see `BehaviorSet::steer`).
+            Behavior::ReciprocalAvoidance(_) => Steering::ZERO,
         }
     }
 }
@@ -262,6 +270,8 @@ pub const PRIORITY_EPSILON: f32 = 1e-3;
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct BehaviorSet {
     entries: Vec<BehaviorEntry>,
+    /// The parameters of the first reciprocal-avoidance entry, if any (kept with `entries`).
+    reciprocal: Option<reciprocal_avoidance::ReciprocalAvoidanceParams>,
 }
 
 impl BehaviorSet {
@@ -287,6 +297,7 @@ impl BehaviorSet {
         }
         let at = self.entries.partition_point(|e| e.priority <= entry.priority);
         self.entries.insert(at, entry);
+        self.update_reciprocal();
         Ok(())
     }
 
@@ -294,12 +305,26 @@ impl BehaviorSet {
     pub fn remove(&mut self, kind: &str) -> usize {
         let before = self.entries.len();
         self.entries.retain(|e| e.behavior.kind() != kind);
+        self.update_reciprocal();
         before - self.entries.len()
     }
 
     /// Removes every entry (003 `Reset`).
     pub fn reset(&mut self) {
         self.entries.clear();
+        self.reciprocal = None;
+    }
+
+    fn update_reciprocal(&mut self) {
+        self.reciprocal = self.entries.iter().find_map(|e| match &e.behavior {
+            Behavior::ReciprocalAvoidance(p) => Some(*p),
+            _ => None,
+        });
+    }
+
+    /// The reciprocal avoidance the set filters its blend through, if any.
+    pub fn reciprocal(&self) -> Option<&reciprocal_avoidance::ReciprocalAvoidanceParams> {
+        self.reciprocal.as_ref()
     }
 
     /// True when some entry steers the orientation.
@@ -314,7 +339,17 @@ impl BehaviorSet {
 
     /// Blends the entries: per priority group Σ wᵢ·sᵢ clamped to the agent's limits; the first
     /// group whose result exceeds [`PRIORITY_EPSILON`] wins (the last group's result otherwise).
+    /// A set with reciprocal avoidance then filters that blend through it.
     pub fn steer(&self, agent: &Agent, view: &WorldView, scratch: &mut Scratch) -> Steering {
+        let out = self.blend(agent, view, scratch);
+        match &self.reciprocal {
+            Some(p) => reciprocal_avoidance::filter(agent, p, view, out),
+            None => out,
+        }
+    }
+
+    /// The blend alone (see [`BehaviorSet::steer`]).
+    pub fn blend(&self, agent: &Agent, view: &WorldView, scratch: &mut Scratch) -> Steering {
         let lim = &agent.limits;
         let mut out = Steering::ZERO;
         let mut i = 0;

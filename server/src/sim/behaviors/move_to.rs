@@ -4,9 +4,9 @@
 //! Per tick (004 `FixedUpdate` / `ComputeSteering`):
 //! 1. Arrived? Within `tolerance` of the stop point (its formation slot, or the goal for a lone
 //!    agent) and at most `arrive_speed`: report `DestinationReached` (the apply phase zeroes the
-//!    velocity and marks the order done). A blocked agent — within the order's `stuck_radius` of
-//!    the goal and slower than 2 % of its top speed — stops where it is, so every agent emits
-//!    the event once.
+//!    velocity and marks the order done). A blocked agent — slower than 2 % of its top speed,
+//!    and within the order's `stuck_radius` of the goal or touching an arrived agent of its own
+//!    formation — stops where it is, so every agent emits the event once.
 //! 2. Wanted direction: straight at the stop point when it is near (inside `claim_radius`) and
 //!    the straight line is clear of obstacles and walls (line-of-sight shortcut); otherwise the
 //!    flow field sampled at the agent (bilinear); an agent standing in a blocked cell steers to
@@ -14,7 +14,12 @@
 //!    wall.
 //! 3. 004's blend: `normalize(wanted + avoid·avoid_strength + separation·separation_weight)`,
 //!    avoid = context avoidance ([`super::context_avoidance`]), separation = 004's
-//!    ([`super::separation::separation_dir`]).
+//!    ([`super::separation::separation_dir`]). With `reciprocal` set (the default) there is no
+//!    blend: the direction is `wanted`, and after step 5 one step of the arrive steering gives
+//!    the preferred velocity, which reciprocal avoidance
+//!    ([`super::reciprocal_avoidance`]) replaces by the nearest velocity that touches no agent,
+//!    moving or resting, nor obstacle nor wall within its horizons. 004's context avoidance
+//!    only sees resting agents, so crowds with crossing orders walked through each other.
 //! 4. 004's direction threshold: keep last tick's direction unless the new one differs by more
 //!    than `direction_threshold` degrees.
 //! 5. Arrive: speed = max_speed, or max_speed·d/`slow_radius` within `slow_radius` of the stop
@@ -30,6 +35,7 @@ use glam::Vec2;
 
 use super::Scratch;
 use super::context_avoidance::{ContextAvoidanceParams, avoid_dir};
+use super::reciprocal_avoidance::{self, ReciprocalAvoidanceParams};
 use super::separation::separation_dir;
 use crate::sim::agent::{Agent, MoveOrder};
 use crate::sim::error::{SimError, check_non_negative, check_positive};
@@ -57,8 +63,11 @@ pub struct MoveToParams {
     pub time_to_target: f32,
     /// Within tolerance of the stop point and at most this fast counts as arrived (default 0.5).
     pub arrive_speed: f32,
-    /// Context avoidance.
+    /// Context avoidance (004's; used when `reciprocal` is off).
     pub context: ContextAvoidanceParams,
+    /// Reciprocal avoidance of moving and resting agents, obstacles and walls (default on, with
+    /// its defaults); `None` = 004's blend of context avoidance and separation.
+    pub reciprocal: Option<ReciprocalAvoidanceParams>,
     /// A goal whose agents — at most this many — all see it along free navigation cells gets
     /// no flow field: they head straight for it (the field would point straight anyway).
     /// Larger groups, and goals any agent does not see, get a field. 0 = always a field
@@ -77,6 +86,7 @@ impl Default for MoveToParams {
             time_to_target: 0.25,
             arrive_speed: 0.5,
             context: ContextAvoidanceParams::default(),
+            reciprocal: Some(ReciprocalAvoidanceParams::default()),
             straight_line_max_agents: 32,
         }
     }
@@ -99,6 +109,9 @@ impl MoveToParams {
         check_non_negative("arrive_speed", self.arrive_speed)?;
         if self.straight_line_max_agents > 100_000 {
             return Err(SimError::invalid("straight_line_max_agents", "must be at most 100000"));
+        }
+        if let Some(r) = &self.reciprocal {
+            r.validate().map_err(|e| e.within("reciprocal"))?;
         }
         self.context.validate().map_err(|e| e.within("context"))
     }
@@ -186,12 +199,21 @@ pub fn steer(agent: &Agent, order: &MoveOrder, p: &MoveToParams, view: &WorldVie
     let lim = &agent.limits;
     let d = pos.distance(order.stop_point);
     let can_stop = order.slot.is_some() || order.formation == 0;
-    let stuck = pos.distance(order.goal) <= order.stuck_radius && speed < 0.02 * lim.max_speed && scratch.memory.last_move_dir != Vec2::ZERO;
+    let blocked = speed < 0.02 * lim.max_speed && scratch.memory.last_move_dir != Vec2::ZERO;
+    let stuck = blocked && (pos.distance(order.goal) <= order.stuck_radius || touches_arrived(agent, order, view));
     if (can_stop && d <= order.tolerance && speed <= p.arrive_speed) || stuck {
         scratch.events |= EVENT_DESTINATION_REACHED;
         return Steering::ZERO;
     }
     let wanted = wanted_dir(agent, order, view);
+    if let Some(rp) = &p.reciprocal {
+        // The flow (or straight line) at arrive speed is the preferred velocity; reciprocal
+        // avoidance picks the nearest safe one.
+        let chosen = keep_direction(agent.memory.last_move_dir, wanted, p.direction_threshold);
+        scratch.memory.last_move_dir = chosen;
+        let want = Steering::linear(clamp_len((chosen * arrive_speed(d, order, p, lim.max_speed) - agent.velocity) / p.time_to_target, lim.max_accel));
+        return reciprocal_avoidance::filter(agent, rp, view, want);
+    }
     // Fade avoidance and separation inside the slow radius so the agent can settle.
     let fade = (d / p.slow_radius).min(1.0);
     let avoid = avoid_dir(agent, &p.context, view, wanted, agent.memory.last_avoid_dir, d.max(lim.radius));
@@ -201,23 +223,58 @@ pub fn steer(agent: &Agent, order: &MoveOrder, p: &MoveToParams, view: &WorldVie
     if new == Vec2::ZERO {
         new = wanted;
     }
-    let last = agent.memory.last_move_dir;
-    let chosen = if last == Vec2::ZERO || last.angle_to(new).abs().to_degrees() > p.direction_threshold { new } else { last };
+    let chosen = keep_direction(agent.memory.last_move_dir, new, p.direction_threshold);
     scratch.memory.last_move_dir = chosen;
-    let target_speed = if d <= order.tolerance {
+    let target_speed = arrive_speed(d, order, p, lim.max_speed);
+    Steering::linear(clamp_len((chosen * target_speed - agent.velocity) / p.time_to_target, lim.max_accel))
+}
+
+/// True when the agent touches (within a tenth of its radius) an agent of its own formation
+/// that has arrived: a blocked agent there joins the formation where it stands, so a crowd
+/// that cannot pass its arrived members packs round them instead of waiting for ever.
+fn touches_arrived(agent: &Agent, order: &MoveOrder, view: &WorldView) -> bool {
+    if order.formation == 0 {
+        return false;
+    }
+    let r = agent.limits.radius;
+    let mut touches = false;
+    view.for_each_agent_near(agent.position, 2.2 * r + 2.0, |n| {
+        if touches || n.id == agent.id {
+            return;
+        }
+        let reach = r * 1.1 + n.radius;
+        if n.position.distance_squared(agent.position) <= reach * reach {
+            touches = view.agent(n.id).and_then(|b| b.order.as_deref()).is_some_and(|o| o.done && o.formation == order.formation);
+        }
+    });
+    touches
+}
+
+/// 004's direction threshold (step 4): `last` unless `new` turns more than `threshold` degrees.
+fn keep_direction(last: Vec2, new: Vec2, threshold: f32) -> Vec2 {
+    if last == Vec2::ZERO || last.angle_to(new).abs().to_degrees() > threshold { new } else { last }
+}
+
+/// Step 5's speed at distance `d` from the stop point.
+fn arrive_speed(d: f32, order: &MoveOrder, p: &MoveToParams, max_speed: f32) -> f32 {
+    if d <= order.tolerance {
         0.0
     } else if d < p.slow_radius {
-        lim.max_speed * d / p.slow_radius
+        max_speed * d / p.slow_radius
     } else {
-        lim.max_speed
-    };
-    Steering::linear(clamp_len((chosen * target_speed - agent.velocity) / p.time_to_target, lim.max_accel))
+        max_speed
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::super::testkit::*;
     use super::*;
+
+    /// 004's MoveTo: context avoidance and separation instead of reciprocal avoidance.
+    fn context() -> MoveToParams {
+        MoveToParams { reciprocal: None, ..MoveToParams::default() }
+    }
 
     fn order(stop: Vec2) -> MoveOrder {
         MoveOrder {
@@ -246,7 +303,7 @@ mod tests {
         let view = w.view();
         let a = view.agent(1).unwrap();
         let mut s = scratch_for(a);
-        let out = steer(a, &order(Vec2::new(20.0, 0.0)), &MoveToParams::default(), &view, &mut s);
+        let out = steer(a, &order(Vec2::new(20.0, 0.0)), &context(), &view, &mut s);
         assert_close(out.linear, Vec2::new(10.0, 0.0));
         assert_close(s.memory.last_avoid_dir, Vec2::new(0.2, 0.0));
         assert_close(s.memory.last_move_dir, Vec2::X);
@@ -255,7 +312,7 @@ mod tests {
         let w = world_with(vec![agent_at(1, Vec2::new(18.5, 0.0), Vec2::new(4.0, 0.0))]);
         let view = w.view();
         let a = view.agent(1).unwrap();
-        let out = steer(a, &order(Vec2::new(20.0, 0.0)), &MoveToParams::default(), &view, &mut scratch_for(a));
+        let out = steer(a, &order(Vec2::new(20.0, 0.0)), &context(), &view, &mut scratch_for(a));
         assert_close(out.linear, Vec2::new(-6.0, 0.0));
     }
 
@@ -265,7 +322,7 @@ mod tests {
         let view = w.view();
         let a = view.agent(1).unwrap();
         let mut s = scratch_for(a);
-        let out = steer(a, &order(Vec2::new(20.0, 0.0)), &MoveToParams::default(), &view, &mut s);
+        let out = steer(a, &order(Vec2::new(20.0, 0.0)), &context(), &view, &mut s);
         assert_eq!(out, Steering::ZERO);
         assert_eq!(s.events, EVENT_DESTINATION_REACHED);
         // Too fast inside the tolerance: keeps braking, no event. d 0.3 ≤ 0.5 → speed 0;
@@ -274,7 +331,7 @@ mod tests {
         let view = w.view();
         let a = view.agent(1).unwrap();
         let mut s = scratch_for(a);
-        let out = steer(a, &order(Vec2::new(20.0, 0.0)), &MoveToParams::default(), &view, &mut s);
+        let out = steer(a, &order(Vec2::new(20.0, 0.0)), &context(), &view, &mut s);
         assert_close(out.linear, Vec2::new(-8.0, 0.0));
         assert_eq!(s.events, 0);
     }
@@ -289,7 +346,7 @@ mod tests {
         let view = w.view();
         let a = view.agent(1).unwrap();
         let mut s = scratch_for(a);
-        steer(a, &order(Vec2::new(20.0, 0.0)), &MoveToParams::default(), &view, &mut s);
+        steer(a, &order(Vec2::new(20.0, 0.0)), &context(), &view, &mut s);
         assert_close(s.memory.last_move_dir, crate::sim::math::heading(2f32.to_radians()));
         let mut b = agent_at(1, Vec2::ZERO, Vec2::ZERO);
         b.memory.last_move_dir = crate::sim::math::heading(10f32.to_radians());
@@ -298,7 +355,31 @@ mod tests {
         let view = w.view();
         let b = view.agent(1).unwrap();
         let mut s = scratch_for(b);
-        steer(b, &order(Vec2::new(20.0, 0.0)), &MoveToParams::default(), &view, &mut s);
+        steer(b, &order(Vec2::new(20.0, 0.0)), &context(), &view, &mut s);
         assert_close(s.memory.last_move_dir, Vec2::X);
+    }
+
+    #[test]
+    fn reciprocal_mode_goes_straight_when_alone_and_yields_to_a_resting_agent() {
+        // Alone, from rest: the arrive steering (20,0) clamps to max_accel 10; one step of it is
+        // the preferred velocity (0.5, 0), which nothing constrains: the steering stays (10,0).
+        let w = world_with(vec![agent_at(1, Vec2::ZERO, Vec2::ZERO)]);
+        let view = w.view();
+        let a = view.agent(1).unwrap();
+        let mut s = scratch_for(a);
+        let out = steer(a, &order(Vec2::new(20.0, 0.0)), &MoveToParams::default(), &view, &mut s);
+        assert_close(out.linear, Vec2::new(10.0, 0.0));
+        assert_close(s.memory.last_move_dir, Vec2::X);
+        // Moving (3,0) with a resting agent at (4,0) (radius sum 1, τ 2): the wanted (5,0)·…
+        // arrive steering (5−3)/0.25 = 8 → preferred (3.4, 0); the cone's right leg at
+        // asin(1/4) allows at most 3.4·cos θ along (cos θ, −sin θ) = (3.4·15/16, −3.4·√15/16),
+        // so the steering is that minus (3,0), over dt 0.05.
+        let w = world_with(vec![agent_at(1, Vec2::ZERO, Vec2::new(3.0, 0.0)), agent_at(2, Vec2::new(4.0, 0.0), Vec2::ZERO)]);
+        let view = w.view();
+        let a = view.agent(1).unwrap();
+        let mut s = scratch_for(a);
+        let out = steer(a, &order(Vec2::new(20.0, 0.0)), &MoveToParams::default(), &view, &mut s);
+        let v = Vec2::new(3.4 * 15.0 / 16.0, -3.4 * 15f32.sqrt() / 16.0);
+        assert!((out.linear - (v - Vec2::new(3.0, 0.0)) / 0.05).length() < 0.05, "{}", out.linear);
     }
 }

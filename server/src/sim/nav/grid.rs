@@ -37,6 +37,10 @@ pub struct NavGrid {
     version: u64,
     components: Vec<u32>,
     components_version: u64,
+    /// Chessboard distance, in cells, from each cell to the nearest blocked cell (saturating;
+    /// computed with the components): every cell within `clear[i] − 1` of cell `i` is free, so a
+    /// line test can jump over that stretch instead of sampling it.
+    clear: Vec<u16>,
 }
 
 impl NavGrid {
@@ -64,6 +68,7 @@ impl NavGrid {
             version: 1,
             components: Vec::new(),
             components_version: 0,
+            clear: Vec::new(),
         }
     }
 
@@ -150,7 +155,7 @@ impl NavGrid {
 
     /// Bytes held by the grid's arrays.
     pub fn bytes(&self) -> usize {
-        self.blocked.len() + self.components.len() * 4
+        self.blocked.len() + self.components.len() * 4 + self.clear.len() * 2
     }
 
     /// Column and row of `p`, clamped onto the grid.
@@ -226,13 +231,32 @@ impl NavGrid {
 
     /// The samples of `a`→`b` (every third of a cell) lie on free cells, except those within
     /// `skip` of `a`.
+    ///
+    /// With the clearance map current, a sample in a cell whose nearest blocked cell is `D`
+    /// cells away vouches for every later sample closer (per axis) than `D − 1.01` cells: those
+    /// lie in free cells, so they are skipped. The answer is the one sampling every point gives;
+    /// in open ground a line costs a few samples instead of three per cell.
     fn samples_free(&self, a: Vec2, b: Vec2, skip: Option<f32>) -> bool {
         let len = a.distance(b);
         let steps = (len / (self.cell / 3.0)).ceil().max(1.0) as u32;
-        (0..=steps).all(|k| {
+        let span = (b - a).abs().max_element();
+        let clear = if self.components_current() && self.clear.len() == self.blocked.len() { Some(&self.clear) } else { None };
+        let mut k = 0u32;
+        while k <= steps {
             let p = a.lerp(b, k as f32 / steps as f32);
-            skip.is_some_and(|s| p.distance(a) <= s) || !self.is_blocked(self.cell_of(p))
-        })
+            if skip.is_some_and(|s| p.distance(a) <= s) {
+                k += 1;
+                continue;
+            }
+            let c = self.cell_of(p);
+            if self.is_blocked(c) {
+                return false;
+            }
+            let d = clear.and_then(|m| m.get(c)).map_or(0.0, |&d| f32::from(d));
+            let jump = if d >= 2.0 && span > 0.0 { ((d - 1.01) * self.cell / span * steps as f32).floor() } else { 0.0 };
+            k = k.saturating_add((jump.min(u32::MAX as f32) as u32).max(1));
+        }
+        true
     }
 
     /// True when the component labels match the current version.
@@ -277,6 +301,58 @@ impl NavGrid {
         }
         self.components = label;
         self.components_version = self.version;
+        self.update_clearance();
+    }
+
+    /// Two-pass chamfer transform of the chessboard distance to the nearest blocked cell (cells
+    /// off the grid count as free, as `cell_of` clamps to the grid).
+    fn update_clearance(&mut self) {
+        let (cols, rows) = (self.cols as usize, self.rows as usize);
+        let mut d = vec![u16::MAX; self.blocked.len()];
+        let at = |d: &[u16], x: usize, y: usize| d[y * cols + x];
+        for y in 0..rows {
+            for x in 0..cols {
+                let i = y * cols + x;
+                if self.blocked[i] {
+                    d[i] = 0;
+                    continue;
+                }
+                let mut m = u16::MAX;
+                if x > 0 {
+                    m = m.min(at(&d, x - 1, y));
+                }
+                if y > 0 {
+                    m = m.min(at(&d, x, y - 1));
+                    if x > 0 {
+                        m = m.min(at(&d, x - 1, y - 1));
+                    }
+                    if x + 1 < cols {
+                        m = m.min(at(&d, x + 1, y - 1));
+                    }
+                }
+                d[i] = m.saturating_add(1);
+            }
+        }
+        for y in (0..rows).rev() {
+            for x in (0..cols).rev() {
+                let i = y * cols + x;
+                let mut m = u16::MAX;
+                if x + 1 < cols {
+                    m = m.min(at(&d, x + 1, y));
+                }
+                if y + 1 < rows {
+                    m = m.min(at(&d, x, y + 1));
+                    if x + 1 < cols {
+                        m = m.min(at(&d, x + 1, y + 1));
+                    }
+                    if x > 0 {
+                        m = m.min(at(&d, x - 1, y + 1));
+                    }
+                }
+                d[i] = d[i].min(m.saturating_add(1));
+            }
+        }
+        self.clear = d;
     }
 
     /// Component label of cell `i` as of the last [`NavGrid::update_components`]
@@ -362,5 +438,50 @@ mod tests {
         assert!(g.is_blocked(g.cell_of(Vec2::new(15.1, 15.1))));
         let full = NavGrid::build(b, 1.0, 0.5, &o, &[]);
         assert!((0..g.len()).all(|i| g.is_blocked(i) == full.is_blocked(i)));
+    }
+
+    /// Every sample, no jumps: what `samples_free` must answer.
+    fn naive(g: &NavGrid, a: Vec2, b: Vec2, skip: Option<f32>) -> bool {
+        let steps = (a.distance(b) / (g.cell / 3.0)).ceil().max(1.0) as u32;
+        (0..=steps).all(|k| {
+            let p = a.lerp(b, k as f32 / steps as f32);
+            skip.is_some_and(|s| p.distance(a) <= s) || !g.is_blocked(g.cell_of(p))
+        })
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn clearance_jumps_give_the_answer_of_every_sample(
+            blocked in proptest::collection::vec((0u32..40, 0u32..30), 0..25),
+            a in (-5.0f32..85.0, -5.0f32..65.0),
+            b in (-5.0f32..85.0, -5.0f32..65.0),
+            skip in proptest::option::of(0.0f32..5.0),
+        ) {
+            let bounds = Bounds { min: Vec2::ZERO, max: Vec2::new(80.0, 60.0) };
+            let mut g = NavGrid::empty(bounds, 2.0, 0.5);
+            for (x, y) in blocked {
+                let i = g.index(x, y);
+                g.set_blocked(i, true);
+            }
+            g.update_components();
+            let (a, b) = (Vec2::new(a.0, a.1), Vec2::new(b.0, b.1));
+            proptest::prop_assert_eq!(g.samples_free(a, b, skip), naive(&g, a, b, skip));
+        }
+    }
+
+    #[test]
+    fn clearance_is_the_chessboard_distance_to_the_nearest_blocked_cell() {
+        // 10×10 cells of 1, one blocked cell at (3,4): cell (3,4) 0, (5,5) max(2,1) = 2, (9,0) 6.
+        let mut g = NavGrid::empty(Bounds { min: Vec2::ZERO, max: Vec2::splat(10.0) }, 1.0, 0.0);
+        let i = g.index(3, 4);
+        g.set_blocked(i, true);
+        g.update_components();
+        assert_eq!(g.clear[g.index(3, 4)], 0);
+        assert_eq!(g.clear[g.index(5, 5)], 2);
+        assert_eq!(g.clear[g.index(9, 0)], 6);
+        // No blocked cell: saturated.
+        let mut open = NavGrid::empty(Bounds { min: Vec2::ZERO, max: Vec2::splat(10.0) }, 1.0, 0.0);
+        open.update_components();
+        assert_eq!(open.clear[0], u16::MAX);
     }
 }

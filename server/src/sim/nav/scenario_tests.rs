@@ -11,9 +11,11 @@ use crate::sim::math::wrap_angle;
 use crate::sim::world::{Event, SpawnArea, SpawnSpec, World, WorldConfig};
 use crate::sim::{Bounds, Command, SimError};
 
-/// Tick budget of the maze: 500 agents through the maze must all have arrived by then (90 s
-/// of simulated time at 20 Hz).
-pub const MAZE_TICK_BUDGET: u64 = 1800;
+/// Tick budget of the maze: 500 agents through the maze must all have arrived by then (135 s
+/// of simulated time at 20 Hz). Since MoveTo avoids moving agents reciprocally, the crowd
+/// files through the maze's three gaps instead of walking through itself: it takes about
+/// 2,300 ticks where it took 1,300.
+pub const MAZE_TICK_BUDGET: u64 = 2700;
 
 /// Largest orientation change per tick of an arrived agent (radians). Arrived agents are put at
 /// rest and nothing steers them, so it is 0 in practice; the bound leaves room for nothing else.
@@ -22,6 +24,7 @@ pub const ARRIVED_TURN_BOUND: f32 = 1e-3;
 fn maze(solid: bool) -> World {
     let mut s = Scenario::from_json(include_str!("../../../../scenarios/maze-moveto.json")).expect("maze parses");
     s.solid_obstacles = solid;
+    s.solid_agents = solid;
     s.build().expect("maze builds")
 }
 
@@ -397,3 +400,4 @@ fn goals_in_plain_sight_need_no_field_and_hidden_ones_do() {
     assert_eq!(nav.pipeline_stats().requested, 1, "(80, 20) is behind the wall");
     assert_eq!(nav.cache.len(), 1, "latency 0: built within the tick");
 }
+

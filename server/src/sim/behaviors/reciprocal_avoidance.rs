@@ -1,0 +1,285 @@
+//! Reciprocal avoidance (ORCA, [`crate::sim::orca`]): not a force to blend but a filter on the
+//! velocity the other behaviours ask for. The agent's *preferred* velocity — its current
+//! velocity plus the blended steering of one step (or MoveTo's flow) — is replaced by the
+//! closest velocity that cannot touch any of its `max_neighbors` nearest neighbours within
+//! `time_horizon` seconds (assuming they keep their velocities, and that those that avoid too
+//! take half the effort), nor any obstacle or wall within `obstacle_time_horizon`, and that is
+//! no faster than `max_speed`.
+//!
+//! As in RVO2, the chosen velocity is applied as it is: avoidance may brake or swerve harder
+//! than `max_accel` (the preferred velocity itself respects it). Neighbours are the nearest by
+//! (distance, id) — a fixed order, so the result is the same on any thread count. Agents that
+//! do not avoid this way (resting, arrived, or steered by other behaviours) are avoided with
+//! the whole effort. Two agents on the same spot are separated along a direction fixed by their
+//! ids.
+//!
+//! In a [`super::BehaviorSet`] the entry's weight and priority do not matter: the set blends
+//! its other entries and then filters the result (the first reciprocal entry's parameters win).
+
+use glam::Vec2;
+
+use crate::sim::agent::Agent;
+use crate::sim::error::{SimError, check_positive, check_radius};
+use crate::sim::math::{closest_on_segment, pair_dir};
+use crate::sim::orca::{self, HalfPlane};
+use crate::sim::spatial::Neighbor;
+use crate::sim::steering::Steering;
+use crate::sim::view::WorldView;
+
+/// Most neighbours one agent may consider.
+pub const MAX_NEIGHBORS: u32 = 32;
+/// Most obstacles and walls one agent considers (the nearest ones the index yields first).
+pub const MAX_STATICS: usize = 16;
+const MAX_LINES: usize = MAX_NEIGHBORS as usize + MAX_STATICS;
+
+/// Parameters of reciprocal avoidance.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct ReciprocalAvoidanceParams {
+    /// Seconds ahead within which no neighbour may be touched (default 2).
+    pub time_horizon: f32,
+    /// Seconds ahead within which no obstacle or wall may be touched (default 1).
+    pub obstacle_time_horizon: f32,
+    /// Neighbours further than this (centre to centre) are ignored (default 10).
+    pub neighbor_dist: f32,
+    /// At most this many nearest neighbours are considered (default 10, at most 32).
+    pub max_neighbors: u32,
+}
+
+impl Default for ReciprocalAvoidanceParams {
+    fn default() -> Self {
+        ReciprocalAvoidanceParams { time_horizon: 2.0, obstacle_time_horizon: 1.0, neighbor_dist: 10.0, max_neighbors: 10 }
+    }
+}
+
+impl ReciprocalAvoidanceParams {
+    /// Validates every field; the error names it.
+    pub fn validate(&self) -> Result<(), SimError> {
+        check_positive("time_horizon", self.time_horizon)?;
+        if self.time_horizon > 60.0 {
+            return Err(SimError::invalid("time_horizon", "must be at most 60"));
+        }
+        check_positive("obstacle_time_horizon", self.obstacle_time_horizon)?;
+        if self.obstacle_time_horizon > 60.0 {
+            return Err(SimError::invalid("obstacle_time_horizon", "must be at most 60"));
+        }
+        check_radius("neighbor_dist", self.neighbor_dist)?;
+        if !(1..=MAX_NEIGHBORS).contains(&self.max_neighbors) {
+            return Err(SimError::invalid("max_neighbors", format!("must be between 1 and {MAX_NEIGHBORS}")));
+        }
+        Ok(())
+    }
+}
+
+/// The `k` nearest neighbours by (squared distance, id), nearest first.
+struct Nearest {
+    items: [(f32, Neighbor); MAX_NEIGHBORS as usize],
+    len: usize,
+    k: usize,
+}
+
+impl Nearest {
+    fn new(k: usize) -> Self {
+        let empty = Neighbor { id: 0, radius: 0.0, position: Vec2::ZERO, velocity: Vec2::ZERO, max_speed: 0.0, reciprocal: false };
+        Nearest { items: [(0.0, empty); MAX_NEIGHBORS as usize], len: 0, k: k.min(MAX_NEIGHBORS as usize) }
+    }
+
+    fn offer(&mut self, d2: f32, n: &Neighbor) {
+        let key = (d2, n.id);
+        if self.len == self.k {
+            let last = &self.items[self.len - 1];
+            if (last.0, last.1.id) <= key {
+                return;
+            }
+            self.len -= 1;
+        }
+        let mut i = self.len;
+        while i > 0 && (self.items[i - 1].0, self.items[i - 1].1.id) > key {
+            self.items[i] = self.items[i - 1];
+            i -= 1;
+        }
+        self.items[i] = (d2, *n);
+        self.len += 1;
+    }
+}
+
+/// The agent's neighbours for avoidance: the `max_neighbors` nearest within `neighbor_dist`.
+/// Looks within six radii first, and doubles the radius up to `neighbor_dist` while fewer
+/// than `max_neighbors` are found: in a crowd the first look suffices, and a look never scans
+/// much more than the disc the nearest neighbours fill. The `k` nearest within any radius that
+/// holds `k` agents are the `k` nearest overall, so the result is the same as one full look.
+fn nearest(agent: &Agent, p: &ReciprocalAvoidanceParams, view: &WorldView) -> Nearest {
+    let pos = agent.position;
+    let full = p.neighbor_dist;
+    let mut radius = (6.0 * agent.limits.radius).min(full);
+    let mut out = Nearest::new(p.max_neighbors as usize);
+    loop {
+        out.len = 0;
+        view.for_each_agent_near(pos, radius, |n| {
+            if n.id != agent.id {
+                out.offer(n.position.distance_squared(pos), n);
+            }
+        });
+        if out.len == out.k || radius >= full {
+            return out;
+        }
+        radius = (radius * 2.0).min(full);
+    }
+}
+
+/// The half-planes of `agent`: static ones first (returned count), then one per neighbour.
+fn half_planes(agent: &Agent, p: &ReciprocalAvoidanceParams, view: &WorldView, lines: &mut [HalfPlane; MAX_LINES]) -> (usize, usize) {
+    let pos = agent.position;
+    let r = agent.limits.radius;
+    let max_speed = agent.limits.max_speed;
+    let mut n = 0usize;
+    // Only surfaces the agent could reach within the horizon can constrain it.
+    let reach = r + max_speed * p.obstacle_time_horizon;
+    view.for_each_obstacle_near(pos, reach, |o| {
+        if n < MAX_STATICS {
+            let away = pos - o.center;
+            let len = away.length();
+            let closest = if len > 0.0 { o.center + away * (o.radius / len) } else { o.center + Vec2::X * o.radius };
+            let gap = len - o.radius - r;
+            lines[n] = orca::static_half_plane(pos, closest, gap, p.obstacle_time_horizon, view.dt, max_speed);
+            n += 1;
+        }
+    });
+    view.for_each_wall_near(pos, reach, |w| {
+        if n < MAX_STATICS {
+            let closest = closest_on_segment(pos, w.a, w.b);
+            let gap = pos.distance(closest) - r;
+            if gap < max_speed * p.obstacle_time_horizon {
+                lines[n] = orca::static_half_plane(pos, closest, gap, p.obstacle_time_horizon, view.dt, max_speed);
+                n += 1;
+            }
+        }
+    });
+    let n_static = n;
+    let near = nearest(agent, p, view);
+    for (_, o) in &near.items[..near.len] {
+        let mut rel_pos = o.position - pos;
+        if rel_pos.length_squared() < 1e-12 {
+            rel_pos = -pair_dir(agent.id, o.id) * 1e-3;
+        }
+        let share = if o.reciprocal { 0.5 } else { 1.0 };
+        lines[n] = orca::agent_half_plane(agent.velocity, rel_pos, agent.velocity - o.velocity, r + o.radius, p.time_horizon, view.dt, share);
+        n += 1;
+    }
+    (n, n_static)
+}
+
+/// The avoiding velocity for `preferred` (see the module docs).
+pub fn velocity(agent: &Agent, p: &ReciprocalAvoidanceParams, view: &WorldView, preferred: Vec2) -> Vec2 {
+    let mut lines = [HalfPlane { point: Vec2::ZERO, direction: Vec2::X }; MAX_LINES];
+    let (n, n_static) = half_planes(agent, p, view, &mut lines);
+    if n == 0 {
+        return crate::sim::math::clamp_len(preferred, agent.limits.max_speed);
+    }
+    orca::solve(&lines[..n], n_static, preferred, agent.limits.max_speed, &mut Vec::new())
+}
+
+/// The preferred velocity one step of `wanted` steering gives (the integrator's rule).
+pub fn preferred_velocity(agent: &Agent, wanted: Steering, dt: f32) -> Vec2 {
+    crate::sim::math::clamp_len(agent.velocity + wanted.sanitized().linear * dt, agent.limits.max_speed)
+}
+
+/// Filters `wanted` (a blended steering): its linear part becomes the acceleration that takes
+/// the agent to the avoiding velocity in one step; the angular part is kept.
+pub fn filter(agent: &Agent, p: &ReciprocalAvoidanceParams, view: &WorldView, wanted: Steering) -> Steering {
+    let v = velocity(agent, p, view, preferred_velocity(agent, wanted, view.dt));
+    Steering { linear: (v - agent.velocity) / view.dt, angular: wanted.angular }
+}
+
+/// What the avoidance of one agent saw and chose this tick (for the viewer).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Explain {
+    /// The velocity asked for.
+    pub preferred: Vec2,
+    /// The velocity chosen.
+    pub chosen: Vec2,
+    /// The half-planes of permitted velocities (statics first).
+    pub half_planes: Vec<HalfPlane>,
+    /// How many of them come from obstacles and walls.
+    pub n_static: usize,
+}
+
+/// The avoidance of `agent` for `preferred`, with the half-planes it solved.
+pub fn explain(agent: &Agent, p: &ReciprocalAvoidanceParams, view: &WorldView, preferred: Vec2) -> Explain {
+    let mut lines = [HalfPlane { point: Vec2::ZERO, direction: Vec2::X }; MAX_LINES];
+    let (n, n_static) = half_planes(agent, p, view, &mut lines);
+    Explain { preferred, chosen: velocity(agent, p, view, preferred), half_planes: lines[..n].to_vec(), n_static }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::testkit::*;
+    use super::*;
+
+    fn close(a: Vec2, b: Vec2) {
+        assert!((a - b).length() < 1e-3, "{a} != {b}");
+    }
+
+    #[test]
+    fn lone_agent_keeps_its_preferred_velocity_within_max_speed() {
+        let w = world_with(vec![agent_at(1, Vec2::ZERO, Vec2::ZERO)]);
+        let view = w.view();
+        let a = view.agent(1).unwrap();
+        let p = ReciprocalAvoidanceParams::default();
+        close(velocity(a, &p, &view, Vec2::new(3.0, 4.0)), Vec2::new(3.0, 4.0));
+        // Max speed 5: (6, 8) → (3, 4).
+        close(velocity(a, &p, &view, Vec2::new(6.0, 8.0)), Vec2::new(3.0, 4.0));
+    }
+
+    #[test]
+    fn resting_neighbour_ahead_is_passed_on_the_right_leg() {
+        // A at the origin moving (3,0); B (radius 0.5) rests at (4,0) and does not avoid:
+        // radius sum 1, τ 2 — the case of `orca`'s test: (3·15/16, −3·√15/16).
+        let w = world_with(vec![agent_at(1, Vec2::ZERO, Vec2::new(3.0, 0.0)), agent_at(2, Vec2::new(4.0, 0.0), Vec2::ZERO)]);
+        let view = w.view();
+        let a = view.agent(1).unwrap();
+        let v = velocity(a, &ReciprocalAvoidanceParams::default(), &view, Vec2::new(3.0, 0.0));
+        close(v, Vec2::new(2.8125, -3.0 * 15f32.sqrt() / 16.0));
+    }
+
+    #[test]
+    fn nearest_keeps_the_k_closest_by_distance_then_id() {
+        let mut agents = vec![agent_at(1, Vec2::ZERO, Vec2::ZERO)];
+        for (id, x) in [(2, 3.0), (3, 1.0), (4, 2.0), (5, -1.0), (6, 9.0)] {
+            agents.push(agent_at(id, Vec2::new(x, 0.0), Vec2::ZERO));
+        }
+        let w = world_with(agents);
+        let view = w.view();
+        let a = view.agent(1).unwrap();
+        let p = ReciprocalAvoidanceParams { max_neighbors: 3, ..ReciprocalAvoidanceParams::default() };
+        let near = nearest(a, &p, &view);
+        let ids: Vec<u32> = near.items[..near.len].iter().map(|(_, n)| n.id).collect();
+        // Distances 1 (id 3), 1 (id 5), 2 (id 4): ties by id.
+        assert_eq!(ids, vec![3, 5, 4]);
+        // Beyond neighbor_dist 8: id 6 never counts, even with room.
+        let p = ReciprocalAvoidanceParams { max_neighbors: 10, neighbor_dist: 8.0, ..ReciprocalAvoidanceParams::default() };
+        let near = nearest(a, &p, &view);
+        assert_eq!(near.len, 4);
+    }
+
+    #[test]
+    fn obstacle_ahead_caps_the_approach_speed() {
+        // Obstacle radius 2 at (5,0); agent radius 0.5 at the origin: gap 2.5, τo 1 → at most
+        // 2.5 units/s towards it; preferred (5,0) → (2.5, 0).
+        let mut w = world_with(vec![agent_at(1, Vec2::ZERO, Vec2::new(5.0, 0.0))]);
+        w.add_obstacle(Vec2::new(5.0, 0.0), 2.0).unwrap();
+        w.rebuild_indexes();
+        let view = w.view();
+        let a = view.agent(1).unwrap();
+        close(velocity(a, &ReciprocalAvoidanceParams::default(), &view, Vec2::new(5.0, 0.0)), Vec2::new(2.5, 0.0));
+    }
+
+    #[test]
+    fn validation_names_fields() {
+        let bad = ReciprocalAvoidanceParams { max_neighbors: 0, ..ReciprocalAvoidanceParams::default() };
+        assert!(bad.validate().unwrap_err().to_string().contains("max_neighbors"));
+        let bad = ReciprocalAvoidanceParams { time_horizon: f32::NAN, ..ReciprocalAvoidanceParams::default() };
+        assert!(bad.validate().unwrap_err().to_string().contains("time_horizon"));
+        let bad = ReciprocalAvoidanceParams { neighbor_dist: 1e6, ..ReciprocalAvoidanceParams::default() };
+        assert!(bad.validate().unwrap_err().to_string().contains("neighbor_dist"));
+    }
+}
