@@ -155,7 +155,7 @@ pub enum MoveToAvoidanceSpec {
 #[derive(Debug, Clone, Copy, PartialEq, Default, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ReciprocalSpec {
-    /// Seconds ahead within which no neighbour may be touched (default 2).
+    /// Seconds ahead within which no neighbour may be touched (default 1).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub time_horizon: Option<f32>,
     /// Seconds ahead within which no obstacle or wall may be touched (default 1).

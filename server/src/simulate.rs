@@ -140,7 +140,8 @@ pub fn arrived(world: &World) -> (usize, usize) {
 /// arrived (as [`arrived`] counts).
 fn goal(a: &crate::sim::Agent) -> Option<(glam::Vec2, bool)> {
     if let Some(o) = &a.order {
-        return Some((o.target, o.done && a.position.distance(o.stop_point) <= o.tolerance.max(o.stuck_radius)));
+        // Done: it reported DestinationReached (at its stop point, or blocked at its formation).
+        return Some((o.target, o.done));
     }
     a.behaviors.entries().iter().find_map(|e| match &e.behavior {
         Behavior::Arrive(p) => match p.target {

@@ -17,6 +17,14 @@ use super::view::{Bounds, Obstacle, Wall};
 /// Most cells any grid may have; a finer grid is coarsened to fit.
 pub const MAX_CELLS: usize = 1 << 22;
 
+/// An agent grid has at most this many cells per agent (at least [`MIN_CELLS`]): a sparse world
+/// with a dense spot (a crowd converging in a large world) keeps cells small enough that a
+/// query in the crowd reads few agents, while clearing the cell counts each tick stays a small
+/// part of the tick.
+pub const CELLS_PER_AGENT: usize = 16;
+/// Fewest cells an agent grid may be capped at.
+pub const MIN_CELLS: usize = 16_384;
+
 /// Agent count from which [`AgentGrid::rebuild`] splits its work across the rayon pool.
 const PARALLEL_REBUILD_MIN: usize = 32_768;
 
@@ -188,7 +196,7 @@ impl AgentGrid {
     /// in it and sorts each of its cells by id, so the result depends neither on the thread
     /// count nor on the order the agents are stored in.
     pub fn rebuild(&mut self, bounds: Bounds, cell: f32, n: usize, get: impl Fn(usize) -> Neighbor + Sync) {
-        let max_cells = (n * 4).max(1024);
+        let max_cells = (n * CELLS_PER_AGENT).max(MIN_CELLS);
         let shape = GridShape::new(bounds, cell, max_cells);
         self.shape = shape;
         let cells = shape.len();

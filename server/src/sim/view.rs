@@ -115,8 +115,27 @@ impl WorldView<'_> {
         }
     }
 
+    /// Like [`WorldView::for_each_agent_near`], with each agent's rank in the grid (its index in
+    /// [`AgentGrid::all`]).
+    pub fn for_each_agent_near_ranked(&self, p: Vec2, radius: f32, mut f: impl FnMut(usize, &Neighbor)) {
+        let r2 = radius * radius;
+        let mut visit = |k: usize, n: &Neighbor| {
+            if n.position.distance_squared(p) <= r2 {
+                f(k, n);
+            }
+        };
+        if self.brute_force {
+            self.grid.all().iter().enumerate().for_each(|(k, n)| visit(k, n));
+        } else {
+            self.grid.for_each_in_box_ranked(p, radius, visit);
+        }
+    }
+
     /// Calls `f` for every obstacle whose edge may lie within `radius` of `p`.
     pub fn for_each_obstacle_near(&self, p: Vec2, radius: f32, mut f: impl FnMut(&Obstacle)) {
+        if self.obstacles.is_empty() {
+            return;
+        }
         self.statics.for_each_obstacle(p, radius, |i| {
             if let Some(o) = self.obstacles.get(i as usize) {
                 let reach = radius + o.radius;
@@ -129,6 +148,9 @@ impl WorldView<'_> {
 
     /// Calls `f` for every wall that may come within `radius` of `p` (each once).
     pub fn for_each_wall_near(&self, p: Vec2, radius: f32, mut f: impl FnMut(&Wall)) {
+        if self.walls.is_empty() {
+            return;
+        }
         self.statics.for_each_wall(p, radius, |i| {
             if let Some(w) = self.walls.get(i as usize) {
                 f(w);

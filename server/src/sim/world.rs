@@ -985,7 +985,7 @@ impl World {
                 reach: self.extent.0 + 2.0 * self.extent.1 * dt,
             }),
         };
-        let stats = self
+        let (stats, mut pairs, netted) = self
             .agents
             .storage_mut()
             .par_iter_mut()
@@ -1000,13 +1000,45 @@ impl World {
                     }
                     a.velocity = Vec2::ZERO;
                 }
-                ctx.apply(a, s)
+                let mut pairs = Vec::new();
+                let (stats, netted) = ctx.apply(a, s, i, &mut pairs);
+                let netted = if netted { vec![i as u32] } else { Vec::new() };
+                (stats, pairs, netted)
             })
-            .reduce(StepStats::default, |x, y| StepStats {
-                wall_crossings: x.wall_crossings + y.wall_crossings,
-                contacts: x.contacts + y.contacts,
-                non_finite: x.non_finite + y.non_finite,
-            });
+            .reduce(
+                || (StepStats::default(), Vec::new(), Vec::new()),
+                |(x, mut xp, mut xn), (y, yp, yn)| {
+                    xp.extend(yp);
+                    xn.extend(yn);
+                    (
+                        StepStats {
+                            wall_crossings: x.wall_crossings + y.wall_crossings,
+                            contacts: x.contacts + y.contacts,
+                            non_finite: x.non_finite + y.non_finite,
+                        },
+                        xp,
+                        xn,
+                    )
+                },
+            );
+        if let Some(c) = &ctx.contacts {
+            // Jam clusters: the halves of several overlaps can cancel in the one parallel push,
+            // and the push and the wall and obstacle net move agents onto others that no
+            // prediction told of. So the contacts of every agent moved so far are found from
+            // where everyone now is, and relaxed one pair after another in id order; the agents
+            // that relaxing moves are looked at again, a bounded number of rounds.
+            let mut moved = netted;
+            for _ in 0..CONTACT_ROUNDS {
+                c.contacts_of_netted(self.agents.storage(), &moved, &mut pairs);
+                if pairs.is_empty() {
+                    break;
+                }
+                pairs.sort_unstable();
+                pairs.dedup();
+                moved = ctx.relax(self.agents.storage_mut(), &pairs);
+                pairs.clear();
+            }
+        }
         // Events in id order: the (few) agents with flags, found by a parallel scan of the
         // results in cell order, then sorted by id.
         let order = self.grid.order();
@@ -1151,6 +1183,15 @@ struct ApplyCtx<'a> {
     contacts: Option<Contacts<'a>>,
 }
 
+/// Passes over the pairs in contact after the parallel push (see [`ApplyCtx::relax`]).
+const CONTACT_RELAX_PASSES: usize = 4;
+
+/// Rounds of finding and relaxing contacts after the parallel push (see [`World::step`]).
+const CONTACT_ROUNDS: usize = 4;
+
+/// A pair of agents in contact: (lower id, higher id, storage index of each).
+type ContactPair = (AgentId, AgentId, u32, u32);
+
 /// What the agent contact rule reads: the grid of the tick (positions and velocities at its
 /// start, by rank) and every agent's compute-phase result (by rank), from which anyone can tell
 /// where any agent's step takes it.
@@ -1172,12 +1213,37 @@ impl Contacts<'_> {
         }
     }
 
-    /// The push that takes agent `id` (radius `r`, at `from` before the step and `to` after it)
+    /// The push that takes agent `a` (at `from` before the step, where it stands after it)
     /// out of every neighbour it would overlap after the step: half of each overlap, along the
     /// line of centres (a direction fixed by the ids when the centres coincide), at most `r`.
     /// Each of a pair computes the same overlap from the same predictions, so a lone pair ends
     /// just touching, whatever order the agents are applied in.
-    fn push(&self, id: AgentId, r: f32, from: Vec2, to: Vec2, dt: f32) -> Vec2 {
+    /// Adds to `pairs` the agents in contact, as they now stand, with each agent of `netted`
+    /// (storage indexes of agents the contact push or the wall and obstacle net moved).
+    fn contacts_of_netted(&self, agents: &[Agent], netted: &[u32], pairs: &mut Vec<ContactPair>) {
+        let order = self.grid.order();
+        for &i in netted {
+            let Some(a) = agents.get(i as usize) else { continue };
+            let r = a.limits.radius;
+            // Everyone moved at most `reach − max radius` from the grid's positions, plus the
+            // push (at most its radius).
+            self.grid.for_each_in_box_ranked(a.position, 2.0 * r + 2.0 * self.reach, |rank, n| {
+                let Some((&j, b)) = order.get(rank).and_then(|&j| agents.get(j as usize).map(|b| (&order[rank], b))) else { return };
+                if n.id == a.id {
+                    return;
+                }
+                let rs = r + b.limits.radius;
+                if a.position.distance_squared(b.position) < rs * rs {
+                    pairs.push(if a.id < b.id { (a.id, b.id, i, j) } else { (b.id, a.id, j, i) });
+                }
+            });
+        }
+    }
+
+    /// Each pair found in contact is added to `pairs` (by the agent with the lower id, `me`
+    /// being its storage index).
+    fn push(&self, a: &Agent, me: usize, from: Vec2, dt: f32, pairs: &mut Vec<ContactPair>) -> Vec2 {
+        let (id, r, to) = (a.id, a.limits.radius, a.position);
         let mut push = Vec2::ZERO;
         self.grid.for_each_in_box_ranked(from, r + self.reach, |rank, n| {
             if n.id == id {
@@ -1193,6 +1259,11 @@ impl Contacts<'_> {
             let dist = d2.sqrt();
             let away = if dist > 1e-6 { d / dist } else { pair_dir(id, n.id) };
             push += away * ((rs - dist) * 0.5);
+            if id < n.id {
+                if let Some(&other) = self.grid.order().get(rank) {
+                    pairs.push((id, n.id, me as u32, other));
+                }
+            }
         });
         clamp_len(push, r)
     }
@@ -1229,12 +1300,68 @@ fn wrap_axis(q: f32, size: f32) -> f32 {
 }
 
 impl ApplyCtx<'_> {
-    fn apply(&self, a: &mut Agent, s: Steering) -> StepStats {
+    /// Relaxes the `pairs` in contact (sorted) [`CONTACT_RELAX_PASSES`] times, Gauss–Seidel: each
+    /// overlapping pair is moved apart, each half the overlap, in the pairs' order, so that a
+    /// cluster whose pushes cancelled in the parallel pass comes apart too. A move that would
+    /// cross a wall is not made; moved agents are kept out of obstacles and in bounds after.
+    ///
+    /// Returns the storage indexes of the agents it moved (sorted, each once).
+    fn relax(&self, agents: &mut [Agent], pairs: &[ContactPair]) -> Vec<u32> {
+        let mut touched: Vec<u32> = Vec::new();
+        for _ in 0..CONTACT_RELAX_PASSES {
+            let mut moved = false;
+            for &(id_a, id_b, ia, ib) in pairs {
+                let (ia, ib) = (ia as usize, ib as usize);
+                let (Some(a), Some(b)) = (agents.get(ia), agents.get(ib)) else { continue };
+                let d = a.position - b.position;
+                let rs = a.limits.radius + b.limits.radius;
+                let d2 = d.length_squared();
+                if d2 >= rs * rs {
+                    continue;
+                }
+                let dist = d2.sqrt();
+                let away = if dist > 1e-6 { d / dist } else { pair_dir(id_a, id_b) };
+                let corr = away * ((rs - dist) * 0.5);
+                let (pa, pb) = (a.position, b.position);
+                if self.count_crossings(pa, pa + corr) == 0 {
+                    if let Some(a) = agents.get_mut(ia) {
+                        a.position = pa + corr;
+                        moved = true;
+                        touched.push(ia as u32);
+                    }
+                }
+                if self.count_crossings(pb, pb - corr) == 0 {
+                    if let Some(b) = agents.get_mut(ib) {
+                        b.position = pb - corr;
+                        moved = true;
+                        touched.push(ib as u32);
+                    }
+                }
+            }
+            if !moved {
+                break;
+            }
+        }
+        touched.sort_unstable();
+        touched.dedup();
+        for &i in &touched {
+            if let Some(a) = agents.get_mut(i as usize) {
+                if self.solid {
+                    self.resolve_obstacles(a);
+                }
+                self.apply_edge(a);
+            }
+        }
+        touched
+    }
+
+    /// Also returns whether the contact push or the wall and obstacle net moved the agent.
+    fn apply(&self, a: &mut Agent, s: Steering, me: usize, pairs: &mut Vec<ContactPair>) -> (StepStats, bool) {
         let mut stats = StepStats::default();
         let before = (a.position, a.velocity, a.orientation, a.angular_velocity);
         integrate(a, s.sanitized(), self.dt);
         if let Some(c) = &self.contacts {
-            let push = c.push(a.id, a.limits.radius, before.0, a.position, self.dt);
+            let push = c.push(a, me, before.0, self.dt, pairs);
             // A position correction only: the velocities stay the avoidance's, which already
             // aim apart (taking velocity away here would stall a jam that avoidance resolves).
             if push != Vec2::ZERO && push.is_finite() {
@@ -1242,10 +1369,14 @@ impl ApplyCtx<'_> {
                 stats.contacts += 1;
             }
         }
+        // Pushed or netted: the agent may now touch agents no prediction told it of.
+        let mut netted = stats.contacts > 0;
         if self.solid {
-            stats.contacts += self.resolve_walls(a, before.0);
-            stats.contacts += self.resolve_obstacles(a);
+            let n = self.resolve_walls(a, before.0) + self.resolve_obstacles(a);
+            stats.contacts += n;
+            netted |= n > 0;
         }
+        netted &= self.contacts.is_some();
         self.apply_edge(a);
         let finite = a.position.is_finite() && a.velocity.is_finite() && a.orientation.is_finite() && a.angular_velocity.is_finite();
         if !finite {
@@ -1253,7 +1384,7 @@ impl ApplyCtx<'_> {
             stats.non_finite += 1;
         }
         stats.wall_crossings += self.count_crossings(before.0, a.position);
-        stats
+        (stats, netted)
     }
 
     fn count_crossings(&self, from: Vec2, to: Vec2) -> u32 {
@@ -1406,12 +1537,49 @@ impl ApplyCtx<'_> {
 #[cfg(test)]
 mod tests {
     use super::wrap_axis;
+    use glam::Vec2;
 
     proptest::proptest! {
         #[test]
         fn wrap_axis_equals_rem_euclid(q in -1.0e6f32..1.0e6, size in 0.001f32..1.0e5) {
             proptest::prop_assert_eq!(wrap_axis(q, size).to_bits(), q.rem_euclid(size).to_bits());
         }
+    }
+
+    #[test]
+    fn overlapping_pair_is_pushed_apart_half_each() {
+        // Radii 0.5 at rest at (0,0) and (0.6,0): overlap 0.4, each moves 0.2 along the line of
+        // centres, so they end just touching at (−0.2,0) and (0.8,0); one contact each.
+        use crate::sim::behaviors::testkit::{agent_at, world_with};
+        let mut w = world_with(vec![agent_at(1, Vec2::ZERO, Vec2::ZERO), agent_at(2, Vec2::new(0.6, 0.0), Vec2::ZERO)]);
+        let stats = w.step();
+        assert_eq!(stats.contacts, 2);
+        let (a, b) = (w.agent(1).unwrap().position, w.agent(2).unwrap().position);
+        assert!((a - Vec2::new(-0.2, 0.0)).length() < 1e-5, "{a}");
+        assert!((b - Vec2::new(0.8, 0.0)).length() < 1e-5, "{b}");
+        // Not solid: they stay where they are.
+        let mut w = world_with(vec![agent_at(1, Vec2::ZERO, Vec2::ZERO), agent_at(2, Vec2::new(0.6, 0.0), Vec2::ZERO)]);
+        w.config.solid_agents = false;
+        assert_eq!(w.step().contacts, 0);
+        assert_eq!(w.agent(2).unwrap().position, Vec2::new(0.6, 0.0));
+    }
+
+    #[test]
+    fn a_cluster_whose_pushes_cancel_is_relaxed() {
+        // Three in a row 0.8 apart (radii 0.5): overlaps 0.2 and 0.2. The parallel push moves
+        // the ends out by 0.1 and the middle not at all (its two halves cancel), leaving 0.1 of
+        // overlap on each side; the pairwise relaxation then takes both under 0.01.
+        use crate::sim::behaviors::testkit::{agent_at, world_with};
+        let mut w = world_with(vec![
+            agent_at(1, Vec2::ZERO, Vec2::ZERO),
+            agent_at(2, Vec2::new(0.8, 0.0), Vec2::ZERO),
+            agent_at(3, Vec2::new(1.6, 0.0), Vec2::ZERO),
+        ]);
+        w.step();
+        let p = |id| w.agent(id).unwrap().position;
+        let (ab, bc) = (1.0 - p(1).distance(p(2)), 1.0 - p(2).distance(p(3)));
+        assert!(ab < 0.01 && bc < 0.01, "overlaps {ab} {bc}");
+        assert!(p(1).x < 0.0 && p(3).x > 1.6, "{} {}", p(1), p(3));
     }
 
     #[test]

@@ -15,8 +15,8 @@
 //! 3. 004's blend: `normalize(wanted + avoid·avoid_strength + separation·separation_weight)`,
 //!    avoid = context avoidance ([`super::context_avoidance`]), separation = 004's
 //!    ([`super::separation::separation_dir`]). With `reciprocal` set (the default) there is no
-//!    blend: the direction is `wanted`, and after step 5 one step of the arrive steering gives
-//!    the preferred velocity, which reciprocal avoidance
+//!    blend: the direction is `wanted`, and after step 5 direction × speed is the preferred
+//!    velocity, which reciprocal avoidance
 //!    ([`super::reciprocal_avoidance`]) replaces by the nearest velocity that touches no agent,
 //!    moving or resting, nor obstacle nor wall within its horizons. 004's context avoidance
 //!    only sees resting agents, so crowds with crossing orders walked through each other.
@@ -207,12 +207,14 @@ pub fn steer(agent: &Agent, order: &MoveOrder, p: &MoveToParams, view: &WorldVie
     }
     let wanted = wanted_dir(agent, order, view);
     if let Some(rp) = &p.reciprocal {
-        // The flow (or straight line) at arrive speed is the preferred velocity; reciprocal
-        // avoidance picks the nearest safe one.
+        // The flow (or straight line) at arrive speed is the preferred velocity, as in RVO2 (not
+        // one accelerated step towards it: in a jam that would keep agents slow); reciprocal
+        // avoidance picks the nearest safe one and the agent takes it this step.
         let chosen = keep_direction(agent.memory.last_move_dir, wanted, p.direction_threshold);
         scratch.memory.last_move_dir = chosen;
-        let want = Steering::linear(clamp_len((chosen * arrive_speed(d, order, p, lim.max_speed) - agent.velocity) / p.time_to_target, lim.max_accel));
-        return reciprocal_avoidance::filter(agent, rp, view, want);
+        let preferred = chosen * arrive_speed(d, order, p, lim.max_speed);
+        let v = reciprocal_avoidance::velocity(agent, rp, view, preferred);
+        return Steering::linear((v - agent.velocity) / view.dt);
     }
     // Fade avoidance and separation inside the slow radius so the agent can settle.
     let fade = (d / p.slow_radius).min(1.0);
@@ -361,25 +363,28 @@ mod tests {
 
     #[test]
     fn reciprocal_mode_goes_straight_when_alone_and_yields_to_a_resting_agent() {
-        // Alone, from rest: the arrive steering (20,0) clamps to max_accel 10; one step of it is
-        // the preferred velocity (0.5, 0), which nothing constrains: the steering stays (10,0).
+        // Alone, from rest, 20 away (beyond the slow radius): the preferred velocity is the
+        // wanted direction at full speed, (5,0); nothing constrains it, and the steering takes
+        // the agent there in one step: (5,0)/0.05 = (100,0).
         let w = world_with(vec![agent_at(1, Vec2::ZERO, Vec2::ZERO)]);
         let view = w.view();
         let a = view.agent(1).unwrap();
         let mut s = scratch_for(a);
         let out = steer(a, &order(Vec2::new(20.0, 0.0)), &MoveToParams::default(), &view, &mut s);
-        assert_close(out.linear, Vec2::new(10.0, 0.0));
+        assert_close(out.linear, Vec2::new(100.0, 0.0));
         assert_close(s.memory.last_move_dir, Vec2::X);
-        // Moving (3,0) with a resting agent at (4,0) (radius sum 1, τ 2): the wanted (5,0)·…
-        // arrive steering (5−3)/0.25 = 8 → preferred (3.4, 0); the cone's right leg at
-        // asin(1/4) allows at most 3.4·cos θ along (cos θ, −sin θ) = (3.4·15/16, −3.4·√15/16),
-        // so the steering is that minus (3,0), over dt 0.05.
+        // Moving (3,0) with a resting agent at (4,0) (radius sum 1, τ 2): the preferred (5,0)
+        // is projected onto the right leg of the cone, at asin(1/4) below the x axis:
+        // 5·cos θ along (cos θ, −sin θ) = (5·15/16, −5·√15/16); steering = (that − (3,0))/0.05.
         let w = world_with(vec![agent_at(1, Vec2::ZERO, Vec2::new(3.0, 0.0)), agent_at(2, Vec2::new(4.0, 0.0), Vec2::ZERO)]);
         let view = w.view();
         let a = view.agent(1).unwrap();
         let mut s = scratch_for(a);
-        let out = steer(a, &order(Vec2::new(20.0, 0.0)), &MoveToParams::default(), &view, &mut s);
-        let v = Vec2::new(3.4 * 15.0 / 16.0, -3.4 * 15f32.sqrt() / 16.0);
+        let rp = ReciprocalAvoidanceParams { time_horizon: 2.0, ..ReciprocalAvoidanceParams::default() };
+        let params = MoveToParams { reciprocal: Some(rp), ..MoveToParams::default() };
+        let out = steer(a, &order(Vec2::new(20.0, 0.0)), &params, &view, &mut s);
+        let v = Vec2::new(5.0 * 15.0 / 16.0, -5.0 * 15f32.sqrt() / 16.0);
         assert!((out.linear - (v - Vec2::new(3.0, 0.0)) / 0.05).length() < 0.05, "{}", out.linear);
     }
+
 }

@@ -22,7 +22,6 @@ use crate::sim::agent::Agent;
 use crate::sim::error::{SimError, check_positive, check_radius};
 use crate::sim::math::{closest_on_segment, pair_dir};
 use crate::sim::orca::{self, HalfPlane};
-use crate::sim::spatial::Neighbor;
 use crate::sim::steering::Steering;
 use crate::sim::view::WorldView;
 
@@ -35,7 +34,8 @@ const MAX_LINES: usize = MAX_NEIGHBORS as usize + MAX_STATICS;
 /// Parameters of reciprocal avoidance.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct ReciprocalAvoidanceParams {
-    /// Seconds ahead within which no neighbour may be touched (default 2).
+    /// Seconds ahead within which no neighbour may be touched (default 1: RVO2's Circle at
+    /// 1,000 agents clears its central jam fastest, and stays within 0.15 of overlap, with 0.5–1).
     pub time_horizon: f32,
     /// Seconds ahead within which no obstacle or wall may be touched (default 1).
     pub obstacle_time_horizon: f32,
@@ -47,7 +47,7 @@ pub struct ReciprocalAvoidanceParams {
 
 impl Default for ReciprocalAvoidanceParams {
     fn default() -> Self {
-        ReciprocalAvoidanceParams { time_horizon: 2.0, obstacle_time_horizon: 1.0, neighbor_dist: 10.0, max_neighbors: 10 }
+        ReciprocalAvoidanceParams { time_horizon: 1.0, obstacle_time_horizon: 1.0, neighbor_dist: 10.0, max_neighbors: 10 }
     }
 }
 
@@ -70,34 +70,34 @@ impl ReciprocalAvoidanceParams {
     }
 }
 
-/// The `k` nearest neighbours by (squared distance, id), nearest first.
+/// The `k` nearest neighbours by (squared distance, id), nearest first, as (squared distance,
+/// id, rank in the grid).
 struct Nearest {
-    items: [(f32, Neighbor); MAX_NEIGHBORS as usize],
+    items: [(f32, u32, u32); MAX_NEIGHBORS as usize],
     len: usize,
     k: usize,
 }
 
 impl Nearest {
     fn new(k: usize) -> Self {
-        let empty = Neighbor { id: 0, radius: 0.0, position: Vec2::ZERO, velocity: Vec2::ZERO, max_speed: 0.0, reciprocal: false };
-        Nearest { items: [(0.0, empty); MAX_NEIGHBORS as usize], len: 0, k: k.min(MAX_NEIGHBORS as usize) }
+        Nearest { items: [(0.0, 0, 0); MAX_NEIGHBORS as usize], len: 0, k: k.min(MAX_NEIGHBORS as usize) }
     }
 
-    fn offer(&mut self, d2: f32, n: &Neighbor) {
-        let key = (d2, n.id);
+    fn offer(&mut self, d2: f32, id: u32, rank: u32) {
+        let key = (d2, id);
         if self.len == self.k {
             let last = &self.items[self.len - 1];
-            if (last.0, last.1.id) <= key {
+            if (last.0, last.1) <= key {
                 return;
             }
             self.len -= 1;
         }
         let mut i = self.len;
-        while i > 0 && (self.items[i - 1].0, self.items[i - 1].1.id) > key {
+        while i > 0 && (self.items[i - 1].0, self.items[i - 1].1) > key {
             self.items[i] = self.items[i - 1];
             i -= 1;
         }
-        self.items[i] = (d2, *n);
+        self.items[i] = (d2, id, rank);
         self.len += 1;
     }
 }
@@ -114,9 +114,9 @@ fn nearest(agent: &Agent, p: &ReciprocalAvoidanceParams, view: &WorldView) -> Ne
     let mut out = Nearest::new(p.max_neighbors as usize);
     loop {
         out.len = 0;
-        view.for_each_agent_near(pos, radius, |n| {
+        view.for_each_agent_near_ranked(pos, radius, |k, n| {
             if n.id != agent.id {
-                out.offer(n.position.distance_squared(pos), n);
+                out.offer(n.position.distance_squared(pos), n.id, k as u32);
             }
         });
         if out.len == out.k || radius >= full {
@@ -156,7 +156,9 @@ fn half_planes(agent: &Agent, p: &ReciprocalAvoidanceParams, view: &WorldView, l
     });
     let n_static = n;
     let near = nearest(agent, p, view);
-    for (_, o) in &near.items[..near.len] {
+    let all = view.grid.all();
+    for &(_, _, rank) in &near.items[..near.len] {
+        let Some(o) = all.get(rank as usize) else { continue };
         let mut rel_pos = o.position - pos;
         if rel_pos.length_squared() < 1e-12 {
             rel_pos = -pair_dir(agent.id, o.id) * 1e-3;
@@ -237,7 +239,8 @@ mod tests {
         let w = world_with(vec![agent_at(1, Vec2::ZERO, Vec2::new(3.0, 0.0)), agent_at(2, Vec2::new(4.0, 0.0), Vec2::ZERO)]);
         let view = w.view();
         let a = view.agent(1).unwrap();
-        let v = velocity(a, &ReciprocalAvoidanceParams::default(), &view, Vec2::new(3.0, 0.0));
+        let p = ReciprocalAvoidanceParams { time_horizon: 2.0, ..ReciprocalAvoidanceParams::default() };
+        let v = velocity(a, &p, &view, Vec2::new(3.0, 0.0));
         close(v, Vec2::new(2.8125, -3.0 * 15f32.sqrt() / 16.0));
     }
 
@@ -252,7 +255,7 @@ mod tests {
         let a = view.agent(1).unwrap();
         let p = ReciprocalAvoidanceParams { max_neighbors: 3, ..ReciprocalAvoidanceParams::default() };
         let near = nearest(a, &p, &view);
-        let ids: Vec<u32> = near.items[..near.len].iter().map(|(_, n)| n.id).collect();
+        let ids: Vec<u32> = near.items[..near.len].iter().map(|&(_, id, _)| id).collect();
         // Distances 1 (id 3), 1 (id 5), 2 (id 4): ties by id.
         assert_eq!(ids, vec![3, 5, 4]);
         // Beyond neighbor_dist 8: id 6 never counts, even with room.

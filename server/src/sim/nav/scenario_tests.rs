@@ -400,4 +400,3 @@ fn goals_in_plain_sight_need_no_field_and_hidden_ones_do() {
     assert_eq!(nav.pipeline_stats().requested, 1, "(80, 20) is behind the wall");
     assert_eq!(nav.cache.len(), 1, "latency 0: built within the tick");
 }
-
