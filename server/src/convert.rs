@@ -125,11 +125,14 @@ pub fn behavior(b: &proto::Behavior) -> Result<Behavior, SimError> {
     })
 }
 
-/// Wire behaviour entries as sim entries; the error names `[i].behavior...`.
+/// Wire behaviour entries as sim entries. The wire's own checks (`steer_proto::Validate`:
+/// finite numbers and the ranges PROTOCOL.md lists) run first, so REST names a field as the
+/// wire does (`[i].behavior.max_neighbors`); the sim's checks then name `[i].params...`.
 pub fn entries(list: &[proto::BehaviorEntry]) -> Result<Vec<BehaviorEntry>, SimError> {
     list.iter()
         .enumerate()
         .map(|(i, e)| {
+            proto::Validate::validate(e).map_err(|err| SimError::invalid(format!("[{i}].{}", err.field), err.reason))?;
             Ok(BehaviorEntry {
                 behavior: behavior(&e.behavior).map_err(|err| err.within(&format!("[{i}]")))?,
                 weight: e.weight,
