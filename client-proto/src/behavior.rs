@@ -5,7 +5,7 @@
 //! `Option` parameters mean "server default" when absent.
 
 use crate::common::{AlignTarget, Point, Target};
-use crate::validate::always_valid;
+use crate::validate::{FieldError, FieldPath, Validate, always_valid, check_range};
 use serde::{Deserialize, Serialize};
 
 /// Default-value functions for `#[serde(default = ...)]`.
@@ -17,6 +17,9 @@ mod d {
         zero_one = 0.1, quarter = 0.25, half = 0.5, point_four = 0.4, point_six = 0.6,
         one = 1.0, one_half = 1.5, two = 2.0, three = 3.0, four = 4.0, five = 5.0, ten = 10.0,
     );
+    pub fn ten_u32() -> u32 {
+        10
+    }
 }
 
 /// Which wander algorithm to use.
@@ -239,6 +242,56 @@ wire_struct! {
     }
 }
 
+/// Longest `time_horizon` / `obstacle_time_horizon` of [`ReciprocalAvoidance`], in seconds.
+pub const MAX_TIME_HORIZON: f32 = 60.0;
+/// Largest `neighbor_dist` of [`ReciprocalAvoidance`]: the server's cap on any neighbour query
+/// radius (steerd's `MAX_QUERY_RADIUS`).
+pub const MAX_NEIGHBOR_DIST: f32 = 1000.0;
+/// Largest `max_neighbors` of [`ReciprocalAvoidance`].
+pub const MAX_AVOIDANCE_NEIGHBORS: u32 = 32;
+
+/// Reciprocal velocity obstacles (ORCA): not a force to blend but a filter on the velocity
+/// the agent's other behaviours ask for, replaced by the closest velocity that touches none of
+/// its `max_neighbors` nearest neighbours within `neighbor_dist` for `time_horizon` seconds,
+/// nor an obstacle or wall for `obstacle_time_horizon` seconds. Weight and priority of its
+/// entry do not matter (the first such entry's parameters win).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ReciprocalAvoidance {
+    /// Seconds, in (0, 60]; default 2.
+    #[serde(default = "d::two")]
+    pub time_horizon: f32,
+    /// Seconds, in (0, 60]; default 1.
+    #[serde(default = "d::one")]
+    pub obstacle_time_horizon: f32,
+    /// Centre-to-centre distance, in [0, 1000]; default 10.
+    #[serde(default = "d::ten")]
+    pub neighbor_dist: f32,
+    /// In 1..=32; default 10.
+    #[serde(default = "d::ten_u32")]
+    pub max_neighbors: u32,
+}
+
+impl Default for ReciprocalAvoidance {
+    fn default() -> Self {
+        ReciprocalAvoidance { time_horizon: 2.0, obstacle_time_horizon: 1.0, neighbor_dist: 10.0, max_neighbors: 10 }
+    }
+}
+
+impl Validate for ReciprocalAvoidance {
+    fn validate_at(&self, path: &mut FieldPath) -> Result<(), FieldError> {
+        path.field("time_horizon", |p| check_range(p, self.time_horizon, false, MAX_TIME_HORIZON))?;
+        path.field("obstacle_time_horizon", |p| check_range(p, self.obstacle_time_horizon, false, MAX_TIME_HORIZON))?;
+        path.field("neighbor_dist", |p| check_range(p, self.neighbor_dist, true, MAX_NEIGHBOR_DIST))?;
+        path.field("max_neighbors", |p| {
+            if (1..=MAX_AVOIDANCE_NEIGHBORS).contains(&self.max_neighbors) {
+                Ok(())
+            } else {
+                Err(p.error(format!("must be between 1 and {MAX_AVOIDANCE_NEIGHBORS}, got {}", self.max_neighbors)))
+            }
+        })
+    }
+}
+
 wire_enum! {
     /// One behaviour of the catalogue with its parameters.
     pub enum Behavior / BehaviorKind {
@@ -262,6 +315,7 @@ wire_enum! {
         Alignment(Alignment) = "alignment",
         PathFollowing(PathFollowing) = "path_following",
         LeaderFollowing(LeaderFollowing) = "leader_following",
+        ReciprocalAvoidance(ReciprocalAvoidance) = "reciprocal_avoidance",
     }
 }
 
@@ -344,7 +398,10 @@ mod tests {
 
     #[test]
     fn kind_names_roundtrip_through_json() {
-        assert_eq!(BehaviorKind::ALL.len(), 20);
+        assert_eq!(BehaviorKind::ALL.len(), 21);
+        // Appended last: the binary indices of the older behaviours stay as they were.
+        assert_eq!(BehaviorKind::ALL.last(), Some(&BehaviorKind::ReciprocalAvoidance));
+        assert_eq!(BehaviorKind::ALL.iter().position(|k| *k == BehaviorKind::LeaderFollowing), Some(19));
         for k in BehaviorKind::ALL {
             let s = serde_json::to_string(k).unwrap();
             assert_eq!(s, format!("\"{}\"", k.name()));
@@ -359,5 +416,29 @@ mod tests {
             align: AlignParams::default(),
         }));
         assert_eq!(e.validate().unwrap_err().field, "behavior.target.y");
+    }
+
+    #[test]
+    fn reciprocal_avoidance_defaults_and_ranges() {
+        let b: Behavior = serde_json::from_str(r#"{"type":"reciprocal_avoidance"}"#).unwrap();
+        assert_eq!(b, Behavior::ReciprocalAvoidance(ReciprocalAvoidance::default()));
+        let Behavior::ReciprocalAvoidance(d) = &b else { panic!("wrong variant {b:?}") };
+        assert_eq!((d.time_horizon, d.obstacle_time_horizon, d.neighbor_dist, d.max_neighbors), (2.0, 1.0, 10.0, 10));
+        assert!(b.validate().is_ok());
+        let field = |r: ReciprocalAvoidance| BehaviorEntry::from(Behavior::ReciprocalAvoidance(r)).validate().unwrap_err().field;
+        let d = ReciprocalAvoidance::default();
+        assert_eq!(field(ReciprocalAvoidance { time_horizon: 0.0, ..d.clone() }), "behavior.time_horizon");
+        assert_eq!(field(ReciprocalAvoidance { time_horizon: 60.5, ..d.clone() }), "behavior.time_horizon");
+        assert_eq!(field(ReciprocalAvoidance { obstacle_time_horizon: f32::NAN, ..d.clone() }), "behavior.obstacle_time_horizon");
+        assert_eq!(field(ReciprocalAvoidance { obstacle_time_horizon: -1.0, ..d.clone() }), "behavior.obstacle_time_horizon");
+        assert_eq!(field(ReciprocalAvoidance { neighbor_dist: 1000.5, ..d.clone() }), "behavior.neighbor_dist");
+        assert_eq!(field(ReciprocalAvoidance { neighbor_dist: -0.5, ..d.clone() }), "behavior.neighbor_dist");
+        assert_eq!(field(ReciprocalAvoidance { max_neighbors: 0, ..d.clone() }), "behavior.max_neighbors");
+        assert_eq!(field(ReciprocalAvoidance { max_neighbors: 33, ..d.clone() }), "behavior.max_neighbors");
+        // The bounds themselves are allowed.
+        let edge = ReciprocalAvoidance { time_horizon: 60.0, obstacle_time_horizon: 60.0, neighbor_dist: 1000.0, max_neighbors: 32 };
+        assert!(Behavior::ReciprocalAvoidance(edge).validate().is_ok());
+        let zero = ReciprocalAvoidance { neighbor_dist: 0.0, max_neighbors: 1, ..d };
+        assert!(Behavior::ReciprocalAvoidance(zero).validate().is_ok());
     }
 }

@@ -86,6 +86,19 @@ impl<T: Validate> Validate for Vec<T> {
     }
 }
 
+/// Checks that `v` is finite and in `(0, max]` (or `[0, max]` when `zero_ok`), naming the
+/// field at `path`.
+pub fn check_range(path: &mut FieldPath, v: f32, zero_ok: bool, max: f32) -> Result<(), FieldError> {
+    v.validate_at(path)?;
+    let low_ok = if zero_ok { v >= 0.0 } else { v > 0.0 };
+    if low_ok && v <= max {
+        Ok(())
+    } else {
+        let low = if zero_ok { "[0" } else { "(0" };
+        Err(path.error(format!("must be in {low}, {max}], got {v}")))
+    }
+}
+
 /// Types without floating-point content are always valid.
 macro_rules! always_valid {
     ($($t:ty),* $(,)?) => {

@@ -30,6 +30,19 @@ fn align() -> impl Strategy<Value = AlignParams> {
     })
 }
 
+/// Valid reciprocal-avoidance parameters (the messages of `client_msg` must validate), bounds
+/// included.
+fn reciprocal() -> impl Strategy<Value = ReciprocalAvoidance> {
+    let horizon = || prop_oneof![f32::MIN_POSITIVE..=MAX_TIME_HORIZON, Just(MAX_TIME_HORIZON)];
+    (horizon(), horizon(), prop_oneof![0.0f32..=MAX_NEIGHBOR_DIST, Just(0.0), Just(MAX_NEIGHBOR_DIST)], 1..=MAX_AVOIDANCE_NEIGHBORS)
+        .prop_map(|(time_horizon, obstacle_time_horizon, neighbor_dist, max_neighbors)| ReciprocalAvoidance {
+            time_horizon,
+            obstacle_time_horizon,
+            neighbor_dist,
+            max_neighbors,
+        })
+}
+
 fn behavior() -> BoxedStrategy<Behavior> {
     let a = prop_oneof![
         target().prop_map(|target| Behavior::Seek(Seek { target })),
@@ -93,6 +106,7 @@ fn behavior() -> BoxedStrategy<Behavior> {
         (any::<u32>(), fin(), fin()).prop_map(|(leader, behind_distance, leader_sight_radius)| {
             Behavior::LeaderFollowing(LeaderFollowing { leader, behind_distance, leader_sight_radius })
         }),
+        reciprocal().prop_map(Behavior::ReciprocalAvoidance),
     ]
     .boxed();
     prop_oneof![a, b].boxed()
@@ -345,6 +359,30 @@ proptest! {
             prop_assert_eq!(cell.agents(), state.as_slice());
             prop_assert_eq!(cell.checksum(), checksum(&state));
             prop_assert_eq!(cell.tick(), server.tick());
+        }
+    }
+
+    #[test]
+    fn out_of_range_reciprocal_avoidance_is_refused_naming_the_field(
+        ok in reciprocal(),
+        which in 0..4usize,
+        bad_f in prop_oneof![-1e6f32..=0.0, 1000.01f32..1e6, Just(f32::NAN), Just(f32::INFINITY)],
+        bad_n in prop_oneof![Just(0u32), (MAX_AVOIDANCE_NEIGHBORS + 1)..=u32::MAX],
+    ) {
+        let mut r = ok;
+        // Horizons: bad_f is ≤ 0, non-finite or beyond 60; neighbor_dist: only < 0 or > 1000.
+        let (field, bad) = match which {
+            0 => ("time_horizon", { r.time_horizon = bad_f; true }),
+            1 => ("obstacle_time_horizon", { r.obstacle_time_horizon = bad_f; true }),
+            2 => ("neighbor_dist", { r.neighbor_dist = bad_f; bad_f != 0.0 }),
+            _ => ("max_neighbors", { r.max_neighbors = bad_n; true }),
+        };
+        let m = ClientMsg::AddBehavior(AddBehavior { request_id: 1, world: "w".into(), agents: vec![1], entry: Behavior::ReciprocalAvoidance(r).into() });
+        if bad {
+            let err = m.validate().unwrap_err();
+            prop_assert_eq!(err.field, format!("entry.behavior.{field}"));
+        } else {
+            prop_assert!(m.validate().is_ok());
         }
     }
 

@@ -91,6 +91,12 @@ fn all_behaviors() -> Vec<BehaviorEntry> {
             mode: PathMode::PingPong,
         }),
         Behavior::LeaderFollowing(LeaderFollowing { leader: 7, behind_distance: 2.0, leader_sight_radius: 3.0 }),
+        Behavior::ReciprocalAvoidance(ReciprocalAvoidance {
+            time_horizon: 2.5,
+            obstacle_time_horizon: 1.0,
+            neighbor_dist: 12.0,
+            max_neighbors: 20,
+        }),
     ];
     list.into_iter()
         .enumerate()
@@ -101,8 +107,8 @@ fn all_behaviors() -> Vec<BehaviorEntry> {
 fn client_vectors() -> Vec<(&'static str, ClientMsg)> {
     let w = || "arena".to_string();
     vec![
-        ("client_hello", ClientMsg::Hello(Hello { protocol_version: 1, token: Some("s3cret".into()), encoding: Encoding::Binary })),
-        ("client_hello_json", ClientMsg::Hello(Hello { protocol_version: 1, token: None, encoding: Encoding::Json })),
+        ("client_hello", ClientMsg::Hello(Hello { protocol_version: PROTOCOL_VERSION, token: Some("s3cret".into()), encoding: Encoding::Binary })),
+        ("client_hello_json", ClientMsg::Hello(Hello { protocol_version: PROTOCOL_VERSION, token: None, encoding: Encoding::Json })),
         ("client_subscribe_rect", ClientMsg::Subscribe(Subscribe {
             request_id: 1,
             world: w(),
@@ -212,7 +218,7 @@ fn server_vectors() -> Vec<(&'static str, ServerMsg, Vec<QAgent>)> {
         })),
         ("server_error_unsupported_version", ServerMsg::Error(ErrorBody {
             code: ErrorCode::UnsupportedVersion,
-            message: "protocol version 2 is not supported; this server speaks 1".into(),
+            message: "protocol version 1 is not supported; this server speaks 2".into(),
             field: Some("protocol_version".into()),
         })),
         ("server_pong", ServerMsg::Pong(Pong { request_id: 11, server_tick: 123_456 })),

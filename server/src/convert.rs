@@ -5,7 +5,7 @@ use steer_proto as proto;
 
 use crate::sim::behaviors::{
     Behavior, BehaviorEntry, Target, agent_avoidance, ahead_avoidance, align, alignment, arrive, cohesion, evade, face, flee,
-    leader_following, look_where_you_are_going, obstacle_avoidance, path_following, pursue, random_target, seek, separation,
+    leader_following, look_where_you_are_going, obstacle_avoidance, path_following, pursue, random_target, reciprocal_avoidance, seek, separation,
     velocity_match, wall_avoidance, wander,
 };
 use crate::sim::error::SimError;
@@ -116,14 +116,23 @@ pub fn behavior(b: &proto::Behavior) -> Result<Behavior, SimError> {
             leader_sight_radius: p.leader_sight_radius,
             ..leader_following::LeaderFollowingParams::default()
         }),
+        W::ReciprocalAvoidance(p) => Behavior::ReciprocalAvoidance(reciprocal_avoidance::ReciprocalAvoidanceParams {
+            time_horizon: p.time_horizon,
+            obstacle_time_horizon: p.obstacle_time_horizon,
+            neighbor_dist: p.neighbor_dist,
+            max_neighbors: p.max_neighbors,
+        }),
     })
 }
 
-/// Wire behaviour entries as sim entries; the error names `[i].behavior...`.
+/// Wire behaviour entries as sim entries. The wire's own checks (`steer_proto::Validate`:
+/// finite numbers and the ranges PROTOCOL.md lists) run first, so REST names a field as the
+/// wire does (`[i].behavior.max_neighbors`); the sim's checks then name `[i].params...`.
 pub fn entries(list: &[proto::BehaviorEntry]) -> Result<Vec<BehaviorEntry>, SimError> {
     list.iter()
         .enumerate()
         .map(|(i, e)| {
+            proto::Validate::validate(e).map_err(|err| SimError::invalid(format!("[{i}].{}", err.field), err.reason))?;
             Ok(BehaviorEntry {
                 behavior: behavior(&e.behavior).map_err(|err| err.within(&format!("[{i}]")))?,
                 weight: e.weight,
@@ -192,4 +201,47 @@ pub fn error_body(e: &SimError) -> proto::ErrorBody {
 /// A wire MoveTo as sim commands (one per agent is not needed: one command moves the group).
 pub fn move_to(m: &proto::MoveTo) -> Result<Vec<crate::sim::world::Command>, crate::runtime::CmdError> {
     Ok(vec![crate::sim::world::Command::MoveTo { agents: m.agents.clone(), target: vec2(m.target), stopping_distance: m.stopping_distance }])
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+    use crate::sim::error::MAX_QUERY_RADIUS;
+    use steer_proto::Validate;
+
+    fn sim_params(w: &proto::ReciprocalAvoidance) -> reciprocal_avoidance::ReciprocalAvoidanceParams {
+        match behavior(&proto::Behavior::ReciprocalAvoidance(w.clone())).unwrap() {
+            Behavior::ReciprocalAvoidance(p) => p,
+            other => panic!("converted to {other:?}"),
+        }
+    }
+
+    #[test]
+    fn reciprocal_avoidance_wire_defaults_and_bounds_are_the_sims() {
+        let d = proto::ReciprocalAvoidance::default();
+        assert_eq!(sim_params(&d), reciprocal_avoidance::ReciprocalAvoidanceParams::default());
+        assert_eq!(proto::MAX_NEIGHBOR_DIST, MAX_QUERY_RADIUS);
+        assert_eq!(proto::MAX_AVOIDANCE_NEIGHBORS, reciprocal_avoidance::MAX_NEIGHBORS);
+        // The wire check and the sim check agree at and just beyond every bound.
+        let cases = [
+            proto::ReciprocalAvoidance { time_horizon: 60.0, obstacle_time_horizon: 60.0, neighbor_dist: 1000.0, max_neighbors: 32 },
+            proto::ReciprocalAvoidance { neighbor_dist: 0.0, max_neighbors: 1, ..d.clone() },
+            proto::ReciprocalAvoidance { time_horizon: 60.01, ..d.clone() },
+            proto::ReciprocalAvoidance { time_horizon: 0.0, ..d.clone() },
+            proto::ReciprocalAvoidance { obstacle_time_horizon: 61.0, ..d.clone() },
+            proto::ReciprocalAvoidance { neighbor_dist: 1000.5, ..d.clone() },
+            proto::ReciprocalAvoidance { neighbor_dist: -1.0, ..d.clone() },
+            proto::ReciprocalAvoidance { max_neighbors: 0, ..d.clone() },
+            proto::ReciprocalAvoidance { max_neighbors: 33, ..d.clone() },
+        ];
+        for w in cases {
+            let wire = w.validate().map_err(|e| e.field);
+            let sim = sim_params(&w).validate().map_err(|e| match e {
+                SimError::InvalidField { field, .. } => field,
+                other => panic!("{other:?}"),
+            });
+            assert_eq!(wire, sim, "{w:?}");
+        }
+    }
 }

@@ -60,6 +60,8 @@ const S = {
   prevMetrics: null,
   flow: null, // GET /worlds/{w}/flowfield answer for the selection's first agent
   flowBusy: false,
+  avoid: null, // GET /worlds/{w}/agents/{id}/avoidance answer for the selection's first agent
+  avoidBusy: false,
 };
 
 // What the browser test (and a curious person in the console) can read.
@@ -81,6 +83,10 @@ const V = {
   /** The flow-field overlay: the last answer ({status, goal, angles, …}) and arrows drawn. */
   get flow() { return S.flow; },
   flowArrows: 0,
+  /** The avoidance overlays: the last answer, how many fetches, and what the last frame drew. */
+  get avoid() { return S.avoid; },
+  avoidFetches: 0,
+  avoidDrawn: { planes: 0, arrows: 0 },
   errors: [],
   get selection() { return [...S.selection]; },
   get obstacles() { return S.obstacles.slice(); },
@@ -90,6 +96,8 @@ const V = {
   worldToScreen(x, y) { const [sx, sy] = w2s(x, y); const r = canvas.getBoundingClientRect(); return { x: r.left + sx, y: r.top + sy }; },
   screenToWorld(x, y) { const r = canvas.getBoundingClientRect(); const [wx, wy] = s2w(x - r.left, y - r.top); return { x: wx, y: wy }; },
   viewRect() { return visibleRect(); },
+  /** Centres the view on a world point at `scale` pixels per unit (for tests and screenshots). */
+  lookAt(x, y, scale) { S.view = { cx: x, cy: y, scale: scale || S.view.scale }; S.fitted = true; updateSubscription(); },
 };
 window.viewer = V;
 
@@ -583,6 +591,185 @@ async function refreshFlow() {
   }
 }
 
+/** True when an avoidance overlay is on and an agent is selected (only then is it polled). */
+function avoidWanted() {
+  return ($('ov-vo').checked || $('ov-pvc').checked) && !!S.world && S.selection.size > 0;
+}
+
+/** Fetches what reciprocal avoidance sees for the first selected agent (5 Hz while wanted). */
+async function refreshAvoidance() {
+  if (!avoidWanted()) {
+    if (S.avoid) { S.avoid = null; $('avoid-status').textContent = ''; }
+    return;
+  }
+  if (S.avoidBusy) return;
+  const agent = Math.min(...S.selection);
+  S.avoidBusy = true;
+  try {
+    V.avoidFetches++;
+    const a = await api('GET', wpath(`/agents/${agent}/avoidance`));
+    if (!avoidWanted()) return; // switched off meanwhile
+    S.avoid = a;
+    const nStatic = a.half_planes.filter((h) => h.static).length;
+    const speed = (v) => Math.hypot(v.x, v.y).toFixed(2);
+    $('avoid-status').textContent = `agent ${agent}: ${a.active ? 'avoids reciprocally' : 'does not avoid reciprocally (default parameters shown)'} · `
+      + `${a.half_planes.length - nStatic} neighbour + ${nStatic} static half-planes`
+      + `${permittedPolygon(a.half_planes, a.max_speed).length ? '' : ' (none leaves room: least violation chosen)'}`
+      + ` · preferred ${speed(a.preferred)} (${a.preferred_source}), chosen ${speed(a.chosen)} u/s`;
+  } catch (e) {
+    S.avoid = null;
+    $('avoid-status').textContent = String(e.message || e);
+  } finally {
+    S.avoidBusy = false;
+  }
+}
+
+/**
+ * The velocities every half-plane permits within the max-speed disc (a 48-gon), as a polygon
+ * in velocity space (Sutherland–Hodgman clipping); empty when none does (a jam: the solver
+ * then picks the least violation).
+ */
+function permittedPolygon(planes, maxSpeed) {
+  let poly = [];
+  for (let i = 0; i < 48; i++) {
+    const t = (i / 48) * Math.PI * 2;
+    poly.push({ x: maxSpeed * Math.cos(t), y: maxSpeed * Math.sin(t) });
+  }
+  // Permitted: det(direction, point − v) ≤ 0, i.e. left of the directed line.
+  const side = (h, v) => h.direction.x * (h.point.y - v.y) - h.direction.y * (h.point.x - v.x);
+  for (const h of planes) {
+    const out = [];
+    for (let i = 0; i < poly.length; i++) {
+      const a = poly[i];
+      const b = poly[(i + 1) % poly.length];
+      const sa = side(h, a);
+      const sb = side(h, b);
+      if (sa <= 0) out.push(a);
+      if ((sa <= 0) !== (sb <= 0)) {
+        const t = sa / (sa - sb);
+        out.push({ x: a.x + (b.x - a.x) * t, y: a.y + (b.y - a.y) * t });
+      }
+    }
+    poly = out;
+    if (!poly.length) break;
+  }
+  return poly;
+}
+
+/** An arrow from (x0, y0) to (x1, y1) in screen pixels. */
+function arrow(x0, y0, x1, y1, color, width, dash = []) {
+  const len = Math.hypot(x1 - x0, y1 - y0);
+  if (len < 0.5) return false;
+  const back = Math.atan2(y1 - y0, x1 - x0) + Math.PI;
+  const h = Math.min(10, Math.max(4, 0.25 * len));
+  ctx.strokeStyle = color;
+  ctx.lineWidth = width;
+  ctx.setLineDash(dash);
+  ctx.beginPath();
+  ctx.moveTo(x0, y0);
+  ctx.lineTo(x1, y1);
+  ctx.stroke();
+  ctx.setLineDash([]);
+  ctx.beginPath();
+  ctx.moveTo(x1, y1);
+  ctx.lineTo(x1 + h * Math.cos(back + 0.45), y1 + h * Math.sin(back + 0.45));
+  ctx.moveTo(x1, y1);
+  ctx.lineTo(x1 + h * Math.cos(back - 0.45), y1 + h * Math.sin(back - 0.45));
+  ctx.stroke();
+  return true;
+}
+
+/**
+ * The avoidance overlays of the selected agent, in velocity space centred on the agent: a
+ * velocity v is drawn at the agent's position + v · vsc pixels (vsc: max speed ↦ at least 80 px,
+ * 1 s of travel when zoomed in). "velocity obstacle": the dashed max-speed circle, each
+ * half-plane's boundary with its forbidden side faintly shaded (red: neighbours, grey: obstacles
+ * and walls), and the permitted velocities (what all half-planes leave of the max-speed disc)
+ * in green.
+ * "preferred vs chosen": two arrows, preferred (dashed blue) and chosen (green).
+ */
+function drawAvoidance(sc, layer) {
+  const a = S.avoid;
+  const drawn = layer === 'planes' ? { planes: 0, arrows: 0, permitted: 0 } : V.avoidDrawn;
+  V.avoidDrawn = drawn;
+  if (!a || !avoidWanted() || !S.selection.has(a.agent)) return;
+  // Where the agent is drawn now (the stream), else where the answer says it was.
+  const live = allAgents().find((q) => q.id === a.agent);
+  const [cx, cy] = live ? w2s(live.pos[0] * S.quant.pos_step, live.pos[1] * S.quant.pos_step) : w2s(a.position.x, a.position.y);
+  const ms = Math.max(a.max_speed, 1e-3);
+  const vsc = Math.max(sc, 80 / ms);
+  const at = (v) => [cx + v.x * vsc, cy - v.y * vsc]; // screen y grows downwards
+  if (layer === 'planes' && $('ov-vo').checked) {
+    const reach = 1.6 * ms * vsc; // pixels of velocity space shown
+    ctx.save();
+    ctx.beginPath();
+    ctx.arc(cx, cy, reach, 0, Math.PI * 2);
+    ctx.fillStyle = 'rgba(15,18,22,.35)';
+    ctx.fill();
+    ctx.clip();
+    const far = 4 * reach;
+    for (const h of a.half_planes) {
+      const [px, py] = at(h.point);
+      const dx = h.direction.x;
+      const dy = -h.direction.y;
+      // Permitted: left of the direction in velocity space, i.e. right of it on screen (y flipped).
+      const nx = dy;
+      const ny = -dx;
+      const [ax, ay] = [px - dx * far, py - dy * far];
+      const [bx, by] = [px + dx * far, py + dy * far];
+      ctx.beginPath();
+      ctx.moveTo(ax, ay);
+      ctx.lineTo(bx, by);
+      ctx.lineTo(bx - nx * far, by - ny * far);
+      ctx.lineTo(ax - nx * far, ay - ny * far);
+      ctx.closePath();
+      ctx.fillStyle = h.static ? 'rgba(160,170,190,.05)' : 'rgba(255,90,90,.05)';
+      ctx.fill();
+      ctx.beginPath();
+      ctx.moveTo(ax, ay);
+      ctx.lineTo(bx, by);
+      ctx.strokeStyle = h.static ? 'rgba(190,198,214,.8)' : 'rgba(255,110,110,.85)';
+      ctx.lineWidth = 1.2;
+      ctx.stroke();
+      drawn.planes++;
+    }
+    ctx.restore();
+    // What is left: the velocities avoidance may choose from.
+    const poly = permittedPolygon(a.half_planes, ms);
+    if (poly.length) {
+      ctx.beginPath();
+      poly.forEach((v, i) => { const [x, y] = at(v); if (i) ctx.lineTo(x, y); else ctx.moveTo(x, y); });
+      ctx.closePath();
+      ctx.fillStyle = 'rgba(95,211,141,.28)';
+      ctx.fill();
+      ctx.strokeStyle = 'rgba(95,211,141,.9)';
+      ctx.lineWidth = 1;
+      ctx.stroke();
+    }
+    drawn.permitted = poly.length;
+    ctx.beginPath();
+    ctx.arc(cx, cy, ms * vsc, 0, Math.PI * 2);
+    ctx.setLineDash([3, 4]);
+    ctx.strokeStyle = 'rgba(255,255,255,.45)';
+    ctx.lineWidth = 1;
+    ctx.stroke();
+    ctx.setLineDash([]);
+  }
+  if (layer === 'arrows' && $('ov-pvc').checked) {
+    const [px, py] = at(a.preferred);
+    const [qx, qy] = at(a.chosen);
+    if (arrow(cx, cy, px, py, '#6fb3ff', 2, [5, 3])) drawn.arrows++;
+    if (arrow(cx, cy, qx, qy, '#5fd38d', 2)) drawn.arrows++;
+    ctx.font = '11px system-ui, sans-serif';
+    ctx.fillStyle = '#6fb3ff';
+    ctx.textAlign = 'right';
+    ctx.fillText('preferred', px - 6, py - 4);
+    ctx.textAlign = 'left';
+    ctx.fillStyle = '#5fd38d';
+    ctx.fillText('chosen', qx + 6, qy + 12);
+  }
+}
+
 function drawFlow(sc) {
   const f = S.flow;
   if (!f || !$('ov-flow').checked) return;
@@ -1073,7 +1260,9 @@ function draw() {
   }
 
   drawFlow(sc);
+  drawAvoidance(sc, 'planes'); // under the agents, so that the neighbours stay visible
   drawAgents(sc);
+  drawAvoidance(sc, 'arrows');
   drawMoveTarget();
 
   // Selection box.
@@ -1282,5 +1471,7 @@ setInterval(() => { refreshMetrics().catch(() => {}); }, 2000);
 setInterval(() => { refreshShapes().catch(() => {}); }, 3000);
 setInterval(() => { refreshFlow().catch(() => {}); }, 500);
 $('ov-flow').addEventListener('change', () => { refreshFlow().catch(() => {}); });
+setInterval(() => { refreshAvoidance().catch(() => {}); }, 200); // 5 Hz, and only while wanted
+for (const id of ['ov-vo', 'ov-pvc']) $(id).addEventListener('change', () => { refreshAvoidance().catch(() => {}); });
 setInterval(() => { if (S.ws && S.ws.readyState === WebSocket.OPEN) send({ type: 'ping', request_id: S.nextRid++ }); }, 10000);
 refreshMetrics().catch(() => {});

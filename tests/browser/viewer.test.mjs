@@ -2,7 +2,8 @@
 // Starts steerd (STEERD_BIN) on a free port with a scratch data directory, opens the page and
 // drives it like a person: agents move between two captures, box-select + right-click MoveTo
 // until DestinationReached arrives for every selected agent, place and drag an obstacle (checked
-// through REST), pause / step / resume, the status panel. Keeps a screenshot in tests/artifacts/.
+// through REST), pause / step / resume, the status panel, the flow-field and avoidance overlays.
+// Keeps screenshots in tests/artifacts/.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
@@ -326,6 +327,73 @@ test('viewer: streams, selects, moves, places obstacles', { timeout: 80000 }, as
   await t.test('no page errors', () => {
     assert.deepEqual(pageErrors, []);
   });
+});
+
+test('viewer: velocity-obstacle and preferred-vs-chosen overlays of the selected agent', { timeout: 60000 }, async () => {
+  // The crossing scenario: 120 agents on a ring, each with reciprocal_avoidance, ~4 units apart,
+  // so every agent has neighbours within the default neighbor_dist of 10.
+  const srv = await startServer(['--scenario', 'crossing']);
+  const p = await context.newPage();
+  const errors = [];
+  p.on('pageerror', (e) => errors.push(`pageerror: ${e.message}`));
+  p.on('console', (m) => { if (m.type() === 'error') errors.push(`console: ${m.text()}`); });
+  const fetched = [];
+  p.on('request', (r) => { if (r.url().includes('/avoidance')) fetched.push(new URL(r.url()).pathname); });
+  const patch = (body) => fetch(`${srv.base}/worlds/${WORLD}`, { method: 'PATCH', headers: { 'Content-Type': 'application/json' }, body: JSON.stringify(body) });
+  try {
+    await p.goto(`${srv.base}/`);
+    await p.waitForFunction(() => window.viewer && window.viewer.ready && window.viewer.keyframes > 0, null, { timeout: 15000 });
+    // Both toggles exist and start off.
+    assert.equal(await p.locator('#ov-vo').isChecked(), false);
+    assert.equal(await p.locator('#ov-pvc').isChecked(), false);
+    // Paused, so that the agent stays under the pointer and the picture holds still.
+    assert.ok((await patch({ paused: true })).ok);
+    await p.waitForTimeout(300); // the last frames before the pause reach the page
+    // Step the crowd towards the middle (12.5 s at up to 4 u/s from radius 80): dense, each
+    // agent with 10 neighbours, and (on this build) still room for every agent's velocity.
+    const stepped = await fetch(`${srv.base}/worlds/${WORLD}/step`, { method: 'POST', headers: { 'Content-Type': 'application/json' }, body: JSON.stringify({ ticks: 250 }) });
+    assert.ok(stepped.ok, `step: ${stepped.status}`);
+    const { tick: target } = await (await fetch(`${srv.base}/worlds/${WORLD}`)).json();
+    await until('the page to see the stepped tick', () => p.evaluate((t) => window.viewer.tick >= t, target), 5000);
+    // A toggle on but nothing selected: nothing is polled (several poll periods pass).
+    await p.check('#ov-vo');
+    await p.waitForTimeout(600);
+    assert.deepEqual(fetched, [], 'no selection, no requests');
+    // Select one agent by clicking it (zoomed in so that a click hits one agent).
+    const agents = await p.evaluate(() => window.viewer.agents());
+    agents.sort((q, r) => Math.hypot(q.x - 100, q.y - 100) - Math.hypot(r.x - 100, r.y - 100));
+    const a = agents[Math.floor(agents.length / 2)]; // in the crowd, not its very centre
+    await p.evaluate(([x, y]) => window.viewer.lookAt(x, y, 12), [a.x, a.y]);
+    await p.waitForTimeout(300); // the re-subscription for the zoomed view
+    const at = await p.evaluate(([x, y]) => window.viewer.worldToScreen(x, y), [a.x, a.y]);
+    await p.mouse.click(at.x, at.y);
+    const sel = await p.evaluate(() => window.viewer.selection);
+    assert.ok(sel.includes(a.id), `the clicked agent ${a.id} is selected (${sel})`);
+    const id = Math.min(...sel);
+    await p.check('#ov-pvc');
+    const v = await until('the avoidance answer and both overlays drawn', async () => {
+      const r = await p.evaluate(() => ({ avoid: window.viewer.avoid, drawn: window.viewer.avoidDrawn }));
+      return r.avoid && r.avoid.agent === id && r.drawn.planes > 0 && r.drawn.arrows === 2 ? r : null;
+    }, 10000, 100);
+    assert.ok(fetched.every((u) => u === `/worlds/${WORLD}/agents/${id}/avoidance`), `only the selected agent's endpoint: ${fetched}`);
+    assert.equal(v.avoid.active, true, 'crossing agents avoid reciprocally');
+    assert.equal(v.drawn.planes, v.avoid.half_planes.length, 'one line per half-plane');
+    assert.ok(v.avoid.half_planes.length >= 1, 'neighbours within 10 units');
+    assert.match(await p.locator('#avoid-status').textContent(), /avoids reciprocally/);
+    mkdirSync(ARTIFACTS, { recursive: true });
+    await p.screenshot({ path: join(ARTIFACTS, 'viewer-avoidance.png') });
+    // Both off: the overlay clears and polling stops.
+    await p.uncheck('#ov-vo');
+    await p.uncheck('#ov-pvc');
+    await until('the overlay to clear', () => p.evaluate(() => window.viewer.avoid === null), 5000);
+    const n = fetched.length;
+    await p.waitForTimeout(600);
+    assert.equal(fetched.length, n, 'no polling while both toggles are off');
+    assert.deepEqual(errors, []);
+  } finally {
+    await p.close();
+    await stopServer(srv.proc);
+  }
 });
 
 test('viewer: admin token field when the server has one', { timeout: 30000 }, async () => {

@@ -157,7 +157,7 @@ async fn bad_ws_input_is_answered_and_harmless() {
     let r = js.next_until(WAIT, |m| matches!(m, ServerMsg::CommandResult(_) | ServerMsg::Error(_))).await;
     assert!(r.is_some(), "the command before Hello is answered");
     assert_eq!((js.text_frames, js.binary_frames), (1, 0), "answered in the frame's encoding");
-    js.send_raw(Message::Text(r#"{"type":"hello","protocol_version":1,"encoding":"json"}"#.into())).await;
+    js.send_raw(Message::Text(format!(r#"{{"type":"hello","protocol_version":{},"encoding":"json"}}"#, proto::PROTOCOL_VERSION).into())).await;
     assert!(matches!(js.next_until(WAIT, |m| matches!(m, ServerMsg::Welcome(_))).await, Some(ServerMsg::Welcome(_))));
     assert_eq!((js.text_frames, js.binary_frames), (2, 0), "Welcome in Hello.encoding");
     js.ping().await; // sent as binary (the client's `enc`), answered as text

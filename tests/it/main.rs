@@ -4,6 +4,8 @@
 //! * `ws` — MoveTo over WebSocket, keyframe/delta chain vs snapshot, graceful shutdown.
 //! * `rest` — `/health`, `/metrics`, `/openapi.json`.
 //! * `bad_input` — every kind of malformed or out-of-range input.
+//! * `avoidance` — the `reciprocal_avoidance` behaviour over REST and WebSocket, and
+//!   `GET /worlds/{w}/agents/{id}/avoidance`.
 //! * `auth` — admin token, agent ownership, Origin check.
 //! * `persist` — save/load across a restart, kill -9 while saving.
 //! * `limits` — 100 subscribers with 20 that never read; throughput figures for swarm-10k.
@@ -11,6 +13,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod auth;
+mod avoidance;
 mod bad_input;
 mod limits;
 mod persist;

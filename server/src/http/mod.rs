@@ -78,6 +78,7 @@ pub fn app(state: AppState) -> Router {
         .route("/worlds/{world}/agents", get(list_agents).post(spawn))
         .route("/worlds/{world}/agents/{id}", get(get_agent).delete(delete_agent))
         .route("/worlds/{world}/agents/{id}/behaviors", put(put_behaviors))
+        .route("/worlds/{world}/agents/{id}/avoidance", get(avoidance))
         .route("/worlds/{world}/move-to", post(move_to))
         .route("/worlds/{world}/flowfield", get(flow_field))
         .route("/worlds/{world}/obstacles", get(list_obstacles).post(add_obstacle))

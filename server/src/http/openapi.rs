@@ -39,6 +39,7 @@ use crate::runtime::world::WorldInfoView;
         rest::get_agent,
         rest::delete_agent,
         rest::put_behaviors,
+        rest::avoidance,
         rest::move_to,
         rest::flow_field,
         rest::list_obstacles,

@@ -367,6 +367,15 @@ pub async fn flow_field(
     ok(world(&state, &name)?.ask(|reply| Request::FlowField { agent: q.agent, max_side, reply }).await?)
 }
 
+/// `GET /worlds/{world}/agents/{id}/avoidance`: what reciprocal avoidance (ORCA) sees and
+/// chooses for the agent now — its velocity-obstacle half-planes, preferred and chosen velocity.
+#[utoipa::path(get, path = "/worlds/{world}/agents/{id}/avoidance", tag = "agents",
+    params(("world" = String, Path, description = "World name"), ("id" = u32, Path, description = "Agent id")),
+    responses((status = 200, description = "The agent's avoidance now", body = crate::runtime::world::AvoidanceView), doc::WorldErrors))]
+pub async fn avoidance(State(state): State<AppState>, Path((name, id)): Path<(String, u32)>) -> ApiResult {
+    ok(world(&state, &name)?.ask(|reply| Request::Avoidance { agent: id, reply }).await?)
+}
+
 /// Body of `PUT /worlds/{world}/agents/{id}/behaviors`.
 #[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]

@@ -159,6 +159,65 @@ pub struct FlowFieldView {
     pub angles: Vec<Option<f32>>,
 }
 
+/// A 2-D vector as `{x, y}`.
+#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize, utoipa::ToSchema)]
+pub struct Xy {
+    pub x: f32,
+    pub y: f32,
+}
+
+impl From<glam::Vec2> for Xy {
+    fn from(v: glam::Vec2) -> Self {
+        Xy { x: v.x, y: v.y }
+    }
+}
+
+/// One half-plane of permitted velocities: those on the left of the line through `point`
+/// along the unit `direction` (velocity space, world units per second).
+#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize, utoipa::ToSchema)]
+pub struct HalfPlaneView {
+    pub point: Xy,
+    pub direction: Xy,
+    /// From an obstacle or wall (true) or from a neighbour agent (false).
+    #[serde(rename = "static")]
+    pub is_static: bool,
+}
+
+/// What reciprocal avoidance sees and chooses for one agent now
+/// (`GET /worlds/{w}/agents/{id}/avoidance`): the half-planes of the velocity obstacles of its
+/// nearest neighbours and of nearby obstacles and walls, the velocity it would like and the one
+/// it gets. Computed on the world thread from the current state, with the agent grid rebuilt
+/// first so that the neighbours are where they are now.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, utoipa::ToSchema)]
+pub struct AvoidanceView {
+    pub agent: u32,
+    /// True when the agent avoids this way: it has an active MoveTo order and MoveTo uses
+    /// reciprocal avoidance, or its behaviours include `reciprocal_avoidance`. False: the
+    /// half-planes below are those the default parameters would give.
+    pub active: bool,
+    /// Where `preferred` comes from: `behaviors` (the blend of the agent's behaviours, exactly
+    /// as the next tick computes it), `move_to` (MoveTo's steering of the next tick with the
+    /// avoidance switched off — exact unless the agent touches an obstacle or another agent's
+    /// centre) or `velocity` (the current velocity: used when MoveTo does not avoid
+    /// reciprocally).
+    #[schema(value_type = String, example = "behaviors")]
+    pub preferred_source: &'static str,
+    pub position: Xy,
+    pub velocity: Xy,
+    pub radius: f32,
+    pub max_speed: f32,
+    /// The velocity asked for and the one avoidance chooses (world units per second).
+    pub preferred: Xy,
+    pub chosen: Xy,
+    /// Obstacles and walls first, then one per neighbour (at most 16 + 32).
+    pub half_planes: Vec<HalfPlaneView>,
+    /// The parameters used.
+    pub time_horizon: f32,
+    pub obstacle_time_horizon: f32,
+    pub neighbor_dist: f32,
+    pub max_neighbors: u32,
+}
+
 type Reply<T> = oneshot::Sender<Result<T, CmdError>>;
 
 /// The closed set of requests a world thread serves.
@@ -174,6 +233,8 @@ pub enum Request {
     Agent { id: AgentId, reply: Reply<AgentView> },
     /// The flow field of an agent's MoveTo, at most `max_side` blocks per side.
     FlowField { agent: AgentId, max_side: u32, reply: Reply<FlowFieldView> },
+    /// What reciprocal avoidance sees and chooses for one agent now.
+    Avoidance { agent: AgentId, reply: Reply<AvoidanceView> },
     /// Obstacles.
     Obstacles { reply: Reply<Vec<ObstacleView>> },
     /// Walls.
@@ -776,6 +837,66 @@ impl Runner {
         Ok(v)
     }
 
+    fn avoidance_view(&mut self, id: AgentId) -> Result<AvoidanceView, CmdError> {
+        use crate::sim::behaviors::reciprocal_avoidance::{self as ra, ReciprocalAvoidanceParams};
+        use crate::sim::behaviors::{Scratch, move_to};
+        use crate::sim::rng::Rng;
+        if self.world.agent(id).is_none() {
+            return Err(CmdError::Sim(SimError::UnknownAgent(id)));
+        }
+        // The grid holds the positions of the last tick's start; the next tick rebuilds it
+        // first anyway, so rebuilding now changes nothing it computes (as `World::audit`).
+        self.world.rebuild_indexes();
+        let view = self.world.view();
+        let a = view.agent(id).ok_or(CmdError::Sim(SimError::UnknownAgent(id)))?;
+        let config = self.world.config();
+        let mut scratch = Scratch { rng: Rng::for_agent(config.seed, a.id, self.world.tick()), memory: a.memory, events: 0 };
+        let (params, active, preferred, source) = match a.active_order() {
+            Some(order) => match config.move_to.reciprocal {
+                Some(rp) => {
+                    // MoveTo's own steering with avoidance that sees nothing (no neighbours,
+                    // a vanishing obstacle horizon): the filter then returns the preferred
+                    // velocity, as the acceleration that reaches it in one step.
+                    let blind = ReciprocalAvoidanceParams { neighbor_dist: 0.0, obstacle_time_horizon: 1e-4, ..rp };
+                    let p = move_to::MoveToParams { reciprocal: Some(blind), ..config.move_to };
+                    let s = move_to::steer(a, order, &p, &view, &mut scratch);
+                    (rp, true, a.velocity + s.sanitized().linear * view.dt, "move_to")
+                }
+                None => (ReciprocalAvoidanceParams::default(), false, a.velocity, "velocity"),
+            },
+            None => {
+                let wanted = a.behaviors.blend(a, &view, &mut scratch);
+                let preferred = ra::preferred_velocity(a, wanted, view.dt);
+                match a.behaviors.reciprocal() {
+                    Some(rp) => (*rp, true, preferred, "behaviors"),
+                    None => (ReciprocalAvoidanceParams::default(), false, preferred, "behaviors"),
+                }
+            }
+        };
+        let e = ra::explain(a, &params, &view, preferred);
+        Ok(AvoidanceView {
+            agent: id,
+            active,
+            preferred_source: source,
+            position: a.position.into(),
+            velocity: a.velocity.into(),
+            radius: a.limits.radius,
+            max_speed: a.limits.max_speed,
+            preferred: e.preferred.into(),
+            chosen: e.chosen.into(),
+            half_planes: e
+                .half_planes
+                .iter()
+                .enumerate()
+                .map(|(i, h)| HalfPlaneView { point: h.point.into(), direction: h.direction.into(), is_static: i < e.n_static })
+                .collect(),
+            time_horizon: params.time_horizon,
+            obstacle_time_horizon: params.obstacle_time_horizon,
+            neighbor_dist: params.neighbor_dist,
+            max_neighbors: params.max_neighbors,
+        })
+    }
+
     fn info_view(&self) -> WorldInfoView {
         WorldInfoView {
             name: self.name.clone(),
@@ -854,6 +975,9 @@ impl Runner {
             }
             Request::FlowField { agent, max_side, reply } => {
                 let _ = reply.send(self.flow_field_view(agent, max_side));
+            }
+            Request::Avoidance { agent, reply } => {
+                let _ = reply.send(self.avoidance_view(agent));
             }
             Request::Obstacles { reply } => {
                 let v = self.world.obstacles().iter().map(|o| ObstacleView { id: o.id, center: o.center.to_array(), radius: o.radius }).collect();
