@@ -257,8 +257,8 @@ pub const MAX_AVOIDANCE_NEIGHBORS: u32 = 32;
 /// entry do not matter (the first such entry's parameters win).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ReciprocalAvoidance {
-    /// Seconds, in (0, 60]; default 2.
-    #[serde(default = "d::two")]
+    /// Seconds, in (0, 60]; default 1.
+    #[serde(default = "d::one")]
     pub time_horizon: f32,
     /// Seconds, in (0, 60]; default 1.
     #[serde(default = "d::one")]
@@ -273,7 +273,7 @@ pub struct ReciprocalAvoidance {
 
 impl Default for ReciprocalAvoidance {
     fn default() -> Self {
-        ReciprocalAvoidance { time_horizon: 2.0, obstacle_time_horizon: 1.0, neighbor_dist: 10.0, max_neighbors: 10 }
+        ReciprocalAvoidance { time_horizon: 1.0, obstacle_time_horizon: 1.0, neighbor_dist: 10.0, max_neighbors: 10 }
     }
 }
 
@@ -423,7 +423,7 @@ mod tests {
         let b: Behavior = serde_json::from_str(r#"{"type":"reciprocal_avoidance"}"#).unwrap();
         assert_eq!(b, Behavior::ReciprocalAvoidance(ReciprocalAvoidance::default()));
         let Behavior::ReciprocalAvoidance(d) = &b else { panic!("wrong variant {b:?}") };
-        assert_eq!((d.time_horizon, d.obstacle_time_horizon, d.neighbor_dist, d.max_neighbors), (2.0, 1.0, 10.0, 10));
+        assert_eq!((d.time_horizon, d.obstacle_time_horizon, d.neighbor_dist, d.max_neighbors), (1.0, 1.0, 10.0, 10));
         assert!(b.validate().is_ok());
         let field = |r: ReciprocalAvoidance| BehaviorEntry::from(Behavior::ReciprocalAvoidance(r)).validate().unwrap_err().field;
         let d = ReciprocalAvoidance::default();

@@ -429,7 +429,7 @@ const BEHAVIORS = [
   ['alignment', [['neighbor_radius', 'f32', 3], ['time_to_target', 'f32', 0.1]]],
   ['path_following', [['waypoints', vec(Point)], ['path_radius', 'f32', 1], ['mode', names(['once', 'loop', 'ping_pong']), 'once']]],
   ['leader_following', [['leader', 'u32'], ['behind_distance', 'f32', 2], ['leader_sight_radius', 'f32', 3]]],
-  ['reciprocal_avoidance', [['time_horizon', 'f32', 2], ['obstacle_time_horizon', 'f32', 1], ['neighbor_dist', 'f32', 10], ['max_neighbors', 'u32', 10]]],
+  ['reciprocal_avoidance', [['time_horizon', 'f32', 1], ['obstacle_time_horizon', 'f32', 1], ['neighbor_dist', 'f32', 10], ['max_neighbors', 'u32', 10]]],
 ];
 const Behavior = tagged(BEHAVIORS);
 const BehaviorKind = names(BEHAVIORS.map(([n]) => n));
