@@ -156,7 +156,7 @@ async fn reciprocal_avoidance_over_rest_and_websocket() {
     http.put(&format!("/worlds/duel/agents/{far}/behaviors"), &json!({"behaviors": [seek]})).await.ok();
     let v = http.get(&format!("/worlds/duel/agents/{far}/avoidance")).await.ok();
     assert_eq!(v["active"], false, "{v}");
-    assert_eq!((v["time_horizon"].as_f64(), v["neighbor_dist"].as_f64(), v["max_neighbors"].as_u64()), (Some(2.0), Some(10.0), Some(10)));
+    assert_eq!((v["time_horizon"].as_f64(), v["neighbor_dist"].as_f64(), v["max_neighbors"].as_u64()), (Some(1.0), Some(10.0), Some(10)));
     assert_eq!(v["half_planes"].as_array().map(Vec::len), Some(0), "nobody within 10 units: {v}");
 
     // Unknown agent and unknown world: 404.

@@ -854,13 +854,9 @@ impl Runner {
         let (params, active, preferred, source) = match a.active_order() {
             Some(order) => match config.move_to.reciprocal {
                 Some(rp) => {
-                    // MoveTo's own steering with avoidance that sees nothing (no neighbours,
-                    // a vanishing obstacle horizon): the filter then returns the preferred
-                    // velocity, as the acceleration that reaches it in one step.
-                    let blind = ReciprocalAvoidanceParams { neighbor_dist: 0.0, obstacle_time_horizon: 1e-4, ..rp };
-                    let p = move_to::MoveToParams { reciprocal: Some(blind), ..config.move_to };
-                    let s = move_to::steer(a, order, &p, &view, &mut scratch);
-                    (rp, true, a.velocity + s.sanitized().linear * view.dt, "move_to")
+                    // Zero when the agent stops this tick.
+                    let preferred = move_to::preferred_velocity(a, order, &config.move_to, &view, &mut scratch).unwrap_or(glam::Vec2::ZERO);
+                    (rp, true, preferred, "move_to")
                 }
                 None => (ReciprocalAvoidanceParams::default(), false, a.velocity, "velocity"),
             },

@@ -116,6 +116,9 @@ pub struct MoveOrder {
     pub unreachable: bool,
     /// Set when the agent has stopped (and emitted `DestinationReached`).
     pub done: bool,
+    /// The grid version and nav cell from which the agent last saw `goal` along free cells
+    /// (the line-of-sight test is made again only when either changes).
+    pub sight: Option<(u64, u32)>,
 }
 
 impl MoveOrder {

@@ -91,6 +91,8 @@ pub struct WorldView<'a> {
     pub nav: Option<&'a NavState>,
     /// MoveTo tuning.
     pub move_to: &'a MoveToParams,
+    /// Largest radius and top speed any agent of the world may have (bounds for contact tests).
+    pub extent: (f32, f32),
 }
 
 impl WorldView<'_> {

@@ -20,6 +20,7 @@ use rayon::prelude::*;
 use super::agent::{Agent, AgentId, AgentMemory, GroupId, Limits};
 use super::behaviors::move_to::{self, EVENT_DESTINATION_REACHED, MoveToParams};
 use super::behaviors::path_following::EVENT_PATH_COMPLETED;
+use super::behaviors::reciprocal_avoidance::NO_CONTACT;
 use super::behaviors::{Behavior, BehaviorEntry, BehaviorSet, Scratch, Target};
 use super::error::{SimError, check_finite, check_positive, check_vec};
 use super::math::{clamp_len, closest_on_segment, dir, orientation_of, pair_dir, perp, segment_intersection, wrap_angle};
@@ -925,6 +926,7 @@ impl World {
             brute_force: self.config.brute_force_neighbors,
             nav: self.nav.as_ref(),
             move_to: &self.config.move_to,
+            extent: self.extent,
         }
     }
 
@@ -1001,7 +1003,7 @@ impl World {
                     a.velocity = Vec2::ZERO;
                 }
                 let mut pairs = Vec::new();
-                let (stats, netted) = ctx.apply(a, s, i, &mut pairs);
+                let (stats, netted) = ctx.apply(a, s, flags, i, &mut pairs);
                 let netted = if netted { vec![i as u32] } else { Vec::new() };
                 (stats, pairs, netted)
             })
@@ -1047,7 +1049,7 @@ impl World {
             .par_iter()
             .with_min_len(SCAN_MIN_LEN)
             .zip(order.par_iter())
-            .filter(|(r, _)| r.2 != 0)
+            .filter(|(r, _)| r.2 & (EVENT_DESTINATION_REACHED | EVENT_PATH_COMPLETED) != 0)
             .filter_map(|(r, &i)| agents.get(i as usize).map(|a| (a.id, i, r.2)))
             .collect();
         flagged.sort_unstable();
@@ -1356,11 +1358,13 @@ impl ApplyCtx<'_> {
     }
 
     /// Also returns whether the contact push or the wall and obstacle net moved the agent.
-    fn apply(&self, a: &mut Agent, s: Steering, me: usize, pairs: &mut Vec<ContactPair>) -> (StepStats, bool) {
+    /// `flags` are the agent's compute-phase flags ([`NO_CONTACT`]: no agent can touch it this
+    /// step, so the contact test is skipped).
+    fn apply(&self, a: &mut Agent, s: Steering, flags: u8, me: usize, pairs: &mut Vec<ContactPair>) -> (StepStats, bool) {
         let mut stats = StepStats::default();
         let before = (a.position, a.velocity, a.orientation, a.angular_velocity);
         integrate(a, s.sanitized(), self.dt);
-        if let Some(c) = &self.contacts {
+        if let Some(c) = self.contacts.as_ref().filter(|_| flags & NO_CONTACT == 0) {
             let push = c.push(a, me, before.0, self.dt, pairs);
             // A position correction only: the velocities stay the avoidance's, which already
             // aim apart (taking velocity away here would stall a jam that avoidance resolves).

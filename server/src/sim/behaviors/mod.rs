@@ -343,7 +343,7 @@ impl BehaviorSet {
     pub fn steer(&self, agent: &Agent, view: &WorldView, scratch: &mut Scratch) -> Steering {
         let out = self.blend(agent, view, scratch);
         match &self.reciprocal {
-            Some(p) => reciprocal_avoidance::filter(agent, p, view, out),
+            Some(p) => reciprocal_avoidance::filter(agent, p, view, out, scratch),
             None => out,
         }
     }

@@ -194,26 +194,19 @@ pub fn wanted_dir(agent: &Agent, order: &MoveOrder, view: &WorldView) -> Vec2 {
 /// MoveTo's steering for `agent` under `order`; sets [`EVENT_DESTINATION_REACHED`] in
 /// `scratch.events` and the direction memories in `scratch.memory`.
 pub fn steer(agent: &Agent, order: &MoveOrder, p: &MoveToParams, view: &WorldView, scratch: &mut Scratch) -> Steering {
-    let pos = agent.position;
-    let speed = agent.speed();
     let lim = &agent.limits;
-    let d = pos.distance(order.stop_point);
-    let can_stop = order.slot.is_some() || order.formation == 0;
-    let blocked = speed < 0.02 * lim.max_speed && scratch.memory.last_move_dir != Vec2::ZERO;
-    let stuck = blocked && (pos.distance(order.goal) <= order.stuck_radius || touches_arrived(agent, order, view));
-    if (can_stop && d <= order.tolerance && speed <= p.arrive_speed) || stuck {
+    let d = agent.position.distance(order.stop_point);
+    if arrives(agent, order, p, view, scratch.memory.last_move_dir) {
         scratch.events |= EVENT_DESTINATION_REACHED;
         return Steering::ZERO;
     }
     let wanted = wanted_dir(agent, order, view);
     if let Some(rp) = &p.reciprocal {
-        // The flow (or straight line) at arrive speed is the preferred velocity, as in RVO2 (not
-        // one accelerated step towards it: in a jam that would keep agents slow); reciprocal
-        // avoidance picks the nearest safe one and the agent takes it this step.
-        let chosen = keep_direction(agent.memory.last_move_dir, wanted, p.direction_threshold);
-        scratch.memory.last_move_dir = chosen;
-        let preferred = chosen * arrive_speed(d, order, p, lim.max_speed);
-        let v = reciprocal_avoidance::velocity(agent, rp, view, preferred);
+        let preferred = reciprocal_preferred(agent, order, p, wanted, d, scratch);
+        let (v, clear) = reciprocal_avoidance::velocity_and_clearance(agent, rp, view, preferred);
+        if clear {
+            scratch.events |= reciprocal_avoidance::NO_CONTACT;
+        }
         return Steering::linear((v - agent.velocity) / view.dt);
     }
     // Fade avoidance and separation inside the slow radius so the agent can settle.
@@ -229,6 +222,35 @@ pub fn steer(agent: &Agent, order: &MoveOrder, p: &MoveToParams, view: &WorldVie
     scratch.memory.last_move_dir = chosen;
     let target_speed = arrive_speed(d, order, p, lim.max_speed);
     Steering::linear(clamp_len((chosen * target_speed - agent.velocity) / p.time_to_target, lim.max_accel))
+}
+
+/// The preferred velocity of reciprocal mode: the flow (or straight line) at arrive speed, as
+/// in RVO2 — not one accelerated step towards it, which in a jam would keep agents slow.
+/// Reciprocal avoidance then picks the nearest safe velocity and the agent takes it this step.
+fn reciprocal_preferred(agent: &Agent, order: &MoveOrder, p: &MoveToParams, wanted: Vec2, d: f32, scratch: &mut Scratch) -> Vec2 {
+    let chosen = keep_direction(agent.memory.last_move_dir, wanted, p.direction_threshold);
+    scratch.memory.last_move_dir = chosen;
+    chosen * arrive_speed(d, order, p, agent.limits.max_speed)
+}
+
+/// Step 1: whether the agent stops this tick (at its stop point, or blocked).
+fn arrives(agent: &Agent, order: &MoveOrder, p: &MoveToParams, view: &WorldView, last_move_dir: Vec2) -> bool {
+    let pos = agent.position;
+    let speed = agent.speed();
+    let can_stop = order.slot.is_some() || order.formation == 0;
+    let blocked = speed < 0.02 * agent.limits.max_speed && last_move_dir != Vec2::ZERO;
+    let stuck = blocked && (pos.distance(order.goal) <= order.stuck_radius || touches_arrived(agent, order, view));
+    (can_stop && pos.distance(order.stop_point) <= order.tolerance && speed <= p.arrive_speed) || stuck
+}
+
+/// The velocity MoveTo asks reciprocal avoidance for this tick (for tools: the viewer's
+/// avoidance overlay); `None` when the agent stops this tick.
+pub fn preferred_velocity(agent: &Agent, order: &MoveOrder, p: &MoveToParams, view: &WorldView, scratch: &mut Scratch) -> Option<Vec2> {
+    if arrives(agent, order, p, view, scratch.memory.last_move_dir) {
+        return None;
+    }
+    let d = agent.position.distance(order.stop_point);
+    Some(reciprocal_preferred(agent, order, p, wanted_dir(agent, order, view), d, scratch))
 }
 
 /// True when the agent touches (within a tenth of its radius) an agent of its own formation
@@ -292,6 +314,7 @@ mod tests {
             stopping_distance: 0.5,
             unreachable: false,
             done: false,
+            sight: None,
         }
     }
 

@@ -25,6 +25,10 @@ use crate::sim::orca::{self, HalfPlane};
 use crate::sim::steering::Steering;
 use crate::sim::view::WorldView;
 
+/// Flag in [`super::Scratch::events`]: no agent can touch this one after this step (its
+/// neighbour search saw none close enough), so the integrator's contact test may skip it.
+pub const NO_CONTACT: u8 = 0x80;
+
 /// Most neighbours one agent may consider.
 pub const MAX_NEIGHBORS: u32 = 32;
 /// Most obstacles and walls one agent considers (the nearest ones the index yields first).
@@ -76,11 +80,13 @@ struct Nearest {
     items: [(f32, u32, u32); MAX_NEIGHBORS as usize],
     len: usize,
     k: usize,
+    /// The radius searched.
+    radius: f32,
 }
 
 impl Nearest {
     fn new(k: usize) -> Self {
-        Nearest { items: [(0.0, 0, 0); MAX_NEIGHBORS as usize], len: 0, k: k.min(MAX_NEIGHBORS as usize) }
+        Nearest { items: [(0.0, 0, 0); MAX_NEIGHBORS as usize], len: 0, k: k.min(MAX_NEIGHBORS as usize), radius: 0.0 }
     }
 
     fn offer(&mut self, d2: f32, id: u32, rank: u32) {
@@ -103,17 +109,21 @@ impl Nearest {
 }
 
 /// The agent's neighbours for avoidance: the `max_neighbors` nearest within `neighbor_dist`.
-/// Looks within six radii first, and doubles the radius up to `neighbor_dist` while fewer
-/// than `max_neighbors` are found: in a crowd the first look suffices, and a look never scans
+/// Looks within six radii first (unless that is over half of `neighbor_dist`: then the whole
+/// distance at once), and doubles the radius up to `neighbor_dist` while fewer than
+/// `max_neighbors` are found: in a crowd the first look suffices, and a look never scans
 /// much more than the disc the nearest neighbours fill. The `k` nearest within any radius that
 /// holds `k` agents are the `k` nearest overall, so the result is the same as one full look.
 fn nearest(agent: &Agent, p: &ReciprocalAvoidanceParams, view: &WorldView) -> Nearest {
     let pos = agent.position;
     let full = p.neighbor_dist;
-    let mut radius = (6.0 * agent.limits.radius).min(full);
+    let short = 6.0 * agent.limits.radius;
+    // A first look of more than half the distance saves little and costs a second scan.
+    let mut radius = if short * 2.0 >= full { full } else { short };
     let mut out = Nearest::new(p.max_neighbors as usize);
     loop {
         out.len = 0;
+        out.radius = radius;
         view.for_each_agent_near_ranked(pos, radius, |k, n| {
             if n.id != agent.id {
                 out.offer(n.position.distance_squared(pos), n.id, k as u32);
@@ -126,8 +136,9 @@ fn nearest(agent: &Agent, p: &ReciprocalAvoidanceParams, view: &WorldView) -> Ne
     }
 }
 
-/// The half-planes of `agent`: static ones first (returned count), then one per neighbour.
-fn half_planes(agent: &Agent, p: &ReciprocalAvoidanceParams, view: &WorldView, lines: &mut [HalfPlane; MAX_LINES]) -> (usize, usize) {
+/// The half-planes of `agent`: static ones first; returns (all, static, whether no agent can
+/// touch it after this step — see [`NO_CONTACT`]).
+fn half_planes(agent: &Agent, p: &ReciprocalAvoidanceParams, view: &WorldView, lines: &mut [HalfPlane; MAX_LINES]) -> (usize, usize, bool) {
     let pos = agent.position;
     let r = agent.limits.radius;
     let max_speed = agent.limits.max_speed;
@@ -157,8 +168,16 @@ fn half_planes(agent: &Agent, p: &ReciprocalAvoidanceParams, view: &WorldView, l
     let n_static = n;
     let near = nearest(agent, p, view);
     let all = view.grid.all();
+    // No contact is possible with a neighbour further than both radii plus both top speeds'
+    // step; agents not found are beyond the search radius, or (k found) beyond the k-th.
+    let own = r + max_speed * view.dt;
+    let far = own + view.extent.0 + view.extent.1 * view.dt;
+    let beyond = if near.len < near.k { near.radius } else { near.items[near.len - 1].0.sqrt() };
+    let mut clear = beyond > far;
     for &(_, _, rank) in &near.items[..near.len] {
         let Some(o) = all.get(rank as usize) else { continue };
+        let lim = own + o.radius + o.max_speed * view.dt;
+        clear &= o.position.distance_squared(pos) > lim * lim;
         let mut rel_pos = o.position - pos;
         if rel_pos.length_squared() < 1e-12 {
             rel_pos = -pair_dir(agent.id, o.id) * 1e-3;
@@ -167,17 +186,22 @@ fn half_planes(agent: &Agent, p: &ReciprocalAvoidanceParams, view: &WorldView, l
         lines[n] = orca::agent_half_plane(agent.velocity, rel_pos, agent.velocity - o.velocity, r + o.radius, p.time_horizon, view.dt, share);
         n += 1;
     }
-    (n, n_static)
+    (n, n_static, clear)
 }
 
 /// The avoiding velocity for `preferred` (see the module docs).
 pub fn velocity(agent: &Agent, p: &ReciprocalAvoidanceParams, view: &WorldView, preferred: Vec2) -> Vec2 {
+    velocity_and_clearance(agent, p, view, preferred).0
+}
+
+/// [`velocity`], and whether no agent can touch this one after the step ([`NO_CONTACT`]).
+pub fn velocity_and_clearance(agent: &Agent, p: &ReciprocalAvoidanceParams, view: &WorldView, preferred: Vec2) -> (Vec2, bool) {
     let mut lines = [HalfPlane { point: Vec2::ZERO, direction: Vec2::X }; MAX_LINES];
-    let (n, n_static) = half_planes(agent, p, view, &mut lines);
+    let (n, n_static, clear) = half_planes(agent, p, view, &mut lines);
     if n == 0 {
-        return crate::sim::math::clamp_len(preferred, agent.limits.max_speed);
+        return (crate::sim::math::clamp_len(preferred, agent.limits.max_speed), clear);
     }
-    orca::solve(&lines[..n], n_static, preferred, agent.limits.max_speed, &mut Vec::new())
+    (orca::solve(&lines[..n], n_static, preferred, agent.limits.max_speed, &mut Vec::new()), clear)
 }
 
 /// The preferred velocity one step of `wanted` steering gives (the integrator's rule).
@@ -187,8 +211,12 @@ pub fn preferred_velocity(agent: &Agent, wanted: Steering, dt: f32) -> Vec2 {
 
 /// Filters `wanted` (a blended steering): its linear part becomes the acceleration that takes
 /// the agent to the avoiding velocity in one step; the angular part is kept.
-pub fn filter(agent: &Agent, p: &ReciprocalAvoidanceParams, view: &WorldView, wanted: Steering) -> Steering {
-    let v = velocity(agent, p, view, preferred_velocity(agent, wanted, view.dt));
+/// Sets [`NO_CONTACT`] in `scratch` when no agent can touch this one after the step.
+pub fn filter(agent: &Agent, p: &ReciprocalAvoidanceParams, view: &WorldView, wanted: Steering, scratch: &mut super::Scratch) -> Steering {
+    let (v, clear) = velocity_and_clearance(agent, p, view, preferred_velocity(agent, wanted, view.dt));
+    if clear {
+        scratch.events |= NO_CONTACT;
+    }
     Steering { linear: (v - agent.velocity) / view.dt, angular: wanted.angular }
 }
 
@@ -208,7 +236,7 @@ pub struct Explain {
 /// The avoidance of `agent` for `preferred`, with the half-planes it solved.
 pub fn explain(agent: &Agent, p: &ReciprocalAvoidanceParams, view: &WorldView, preferred: Vec2) -> Explain {
     let mut lines = [HalfPlane { point: Vec2::ZERO, direction: Vec2::X }; MAX_LINES];
-    let (n, n_static) = half_planes(agent, p, view, &mut lines);
+    let (n, n_static, _) = half_planes(agent, p, view, &mut lines);
     Explain { preferred, chosen: velocity(agent, p, view, preferred), half_planes: lines[..n].to_vec(), n_static }
 }
 

@@ -451,6 +451,7 @@ impl NavState {
                     stopping_distance,
                     unreachable,
                     done: false,
+                    sight: None,
                 };
                 if single && !f.taken.is_empty() {
                     f.taken[0] = true;
@@ -528,42 +529,62 @@ impl NavState {
                         tolerance,
                         stuck_radius: o.stuck_radius,
                         unreachable,
+                        sight: None,
                         ..o
                     }));
                 }
             }
         }
-        // Fields for every active goal cell, shared by its agents.
-        let mut users: BTreeMap<u32, (Vec2, u64)> = BTreeMap::new();
-        // Goal cells with neither field nor request: do all their agents see the goal?
-        let mut straight: BTreeMap<u32, bool> = BTreeMap::new();
-        for a in all.iter() {
+        // Fields for every active goal cell, shared by its agents: the active orders by (goal
+        // cell, agent id), then per goal cell whether it needs a field.
+        let version = self.grid.version();
+        let mut active: Vec<(u32, u32, u32)> = Vec::new();
+        let mut unclaimed = false;
+        for (i, a) in all.iter().enumerate() {
             if let Some(o) = a.active_order() {
-                let n = &mut users.entry(o.goal_cell).or_insert((o.goal, 0)).1;
-                *n += 1;
-                let gc = o.goal_cell;
-                if self.cache.get(gc as usize).is_none() && !self.pending.contains_key(&gc) {
-                    let sees = straight.entry(gc).or_insert(true);
-                    *sees = *sees && *n <= u64::from(straight_max) && self.grid.line_free_from(a.position, o.goal);
-                }
+                active.push((o.goal_cell, a.id, i as u32));
+                unclaimed |= o.slot.is_none();
             }
         }
-        for (gc, sees) in straight {
-            if sees {
-                users.remove(&gc);
+        active.sort_unstable();
+        // (goal cell, goal, agents), ascending goal cell.
+        let mut users: Vec<(u32, Vec2, u64)> = Vec::new();
+        for group in active.chunk_by(|x, y| x.0 == y.0) {
+            let gc = group[0].0;
+            let Some(goal) = all.get(group[0].2 as usize).and_then(|a| a.order.as_deref()).map(|o| o.goal) else { continue };
+            let n = group.len() as u64;
+            // A goal with neither field nor request, all of whose agents (at most
+            // `straight_max`) see it, gets no field. An agent's sight is remembered with the
+            // grid version and its nav cell, and looked for again only when either changes.
+            let unserved = self.cache.get(gc as usize).is_none() && !self.pending.contains_key(&gc);
+            let sees = unserved
+                && n <= u64::from(straight_max)
+                && group.iter().all(|&(_, _, i)| {
+                    let Some(a) = all.get_mut(i as usize) else { return false };
+                    let (pos, cell) = (a.position, self.grid.cell_of(a.position) as u32);
+                    let Some(o) = a.order.as_deref_mut() else { return false };
+                    if o.sight == Some((version, cell)) {
+                        return true;
+                    }
+                    let seen = self.grid.line_free_from(pos, o.goal);
+                    o.sight = seen.then_some((version, cell));
+                    seen
+                });
+            if !sees {
+                users.push((gc, goal, n));
             }
         }
         self.cache.begin_round();
         // Requests whose goal nobody heads for any more are dropped.
         self.pending.retain(|gc, p| {
-            let keep = users.contains_key(gc);
+            let keep = users.binary_search_by_key(gc, |u| u.0).is_ok();
             if !keep {
                 p.cancel();
             }
             keep
         });
         let mut requests = 0;
-        for (gc, (goal, n)) in users {
+        for (gc, goal, n) in users {
             if self.cache.get(gc as usize).is_some() {
                 self.cache.fetch(&self.grid, gc as usize, goal, n);
                 continue;
@@ -604,7 +625,11 @@ impl NavState {
             self.pending.insert(gc, Pending { goal, due, version, field: None, ticket: ticket.clone() });
             self.jobs.push(FieldJob { grid: self.grid.clone(), goal_cell: gc as usize, goal, ticket });
         }
-        // Slot claims, in id order.
+        // Slot claims, in id order (none to make when every active order has its slot, as a
+        // lone agent's order has from the start).
+        if !unclaimed {
+            return;
+        }
         for &slot in by_id {
             let Some(a) = all.get_mut(slot as usize) else { continue };
             let p = a.position;
