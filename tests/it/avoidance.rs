@@ -176,11 +176,10 @@ async fn reciprocal_avoidance_over_rest_and_websocket() {
     assert!(((ex - wx).powi(2) + (ey - wy).powi(2)).sqrt() > 1.0, "no overlap after passing");
 
     // A MoveTo order avoids with the world's MoveTo parameters (reciprocal by default), and the
-    // preferred velocity is MoveTo's own: `far`, heading east, ordered north, prefers to turn
-    // north (its velocity plus one step of MoveTo's steering), which its velocity alone is not.
+    // preferred velocity is MoveTo's own: `far`, heading east, ordered north (and not stepped
+    // since), prefers north (MoveTo's direction at arrive speed), which its velocity is not.
     let (fx, fy) = pos(far);
     http.post("/worlds/duel/move-to", &json!({"agents": [far], "target": {"x": fx, "y": fy + 40.0}})).await.ok();
-    http.post("/worlds/duel/step", &json!({"ticks": 1})).await.ok();
     let v = http.get(&format!("/worlds/duel/agents/{far}/avoidance")).await.ok();
     assert_eq!((v["active"].as_bool(), v["preferred_source"].as_str()), (Some(true), Some("move_to")), "{v}");
     let ((_, vy), (px, py)) = (xy(&v["velocity"]), xy(&v["preferred"]));
