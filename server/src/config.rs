@@ -71,8 +71,12 @@ pub struct LimitSettings {
     pub max_bad_messages: u32,
     /// Most world subscriptions per connection.
     pub max_subscriptions: usize,
-    /// Graceful shutdown deadline, ms.
+    /// Graceful shutdown deadline, ms: within it SIGTERM writes the autosaves, closes the
+    /// connections and stops the worlds, however loaded they are.
     pub shutdown_timeout_ms: u64,
+    /// Requests a world serves per turn of its loop, before its next tick. A world serves its
+    /// queue every turn, however late its tick is, so this bounds the work between two ticks.
+    pub max_requests_per_turn: usize,
     /// Threads building MoveTo flow fields for every world, off the world threads.
     pub nav_threads: usize,
     /// Flow-field builds queued or running at once; beyond it a world builds the field itself
@@ -129,7 +133,8 @@ impl Default for LimitSettings {
             max_aoi_cells: 16_384,
             max_bad_messages: 16,
             max_subscriptions: 8,
-            shutdown_timeout_ms: 5_000,
+            shutdown_timeout_ms: 10_000,
+            max_requests_per_turn: 256,
             nav_threads: 1,
             max_queued_field_builds: 64,
             nav_nice: 10,
@@ -174,6 +179,8 @@ impl Settings {
             ("limits.nav_threads", l.nav_threads as f64),
             ("limits.max_queued_field_builds", l.max_queued_field_builds as f64),
             ("limits.checksum_every_ticks", f64::from(l.checksum_every_ticks)),
+            ("limits.max_requests_per_turn", l.max_requests_per_turn as f64),
+            ("limits.shutdown_timeout_ms", l.shutdown_timeout_ms as f64),
         ];
         for (name, v) in positive {
             if !(v.is_finite() && v > 0.0) {

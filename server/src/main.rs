@@ -96,6 +96,9 @@ struct ServeArgs {
     /// Largest WebSocket message, bytes.
     #[arg(long, env = "STEERD_MAX_MESSAGE_BYTES")]
     max_message_bytes: Option<usize>,
+    /// Graceful shutdown deadline, ms (autosaves, connection close, world stop).
+    #[arg(long, env = "STEERD_SHUTDOWN_TIMEOUT_MS")]
+    shutdown_timeout_ms: Option<u64>,
     /// Report to the Agones SDK sidecar (also on when AGONES_SDK_HTTP_PORT is set).
     #[arg(long, env = "STEERD_AGONES")]
     agones: bool,
@@ -139,6 +142,9 @@ impl ServeArgs {
         }
         if let Some(v) = self.max_message_bytes {
             s.limits.max_message_bytes = v;
+        }
+        if let Some(v) = self.shutdown_timeout_ms {
+            s.limits.shutdown_timeout_ms = v;
         }
         s.validate().map_err(anyhow::Error::msg)?;
         Ok(s)
@@ -265,5 +271,9 @@ fn main() -> anyhow::Result<()> {
 }
 
 fn tokio_main(args: ServeArgs) -> anyhow::Result<()> {
-    tokio::runtime::Builder::new_multi_thread().enable_all().build()?.block_on(serve(args))
+    let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
+    let r = rt.block_on(serve(args));
+    // The drain was bounded by `shutdown_timeout_ms`; do not wait again for stragglers.
+    rt.shutdown_timeout(std::time::Duration::from_millis(100));
+    r
 }

@@ -7,12 +7,14 @@
 //! * `auth` — admin token, agent ownership, Origin check.
 //! * `persist` — save/load across a restart, kill -9 while saving.
 //! * `limits` — 100 subscribers with 20 that never read; throughput figures for swarm-10k.
+//! * `overload` — a world whose tick overruns its period keeps answering; DELETE ends its thread.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod auth;
 mod bad_input;
 mod limits;
+mod overload;
 mod persist;
 mod rest;
 mod ws;

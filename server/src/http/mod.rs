@@ -94,38 +94,75 @@ pub fn app(state: AppState) -> Router {
         .with_state(state)
 }
 
-/// Serves `app(state)` on `listener` until `shutdown` is cancelled, then drains: WebSocket
-/// clients get a close frame, autosaving worlds are saved, worlds stop.
+/// Serves `app(state)` on `listener` until `state.cancel` is cancelled, then drains within
+/// `limits.shutdown_timeout_ms`, however loaded the worlds are: first the autosaves are written
+/// (world threads answer within a turn of their loop even when their tick overruns), then the
+/// connections close (WebSocket clients get close 1001), then the world threads stop.
 pub async fn run(listener: TcpListener, state: AppState) -> anyhow::Result<()> {
     let cancel = state.cancel.clone();
     let router = app(state.clone());
     let header_timeout = Duration::from_millis(state.settings.limits.header_timeout_ms);
-    serve(listener, router, cancel.clone(), header_timeout).await?;
+    let http_conns = serve(listener, router, cancel.clone(), header_timeout).await?;
+    let timeout = Duration::from_millis(state.settings.limits.shutdown_timeout_ms);
+    let started = tokio::time::Instant::now();
+    let deadline = started + timeout;
+    autosave(&state, deadline).await;
     state.tracker.close();
-    let deadline = Duration::from_millis(state.settings.limits.shutdown_timeout_ms);
-    if tokio::time::timeout(deadline, state.tracker.wait()).await.is_err() {
-        tracing::warn!("connections did not close within {deadline:?}");
+    http_conns.close();
+    if tokio::time::timeout_at(deadline, async { tokio::join!(state.tracker.wait(), http_conns.wait()) }).await.is_err() {
+        tracing::warn!("connections did not close within the shutdown timeout ({timeout:?})");
     }
-    autosave(&state).await;
-    state.registry.shutdown_all();
+    let registry = state.registry.clone();
+    let world_deadline = std::time::Instant::now() + deadline.saturating_duration_since(tokio::time::Instant::now());
+    let running = tokio::task::spawn_blocking(move || registry.stop_all(world_deadline)).await.unwrap_or_default();
+    if !running.is_empty() {
+        tracing::warn!("worlds still running at the shutdown deadline: {running:?}");
+    }
+    tracing::info!("drained in {:?}", started.elapsed());
     Ok(())
 }
 
-/// Saves every world that asked for it, as `<world>-autosave`.
-pub async fn autosave(state: &AppState) {
+/// Asks a world, retrying while its queue is full, until `deadline`.
+async fn ask_until<T>(
+    w: &crate::runtime::WorldHandle,
+    deadline: tokio::time::Instant,
+    make: impl Fn(tokio::sync::oneshot::Sender<Result<T, crate::runtime::world::CmdError>>) -> crate::runtime::world::Request,
+) -> Result<T, crate::runtime::world::CmdError> {
+    use crate::runtime::world::CmdError;
+    loop {
+        match tokio::time::timeout_at(deadline, w.ask(&make)).await {
+            Ok(Err(CmdError::Busy(_))) if tokio::time::Instant::now() < deadline => tokio::time::sleep(Duration::from_millis(10)).await,
+            Ok(r) => return r,
+            Err(_) => return Err(CmdError::Invalid(format!("world `{}` did not answer before the shutdown deadline", w.name))),
+        }
+    }
+}
+
+/// Saves every world that asked for it, as `<world>-autosave`, before `deadline`.
+pub async fn autosave(state: &AppState, deadline: tokio::time::Instant) {
     for w in state.registry.list() {
-        let Ok(info) = w.ask(|reply| crate::runtime::world::Request::Info { reply }).await else { continue };
+        if !w.alive() {
+            continue;
+        }
+        let info = match ask_until(&w, deadline, |reply| crate::runtime::world::Request::Info { reply }).await {
+            Ok(i) => i,
+            Err(e) => {
+                tracing::error!(world = %w.name, "autosave: {e}");
+                continue;
+            }
+        };
         if !info.autosave {
             continue;
         }
-        match w.ask(|reply| crate::runtime::world::Request::Save { reply }).await {
+        match ask_until(&w, deadline, |reply| crate::runtime::world::Request::Save { reply }).await {
             Ok(sc) => {
                 let store = state.store.clone();
                 let name = format!("{}-autosave", w.name);
-                match tokio::task::spawn_blocking(move || store.put(&name, &sc)).await {
-                    Ok(Ok(())) => tracing::info!(world = %w.name, "autosaved"),
+                match tokio::time::timeout_at(deadline, tokio::task::spawn_blocking(move || store.put(&name, &sc))).await {
+                    Ok(Ok(Ok(()))) => tracing::info!(world = %w.name, "autosaved"),
+                    Ok(Ok(Err(e))) => tracing::error!(world = %w.name, "autosave failed: {e}"),
                     Ok(Err(e)) => tracing::error!(world = %w.name, "autosave failed: {e}"),
-                    Err(e) => tracing::error!(world = %w.name, "autosave failed: {e}"),
+                    Err(_) => tracing::error!(world = %w.name, "autosave not written before the shutdown deadline"),
                 }
             }
             Err(e) => tracing::error!(world = %w.name, "autosave failed: {e}"),
@@ -135,8 +172,9 @@ pub async fn autosave(state: &AppState) {
 
 /// The accept loop: hyper's HTTP/1 server with a header-read timeout (which `axum::serve`
 /// lacks, leaving it open to slowloris), WebSocket upgrades, and graceful shutdown. Accept
-/// errors (e.g. EMFILE) back off briefly instead of spinning.
-async fn serve(listener: TcpListener, router: Router, cancel: CancellationToken, header_timeout: Duration) -> anyhow::Result<()> {
+/// errors (e.g. EMFILE) back off briefly instead of spinning. Answers, once cancelled, the
+/// tracker of the connection tasks still finishing.
+async fn serve(listener: TcpListener, router: Router, cancel: CancellationToken, header_timeout: Duration) -> anyhow::Result<TaskTracker> {
     use hyper_util::rt::{TokioIo, TokioTimer};
     let conns = TaskTracker::new();
     loop {
@@ -171,9 +209,6 @@ async fn serve(listener: TcpListener, router: Router, cancel: CancellationToken,
         });
     }
     drop(listener);
-    conns.close();
-    if tokio::time::timeout(Duration::from_secs(5), conns.wait()).await.is_err() {
-        tracing::warn!("HTTP connections did not finish within 5 s");
-    }
-    Ok(())
+    // The caller waits for these (bounded by the shutdown timeout).
+    Ok(conns)
 }
