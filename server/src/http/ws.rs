@@ -224,22 +224,31 @@ fn to_message(b: Bytes, enc: Encoding) -> Option<Message> {
 }
 
 async fn session(socket: WebSocket, state: AppState, url_enc: Encoding, batch: bool) {
-    let enc = Arc::new(SharedEncoding::new(url_enc));
+    use tracing::Instrument;
     let id: SessionId = state.next_session.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    // The span is attached to the futures (`instrument`), entered only while they are polled:
+    // a guard from `span.enter()` held across `.await` would leave it entered on whatever
+    // task the worker thread polls next, and exit it on the wrong one (tracing-subscriber then
+    // panics, "tried to clone a span that already closed").
     let span = tracing::info_span!("conn", id);
-    let _e = span.enter();
-    state.metrics.connections.inc();
-    let (sink, stream) = socket.split();
-    let (ctl_tx, ctl_rx) = mpsc::channel::<Ctl>(state.settings.limits.connection_queue.max(1));
-    let cancel = state.cancel.child_token();
-    let send = tokio::spawn(send_task(sink, ctl_rx, state.clone(), enc.clone(), cancel.clone(), batch));
-    recv_task(stream, ctl_tx, state.clone(), url_enc, enc, id, cancel.clone()).await;
-    // The receive side ended (close, error or shutdown): let the send task finish its close.
-    if tokio::time::timeout(Duration::from_secs(2), send).await.is_err() {
-        tracing::debug!("send task did not finish in time");
+    let send_span = span.clone();
+    async move {
+        let enc = Arc::new(SharedEncoding::new(url_enc));
+        state.metrics.connections.inc();
+        let (sink, stream) = socket.split();
+        let (ctl_tx, ctl_rx) = mpsc::channel::<Ctl>(state.settings.limits.connection_queue.max(1));
+        let cancel = state.cancel.child_token();
+        let send = tokio::spawn(send_task(sink, ctl_rx, state.clone(), enc.clone(), cancel.clone(), batch).instrument(send_span));
+        recv_task(stream, ctl_tx, state.clone(), url_enc, enc, id, cancel.clone()).await;
+        // The receive side ended (close, error or shutdown): let the send task finish its close.
+        if tokio::time::timeout(Duration::from_secs(2), send).await.is_err() {
+            tracing::debug!("send task did not finish in time");
+        }
+        cancel.cancel();
+        state.metrics.connections.dec();
     }
-    cancel.cancel();
-    state.metrics.connections.dec();
+    .instrument(span)
+    .await;
 }
 
 async fn send_task(
