@@ -65,6 +65,11 @@ pub struct LimitSettings {
     pub write_timeout_ms: u64,
     /// Header read timeout for HTTP requests, ms.
     pub header_timeout_ms: u64,
+    /// Time a client has to send a whole request body once its headers are in, ms (more: 408).
+    pub body_timeout_ms: u64,
+    /// Most open TCP sockets of any kind (REST, idle, WebSocket); beyond it a socket is
+    /// answered 503 and closed at once. Lowered at start to fit the open-files limit.
+    pub max_http_connections: usize,
     /// Largest worlds' AOI cell count (the cell size grows to fit).
     pub max_aoi_cells: u32,
     /// Malformed messages tolerated per connection before it is closed.
@@ -130,6 +135,8 @@ impl Default for LimitSettings {
             hello_timeout_ms: 5_000,
             write_timeout_ms: 5_000,
             header_timeout_ms: 10_000,
+            body_timeout_ms: 10_000,
+            max_http_connections: 4_352,
             max_aoi_cells: 16_384,
             max_bad_messages: 16,
             max_subscriptions: 8,
@@ -180,6 +187,8 @@ impl Settings {
             ("limits.max_queued_field_builds", l.max_queued_field_builds as f64),
             ("limits.checksum_every_ticks", f64::from(l.checksum_every_ticks)),
             ("limits.max_requests_per_turn", l.max_requests_per_turn as f64),
+            ("limits.body_timeout_ms", l.body_timeout_ms as f64),
+            ("limits.max_http_connections", l.max_http_connections as f64),
             ("limits.shutdown_timeout_ms", l.shutdown_timeout_ms as f64),
         ];
         for (name, v) in positive {

@@ -99,6 +99,12 @@ struct ServeArgs {
     /// Graceful shutdown deadline, ms (autosaves, connection close, world stop).
     #[arg(long, env = "STEERD_SHUTDOWN_TIMEOUT_MS")]
     shutdown_timeout_ms: Option<u64>,
+    /// Time to send a whole request body, ms (more: 408).
+    #[arg(long, env = "STEERD_BODY_TIMEOUT_MS")]
+    body_timeout_ms: Option<u64>,
+    /// Most open TCP sockets of any kind (REST, idle, WebSocket).
+    #[arg(long, env = "STEERD_MAX_HTTP_CONNECTIONS")]
+    max_http_connections: Option<usize>,
     /// Report to the Agones SDK sidecar (also on when AGONES_SDK_HTTP_PORT is set).
     #[arg(long, env = "STEERD_AGONES")]
     agones: bool,
@@ -145,6 +151,12 @@ impl ServeArgs {
         }
         if let Some(v) = self.shutdown_timeout_ms {
             s.limits.shutdown_timeout_ms = v;
+        }
+        if let Some(v) = self.body_timeout_ms {
+            s.limits.body_timeout_ms = v;
+        }
+        if let Some(v) = self.max_http_connections {
+            s.limits.max_http_connections = v;
         }
         s.validate().map_err(anyhow::Error::msg)?;
         Ok(s)

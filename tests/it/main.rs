@@ -5,6 +5,7 @@
 //! * `rest` — `/health`, `/metrics`, `/openapi.json`.
 //! * `bad_input` — every kind of malformed or out-of-range input.
 //! * `auth` — admin token, agent ownership, Origin check.
+//! * `http_guard` — auth before the body, body timeout, socket cap, JSON error bodies.
 //! * `persist` — save/load across a restart, kill -9 while saving.
 //! * `limits` — 100 subscribers with 20 that never read; throughput figures for swarm-10k.
 //! * `overload` — a world whose tick overruns its period keeps answering; DELETE ends its thread.
@@ -13,6 +14,7 @@
 
 mod auth;
 mod bad_input;
+mod http_guard;
 mod limits;
 mod overload;
 mod persist;

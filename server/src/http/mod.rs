@@ -1,6 +1,7 @@
 //! HTTP and WebSocket front end: `pub fn app(state) -> Router` and `pub async fn run(...)`.
 
 pub mod error;
+pub mod guard;
 pub mod openapi;
 pub mod rest;
 pub mod viewer;
@@ -91,6 +92,10 @@ pub fn app(state: AppState) -> Router {
         .route("/scenarios/{name}", get(get_scenario).put(put_scenario).delete(delete_scenario))
         .layer(DefaultBodyLimit::max(body_limit))
         .layer(tower_http::limit::RequestBodyLimitLayer::new(body_limit))
+        // Outermost last: errors become JSON; mutating calls are authenticated before their
+        // body is read, and the body is read with a size and a time bound.
+        .layer(axum::middleware::from_fn_with_state(state.clone(), guard::guard))
+        .layer(axum::middleware::from_fn(guard::json_errors))
         .with_state(state)
 }
 
@@ -102,7 +107,8 @@ pub async fn run(listener: TcpListener, state: AppState) -> anyhow::Result<()> {
     let cancel = state.cancel.clone();
     let router = app(state.clone());
     let header_timeout = Duration::from_millis(state.settings.limits.header_timeout_ms);
-    let http_conns = serve(listener, router, cancel.clone(), header_timeout).await?;
+    let sockets = Arc::new(tokio::sync::Semaphore::new(socket_cap(state.settings.limits.max_http_connections)));
+    let http_conns = serve(listener, router, cancel.clone(), header_timeout, sockets, state.metrics.clone()).await?;
     let timeout = Duration::from_millis(state.settings.limits.shutdown_timeout_ms);
     let started = tokio::time::Instant::now();
     let deadline = started + timeout;
@@ -170,13 +176,71 @@ pub async fn autosave(state: &AppState, deadline: tokio::time::Instant) {
     }
 }
 
+/// A slot of `limits.max_http_connections`, held by every accepted TCP socket for as long as
+/// it is open — also after a WebSocket upgrade, whose session takes it over (it is in each
+/// request's extensions).
+#[derive(Clone)]
+pub struct ConnSlot(#[allow(dead_code)] pub Arc<tokio::sync::OwnedSemaphorePermit>);
+
+/// The socket cap actually used: `limits.max_http_connections`, lowered to leave 64 file
+/// descriptors of the process's limit for everything else (files, the listener, threads).
+pub fn socket_cap(configured: usize) -> usize {
+    #[cfg(target_os = "linux")]
+    {
+        let lim = rustix::process::getrlimit(rustix::process::Resource::Nofile);
+        if let Some(cur) = lim.current {
+            let room = usize::try_from(cur).unwrap_or(usize::MAX).saturating_sub(64).max(1);
+            if room < configured {
+                tracing::warn!("limits.max_http_connections {configured} lowered to {room} by the open-files limit {cur}");
+                return room;
+            }
+        }
+    }
+    configured
+}
+
+/// The answer to a socket beyond the cap, written without waiting before it is closed.
+const REFUSED: &[u8] = b"HTTP/1.1 503 Service Unavailable\r\ncontent-type: application/json\r\ncontent-length: 49\r\nconnection: close\r\n\r\n{\"error\":\"busy\",\"message\":\"too many connections\"}";
+
+/// Sockets over the cap being answered at once (beyond: closed without an answer).
+const REFUSING: usize = 64;
+
+/// Answers a socket over the cap with 503 and closes it. The answer is written, the write side
+/// shut and the request read and discarded for at most a second, so the client reads the 503
+/// rather than a reset; at most [`REFUSING`] sockets at once get this, the rest are closed.
+fn refuse(mut stream: tokio::net::TcpStream, refusing: &Arc<tokio::sync::Semaphore>) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let Ok(permit) = refusing.clone().try_acquire_owned() else { return };
+    tokio::spawn(async move {
+        let _ = tokio::time::timeout(Duration::from_secs(1), async {
+            stream.write_all(REFUSED).await?;
+            stream.shutdown().await?;
+            let mut sink = [0u8; 1024];
+            while stream.read(&mut sink).await? > 0 {}
+            Ok::<(), std::io::Error>(())
+        })
+        .await;
+        drop(permit);
+    });
+}
+
 /// The accept loop: hyper's HTTP/1 server with a header-read timeout (which `axum::serve`
-/// lacks, leaving it open to slowloris), WebSocket upgrades, and graceful shutdown. Accept
-/// errors (e.g. EMFILE) back off briefly instead of spinning. Answers, once cancelled, the
-/// tracker of the connection tasks still finishing.
-async fn serve(listener: TcpListener, router: Router, cancel: CancellationToken, header_timeout: Duration) -> anyhow::Result<TaskTracker> {
+/// lacks, leaving it open to slowloris), WebSocket upgrades, and graceful shutdown. Every
+/// accepted socket takes a slot of `sockets` (idle ones too, and upgraded ones until their
+/// session ends); beyond it a socket is answered 503 at once and closed, so file descriptors
+/// stay bounded. Accept errors (e.g. EMFILE) back off briefly instead of spinning. Answers,
+/// once cancelled, the tracker of the connection tasks still finishing.
+async fn serve(
+    listener: TcpListener,
+    router: Router,
+    cancel: CancellationToken,
+    header_timeout: Duration,
+    sockets: Arc<tokio::sync::Semaphore>,
+    metrics: Arc<Metrics>,
+) -> anyhow::Result<TaskTracker> {
     use hyper_util::rt::{TokioIo, TokioTimer};
     let conns = TaskTracker::new();
+    let refusing = Arc::new(tokio::sync::Semaphore::new(REFUSING));
     loop {
         let (stream, _addr) = tokio::select! {
             r = listener.accept() => match r {
@@ -189,8 +253,19 @@ async fn serve(listener: TcpListener, router: Router, cancel: CancellationToken,
             },
             () = cancel.cancelled() => break,
         };
+        let Ok(permit) = sockets.clone().try_acquire_owned() else {
+            metrics.connections_refused.inc();
+            refuse(stream, &refusing);
+            continue;
+        };
+        let slot = ConnSlot(Arc::new(permit));
         let _ = stream.set_nodelay(true);
-        let svc = hyper_util::service::TowerToHyperService::new(router.clone());
+        let router = router.clone();
+        let svc = hyper::service::service_fn(move |req: hyper::Request<hyper::body::Incoming>| {
+            let mut req = req.map(axum::body::Body::new);
+            req.extensions_mut().insert(slot.clone());
+            tower::ServiceExt::oneshot(router.clone(), req)
+        });
         let conn = hyper::server::conn::http1::Builder::new()
             .timer(TokioTimer::new())
             .header_read_timeout(header_timeout)

@@ -121,16 +121,22 @@ fn origin_allowed(state: &AppState, headers: &HeaderMap) -> bool {
            ("batch" = Option<String>, Query, description = "`1`/`true`: binary frames carry one or more messages back to back (a tick per WebSocket message); `0`/`false` or absent: one message per frame")),
     responses(
         (status = 101, description = "Switching Protocols: the WebSocket of the `steer-proto` protocol (hello, subscribe, commands, keyframes and deltas)"),
-        (status = 400, description = "Not a WebSocket upgrade request (plain text), or a bad `batch` value (`bad_request`)", body = String),
+        (status = 400, description = "Not a WebSocket upgrade request, or a bad `format`/`batch` value (`bad_request`)", body = super::openapi::ErrorBody),
         (status = 403, description = "Origin not allowed (`forbidden`)", body = super::openapi::ErrorBody),
-        (status = 503, description = "Too many connections (`busy`); plain text `shutting down` during shutdown", body = super::openapi::ErrorBody)))]
-pub async fn upgrade(State(state): State<AppState>, headers: HeaderMap, Query(q): Query<WsQuery>, ws: WebSocketUpgrade) -> Response {
+        (status = 503, description = "Too many connections, or shutting down (`busy`)", body = super::openapi::ErrorBody)))]
+pub async fn upgrade(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+    slot: Option<axum::Extension<super::ConnSlot>>,
+    Query(q): Query<WsQuery>,
+    ws: WebSocketUpgrade,
+) -> Response {
     if !origin_allowed(&state, &headers) {
         state.metrics.connections_refused.inc();
         return (StatusCode::FORBIDDEN, axum::Json(serde_json::json!({"error": "forbidden", "message": "Origin not allowed"}))).into_response();
     }
     if state.cancel.is_cancelled() {
-        return (StatusCode::SERVICE_UNAVAILABLE, "shutting down").into_response();
+        return (StatusCode::SERVICE_UNAVAILABLE, axum::Json(serde_json::json!({"error": "busy", "message": "shutting down"}))).into_response();
     }
     let Ok(permit) = state.connections.clone().try_acquire_owned() else {
         state.metrics.connections_refused.inc();
@@ -153,6 +159,8 @@ pub async fn upgrade(State(state): State<AppState>, headers: HeaderMap, Query(q)
                 .track_future(async move {
                     session(socket, state, if json { Encoding::Json } else { Encoding::Binary }, batch).await;
                     drop(permit);
+                    // The socket's slot of `limits.max_http_connections`, held until now.
+                    drop(slot);
                 })
                 .await;
         })
