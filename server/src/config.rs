@@ -27,8 +27,12 @@ pub struct Settings {
     /// Directory of the shipped, read-only scenarios.
     pub scenarios_dir: PathBuf,
     /// Browser origins allowed to open `/ws` (empty = only clients without an Origin header and
-    /// the server's own pages).
+    /// the server's own pages under a loopback or `same_origin_hosts` name).
     pub allowed_origins: Vec<String>,
+    /// Host names (optionally `name:port`) under which the server's own pages may open `/ws`
+    /// (Origin equal to the request's Host). Loopback names always may; any other Host needs
+    /// to be listed, so that DNS rebinding cannot pass the Origin check.
+    pub same_origin_hosts: Vec<String>,
 }
 
 /// Every bound of the server.
@@ -113,6 +117,7 @@ impl Default for Settings {
             limits: LimitSettings::default(),
             scenarios_dir: PathBuf::from("./scenarios"),
             allowed_origins: Vec::new(),
+            same_origin_hosts: Vec::new(),
         }
     }
 }

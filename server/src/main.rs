@@ -84,6 +84,10 @@ struct ServeArgs {
     /// Browser origins allowed on /ws (comma separated).
     #[arg(long, env = "STEERD_ALLOWED_ORIGINS", value_delimiter = ',')]
     allowed_origins: Option<Vec<String>>,
+    /// Host names under which the server's own pages may open /ws (comma separated; loopback
+    /// names always may).
+    #[arg(long, env = "STEERD_SAME_ORIGIN_HOSTS", value_delimiter = ',')]
+    same_origin_hosts: Option<Vec<String>>,
     /// Most agents per world.
     #[arg(long, env = "STEERD_MAX_AGENTS_PER_WORLD")]
     max_agents_per_world: Option<usize>,
@@ -136,6 +140,9 @@ impl ServeArgs {
         }
         if let Some(v) = &self.allowed_origins {
             s.allowed_origins = v.clone();
+        }
+        if let Some(v) = &self.same_origin_hosts {
+            s.same_origin_hosts = v.clone();
         }
         if let Some(v) = self.max_agents_per_world {
             s.limits.max_agents_per_world = v;

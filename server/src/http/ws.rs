@@ -105,14 +105,53 @@ fn into_messages(batch: Vec<(Bytes, Encoding)>, combine: bool) -> Vec<Message> {
     out
 }
 
+/// The host part of a `Host` header value or an origin's authority (`name`, `name:port`,
+/// `[v6]:port`), lower-cased, without the port.
+fn host_name(authority: &str) -> String {
+    let a = authority.trim().to_ascii_lowercase();
+    if let Some(rest) = a.strip_prefix('[') {
+        return rest.split(']').next().unwrap_or("").to_string();
+    }
+    a.rsplit_once(':').filter(|(_, port)| port.bytes().all(|b| b.is_ascii_digit())).map_or(a.clone(), |(h, _)| h.to_string())
+}
+
+/// True for `localhost` and loopback addresses.
+fn is_loopback(host: &str) -> bool {
+    host == "localhost" || host.ends_with(".localhost") || host.parse::<std::net::IpAddr>().is_ok_and(|ip| ip.is_loopback())
+}
+
+/// The Origin check of the upgrade. Allowed: no `Origin` (not a browser); an origin of
+/// `allowed_origins`; and the server's own pages (Origin = `http(s)://` + Host) **only** when
+/// that Host is a loopback name or one of `same_origin_hosts`. Comparing against the request's
+/// own Host alone would let DNS rebinding through (`Host: evil.example` with `Origin:
+/// http://evil.example`, the attacker's page talking to a server its name now resolves to).
 fn origin_allowed(state: &AppState, headers: &HeaderMap) -> bool {
     let Some(origin) = headers.get(axum::http::header::ORIGIN).and_then(|v| v.to_str().ok()) else { return true };
     if state.settings.allowed_origins.iter().any(|o| o == origin) {
         return true;
     }
-    // The server's own viewer: same host as the request.
     let host = headers.get(axum::http::header::HOST).and_then(|v| v.to_str().ok()).unwrap_or("");
-    origin == format!("http://{host}") || origin == format!("https://{host}")
+    let same = origin == format!("http://{host}") || origin == format!("https://{host}");
+    if !same {
+        return false;
+    }
+    let name = host_name(host);
+    is_loopback(&name) || state.settings.same_origin_hosts.iter().any(|h| host_name(h) == name)
+}
+
+#[cfg(test)]
+mod origin_tests {
+    use super::{host_name, is_loopback};
+
+    #[test]
+    fn host_names_and_loopback() {
+        assert_eq!(host_name("127.0.0.1:8080"), "127.0.0.1");
+        assert_eq!(host_name("[::1]:80"), "::1");
+        assert_eq!(host_name("LocalHost"), "localhost");
+        assert_eq!(host_name("evil.example:1234"), "evil.example");
+        assert!(is_loopback("127.0.0.1") && is_loopback("127.5.6.7") && is_loopback("::1") && is_loopback("localhost"));
+        assert!(!is_loopback("evil.example") && !is_loopback("10.0.0.1") && !is_loopback("localhost.evil.example"));
+    }
 }
 
 /// `GET /ws`: checks Origin and connection slots before upgrading.
