@@ -309,3 +309,56 @@ async fn a_bad_batch_parameter_is_refused_naming_it() {
     Ws::connect_batched(srv.addr).await;
     srv.ws().await;
 }
+
+/// Issue 15 (5): every length that sizes a neighbour or sweep query is bounded by the
+/// query-radius cap (1e6 would make each agent scan the whole world every tick): a larger one
+/// is 422 naming the field, over REST and over WebSocket; the cap itself is accepted.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sweep_and_lookahead_lengths_are_bounded() {
+    let srv = Server::fresh("sweep-lengths", Opts::default());
+    let http = srv.http();
+    let agent = first_agent(&http, "demo").await;
+    let path = format!("/worlds/demo/agents/{agent}/behaviors");
+    let cases = [
+        (json!({"type": "obstacle_avoidance", "min_box_length": 1e6}), "min_box_length"),
+        (json!({"type": "obstacle_avoidance", "min_box_length": 501}), "min_box_length"),
+        (json!({"type": "ahead_avoidance", "ahead_len": 1e6}), "ahead_len"),
+        (json!({"type": "ahead_avoidance", "margin": 1e6}), "margin"),
+        (json!({"type": "wall_avoidance", "look_ahead": 1e6}), "look_ahead"),
+        (json!({"type": "wall_avoidance", "avoid_distance": 1e6}), "avoid_distance"),
+        (json!({"type": "agent_avoidance", "avoid_radius": 1e6}), "avoid_radius"),
+        (json!({"type": "agent_avoidance", "look_ahead": 1e6}), "look_ahead"),
+        (json!({"type": "leader_following", "leader": agent, "leader_sight_radius": 1e6}), "leader_sight_radius"),
+        (json!({"type": "leader_following", "leader": agent, "behind_distance": 1e6}), "behind_distance"),
+        (json!({"type": "separation", "neighbor_radius": 1e6}), "neighbor_radius"),
+    ];
+    for (behavior, field) in &cases {
+        let r = http.put(&path, &json!({"behaviors": [{"behavior": behavior, "weight": 1, "priority": 0}]})).await;
+        assert_eq!(r.status, 422, "{behavior}: {}", r.text());
+        let j = r.json();
+        assert_eq!(j["error"], "invalid_field", "{behavior}: {j}");
+        assert!(j["message"].as_str().unwrap().contains(field), "{behavior}: message should name `{field}`: {j}");
+    }
+    for ok in [
+        json!({"type": "obstacle_avoidance", "min_box_length": 500}),
+        json!({"type": "ahead_avoidance", "ahead_len": 1000}),
+        json!({"type": "wall_avoidance", "look_ahead": 1000}),
+    ] {
+        http.put(&path, &json!({"behaviors": [{"behavior": ok, "weight": 1, "priority": 0}]})).await.ok();
+    }
+    // Over WebSocket the error names the field path.
+    let mut ws = srv.ws().await;
+    let rid = ws.rid();
+    let b: steer_proto::Behavior = serde_json::from_value(json!({"type": "obstacle_avoidance", "min_box_length": 1e6})).unwrap();
+    let msg = steer_proto::ClientMsg::Spawn(steer_proto::Spawn {
+        request_id: rid,
+        world: "demo".into(),
+        group: "g".into(),
+        count: 1,
+        area: steer_proto::SpawnArea::Rect(steer_proto::Rect { min_x: 1.0, min_y: 1.0, max_x: 5.0, max_y: 5.0 }),
+        limits: steer_proto::Limits::default(),
+        behaviors: vec![steer_proto::BehaviorEntry { behavior: b, weight: 1.0, priority: 0 }],
+    });
+    let e = error_of(ws.request(&msg).await);
+    assert!(e.field.as_deref().is_some_and(|f| f.contains("min_box_length")), "{e:?}");
+}
