@@ -55,6 +55,11 @@ pub struct LimitSettings {
     pub commands_per_sec: f64,
     /// Burst of the command token bucket.
     pub command_burst: f64,
+    /// `Hello`/`Ping` messages and WebSocket ping frames per second one connection may send
+    /// (a token bucket of their own; beyond it `rate_limited`, then close 4029).
+    pub pings_per_sec: f64,
+    /// Burst of the ping token bucket.
+    pub ping_burst: f64,
     /// Capacity of a world's command queue; a full queue answers `busy`.
     pub world_queue: usize,
     /// Tick frames buffered per world for subscribers; a reader further behind gets keyframes.
@@ -133,6 +138,8 @@ impl Default for LimitSettings {
             max_body_bytes: 8 << 20,
             commands_per_sec: 50.0,
             command_burst: 100.0,
+            pings_per_sec: 10.0,
+            ping_burst: 20.0,
             world_queue: 1024,
             frame_buffer: 32,
             connection_queue: 256,
@@ -183,6 +190,8 @@ impl Settings {
             ("limits.max_body_bytes", l.max_body_bytes as f64),
             ("limits.commands_per_sec", l.commands_per_sec),
             ("limits.command_burst", l.command_burst),
+            ("limits.pings_per_sec", l.pings_per_sec),
+            ("limits.ping_burst", l.ping_burst),
             ("limits.world_queue", l.world_queue as f64),
             ("limits.frame_buffer", l.frame_buffer as f64),
             ("limits.connection_queue", l.connection_queue as f64),

@@ -362,3 +362,51 @@ async fn sweep_and_lookahead_lengths_are_bounded() {
     let e = error_of(ws.request(&msg).await);
     assert!(e.field.as_deref().is_some_and(|f| f.contains("min_box_length")), "{e:?}");
 }
+
+/// Issue 15 (5): `Ping` goes through a rate limiter of its own: a client flooding pings gets
+/// `rate_limited` results instead of a `Pong` for each, and one that keeps on is closed 4029.
+/// (Before, 759k pings in 10 s were all answered.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ping_floods_are_rate_limited() {
+    let srv = Server::fresh("ping-flood", Opts::default());
+    let mut ws = srv.ws().await;
+    // 200 pings back to back (the bucket holds 20 and refills 10 per second).
+    let first = 1000u32;
+    for i in 0..200u32 {
+        let m = proto::encode_binary(&ClientMsg::Ping(proto::Ping { request_id: first + i })).unwrap();
+        ws.send_raw(Message::Binary(m.into())).await;
+    }
+    let (mut pongs, mut limited) = (0, 0);
+    while pongs + limited < 200 {
+        match ws.next_until(WAIT, |m| matches!(m, ServerMsg::Pong(_) | ServerMsg::CommandResult(_))).await {
+            Some(ServerMsg::Pong(_)) => pongs += 1,
+            Some(ServerMsg::CommandResult(r)) => {
+                assert!(matches!(&r.result, proto::Outcome::Error(e) if e.code == ErrorCode::RateLimited), "{r:?}");
+                limited += 1;
+            }
+            other => panic!("after {pongs} pongs and {limited} refusals: {other:?}"),
+        }
+    }
+    assert!(limited > 0 && pongs < 200, "{pongs} pongs, {limited} rate limited: pings are not limited");
+    // Keeping on: closed with 4029. (Replies are read between batches, so the server is never
+    // held up writing to this client.)
+    let mut sent = 0u32;
+    let code = 'flood: loop {
+        for _ in 0..100 {
+            let m = proto::encode_binary(&ClientMsg::Ping(proto::Ping { request_id: sent })).unwrap();
+            if !ws.try_send_raw(Message::Binary(m.into())).await {
+                break 'flood ws.expect_close(WAIT).await;
+            }
+            sent += 1;
+        }
+        loop {
+            match ws.next(Duration::from_millis(5)).await {
+                Next::Closed(c) => break 'flood c,
+                Next::Timeout => break,
+                Next::Msg(_) => {}
+            }
+        }
+        assert!(sent < 50_000, "still open after {sent} pings");
+    };
+    assert_eq!(code, Some(4029), "after {sent} more pings");
+}

@@ -459,6 +459,9 @@ async fn recv_task(
 ) {
     let l = &state.settings.limits;
     let mut bucket = Bucket { tokens: l.command_burst, rate: l.commands_per_sec, burst: l.command_burst, last: Instant::now() };
+    // Hello, Ping and WebSocket-level ping/pong frames: cheap, but each is answered, so they
+    // have a bucket of their own (a client that is out of command tokens can still ping).
+    let mut ping_bucket = Bucket { tokens: l.ping_burst, rate: l.pings_per_sec, burst: l.ping_burst, last: Instant::now() };
     let hello_deadline = tokio::time::Instant::now() + Duration::from_millis(l.hello_timeout_ms);
     let max_bad = l.max_bad_messages;
     let limit = l.max_message_bytes;
@@ -519,7 +522,18 @@ async fn recv_task(
                 let _ = conn.ctl.send(Ctl::Close(close::NORMAL, "bye")).await;
                 return;
             }
-            Message::Ping(_) | Message::Pong(_) => continue,
+            Message::Ping(_) | Message::Pong(_) => {
+                // tungstenite answers pings itself; a flood of them still costs a write each.
+                if !ping_bucket.take() {
+                    conn.limited += 1;
+                    conn.state.metrics.command("rate_limited", false);
+                    if f64::from(conn.limited) > 10.0 * l.command_burst.max(l.ping_burst) {
+                        let _ = conn.ctl.send(Ctl::Close(close::RATE, "too many requests")).await;
+                        return;
+                    }
+                }
+                continue;
+            }
         };
         let cmd = match decoded {
             Ok(c) => c,
@@ -533,11 +547,12 @@ async fn recv_task(
                 continue;
             }
         };
-        if !matches!(cmd, ClientMsg::Hello(_) | ClientMsg::Ping(_)) && !bucket.take() {
+        let allowed = if matches!(cmd, ClientMsg::Hello(_) | ClientMsg::Ping(_)) { ping_bucket.take() } else { bucket.take() };
+        if !allowed {
             conn.limited += 1;
             conn.state.metrics.command("rate_limited", false);
             conn.reply_error(cmd.request_id(), ErrorCode::RateLimited, "too many commands; slow down", None).await;
-            if f64::from(conn.limited) > 10.0 * l.command_burst {
+            if f64::from(conn.limited) > 10.0 * l.command_burst.max(l.ping_burst) {
                 let _ = conn.ctl.send(Ctl::Close(close::RATE, "too many requests")).await;
                 return;
             }
