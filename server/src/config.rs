@@ -72,6 +72,10 @@ pub struct LimitSettings {
     pub hello_timeout_ms: u64,
     /// Longest a single send to a client may take before it is closed as slow, ms.
     pub write_timeout_ms: u64,
+    /// Kernel send buffer of every accepted socket (SO_SNDBUF; Linux doubles it), bytes; 0 =
+    /// the kernel's auto-tuning. Small, so that a client that stops reading is seen within a
+    /// few ticks (resynced with keyframes, or closed 4008 after `write_timeout_ms`).
+    pub socket_send_buffer_bytes: usize,
     /// Header read timeout for HTTP requests, ms.
     pub header_timeout_ms: u64,
     /// Time a client has to send a whole request body once its headers are in, ms (more: 408).
@@ -146,6 +150,7 @@ impl Default for LimitSettings {
             max_catchup_ticks: 3,
             hello_timeout_ms: 5_000,
             write_timeout_ms: 5_000,
+            socket_send_buffer_bytes: 64 * 1024,
             header_timeout_ms: 10_000,
             body_timeout_ms: 10_000,
             max_http_connections: 4_352,

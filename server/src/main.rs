@@ -109,6 +109,12 @@ struct ServeArgs {
     /// Most open TCP sockets of any kind (REST, idle, WebSocket).
     #[arg(long, env = "STEERD_MAX_HTTP_CONNECTIONS")]
     max_http_connections: Option<usize>,
+    /// Kernel send buffer of every socket, bytes (0 = the kernel's auto-tuning).
+    #[arg(long, env = "STEERD_SOCKET_SEND_BUFFER_BYTES")]
+    socket_send_buffer_bytes: Option<usize>,
+    /// Longest a send to a client may block before it is closed as slow (4008), ms.
+    #[arg(long, env = "STEERD_WRITE_TIMEOUT_MS")]
+    write_timeout_ms: Option<u64>,
     /// Report to the Agones SDK sidecar (also on when AGONES_SDK_HTTP_PORT is set).
     #[arg(long, env = "STEERD_AGONES")]
     agones: bool,
@@ -158,6 +164,12 @@ impl ServeArgs {
         }
         if let Some(v) = self.shutdown_timeout_ms {
             s.limits.shutdown_timeout_ms = v;
+        }
+        if let Some(v) = self.socket_send_buffer_bytes {
+            s.limits.socket_send_buffer_bytes = v;
+        }
+        if let Some(v) = self.write_timeout_ms {
+            s.limits.write_timeout_ms = v;
         }
         if let Some(v) = self.body_timeout_ms {
             s.limits.body_timeout_ms = v;

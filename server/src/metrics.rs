@@ -46,6 +46,8 @@ pub struct Metrics {
     pub keyframes_sent: Counter,
     /// Connections refused (limits) or closed for abuse.
     pub connections_refused: Counter,
+    /// WebSocket clients closed as slow consumers (4008: a write blocked past the timeout).
+    pub slow_closes: Counter,
     /// Commands by kind and result.
     pub commands: Family<CommandLabels, Counter>,
     /// MoveTo flow fields requested by the worlds.
@@ -84,6 +86,7 @@ impl Metrics {
             frames_dropped: Counter::default(),
             keyframes_sent: Counter::default(),
             connections_refused: Counter::default(),
+            slow_closes: Counter::default(),
             commands: Family::default(),
             fields_requested: Counter::default(),
             fields_delivered: Counter::default(),
@@ -103,6 +106,7 @@ impl Metrics {
         registry.register("frames_dropped", "Tick frames skipped by slow clients (resynced by keyframes)", m.frames_dropped.clone());
         registry.register("keyframes_sent", "Keyframes sent", m.keyframes_sent.clone());
         registry.register("connections_refused", "Connections refused or closed by limits", m.connections_refused.clone());
+        registry.register("slow_consumers_closed", "WebSocket clients closed as slow consumers (4008)", m.slow_closes.clone());
         registry.register("commands", "Commands by kind and result", m.commands.clone());
         registry.register("flow_fields_requested", "MoveTo flow fields requested by the worlds", m.fields_requested.clone());
         registry.register("flow_fields_delivered", "Flow fields built by the builder threads in time", m.fields_delivered.clone());

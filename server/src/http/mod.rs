@@ -108,7 +108,8 @@ pub async fn run(listener: TcpListener, state: AppState) -> anyhow::Result<()> {
     let router = app(state.clone());
     let header_timeout = Duration::from_millis(state.settings.limits.header_timeout_ms);
     let sockets = Arc::new(tokio::sync::Semaphore::new(socket_cap(state.settings.limits.max_http_connections)));
-    let http_conns = serve(listener, router, cancel.clone(), header_timeout, sockets, state.metrics.clone()).await?;
+    let send_buffer = state.settings.limits.socket_send_buffer_bytes;
+    let http_conns = serve(listener, router, cancel.clone(), header_timeout, sockets, state.metrics.clone(), send_buffer).await?;
     let timeout = Duration::from_millis(state.settings.limits.shutdown_timeout_ms);
     let started = tokio::time::Instant::now();
     let deadline = started + timeout;
@@ -202,6 +203,24 @@ pub fn socket_cap(configured: usize) -> usize {
 /// The answer to a socket beyond the cap, written without waiting before it is closed.
 const REFUSED: &[u8] = b"HTTP/1.1 503 Service Unavailable\r\ncontent-type: application/json\r\ncontent-length: 49\r\nconnection: close\r\n\r\n{\"error\":\"busy\",\"message\":\"too many connections\"}";
 
+/// Caps the kernel send buffer of an accepted socket (`limits.socket_send_buffer_bytes`; 0 =
+/// the kernel's auto-tuning, which grows it to megabytes). Small, a client that stops reading
+/// blocks the server's writes within a few ticks, so the slow-reader policy engages: its send
+/// task falls behind the frame ring and resyncs it with keyframes, and a write that stays
+/// blocked for `limits.write_timeout_ms` closes it (4008) — instead of the kernel queueing tens
+/// of seconds of stale frames first.
+fn cap_send_buffer(stream: &tokio::net::TcpStream, bytes: usize) {
+    if bytes == 0 {
+        return;
+    }
+    #[cfg(target_os = "linux")]
+    if let Err(e) = rustix::net::sockopt::set_socket_send_buffer_size(stream, bytes) {
+        tracing::debug!("cannot set SO_SNDBUF: {e}");
+    }
+    #[cfg(not(target_os = "linux"))]
+    let _ = stream;
+}
+
 /// Sockets over the cap being answered at once (beyond: closed without an answer).
 const REFUSING: usize = 64;
 
@@ -237,6 +256,7 @@ async fn serve(
     header_timeout: Duration,
     sockets: Arc<tokio::sync::Semaphore>,
     metrics: Arc<Metrics>,
+    send_buffer: usize,
 ) -> anyhow::Result<TaskTracker> {
     use hyper_util::rt::{TokioIo, TokioTimer};
     let conns = TaskTracker::new();
@@ -260,6 +280,7 @@ async fn serve(
         };
         let slot = ConnSlot(Arc::new(permit));
         let _ = stream.set_nodelay(true);
+        cap_send_buffer(&stream, send_buffer);
         let router = router.clone();
         let svc = hyper::service::service_fn(move |req: hyper::Request<hyper::body::Incoming>| {
             let mut req = req.map(axum::body::Body::new);

@@ -5,7 +5,10 @@
 //! task that falls behind the broadcast ring does not buffer: it skips to the newest frame and
 //! sends keyframes for its cells. A send that takes longer than the write timeout closes the
 //! connection. So a slow reader never slows a world or other clients, and its memory is bounded
-//! by the broadcast ring (shared) plus the socket's write buffer.
+//! by the broadcast ring (shared) plus the socket's write buffer. The kernel's send buffer is
+//! capped per socket (`limits.socket_send_buffer_bytes`, set at accept): otherwise it grows to
+//! megabytes, the writes keep succeeding, and a stalled or starved reader is fed tens of seconds
+//! of stale frames before either policy engages.
 //!
 //! Encodings (PROTOCOL.md §2): a client may send binary or text frames at any time, each
 //! decoded by its frame type. Replies before `Welcome` use the encoding of the frame they answer;
@@ -397,6 +400,7 @@ async fn send_task(
             Ok(Err(_)) => break None,
             Err(_) => {
                 tracing::info!("closing slow client: a write took over {write_timeout:?}");
+                m.slow_closes.inc();
                 break Some((close::SLOW, "slow consumer"));
             }
         }
