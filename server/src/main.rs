@@ -26,7 +26,7 @@ struct Cli {
 #[derive(Subcommand)]
 enum Cmd {
     /// Run the server (the default).
-    Serve(ServeArgs),
+    Serve(Box<ServeArgs>),
     /// Probe a running server's /health (for container HEALTHCHECKs: no curl in scratch).
     Healthcheck {
         /// URL to probe [default: http://127.0.0.1:$PORT/health from STEERD_LISTEN].
@@ -296,7 +296,7 @@ fn main() -> anyhow::Result<()> {
                 anyhow::bail!("unhealthy: {url} answered {status}")
             }
         }
-        Some(Cmd::Serve(args)) => tokio_main(args),
+        Some(Cmd::Serve(args)) => tokio_main(*args),
         None => tokio_main(cli.serve),
     }
 }

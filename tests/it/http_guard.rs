@@ -74,13 +74,16 @@ async fn a_held_back_body_times_out() {
     assert_eq!(body["error"], "too_large", "{body}");
 }
 
+/// (method, path, body, status, error code)
+type Case<'a> = (&'a str, &'a str, Option<&'a [u8]>, u16, &'a str);
+
 /// 413, path and query rejections, unknown routes and methods: all JSON error bodies.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_error_answer_is_json() {
     let srv = Server::fresh("guard-json", Opts::default());
     let http = srv.http();
     let big = vec![b' '; 9 << 20];
-    let cases: Vec<(&str, &str, Option<&[u8]>, u16, &str)> = vec![
+    let cases: Vec<Case> = vec![
         ("PUT", "/scenarios/big", Some(&big), 413, "too_large"),
         ("GET", "/worlds/demo/agents/not-a-number", None, 400, "bad_request"),
         ("DELETE", "/worlds/demo/obstacles/-1", None, 400, "bad_request"),
