@@ -47,6 +47,9 @@ pub struct LimitSettings {
     pub max_agents_per_world: usize,
     /// Most agents one spawn may create.
     pub max_spawn: usize,
+    /// Most agents one WebSocket session without the admin token may own in a world at once
+    /// (its spawns beyond it: `invalid_field` `count`).
+    pub max_agents_per_session: usize,
     /// Largest inbound WebSocket message, bytes (and frame).
     pub max_message_bytes: usize,
     /// Largest REST body, bytes.
@@ -138,6 +141,7 @@ impl Default for LimitSettings {
             max_worlds: 64,
             max_agents_per_world: 200_000,
             max_spawn: 10_000,
+            max_agents_per_session: 10_000,
             max_message_bytes: 64 * 1024,
             max_body_bytes: 8 << 20,
             commands_per_sec: 50.0,
@@ -191,6 +195,7 @@ impl Settings {
             ("limits.max_worlds", l.max_worlds as f64),
             ("limits.max_agents_per_world", l.max_agents_per_world as f64),
             ("limits.max_spawn", l.max_spawn as f64),
+            ("limits.max_agents_per_session", l.max_agents_per_session as f64),
             ("limits.max_message_bytes", l.max_message_bytes as f64),
             ("limits.max_body_bytes", l.max_body_bytes as f64),
             ("limits.commands_per_sec", l.commands_per_sec),

@@ -91,6 +91,9 @@ struct ServeArgs {
     /// Most agents per world.
     #[arg(long, env = "STEERD_MAX_AGENTS_PER_WORLD")]
     max_agents_per_world: Option<usize>,
+    /// Most agents one non-admin WebSocket session may own per world.
+    #[arg(long, env = "STEERD_MAX_AGENTS_PER_SESSION")]
+    max_agents_per_session: Option<usize>,
     /// Most WebSocket connections.
     #[arg(long, env = "STEERD_MAX_CONNECTIONS")]
     max_connections: Option<usize>,
@@ -152,6 +155,9 @@ impl ServeArgs {
         }
         if let Some(v) = self.max_agents_per_world {
             s.limits.max_agents_per_world = v;
+        }
+        if let Some(v) = self.max_agents_per_session {
+            s.limits.max_agents_per_session = v;
         }
         if let Some(v) = self.max_connections {
             s.limits.max_connections = v;

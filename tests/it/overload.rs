@@ -131,7 +131,8 @@ async fn sigterm_drains_an_overloaded_world_with_its_autosave() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_spawning_client_cannot_wedge_a_world() {
     let _heavy = heavy_lock().await;
-    let srv = Server::fresh("spawn-flood", Opts::default().arg("--max-agents-per-world", "24000"));
+    // The per-session cap (next test) is raised so that one client can reach the world's cap.
+    let srv = Server::fresh("spawn-flood", Opts::default().arg("--max-agents-per-world", "24000").arg("--max-agents-per-session", "100000"));
     let http = srv.http();
     let mut sc = small_scenario(600.0, &[]);
     sc["tick_rate"] = json!(1000);
@@ -164,4 +165,24 @@ async fn a_spawning_client_cannot_wedge_a_world() {
     answered(&http, "GET", "/worlds/flood", None).await.ok();
     answered(&http, "DELETE", "/worlds/flood", None).await.expect(204);
     assert!(thread_ends(&srv, "world-flood").await, "world thread still running after DELETE: {:?}", threads(&srv));
+}
+
+/// One anonymous session may own at most `limits.max_agents_per_session` agents in a world:
+/// its spawns beyond that are refused (`invalid_field` `count`), while another session can
+/// still spawn.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_session_cannot_fill_a_world() {
+    let srv = Server::fresh("session-cap", Opts::default().arg("--max-agents-per-session", "5000"));
+    let mut a = srv.ws().await;
+    for i in 0..5 {
+        let rid = a.rid();
+        let ids = spawned(a.request(&spawn_msg(rid, "demo", 1000, [1.0, 1.0, 50.0, 50.0], steer_proto::Limits::default())).await);
+        assert_eq!(ids.len(), 1000, "spawn {i}");
+    }
+    let rid = a.rid();
+    let e = error_of(a.request(&spawn_msg(rid, "demo", 1, [1.0, 1.0, 50.0, 50.0], steer_proto::Limits::default())).await);
+    assert_eq!((e.code, e.field.as_deref()), (steer_proto::ErrorCode::InvalidField, Some("count")), "{e:?}");
+    let mut b = srv.ws().await;
+    let rid = b.rid();
+    assert_eq!(spawned(b.request(&spawn_msg(rid, "demo", 10, [1.0, 1.0, 50.0, 50.0], steer_proto::Limits::default())).await).len(), 10);
 }

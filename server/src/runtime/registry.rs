@@ -111,6 +111,7 @@ impl Registry {
                 parallel_step_min_agents: l.parallel_step_min_agents,
                 checksum_every_ticks: l.checksum_every_ticks,
                 max_requests_per_turn: l.max_requests_per_turn,
+                max_agents_per_session: l.max_agents_per_session,
             },
             self.metrics.clone(),
         )?;

@@ -246,6 +246,8 @@ pub struct WorldSpawn {
     pub checksum_every_ticks: u32,
     /// Requests served per turn of the loop before the next tick (≥ 1).
     pub max_requests_per_turn: usize,
+    /// Most agents one WebSocket session (not an admin) may own in this world.
+    pub max_agents_per_session: usize,
 }
 
 /// The one-thread pool a world's runner runs on (named after it), if the OS gives a thread.
@@ -361,6 +363,8 @@ impl WorldHandle {
             parallel_min: spawn.parallel_step_min_agents,
             checksum_every: u64::from(spawn.checksum_every_ticks.max(1)),
             max_requests_per_turn: spawn.max_requests_per_turn.max(1),
+            max_agents_per_session: spawn.max_agents_per_session,
+            owned: HashMap::new(),
             stepping: None,
             window: RateWindow::new(Instant::now()),
         };
@@ -587,6 +591,10 @@ struct Runner {
     checksum_every: u64,
     /// Requests served per turn of the loop (≥ 1).
     max_requests_per_turn: usize,
+    /// Most agents a non-admin session may own.
+    max_agents_per_session: usize,
+    /// Agents each session owns (the counts of `owners`).
+    owned: HashMap<SessionId, usize>,
     /// A `Step` in progress: ticks left and whom to answer when they are done.
     stepping: Option<(u32, Reply<u64>)>,
     /// Effective tick rate and overload measurement.
@@ -855,7 +863,7 @@ impl Runner {
         let mut kinds: Vec<proto::EventKind> = Vec::new();
         for e in self.world.drain_events() {
             if let crate::sim::world::Event::Despawned { id } = &e {
-                self.owners.remove(id);
+                self.disown(*id);
             }
             match (kinds.last_mut(), convert::event(&e, &groups)) {
                 (Some(proto::EventKind::Spawned(last)), proto::EventKind::Spawned(s)) if last.group == s.group => last.agents.extend(s.agents),
@@ -879,9 +887,52 @@ impl Runner {
     fn record_owner(&mut self, outcome: &Outcome, actor: &Actor) {
         if let (Outcome::Spawned(ids), Some(s)) = (outcome, actor.session) {
             for id in ids {
-                self.owners.insert(*id, s);
+                if let Some(old) = self.owners.insert(*id, s) {
+                    self.release(old);
+                }
+                *self.owned.entry(s).or_insert(0) += 1;
             }
         }
+    }
+
+    /// Forgets the owner of a removed agent.
+    fn disown(&mut self, id: AgentId) {
+        if let Some(s) = self.owners.remove(&id) {
+            self.release(s);
+        }
+    }
+
+    fn release(&mut self, s: SessionId) {
+        if let Some(n) = self.owned.get_mut(&s) {
+            *n = n.saturating_sub(1);
+            if *n == 0 {
+                self.owned.remove(&s);
+            }
+        }
+    }
+
+    /// A non-admin session may own at most `max_agents_per_session` agents: the spawns among
+    /// `cmds` must fit (so one anonymous client cannot fill a world on its own).
+    fn check_spawn_quota(&self, actor: &Actor, cmds: &[&Command]) -> Result<(), CmdError> {
+        let Some(s) = actor.session.filter(|_| !actor.admin) else { return Ok(()) };
+        let asked: usize = cmds
+            .iter()
+            .map(|c| match c {
+                Command::Spawn(spec) => match &spec.area {
+                    crate::sim::world::SpawnArea::Points(p) => p.len(),
+                    _ => spec.count,
+                },
+                _ => 0,
+            })
+            .fold(0usize, usize::saturating_add);
+        if asked == 0 {
+            return Ok(());
+        }
+        let have = self.owned.get(&s).copied().unwrap_or(0);
+        if have.saturating_add(asked) > self.max_agents_per_session {
+            return Err(CmdError::Sim(SimError::LimitExceeded { what: "count".into(), max: self.max_agents_per_session.saturating_sub(have) }));
+        }
+        Ok(())
     }
 
     fn check_owner(&self, actor: &Actor, agents: &[AgentId]) -> Result<(), CmdError> {
@@ -980,6 +1031,7 @@ impl Runner {
         self.scenario = scenario;
         self.scenario_name = name;
         self.owners.clear();
+        self.owned.clear();
         self.reset_encoders();
         // Subscribers resync from this frame's keyframes.
         self.reset_pending = true;
@@ -992,7 +1044,10 @@ impl Runner {
             Request::Apply { cmd, actor, reply } => {
                 let kind = command_kind(&cmd);
                 let agents = command_agents(&cmd);
-                let r = self.check_owner(&actor, &agents).and_then(|()| self.world.apply(cmd).map_err(CmdError::from));
+                let r = self
+                    .check_owner(&actor, &agents)
+                    .and_then(|()| self.check_spawn_quota(&actor, &[&cmd]))
+                    .and_then(|()| self.world.apply(cmd).map_err(CmdError::from));
                 if let Ok(o) = &r {
                     self.record_owner(o, &actor);
                 }
@@ -1002,7 +1057,9 @@ impl Runner {
             Request::ApplyMany { cmds, actor, reply } => {
                 let agents: Vec<AgentId> = cmds.iter().flat_map(command_agents).collect();
                 let kind = cmds.first().map_or("none", command_kind);
-                let r = self.check_owner(&actor, &agents).and_then(|()| {
+                let all: Vec<&Command> = cmds.iter().collect();
+                let quota = self.check_spawn_quota(&actor, &all);
+                let r = self.check_owner(&actor, &agents).and_then(|()| quota).and_then(|()| {
                     let mut last = Outcome::Done;
                     for c in cmds {
                         last = self.world.apply(c)?;
