@@ -1059,7 +1059,7 @@ impl Runner {
                 let kind = cmds.first().map_or("none", command_kind);
                 let all: Vec<&Command> = cmds.iter().collect();
                 let quota = self.check_spawn_quota(&actor, &all);
-                let r = self.check_owner(&actor, &agents).and_then(|()| quota).and_then(|()| {
+                let r = self.check_owner(&actor, &agents).and(quota).and_then(|()| {
                     let mut last = Outcome::Done;
                     for c in cmds {
                         last = self.world.apply(c)?;
