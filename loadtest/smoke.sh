@@ -1,9 +1,12 @@
 #!/usr/bin/env bash
 # CI smoke of the whole path: starts a release steerd on a free port, runs 50 bots for 10 s
 # against its `demo` world (subscribe, verify every frame, spawn + command own agents, pan),
-# and fails on any decode/checksum error, disconnect, failed connect, command timeout, or a
-# slow command round trip or late frames. Commands mix MoveTo (flow fields, built within the
-# world's per-tick budget) with add/remove-behaviour. Usage: loadtest/smoke.sh [extra flags]
+# and fails on correctness only: any decode/checksum error, chain break, disconnect, failed
+# connect, command timeout, or missed tick. Latencies (command round trip, frame lateness) are
+# printed in the report but not gated: on a shared 2-core machine they measure the host, and
+# they belong in the capacity benchmark (README Performance). Commands mix MoveTo (flow fields,
+# built within the world's per-tick budget) with add/remove-behaviour.
+# Usage: loadtest/smoke.sh [extra flags]
 # Honours CARGO_TARGET_DIR. Writes the JSON report to $SWARM_REPORT (default: a temp file).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -31,5 +34,5 @@ report="${SWARM_REPORT:-$work/swarm.json}"
 "$target/release/steer-swarm" --url "ws://$addr/ws" --world demo --bots 50 --ramp 2s --duration 10s \
     --commands-per-sec 2 --command-mix mixed --spawn-per-bot 1 --aoi 100x100 --pan-every 3s --admin-token "$token" --seed 1 \
     --server-pid "$server_pid" --report "$report" \
-    --fail-if 'disconnects>0,connect_failures>0,decode_errors>0,checksum_errors>0,command_timeouts>0,p99_cmd_rtt_ms>250,p99_frame_lateness_ms>250' \
+    --fail-if 'disconnects>0,connect_failures>0,decode_errors>0,checksum_errors>0,chain_breaks>0,command_timeouts>0,tick_gaps>0' \
     "$@"

@@ -26,7 +26,7 @@ struct Cli {
 #[derive(Subcommand)]
 enum Cmd {
     /// Run the server (the default).
-    Serve(ServeArgs),
+    Serve(Box<ServeArgs>),
     /// Probe a running server's /health (for container HEALTHCHECKs: no curl in scratch).
     Healthcheck {
         /// URL to probe [default: http://127.0.0.1:$PORT/health from STEERD_LISTEN].
@@ -84,9 +84,16 @@ struct ServeArgs {
     /// Browser origins allowed on /ws (comma separated).
     #[arg(long, env = "STEERD_ALLOWED_ORIGINS", value_delimiter = ',')]
     allowed_origins: Option<Vec<String>>,
+    /// Host names under which the server's own pages may open /ws (comma separated; loopback
+    /// names always may).
+    #[arg(long, env = "STEERD_SAME_ORIGIN_HOSTS", value_delimiter = ',')]
+    same_origin_hosts: Option<Vec<String>>,
     /// Most agents per world.
     #[arg(long, env = "STEERD_MAX_AGENTS_PER_WORLD")]
     max_agents_per_world: Option<usize>,
+    /// Most agents one non-admin WebSocket session may own per world.
+    #[arg(long, env = "STEERD_MAX_AGENTS_PER_SESSION")]
+    max_agents_per_session: Option<usize>,
     /// Most WebSocket connections.
     #[arg(long, env = "STEERD_MAX_CONNECTIONS")]
     max_connections: Option<usize>,
@@ -96,6 +103,21 @@ struct ServeArgs {
     /// Largest WebSocket message, bytes.
     #[arg(long, env = "STEERD_MAX_MESSAGE_BYTES")]
     max_message_bytes: Option<usize>,
+    /// Graceful shutdown deadline, ms (autosaves, connection close, world stop).
+    #[arg(long, env = "STEERD_SHUTDOWN_TIMEOUT_MS")]
+    shutdown_timeout_ms: Option<u64>,
+    /// Time to send a whole request body, ms (more: 408).
+    #[arg(long, env = "STEERD_BODY_TIMEOUT_MS")]
+    body_timeout_ms: Option<u64>,
+    /// Most open TCP sockets of any kind (REST, idle, WebSocket).
+    #[arg(long, env = "STEERD_MAX_HTTP_CONNECTIONS")]
+    max_http_connections: Option<usize>,
+    /// Kernel send buffer of every socket, bytes (0 = the kernel's auto-tuning).
+    #[arg(long, env = "STEERD_SOCKET_SEND_BUFFER_BYTES")]
+    socket_send_buffer_bytes: Option<usize>,
+    /// Longest a send to a client may block before it is closed as slow (4008), ms.
+    #[arg(long, env = "STEERD_WRITE_TIMEOUT_MS")]
+    write_timeout_ms: Option<u64>,
     /// Report to the Agones SDK sidecar (also on when AGONES_SDK_HTTP_PORT is set).
     #[arg(long, env = "STEERD_AGONES")]
     agones: bool,
@@ -128,8 +150,14 @@ impl ServeArgs {
         if let Some(v) = &self.allowed_origins {
             s.allowed_origins = v.clone();
         }
+        if let Some(v) = &self.same_origin_hosts {
+            s.same_origin_hosts = v.clone();
+        }
         if let Some(v) = self.max_agents_per_world {
             s.limits.max_agents_per_world = v;
+        }
+        if let Some(v) = self.max_agents_per_session {
+            s.limits.max_agents_per_session = v;
         }
         if let Some(v) = self.max_connections {
             s.limits.max_connections = v;
@@ -139,6 +167,21 @@ impl ServeArgs {
         }
         if let Some(v) = self.max_message_bytes {
             s.limits.max_message_bytes = v;
+        }
+        if let Some(v) = self.shutdown_timeout_ms {
+            s.limits.shutdown_timeout_ms = v;
+        }
+        if let Some(v) = self.socket_send_buffer_bytes {
+            s.limits.socket_send_buffer_bytes = v;
+        }
+        if let Some(v) = self.write_timeout_ms {
+            s.limits.write_timeout_ms = v;
+        }
+        if let Some(v) = self.body_timeout_ms {
+            s.limits.body_timeout_ms = v;
+        }
+        if let Some(v) = self.max_http_connections {
+            s.limits.max_http_connections = v;
         }
         s.validate().map_err(anyhow::Error::msg)?;
         Ok(s)
@@ -259,11 +302,15 @@ fn main() -> anyhow::Result<()> {
                 anyhow::bail!("unhealthy: {url} answered {status}")
             }
         }
-        Some(Cmd::Serve(args)) => tokio_main(args),
+        Some(Cmd::Serve(args)) => tokio_main(*args),
         None => tokio_main(cli.serve),
     }
 }
 
 fn tokio_main(args: ServeArgs) -> anyhow::Result<()> {
-    tokio::runtime::Builder::new_multi_thread().enable_all().build()?.block_on(serve(args))
+    let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
+    let r = rt.block_on(serve(args));
+    // The drain was bounded by `shutdown_timeout_ms`; do not wait again for stragglers.
+    rt.shutdown_timeout(std::time::Duration::from_millis(100));
+    r
 }

@@ -16,6 +16,13 @@ pub struct CommandLabels {
     pub result: String,
 }
 
+/// Labels of the per-world gauges.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct WorldLabels {
+    /// World name.
+    pub world: String,
+}
+
 /// Every metric of the server.
 pub struct Metrics {
     registry: Registry,
@@ -39,6 +46,8 @@ pub struct Metrics {
     pub keyframes_sent: Counter,
     /// Connections refused (limits) or closed for abuse.
     pub connections_refused: Counter,
+    /// WebSocket clients closed as slow consumers (4008: a write blocked past the timeout).
+    pub slow_closes: Counter,
     /// Commands by kind and result.
     pub commands: Family<CommandLabels, Counter>,
     /// MoveTo flow fields requested by the worlds.
@@ -49,6 +58,10 @@ pub struct Metrics {
     pub fields_built_on_tick: Counter,
     /// Flow-field jobs refused because the builder queue was full.
     pub field_builds_refused: Counter,
+    /// Ticks per second each world actually ran over the last second.
+    pub world_effective_tick_rate: Family<WorldLabels, Gauge<f64, std::sync::atomic::AtomicU64>>,
+    /// 1 when a world cannot keep its tick rate (it dropped ticks in the last second).
+    pub world_overloaded: Family<WorldLabels, Gauge>,
 }
 
 impl Default for Metrics {
@@ -73,11 +86,14 @@ impl Metrics {
             frames_dropped: Counter::default(),
             keyframes_sent: Counter::default(),
             connections_refused: Counter::default(),
+            slow_closes: Counter::default(),
             commands: Family::default(),
             fields_requested: Counter::default(),
             fields_delivered: Counter::default(),
             fields_built_on_tick: Counter::default(),
             field_builds_refused: Counter::default(),
+            world_effective_tick_rate: Family::default(),
+            world_overloaded: Family::default(),
             registry: Registry::default(),
         };
         registry.register("tick_duration_seconds", "Duration of one world tick", m.tick_seconds.clone());
@@ -90,12 +106,27 @@ impl Metrics {
         registry.register("frames_dropped", "Tick frames skipped by slow clients (resynced by keyframes)", m.frames_dropped.clone());
         registry.register("keyframes_sent", "Keyframes sent", m.keyframes_sent.clone());
         registry.register("connections_refused", "Connections refused or closed by limits", m.connections_refused.clone());
+        registry.register("slow_consumers_closed", "WebSocket clients closed as slow consumers (4008)", m.slow_closes.clone());
         registry.register("commands", "Commands by kind and result", m.commands.clone());
         registry.register("flow_fields_requested", "MoveTo flow fields requested by the worlds", m.fields_requested.clone());
         registry.register("flow_fields_delivered", "Flow fields built by the builder threads in time", m.fields_delivered.clone());
         registry.register("flow_fields_built_on_tick", "Flow fields a world built itself on their due tick", m.fields_built_on_tick.clone());
         registry.register("flow_field_builds_refused", "Flow-field jobs refused by a full builder queue", m.field_builds_refused.clone());
+        registry.register("world_effective_tick_rate", "Ticks per second a world actually ran over the last second", m.world_effective_tick_rate.clone());
+        registry.register("world_overloaded", "1 when a world cannot keep its tick rate (it dropped ticks in the last second)", m.world_overloaded.clone());
         Metrics { registry, ..m }
+    }
+
+    /// Sets the per-world gauges to `(name, effective tick rate, overloaded)` of the worlds
+    /// that exist now (deleted worlds disappear).
+    pub fn set_worlds<'a>(&self, worlds: impl Iterator<Item = (&'a str, f64, bool)>) {
+        self.world_effective_tick_rate.clear();
+        self.world_overloaded.clear();
+        for (name, rate, overloaded) in worlds {
+            let l = WorldLabels { world: name.to_string() };
+            self.world_effective_tick_rate.get_or_create(&l).set(rate);
+            self.world_overloaded.get_or_create(&l).set(i64::from(overloaded));
+        }
     }
 
     /// Counts a command.

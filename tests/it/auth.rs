@@ -148,3 +148,43 @@ async fn foreign_origin_is_refused() {
         ws.ping().await;
     }
 }
+
+/// The status of a WebSocket upgrade sent with these `Host` and `Origin` headers (raw, so the
+/// Host can be any name, as after DNS rebinding).
+async fn upgrade_status(srv: &Server, host: &str, origin: &str) -> u16 {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut s = tokio::net::TcpStream::connect(srv.addr).await.unwrap();
+    let req = format!(
+        "GET /ws HTTP/1.1\r\nHost: {host}\r\nOrigin: {origin}\r\nConnection: Upgrade\r\nUpgrade: websocket\r\nSec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\r\n"
+    );
+    s.write_all(req.as_bytes()).await.unwrap();
+    let mut buf = vec![0u8; 1024];
+    let n = tokio::time::timeout(WAIT, s.read(&mut buf)).await.expect("no answer to the upgrade").unwrap();
+    let head = String::from_utf8_lossy(&buf[..n]).to_string();
+    head.split(' ').nth(1).and_then(|c| c.parse().ok()).unwrap_or_else(|| panic!("no status in {head:?}"))
+}
+
+/// Issue 15 (5): DNS rebinding. An Origin equal to the request's own Host is the server's own
+/// page only under a loopback name or a configured `same_origin_hosts` name; `Host:
+/// evil.example` with `Origin: http://evil.example` is refused with 403.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dns_rebinding_origin_is_refused() {
+    let srv = Server::fresh("rebind", Opts::default().arg("--same-origin-hosts", "play.example"));
+    let port = srv.addr.port();
+    for (host, origin) in [
+        ("evil.example".to_string(), "http://evil.example".to_string()),
+        (format!("evil.example:{port}"), format!("http://evil.example:{port}")),
+        ("10.1.2.3".to_string(), "https://10.1.2.3".to_string()),
+        // Loopback Host, foreign origin.
+        (format!("127.0.0.1:{port}"), "http://evil.example".to_string()),
+    ] {
+        assert_eq!(upgrade_status(&srv, &host, &origin).await, 403, "Host {host}, Origin {origin}");
+    }
+    for (host, origin) in [
+        (format!("127.0.0.1:{port}"), format!("http://127.0.0.1:{port}")),
+        (format!("localhost:{port}"), format!("http://localhost:{port}")),
+        (format!("play.example:{port}"), format!("https://play.example:{port}")),
+    ] {
+        assert_eq!(upgrade_status(&srv, &host, &origin).await, 101, "Host {host}, Origin {origin}");
+    }
+}

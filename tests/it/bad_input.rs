@@ -309,3 +309,104 @@ async fn a_bad_batch_parameter_is_refused_naming_it() {
     Ws::connect_batched(srv.addr).await;
     srv.ws().await;
 }
+
+/// Issue 15 (5): every length that sizes a neighbour or sweep query is bounded by the
+/// query-radius cap (1e6 would make each agent scan the whole world every tick): a larger one
+/// is 422 naming the field, over REST and over WebSocket; the cap itself is accepted.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sweep_and_lookahead_lengths_are_bounded() {
+    let srv = Server::fresh("sweep-lengths", Opts::default());
+    let http = srv.http();
+    let agent = first_agent(&http, "demo").await;
+    let path = format!("/worlds/demo/agents/{agent}/behaviors");
+    let cases = [
+        (json!({"type": "obstacle_avoidance", "min_box_length": 1e6}), "min_box_length"),
+        (json!({"type": "obstacle_avoidance", "min_box_length": 501}), "min_box_length"),
+        (json!({"type": "ahead_avoidance", "ahead_len": 1e6}), "ahead_len"),
+        (json!({"type": "ahead_avoidance", "margin": 1e6}), "margin"),
+        (json!({"type": "wall_avoidance", "look_ahead": 1e6}), "look_ahead"),
+        (json!({"type": "wall_avoidance", "avoid_distance": 1e6}), "avoid_distance"),
+        (json!({"type": "agent_avoidance", "avoid_radius": 1e6}), "avoid_radius"),
+        (json!({"type": "agent_avoidance", "look_ahead": 1e6}), "look_ahead"),
+        (json!({"type": "leader_following", "leader": agent, "leader_sight_radius": 1e6}), "leader_sight_radius"),
+        (json!({"type": "leader_following", "leader": agent, "behind_distance": 1e6}), "behind_distance"),
+        (json!({"type": "separation", "neighbor_radius": 1e6}), "neighbor_radius"),
+    ];
+    for (behavior, field) in &cases {
+        let r = http.put(&path, &json!({"behaviors": [{"behavior": behavior, "weight": 1, "priority": 0}]})).await;
+        assert_eq!(r.status, 422, "{behavior}: {}", r.text());
+        let j = r.json();
+        assert_eq!(j["error"], "invalid_field", "{behavior}: {j}");
+        assert!(j["message"].as_str().unwrap().contains(field), "{behavior}: message should name `{field}`: {j}");
+    }
+    for ok in [
+        json!({"type": "obstacle_avoidance", "min_box_length": 500}),
+        json!({"type": "ahead_avoidance", "ahead_len": 1000}),
+        json!({"type": "wall_avoidance", "look_ahead": 1000}),
+    ] {
+        http.put(&path, &json!({"behaviors": [{"behavior": ok, "weight": 1, "priority": 0}]})).await.ok();
+    }
+    // Over WebSocket the error names the field path.
+    let mut ws = srv.ws().await;
+    let rid = ws.rid();
+    let b: steer_proto::Behavior = serde_json::from_value(json!({"type": "obstacle_avoidance", "min_box_length": 1e6})).unwrap();
+    let msg = steer_proto::ClientMsg::Spawn(steer_proto::Spawn {
+        request_id: rid,
+        world: "demo".into(),
+        group: "g".into(),
+        count: 1,
+        area: steer_proto::SpawnArea::Rect(steer_proto::Rect { min_x: 1.0, min_y: 1.0, max_x: 5.0, max_y: 5.0 }),
+        limits: steer_proto::Limits::default(),
+        behaviors: vec![steer_proto::BehaviorEntry { behavior: b, weight: 1.0, priority: 0 }],
+    });
+    let e = error_of(ws.request(&msg).await);
+    assert!(e.field.as_deref().is_some_and(|f| f.contains("min_box_length")), "{e:?}");
+}
+
+/// Issue 15 (5): `Ping` goes through a rate limiter of its own: a client flooding pings gets
+/// `rate_limited` results instead of a `Pong` for each, and one that keeps on is closed 4029.
+/// (Before, 759k pings in 10 s were all answered.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ping_floods_are_rate_limited() {
+    let srv = Server::fresh("ping-flood", Opts::default());
+    let mut ws = srv.ws().await;
+    // 200 pings back to back (the bucket holds 20 and refills 10 per second).
+    let first = 1000u32;
+    for i in 0..200u32 {
+        let m = proto::encode_binary(&ClientMsg::Ping(proto::Ping { request_id: first + i })).unwrap();
+        ws.send_raw(Message::Binary(m.into())).await;
+    }
+    let (mut pongs, mut limited) = (0, 0);
+    while pongs + limited < 200 {
+        match ws.next_until(WAIT, |m| matches!(m, ServerMsg::Pong(_) | ServerMsg::CommandResult(_))).await {
+            Some(ServerMsg::Pong(_)) => pongs += 1,
+            Some(ServerMsg::CommandResult(r)) => {
+                assert!(matches!(&r.result, proto::Outcome::Error(e) if e.code == ErrorCode::RateLimited), "{r:?}");
+                limited += 1;
+            }
+            other => panic!("after {pongs} pongs and {limited} refusals: {other:?}"),
+        }
+    }
+    assert!(limited > 0 && pongs < 200, "{pongs} pongs, {limited} rate limited: pings are not limited");
+    // Keeping on: closed with 4029. (Replies are read between batches, so the server is never
+    // held up writing to this client.)
+    let mut sent = 0u32;
+    let code = 'flood: loop {
+        for _ in 0..100 {
+            let m = proto::encode_binary(&ClientMsg::Ping(proto::Ping { request_id: sent })).unwrap();
+            if !ws.try_send_raw(Message::Binary(m.into())).await {
+                break 'flood ws.expect_close(WAIT).await;
+            }
+            sent += 1;
+        }
+        loop {
+            match ws.next(Duration::from_millis(5)).await {
+                Next::Closed(c) => break 'flood c,
+                Next::Timeout => break,
+                Next::Msg(_) => {}
+            }
+        }
+        assert!(sent < 50_000, "still open after {sent} pings");
+    };
+    assert_eq!(code, Some(4029), "after {sent} more pings");
+}

@@ -114,3 +114,76 @@ async fn swarm_10k_figures() {
     assert!((0.5..2.0).contains(&ratio), "the server's byte count and the clients' disagree: {f}");
     assert!(f.events_per_sec < f.deltas_per_sec, "events flood the clients: {f}");
 }
+
+/// Issue 15 (3): a subscriber that stops reading is closed as a slow consumer (close 4008 once
+/// a write has been blocked for `limits.write_timeout_ms`) because the server caps each
+/// socket's kernel send buffer (`limits.socket_send_buffer_bytes`): before, the kernel grew it
+/// to megabytes and queued tens of seconds of frames first. A reader beside it keeps its
+/// chain. Prints how long the close took (a figure, not a pass line).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stalled_reader_is_closed_as_slow() {
+    let _heavy = heavy_lock().await;
+    let srv = Server::fresh("stalled", Opts::default());
+    let http = srv.http();
+    create_world(&http, "busy", "busy", &wander_scenario(300.0, 3000)).await;
+    let mut healthy = srv.ws().await;
+    healthy.subscribe("busy", rect_area(1.0, 1.0, 99.0, 99.0)).await;
+    let mut stalled = non_reader(&srv, "busy").await;
+    let t0 = Instant::now();
+    // Bounded wait (not a threshold): the policy engages at all.
+    let closed_after = loop {
+        let m = http.get("/metrics").await.ok_text();
+        if metric(&m, "steerd_slow_consumers_closed_total") >= 1.0 {
+            break t0.elapsed();
+        }
+        assert!(t0.elapsed() < Duration::from_secs(60), "a client that stopped reading was not closed as slow in 60 s");
+        // The healthy reader keeps reading (a chain break panics in `Ws`).
+        healthy.drain(Duration::from_millis(20), Duration::from_millis(200)).await;
+    };
+    eprintln!("stalled reader closed as slow after {closed_after:?}");
+    // The stalled client, reading now, finds its stream ended (after whatever was buffered).
+    let mut n = 0u64;
+    let end = loop {
+        match stalled.next(WAIT).await {
+            Next::Msg(_) => n += 1,
+            Next::Closed(c) => break c,
+            Next::Timeout => panic!("the stalled client's connection is still open after {n} buffered messages"),
+        }
+    };
+    assert!(end.is_none() || end == Some(4008), "close code {end:?}");
+    // The healthy reader is still served.
+    assert!(healthy.next_until(WAIT, |m| matches!(m, ServerMsg::Delta(_))).await.is_some(), "healthy reader starved");
+}
+
+/// Issue 15 (3): a reader too slow for the stream (here: one message per 20 ms) is resynced
+/// with keyframes — its send task falls behind the frame ring and skips to the newest frame —
+/// instead of reading ever staler frames out of a kernel buffer. Its chain never breaks.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_starved_reader_is_resynced_with_keyframes() {
+    let _heavy = heavy_lock().await;
+    let srv = Server::fresh("starved", Opts::default());
+    let http = srv.http();
+    create_world(&http, "busy", "busy", &wander_scenario(300.0, 3000)).await;
+    let sock = tokio::net::TcpSocket::new_v4().unwrap();
+    sock.set_recv_buffer_size(4096).unwrap();
+    let stream = tokio::time::timeout(WAIT, sock.connect(srv.addr)).await.unwrap().unwrap();
+    let (ws, _) = tokio::time::timeout(WAIT, tokio_tungstenite::client_async(format!("ws://{}/ws", srv.addr), MaybeTlsStream::Plain(stream)))
+        .await
+        .unwrap()
+        .unwrap();
+    let mut ws = Ws::from_stream(ws, Encoding::Binary);
+    ws.hello(None).await;
+    let cells = ws.subscribe("busy", whole_world()).await.len() as u64;
+    let t0 = Instant::now();
+    while ws.keyframes <= cells {
+        assert!(t0.elapsed() < Duration::from_secs(60), "a starved reader was never resynced ({} keyframes, {} deltas)", ws.keyframes, ws.deltas);
+        match ws.next(WAIT).await {
+            Next::Msg(_) => {}
+            other => panic!("the starved reader lost its connection: {other:?}"),
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    eprintln!("starved reader resynced after {:?} ({} keyframes, {} deltas)", t0.elapsed(), ws.keyframes, ws.deltas);
+    let m = http.get("/metrics").await.ok_text();
+    assert!(metric(&m, "steerd_frames_dropped_total") > 0.0, "the server counts the skipped frames");
+}

@@ -7,15 +7,19 @@
 //! * `avoidance` — the `reciprocal_avoidance` behaviour over REST and WebSocket, and
 //!   `GET /worlds/{w}/agents/{id}/avoidance`.
 //! * `auth` — admin token, agent ownership, Origin check.
+//! * `http_guard` — auth before the body, body timeout, socket cap, JSON error bodies.
 //! * `persist` — save/load across a restart, kill -9 while saving.
 //! * `limits` — 100 subscribers with 20 that never read; throughput figures for swarm-10k.
+//! * `overload` — a world whose tick overruns its period keeps answering; DELETE ends its thread.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod auth;
 mod avoidance;
 mod bad_input;
+mod http_guard;
 mod limits;
+mod overload;
 mod persist;
 mod rest;
 mod ws;

@@ -1,6 +1,7 @@
 //! HTTP and WebSocket front end: `pub fn app(state) -> Router` and `pub async fn run(...)`.
 
 pub mod error;
+pub mod guard;
 pub mod openapi;
 pub mod rest;
 pub mod viewer;
@@ -92,41 +93,84 @@ pub fn app(state: AppState) -> Router {
         .route("/scenarios/{name}", get(get_scenario).put(put_scenario).delete(delete_scenario))
         .layer(DefaultBodyLimit::max(body_limit))
         .layer(tower_http::limit::RequestBodyLimitLayer::new(body_limit))
+        // Outermost last: errors become JSON; mutating calls are authenticated before their
+        // body is read, and the body is read with a size and a time bound.
+        .layer(axum::middleware::from_fn_with_state(state.clone(), guard::guard))
+        .layer(axum::middleware::from_fn(guard::json_errors))
         .with_state(state)
 }
 
-/// Serves `app(state)` on `listener` until `shutdown` is cancelled, then drains: WebSocket
-/// clients get a close frame, autosaving worlds are saved, worlds stop.
+/// Serves `app(state)` on `listener` until `state.cancel` is cancelled, then drains within
+/// `limits.shutdown_timeout_ms`, however loaded the worlds are: first the autosaves are written
+/// (world threads answer within a turn of their loop even when their tick overruns), then the
+/// connections close (WebSocket clients get close 1001), then the world threads stop.
 pub async fn run(listener: TcpListener, state: AppState) -> anyhow::Result<()> {
     let cancel = state.cancel.clone();
     let router = app(state.clone());
     let header_timeout = Duration::from_millis(state.settings.limits.header_timeout_ms);
-    serve(listener, router, cancel.clone(), header_timeout).await?;
+    let sockets = Arc::new(tokio::sync::Semaphore::new(socket_cap(state.settings.limits.max_http_connections)));
+    let send_buffer = state.settings.limits.socket_send_buffer_bytes;
+    let http_conns = serve(listener, router, cancel.clone(), header_timeout, sockets, state.metrics.clone(), send_buffer).await?;
+    let timeout = Duration::from_millis(state.settings.limits.shutdown_timeout_ms);
+    let started = tokio::time::Instant::now();
+    let deadline = started + timeout;
+    autosave(&state, deadline).await;
     state.tracker.close();
-    let deadline = Duration::from_millis(state.settings.limits.shutdown_timeout_ms);
-    if tokio::time::timeout(deadline, state.tracker.wait()).await.is_err() {
-        tracing::warn!("connections did not close within {deadline:?}");
+    http_conns.close();
+    if tokio::time::timeout_at(deadline, async { tokio::join!(state.tracker.wait(), http_conns.wait()) }).await.is_err() {
+        tracing::warn!("connections did not close within the shutdown timeout ({timeout:?})");
     }
-    autosave(&state).await;
-    state.registry.shutdown_all();
+    let registry = state.registry.clone();
+    let world_deadline = std::time::Instant::now() + deadline.saturating_duration_since(tokio::time::Instant::now());
+    let running = tokio::task::spawn_blocking(move || registry.stop_all(world_deadline)).await.unwrap_or_default();
+    if !running.is_empty() {
+        tracing::warn!("worlds still running at the shutdown deadline: {running:?}");
+    }
+    tracing::info!("drained in {:?}", started.elapsed());
     Ok(())
 }
 
-/// Saves every world that asked for it, as `<world>-autosave`.
-pub async fn autosave(state: &AppState) {
+/// Asks a world, retrying while its queue is full, until `deadline`.
+async fn ask_until<T>(
+    w: &crate::runtime::WorldHandle,
+    deadline: tokio::time::Instant,
+    make: impl Fn(tokio::sync::oneshot::Sender<Result<T, crate::runtime::world::CmdError>>) -> crate::runtime::world::Request,
+) -> Result<T, crate::runtime::world::CmdError> {
+    use crate::runtime::world::CmdError;
+    loop {
+        match tokio::time::timeout_at(deadline, w.ask(&make)).await {
+            Ok(Err(CmdError::Busy(_))) if tokio::time::Instant::now() < deadline => tokio::time::sleep(Duration::from_millis(10)).await,
+            Ok(r) => return r,
+            Err(_) => return Err(CmdError::Invalid(format!("world `{}` did not answer before the shutdown deadline", w.name))),
+        }
+    }
+}
+
+/// Saves every world that asked for it, as `<world>-autosave`, before `deadline`.
+pub async fn autosave(state: &AppState, deadline: tokio::time::Instant) {
     for w in state.registry.list() {
-        let Ok(info) = w.ask(|reply| crate::runtime::world::Request::Info { reply }).await else { continue };
+        if !w.alive() {
+            continue;
+        }
+        let info = match ask_until(&w, deadline, |reply| crate::runtime::world::Request::Info { reply }).await {
+            Ok(i) => i,
+            Err(e) => {
+                tracing::error!(world = %w.name, "autosave: {e}");
+                continue;
+            }
+        };
         if !info.autosave {
             continue;
         }
-        match w.ask(|reply| crate::runtime::world::Request::Save { reply }).await {
+        match ask_until(&w, deadline, |reply| crate::runtime::world::Request::Save { reply }).await {
             Ok(sc) => {
                 let store = state.store.clone();
                 let name = format!("{}-autosave", w.name);
-                match tokio::task::spawn_blocking(move || store.put(&name, &sc)).await {
-                    Ok(Ok(())) => tracing::info!(world = %w.name, "autosaved"),
+                match tokio::time::timeout_at(deadline, tokio::task::spawn_blocking(move || store.put(&name, &sc))).await {
+                    Ok(Ok(Ok(()))) => tracing::info!(world = %w.name, "autosaved"),
+                    Ok(Ok(Err(e))) => tracing::error!(world = %w.name, "autosave failed: {e}"),
                     Ok(Err(e)) => tracing::error!(world = %w.name, "autosave failed: {e}"),
-                    Err(e) => tracing::error!(world = %w.name, "autosave failed: {e}"),
+                    Err(_) => tracing::error!(world = %w.name, "autosave not written before the shutdown deadline"),
                 }
             }
             Err(e) => tracing::error!(world = %w.name, "autosave failed: {e}"),
@@ -134,12 +178,90 @@ pub async fn autosave(state: &AppState) {
     }
 }
 
+/// A slot of `limits.max_http_connections`, held by every accepted TCP socket for as long as
+/// it is open — also after a WebSocket upgrade, whose session takes it over (it is in each
+/// request's extensions).
+#[derive(Clone)]
+pub struct ConnSlot(#[allow(dead_code)] pub Arc<tokio::sync::OwnedSemaphorePermit>);
+
+/// The socket cap actually used: `limits.max_http_connections`, lowered to leave 64 file
+/// descriptors of the process's limit for everything else (files, the listener, threads).
+pub fn socket_cap(configured: usize) -> usize {
+    #[cfg(target_os = "linux")]
+    {
+        let lim = rustix::process::getrlimit(rustix::process::Resource::Nofile);
+        if let Some(cur) = lim.current {
+            let room = usize::try_from(cur).unwrap_or(usize::MAX).saturating_sub(64).max(1);
+            if room < configured {
+                tracing::warn!("limits.max_http_connections {configured} lowered to {room} by the open-files limit {cur}");
+                return room;
+            }
+        }
+    }
+    configured
+}
+
+/// The answer to a socket beyond the cap, written without waiting before it is closed.
+const REFUSED: &[u8] = b"HTTP/1.1 503 Service Unavailable\r\ncontent-type: application/json\r\ncontent-length: 49\r\nconnection: close\r\n\r\n{\"error\":\"busy\",\"message\":\"too many connections\"}";
+
+/// Caps the kernel send buffer of an accepted socket (`limits.socket_send_buffer_bytes`; 0 =
+/// the kernel's auto-tuning, which grows it to megabytes). Small, a client that stops reading
+/// blocks the server's writes within a few ticks, so the slow-reader policy engages: its send
+/// task falls behind the frame ring and resyncs it with keyframes, and a write that stays
+/// blocked for `limits.write_timeout_ms` closes it (4008) — instead of the kernel queueing tens
+/// of seconds of stale frames first.
+fn cap_send_buffer(stream: &tokio::net::TcpStream, bytes: usize) {
+    if bytes == 0 {
+        return;
+    }
+    #[cfg(target_os = "linux")]
+    if let Err(e) = rustix::net::sockopt::set_socket_send_buffer_size(stream, bytes) {
+        tracing::debug!("cannot set SO_SNDBUF: {e}");
+    }
+    #[cfg(not(target_os = "linux"))]
+    let _ = stream;
+}
+
+/// Sockets over the cap being answered at once (beyond: closed without an answer).
+const REFUSING: usize = 64;
+
+/// Answers a socket over the cap with 503 and closes it. The answer is written, the write side
+/// shut and the request read and discarded for at most a second, so the client reads the 503
+/// rather than a reset; at most [`REFUSING`] sockets at once get this, the rest are closed.
+fn refuse(mut stream: tokio::net::TcpStream, refusing: &Arc<tokio::sync::Semaphore>) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let Ok(permit) = refusing.clone().try_acquire_owned() else { return };
+    tokio::spawn(async move {
+        let _ = tokio::time::timeout(Duration::from_secs(1), async {
+            stream.write_all(REFUSED).await?;
+            stream.shutdown().await?;
+            let mut sink = [0u8; 1024];
+            while stream.read(&mut sink).await? > 0 {}
+            Ok::<(), std::io::Error>(())
+        })
+        .await;
+        drop(permit);
+    });
+}
+
 /// The accept loop: hyper's HTTP/1 server with a header-read timeout (which `axum::serve`
-/// lacks, leaving it open to slowloris), WebSocket upgrades, and graceful shutdown. Accept
-/// errors (e.g. EMFILE) back off briefly instead of spinning.
-async fn serve(listener: TcpListener, router: Router, cancel: CancellationToken, header_timeout: Duration) -> anyhow::Result<()> {
+/// lacks, leaving it open to slowloris), WebSocket upgrades, and graceful shutdown. Every
+/// accepted socket takes a slot of `sockets` (idle ones too, and upgraded ones until their
+/// session ends); beyond it a socket is answered 503 at once and closed, so file descriptors
+/// stay bounded. Accept errors (e.g. EMFILE) back off briefly instead of spinning. Answers,
+/// once cancelled, the tracker of the connection tasks still finishing.
+async fn serve(
+    listener: TcpListener,
+    router: Router,
+    cancel: CancellationToken,
+    header_timeout: Duration,
+    sockets: Arc<tokio::sync::Semaphore>,
+    metrics: Arc<Metrics>,
+    send_buffer: usize,
+) -> anyhow::Result<TaskTracker> {
     use hyper_util::rt::{TokioIo, TokioTimer};
     let conns = TaskTracker::new();
+    let refusing = Arc::new(tokio::sync::Semaphore::new(REFUSING));
     loop {
         let (stream, _addr) = tokio::select! {
             r = listener.accept() => match r {
@@ -152,8 +274,20 @@ async fn serve(listener: TcpListener, router: Router, cancel: CancellationToken,
             },
             () = cancel.cancelled() => break,
         };
+        let Ok(permit) = sockets.clone().try_acquire_owned() else {
+            metrics.connections_refused.inc();
+            refuse(stream, &refusing);
+            continue;
+        };
+        let slot = ConnSlot(Arc::new(permit));
         let _ = stream.set_nodelay(true);
-        let svc = hyper_util::service::TowerToHyperService::new(router.clone());
+        cap_send_buffer(&stream, send_buffer);
+        let router = router.clone();
+        let svc = hyper::service::service_fn(move |req: hyper::Request<hyper::body::Incoming>| {
+            let mut req = req.map(axum::body::Body::new);
+            req.extensions_mut().insert(slot.clone());
+            tower::ServiceExt::oneshot(router.clone(), req)
+        });
         let conn = hyper::server::conn::http1::Builder::new()
             .timer(TokioTimer::new())
             .header_read_timeout(header_timeout)
@@ -172,9 +306,6 @@ async fn serve(listener: TcpListener, router: Router, cancel: CancellationToken,
         });
     }
     drop(listener);
-    conns.close();
-    if tokio::time::timeout(Duration::from_secs(5), conns.wait()).await.is_err() {
-        tracing::warn!("HTTP connections did not finish within 5 s");
-    }
-    Ok(())
+    // The caller waits for these (bounded by the shutdown timeout).
+    Ok(conns)
 }

@@ -195,6 +195,9 @@ pub struct Health {
     pub status: String,
     /// Names of the dead worlds.
     pub dead_worlds: Vec<String>,
+    /// Names of the worlds that cannot keep their tick rate (they still answer; they tick
+    /// slower). They do not make the status `degraded`.
+    pub overloaded_worlds: Vec<String>,
     /// Every world by name.
     pub worlds: BTreeMap<String, WorldHealth>,
 }
@@ -206,6 +209,12 @@ pub struct WorldHealth {
     pub alive: bool,
     /// Its tick.
     pub tick: u64,
+    /// Its nominal tick rate.
+    pub tick_rate: f64,
+    /// Ticks per second it actually ran over the last second.
+    pub effective_tick_rate: f64,
+    /// It dropped ticks in the last second: its tick takes longer than its period.
+    pub overloaded: bool,
     /// Why it died.
     pub error: Option<String>,
 }

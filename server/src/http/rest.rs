@@ -57,21 +57,34 @@ fn created<T: serde::Serialize>(v: T) -> ApiResult {
         (status = 200, description = "Every world runs", body = doc::Health),
         (status = 503, description = "Some world is dead (`status` is `degraded`)", body = doc::Health)))]
 pub async fn health(State(state): State<AppState>) -> Response {
+    use std::sync::atomic::Ordering::Relaxed;
     let mut worlds = serde_json::Map::new();
     let mut dead = Vec::new();
+    let mut overloaded = Vec::new();
     for w in state.registry.list() {
         let alive = w.alive();
         let reason = w.death.lock().ok().and_then(|d| d.clone());
         if !alive {
             dead.push(w.name.clone());
         }
+        let over = alive && w.overloaded();
+        if over {
+            overloaded.push(w.name.clone());
+        }
         worlds.insert(
             w.name.clone(),
-            json!({"alive": alive, "tick": w.stats.tick.load(std::sync::atomic::Ordering::Relaxed), "error": reason}),
+            json!({
+                "alive": alive,
+                "tick": w.stats.tick.load(Relaxed),
+                "tick_rate": f64::from(w.stats.tick_rate_milli.load(Relaxed)) / 1000.0,
+                "effective_tick_rate": w.effective_tick_rate(),
+                "overloaded": over,
+                "error": reason,
+            }),
         );
     }
     let status = if dead.is_empty() { StatusCode::OK } else { StatusCode::SERVICE_UNAVAILABLE };
-    let body = json!({"status": if dead.is_empty() { "ok" } else { "degraded" }, "dead_worlds": dead, "worlds": worlds});
+    let body = json!({"status": if dead.is_empty() { "ok" } else { "degraded" }, "dead_worlds": dead, "overloaded_worlds": overloaded, "worlds": worlds});
     (status, Json(body)).into_response()
 }
 
@@ -80,8 +93,10 @@ pub async fn health(State(state): State<AppState>) -> Response {
     responses((status = 200, description = "Prometheus/OpenMetrics text", body = String,
         content_type = "application/openmetrics-text; version=1.0.0; charset=utf-8")))]
 pub async fn metrics(State(state): State<AppState>) -> Response {
-    let agents: u64 = state.registry.list().iter().map(|w| w.stats.agents.load(std::sync::atomic::Ordering::Relaxed)).sum();
+    let worlds = state.registry.list();
+    let agents: u64 = worlds.iter().map(|w| w.stats.agents.load(std::sync::atomic::Ordering::Relaxed)).sum();
     state.metrics.agents.set(agents as i64);
+    state.metrics.set_worlds(worlds.iter().map(|w| (w.name.as_str(), w.effective_tick_rate(), w.alive() && w.overloaded())));
     ([(axum::http::header::CONTENT_TYPE, "application/openmetrics-text; version=1.0.0; charset=utf-8")], state.metrics.render()).into_response()
 }
 

@@ -5,7 +5,10 @@
 //! task that falls behind the broadcast ring does not buffer: it skips to the newest frame and
 //! sends keyframes for its cells. A send that takes longer than the write timeout closes the
 //! connection. So a slow reader never slows a world or other clients, and its memory is bounded
-//! by the broadcast ring (shared) plus the socket's write buffer.
+//! by the broadcast ring (shared) plus the socket's write buffer. The kernel's send buffer is
+//! capped per socket (`limits.socket_send_buffer_bytes`, set at accept): otherwise it grows to
+//! megabytes, the writes keep succeeding, and a stalled or starved reader is fed tens of seconds
+//! of stale frames before either policy engages.
 //!
 //! Encodings (PROTOCOL.md §2): a client may send binary or text frames at any time, each
 //! decoded by its frame type. Replies before `Welcome` use the encoding of the frame they answer;
@@ -105,14 +108,53 @@ fn into_messages(batch: Vec<(Bytes, Encoding)>, combine: bool) -> Vec<Message> {
     out
 }
 
+/// The host part of a `Host` header value or an origin's authority (`name`, `name:port`,
+/// `[v6]:port`), lower-cased, without the port.
+fn host_name(authority: &str) -> String {
+    let a = authority.trim().to_ascii_lowercase();
+    if let Some(rest) = a.strip_prefix('[') {
+        return rest.split(']').next().unwrap_or("").to_string();
+    }
+    a.rsplit_once(':').filter(|(_, port)| port.bytes().all(|b| b.is_ascii_digit())).map_or(a.clone(), |(h, _)| h.to_string())
+}
+
+/// True for `localhost` and loopback addresses.
+fn is_loopback(host: &str) -> bool {
+    host == "localhost" || host.ends_with(".localhost") || host.parse::<std::net::IpAddr>().is_ok_and(|ip| ip.is_loopback())
+}
+
+/// The Origin check of the upgrade. Allowed: no `Origin` (not a browser); an origin of
+/// `allowed_origins`; and the server's own pages (Origin = `http(s)://` + Host) **only** when
+/// that Host is a loopback name or one of `same_origin_hosts`. Comparing against the request's
+/// own Host alone would let DNS rebinding through (`Host: evil.example` with `Origin:
+/// http://evil.example`, the attacker's page talking to a server its name now resolves to).
 fn origin_allowed(state: &AppState, headers: &HeaderMap) -> bool {
     let Some(origin) = headers.get(axum::http::header::ORIGIN).and_then(|v| v.to_str().ok()) else { return true };
     if state.settings.allowed_origins.iter().any(|o| o == origin) {
         return true;
     }
-    // The server's own viewer: same host as the request.
     let host = headers.get(axum::http::header::HOST).and_then(|v| v.to_str().ok()).unwrap_or("");
-    origin == format!("http://{host}") || origin == format!("https://{host}")
+    let same = origin == format!("http://{host}") || origin == format!("https://{host}");
+    if !same {
+        return false;
+    }
+    let name = host_name(host);
+    is_loopback(&name) || state.settings.same_origin_hosts.iter().any(|h| host_name(h) == name)
+}
+
+#[cfg(test)]
+mod origin_tests {
+    use super::{host_name, is_loopback};
+
+    #[test]
+    fn host_names_and_loopback() {
+        assert_eq!(host_name("127.0.0.1:8080"), "127.0.0.1");
+        assert_eq!(host_name("[::1]:80"), "::1");
+        assert_eq!(host_name("LocalHost"), "localhost");
+        assert_eq!(host_name("evil.example:1234"), "evil.example");
+        assert!(is_loopback("127.0.0.1") && is_loopback("127.5.6.7") && is_loopback("::1") && is_loopback("localhost"));
+        assert!(!is_loopback("evil.example") && !is_loopback("10.0.0.1") && !is_loopback("localhost.evil.example"));
+    }
 }
 
 /// `GET /ws`: checks Origin and connection slots before upgrading.
@@ -121,16 +163,22 @@ fn origin_allowed(state: &AppState, headers: &HeaderMap) -> bool {
            ("batch" = Option<String>, Query, description = "`1`/`true`: binary frames carry one or more messages back to back (a tick per WebSocket message); `0`/`false` or absent: one message per frame")),
     responses(
         (status = 101, description = "Switching Protocols: the WebSocket of the `steer-proto` protocol (hello, subscribe, commands, keyframes and deltas)"),
-        (status = 400, description = "Not a WebSocket upgrade request (plain text), or a bad `batch` value (`bad_request`)", body = String),
+        (status = 400, description = "Not a WebSocket upgrade request, or a bad `format`/`batch` value (`bad_request`)", body = super::openapi::ErrorBody),
         (status = 403, description = "Origin not allowed (`forbidden`)", body = super::openapi::ErrorBody),
-        (status = 503, description = "Too many connections (`busy`); plain text `shutting down` during shutdown", body = super::openapi::ErrorBody)))]
-pub async fn upgrade(State(state): State<AppState>, headers: HeaderMap, Query(q): Query<WsQuery>, ws: WebSocketUpgrade) -> Response {
+        (status = 503, description = "Too many connections, or shutting down (`busy`)", body = super::openapi::ErrorBody)))]
+pub async fn upgrade(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+    slot: Option<axum::Extension<super::ConnSlot>>,
+    Query(q): Query<WsQuery>,
+    ws: WebSocketUpgrade,
+) -> Response {
     if !origin_allowed(&state, &headers) {
         state.metrics.connections_refused.inc();
         return (StatusCode::FORBIDDEN, axum::Json(serde_json::json!({"error": "forbidden", "message": "Origin not allowed"}))).into_response();
     }
     if state.cancel.is_cancelled() {
-        return (StatusCode::SERVICE_UNAVAILABLE, "shutting down").into_response();
+        return (StatusCode::SERVICE_UNAVAILABLE, axum::Json(serde_json::json!({"error": "busy", "message": "shutting down"}))).into_response();
     }
     let Ok(permit) = state.connections.clone().try_acquire_owned() else {
         state.metrics.connections_refused.inc();
@@ -153,6 +201,8 @@ pub async fn upgrade(State(state): State<AppState>, headers: HeaderMap, Query(q)
                 .track_future(async move {
                     session(socket, state, if json { Encoding::Json } else { Encoding::Binary }, batch).await;
                     drop(permit);
+                    // The socket's slot of `limits.max_http_connections`, held until now.
+                    drop(slot);
                 })
                 .await;
         })
@@ -224,22 +274,31 @@ fn to_message(b: Bytes, enc: Encoding) -> Option<Message> {
 }
 
 async fn session(socket: WebSocket, state: AppState, url_enc: Encoding, batch: bool) {
-    let enc = Arc::new(SharedEncoding::new(url_enc));
+    use tracing::Instrument;
     let id: SessionId = state.next_session.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    // The span is attached to the futures (`instrument`), entered only while they are polled:
+    // a guard from `span.enter()` held across `.await` would leave it entered on whatever
+    // task the worker thread polls next, and exit it on the wrong one (tracing-subscriber then
+    // panics, "tried to clone a span that already closed").
     let span = tracing::info_span!("conn", id);
-    let _e = span.enter();
-    state.metrics.connections.inc();
-    let (sink, stream) = socket.split();
-    let (ctl_tx, ctl_rx) = mpsc::channel::<Ctl>(state.settings.limits.connection_queue.max(1));
-    let cancel = state.cancel.child_token();
-    let send = tokio::spawn(send_task(sink, ctl_rx, state.clone(), enc.clone(), cancel.clone(), batch));
-    recv_task(stream, ctl_tx, state.clone(), url_enc, enc, id, cancel.clone()).await;
-    // The receive side ended (close, error or shutdown): let the send task finish its close.
-    if tokio::time::timeout(Duration::from_secs(2), send).await.is_err() {
-        tracing::debug!("send task did not finish in time");
+    let send_span = span.clone();
+    async move {
+        let enc = Arc::new(SharedEncoding::new(url_enc));
+        state.metrics.connections.inc();
+        let (sink, stream) = socket.split();
+        let (ctl_tx, ctl_rx) = mpsc::channel::<Ctl>(state.settings.limits.connection_queue.max(1));
+        let cancel = state.cancel.child_token();
+        let send = tokio::spawn(send_task(sink, ctl_rx, state.clone(), enc.clone(), cancel.clone(), batch).instrument(send_span));
+        recv_task(stream, ctl_tx, state.clone(), url_enc, enc, id, cancel.clone()).await;
+        // The receive side ended (close, error or shutdown): let the send task finish its close.
+        if tokio::time::timeout(Duration::from_secs(2), send).await.is_err() {
+            tracing::debug!("send task did not finish in time");
+        }
+        cancel.cancel();
+        state.metrics.connections.dec();
     }
-    cancel.cancel();
-    state.metrics.connections.dec();
+    .instrument(span)
+    .await;
 }
 
 async fn send_task(
@@ -341,6 +400,7 @@ async fn send_task(
             Ok(Err(_)) => break None,
             Err(_) => {
                 tracing::info!("closing slow client: a write took over {write_timeout:?}");
+                m.slow_closes.inc();
                 break Some((close::SLOW, "slow consumer"));
             }
         }
@@ -403,6 +463,9 @@ async fn recv_task(
 ) {
     let l = &state.settings.limits;
     let mut bucket = Bucket { tokens: l.command_burst, rate: l.commands_per_sec, burst: l.command_burst, last: Instant::now() };
+    // Hello, Ping and WebSocket-level ping/pong frames: cheap, but each is answered, so they
+    // have a bucket of their own (a client that is out of command tokens can still ping).
+    let mut ping_bucket = Bucket { tokens: l.ping_burst, rate: l.pings_per_sec, burst: l.ping_burst, last: Instant::now() };
     let hello_deadline = tokio::time::Instant::now() + Duration::from_millis(l.hello_timeout_ms);
     let max_bad = l.max_bad_messages;
     let limit = l.max_message_bytes;
@@ -463,7 +526,18 @@ async fn recv_task(
                 let _ = conn.ctl.send(Ctl::Close(close::NORMAL, "bye")).await;
                 return;
             }
-            Message::Ping(_) | Message::Pong(_) => continue,
+            Message::Ping(_) | Message::Pong(_) => {
+                // tungstenite answers pings itself; a flood of them still costs a write each.
+                if !ping_bucket.take() {
+                    conn.limited += 1;
+                    conn.state.metrics.command("rate_limited", false);
+                    if f64::from(conn.limited) > 10.0 * l.command_burst.max(l.ping_burst) {
+                        let _ = conn.ctl.send(Ctl::Close(close::RATE, "too many requests")).await;
+                        return;
+                    }
+                }
+                continue;
+            }
         };
         let cmd = match decoded {
             Ok(c) => c,
@@ -477,11 +551,12 @@ async fn recv_task(
                 continue;
             }
         };
-        if !matches!(cmd, ClientMsg::Hello(_) | ClientMsg::Ping(_)) && !bucket.take() {
+        let allowed = if matches!(cmd, ClientMsg::Hello(_) | ClientMsg::Ping(_)) { ping_bucket.take() } else { bucket.take() };
+        if !allowed {
             conn.limited += 1;
             conn.state.metrics.command("rate_limited", false);
             conn.reply_error(cmd.request_id(), ErrorCode::RateLimited, "too many commands; slow down", None).await;
-            if f64::from(conn.limited) > 10.0 * l.command_burst {
+            if f64::from(conn.limited) > 10.0 * l.command_burst.max(l.ping_burst) {
                 let _ = conn.ctl.send(Ctl::Close(close::RATE, "too many requests")).await;
                 return;
             }

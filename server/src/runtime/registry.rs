@@ -110,6 +110,8 @@ impl Registry {
                 sim_pool: self.sim_pool.clone(),
                 parallel_step_min_agents: l.parallel_step_min_agents,
                 checksum_every_ticks: l.checksum_every_ticks,
+                max_requests_per_turn: l.max_requests_per_turn,
+                max_agents_per_session: l.max_agents_per_session,
             },
             self.metrics.clone(),
         )?;
@@ -135,6 +137,19 @@ impl Registry {
     pub fn shutdown_all(&self) {
         for h in self.list() {
             h.shutdown();
+        }
+    }
+
+    /// Stops every world and waits until their threads have ended or `deadline` passes;
+    /// answers the names of the worlds still running then.
+    pub fn stop_all(&self, deadline: std::time::Instant) -> Vec<String> {
+        self.shutdown_all();
+        loop {
+            let running: Vec<String> = self.list().into_iter().filter(WorldHandle::alive).map(|w| w.name).collect();
+            if running.is_empty() || std::time::Instant::now() >= deadline {
+                return running;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(10));
         }
     }
 }

@@ -6,6 +6,14 @@
 //!
 //! **Invariant:** the tick loop never bursts: when it is late by more than
 //! `max_catchup_ticks` it drops the missed time and counts it as an overrun.
+//!
+//! **Invariant:** the thread never stops answering. Every turn of its loop first serves up to
+//! `max_requests_per_turn` queued requests without waiting, however late the tick is, and only
+//! then ticks; so a request waits at most for the tick in progress and the requests queued ahead
+//! of it. A world whose tick takes longer than its period runs slower (its effective tick rate
+//! drops and it reports itself `overloaded`) but keeps serving reads, commands, PATCH, DELETE and
+//! shutdown. A `Step` of many ticks runs in chunks of about one period of work, one published
+//! frame per chunk, serving the queue between chunks.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
@@ -125,6 +133,12 @@ pub struct WorldInfoView {
     pub walls: usize,
     pub alive: bool,
     pub overruns: u64,
+    /// Ticks per second actually run over the last second (below `tick_rate` when overloaded;
+    /// 0 while paused).
+    pub effective_tick_rate: f64,
+    /// The world cannot keep its tick rate (it dropped ticks in the last second). It keeps
+    /// answering; it ticks slower.
+    pub overloaded: bool,
     pub aoi_cell_size: f32,
     /// AOI grid columns and rows (cell index = row · cols + col).
     pub aoi_cols: u32,
@@ -291,6 +305,10 @@ pub struct WorldSpawn {
     pub parallel_step_min_agents: usize,
     /// Frames carry checksums on ticks that are multiples of this.
     pub checksum_every_ticks: u32,
+    /// Requests served per turn of the loop before the next tick (≥ 1).
+    pub max_requests_per_turn: usize,
+    /// Most agents one WebSocket session (not an admin) may own in this world.
+    pub max_agents_per_session: usize,
 }
 
 /// The one-thread pool a world's runner runs on (named after it), if the OS gives a thread.
@@ -314,6 +332,13 @@ pub struct WorldStats {
     pub alive: AtomicBool,
     /// Tick rate ×1000.
     pub tick_rate_milli: AtomicU32,
+    /// Ticks per second actually run over the last measuring window (about 1 s), ×1000.
+    pub effective_tick_rate_milli: AtomicU32,
+    /// The world cannot keep its tick rate: it dropped ticks (overran) during the last
+    /// measuring window. It keeps answering; it ticks slower.
+    pub overloaded: AtomicBool,
+    /// Asks the thread to stop (seen at the next turn of its loop, even if its queue is full).
+    pub stop: AtomicBool,
 }
 
 /// A handle to a running world.
@@ -351,6 +376,7 @@ impl WorldHandle {
         let stats = Arc::new(WorldStats::default());
         stats.alive.store(true, Ordering::SeqCst);
         stats.tick_rate_milli.store((world.config().tick_rate * 1000.0) as u32, Ordering::Relaxed);
+        stats.effective_tick_rate_milli.store((world.config().tick_rate * 1000.0) as u32, Ordering::Relaxed);
         stats.agents.store(world.agents().len() as u64, Ordering::Relaxed);
         let handle = WorldHandle {
             name: spawn.name.clone(),
@@ -397,6 +423,11 @@ impl WorldHandle {
             on_solo: false,
             parallel_min: spawn.parallel_step_min_agents,
             checksum_every: u64::from(spawn.checksum_every_ticks.max(1)),
+            max_requests_per_turn: spawn.max_requests_per_turn.max(1),
+            max_agents_per_session: spawn.max_agents_per_session,
+            owned: HashMap::new(),
+            stepping: None,
+            window: RateWindow::new(Instant::now()),
         };
         let death = handle.death.clone();
         let name = spawn.name;
@@ -489,9 +520,21 @@ impl WorldHandle {
         self.ask(|reply| Request::Apply { cmd, actor, reply }).await
     }
 
-    /// Asks the thread to stop (best effort).
+    /// Asks the thread to stop. The flag is seen at the next turn of its loop even when the
+    /// queue is full; the message only wakes a thread waiting for requests.
     pub fn shutdown(&self) {
+        self.stats.stop.store(true, Ordering::SeqCst);
         let _ = self.tx.try_send(Request::Shutdown);
+    }
+
+    /// True if the world cannot keep its tick rate (see [`WorldStats::overloaded`]).
+    pub fn overloaded(&self) -> bool {
+        self.stats.overloaded.load(Ordering::Relaxed)
+    }
+
+    /// Ticks per second the world actually ran over the last window (about 1 s).
+    pub fn effective_tick_rate(&self) -> f64 {
+        f64::from(self.stats.effective_tick_rate_milli.load(Ordering::Relaxed)) / 1000.0
     }
 }
 
@@ -539,6 +582,32 @@ pub fn world_info(id: u32, name: &str, world: &World, max_cells: u32) -> proto::
 /// Longest a tick waits for a builder finishing a field it needs (then it builds the field).
 const FIELD_WAIT: Duration = Duration::from_secs(2);
 
+/// Longest the loop sleeps waiting for a request (so a stop flag is seen even at 0.1 Hz).
+const MAX_IDLE_WAIT: Duration = Duration::from_millis(100);
+
+/// Length of the window over which the effective tick rate and `overloaded` are measured.
+const RATE_WINDOW: Duration = Duration::from_secs(1);
+
+/// Ticks run and ticks dropped since `start` (the effective tick rate and overload window).
+struct RateWindow {
+    start: Instant,
+    ticks: u64,
+    dropped: u64,
+}
+
+impl RateWindow {
+    fn new(start: Instant) -> Self {
+        RateWindow { start, ticks: 0, dropped: 0 }
+    }
+}
+
+/// What the loop does after serving a request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Flow {
+    Go,
+    Stop,
+}
+
 struct Runner {
     name: String,
     id: u32,
@@ -581,6 +650,16 @@ struct Runner {
     parallel_min: usize,
     /// Frames carry checksums on ticks that are multiples of this (≥ 1).
     checksum_every: u64,
+    /// Requests served per turn of the loop (≥ 1).
+    max_requests_per_turn: usize,
+    /// Most agents a non-admin session may own.
+    max_agents_per_session: usize,
+    /// Agents each session owns (the counts of `owners`).
+    owned: HashMap<SessionId, usize>,
+    /// A `Step` in progress: ticks left and whom to answer when they are done.
+    stepping: Option<(u32, Reply<u64>)>,
+    /// Effective tick rate and overload measurement.
+    window: RateWindow,
 }
 
 impl Runner {
@@ -605,35 +684,135 @@ impl Runner {
         tracing::info!(agents = self.world.agents().len(), "world started");
         let mut next = Instant::now() + self.period();
         loop {
-            // Serve requests until the tick is due.
-            loop {
-                let now = Instant::now();
-                if now >= next {
-                    break;
-                }
-                match rx.recv_timeout(next - now) {
-                    Ok(Request::Shutdown) => return,
-                    Ok(req) => self.handle(req),
-                    Err(RecvTimeoutError::Timeout) => break,
-                    Err(RecvTimeoutError::Disconnected) => return,
-                }
+            if self.stats.stop.load(Ordering::SeqCst) {
+                break;
             }
-            let period = self.period();
-            if self.paused {
-                next = Instant::now() + period;
+            // Serve what is queued, a bounded number, without waiting: also (above all) when
+            // the tick is late, so that an overloaded world keeps answering.
+            if self.serve_queued(&rx) == Flow::Stop {
+                break;
+            }
+            if self.stepping.is_some() {
+                self.step_chunk();
+                next = Instant::now() + self.period();
                 continue;
             }
-            let (due, dropped) = catch_up(next, Instant::now(), period, self.max_catchup);
+            let now = Instant::now();
+            if self.paused {
+                self.measure(now, 0, 0);
+                if self.wait_for_request(&rx, now + self.period()) == Flow::Stop {
+                    break;
+                }
+                next = Instant::now() + self.period();
+                continue;
+            }
+            if now < next {
+                // On time: wait for requests until the tick is due.
+                if self.wait_for_request(&rx, next) == Flow::Stop {
+                    break;
+                }
+                continue;
+            }
+            let period = self.period();
+            let (due, dropped) = catch_up(next, now, period, self.max_catchup);
             if dropped > 0 {
                 self.stats.overruns.fetch_add(dropped, Ordering::Relaxed);
                 self.metrics.overruns.inc_by(dropped);
+                // Said at once; cleared by a window without drops.
+                self.stats.overloaded.store(true, Ordering::Relaxed);
             }
             self.tick();
+            self.measure(Instant::now(), 1, dropped);
             next = due + period;
+        }
+        if let Some((_, reply)) = self.stepping.take() {
+            let _ = reply.send(Err(CmdError::Dead(self.name.clone())));
+        }
+        tracing::info!("world stopped");
+    }
+
+    /// Serves up to `max_requests_per_turn` queued requests without waiting.
+    fn serve_queued(&mut self, rx: &Receiver<Request>) -> Flow {
+        for _ in 0..self.max_requests_per_turn {
+            match rx.try_recv() {
+                Ok(Request::Shutdown) => return Flow::Stop,
+                Ok(req) => self.handle(req),
+                Err(std::sync::mpsc::TryRecvError::Empty) => return Flow::Go,
+                Err(std::sync::mpsc::TryRecvError::Disconnected) => return Flow::Stop,
+            }
+            if self.stats.stop.load(Ordering::SeqCst) {
+                return Flow::Stop;
+            }
+        }
+        Flow::Go
+    }
+
+    /// Waits until `until` (at most [`MAX_IDLE_WAIT`]) for one request and serves it.
+    fn wait_for_request(&mut self, rx: &Receiver<Request>, until: Instant) -> Flow {
+        let wait = until.saturating_duration_since(Instant::now()).min(MAX_IDLE_WAIT);
+        match rx.recv_timeout(wait) {
+            Ok(Request::Shutdown) => Flow::Stop,
+            Ok(req) => {
+                self.handle(req);
+                Flow::Go
+            }
+            Err(RecvTimeoutError::Timeout) => Flow::Go,
+            Err(RecvTimeoutError::Disconnected) => Flow::Stop,
         }
     }
 
+    /// Counts ticks run and dropped; at the end of each window publishes the effective tick
+    /// rate and whether the world is overloaded (it dropped ticks during the window).
+    fn measure(&mut self, now: Instant, ticks: u64, dropped: u64) {
+        self.window.ticks += ticks;
+        self.window.dropped += dropped;
+        let elapsed = now.saturating_duration_since(self.window.start);
+        if elapsed < RATE_WINDOW {
+            return;
+        }
+        let rate = self.window.ticks as f64 / elapsed.as_secs_f64();
+        self.stats.effective_tick_rate_milli.store((rate * 1000.0).min(f64::from(u32::MAX)) as u32, Ordering::Relaxed);
+        self.stats.overloaded.store(self.window.dropped > 0, Ordering::Relaxed);
+        self.window = RateWindow::new(now);
+    }
+
+    /// Runs a chunk of the `Step` in progress: ticks until about one period of work is done
+    /// (at least one tick), then publishes one frame. Answers when the last tick has run.
+    fn step_chunk(&mut self) {
+        let Some((left, reply)) = self.stepping.take() else { return };
+        let budget = self.period();
+        let start = Instant::now();
+        let mut left = left;
+        let mut ran = 0;
+        while left > 0 {
+            self.advance();
+            left -= 1;
+            ran += 1;
+            if start.elapsed() >= budget {
+                break;
+            }
+        }
+        self.publish();
+        self.stats.tick.store(self.wire_tick(), Ordering::Relaxed);
+        self.stats.agents.store(self.world.agents().len() as u64, Ordering::Relaxed);
+        self.measure(Instant::now(), ran, 0);
+        if left == 0 {
+            let _ = reply.send(Ok(self.wire_tick()));
+        } else {
+            self.stepping = Some((left, reply));
+        }
+    }
+
+    /// One scheduled tick: step, then publish its frame.
     fn tick(&mut self) {
+        self.advance();
+        self.publish();
+        self.stats.tick.store(self.wire_tick(), Ordering::Relaxed);
+        self.stats.agents.store(self.world.agents().len() as u64, Ordering::Relaxed);
+    }
+
+    /// Steps the world once (without publishing).
+    fn advance(&mut self) {
         let start = Instant::now();
         self.collect_fields();
         let world = &mut self.world;
@@ -656,9 +835,6 @@ impl Runner {
             self.metrics.fields_built_on_tick.inc_by(p.built_on_tick.saturating_sub(last.built_on_tick));
         }
         self.metrics.tick_seconds.observe(elapsed.as_secs_f64());
-        self.publish();
-        self.stats.tick.store(self.wire_tick(), Ordering::Relaxed);
-        self.stats.agents.store(self.world.agents().len() as u64, Ordering::Relaxed);
     }
 
     /// Hands the world the flow fields built since the last tick. For a field due now that a
@@ -748,7 +924,7 @@ impl Runner {
         let mut kinds: Vec<proto::EventKind> = Vec::new();
         for e in self.world.drain_events() {
             if let crate::sim::world::Event::Despawned { id } = &e {
-                self.owners.remove(id);
+                self.disown(*id);
             }
             match (kinds.last_mut(), convert::event(&e, &groups)) {
                 (Some(proto::EventKind::Spawned(last)), proto::EventKind::Spawned(s)) if last.group == s.group => last.agents.extend(s.agents),
@@ -772,9 +948,52 @@ impl Runner {
     fn record_owner(&mut self, outcome: &Outcome, actor: &Actor) {
         if let (Outcome::Spawned(ids), Some(s)) = (outcome, actor.session) {
             for id in ids {
-                self.owners.insert(*id, s);
+                if let Some(old) = self.owners.insert(*id, s) {
+                    self.release(old);
+                }
+                *self.owned.entry(s).or_insert(0) += 1;
             }
         }
+    }
+
+    /// Forgets the owner of a removed agent.
+    fn disown(&mut self, id: AgentId) {
+        if let Some(s) = self.owners.remove(&id) {
+            self.release(s);
+        }
+    }
+
+    fn release(&mut self, s: SessionId) {
+        if let Some(n) = self.owned.get_mut(&s) {
+            *n = n.saturating_sub(1);
+            if *n == 0 {
+                self.owned.remove(&s);
+            }
+        }
+    }
+
+    /// A non-admin session may own at most `max_agents_per_session` agents: the spawns among
+    /// `cmds` must fit (so one anonymous client cannot fill a world on its own).
+    fn check_spawn_quota(&self, actor: &Actor, cmds: &[&Command]) -> Result<(), CmdError> {
+        let Some(s) = actor.session.filter(|_| !actor.admin) else { return Ok(()) };
+        let asked: usize = cmds
+            .iter()
+            .map(|c| match c {
+                Command::Spawn(spec) => match &spec.area {
+                    crate::sim::world::SpawnArea::Points(p) => p.len(),
+                    _ => spec.count,
+                },
+                _ => 0,
+            })
+            .fold(0usize, usize::saturating_add);
+        if asked == 0 {
+            return Ok(());
+        }
+        let have = self.owned.get(&s).copied().unwrap_or(0);
+        if have.saturating_add(asked) > self.max_agents_per_session {
+            return Err(CmdError::Sim(SimError::LimitExceeded { what: "count".into(), max: self.max_agents_per_session.saturating_sub(have) }));
+        }
+        Ok(())
     }
 
     fn check_owner(&self, actor: &Actor, agents: &[AgentId]) -> Result<(), CmdError> {
@@ -905,6 +1124,8 @@ impl Runner {
             walls: self.world.walls().len(),
             alive: true,
             overruns: self.stats.overruns.load(Ordering::Relaxed),
+            effective_tick_rate: f64::from(self.stats.effective_tick_rate_milli.load(Ordering::Relaxed)) / 1000.0,
+            overloaded: self.stats.overloaded.load(Ordering::Relaxed),
             aoi_cell_size: self.info.aoi_cell_size,
             aoi_cols: self.info.cols,
             aoi_rows: self.info.rows,
@@ -927,6 +1148,7 @@ impl Runner {
         self.scenario = scenario;
         self.scenario_name = name;
         self.owners.clear();
+        self.owned.clear();
         self.reset_encoders();
         // Subscribers resync from this frame's keyframes.
         self.reset_pending = true;
@@ -939,7 +1161,10 @@ impl Runner {
             Request::Apply { cmd, actor, reply } => {
                 let kind = command_kind(&cmd);
                 let agents = command_agents(&cmd);
-                let r = self.check_owner(&actor, &agents).and_then(|()| self.world.apply(cmd).map_err(CmdError::from));
+                let r = self
+                    .check_owner(&actor, &agents)
+                    .and_then(|()| self.check_spawn_quota(&actor, &[&cmd]))
+                    .and_then(|()| self.world.apply(cmd).map_err(CmdError::from));
                 if let Ok(o) = &r {
                     self.record_owner(o, &actor);
                 }
@@ -949,7 +1174,9 @@ impl Runner {
             Request::ApplyMany { cmds, actor, reply } => {
                 let agents: Vec<AgentId> = cmds.iter().flat_map(command_agents).collect();
                 let kind = cmds.first().map_or("none", command_kind);
-                let r = self.check_owner(&actor, &agents).and_then(|()| {
+                let all: Vec<&Command> = cmds.iter().collect();
+                let quota = self.check_spawn_quota(&actor, &all);
+                let r = self.check_owner(&actor, &agents).and(quota).and_then(|()| {
                     let mut last = Outcome::Done;
                     for c in cmds {
                         last = self.world.apply(c)?;
@@ -1015,10 +1242,14 @@ impl Runner {
                 let _ = reply.send(r);
             }
             Request::Step { ticks, reply } => {
-                for _ in 0..ticks {
-                    self.tick();
+                // Run in chunks by the loop, between which it serves requests.
+                if self.stepping.is_some() {
+                    let _ = reply.send(Err(CmdError::Busy(self.name.clone())));
+                } else if ticks == 0 {
+                    let _ = reply.send(Ok(self.wire_tick()));
+                } else {
+                    self.stepping = Some((ticks, reply));
                 }
-                let _ = reply.send(Ok(self.wire_tick()));
             }
             Request::Reset { reply } => {
                 let sc = self.scenario.clone();

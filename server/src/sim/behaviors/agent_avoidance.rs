@@ -2,7 +2,7 @@
 //! `ahead` with |ahead − q| < avoid_radius is the threat; seek q + dir(p − q)·avoid_radius.
 
 use crate::sim::agent::Agent;
-use crate::sim::error::{SimError, check_non_negative};
+use crate::sim::error::{SimError, check_radius};
 use crate::sim::math::dir;
 use crate::sim::steering::Steering;
 use crate::sim::view::WorldView;
@@ -26,8 +26,9 @@ impl Default for AgentAvoidanceParams {
 
 impl AgentAvoidanceParams {
     pub(crate) fn validate(&self) -> Result<(), SimError> {
-        check_non_negative("look_ahead", self.look_ahead)?;
-        check_non_negative("avoid_radius", self.avoid_radius).map(|_| ())
+        check_radius("look_ahead", self.look_ahead)?;
+        // The agent query's radius.
+        check_radius("avoid_radius", self.avoid_radius).map(|_| ())
     }
 }
 

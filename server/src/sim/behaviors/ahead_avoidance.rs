@@ -6,7 +6,7 @@
 use glam::Vec2;
 
 use crate::sim::agent::Agent;
-use crate::sim::error::{SimError, check_non_negative};
+use crate::sim::error::{SimError, check_non_negative, check_radius};
 use crate::sim::math::clamp_len;
 use crate::sim::steering::Steering;
 use crate::sim::view::WorldView;
@@ -31,9 +31,10 @@ impl Default for AheadAvoidanceParams {
 
 impl AheadAvoidanceParams {
     pub(crate) fn validate(&self) -> Result<(), SimError> {
-        check_non_negative("ahead_len", self.ahead_len)?;
+        // `ahead_len + margin` is the obstacle query's radius.
+        check_radius("ahead_len", self.ahead_len)?;
         check_non_negative("max_avoid_force", self.max_avoid_force)?;
-        check_non_negative("margin", self.margin).map(|_| ())
+        check_radius("margin", self.margin).map(|_| ())
     }
 }
 

@@ -15,7 +15,7 @@
 use glam::Vec2;
 
 use crate::sim::agent::Agent;
-use crate::sim::error::{SimError, check_non_negative, check_positive};
+use crate::sim::error::{SimError, check_non_negative, check_positive, check_radius};
 use crate::sim::math::{closest_on_segment, dir, heading, segment_intersection, sweep_circle};
 use crate::sim::view::WorldView;
 
@@ -47,7 +47,8 @@ impl ContextAvoidanceParams {
             return Err(SimError::invalid("samples", "must be between 1 and 256"));
         }
         if let Some(r) = self.cast_radius {
-            check_non_negative("cast_radius", r)?;
+            // Added to the sweep length for the blocker query.
+            check_radius("cast_radius", r)?;
         }
         check_positive("cast_distance", self.cast_distance)?;
         if self.cast_distance > 1000.0 {

@@ -50,8 +50,8 @@ impl Default for LeaderFollowingParams {
 
 impl LeaderFollowingParams {
     pub(crate) fn validate(&self) -> Result<(), SimError> {
-        check_non_negative("behind_distance", self.behind_distance)?;
-        check_non_negative("leader_sight_radius", self.leader_sight_radius)?;
+        check_radius("behind_distance", self.behind_distance)?;
+        check_radius("leader_sight_radius", self.leader_sight_radius)?;
         check_radius("separation_radius", self.separation_radius)?;
         check_non_negative("separation_weight", self.separation_weight)?;
         self.arrive.validate().map_err(|e| e.within("arrive"))

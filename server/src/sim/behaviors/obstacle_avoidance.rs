@@ -14,7 +14,7 @@
 use glam::Vec2;
 
 use crate::sim::agent::Agent;
-use crate::sim::error::{SimError, check_non_negative, check_positive};
+use crate::sim::error::{MAX_QUERY_RADIUS, SimError, check_non_negative, check_positive};
 use crate::sim::math::{dir, perp};
 use crate::sim::steering::Steering;
 use crate::sim::view::WorldView;
@@ -40,6 +40,10 @@ impl ObstacleAvoidanceParams {
     pub(crate) fn validate(&self) -> Result<(), SimError> {
         if let Some(b) = self.min_box_length {
             check_positive("min_box_length", b)?;
+            // The detection box grows to twice this with speed; it is the obstacle query's radius.
+            if b > MAX_QUERY_RADIUS / 2.0 {
+                return Err(SimError::invalid("min_box_length", format!("must be at most {} (the box grows to twice this)", MAX_QUERY_RADIUS / 2.0)));
+            }
         }
         check_non_negative("braking_weight", self.braking_weight)?;
         check_non_negative("lateral_base", self.lateral_base).map(|_| ())

@@ -3,7 +3,7 @@
 //! and seek hit + reflected·`avoid_distance`.
 
 use crate::sim::agent::Agent;
-use crate::sim::error::{SimError, check_non_negative};
+use crate::sim::error::{SimError, check_radius};
 use crate::sim::math::{dir, segment_intersection};
 use crate::sim::steering::Steering;
 use crate::sim::view::WorldView;
@@ -27,8 +27,9 @@ impl Default for WallAvoidanceParams {
 
 impl WallAvoidanceParams {
     pub(crate) fn validate(&self) -> Result<(), SimError> {
-        check_non_negative("look_ahead", self.look_ahead)?;
-        check_non_negative("avoid_distance", self.avoid_distance).map(|_| ())
+        // The feeler length is the wall query's extent.
+        check_radius("look_ahead", self.look_ahead)?;
+        check_radius("avoid_distance", self.avoid_distance).map(|_| ())
     }
 }
 

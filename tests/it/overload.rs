@@ -1,0 +1,188 @@
+//! Issue 15 (1): a world whose tick takes longer than its period keeps answering every request
+//! (reads, PATCH, DELETE, commands, SIGTERM), says it is overloaded, and `DELETE` ends its thread.
+//!
+//! Every wait here is a bound against hanging ("answered within 10 s"), not a timing threshold.
+
+use std::time::{Duration, Instant};
+
+use steer_proto::Outcome;
+use steerd_tests::*;
+
+/// `method path` answered within [`WAIT`] (panics naming the request otherwise).
+async fn answered(http: &Http, method: &str, path: &str, body: Option<&serde_json::Value>) -> Resp {
+    let b = body.map(|b| b.to_string());
+    match tokio::time::timeout(WAIT, http.try_raw(method, path, b.as_deref().map(str::as_bytes), &[])).await {
+        Ok(Some(r)) => r,
+        Ok(None) => panic!("{method} {path}: connection failed"),
+        Err(_) => panic!("{method} {path}: not answered within {WAIT:?} (the world is wedged)"),
+    }
+}
+
+/// Names of the server's threads (`/proc/<pid>/task/*/comm`).
+fn threads(srv: &Server) -> Vec<String> {
+    let Ok(rd) = std::fs::read_dir(format!("/proc/{}/task", srv.pid())) else { return Vec::new() };
+    rd.flatten().filter_map(|t| std::fs::read_to_string(t.path().join("comm")).ok()).map(|s| s.trim().to_string()).collect()
+}
+
+/// Waits (≤ 10 s) until no thread of the server is named `name`.
+async fn thread_ends(srv: &Server, name: &str) -> bool {
+    let t0 = Instant::now();
+    while t0.elapsed() < WAIT {
+        if !threads(srv).iter().any(|t| t == name) {
+            return true;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    false
+}
+
+/// Waits (≤ 10 s) until the world reports overruns (its tick is longer than its period).
+async fn overrunning(http: &Http, world: &str) -> u64 {
+    let t0 = Instant::now();
+    loop {
+        let v = answered(http, "GET", &format!("/worlds/{world}"), None).await.ok();
+        let n = v["overruns"].as_u64().unwrap_or(0);
+        if n > 0 {
+            return n;
+        }
+        assert!(t0.elapsed() < WAIT, "world `{world}` never overran: the test world is too small to overload the tick ({v})");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// The wedge, first reproduction: `PATCH {"tick_rate": 1000}` on a world whose tick takes longer
+/// than 1 ms. Afterwards GET /worlds, GET /worlds/{w}, PATCH, a command, /health, /metrics and
+/// DELETE are all answered; /health and /metrics say the world is overloaded; DELETE ends the
+/// world's thread.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn overloaded_world_keeps_answering_and_delete_ends_its_thread() {
+    let _heavy = heavy_lock().await;
+    let srv = Server::fresh("overload", Opts::default());
+    let http = srv.http();
+    create_world(&http, "hot", "hot", &wander_scenario(600.0, 20_000)).await;
+    assert!(threads(&srv).iter().any(|t| t == "world-hot"), "world thread runs: {:?}", threads(&srv));
+    answered(&http, "PATCH", "/worlds/hot", Some(&json!({"tick_rate": 1000}))).await.ok();
+    overrunning(&http, "hot").await;
+    // Every kind of request is still answered, many times over.
+    for i in 0..5 {
+        let list = answered(&http, "GET", "/worlds", None).await.ok();
+        assert!(list.as_array().unwrap().iter().any(|w| w["name"] == "hot"), "{list}");
+        answered(&http, "GET", "/worlds/hot", None).await.ok();
+        answered(&http, "GET", "/worlds/hot/obstacles", None).await.ok();
+        answered(&http, "PATCH", "/worlds/hot", Some(&json!({"autosave": i % 2 == 0}))).await.ok();
+        let spawn = json!({"group": "late", "count": 1, "area": {"type": "rect", "min_x": 10, "min_y": 10, "max_x": 20, "max_y": 20}});
+        answered(&http, "POST", "/worlds/hot/agents", Some(&spawn)).await.expect(201);
+    }
+    // The other world is not held up either.
+    answered(&http, "GET", "/worlds/demo", None).await.ok();
+    // It says so.
+    // (Polled, bounded: the effective rate is measured over one-second windows.)
+    let t0 = Instant::now();
+    let health = loop {
+        let h = answered(&http, "GET", "/health", None).await.ok();
+        let eff = h["worlds"]["hot"]["effective_tick_rate"].as_f64().unwrap();
+        if h["worlds"]["hot"]["overloaded"] == true && eff < 1000.0 {
+            break h;
+        }
+        assert!(t0.elapsed() < WAIT, "/health does not say `hot` is overloaded: {h}");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    };
+    assert_eq!(health["status"], "ok", "an overloaded world is alive: {health}");
+    assert_eq!(health["worlds"]["demo"]["overloaded"], false, "{health}");
+    assert!(health["overloaded_worlds"].as_array().unwrap().iter().any(|w| w == "hot"), "{health}");
+    let m = answered(&http, "GET", "/metrics", None).await.ok_text();
+    assert!(m.contains("steerd_world_overloaded{world=\"hot\"} 1"), "{m}");
+    assert!(m.contains("steerd_world_effective_tick_rate{world=\"hot\"}"), "{m}");
+    // A step while overloaded is answered too.
+    answered(&http, "POST", "/worlds/hot/step", Some(&json!({"ticks": 50}))).await.ok();
+    // DELETE answers and ends the thread.
+    answered(&http, "DELETE", "/worlds/hot", None).await.expect(204);
+    assert!(thread_ends(&srv, "world-hot").await, "world thread still running after DELETE: {:?}", threads(&srv));
+    answered(&http, "GET", "/worlds/hot", None).await.expect(404);
+    answered(&http, "GET", "/worlds", None).await.ok();
+}
+
+/// SIGTERM drains an overloaded world: the autosave is written and the process exits 0 within
+/// the shutdown timeout.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigterm_drains_an_overloaded_world_with_its_autosave() {
+    let _heavy = heavy_lock().await;
+    let mut srv = Server::fresh("overload-term", Opts::default());
+    let http = srv.http();
+    create_world(&http, "hot", "hot", &wander_scenario(600.0, 20_000)).await;
+    answered(&http, "PATCH", "/worlds/hot", Some(&json!({"tick_rate": 1000, "autosave": true}))).await.ok();
+    overrunning(&http, "hot").await;
+    let mut ws = srv.ws().await;
+    ws.subscribe("hot", rect_area(1.0, 1.0, 99.0, 99.0)).await;
+    srv.terminate();
+    // Bound: the default shutdown_timeout (10 s) plus slack.
+    let st = srv.wait_exit(Duration::from_secs(20)).expect("steerd did not exit after SIGTERM");
+    assert!(st.success(), "exit status {st:?}");
+    let saved = srv.data_dir.as_path().join("scenarios/hot-autosave.json");
+    let text = std::fs::read_to_string(&saved).expect("autosave of the overloaded world written at shutdown");
+    let v: serde_json::Value = serde_json::from_str(&text).expect("autosave is JSON");
+    let agents: u64 = v["groups"].as_array().unwrap().iter().map(|g| g["count"].as_u64().unwrap_or(0)).sum();
+    assert_eq!(agents, 20_000, "the autosave holds the world's agents");
+}
+
+/// The wedge, second reproduction: one anonymous WebSocket client spawning agents again and
+/// again into a fast world. Every spawn is answered — with the agents, or past the world's
+/// agent cap with `limit_exceeded` naming it — and REST keeps answering meanwhile.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_spawning_client_cannot_wedge_a_world() {
+    let _heavy = heavy_lock().await;
+    // The per-session cap (next test) is raised so that one client can reach the world's cap.
+    let srv = Server::fresh("spawn-flood", Opts::default().arg("--max-agents-per-world", "24000").arg("--max-agents-per-session", "100000"));
+    let http = srv.http();
+    let mut sc = small_scenario(600.0, &[]);
+    sc["tick_rate"] = json!(1000);
+    create_world(&http, "flood", "flood", &sc).await;
+    let mut ws = srv.ws().await;
+    let mut spawned_total = 0usize;
+    let mut refused = 0;
+    for i in 0..14 {
+        let rid = ws.rid();
+        ws.send(&spawn_msg(rid, "flood", 2000, [0.0, 0.0, 600.0, 600.0], steer_proto::Limits::default())).await;
+        match ws.result(rid).await {
+            Outcome::Spawned(s) => spawned_total += s.agents.len(),
+            Outcome::Error(e) => {
+                assert_eq!((e.code, e.field.as_deref()), (steer_proto::ErrorCode::InvalidField, Some("agents")), "spawn {i}: {e:?}");
+                refused += 1;
+            }
+            other => panic!("spawn {i}: {other:?}"),
+        }
+        answered(&http, "GET", "/worlds", None).await.ok();
+        ws.ping().await;
+    }
+    assert_eq!(spawned_total, 24_000, "spawns fill the world up to its cap");
+    assert_eq!(refused, 2, "spawns past the cap are refused");
+    overrunning(&http, "flood").await;
+    // Still answered once overloaded.
+    let rid = ws.rid();
+    ws.send(&spawn_msg(rid, "flood", 1, [0.0, 0.0, 10.0, 10.0], steer_proto::Limits::default())).await;
+    let e = error_of(ws.result(rid).await);
+    assert_eq!((e.code, e.field.as_deref()), (steer_proto::ErrorCode::InvalidField, Some("agents")), "{e:?}");
+    answered(&http, "GET", "/worlds/flood", None).await.ok();
+    answered(&http, "DELETE", "/worlds/flood", None).await.expect(204);
+    assert!(thread_ends(&srv, "world-flood").await, "world thread still running after DELETE: {:?}", threads(&srv));
+}
+
+/// One anonymous session may own at most `limits.max_agents_per_session` agents in a world:
+/// its spawns beyond that are refused (`invalid_field` `count`), while another session can
+/// still spawn.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_session_cannot_fill_a_world() {
+    let srv = Server::fresh("session-cap", Opts::default().arg("--max-agents-per-session", "5000"));
+    let mut a = srv.ws().await;
+    for i in 0..5 {
+        let rid = a.rid();
+        let ids = spawned(a.request(&spawn_msg(rid, "demo", 1000, [1.0, 1.0, 50.0, 50.0], steer_proto::Limits::default())).await);
+        assert_eq!(ids.len(), 1000, "spawn {i}");
+    }
+    let rid = a.rid();
+    let e = error_of(a.request(&spawn_msg(rid, "demo", 1, [1.0, 1.0, 50.0, 50.0], steer_proto::Limits::default())).await);
+    assert_eq!((e.code, e.field.as_deref()), (steer_proto::ErrorCode::InvalidField, Some("count")), "{e:?}");
+    let mut b = srv.ws().await;
+    let rid = b.rid();
+    assert_eq!(spawned(b.request(&spawn_msg(rid, "demo", 10, [1.0, 1.0, 50.0, 50.0], steer_proto::Limits::default())).await).len(), 10);
+}
