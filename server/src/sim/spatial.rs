@@ -21,9 +21,9 @@ pub const MAX_CELLS: usize = 1 << 22;
 /// with a dense spot (a crowd converging in a large world) keeps cells small enough that a
 /// query in the crowd reads few agents, while clearing the cell counts each tick stays a small
 /// part of the tick.
-pub const CELLS_PER_AGENT: usize = 16;
+pub const CELLS_PER_AGENT: usize = 8;
 /// Fewest cells an agent grid may be capped at.
-pub const MIN_CELLS: usize = 16_384;
+pub const MIN_CELLS: usize = 4096;
 
 /// Agent count from which [`AgentGrid::rebuild`] splits its work across the rayon pool.
 const PARALLEL_REBUILD_MIN: usize = 32_768;
