@@ -12,6 +12,18 @@ use tokio::net::TcpStream;
 
 /// Sends `head` (request line and headers, without the blank line) and `body_part`, keeps the
 /// socket open, and reads the answer (status, body) within [`WAIT`]; `None` if none came.
+/// `GET /health` until it answers 503 (or `WAIT` passes): the last answer.
+async fn health_until_503(http: &Http) -> Resp {
+    let t0 = Instant::now();
+    loop {
+        let r = http.raw("GET", "/health", None, &[]).await;
+        if r.status == 503 || t0.elapsed() > WAIT {
+            return r;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
 async fn partial_request(srv: &Server, head: &str, body_part: &[u8]) -> Option<(u16, serde_json::Value)> {
     let mut s = TcpStream::connect(srv.addr).await.unwrap();
     s.write_all(format!("{head}\r\nHost: {}\r\n\r\n", srv.addr).as_bytes()).await.unwrap();
@@ -118,14 +130,7 @@ async fn every_socket_counts_toward_the_connection_cap() {
     }
     let ws = srv.ws().await;
     // The accept loop takes the sockets in order; the next one is over the cap.
-    let t0 = Instant::now();
-    let r = loop {
-        let r = http.raw("GET", "/health", None, &[]).await;
-        if r.status == 503 || t0.elapsed() > WAIT {
-            break r;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    };
+    let r = health_until_503(&http).await;
     assert_eq!(r.status, 503, "a socket over the cap: {}", r.text());
     assert_eq!(r.json()["error"], "busy");
     drop(idle);
@@ -143,14 +148,7 @@ async fn every_socket_counts_toward_the_connection_cap() {
     for _ in 0..5 {
         more.push(TcpStream::connect(srv.addr).await.unwrap());
     }
-    let t0 = Instant::now();
-    let r = loop {
-        let r = http.raw("GET", "/health", None, &[]).await;
-        if r.status == 503 || t0.elapsed() > WAIT {
-            break r;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    };
+    let r = health_until_503(&http).await;
     assert_eq!(r.status, 503, "the WebSocket's socket counts: {}", r.text());
     drop(more);
     ws.close().await;

@@ -13,6 +13,13 @@ const RSS_GROWTH_LIMIT_MIB: u64 = 200;
 /// A client with a 4 KiB receive buffer that says Hello, subscribes to the whole world and then
 /// never reads again: the server's socket backs up quickly.
 async fn non_reader(srv: &Server, world: &str) -> Ws {
+    let mut ws = small_buffer_client(srv).await;
+    ws.subscribe(world, whole_world()).await;
+    ws
+}
+
+/// A client with a 4 KiB kernel receive buffer, after Hello.
+async fn small_buffer_client(srv: &Server) -> Ws {
     let sock = tokio::net::TcpSocket::new_v4().unwrap();
     sock.set_recv_buffer_size(4096).unwrap();
     let stream = tokio::time::timeout(WAIT, sock.connect(srv.addr)).await.unwrap().unwrap();
@@ -22,7 +29,6 @@ async fn non_reader(srv: &Server, world: &str) -> Ws {
         .unwrap();
     let mut ws = Ws::from_stream(ws, Encoding::Binary);
     ws.hello(None).await;
-    ws.subscribe(world, whole_world()).await;
     ws
 }
 
@@ -164,15 +170,7 @@ async fn a_starved_reader_is_resynced_with_keyframes() {
     let srv = Server::fresh("starved", Opts::default());
     let http = srv.http();
     create_world(&http, "busy", "busy", &wander_scenario(300.0, 3000)).await;
-    let sock = tokio::net::TcpSocket::new_v4().unwrap();
-    sock.set_recv_buffer_size(4096).unwrap();
-    let stream = tokio::time::timeout(WAIT, sock.connect(srv.addr)).await.unwrap().unwrap();
-    let (ws, _) = tokio::time::timeout(WAIT, tokio_tungstenite::client_async(format!("ws://{}/ws", srv.addr), MaybeTlsStream::Plain(stream)))
-        .await
-        .unwrap()
-        .unwrap();
-    let mut ws = Ws::from_stream(ws, Encoding::Binary);
-    ws.hello(None).await;
+    let mut ws = small_buffer_client(&srv).await;
     let cells = ws.subscribe("busy", whole_world()).await.len() as u64;
     let t0 = Instant::now();
     while ws.keyframes <= cells {

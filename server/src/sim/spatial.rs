@@ -350,6 +350,7 @@ impl AgentGrid {
             let row = self.shape.index(0, cy);
             let (s, e) = (self.starts.get(row + x0 as usize), self.starts.get(row + x1 as usize + 1));
             if let (Some(&s), Some(&e)) = (s, e) {
+                // Cells x0..=x1 of one row are contiguous in `packed`.
                 for (k, n) in self.packed.get(s as usize..e as usize).unwrap_or(&[]).iter().enumerate() {
                     f(s as usize + k, n);
                 }
@@ -359,19 +360,9 @@ impl AgentGrid {
 
     /// Calls `f` with every agent bucketed in a cell overlapping the square of half-side `r`
     /// round `p` (a superset of those within `r`), cell by cell, in ascending id per cell.
+    #[inline]
     pub fn for_each_in_box(&self, p: Vec2, r: f32, mut f: impl FnMut(&Neighbor)) {
-        let (x0, y0) = self.shape.coords(p - Vec2::splat(r));
-        let (x1, y1) = self.shape.coords(p + Vec2::splat(r));
-        for cy in y0..=y1 {
-            let row = self.shape.index(0, cy);
-            let (s, e) = (self.starts.get(row + x0 as usize), self.starts.get(row + x1 as usize + 1));
-            if let (Some(&s), Some(&e)) = (s, e) {
-                // Cells x0..=x1 of one row are contiguous in `packed`.
-                for n in self.packed.get(s as usize..e as usize).unwrap_or(&[]) {
-                    f(n);
-                }
-            }
-        }
+        self.for_each_in_box_ranked(p, r, |_, n| f(n));
     }
 }
 

@@ -96,10 +96,13 @@ fn maze_moveto_all_arrive_once_without_penetrations_or_crossings() {
     assert_eq!(r.wall_crossings, 0);
     assert_eq!(r.penetrations, 0);
     assert!(r.max_arrived_turn <= ARRIVED_TURN_BOUND, "arrived agents turn {}", r.max_arrived_turn);
-    // The goal region: the formation's disc round the goal plus the stopping distance.
+    // The goal region. The formation's disc (500 slots 1.15 apart: radius ~13.5) plus the
+    // stopping distance held while agents could pass through each other (bound 20). Solid
+    // agents that cannot get past arrived ones join the pack where they touch it, leaving some
+    // inner slots empty, so the pack is looser: 22.1 measured when this bound was set.
     let goal = Vec2::new(138.0, 50.0);
     let far = w.agents().iter().map(|a| a.position.distance(goal)).fold(0.0, f32::max);
-    assert!(far < 20.0, "farthest agent {far} from the goal");
+    assert!(far < 25.0, "farthest agent {far} from the goal");
     let nav = w.nav().expect("nav built");
     assert_eq!(nav.cache.stats().builds, 1, "one shared field for the whole group");
     eprintln!(
