@@ -149,7 +149,8 @@ impl Behavior {
             Behavior::Alignment(p) => p.neighbor_radius,
             Behavior::AgentAvoidance(p) => p.look_ahead + p.avoid_radius,
             Behavior::LeaderFollowing(p) => p.separation_radius,
-            // Its short first look (see `reciprocal_avoidance::nearest`) is what runs in a crowd.
+            // Sizes grid cells only (queries of any radius are exact); its look starts at six
+            // radii and widens only where neighbours are sparse (`reciprocal_avoidance::nearest`).
             Behavior::ReciprocalAvoidance(p) => p.neighbor_dist.min(4.0),
             _ => 0.0,
         }
