@@ -88,13 +88,23 @@ class ChangeSource {
 
 const source = new ChangeSource();
 
+/** New values of the changed agents of one delta (index, px, py, vx, vy, orient per change). */
+let scratch = new Int32Array(6 * 256);
+/** Their previous values, to roll back a delta whose checksum does not match. */
+let saved = new Int32Array(5 * 256);
+
+/** Validated delta, ready to commit: the new list and the changes to write into records. */
+interface Plan {
+  out: QAgent[];
+  n: number;
+}
+
 /**
- * Applies a delta (binary or JSON form; `changed` as entries or packed bytes) to `base` (sorted
- * agents at `base_tick`); returns the new sorted list, leaving `base` and its records untouched.
- * Verifies the rules of §6.4 and throws `malformed` when broken. When `touched` is given, the
- * records that changed or entered are appended to it.
+ * Checks a delta against `base` (§6.4) and computes the result without touching any record:
+ * the new sorted list (unchanged and changed records, plus entered ones) and, in `scratch`, the
+ * new values of the changed records. Throws `malformed` when a rule is broken.
  */
-export function applyDelta(base: readonly QAgent[], delta: Pick<Delta, 'left' | 'changed' | 'entered'>, predictNum: number, touched?: QAgent[]): QAgent[] {
+function plan(base: readonly QAgent[], delta: Pick<Delta, 'left' | 'changed' | 'entered'>, predictNum: number, touched?: QAgent[]): Plan {
   const { left, entered } = delta;
   const src = source;
   src.reset(delta.changed, base);
@@ -104,9 +114,10 @@ export function applyDelta(base: readonly QAgent[], delta: Pick<Delta, 'left' | 
   let li = 0;
   let ei = 0;
   let prevEntered = -1;
-  const n = base.length;
-  for (let i = 0; i < n; i++) {
-    let a = base[i];
+  let n = 0;
+  const len = base.length;
+  for (let i = 0; i < len; i++) {
+    const a = base[i];
     const id = a.id;
     if (li < left.length && left[li] <= id) {
       if (left[li] < id) throw malformed(`left agent ${left[li]} not in the cell`);
@@ -128,7 +139,18 @@ export function applyDelta(base: readonly QAgent[], delta: Pick<Delta, 'left' | 
       let orient = a.orient;
       if (c.o === 1) orient = heading(vx, vy);
       else if (c.o === 2) orient = (((orient + c.d) % 65536) + 65536) % 65536;
-      a = { id, group: a.group, pos: [px, py], vel: [vx, vy], orient };
+      if (6 * (n + 1) > scratch.length) {
+        const bigger = new Int32Array(scratch.length * 2);
+        bigger.set(scratch);
+        scratch = bigger;
+      }
+      const o = 6 * n++;
+      scratch[o] = i;
+      scratch[o + 1] = px;
+      scratch[o + 2] = py;
+      scratch[o + 3] = vx;
+      scratch[o + 4] = vy;
+      scratch[o + 5] = orient;
       if (touched) touched.push(a);
       haveChange = src.next();
     }
@@ -143,7 +165,7 @@ export function applyDelta(base: readonly QAgent[], delta: Pick<Delta, 'left' | 
     out.push(a);
   }
   if (li < left.length) throw malformed(`left agent ${left[li]} not in the cell`);
-  if (haveChange) throw malformed(`changed base index ${c.index} out of range (${n} agents held)`);
+  if (haveChange) throw malformed(`changed base index ${c.index} out of range (${len} agents held)`);
   while (ei < entered.length) {
     const e = entered[ei++];
     if (e.id <= prevEntered) throw malformed('entered records not sorted by id');
@@ -151,13 +173,61 @@ export function applyDelta(base: readonly QAgent[], delta: Pick<Delta, 'left' | 
     out.push(e);
     if (touched) touched.push(e);
   }
-  return out;
+  return { out, n };
+}
+
+/** Writes the planned values into the changed records (keeping the old ones in `saved`). */
+function commit(base: readonly QAgent[], n: number): void {
+  if (5 * n > saved.length) saved = new Int32Array(Math.max(5 * n, saved.length * 2));
+  for (let k = 0; k < n; k++) {
+    const o = 6 * k;
+    const a = base[scratch[o]];
+    const s = 5 * k;
+    saved[s] = a.pos[0];
+    saved[s + 1] = a.pos[1];
+    saved[s + 2] = a.vel[0];
+    saved[s + 3] = a.vel[1];
+    saved[s + 4] = a.orient;
+    a.pos[0] = scratch[o + 1];
+    a.pos[1] = scratch[o + 2];
+    a.vel[0] = scratch[o + 3];
+    a.vel[1] = scratch[o + 4];
+    a.orient = scratch[o + 5];
+  }
+}
+
+function rollback(base: readonly QAgent[], n: number): void {
+  for (let k = 0; k < n; k++) {
+    const a = base[scratch[6 * k]];
+    const s = 5 * k;
+    a.pos[0] = saved[s];
+    a.pos[1] = saved[s + 1];
+    a.vel[0] = saved[s + 2];
+    a.vel[1] = saved[s + 3];
+    a.orient = saved[s + 4];
+  }
+}
+
+/**
+ * Applies a delta (binary or JSON form; `changed` as entries or packed bytes) to `base` (sorted
+ * agents at `base_tick`) and returns the new sorted list. Returns new records for the changed
+ * agents and leaves `base` untouched (CellMap updates its own records in place instead).
+ * Verifies the rules of §6.4 and throws `malformed` when broken.
+ */
+export function applyDelta(base: readonly QAgent[], delta: Pick<Delta, 'left' | 'changed' | 'entered'>, predictNum: number): QAgent[] {
+  const copy = base.map((a) => ({ id: a.id, group: a.group, pos: [a.pos[0], a.pos[1]] as [number, number], vel: [a.vel[0], a.vel[1]] as [number, number], orient: a.orient }));
+  const p = plan(copy, delta, predictNum);
+  commit(copy, p.n);
+  return p.out;
 }
 
 /**
  * One (world, cell): the sorted agents at `tick`. `delta()` returns true when applied, false on a
  * chain break (the caller resubscribes); both throw ProtoError on a malformed frame or a checksum
  * mismatch (`kind` "checksum"), leaving the held state as it was.
+ *
+ * The records are the map's own and are updated in place by deltas (no allocation per agent
+ * and tick): copy one to keep it. Do not share record objects between two CellMaps.
  */
 export class CellMap {
   /** State tick of `agents`; -1 before the first keyframe. */
@@ -170,19 +240,25 @@ export class CellMap {
     this.tick = k.tick;
     this.agents = list;
   }
+  /** `touched`: the changed and entered records are appended to it. */
   delta(d: Pick<Delta, 'cell' | 'tick' | 'base_tick' | 'checksum' | 'left' | 'changed' | 'entered'>, predictNum: number, touched?: QAgent[]): boolean {
     if (this.tick !== d.base_tick || !(d.tick > d.base_tick)) return false;
     const mark = touched ? touched.length : 0;
-    let next: QAgent[];
+    let p: Plan;
     try {
-      next = applyDelta(this.agents, d, predictNum, touched);
-      if (d.checksum !== null && checksum(next) !== d.checksum) throw new ProtoError('checksum', `delta checksum mismatch in cell ${d.cell} at tick ${d.tick}`);
+      p = plan(this.agents, d, predictNum, touched);
     } catch (e) {
       if (touched) touched.length = mark;
       throw e;
     }
+    commit(this.agents, p.n);
+    if (d.checksum !== null && checksum(p.out) !== d.checksum) {
+      rollback(this.agents, p.n);
+      if (touched) touched.length = mark;
+      throw new ProtoError('checksum', `delta checksum mismatch in cell ${d.cell} at tick ${d.tick}`);
+    }
     this.tick = d.tick;
-    this.agents = next;
+    this.agents = p.out;
     return true;
   }
 }

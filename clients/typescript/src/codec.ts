@@ -805,31 +805,39 @@ export function decodeServerJson(text: string, limit: number = DEFAULT_SERVER_LI
 // ---------------------------------------------------------------------------------------------
 // Checksum (§6.5), prediction (§6.4), AOI cells (§6.2)
 
+// FNV-1a 64 in two 32-bit halves: h * 0x100000001b3 = h * 0x1b3 + (h << 40)  (mod 2^64).
+let fnvHi = 0;
+let fnvLo = 0;
+function fnvByte(byte: number): void {
+  const lo = (fnvLo ^ byte) >>> 0;
+  const l = lo * 0x1b3; // < 2^41: exact in a double
+  fnvHi = (Math.imul(fnvHi, 0x1b3) + Math.floor(l / 0x100000000) + (lo << 8)) >>> 0;
+  fnvLo = l >>> 0;
+}
+function fnv32(v: number): void {
+  fnvByte(v & 0xff);
+  fnvByte((v >>> 8) & 0xff);
+  fnvByte((v >>> 16) & 0xff);
+  fnvByte((v >>> 24) & 0xff);
+}
+
 /** FNV-1a 64 of a sorted agent list, as 16 lowercase hex digits (§6.5). */
 export function checksum(list: readonly QAgent[]): string {
-  let hi = 0xcbf29ce4;
-  let lo = 0x84222325;
-  const mix = (byte: number): void => {
-    lo = (lo ^ byte) >>> 0;
-    // h * 0x100000001b3 = h * 0x1b3 + (h << 40)  (mod 2^64)
-    const l = lo * 0x1b3;
-    const carry = Math.floor(l / 0x100000000);
-    const nlo = l >>> 0;
-    hi = (Math.imul(hi, 0x1b3) + carry + (lo << 8)) >>> 0;
-    lo = nlo;
-  };
-  const u16 = (v: number): void => { mix(v & 0xff); mix((v >>> 8) & 0xff); };
-  const u32 = (v: number): void => { mix(v & 0xff); mix((v >>> 8) & 0xff); mix((v >>> 16) & 0xff); mix((v >>> 24) & 0xff); };
-  for (const a of list) {
-    u32(a.id);
-    u16(a.group);
-    u32(a.pos[0]);
-    u32(a.pos[1]);
-    u32(a.vel[0]);
-    u32(a.vel[1]);
-    u16(a.orient);
+  fnvHi = 0xcbf29ce4;
+  fnvLo = 0x84222325;
+  for (let i = 0; i < list.length; i++) {
+    const a = list[i];
+    fnv32(a.id);
+    fnvByte(a.group & 0xff);
+    fnvByte((a.group >>> 8) & 0xff);
+    fnv32(a.pos[0]);
+    fnv32(a.pos[1]);
+    fnv32(a.vel[0]);
+    fnv32(a.vel[1]);
+    fnvByte(a.orient & 0xff);
+    fnvByte((a.orient >>> 8) & 0xff);
   }
-  return hi.toString(16).padStart(8, '0') + lo.toString(16).padStart(8, '0');
+  return fnvHi.toString(16).padStart(8, '0') + fnvLo.toString(16).padStart(8, '0');
 }
 
 /** `predict(v)` of §6.4: floor((v·predict_num + 32768) / 65536), truncated to 32 bits. */

@@ -1,5 +1,5 @@
 // WorldView: the agent table of one subscribed world, kept from keyframes and deltas (one
-// CellMap per AOI cell, PROTOCOL.md §6), with per-agent history for interpolated rendering.
+// CellMap per AOI cell, PROTOCOL.md §6), with a short history per cell for interpolated rendering.
 
 import { ProtoError, QAgent } from './codec.js';
 import { CellMap } from './cell.js';
@@ -12,8 +12,9 @@ export interface SampledAgent {
   group: number;
   x: number;
   y: number;
+  /** Radians in [0, 2π). */
   heading: number;
-  /** Velocity (world units / s) of the latest state at or before the sampled moment. */
+  /** Velocity (world units / s) of the state at or before the sampled moment. */
   vx: number;
   vy: number;
 }
@@ -21,28 +22,71 @@ export interface SampledAgent {
 export interface ViewOptions {
   /** How far behind the estimated server time `sample()` renders (ms, default 100 = 2 ticks at 20 Hz). */
   interpDelayMs?: number;
-  /** States kept per agent for interpolation (default 8, at least 2). */
+  /** States kept per cell for interpolation (default 8, at least 2). */
   historyLength?: number;
 }
 
 const TWO_PI = Math.PI * 2;
 const ORIENT_TO_RAD = TWO_PI / 65536;
-/** Ticks a vanished agent's track is kept (it may re-enter through another cell's delta). */
-const GONE_GRACE_TICKS = 2;
 
-/** The recent states of one agent: a ring of (tick, pos, vel, orient) in quantized units. */
-class Track {
-  id: number;
-  group = 0;
-  /** Cell holding the agent, or -1 once it left the view. */
-  cell = -1;
-  goneTick = 0;
+/** A copy of one cell's agents at one state tick, in flat arrays (reused, grown on demand). */
+class Snap {
+  tick = -1;
   n = 0;
+  id = new Float64Array(0);
+  group = new Int32Array(0);
+  v = new Int32Array(0); // n × [px, py, vx, vy, orient]
+  fill(list: readonly QAgent[], tick: number): void {
+    const n = list.length;
+    if (this.id.length < n) {
+      const cap = Math.max(n, this.id.length * 2, 16);
+      this.id = new Float64Array(cap);
+      this.group = new Int32Array(cap);
+      this.v = new Int32Array(cap * 5);
+    }
+    const id = this.id;
+    const group = this.group;
+    const v = this.v;
+    for (let i = 0; i < n; i++) {
+      const a = list[i];
+      id[i] = a.id;
+      group[i] = a.group;
+      const o = i * 5;
+      v[o] = a.pos[0];
+      v[o + 1] = a.pos[1];
+      v[o + 2] = a.vel[0];
+      v[o + 3] = a.vel[1];
+      v[o + 4] = a.orient;
+    }
+    this.n = n;
+    this.tick = tick;
+  }
+}
+
+/** A ring of the last K snapshots of one cell, oldest first. */
+class History {
+  readonly snaps: Snap[] = [];
   start = 0;
-  readonly d: Float64Array; // K × [tick, px, py, vx, vy, orient]
-  constructor(id: number, k: number) {
-    this.id = id;
-    this.d = new Float64Array(6 * k);
+  n = 0;
+  constructor(k: number) {
+    for (let i = 0; i < k; i++) this.snaps.push(new Snap());
+  }
+  at(i: number): Snap {
+    return this.snaps[(this.start + i) % this.snaps.length];
+  }
+  push(list: readonly QAgent[], tick: number): void {
+    const k = this.snaps.length;
+    if (this.n > 0) {
+      const last = this.at(this.n - 1);
+      if (tick < last.tick) this.n = 0; // older than what we hold (a resync after a reset)
+      else if (tick === last.tick) this.n--; // same tick again (a keyframe after a delta): replace
+    }
+    if (this.n === k) {
+      this.start = (this.start + 1) % k;
+      this.n--;
+    }
+    this.at(this.n).fill(list, tick);
+    this.n++;
   }
 }
 
@@ -59,7 +103,7 @@ export class WorldView {
   area: Area;
   /** Highest tick of any frame applied. */
   latestTick = -1;
-  /** Frames applied, chain breaks / bad frames seen (each leads to a resubscribe). */
+  /** Frames applied, and frames that could not be (each leads to a resubscribe). */
   keyframes = 0;
   deltas = 0;
   resyncs = 0;
@@ -70,10 +114,8 @@ export class WorldView {
   /** Called with a reason when the view needs keyframes again (the client resubscribes). */
   onResync: (reason: string) => void = () => {};
 
-  private readonly tracks = new Map<number, Track>();
-  private readonly gone = new Set<Track>();
+  private readonly history = new Map<number, History>();
   private readonly k: number;
-  private readonly touched: QAgent[] = [];
   private readonly pool: SampledAgent[] = [];
   private readonly out: SampledAgent[] = [];
   private latestArrivalMs = NaN;
@@ -93,19 +135,18 @@ export class WorldView {
 
   /** A new Welcome (reconnect): same world name, maybe a new id, quantization or grid. */
   rebind(info: WorldInfo, quant: Quantization, tickRate: number): void {
-    const grid = JSON.stringify([info.bounds, info.aoi_cell_size, info.cols, info.rows]) !== JSON.stringify([this.info.bounds, this.info.aoi_cell_size, this.info.cols, this.info.rows]);
-    const q = JSON.stringify(quant) !== JSON.stringify(this.quant);
+    const key = (w: WorldInfo): string => JSON.stringify([w.bounds, w.aoi_cell_size, w.cols, w.rows]);
+    const changed = key(info) !== key(this.info) || JSON.stringify(quant) !== JSON.stringify(this.quant);
     this.info = info;
     this.quant = quant;
     this.clock.setRate(tickRate);
-    if (grid || q) this.clear();
+    if (changed) this.clear();
   }
 
-  /** Forgets every cell and track. */
+  /** Forgets every cell. */
   clear(): void {
     this.cells.clear();
-    this.tracks.clear();
-    this.gone.clear();
+    this.history.clear();
     this.subscribedCells = null;
     this.latestTick = -1;
   }
@@ -113,18 +154,17 @@ export class WorldView {
   /** The Subscribed answer: drop the cells no longer covered. */
   subscribed(cells: number[]): void {
     this.subscribedCells = new Set(cells);
-    for (const [c, m] of this.cells) {
+    for (const c of this.cells.keys()) {
       if (this.subscribedCells.has(c)) continue;
       this.cells.delete(c);
-      for (const a of m.agents) this.markGone(a.id, c);
+      this.history.delete(c);
     }
   }
 
-  /** Applies a keyframe of this world. */
+  /** Applies a keyframe of this world (`nowMs`: local arrival time). */
   keyframe(k: Keyframe, nowMs = NaN): void {
     if (this.subscribedCells && !this.subscribedCells.has(k.cell)) return;
     let cell = this.cells.get(k.cell);
-    const old = cell ? cell.agents : [];
     if (!cell) {
       cell = new CellMap();
       this.cells.set(k.cell, cell);
@@ -137,25 +177,15 @@ export class WorldView {
       return;
     }
     this.keyframes++;
-    // Agents of the old map that are not in the new one left the cell.
-    const now = cell.agents;
-    let j = 0;
-    for (const a of old) {
-      while (j < now.length && now[j].id < a.id) j++;
-      if (j >= now.length || now[j].id !== a.id) this.markGone(a.id, k.cell);
-    }
-    for (const a of now) this.record(a, k.tick, k.cell);
-    this.noteTick(k.tick, nowMs);
+    this.remember(k.cell, cell, k.tick, nowMs);
   }
 
   /** Applies a delta of this world; a chain break or a bad frame resyncs. */
   delta(d: Delta, nowMs = NaN): void {
     const cell = this.cells.get(d.cell);
     if (!cell) return; // not (yet) ours: its keyframe comes first
-    const touched = this.touched;
-    touched.length = 0;
     try {
-      if (!cell.delta(d, this.quant.predict_num, touched)) {
+      if (!cell.delta(d, this.quant.predict_num)) {
         this.resync(`cell ${d.cell}: delta ${d.base_tick}→${d.tick} on a cell held at ${cell.tick}`);
         return;
       }
@@ -165,10 +195,7 @@ export class WorldView {
       return;
     }
     this.deltas++;
-    for (const id of d.left) this.markGone(id, d.cell, d.tick);
-    for (let i = 0; i < touched.length; i++) this.record(touched[i], d.tick, d.cell);
-    touched.length = 0;
-    this.noteTick(d.tick, nowMs);
+    this.remember(d.cell, cell, d.tick, nowMs);
   }
 
   /** A frame could not be applied: the client subscribes again (same area) for keyframes. */
@@ -177,61 +204,14 @@ export class WorldView {
     this.onResync(reason);
   }
 
-  private noteTick(tick: number, nowMs: number): void {
+  private remember(c: number, cell: CellMap, tick: number, nowMs: number): void {
+    let h = this.history.get(c);
+    if (!h) this.history.set(c, (h = new History(this.k)));
+    h.push(cell.agents, tick);
     if (tick > this.latestTick) {
       this.latestTick = tick;
       this.latestArrivalMs = nowMs;
-      if (this.gone.size) {
-        for (const t of this.gone) {
-          if (t.cell !== -1) this.gone.delete(t);
-          else if (tick - t.goneTick > GONE_GRACE_TICKS) {
-            this.gone.delete(t);
-            if (this.tracks.get(t.id) === t) this.tracks.delete(t.id);
-          }
-        }
-      }
     }
-  }
-
-  private markGone(id: number, cell: number, tick = this.latestTick): void {
-    const t = this.tracks.get(id);
-    if (!t || t.cell !== cell) return; // already re-entered elsewhere
-    t.cell = -1;
-    t.goneTick = tick;
-    this.gone.add(t);
-  }
-
-  private record(a: QAgent, tick: number, cell: number): void {
-    let t = this.tracks.get(a.id);
-    if (!t) {
-      t = new Track(a.id, this.k);
-      this.tracks.set(a.id, t);
-    }
-    t.cell = cell;
-    t.group = a.group;
-    const d = t.d;
-    const k = this.k;
-    if (t.n > 0) {
-      const last = ((t.start + t.n - 1) % k) * 6;
-      const lt = d[last];
-      if (tick < lt) {
-        t.n = 0; // older than what we hold (a resync after a reset): start again
-      } else if (tick === lt) {
-        t.n--; // same tick again (a keyframe after a delta): replace
-      }
-    }
-    if (t.n === k) {
-      t.start = (t.start + 1) % k;
-      t.n--;
-    }
-    const o = ((t.start + t.n) % k) * 6;
-    d[o] = tick;
-    d[o + 1] = a.pos[0];
-    d[o + 2] = a.pos[1];
-    d[o + 3] = a.vel[0];
-    d[o + 4] = a.vel[1];
-    d[o + 5] = a.orient;
-    t.n++;
   }
 
   /** Number of agents in the view. */
@@ -241,7 +221,7 @@ export class WorldView {
     return n;
   }
 
-  /** The agent table (quantized records, §6.1) sorted by id: the union of the cells. */
+  /** The agent table (quantized records, §6.1) sorted by id: the union of the cells. Records are live. */
   agents(): QAgent[] {
     const out: QAgent[] = [];
     for (const c of this.cells.values()) for (const a of c.agents) out.push(a);
@@ -250,23 +230,21 @@ export class WorldView {
 
   /** One agent's latest quantized record, or undefined. */
   agent(id: number): QAgent | undefined {
-    const t = this.tracks.get(id);
-    if (!t || t.cell === -1) return undefined;
-    const c = this.cells.get(t.cell);
-    if (!c) return undefined;
-    const list = c.agents;
-    let lo = 0;
-    let hi = list.length - 1;
-    while (lo <= hi) {
-      const mid = (lo + hi) >>> 1;
-      if (list[mid].id === id) return list[mid];
-      if (list[mid].id < id) lo = mid + 1;
-      else hi = mid - 1;
+    for (const c of this.cells.values()) {
+      const list = c.agents;
+      let lo = 0;
+      let hi = list.length - 1;
+      while (lo <= hi) {
+        const mid = (lo + hi) >>> 1;
+        if (list[mid].id === id) return list[mid];
+        if (list[mid].id < id) lo = mid + 1;
+        else hi = mid - 1;
+      }
     }
     return undefined;
   }
 
-  /** Estimated server tick (fractional) at local time `nowMs`; NaN before any frame. */
+  /** Estimated server tick (fractional) at local time `nowMs`. */
   serverTick(nowMs: number): number {
     if (this.clock.synced) return this.clock.serverTick(nowMs);
     // No Ping/Pong samples for this world: the newest frame's arrival stands in.
@@ -283,67 +261,77 @@ export class WorldView {
 
   /**
    * Every agent of the view at local time `renderTimeMs` (default `performance.now()`):
-   * positions and headings interpolated between the two states around `renderTick`,
-   * extrapolated along the velocity by at most one tick past the newest state. The returned
-   * array and its objects are reused by the next call.
+   * positions and headings interpolated between the two states around `renderTick` (each agent
+   * as its cell held it then), extrapolated along the velocity by at most one tick past the
+   * newest state. The returned array and its objects are reused by the next call.
    */
   sample(renderTimeMs: number = now()): SampledAgent[] {
     const target = this.renderTick(renderTimeMs);
     const out = this.out;
     const pool = this.pool;
-    const k = this.k;
     const ps = this.quant.pos_step;
     const vs = this.quant.vel_step;
     const rate = this.tickRate;
     let n = 0;
-    for (const t of this.tracks.values()) {
-      if (t.cell === -1 || t.n === 0) continue;
-      const d = t.d;
-      let s = pool[n];
-      if (!s) s = pool[n] = { id: 0, group: 0, x: 0, y: 0, heading: 0, vx: 0, vy: 0 };
-      s.id = t.id;
-      s.group = t.group;
-      // Newest state at or before target.
-      let i = t.n - 1;
-      let o = ((t.start + i) % k) * 6;
-      while (i > 0 && d[o] > target) {
-        i--;
-        o = ((t.start + i) % k) * 6;
+    for (const h of this.history.values()) {
+      if (h.n === 0) continue;
+      // s0: newest snapshot at or before target (the oldest if none); s1: the one after it.
+      let i = h.n - 1;
+      while (i > 0 && h.at(i).tick > target) i--;
+      const s0 = h.at(i);
+      const s1 = i < h.n - 1 && s0.tick <= target ? h.at(i + 1) : null;
+      let f = 0;
+      let ext = 0;
+      if (s1) {
+        // The cell held s0 until the tick before s1.
+        const t1 = Math.max(s0.tick, s1.tick - 1);
+        if (target > t1) f = (target - t1) / (s1.tick - t1);
+      } else if (target > s0.tick) {
+        ext = Math.min(target - s0.tick, 1) / rate; // seconds of extrapolation
       }
-      let x = d[o + 1];
-      let y = d[o + 2];
-      let h = d[o + 5];
-      const vx = d[o + 3];
-      const vy = d[o + 4];
-      if (i < t.n - 1 && d[o] <= target) {
-        // Between state i and i+1. The agent held state i until the tick before i+1.
-        const o2 = ((t.start + i + 1) % k) * 6;
-        const t2 = d[o2];
-        const t1 = Math.max(d[o], t2 - 1);
-        if (target > t1) {
-          const f = (target - t1) / (t2 - t1);
-          x += (d[o2 + 1] - x) * f;
-          y += (d[o2 + 2] - y) * f;
-          let dh = d[o2 + 5] - h;
-          if (dh > 32768) dh -= 65536;
-          else if (dh < -32768) dh += 65536;
-          h += dh * f;
+      const ids = s0.id;
+      const v0 = s0.v;
+      const ids1 = s1 ? s1.id : null;
+      const v1 = s1 ? s1.v : null;
+      const n1 = s1 ? s1.n : 0;
+      let j = 0;
+      for (let a = 0; a < s0.n; a++) {
+        const id = ids[a];
+        const o = a * 5;
+        let x = v0[o];
+        let y = v0[o + 1];
+        const vx = v0[o + 2];
+        const vy = v0[o + 3];
+        let hd = v0[o + 4];
+        if (f > 0 && ids1 && v1) {
+          while (j < n1 && ids1[j] < id) j++;
+          if (j < n1 && ids1[j] === id) {
+            const p = j * 5;
+            x += (v1[p] - x) * f;
+            y += (v1[p + 1] - y) * f;
+            let dh = v1[p + 4] - hd;
+            if (dh > 32768) dh -= 65536;
+            else if (dh < -32768) dh += 65536;
+            hd += dh * f;
+          }
+        } else if (ext > 0) {
+          x += (vx * vs * ext) / ps;
+          y += (vy * vs * ext) / ps;
         }
-      } else if (i === t.n - 1 && target > d[o] && (vx !== 0 || vy !== 0)) {
-        // Past the newest state: extrapolate at most one tick.
-        const dt = Math.min(target - d[o], 1) / rate;
-        x += (vx * vs * dt) / ps;
-        y += (vy * vs * dt) / ps;
+        let s = pool[n];
+        if (!s) s = pool[n] = { id: 0, group: 0, x: 0, y: 0, heading: 0, vx: 0, vy: 0 };
+        s.id = id;
+        s.group = s0.group[a];
+        s.x = x * ps;
+        s.y = y * ps;
+        let rad = hd * ORIENT_TO_RAD;
+        if (rad >= TWO_PI) rad -= TWO_PI;
+        else if (rad < 0) rad += TWO_PI;
+        s.heading = rad;
+        s.vx = vx * vs;
+        s.vy = vy * vs;
+        out[n++] = s;
       }
-      s.x = x * ps;
-      s.y = y * ps;
-      let rad = h * ORIENT_TO_RAD;
-      if (rad >= TWO_PI) rad -= TWO_PI;
-      else if (rad < 0) rad += TWO_PI;
-      s.heading = rad;
-      s.vx = vx * vs;
-      s.vy = vy * vs;
-      out[n++] = s;
     }
     out.length = n;
     return out;

@@ -114,7 +114,7 @@ test('the chain through a WorldView: the agent table and no resync', () => {
   const welcome = readJson('server_welcome');
   const k0 = decodeServer(readHex(chain[0]));
   const info = { id: k0.world, name: 'w', bounds: { min_x: 0, min_y: 0, max_x: 1e6, max_y: 1e6 }, aoi_cell_size: 1e6, cols: 1, rows: 1 };
-  const view = new WorldView(info, welcome.quantization, welcome.tick_rate_hz, { type: 'whole_world' });
+  const view = new WorldView(info, welcome.quantization, welcome.tick_rate_hz, { type: 'whole_world' }, { interpDelayMs: 0 });
   const reasons = [];
   view.onResync = (r) => reasons.push(r);
   const ref = new CellMap();
