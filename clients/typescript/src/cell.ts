@@ -1,5 +1,6 @@
 // The client side of one (world, cell): the sorted agent list at a state tick, keyframes and the
 // delta chain (PROTOCOL.md §6.3, §6.4), checksum verification (§6.5).
+// (Compiled by tsc into server/viewer/sdk/ for the viewer: edit this .ts, then `npm run build:viewer`.)
 
 import { ProtoError, Packed, QAgent, ChangeEntry, ChangeScratch, readChange, malformed, heading, predict, checksum } from './codec.js';
 import type { Keyframe, Delta } from './types.js';

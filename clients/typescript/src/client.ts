@@ -1,6 +1,7 @@
 // SteerClient: one WebSocket session to steerd — Hello/Welcome, typed commands resolved by their
 // CommandResult, events, WorldViews per subscribed world, Ping/Pong clock sync, and automatic
 // reconnect with back-off that resubscribes (and, from protocol v3, resumes the session).
+// (Compiled by tsc into server/viewer/sdk/ for the viewer: edit this .ts, then `npm run build:viewer`.)
 
 import {
   DEFAULT_SERVER_LIMIT, ProtoError, decodeServer, decodeServerBatch, decodeServerJson, encodeClient, helloMessage,

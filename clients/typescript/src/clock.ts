@@ -10,6 +10,7 @@
 //    samples span at least 5 s;
 //  * the offset is the median of the samples' offsets under that drift.
 // A tick counter that goes backwards (a world reset, a different world) restarts the fit.
+// (Compiled by tsc into server/viewer/sdk/ for the viewer: edit this .ts, then `npm run build:viewer`.)
 
 export interface ClockOptions {
   /** Samples kept (default 32). */

@@ -13,6 +13,7 @@
 //
 // The session handshake (Hello / Welcome) is defined once, in `HELLO_FIELDS` / `WELCOME_FIELDS`
 // and `helloMessage()`: protocol version 3 (resume) changes only those.
+// (Compiled by tsc into server/viewer/sdk/ for the viewer: edit this .ts, then `npm run build:viewer`.)
 
 import type { ClientMsg, ServerMsg, Hello, Encoding, ErrorCodeName } from './types.js';
 

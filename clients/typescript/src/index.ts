@@ -1,4 +1,5 @@
 // steerd-client: the TypeScript / JavaScript SDK of steerd (wire protocol v2).
+// (Compiled by tsc into server/viewer/sdk/ for the viewer: edit this .ts, then `npm run build:viewer`.)
 export * from './codec.js';
 export * from './cell.js';
 export * from './clock.js';

@@ -1,5 +1,6 @@
 // WorldView: the agent table of one subscribed world, kept from keyframes and deltas (one
 // CellMap per AOI cell, PROTOCOL.md §6), with a short history per cell for interpolated rendering.
+// (Compiled by tsc into server/viewer/sdk/ for the viewer: edit this .ts, then `npm run build:viewer`.)
 
 import { ProtoError, QAgent } from './codec.js';
 import { CellMap } from './cell.js';
