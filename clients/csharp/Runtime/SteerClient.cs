@@ -544,9 +544,8 @@ namespace Steerd.Client
                         Raise(Error, code + ": " + m["message"]);
                         if (!everOpen && (code == "unauthorized" || code == "unsupported_version" || code == "forbidden"))
                         {
-                            var ex = new CommandException(code, (string)m["message"], m["field"] as string);
+                            opened.TrySetException(new CommandException(code, (string)m["message"], m["field"] as string));
                             Close();
-                            opened.TrySetException(ex);
                         }
                         return;
                     }

@@ -159,10 +159,15 @@ namespace Steerd.Client.Tests
 
                 // Clock synced from Ping/Pong; Sample() renders every agent near its state.
                 Until("a clock sample", () => { lock (client.SyncRoot) return view.Clock.Synced; });
+                // (Frames stop when nothing moves, so the server's tick is read over REST to compare.)
+                double t0 = SteerClient.NowMs;
+                var worldInfo = (Dictionary<string, object>)srv.Rest("GET", "/worlds/" + world);
+                double t1 = SteerClient.NowMs;
                 lock (client.SyncRoot)
                 {
-                    double st = view.ServerTick(SteerClient.NowMs);
-                    Assert.Less(Math.Abs(st - view.LatestTick), 40, "server tick estimate " + st + " vs latest frame tick " + view.LatestTick);
+                    double st = view.ServerTick((t0 + t1) / 2);
+                    double slack = 20 + (t1 - t0) * view.TickRate / 1000;
+                    Assert.Less(Math.Abs(st - (double)worldInfo["tick"]), slack, "server tick estimate " + st + " vs REST tick " + worldInfo["tick"]);
                     var sampled = view.Sample(SteerClient.NowMs);
                     Assert.AreEqual(3, sampled.Count);
                     foreach (var s in sampled)
@@ -204,6 +209,15 @@ namespace Steerd.Client.Tests
             var pos = (List<object>)d["pos"];
             var vel = (List<object>)d["vel"];
             return new QAgent((uint)(double)d["id"], (ushort)(double)d["group"], (int)(double)pos[0], (int)(double)pos[1], (int)(double)vel[0], (int)(double)vel[1], (ushort)(double)d["orient"]).ToString();
+        }
+
+        [Test]
+        public void AWrongTokenIsRefusedAtHello()
+        {
+            var t = SteerClient.ConnectAsync(srv.Base, new ConnectOptions { Token = "wrong" });
+            var e = Fails(t);
+            Assert.IsNotNull(e, "connect must fail");
+            Assert.AreEqual("forbidden", e.Code);
         }
 
         [Test]

@@ -439,9 +439,8 @@ export class SteerClient {
         if (!this.welcome || this.state !== 'open') {
           // Refused at Hello (bad token, version): retrying the same Hello cannot help.
           if (m.code === 'unauthorized' || m.code === 'unsupported_version' || m.code === 'forbidden') {
-            const err = new CommandError(m.code, m.message, m.field);
+            this.openReject(new CommandError(m.code, m.message, m.field));
             this.close();
-            this.openReject(err);
           }
         }
         return;
