@@ -33,6 +33,8 @@ pub struct Settings {
     /// (Origin equal to the request's Host). Loopback names always may; any other Host needs
     /// to be listed, so that DNS rebinding cannot pass the Origin check.
     pub same_origin_hosts: Vec<String>,
+    /// Record every world from its start (`serve --record`); files go to `<data_dir>/recordings`.
+    pub record: bool,
 }
 
 /// Every bound of the server.
@@ -116,6 +118,17 @@ pub struct LimitSettings {
     /// every tick). Clients verify each checksum over the whole cell, so fewer save their CPU;
     /// the delta chain itself is checked on every frame.
     pub checksum_every_ticks: u32,
+    /// A recording stops once its file reaches this many bytes.
+    pub recording_max_bytes: u64,
+    /// Recording files kept per world (starting one deletes the oldest beyond this).
+    pub recording_max_files: usize,
+    /// Ticks between a recording's state-hash checkpoints.
+    pub recording_hash_every_ticks: u32,
+    /// Chunks queued for the recording writer; when full, a recording stops (never the tick).
+    pub recording_writer_queue: usize,
+    /// Recordings carry per-agent digests at each checkpoint (so `steerd replay --verify` can
+    /// name the first differing agent); 4-6 bytes per agent per checkpoint.
+    pub recording_agent_digests: bool,
 }
 
 impl Default for Settings {
@@ -130,6 +143,7 @@ impl Default for Settings {
             scenarios_dir: PathBuf::from("./scenarios"),
             allowed_origins: Vec::new(),
             same_origin_hosts: Vec::new(),
+            record: false,
         }
     }
 }
@@ -169,11 +183,28 @@ impl Default for LimitSettings {
             sim_threads: 0,
             parallel_step_min_agents: 20_000,
             checksum_every_ticks: 10,
+            recording_max_bytes: 64 << 20,
+            recording_max_files: 8,
+            recording_hash_every_ticks: 20,
+            recording_writer_queue: 256,
+            recording_agent_digests: false,
         }
     }
 }
 
 impl LimitSettings {
+    /// The recording settings.
+    pub fn recording(&self) -> crate::record::RecordSettings {
+        crate::record::RecordSettings {
+            max_bytes: self.recording_max_bytes,
+            max_files: self.recording_max_files,
+            hash_every_ticks: u64::from(self.recording_hash_every_ticks.max(1)),
+            writer_queue: self.recording_writer_queue,
+            agent_digests: self.recording_agent_digests,
+            ..crate::record::RecordSettings::default()
+        }
+    }
+
     /// The write timeout.
     pub fn write_timeout(&self) -> Duration {
         Duration::from_millis(self.write_timeout_ms)
@@ -214,6 +245,10 @@ impl Settings {
             ("limits.body_timeout_ms", l.body_timeout_ms as f64),
             ("limits.max_http_connections", l.max_http_connections as f64),
             ("limits.shutdown_timeout_ms", l.shutdown_timeout_ms as f64),
+            ("limits.recording_max_bytes", l.recording_max_bytes as f64),
+            ("limits.recording_max_files", l.recording_max_files as f64),
+            ("limits.recording_hash_every_ticks", f64::from(l.recording_hash_every_ticks)),
+            ("limits.recording_writer_queue", l.recording_writer_queue as f64),
         ];
         for (name, v) in positive {
             if !(v.is_finite() && v > 0.0) {

@@ -12,6 +12,7 @@ pub mod config;
 pub mod convert;
 pub mod http;
 pub mod metrics;
+pub mod record;
 pub mod runtime;
 pub mod scenario;
 pub mod sim;

@@ -56,6 +56,27 @@ enum Cmd {
         #[arg(long)]
         json: bool,
     },
+    /// Re-run a recording headless as fast as possible and check its recorded state hashes.
+    Replay {
+        /// Recording file (`.rec`).
+        file: PathBuf,
+        /// Exit non-zero at the first divergence, naming the tick (and the agent, if the
+        /// recording has per-agent digests).
+        #[arg(long)]
+        verify: bool,
+        /// Stop when the world is at this tick (of the first segment reaching it).
+        #[arg(long)]
+        until: Option<u64>,
+        /// With --until: write the state at that tick to this JSON file.
+        #[arg(long, requires = "until")]
+        snapshot: Option<PathBuf>,
+        /// Worker threads (does not change the result).
+        #[arg(long, default_value_t = 1)]
+        threads: usize,
+        /// Print one JSON object.
+        #[arg(long)]
+        json: bool,
+    },
 }
 
 #[derive(Args, Clone, Default)]
@@ -121,6 +142,9 @@ struct ServeArgs {
     /// Report to the Agones SDK sidecar (also on when AGONES_SDK_HTTP_PORT is set).
     #[arg(long, env = "STEERD_AGONES")]
     agones: bool,
+    /// Record every world from its start into <data_dir>/recordings (see server/RECORDING.md).
+    #[arg(long, env = "STEERD_RECORD")]
+    record: bool,
 }
 
 impl ServeArgs {
@@ -183,6 +207,9 @@ impl ServeArgs {
         if let Some(v) = self.max_http_connections {
             s.limits.max_http_connections = v;
         }
+        if self.record {
+            s.record = true;
+        }
         s.validate().map_err(anyhow::Error::msg)?;
         Ok(s)
     }
@@ -227,7 +254,12 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         let labels = Labels(state.clone());
         tokio::spawn(steerd::agones::lifecycle(a, labels, std::time::Duration::from_secs(2), state.cancel.clone()))
     });
+    let recorder = state.registry.recorder().cloned();
     run(listener, state).await?;
+    // The worlds have stopped and queued their recordings' last chunks: let the writer finish.
+    if let Some(hub) = recorder {
+        let _ = tokio::task::spawn_blocking(move || hub.drain(std::time::Duration::from_secs(5))).await;
+    }
     if let Some(task) = agones {
         let _ = tokio::time::timeout(std::time::Duration::from_secs(5), task).await;
     }
@@ -286,6 +318,7 @@ fn main() -> anyhow::Result<()> {
             }
             Ok(())
         }
+        Some(Cmd::Replay { file, verify, until, snapshot, threads, json }) => replay_cmd(&file, verify, until, snapshot.as_deref(), threads, json),
         Some(Cmd::Healthcheck { url }) => {
             let url = url.unwrap_or_else(|| {
                 let port = std::env::var("STEERD_LISTEN").ok().and_then(|l| l.parse::<SocketAddr>().ok()).map_or(8080, |a| a.port());
@@ -313,4 +346,46 @@ fn tokio_main(args: ServeArgs) -> anyhow::Result<()> {
     // The drain was bounded by `shutdown_timeout_ms`; do not wait again for stragglers.
     rt.shutdown_timeout(std::time::Duration::from_millis(100));
     r
+}
+
+/// `steerd replay`.
+fn replay_cmd(file: &std::path::Path, verify: bool, until: Option<u64>, snapshot: Option<&std::path::Path>, threads: usize, json: bool) -> anyhow::Result<()> {
+    use steerd::record::{format, replay};
+    if threads == 0 || threads > 256 {
+        anyhow::bail!("--threads must be between 1 and 256");
+    }
+    let bytes = std::fs::read(file).with_context(|| format!("reading {}", file.display()))?;
+    let parsed = format::parse(&bytes).with_context(|| format!("reading {}", file.display()))?;
+    let mut snap: Option<serde_json::Value> = None;
+    let report = replay::replay(&parsed, &replay::ReplayOptions { verify, until, threads }, &mut |w, sc| {
+        snap = Some(replay::snapshot_json(w, Some(sc)));
+    })
+    .with_context(|| format!("replaying {}", file.display()))?;
+    if let Some(path) = snapshot {
+        let Some(v) = snap else { anyhow::bail!("the recording never reached tick {}", until.unwrap_or(0)) };
+        steerd::store::write_atomic(path, serde_json::to_string_pretty(&v)?.as_bytes()).with_context(|| format!("writing {}", path.display()))?;
+    }
+    if json {
+        println!("{}", serde_json::to_string(&report)?);
+    } else {
+        println!(
+            "replayed {} segment(s), {} ticks, {} commands ({} refused), {}/{} checkpoints match; final tick {} state_hash {}; {:.2} s, {:.1}x real time",
+            report.segments, report.ticks, report.commands, report.commands_refused, report.checks_ok, report.checks, report.final_tick, report.final_state_hash, report.seconds, report.realtime_factor
+        );
+        if let Some((n, why)) = &report.torn {
+            println!("ignored a torn tail of {n} bytes ({why})");
+        }
+        if report.end.is_none() && !report.stopped_at_until {
+            println!("the recording has no end record (cut off)");
+        }
+        for d in &report.divergences {
+            println!("{d}");
+        }
+    }
+    if let Some(d) = report.divergences.first() {
+        if verify {
+            anyhow::bail!("{d}");
+        }
+    }
+    Ok(())
 }

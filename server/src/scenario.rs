@@ -139,6 +139,9 @@ pub struct Scenario {
     /// MoveTo orders issued to whole groups at given ticks.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub orders: Vec<OrderSpec>,
+    /// A server records the world from its start (see `server/RECORDING.md`).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub recording: bool,
 }
 
 /// How MoveTo orders avoid other agents.

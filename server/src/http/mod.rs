@@ -3,6 +3,7 @@
 pub mod error;
 pub mod guard;
 pub mod openapi;
+pub mod recordings;
 pub mod rest;
 pub mod viewer;
 pub mod ws;
@@ -49,7 +50,11 @@ impl AppState {
         let metrics = Arc::new(Metrics::new());
         let store = Store::open(&settings.data_dir, &settings.scenarios_dir)?;
         Ok(AppState {
-            registry: Arc::new(Registry::new(settings.limits.clone(), metrics.clone())?),
+            registry: Arc::new(Registry::new(settings.limits.clone(), metrics.clone())?.with_recorder(crate::record::RecordHub::start(
+                &settings.data_dir.join("recordings"),
+                settings.limits.recording(),
+                settings.record,
+            )?)),
             connections: Arc::new(tokio::sync::Semaphore::new(settings.limits.max_connections)),
             settings: Arc::new(settings),
             store,
@@ -89,6 +94,9 @@ pub fn app(state: AppState) -> Router {
         .route("/worlds/{world}/walls/{id}", axum::routing::delete(delete_wall))
         .route("/worlds/{world}/load", post(load))
         .route("/worlds/{world}/save", post(save))
+        .route("/worlds/{world}/recording", get(recordings::get_recording))
+        .route("/recordings", get(recordings::list_recordings))
+        .route("/recordings/{name}", axum::routing::delete(recordings::delete_recording))
         .route("/scenarios", get(list_scenarios))
         .route("/scenarios/{name}", get(get_scenario).put(put_scenario).delete(delete_scenario))
         .layer(DefaultBodyLimit::max(body_limit))

@@ -8,7 +8,7 @@ use axum::Json;
 use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
 use utoipa::{IntoResponses, Modify, OpenApi, ToSchema};
 
-use super::{rest, ws};
+use super::{recordings, rest, ws};
 use crate::runtime::world::WorldInfoView;
 
 /// The document.
@@ -56,6 +56,9 @@ use crate::runtime::world::WorldInfoView;
         rest::get_scenario,
         rest::put_scenario,
         rest::delete_scenario,
+        recordings::get_recording,
+        recordings::list_recordings,
+        recordings::delete_recording,
     ),
     components(schemas(ErrorBody)),
     modifiers(&BearerAuth),
@@ -66,6 +69,7 @@ use crate::runtime::world::WorldInfoView;
         (name = "obstacles", description = "Circular obstacles"),
         (name = "walls", description = "Wall segments"),
         (name = "scenarios", description = "Saved and shipped scenario files"),
+        (name = "recordings", description = "Recordings of worlds' runs (start/stop with PATCH /worlds/{world})"),
     )
 )]
 pub struct ApiDoc;

@@ -178,6 +178,13 @@ pub struct PatchWorld {
     /// Save the world (as scenario `<world>-autosave`) at shutdown.
     #[serde(default)]
     pub autosave: Option<bool>,
+    /// Start or stop recording the world (`server/RECORDING.md`). A world changed since its
+    /// load is first re-based on a snapshot of its state (subscribers get a reset).
+    #[serde(default)]
+    pub recording: Option<bool>,
+    /// With `recording: true`: checkpoints carry per-agent digests.
+    #[serde(default)]
+    pub recording_digests: Option<bool>,
 }
 
 /// `PATCH /worlds/{world}`.
@@ -188,7 +195,13 @@ pub struct PatchWorld {
 pub async fn patch_world(State(state): State<AppState>, headers: HeaderMap, Path(name): Path<String>, body: Body<PatchWorld>) -> ApiResult {
     admin(&state, &headers)?;
     let Json(b) = body?;
-    ok(world(&state, &name)?.ask(|reply| Request::Patch { tick_rate: b.tick_rate, paused: b.paused, autosave: b.autosave, reply }).await?)
+    let w = world(&state, &name)?;
+    let info = w.ask(|reply| Request::Patch { tick_rate: b.tick_rate, paused: b.paused, autosave: b.autosave, reply }).await?;
+    match b.recording {
+        Some(on) => ok(w.ask(|reply| Request::Recording { on, digests: b.recording_digests, reply }).await?),
+        None if b.recording_digests.is_some() => Err(ApiError::invalid("field `recording_digests`: only with `recording: true`")),
+        None => ok(info),
+    }
 }
 
 /// `DELETE /worlds/{world}`.

@@ -46,6 +46,8 @@ pub struct Registry {
     metrics: Arc<Metrics>,
     fields: Arc<FieldBuilder>,
     sim_pool: Arc<rayon::ThreadPool>,
+    /// Where worlds record (none: recording is refused).
+    recorder: Option<Arc<crate::record::RecordHub>>,
 }
 
 impl Registry {
@@ -59,7 +61,18 @@ impl Registry {
             .build()
             .map_err(FieldBuilderError::from)?;
         let sim_pool = Arc::new(sim_pool);
-        Ok(Registry { worlds: RwLock::new(BTreeMap::new()), next_id: AtomicU32::new(1), limits, metrics, fields, sim_pool })
+        Ok(Registry { worlds: RwLock::new(BTreeMap::new()), next_id: AtomicU32::new(1), limits, metrics, fields, sim_pool, recorder: None })
+    }
+
+    /// Lets worlds record into `hub` (set before the first world starts).
+    pub fn with_recorder(mut self, hub: Arc<crate::record::RecordHub>) -> Self {
+        self.recorder = Some(hub);
+        self
+    }
+
+    /// The recordings hub, if any.
+    pub fn recorder(&self) -> Option<&Arc<crate::record::RecordHub>> {
+        self.recorder.as_ref()
     }
 
     /// The world named `name`.
@@ -112,6 +125,7 @@ impl Registry {
                 checksum_every_ticks: l.checksum_every_ticks,
                 max_requests_per_turn: l.max_requests_per_turn,
                 max_agents_per_session: l.max_agents_per_session,
+                recorder: self.recorder.clone(),
             },
             self.metrics.clone(),
         )?;

@@ -147,6 +147,8 @@ pub struct WorldInfoView {
     pub bounds: [f32; 4],
     pub scenario: Option<String>,
     pub autosave: bool,
+    /// The world's recording (issue 19).
+    pub recording: crate::record::RecordingView,
 }
 
 /// The flow field an agent's MoveTo follows (`GET /worlds/{w}/flowfield?agent=`), sampled for
@@ -269,6 +271,8 @@ pub enum Request {
     Save { reply: Reply<Box<Scenario>> },
     /// Random non-overlapping obstacles (001); answers the new ids.
     RandomObstacles { spec: crate::scenario::RandomObstacles, reply: Reply<Vec<u32>> },
+    /// Start or stop recording (issue 19); answers the summary.
+    Recording { on: bool, digests: Option<bool>, reply: Reply<WorldInfoView> },
     /// Stop the thread.
     Shutdown,
 }
@@ -309,6 +313,8 @@ pub struct WorldSpawn {
     pub max_requests_per_turn: usize,
     /// Most agents one WebSocket session (not an admin) may own in this world.
     pub max_agents_per_session: usize,
+    /// Where the world records, if the server records.
+    pub recorder: Option<Arc<crate::record::RecordHub>>,
 }
 
 /// The one-thread pool a world's runner runs on (named after it), if the OS gives a thread.
@@ -428,7 +434,10 @@ impl WorldHandle {
             owned: HashMap::new(),
             stepping: None,
             window: RateWindow::new(Instant::now()),
+            rec: crate::record::Hook::new(spawn.recorder, spawn.max_agents, spawn.max_spawn),
         };
+        let mut runner = runner;
+        runner.rec.started(&runner.name, &runner.scenario);
         let death = handle.death.clone();
         let name = spawn.name;
         std::thread::Builder::new()
@@ -660,6 +669,8 @@ struct Runner {
     stepping: Option<(u32, Reply<u64>)>,
     /// Effective tick rate and overload measurement.
     window: RateWindow,
+    /// Recording: sees every change to `world` (commands, tick rate, pauses, steps, loads).
+    rec: crate::record::Hook,
 }
 
 impl Runner {
@@ -728,6 +739,7 @@ impl Runner {
         if let Some((_, reply)) = self.stepping.take() {
             let _ = reply.send(Err(CmdError::Dead(self.name.clone())));
         }
+        self.rec.stop(&self.world, "world stopped");
         tracing::info!("world stopped");
     }
 
@@ -822,6 +834,7 @@ impl Runner {
         } else {
             self.sim_pool.install(|| world.step());
         }
+        self.rec.after_step(&self.world);
         for job in self.world.take_field_jobs() {
             if !self.fields.submit(job, self.field_tx.clone()) {
                 self.metrics.field_builds_refused.inc();
@@ -1132,6 +1145,7 @@ impl Runner {
             bounds: [self.info.bounds.min_x, self.info.bounds.min_y, self.info.bounds.max_x, self.info.bounds.max_y],
             scenario: self.scenario_name.clone(),
             autosave: self.autosave,
+            recording: self.rec.view(),
         }
     }
 
@@ -1145,6 +1159,7 @@ impl Runner {
         if let Ok(mut o) = self.origin.lock() {
             *o = (scenario.clone(), name.clone());
         }
+        self.rec.started(&self.name, &scenario);
         self.scenario = scenario;
         self.scenario_name = name;
         self.owners.clear();
@@ -1164,7 +1179,7 @@ impl Runner {
                 let r = self
                     .check_owner(&actor, &agents)
                     .and_then(|()| self.check_spawn_quota(&actor, &[&cmd]))
-                    .and_then(|()| self.world.apply(cmd).map_err(CmdError::from));
+                    .and_then(|()| self.apply(cmd).map_err(CmdError::from));
                 if let Ok(o) = &r {
                     self.record_owner(o, &actor);
                 }
@@ -1179,7 +1194,7 @@ impl Runner {
                 let r = self.check_owner(&actor, &agents).and(quota).and_then(|()| {
                     let mut last = Outcome::Done;
                     for c in cmds {
-                        last = self.world.apply(c)?;
+                        last = self.apply(c)?;
                         // The WebSocket `Spawn` comes this way: its agents belong to the session.
                         self.record_owner(&last, &actor);
                     }
@@ -1229,10 +1244,12 @@ impl Runner {
                 let r = (|| {
                     if let Some(rate) = tick_rate {
                         self.world.set_tick_rate(rate).map_err(CmdError::Sim)?;
+                        self.rec.tick_rate(&self.world, rate);
                         self.stats.tick_rate_milli.store((rate * 1000.0) as u32, Ordering::Relaxed);
                     }
                     if let Some(p) = paused {
                         self.paused = p;
+                        self.rec.paused(&self.world, p);
                     }
                     if let Some(a) = autosave {
                         self.autosave = a;
@@ -1270,14 +1287,58 @@ impl Runner {
                     if placed.len() > room {
                         return Err(SimError::LimitExceeded { what: "obstacles".into(), max: self.world.config().max_obstacles });
                     }
-                    placed.into_iter().map(|(c, r)| self.world.add_obstacle(c, r)).collect::<Result<Vec<u32>, SimError>>()
+                    placed
+                        .into_iter()
+                        .map(|(center, radius)| match self.apply(Command::AddObstacle { center, radius })? {
+                            Outcome::Added(id) => Ok(id),
+                            other => Err(SimError::invalid("obstacles", format!("unexpected outcome {other:?}"))),
+                        })
+                        .collect::<Result<Vec<u32>, SimError>>()
                 })()
                 .map_err(CmdError::from);
                 self.metrics.command("random_obstacles", r.is_ok());
                 let _ = reply.send(r);
             }
+            Request::Recording { on, digests, reply } => {
+                let r = self.set_recording(on, digests).map(|()| self.info_view());
+                let _ = reply.send(r);
+            }
             Request::Shutdown => {}
         }
+    }
+
+    /// Applies a sim command: the one place commands reach the `World`, so the recording sees
+    /// every one (REST, WebSocket, admin edits, random obstacles).
+    fn apply(&mut self, cmd: Command) -> Result<Outcome, SimError> {
+        self.rec.command(&self.world, &cmd);
+        self.world.apply(cmd)
+    }
+
+    /// Starts or stops recording. A world changed since its load cannot be rebuilt from its
+    /// scenario, and a snapshot (`snapshot_scenario`) keeps positions, not velocities, orders or
+    /// per-agent behaviour changes: so the world is first re-based on that snapshot (as a save
+    /// then load would do; subscribers get a reset), and the recording starts from it. The
+    /// world's scenario for `reset` stays the one it was loaded from.
+    fn set_recording(&mut self, on: bool, digests: Option<bool>) -> Result<(), CmdError> {
+        if !on {
+            self.rec.stop(&self.world, "stopped by request");
+            return Ok(());
+        }
+        if self.rec.active() {
+            return Ok(());
+        }
+        if self.rec.pristine() {
+            let sc = self.scenario.clone();
+            return self.rec.start(&self.name, &sc, digests, false).map_err(CmdError::Invalid);
+        }
+        let snap = crate::scenario::snapshot_scenario(&self.world, &self.scenario);
+        let (base, base_name) = (self.scenario.clone(), self.scenario_name.clone());
+        self.replace_world(snap.clone(), base_name.clone())?;
+        self.scenario = base.clone();
+        if let Ok(mut o) = self.origin.lock() {
+            *o = (base, base_name);
+        }
+        self.rec.start(&self.name, &snap, digests, true).map_err(CmdError::Invalid)
     }
 }
 

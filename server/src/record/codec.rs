@@ -1,0 +1,678 @@
+//! The binary encoding of sim [`Command`]s in a recording (see `server/RECORDING.md`).
+//!
+//! Hand-written rather than derived: the sim core stays free of serde/bincode, and every
+//! struct is destructured exhaustively, so a field added to a sim type fails to compile here
+//! until the recording format learns it (and its version moves).
+//!
+//! Integers are LEB128 varints, floats their exact little-endian bits (so a replay applies
+//! bit-identical commands), strings a varint length and UTF-8.
+
+use glam::Vec2;
+
+use crate::sim::agent::PathMode;
+use crate::sim::behaviors::{
+    Behavior, BehaviorEntry, Target, agent_avoidance, ahead_avoidance, align, alignment, arrive, cohesion, evade, face, flee,
+    leader_following, look_where_you_are_going, obstacle_avoidance, path_following, pursue, random_target, reciprocal_avoidance, seek, separation,
+    velocity_match, wall_avoidance, wander,
+};
+use crate::sim::world::{Command, SpawnArea, SpawnSpec, TargetBinding};
+use crate::sim::Limits;
+
+/// Most elements a decoded list may have (a corrupt length never allocates more).
+pub const MAX_LIST: usize = 1 << 20;
+
+/// Why bytes do not decode.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("recording is malformed at byte {at}: {what}")]
+pub struct DecodeError {
+    /// Offset in the buffer being decoded.
+    pub at: usize,
+    /// What was wrong.
+    pub what: String,
+}
+
+/// Appends encoded values to a buffer.
+#[derive(Debug, Default)]
+pub struct Enc {
+    /// The bytes so far.
+    pub buf: Vec<u8>,
+}
+
+impl Enc {
+    /// LEB128 varint.
+    pub fn u64(&mut self, mut v: u64) {
+        loop {
+            let b = (v & 0x7f) as u8;
+            v >>= 7;
+            if v == 0 {
+                self.buf.push(b);
+                return;
+            }
+            self.buf.push(b | 0x80);
+        }
+    }
+    /// One byte.
+    pub fn u8(&mut self, v: u8) {
+        self.buf.push(v);
+    }
+    /// Exact bits.
+    pub fn f32(&mut self, v: f32) {
+        self.buf.extend_from_slice(&v.to_bits().to_le_bytes());
+    }
+    /// Fixed 8 bytes.
+    pub fn fixed64(&mut self, v: u64) {
+        self.buf.extend_from_slice(&v.to_le_bytes());
+    }
+    /// Fixed 4 bytes.
+    pub fn fixed32(&mut self, v: u32) {
+        self.buf.extend_from_slice(&v.to_le_bytes());
+    }
+    /// Length-prefixed UTF-8.
+    pub fn str(&mut self, s: &str) {
+        self.u64(s.len() as u64);
+        self.buf.extend_from_slice(s.as_bytes());
+    }
+    fn vec2(&mut self, v: Vec2) {
+        self.f32(v.x);
+        self.f32(v.y);
+    }
+    fn opt_f32(&mut self, v: Option<f32>) {
+        match v {
+            None => self.u8(0),
+            Some(x) => {
+                self.u8(1);
+                self.f32(x);
+            }
+        }
+    }
+    fn opt_vec2(&mut self, v: Option<Vec2>) {
+        match v {
+            None => self.u8(0),
+            Some(x) => {
+                self.u8(1);
+                self.vec2(x);
+            }
+        }
+    }
+}
+
+/// Reads encoded values from a buffer.
+#[derive(Debug)]
+pub struct Dec<'a> {
+    buf: &'a [u8],
+    pos: usize,
+}
+
+impl<'a> Dec<'a> {
+    /// Reads `buf` from its start.
+    pub fn new(buf: &'a [u8]) -> Self {
+        Dec { buf, pos: 0 }
+    }
+    /// True when every byte was read.
+    pub fn done(&self) -> bool {
+        self.pos >= self.buf.len()
+    }
+    /// An error at the current offset.
+    pub fn err(&self, what: impl Into<String>) -> DecodeError {
+        DecodeError { at: self.pos, what: what.into() }
+    }
+    fn take(&mut self, n: usize) -> Result<&'a [u8], DecodeError> {
+        let end = self.pos.checked_add(n).filter(|&e| e <= self.buf.len()).ok_or_else(|| self.err("unexpected end"))?;
+        let s = &self.buf[self.pos..end];
+        self.pos = end;
+        Ok(s)
+    }
+    /// LEB128 varint.
+    pub fn u64(&mut self) -> Result<u64, DecodeError> {
+        let mut v: u64 = 0;
+        for shift in (0..64).step_by(7) {
+            let b = self.take(1)?[0];
+            v |= u64::from(b & 0x7f) << shift;
+            if b & 0x80 == 0 {
+                return Ok(v);
+            }
+        }
+        Err(self.err("varint longer than 10 bytes"))
+    }
+    /// A varint that must fit a u32.
+    pub fn u32(&mut self) -> Result<u32, DecodeError> {
+        let v = self.u64()?;
+        u32::try_from(v).map_err(|_| self.err(format!("{v} does not fit 32 bits")))
+    }
+    /// A list length (at most [`MAX_LIST`]).
+    pub fn len(&mut self) -> Result<usize, DecodeError> {
+        let v = self.u64()?;
+        usize::try_from(v).ok().filter(|&n| n <= MAX_LIST).ok_or_else(|| self.err(format!("length {v} exceeds {MAX_LIST}")))
+    }
+    /// One byte.
+    pub fn u8(&mut self) -> Result<u8, DecodeError> {
+        Ok(self.take(1)?[0])
+    }
+    /// A 0/1 byte.
+    pub fn bool(&mut self) -> Result<bool, DecodeError> {
+        match self.u8()? {
+            0 => Ok(false),
+            1 => Ok(true),
+            b => Err(self.err(format!("bool byte {b}"))),
+        }
+    }
+    /// Exact bits.
+    pub fn f32(&mut self) -> Result<f32, DecodeError> {
+        let b = self.take(4)?;
+        Ok(f32::from_bits(u32::from_le_bytes([b[0], b[1], b[2], b[3]])))
+    }
+    /// Fixed 8 bytes.
+    pub fn fixed64(&mut self) -> Result<u64, DecodeError> {
+        let b = self.take(8)?;
+        let mut a = [0u8; 8];
+        a.copy_from_slice(b);
+        Ok(u64::from_le_bytes(a))
+    }
+    /// Fixed 4 bytes.
+    pub fn fixed32(&mut self) -> Result<u32, DecodeError> {
+        let b = self.take(4)?;
+        Ok(u32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+    }
+    /// Length-prefixed UTF-8.
+    pub fn string(&mut self) -> Result<String, DecodeError> {
+        let n = self.u64()?;
+        let n = usize::try_from(n).map_err(|_| self.err("string too long"))?;
+        let b = self.take(n)?;
+        String::from_utf8(b.to_vec()).map_err(|_| self.err("string is not UTF-8"))
+    }
+    fn vec2(&mut self) -> Result<Vec2, DecodeError> {
+        Ok(Vec2::new(self.f32()?, self.f32()?))
+    }
+    fn opt_f32(&mut self) -> Result<Option<f32>, DecodeError> {
+        Ok(if self.bool()? { Some(self.f32()?) } else { None })
+    }
+    fn opt_vec2(&mut self) -> Result<Option<Vec2>, DecodeError> {
+        Ok(if self.bool()? { Some(self.vec2()?) } else { None })
+    }
+    fn list<T>(&mut self, mut item: impl FnMut(&mut Self) -> Result<T, DecodeError>) -> Result<Vec<T>, DecodeError> {
+        let n = self.len()?;
+        let mut v = Vec::with_capacity(n.min(1024));
+        for _ in 0..n {
+            v.push(item(self)?);
+        }
+        Ok(v)
+    }
+}
+
+/// Encodes a command.
+pub fn encode_command(e: &mut Enc, c: &Command) {
+    match c {
+        Command::Spawn(s) => {
+            e.u8(0);
+            spawn(e, s);
+        }
+        Command::Despawn(id) => {
+            e.u8(1);
+            e.u64(u64::from(*id));
+        }
+        Command::SetBehaviors { agent, entries } => {
+            e.u8(2);
+            e.u64(u64::from(*agent));
+            e.u64(entries.len() as u64);
+            for en in entries {
+                entry(e, en);
+            }
+        }
+        Command::AddBehavior { agent, entry: en } => {
+            e.u8(3);
+            e.u64(u64::from(*agent));
+            entry(e, en);
+        }
+        Command::RemoveBehavior { agent, kind } => {
+            e.u8(4);
+            e.u64(u64::from(*agent));
+            e.str(kind);
+        }
+        Command::ResetBehaviors { agent } => {
+            e.u8(5);
+            e.u64(u64::from(*agent));
+        }
+        Command::AddObstacle { center, radius } => {
+            e.u8(6);
+            e.vec2(*center);
+            e.f32(*radius);
+        }
+        Command::MoveObstacle { id, center, radius } => {
+            e.u8(7);
+            e.u64(u64::from(*id));
+            e.vec2(*center);
+            e.opt_f32(*radius);
+        }
+        Command::RemoveObstacle(id) => {
+            e.u8(8);
+            e.u64(u64::from(*id));
+        }
+        Command::AddWall { a, b } => {
+            e.u8(9);
+            e.vec2(*a);
+            e.vec2(*b);
+        }
+        Command::RemoveWall(id) => {
+            e.u8(10);
+            e.u64(u64::from(*id));
+        }
+        Command::MoveTo { agents, target, stopping_distance } => {
+            e.u8(11);
+            // Ids ascend more often than not: delta-code them (zig-zag), most are one byte.
+            e.u64(agents.len() as u64);
+            let mut prev: i64 = 0;
+            for &a in agents {
+                let d = i64::from(a) - prev;
+                e.u64(((d << 1) ^ (d >> 63)) as u64);
+                prev = i64::from(a);
+            }
+            e.vec2(*target);
+            e.f32(*stopping_distance);
+        }
+    }
+}
+
+/// Decodes a command.
+pub fn decode_command(d: &mut Dec) -> Result<Command, DecodeError> {
+    Ok(match d.u8()? {
+        0 => Command::Spawn(decode_spawn(d)?),
+        1 => Command::Despawn(d.u32()?),
+        2 => {
+            let agent = d.u32()?;
+            Command::SetBehaviors { agent, entries: d.list(decode_entry)? }
+        }
+        3 => {
+            let agent = d.u32()?;
+            Command::AddBehavior { agent, entry: decode_entry(d)? }
+        }
+        4 => {
+            let agent = d.u32()?;
+            Command::RemoveBehavior { agent, kind: d.string()? }
+        }
+        5 => Command::ResetBehaviors { agent: d.u32()? },
+        6 => Command::AddObstacle { center: d.vec2()?, radius: d.f32()? },
+        7 => {
+            let id = d.u32()?;
+            Command::MoveObstacle { id, center: d.vec2()?, radius: d.opt_f32()? }
+        }
+        8 => Command::RemoveObstacle(d.u32()?),
+        9 => Command::AddWall { a: d.vec2()?, b: d.vec2()? },
+        10 => Command::RemoveWall(d.u32()?),
+        11 => {
+            let n = d.len()?;
+            let mut agents = Vec::with_capacity(n.min(1024));
+            let mut prev: i64 = 0;
+            for _ in 0..n {
+                let z = d.u64()?;
+                let delta = ((z >> 1) as i64) ^ -((z & 1) as i64);
+                let id = prev.checked_add(delta).and_then(|v| u32::try_from(v).ok()).ok_or_else(|| d.err("agent id out of range"))?;
+                agents.push(id);
+                prev = i64::from(id);
+            }
+            Command::MoveTo { agents, target: d.vec2()?, stopping_distance: d.f32()? }
+        }
+        t => return Err(d.err(format!("unknown command tag {t}"))),
+    })
+}
+
+fn spawn(e: &mut Enc, s: &SpawnSpec) {
+    let SpawnSpec { group, count, area, limits: l, behaviors, binding, initial_speed, orientation } = s;
+    e.str(group);
+    e.u64(*count as u64);
+    match area {
+        SpawnArea::Rect { min, max } => {
+            e.u8(0);
+            e.vec2(*min);
+            e.vec2(*max);
+        }
+        SpawnArea::Disc { center, radius } => {
+            e.u8(1);
+            e.vec2(*center);
+            e.f32(*radius);
+        }
+        SpawnArea::Ring { center, radius } => {
+            e.u8(2);
+            e.vec2(*center);
+            e.f32(*radius);
+        }
+        SpawnArea::Points(ps) => {
+            e.u8(3);
+            e.u64(ps.len() as u64);
+            for p in ps {
+                e.vec2(*p);
+            }
+        }
+    }
+    limits(e, l);
+    e.u64(behaviors.len() as u64);
+    for en in behaviors {
+        entry(e, en);
+    }
+    match binding {
+        TargetBinding::AsGiven => e.u8(0),
+        TargetBinding::Antipode { center } => {
+            e.u8(1);
+            e.vec2(*center);
+        }
+        TargetBinding::GroupMember { group } => {
+            e.u8(2);
+            e.u64(u64::from(*group));
+        }
+    }
+    e.f32(*initial_speed);
+    e.opt_f32(*orientation);
+}
+
+fn decode_spawn(d: &mut Dec) -> Result<SpawnSpec, DecodeError> {
+    let group = d.string()?;
+    let count = usize::try_from(d.u64()?).map_err(|_| d.err("count too large"))?;
+    let area = match d.u8()? {
+        0 => SpawnArea::Rect { min: d.vec2()?, max: d.vec2()? },
+        1 => SpawnArea::Disc { center: d.vec2()?, radius: d.f32()? },
+        2 => SpawnArea::Ring { center: d.vec2()?, radius: d.f32()? },
+        3 => SpawnArea::Points(d.list(|d| d.vec2())?),
+        t => return Err(d.err(format!("unknown spawn area tag {t}"))),
+    };
+    let limits = decode_limits(d)?;
+    let behaviors = d.list(decode_entry)?;
+    let binding = match d.u8()? {
+        0 => TargetBinding::AsGiven,
+        1 => TargetBinding::Antipode { center: d.vec2()? },
+        2 => {
+            let g = d.u64()?;
+            TargetBinding::GroupMember { group: u16::try_from(g).map_err(|_| d.err("group id out of range"))? }
+        }
+        t => return Err(d.err(format!("unknown binding tag {t}"))),
+    };
+    Ok(SpawnSpec { group, count, area, limits, behaviors, binding, initial_speed: d.f32()?, orientation: d.opt_f32()? })
+}
+
+fn limits(e: &mut Enc, l: &Limits) {
+    let Limits { max_speed, max_accel, max_rotation, max_angular_accel, radius, mass } = *l;
+    for v in [max_speed, max_accel, max_rotation, max_angular_accel, radius, mass] {
+        e.f32(v);
+    }
+}
+
+fn decode_limits(d: &mut Dec) -> Result<Limits, DecodeError> {
+    Ok(Limits { max_speed: d.f32()?, max_accel: d.f32()?, max_rotation: d.f32()?, max_angular_accel: d.f32()?, radius: d.f32()?, mass: d.f32()? })
+}
+
+fn entry(e: &mut Enc, en: &BehaviorEntry) {
+    let BehaviorEntry { behavior: b, weight, priority } = en;
+    behavior(e, b);
+    e.f32(*weight);
+    e.u8(*priority);
+}
+
+fn decode_entry(d: &mut Dec) -> Result<BehaviorEntry, DecodeError> {
+    Ok(BehaviorEntry { behavior: decode_behavior(d)?, weight: d.f32()?, priority: d.u8()? })
+}
+
+fn target(e: &mut Enc, t: &Target) {
+    match t {
+        Target::Point(p) => {
+            e.u8(0);
+            e.vec2(*p);
+        }
+        Target::Agent(a) => {
+            e.u8(1);
+            e.u64(u64::from(*a));
+        }
+    }
+}
+
+fn decode_target(d: &mut Dec) -> Result<Target, DecodeError> {
+    match d.u8()? {
+        0 => Ok(Target::Point(d.vec2()?)),
+        1 => Ok(Target::Agent(d.u32()?)),
+        t => Err(d.err(format!("unknown target tag {t}"))),
+    }
+}
+
+fn align_tuning(e: &mut Enc, t: &align::AlignTuning) {
+    let align::AlignTuning { target_radius, slow_radius, time_to_target } = *t;
+    e.f32(target_radius);
+    e.f32(slow_radius);
+    e.f32(time_to_target);
+}
+
+fn decode_align_tuning(d: &mut Dec) -> Result<align::AlignTuning, DecodeError> {
+    Ok(align::AlignTuning { target_radius: d.f32()?, slow_radius: d.f32()?, time_to_target: d.f32()? })
+}
+
+fn arrive_tuning(e: &mut Enc, t: &arrive::ArriveTuning) {
+    let arrive::ArriveTuning { target_radius, slow_radius, time_to_target } = *t;
+    e.f32(target_radius);
+    e.f32(slow_radius);
+    e.f32(time_to_target);
+}
+
+fn decode_arrive_tuning(d: &mut Dec) -> Result<arrive::ArriveTuning, DecodeError> {
+    Ok(arrive::ArriveTuning { target_radius: d.f32()?, slow_radius: d.f32()?, time_to_target: d.f32()? })
+}
+
+fn behavior(e: &mut Enc, b: &Behavior) {
+    match b {
+        Behavior::Seek(seek::SeekParams { target: t }) => {
+            e.u8(0);
+            target(e, t);
+        }
+        Behavior::Flee(flee::FleeParams { target: t, panic_distance }) => {
+            e.u8(1);
+            target(e, t);
+            e.f32(*panic_distance);
+        }
+        Behavior::Arrive(arrive::ArriveParams { target: t, tuning }) => {
+            e.u8(2);
+            target(e, t);
+            arrive_tuning(e, tuning);
+        }
+        Behavior::Pursue(pursue::PursueParams { target: t, max_prediction }) => {
+            e.u8(3);
+            e.u64(u64::from(*t));
+            e.f32(*max_prediction);
+        }
+        Behavior::Evade(evade::EvadeParams { target: t, panic_distance, max_prediction }) => {
+            e.u8(4);
+            e.u64(u64::from(*t));
+            e.f32(*panic_distance);
+            e.f32(*max_prediction);
+        }
+        Behavior::Align(align::AlignParams { target: t, tuning }) => {
+            e.u8(5);
+            match t {
+                align::AlignTarget::Orientation(o) => {
+                    e.u8(0);
+                    e.f32(*o);
+                }
+                align::AlignTarget::Agent(a) => {
+                    e.u8(1);
+                    e.u64(u64::from(*a));
+                }
+            }
+            align_tuning(e, tuning);
+        }
+        Behavior::Face(face::FaceParams { target: t, tuning }) => {
+            e.u8(6);
+            target(e, t);
+            align_tuning(e, tuning);
+        }
+        Behavior::LookWhereYouAreGoing(look_where_you_are_going::LookParams { tuning }) => {
+            e.u8(7);
+            align_tuning(e, tuning);
+        }
+        Behavior::VelocityMatch(velocity_match::VelocityMatchParams { target: t, time_to_target }) => {
+            e.u8(8);
+            e.u64(u64::from(*t));
+            e.f32(*time_to_target);
+        }
+        Behavior::Wander(wander::WanderParams { variant, wander_offset, wander_radius, wander_rate }) => {
+            e.u8(9);
+            e.u8(match variant {
+                wander::WanderVariant::Millington => 0,
+                wander::WanderVariant::Circle => 1,
+            });
+            e.f32(*wander_offset);
+            e.f32(*wander_radius);
+            e.f32(*wander_rate);
+        }
+        Behavior::RandomTarget(random_target::RandomTargetParams { radius, center, interval_min, interval_max, arrive }) => {
+            e.u8(10);
+            e.f32(*radius);
+            e.opt_vec2(*center);
+            e.f32(*interval_min);
+            e.f32(*interval_max);
+            arrive_tuning(e, arrive);
+        }
+        Behavior::ObstacleAvoidance(obstacle_avoidance::ObstacleAvoidanceParams { min_box_length, braking_weight, lateral_base }) => {
+            e.u8(11);
+            e.opt_f32(*min_box_length);
+            e.f32(*braking_weight);
+            e.f32(*lateral_base);
+        }
+        Behavior::AheadAvoidance(ahead_avoidance::AheadAvoidanceParams { ahead_len, max_avoid_force, margin }) => {
+            e.u8(12);
+            e.f32(*ahead_len);
+            e.f32(*max_avoid_force);
+            e.f32(*margin);
+        }
+        Behavior::WallAvoidance(wall_avoidance::WallAvoidanceParams { look_ahead, avoid_distance }) => {
+            e.u8(13);
+            e.f32(*look_ahead);
+            e.f32(*avoid_distance);
+        }
+        Behavior::AgentAvoidance(agent_avoidance::AgentAvoidanceParams { look_ahead, avoid_radius }) => {
+            e.u8(14);
+            e.f32(*look_ahead);
+            e.f32(*avoid_radius);
+        }
+        Behavior::Separation(separation::SeparationParams { neighbor_radius }) => {
+            e.u8(15);
+            e.f32(*neighbor_radius);
+        }
+        Behavior::Cohesion(cohesion::CohesionParams { neighbor_radius }) => {
+            e.u8(16);
+            e.f32(*neighbor_radius);
+        }
+        Behavior::Alignment(alignment::AlignmentParams { neighbor_radius, time_to_target }) => {
+            e.u8(17);
+            e.f32(*neighbor_radius);
+            e.f32(*time_to_target);
+        }
+        Behavior::PathFollowing(path_following::PathFollowingParams { waypoints, path_radius, mode }) => {
+            e.u8(18);
+            e.u64(waypoints.len() as u64);
+            for w in waypoints {
+                e.vec2(*w);
+            }
+            e.f32(*path_radius);
+            e.u8(match mode {
+                PathMode::Once => 0,
+                PathMode::Loop => 1,
+                PathMode::PingPong => 2,
+            });
+        }
+        Behavior::LeaderFollowing(leader_following::LeaderFollowingParams {
+            leader,
+            behind_distance,
+            leader_sight_radius,
+            separation_radius,
+            separation_weight,
+            arrive,
+        }) => {
+            e.u8(19);
+            e.u64(u64::from(*leader));
+            e.f32(*behind_distance);
+            e.f32(*leader_sight_radius);
+            e.f32(*separation_radius);
+            e.f32(*separation_weight);
+            arrive_tuning(e, arrive);
+        }
+        Behavior::ReciprocalAvoidance(reciprocal_avoidance::ReciprocalAvoidanceParams {
+            time_horizon,
+            obstacle_time_horizon,
+            neighbor_dist,
+            max_neighbors,
+        }) => {
+            e.u8(20);
+            e.f32(*time_horizon);
+            e.f32(*obstacle_time_horizon);
+            e.f32(*neighbor_dist);
+            e.u64(u64::from(*max_neighbors));
+        }
+    }
+}
+
+fn decode_behavior(d: &mut Dec) -> Result<Behavior, DecodeError> {
+    Ok(match d.u8()? {
+        0 => Behavior::Seek(seek::SeekParams { target: decode_target(d)? }),
+        1 => Behavior::Flee(flee::FleeParams { target: decode_target(d)?, panic_distance: d.f32()? }),
+        2 => Behavior::Arrive(arrive::ArriveParams { target: decode_target(d)?, tuning: decode_arrive_tuning(d)? }),
+        3 => Behavior::Pursue(pursue::PursueParams { target: d.u32()?, max_prediction: d.f32()? }),
+        4 => Behavior::Evade(evade::EvadeParams { target: d.u32()?, panic_distance: d.f32()?, max_prediction: d.f32()? }),
+        5 => {
+            let target = match d.u8()? {
+                0 => align::AlignTarget::Orientation(d.f32()?),
+                1 => align::AlignTarget::Agent(d.u32()?),
+                t => return Err(d.err(format!("unknown align target tag {t}"))),
+            };
+            Behavior::Align(align::AlignParams { target, tuning: decode_align_tuning(d)? })
+        }
+        6 => Behavior::Face(face::FaceParams { target: decode_target(d)?, tuning: decode_align_tuning(d)? }),
+        7 => Behavior::LookWhereYouAreGoing(look_where_you_are_going::LookParams { tuning: decode_align_tuning(d)? }),
+        8 => Behavior::VelocityMatch(velocity_match::VelocityMatchParams { target: d.u32()?, time_to_target: d.f32()? }),
+        9 => {
+            let variant = match d.u8()? {
+                0 => wander::WanderVariant::Millington,
+                1 => wander::WanderVariant::Circle,
+                t => return Err(d.err(format!("unknown wander variant {t}"))),
+            };
+            Behavior::Wander(wander::WanderParams { variant, wander_offset: d.f32()?, wander_radius: d.f32()?, wander_rate: d.f32()? })
+        }
+        10 => Behavior::RandomTarget(random_target::RandomTargetParams {
+            radius: d.f32()?,
+            center: d.opt_vec2()?,
+            interval_min: d.f32()?,
+            interval_max: d.f32()?,
+            arrive: decode_arrive_tuning(d)?,
+        }),
+        11 => Behavior::ObstacleAvoidance(obstacle_avoidance::ObstacleAvoidanceParams {
+            min_box_length: d.opt_f32()?,
+            braking_weight: d.f32()?,
+            lateral_base: d.f32()?,
+        }),
+        12 => Behavior::AheadAvoidance(ahead_avoidance::AheadAvoidanceParams { ahead_len: d.f32()?, max_avoid_force: d.f32()?, margin: d.f32()? }),
+        13 => Behavior::WallAvoidance(wall_avoidance::WallAvoidanceParams { look_ahead: d.f32()?, avoid_distance: d.f32()? }),
+        14 => Behavior::AgentAvoidance(agent_avoidance::AgentAvoidanceParams { look_ahead: d.f32()?, avoid_radius: d.f32()? }),
+        15 => Behavior::Separation(separation::SeparationParams { neighbor_radius: d.f32()? }),
+        16 => Behavior::Cohesion(cohesion::CohesionParams { neighbor_radius: d.f32()? }),
+        17 => Behavior::Alignment(alignment::AlignmentParams { neighbor_radius: d.f32()?, time_to_target: d.f32()? }),
+        18 => {
+            let waypoints = d.list(|d| d.vec2())?;
+            let path_radius = d.f32()?;
+            let mode = match d.u8()? {
+                0 => PathMode::Once,
+                1 => PathMode::Loop,
+                2 => PathMode::PingPong,
+                t => return Err(d.err(format!("unknown path mode {t}"))),
+            };
+            Behavior::PathFollowing(path_following::PathFollowingParams { waypoints, path_radius, mode })
+        }
+        19 => Behavior::LeaderFollowing(leader_following::LeaderFollowingParams {
+            leader: d.u32()?,
+            behind_distance: d.f32()?,
+            leader_sight_radius: d.f32()?,
+            separation_radius: d.f32()?,
+            separation_weight: d.f32()?,
+            arrive: decode_arrive_tuning(d)?,
+        }),
+        20 => Behavior::ReciprocalAvoidance(reciprocal_avoidance::ReciprocalAvoidanceParams {
+            time_horizon: d.f32()?,
+            obstacle_time_horizon: d.f32()?,
+            neighbor_dist: d.f32()?,
+            max_neighbors: d.u32()?,
+        }),
+        t => return Err(d.err(format!("unknown behaviour tag {t}"))),
+    })
+}

@@ -1,0 +1,293 @@
+//! `steerd replay`: re-runs a recording headless as fast as the machine goes and checks every
+//! recorded checkpoint.
+
+use std::time::Instant;
+
+use serde::Serialize;
+
+use super::format::{Parsed, Record};
+use super::{agent_digest, checkpoint};
+use crate::runtime::world::build_world;
+use crate::scenario::Scenario;
+use crate::sim::world::World;
+
+/// Options of one replay.
+#[derive(Debug, Clone)]
+pub struct ReplayOptions {
+    /// Stop at the first divergence.
+    pub verify: bool,
+    /// Stop when the world of the first segment reaching it is at this tick.
+    pub until: Option<u64>,
+    /// Worker threads for the step (does not change the result).
+    pub threads: usize,
+}
+
+impl Default for ReplayOptions {
+    fn default() -> Self {
+        ReplayOptions { verify: true, until: None, threads: 1 }
+    }
+}
+
+/// A checkpoint the replay does not reproduce.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Divergence {
+    /// Segment (0 = from the file's start; +1 at every recorded load/reset).
+    pub segment: usize,
+    /// The world's tick at the checkpoint.
+    pub tick: u64,
+    /// Recorded and replayed `state_hash` / `exact_hash`, hex.
+    pub recorded: String,
+    pub replayed: String,
+    /// The first agent (by id) whose state differs, when the recording has per-agent digests.
+    pub agent: Option<String>,
+}
+
+impl std::fmt::Display for Divergence {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "diverged at tick {} (segment {}): recorded {}, replayed {}", self.tick, self.segment, self.recorded, self.replayed)?;
+        match &self.agent {
+            Some(a) => write!(f, "; first differing agent: {a}"),
+            None => write!(f, "; no per-agent digests in this recording (record with agent digests to name the agent)"),
+        }
+    }
+}
+
+/// What a replay did.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct ReplayReport {
+    /// Segments (world starts) replayed.
+    pub segments: usize,
+    /// Steps run in all.
+    pub ticks: u64,
+    /// Commands applied (and how many of them the sim refused, as it did live).
+    pub commands: u64,
+    pub commands_refused: u64,
+    /// Checkpoints compared, and those that matched.
+    pub checks: u64,
+    pub checks_ok: u64,
+    /// Divergences found (at most one with `verify`).
+    pub divergences: Vec<Divergence>,
+    /// `state_hash` of the final state, hex.
+    pub final_state_hash: String,
+    /// The final world tick.
+    pub final_tick: u64,
+    /// Wall time, seconds, and simulated time over wall time.
+    pub seconds: f64,
+    pub realtime_factor: f64,
+    /// The recording's `End` (tick, reason), absent if the recording was cut off.
+    pub end: Option<(u64, String)>,
+    /// A torn or corrupt tail that was ignored (bytes, reason).
+    pub torn: Option<(usize, String)>,
+    /// Stopped at `--until`.
+    pub stopped_at_until: bool,
+}
+
+/// Why a replay could not run.
+#[derive(Debug, thiserror::Error)]
+pub enum ReplayError {
+    /// The file does not start with a `Start` record.
+    #[error("the recording has no start record")]
+    NoStart,
+    /// The start scenario does not build.
+    #[error("segment {0}: the recorded scenario does not build: {1}")]
+    Scenario(usize, String),
+    /// Records out of order.
+    #[error("segment {segment}: a record at tick {tick} follows tick {now}")]
+    TickBack { segment: usize, tick: u64, now: u64 },
+    /// Worker threads.
+    #[error("cannot start {0} worker threads: {1}")]
+    Threads(usize, String),
+    /// A tick-rate change the sim refuses (the recording is corrupt).
+    #[error("segment {0}: {1}")]
+    Sim(usize, String),
+}
+
+struct Run<'a> {
+    pool: rayon::ThreadPool,
+    world: Option<World>,
+    segment: usize,
+    report: ReplayReport,
+    until: Option<u64>,
+    sim_seconds: f64,
+    on_until: &'a mut dyn FnMut(&World, &Scenario),
+    scenario: Option<Scenario>,
+}
+
+impl Run<'_> {
+    /// Steps to `tick`; false when `--until` stopped the run.
+    fn advance_to(&mut self, tick: u64) -> Result<bool, ReplayError> {
+        let Some(w) = self.world.as_mut() else { return Err(ReplayError::NoStart) };
+        if tick < w.tick() {
+            return Err(ReplayError::TickBack { segment: self.segment, tick, now: w.tick() });
+        }
+        while w.tick() < tick {
+            if self.until.is_some_and(|u| w.tick() >= u) {
+                break;
+            }
+            self.pool.install(|| w.step());
+            // No builder here: the world builds the fields it needs when they are due.
+            drop(w.take_field_jobs());
+            drop(w.drain_events());
+            self.report.ticks += 1;
+            self.sim_seconds += f64::from(w.config().dt());
+        }
+        if let Some(u) = self.until
+            && w.tick() >= u
+        {
+            if let Some(sc) = &self.scenario {
+                (self.on_until)(w, sc);
+            }
+            self.report.stopped_at_until = true;
+            return Ok(false);
+        }
+        Ok(true)
+    }
+}
+
+/// Replays `parsed`. `on_until` sees the world when `--until` is reached.
+pub fn replay(parsed: &Parsed, opts: &ReplayOptions, on_until: &mut dyn FnMut(&World, &Scenario)) -> Result<ReplayReport, ReplayError> {
+    let threads = opts.threads.max(1);
+    let pool = rayon::ThreadPoolBuilder::new().num_threads(threads).build().map_err(|e| ReplayError::Threads(threads, e.to_string()))?;
+    let mut run = Run { pool, world: None, segment: 0, report: ReplayReport::default(), until: opts.until, sim_seconds: 0.0, on_until, scenario: None };
+    if !matches!(parsed.records.first(), Some(Record::Start { .. })) {
+        return Err(ReplayError::NoStart);
+    }
+    let start = Instant::now();
+    'records: for rec in &parsed.records {
+        match rec {
+            Record::Start { max_agents, max_spawn, scenario, .. } => {
+                if run.world.is_some() {
+                    run.segment += 1;
+                    // `--until` names a tick of the first segment that reaches it.
+                }
+                let sc = Scenario::from_json(scenario).map_err(|e| ReplayError::Scenario(run.segment, e.to_string()))?;
+                let caps = |v: u64| usize::try_from(v).unwrap_or(usize::MAX);
+                let w = build_world(&sc, caps(*max_agents), caps(*max_spawn)).map_err(|e| ReplayError::Scenario(run.segment, e.to_string()))?;
+                run.world = Some(w);
+                run.scenario = Some(sc);
+                run.report.segments += 1;
+                if !run.advance_to(0)? {
+                    break 'records;
+                }
+            }
+            Record::Command { tick, command } => {
+                if !run.advance_to(*tick)? {
+                    break 'records;
+                }
+                if let Some(w) = run.world.as_mut() {
+                    run.report.commands += 1;
+                    // Refused commands leave the world unchanged, here as they did live.
+                    if w.apply(command.clone()).is_err() {
+                        run.report.commands_refused += 1;
+                    }
+                }
+            }
+            Record::TickRate { tick, rate } => {
+                if !run.advance_to(*tick)? {
+                    break 'records;
+                }
+                if let Some(w) = run.world.as_mut() {
+                    w.set_tick_rate(*rate).map_err(|e| ReplayError::Sim(run.segment, e.to_string()))?;
+                }
+            }
+            Record::Paused { tick, .. } => {
+                if !run.advance_to(*tick)? {
+                    break 'records;
+                }
+            }
+            Record::Check { tick, state_hash, exact_hash, agents } => {
+                if !run.advance_to(*tick)? {
+                    break 'records;
+                }
+                let Some(w) = run.world.as_ref() else { return Err(ReplayError::NoStart) };
+                run.report.checks += 1;
+                let Record::Check { state_hash: sh, exact_hash: eh, .. } = checkpoint(w, false) else { continue };
+                if sh == *state_hash && eh == *exact_hash {
+                    run.report.checks_ok += 1;
+                    continue;
+                }
+                let agent = (!agents.is_empty()).then(|| first_differing_agent(w, agents)).flatten();
+                run.report.divergences.push(Divergence {
+                    segment: run.segment,
+                    tick: *tick,
+                    recorded: format!("state_hash {state_hash:016x} exact_hash {exact_hash:016x}"),
+                    replayed: format!("state_hash {sh:016x} exact_hash {eh:016x}"),
+                    agent,
+                });
+                if opts.verify {
+                    break 'records;
+                }
+            }
+            Record::End { tick, reason } => {
+                if !run.advance_to(*tick)? {
+                    break 'records;
+                }
+                run.report.end = Some((*tick, reason.clone()));
+            }
+        }
+    }
+    let mut report = run.report;
+    report.seconds = start.elapsed().as_secs_f64();
+    report.realtime_factor = if report.seconds > 0.0 { run.sim_seconds / report.seconds } else { 0.0 };
+    if let Some(w) = &run.world {
+        report.final_state_hash = format!("{:016x}", crate::sim::hash::state_hash(w));
+        report.final_tick = w.tick();
+    }
+    report.torn = parsed.torn_reason.clone().map(|r| (parsed.torn_bytes, r));
+    Ok(report)
+}
+
+/// The first agent (by id) whose digest differs from the recorded one, or who is missing on
+/// either side.
+fn first_differing_agent(w: &World, recorded: &[(u32, u32)]) -> Option<String> {
+    let now: Vec<(u32, u32)> = w.agents().iter().map(|a| (a.id, agent_digest(a))).collect();
+    let (mut i, mut j) = (0, 0);
+    while i < recorded.len() || j < now.len() {
+        match (recorded.get(i), now.get(j)) {
+            (Some(&(ri, rd)), Some(&(ni, nd))) if ri == ni => {
+                if rd != nd {
+                    let a = w.agent(ni)?;
+                    return Some(format!(
+                        "{ni} (replayed position ({}, {}), velocity ({}, {}))",
+                        a.position.x, a.position.y, a.velocity.x, a.velocity.y
+                    ));
+                }
+                i += 1;
+                j += 1;
+            }
+            (Some(&(ri, _)), Some(&(ni, _))) if ri < ni => return Some(format!("{ri} (recorded, missing in the replay)")),
+            (Some(_), Some(&(ni, _))) => return Some(format!("{ni} (in the replay, not recorded)")),
+            (Some(&(ri, _)), None) => return Some(format!("{ri} (recorded, missing in the replay)")),
+            (None, Some(&(ni, _))) => return Some(format!("{ni} (in the replay, not recorded)")),
+            (None, None) => break,
+        }
+    }
+    None
+}
+
+/// The state at a tick as `--snapshot` writes it: the agents' exact state, obstacles, walls,
+/// and the state as a loadable scenario (positions only: see `snapshot_scenario`).
+pub fn snapshot_json(w: &World, base: Option<&Scenario>) -> serde_json::Value {
+    let agents: Vec<serde_json::Value> = w
+        .agents()
+        .iter()
+        .map(|a| {
+            serde_json::json!({
+                "id": a.id,
+                "group": w.groups().get(usize::from(a.group)).cloned().unwrap_or_default(),
+                "position": [a.position.x, a.position.y],
+                "velocity": [a.velocity.x, a.velocity.y],
+                "orientation": a.orientation,
+                "angular_velocity": a.angular_velocity,
+            })
+        })
+        .collect();
+    serde_json::json!({
+        "tick": w.tick(),
+        "state_hash": format!("{:016x}", crate::sim::hash::state_hash(w)),
+        "agents": agents,
+        "obstacles": w.obstacles().iter().map(|o| serde_json::json!({"id": o.id, "center": [o.center.x, o.center.y], "radius": o.radius})).collect::<Vec<_>>(),
+        "walls": w.walls().iter().map(|x| serde_json::json!({"id": x.id, "a": [x.a.x, x.a.y], "b": [x.b.x, x.b.y]})).collect::<Vec<_>>(),
+        "scenario": base.map(|b| crate::scenario::snapshot_scenario(w, b)),
+    })
+}
