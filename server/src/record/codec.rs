@@ -676,3 +676,123 @@ fn decode_behavior(d: &mut Dec) -> Result<Behavior, DecodeError> {
         t => return Err(d.err(format!("unknown behaviour tag {t}"))),
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::sim::behaviors::Behavior;
+    use proptest::prelude::*;
+
+    fn all_behaviors() -> Vec<Behavior> {
+        use crate::sim::behaviors::*;
+        let t = Target::Point(Vec2::new(1.5, -2.25));
+        vec![
+            Behavior::Seek(seek::SeekParams { target: Target::Agent(7) }),
+            Behavior::Flee(flee::FleeParams { target: t, panic_distance: 3.0 }),
+            Behavior::Arrive(arrive::ArriveParams { target: t, tuning: arrive::ArriveTuning::default() }),
+            Behavior::Pursue(pursue::PursueParams { target: 3, max_prediction: 0.7 }),
+            Behavior::Evade(evade::EvadeParams { target: 4, panic_distance: 9.0, max_prediction: 1.1 }),
+            Behavior::Align(align::AlignParams { target: align::AlignTarget::Orientation(0.3), tuning: align::AlignTuning::default() }),
+            Behavior::Align(align::AlignParams { target: align::AlignTarget::Agent(12), tuning: align::AlignTuning::default() }),
+            Behavior::Face(face::FaceParams { target: t, tuning: align::AlignTuning::default() }),
+            Behavior::LookWhereYouAreGoing(look_where_you_are_going::LookParams { tuning: align::AlignTuning::default() }),
+            Behavior::VelocityMatch(velocity_match::VelocityMatchParams { target: 2, time_to_target: 0.1 }),
+            Behavior::Wander(wander::WanderParams { variant: wander::WanderVariant::Circle, ..wander::WanderParams::default() }),
+            Behavior::RandomTarget(random_target::RandomTargetParams { center: Some(Vec2::new(3.0, 4.0)), ..random_target::RandomTargetParams::default() }),
+            Behavior::ObstacleAvoidance(obstacle_avoidance::ObstacleAvoidanceParams { min_box_length: Some(2.0), braking_weight: 0.2, lateral_base: 0.1 }),
+            Behavior::AheadAvoidance(ahead_avoidance::AheadAvoidanceParams { ahead_len: 1.0, max_avoid_force: 2.0, margin: 0.5 }),
+            Behavior::WallAvoidance(wall_avoidance::WallAvoidanceParams { look_ahead: 3.0, avoid_distance: 1.0 }),
+            Behavior::AgentAvoidance(agent_avoidance::AgentAvoidanceParams { look_ahead: 2.0, avoid_radius: 1.0 }),
+            Behavior::Separation(separation::SeparationParams { neighbor_radius: 2.0 }),
+            Behavior::Cohesion(cohesion::CohesionParams { neighbor_radius: 5.0 }),
+            Behavior::Alignment(alignment::AlignmentParams { neighbor_radius: 5.0, time_to_target: 0.1 }),
+            Behavior::PathFollowing(path_following::PathFollowingParams {
+                waypoints: vec![Vec2::ZERO, Vec2::ONE],
+                path_radius: 1.0,
+                mode: PathMode::PingPong,
+            }),
+            Behavior::LeaderFollowing(leader_following::LeaderFollowingParams { leader: 1, ..leader_following::LeaderFollowingParams::default() }),
+            Behavior::ReciprocalAvoidance(reciprocal_avoidance::ReciprocalAvoidanceParams::default()),
+        ]
+    }
+
+    fn round_trip(c: &Command) -> Command {
+        let mut e = Enc::default();
+        encode_command(&mut e, c);
+        let mut d = Dec::new(&e.buf);
+        let back = decode_command(&mut d).unwrap();
+        assert!(d.done(), "{c:?}: bytes left");
+        back
+    }
+
+    #[test]
+    fn every_command_and_behaviour_round_trips_bit_exactly() {
+        let entries: Vec<BehaviorEntry> = all_behaviors().into_iter().enumerate().map(|(i, b)| BehaviorEntry { behavior: b, weight: -0.5 + i as f32, priority: i as u8 }).collect();
+        let mut cmds = vec![
+            Command::Despawn(u32::MAX),
+            Command::SetBehaviors { agent: 5, entries: entries.clone() },
+            Command::RemoveBehavior { agent: 5, kind: "séparation".into() },
+            Command::ResetBehaviors { agent: 0 },
+            Command::AddObstacle { center: Vec2::new(f32::MIN_POSITIVE, -0.0), radius: 1e-30 },
+            Command::MoveObstacle { id: 3, center: Vec2::new(1.0, 2.0), radius: None },
+            Command::MoveObstacle { id: 3, center: Vec2::new(1.0, 2.0), radius: Some(4.0) },
+            Command::RemoveObstacle(9),
+            Command::AddWall { a: Vec2::ZERO, b: Vec2::new(5.0, 5.0) },
+            Command::RemoveWall(2),
+            Command::MoveTo { agents: vec![5, 3, 1000, 1000, 0, u32::MAX], target: Vec2::new(3.0, 4.0), stopping_distance: 0.5 },
+        ];
+        for e in entries {
+            cmds.push(Command::AddBehavior { agent: 1, entry: e });
+        }
+        for (area, binding) in [
+            (SpawnArea::Rect { min: Vec2::ZERO, max: Vec2::ONE }, TargetBinding::AsGiven),
+            (SpawnArea::Disc { center: Vec2::ONE, radius: 2.0 }, TargetBinding::Antipode { center: Vec2::ONE }),
+            (SpawnArea::Ring { center: Vec2::ONE, radius: 2.0 }, TargetBinding::GroupMember { group: 3 }),
+            (SpawnArea::Points(vec![Vec2::ONE, Vec2::NEG_ONE]), TargetBinding::AsGiven),
+        ] {
+            cmds.push(Command::Spawn(SpawnSpec { binding, orientation: Some(1.0), initial_speed: 2.0, behaviors: all_behaviors().into_iter().map(BehaviorEntry::new).collect(), ..SpawnSpec::new("g", 4, area) }));
+        }
+        for c in &cmds {
+            let back = round_trip(c);
+            // Debug prints the float bits' values; compare that too (PartialEq has -0.0 == 0.0).
+            assert_eq!(&back, c);
+            assert_eq!(format!("{back:?}"), format!("{c:?}"));
+        }
+    }
+
+    #[test]
+    fn truncated_or_garbage_input_is_an_error_not_a_panic() {
+        let mut e = Enc::default();
+        encode_command(&mut e, &Command::MoveTo { agents: vec![1, 2, 3], target: Vec2::ONE, stopping_distance: 1.0 });
+        for n in 0..e.buf.len() {
+            assert!(decode_command(&mut Dec::new(&e.buf[..n])).is_err(), "prefix {n}");
+        }
+        assert!(decode_command(&mut Dec::new(&[200])).is_err());
+        // A huge list length is refused before allocating.
+        let mut e = Enc::default();
+        e.u8(11);
+        e.u64(u64::MAX);
+        assert!(decode_command(&mut Dec::new(&e.buf)).is_err());
+    }
+
+    proptest! {
+        #[test]
+        fn move_to_ids_and_floats_round_trip(ids in proptest::collection::vec(any::<u32>(), 0..64), x in any::<f32>(), y in any::<f32>(), s in any::<f32>()) {
+            let c = Command::MoveTo { agents: ids.clone(), target: Vec2::new(x, y), stopping_distance: s };
+            let mut e = Enc::default();
+            encode_command(&mut e, &c);
+            let back = decode_command(&mut Dec::new(&e.buf)).unwrap();
+            let Command::MoveTo { agents, target, stopping_distance } = back else { panic!("{back:?}") };
+            prop_assert_eq!(agents, ids);
+            prop_assert_eq!((target.x.to_bits(), target.y.to_bits(), stopping_distance.to_bits()), (x.to_bits(), y.to_bits(), s.to_bits()));
+        }
+
+        #[test]
+        fn varints_round_trip(v in any::<u64>()) {
+            let mut e = Enc::default();
+            e.u64(v);
+            prop_assert!(e.buf.len() <= 10);
+            prop_assert_eq!(Dec::new(&e.buf).u64().unwrap(), v);
+        }
+    }
+}

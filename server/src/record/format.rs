@@ -238,3 +238,70 @@ pub fn parse(bytes: &[u8]) -> Result<Parsed, FormatError> {
     out.torn_bytes = bytes.len() - pos.min(bytes.len());
     Ok(out)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn file(records: &[Vec<Record>]) -> Vec<u8> {
+        let mut out = header().to_vec();
+        for chunk in records {
+            let mut e = Enc::default();
+            for r in chunk {
+                r.encode(&mut e);
+            }
+            out.extend(frame_chunk(&e.buf));
+        }
+        out
+    }
+
+    fn sample() -> Vec<Vec<Record>> {
+        vec![
+            vec![Record::Start { max_agents: 10, max_spawn: 5, hash_every: 20, digests: true, from_snapshot: false, scenario: "{}".into() }],
+            vec![
+                Record::Command { tick: 3, command: Command::Despawn(4) },
+                Record::TickRate { tick: 3, rate: 30.0 },
+                Record::Paused { tick: 4, paused: true },
+                Record::Check { tick: 20, state_hash: 1, exact_hash: u64::MAX, agents: vec![(1, 7), (5, u32::MAX), (9, 0)] },
+            ],
+            vec![Record::End { tick: 25, reason: "done".into() }],
+        ]
+    }
+
+    #[test]
+    fn records_round_trip_through_chunks() {
+        let p = parse(&file(&sample())).unwrap();
+        assert_eq!(p.records, sample().concat());
+        assert_eq!((p.chunks, p.torn_bytes, p.torn_reason), (3, 0, None));
+    }
+
+    #[test]
+    fn a_torn_or_corrupt_last_chunk_loses_only_that_chunk() {
+        let whole = file(&sample());
+        let two = file(&sample()[..2]).len();
+        // Every cut inside the last chunk keeps the first two chunks.
+        for cut in two + 1..whole.len() {
+            let p = parse(&whole[..cut]).unwrap();
+            assert_eq!(p.chunks, 2, "cut at {cut}");
+            assert_eq!(p.records, sample()[..2].concat());
+            assert_eq!(p.torn_bytes, cut - two);
+            assert!(p.torn_reason.is_some());
+        }
+        // A flipped bit in the last chunk's payload fails its checksum.
+        let mut bad = whole.clone();
+        let last = bad.len() - 1;
+        bad[last] ^= 0x10;
+        let p = parse(&bad).unwrap();
+        assert_eq!((p.chunks, p.torn_reason.as_deref()), (2, Some("chunk checksum mismatch")));
+    }
+
+    #[test]
+    fn wrong_magic_or_version_is_refused() {
+        let mut f = file(&sample());
+        assert!(matches!(parse(&f[..10]), Err(FormatError::BadMagic)));
+        f[8] = 99;
+        assert!(matches!(parse(&f), Err(FormatError::Version(99))));
+        f[0] = b'X';
+        assert!(matches!(parse(&f), Err(FormatError::BadMagic)));
+    }
+}

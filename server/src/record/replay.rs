@@ -291,3 +291,122 @@ pub fn snapshot_json(w: &World, base: Option<&Scenario>) -> serde_json::Value {
         "scenario": base.map(|b| crate::scenario::snapshot_scenario(w, b)),
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::record::codec::Enc;
+    use crate::record::format::{self, parse};
+    use crate::record::generate;
+    use std::path::PathBuf;
+
+    fn root() -> PathBuf {
+        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..")
+    }
+
+    fn tmp(name: &str) -> PathBuf {
+        let d = std::env::temp_dir().join(format!("steerd-replay-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&d);
+        d
+    }
+
+    fn verify(bytes: &[u8], threads: usize) -> ReplayReport {
+        let p = parse(bytes).unwrap();
+        replay(&p, &ReplayOptions { verify: true, until: None, threads }, &mut |_, _| {}).unwrap()
+    }
+
+    /// The shipped regression recordings still replay bit for bit: a change to the simulation
+    /// that alters behaviour fails here and must be re-recorded on purpose
+    /// (`cargo run --release -p steerd --example make_recordings`).
+    #[test]
+    fn shipped_regression_recordings_verify() {
+        let regs = generate::regressions();
+        assert!(regs.len() >= 3);
+        for reg in regs {
+            let path = root().join("tests/recordings").join(format!("{}.{}", reg.name, crate::record::EXT));
+            let bytes = std::fs::read(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+            let r = verify(&bytes, 1);
+            assert!(r.divergences.is_empty(), "{}: {}", reg.name, r.divergences[0]);
+            assert!(r.checks >= 5 && r.checks == r.checks_ok, "{}: {r:?}", reg.name);
+            assert!(r.commands >= 3, "{}: {r:?}", reg.name);
+            assert!(r.end.is_some() && r.torn.is_none(), "{}: {r:?}", reg.name);
+        }
+    }
+
+    /// Recording a world driven through its command path, then replaying it, reproduces every
+    /// checkpoint, on one thread and on three, for every kind of start (scenario, mid-run
+    /// snapshot with a reset after).
+    #[test]
+    fn a_fresh_recording_replays_exactly_on_any_thread_count() {
+        for reg in generate::regressions().into_iter().filter(|r| r.name != "maze-moveto-orders") {
+            let dir = tmp(reg.name);
+            let bytes = generate::make(&reg, &root().join("scenarios"), &dir, 2).unwrap();
+            let one = verify(&bytes, 1);
+            let three = verify(&bytes, 3);
+            assert!(one.divergences.is_empty() && one.checks > 0 && one.checks == one.checks_ok, "{}: {one:?}", reg.name);
+            assert_eq!((one.final_state_hash.clone(), one.ticks), (three.final_state_hash.clone(), three.ticks), "{}", reg.name);
+            assert!(three.divergences.is_empty(), "{}", reg.name);
+            let _ = std::fs::remove_dir_all(&dir);
+        }
+    }
+
+    fn rewrite(bytes: &[u8], f: impl Fn(&mut Record)) -> Vec<u8> {
+        let p = parse(bytes).unwrap();
+        let mut out = format::header().to_vec();
+        let mut e = Enc::default();
+        for mut r in p.records {
+            f(&mut r);
+            r.encode(&mut e);
+        }
+        out.extend(format::frame_chunk(&e.buf));
+        out
+    }
+
+    /// A recording whose commands differ from what the replay's sim does diverges: `--verify`
+    /// names the first checkpoint that differs and, with digests, the first differing agent.
+    #[test]
+    fn a_changed_command_diverges_at_the_next_checkpoint_and_names_the_agent() {
+        let bytes = std::fs::read(root().join("tests/recordings/patrol-edits.rec")).unwrap();
+        // Move the new obstacle elsewhere: the run the file describes is no longer the one
+        // its checkpoints saw.
+        let changed = rewrite(&bytes, |r| {
+            if let Record::Command { command: crate::sim::world::Command::AddObstacle { center, .. }, .. } = r {
+                center.x -= 30.0;
+            }
+        });
+        let p = parse(&changed).unwrap();
+        let r = replay(&p, &ReplayOptions { verify: true, until: None, threads: 1 }, &mut |_, _| {}).unwrap();
+        assert_eq!(r.divergences.len(), 1, "{r:?}");
+        let d = &r.divergences[0];
+        let add_tick = p.records.iter().find_map(|r| match r {
+            Record::Command { tick, command: crate::sim::world::Command::AddObstacle { .. } } => Some(*tick),
+            _ => None,
+        });
+        assert!(d.tick > add_tick.unwrap(), "{d}");
+        assert!(d.agent.as_deref().is_some_and(|a| a.contains("replayed position")), "{d}");
+        // Without --verify the replay goes on and counts the rest.
+        let r = replay(&p, &ReplayOptions { verify: false, until: None, threads: 1 }, &mut |_, _| {}).unwrap();
+        assert!(r.divergences.len() > 1 && r.end.is_some(), "{r:?}");
+    }
+
+    #[test]
+    fn until_hands_over_the_state_at_that_tick() {
+        let bytes = std::fs::read(root().join("tests/recordings/patrol-edits.rec")).unwrap();
+        let p = parse(&bytes).unwrap();
+        let check60 = p.records.iter().find_map(|r| match r {
+            Record::Check { tick: 60, state_hash, .. } => Some(*state_hash),
+            _ => None,
+        });
+        let mut seen = None;
+        let r = replay(&p, &ReplayOptions { verify: true, until: Some(60), threads: 1 }, &mut |w, sc| {
+            let v = snapshot_json(w, Some(sc));
+            seen = Some((w.tick(), crate::sim::hash::state_hash(w), v["agents"].as_array().map(Vec::len)));
+        })
+        .unwrap();
+        assert!(r.stopped_at_until && r.divergences.is_empty(), "{r:?}");
+        let (tick, hash, agents) = seen.unwrap();
+        assert_eq!(tick, 60);
+        assert_eq!(Some(hash), check60);
+        assert!(agents.unwrap_or(0) >= 30);
+    }
+}
