@@ -10,6 +10,7 @@
 //! * `http_guard` — auth before the body, body timeout, socket cap, JSON error bodies.
 //! * `persist` — save/load across a restart, kill -9 while saving.
 //! * `limits` — 100 subscribers with 20 that never read; throughput figures for swarm-10k.
+//! * `record` — recording over REST and `--record`, download, list, delete, `steerd replay --verify`.
 //! * `overload` — a world whose tick overruns its period keeps answering; DELETE ends its thread.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -21,5 +22,6 @@ mod http_guard;
 mod limits;
 mod overload;
 mod persist;
+mod record;
 mod rest;
 mod ws;
