@@ -140,7 +140,7 @@ impl<'a> Dec<'a> {
         u32::try_from(v).map_err(|_| self.err(format!("{v} does not fit 32 bits")))
     }
     /// A list length (at most [`MAX_LIST`]).
-    pub fn len(&mut self) -> Result<usize, DecodeError> {
+    pub fn list_len(&mut self) -> Result<usize, DecodeError> {
         let v = self.u64()?;
         usize::try_from(v).ok().filter(|&n| n <= MAX_LIST).ok_or_else(|| self.err(format!("length {v} exceeds {MAX_LIST}")))
     }
@@ -190,7 +190,7 @@ impl<'a> Dec<'a> {
         Ok(if self.bool()? { Some(self.vec2()?) } else { None })
     }
     fn list<T>(&mut self, mut item: impl FnMut(&mut Self) -> Result<T, DecodeError>) -> Result<Vec<T>, DecodeError> {
-        let n = self.len()?;
+        let n = self.list_len()?;
         let mut v = Vec::with_capacity(n.min(1024));
         for _ in 0..n {
             v.push(item(self)?);
@@ -299,7 +299,7 @@ pub fn decode_command(d: &mut Dec) -> Result<Command, DecodeError> {
         9 => Command::AddWall { a: d.vec2()?, b: d.vec2()? },
         10 => Command::RemoveWall(d.u32()?),
         11 => {
-            let n = d.len()?;
+            let n = d.list_len()?;
             let mut agents = Vec::with_capacity(n.min(1024));
             let mut prev: i64 = 0;
             for _ in 0..n {

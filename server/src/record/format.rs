@@ -148,7 +148,7 @@ impl Record {
                 let tick = d.u64()?;
                 let state_hash = d.fixed64()?;
                 let exact_hash = d.fixed64()?;
-                let n = d.len()?;
+                let n = d.list_len()?;
                 let mut agents = Vec::with_capacity(n.min(1 << 16));
                 let mut prev = 0u32;
                 for _ in 0..n {
