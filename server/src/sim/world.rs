@@ -1328,10 +1328,11 @@ impl ApplyCtx<'_> {
     ///
     /// Returns the storage indexes of the agents it moved (sorted, each once).
     fn relax(&self, agents: &mut [Agent], pairs: &[ContactPair]) -> Vec<u32> {
-        let mut touched: Vec<u32> = Vec::new();
+        // Which of each pair's agents a pass moved (bit 0: the first, bit 1: the second).
+        let mut pair_moved = vec![0u8; pairs.len()];
         for _ in 0..CONTACT_RELAX_PASSES {
             let mut moved = false;
-            for &(id_a, id_b, ia, ib) in pairs {
+            for (&(id_a, id_b, ia, ib), pm) in pairs.iter().zip(pair_moved.iter_mut()) {
                 let (ia, ib) = (ia as usize, ib as usize);
                 let (Some(a), Some(b)) = (agents.get(ia), agents.get(ib)) else { continue };
                 let d = a.position - b.position;
@@ -1348,19 +1349,28 @@ impl ApplyCtx<'_> {
                     if let Some(a) = agents.get_mut(ia) {
                         a.position = pa + corr;
                         moved = true;
-                        touched.push(ia as u32);
+                        *pm |= 1;
                     }
                 }
                 if self.count_crossings(pb, pb - corr) == 0 {
                     if let Some(b) = agents.get_mut(ib) {
                         b.position = pb - corr;
                         moved = true;
-                        touched.push(ib as u32);
+                        *pm |= 2;
                     }
                 }
             }
             if !moved {
                 break;
+            }
+        }
+        let mut touched: Vec<u32> = Vec::new();
+        for (&(_, _, ia, ib), &pm) in pairs.iter().zip(&pair_moved) {
+            if pm & 1 != 0 {
+                touched.push(ia);
+            }
+            if pm & 2 != 0 {
+                touched.push(ib);
             }
         }
         touched.sort_unstable();
