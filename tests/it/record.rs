@@ -38,6 +38,13 @@ async fn a_running_world_records_its_commands_and_the_download_replays_exactly()
     assert!(!ids.is_empty());
     http.post("/worlds/demo/move-to", &json!({"agents": ids[..5], "target": {"x": 60, "y": 40}})).await.ok();
     http.post("/worlds/demo/obstacles", &json!({"center": {"x": 40, "y": 40}, "radius": 3})).await.expect(201);
+    // Over the WebSocket too: a spawn and a MoveTo of a session's own agents.
+    let mut ws = srv.ws().await;
+    let rid = ws.rid();
+    let mine = spawned(ws.request(&spawn_msg(rid, "demo", 4, [50.0, 50.0, 60.0, 60.0], steer_proto::Limits::default())).await);
+    let rid = ws.rid();
+    let r = ws.request(&move_to_msg(rid, "demo", mine.clone(), 20.0, 70.0, 1.0)).await;
+    assert!(matches!(r, steer_proto::Outcome::Ok(_)), "MoveTo over WS: {r:?}");
     http.patch("/worlds/demo", &json!({"tick_rate": 40})).await.ok();
     wait_ticks(&http, "demo", 30).await;
     http.delete(&format!("/worlds/demo/agents/{}", ids[7])).await.expect(204);
@@ -59,7 +66,8 @@ async fn a_running_world_records_its_commands_and_the_download_replays_exactly()
     let j = replay(&file, &["--verify", "--json", "--threads", "2"]);
     assert!(j.status.success(), "{}", String::from_utf8_lossy(&j.stderr));
     let rep: Value = serde_json::from_slice(&j.stdout).unwrap();
-    assert!(rep["commands"].as_u64().unwrap() >= 4, "{rep}");
+    // REST spawn, move-to, obstacle, despawn; WS spawn and move-to.
+    assert!(rep["commands"].as_u64().unwrap() >= 6, "{rep}");
     assert!(rep["checks"].as_u64().unwrap() >= 3 && rep["checks"] == rep["checks_ok"], "{rep}");
     assert!(rep["end"].is_array(), "{rep}");
 
