@@ -553,3 +553,58 @@ impl RecordHub {
         rx.recv_timeout(deadline.saturating_duration_since(std::time::Instant::now())).is_ok()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rotation_keeps_the_newest_files_of_that_world_only() {
+        let dir = std::env::temp_dir().join(format!("steerd-rotate-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let names = [
+            "w-1700000000-0",
+            "w-1700000000-10",
+            "w-1700000000-9",
+            "w-1700000001-0",
+            "w-1234567890-1700000000-0", // world `w-1234567890`
+            "ww-1600000000-0",
+            "notes",
+        ];
+        for n in names {
+            std::fs::write(dir.join(format!("{n}.{EXT}")), b"x").unwrap();
+        }
+        rotate(&dir, "w", 2);
+        let mut left: Vec<String> = std::fs::read_dir(&dir).unwrap().map(|e| e.unwrap().path().file_stem().unwrap().to_string_lossy().into_owned()).collect();
+        left.sort();
+        assert_eq!(left, ["notes", "w-1234567890-1700000000-0", "w-1700000000-10", "w-1700000001-0", "ww-1600000000-0"]);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn a_recorder_that_cannot_hand_over_stops_and_says_why() {
+        let dir = std::env::temp_dir().join(format!("steerd-rec-stop-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        // A 1-byte cap: the first chunk crosses it, the recording stops, the world goes on.
+        let hub = RecordHub::start(&dir, RecordSettings { max_bytes: 1, ..RecordSettings::default() }, false).unwrap();
+        let sc = crate::scenario::Scenario::from_json(r#"{"bounds": {"min": {"x": 0, "y": 0}, "max": {"x": 10, "y": 10}}}"#).unwrap();
+        let mut world = sc.build().unwrap();
+        let mut hook = Hook::new(Some(hub.clone()), 10, 10);
+        let e = hook.start("w", &sc, None, false).unwrap_err();
+        assert!(e.contains("recording_max_bytes"), "{e}");
+        assert!(!hook.active());
+        let v = hook.view();
+        assert!(v.stopped.as_deref().is_some_and(|s| s.contains("recording_max_bytes")), "{v:?}");
+        // Further calls are no-ops.
+        hook.command(&world, &Command::Despawn(1));
+        world.step();
+        hook.after_step(&world);
+        assert!(hub.drain(std::time::Duration::from_secs(5)));
+        assert!(!hub.is_active(v.name.as_deref().unwrap()));
+        let bytes = std::fs::read(hub.path_of(v.name.as_deref().unwrap()).unwrap()).unwrap();
+        let p = format::parse(&bytes).unwrap();
+        assert_eq!(p.records.len(), 1, "{:?}", p.records);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}
