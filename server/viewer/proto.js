@@ -10,7 +10,7 @@
 //
 // Pure ES module, no dependencies: the viewer imports it, and so does the Node vector test.
 
-export const PROTOCOL_VERSION = 2;
+export const PROTOCOL_VERSION = 3;
 /** Largest server frame a client should accept (§1). */
 export const DEFAULT_SERVER_LIMIT = 8 * 1024 * 1024;
 /** Default largest client frame (§1, `Welcome.max_message_bytes`). */
@@ -440,7 +440,7 @@ const world = ['world', 'string'];
 const agents = ['agents', vec('u32')];
 
 const CLIENT = tagged([
-  ['hello', [['protocol_version', 'u16'], ['token', opt('string'), null], ['encoding', names(['binary', 'json']), 'binary']]],
+  ['hello', [['protocol_version', 'u16'], ['token', opt('string'), null], ['encoding', names(['binary', 'json']), 'binary'], ['resume', opt('string'), null]]],
   ['subscribe', [rid, world, ['area', Area]]],
   ['unsubscribe', [rid, world]],
   ['move_to', [rid, world, agents, ['target', Point], ['stopping_distance', 'f32', 0]]],
@@ -455,8 +455,9 @@ const CLIENT = tagged([
 
 const ErrorCode = names([
   'bad_request', 'invalid_field', 'unknown_world', 'unknown_agent', 'forbidden', 'unauthorized',
-  'rate_limited', 'too_large', 'busy', 'not_found', 'unsupported_version', 'internal',
+  'rate_limited', 'too_large', 'busy', 'not_found', 'unsupported_version', 'internal', 'quota_exceeded',
 ]);
+const Role = names(['admin', 'player', 'spectator']);
 const Quantization = P([['pos_step', 'f32'], ['vel_step', 'f32'], ['predict_num', 'i32'], ['orient_snap', 'f32']]);
 const Rect = P(RectFields);
 const WorldInfo = P([['id', 'u32'], ['name', 'string'], ['bounds', Rect], ['aoi_cell_size', 'f32'], ['cols', 'u32'], ['rows', 'u32']]);
@@ -475,7 +476,7 @@ const Outcome = tagged([
 ]);
 
 const SERVER = tagged([
-  ['welcome', [['protocol_version', 'u16'], ['tick_rate_hz', 'f32'], ['quantization', Quantization], ['worlds', vec(WorldInfo)], ['max_message_bytes', 'u32']]],
+  ['welcome', [['protocol_version', 'u16'], ['tick_rate_hz', 'f32'], ['quantization', Quantization], ['worlds', vec(WorldInfo)], ['max_message_bytes', 'u32'], ['player_id', 'string'], ['role', Role], ['resume_token', 'string'], ['session_grace_secs', 'u32']]],
   ['keyframe', [['world', 'u32'], ['cell', 'u32'], ['tick', 'u64'], ['checksum', 'checksum', null], ['agents', { packed: 'records' }]]],
   ['delta', [['world', 'u32'], ['cell', 'u32'], ['tick', 'u64'], ['base_tick', 'u64'], ['checksum', 'checksum', null], ['left', { packed: 'ids' }], ['changed', { packed: 'changes' }], ['entered', { packed: 'records' }]]],
   ['event', [['world', 'u32'], ['tick', 'u64'], ['event', EventKind]]],

@@ -128,7 +128,7 @@ async fn bad_ws_input_is_answered_and_harmless() {
 
     // Wrong protocol version: unsupported_version naming the field, then close 1008.
     let mut old = Ws::connect(srv.addr).await;
-    old.send(&ClientMsg::Hello(proto::Hello { protocol_version: 999, token: None, encoding: Encoding::Binary })).await;
+    old.send(&ClientMsg::Hello(proto::Hello { protocol_version: 999, token: None, encoding: Encoding::Binary, resume: None })).await;
     check_field(&next_error(&mut old).await, ErrorCode::UnsupportedVersion, "protocol_version");
     assert_eq!(old.expect_close(WAIT).await, Some(1008));
 
