@@ -10,6 +10,7 @@ const FILES: &[(&str, &str, &str)] = &[
     ("index.html", "text/html; charset=utf-8", include_str!("../../viewer/index.html")),
     ("app.js", "text/javascript; charset=utf-8", include_str!("../../viewer/app.js")),
     ("proto.js", "text/javascript; charset=utf-8", include_str!("../../viewer/proto.js")),
+    ("players.js", "text/javascript; charset=utf-8", include_str!("../../viewer/players.js")),
     ("style.css", "text/css; charset=utf-8", include_str!("../../viewer/style.css")),
 ];
 
