@@ -305,6 +305,23 @@ fn chain_reproduces_states_and_covers_every_record_form() {
 
 /// (name, direction, hex, expected kind)
 fn invalid_vectors() -> Vec<(&'static str, &'static str, String, &'static str)> {
+    // A Welcome whose role byte (after `player_id`, before the 32-character resume token and
+    // the one-byte grace) is 3: no such role.
+    let welcome = ServerMsg::Welcome(Welcome {
+        protocol_version: PROTOCOL_VERSION,
+        tick_rate_hz: 20.0,
+        quantization: Quantization::default(),
+        worlds: vec![],
+        max_message_bytes: 65536,
+        player_id: "carol".into(),
+        role: Role::Spectator,
+        resume_token: "0a1b2c3d4e5f60718293a4b5c6d7e8f9".into(),
+        session_grace_secs: 5,
+    });
+    let mut bad_role = encode_binary(&welcome).unwrap();
+    let at = bad_role.len() - 1 - 32 - 1 - 1;
+    assert_eq!(bad_role[at], 2, "the role byte");
+    bad_role[at] = 3;
     let ping = hex(&encode_binary(&ClientMsg::Ping(Ping { request_id: 11 })).unwrap());
     let key = encode_binary(&chain_frames()[0]).unwrap();
     // A delta whose `changed` section holds one record with reserved motion mode 3.
@@ -337,6 +354,9 @@ fn invalid_vectors() -> Vec<(&'static str, &'static str, String, &'static str)> 
         ("reserved_motion_mode", "server", hex(&bad_motion), "malformed"),
         ("non_minimal_varint", "server", hex(&non_minimal), "malformed"),
         ("face_with_zero_velocity", "server", hex(&face_zero), "malformed"),
+        ("welcome_unknown_role", "server", hex(&bad_role), "malformed"),
+        // A version-2 Hello (no `resume`) is one field short of a version-3 one.
+        ("hello_of_version_2", "client", "00020000".into(), "unexpected_end"),
     ]
 }
 

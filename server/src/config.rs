@@ -110,7 +110,7 @@ pub struct WorldPolicy {
 /// `[players]`: the rules of every world, and per-world overrides. (No `deny_unknown_fields`
 /// here: serde does not support it with `flatten`; the flattened `WorldPolicy` refuses
 /// unknown keys itself.)
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
 #[serde(default)]
 pub struct PlayerSettings {
     /// The rules of worlds not named in `worlds`.
@@ -143,12 +143,6 @@ impl Default for WorldPolicy {
             spawn_rate_per_sec: 256.0,
             max_subscription_cells: 16_384,
         }
-    }
-}
-
-impl Default for PlayerSettings {
-    fn default() -> Self {
-        PlayerSettings { default: WorldPolicy::default(), worlds: Default::default() }
     }
 }
 
