@@ -3,6 +3,7 @@
 // Plain ES module, no dependencies, served by steerd itself (GET /, /viewer/*).
 
 import { decodeServer, encodeClient, helloMessage, CellMap, cellOf, ProtoError } from './sdk/index.js';
+import { initPlayers } from './players.js';
 
 const $ = (id) => document.getElementById(id);
 const canvas = $('canvas');
@@ -1476,3 +1477,4 @@ setInterval(() => { refreshAvoidance().catch(() => {}); }, 200); // 5 Hz, and on
 for (const id of ['ov-vo', 'ov-pvc']) $(id).addEventListener('change', () => { refreshAvoidance().catch(() => {}); });
 setInterval(() => { if (S.ws && S.ws.readyState === WebSocket.OPEN) send({ type: 'ping', request_id: S.nextRid++ }); }, 10000);
 refreshMetrics().catch(() => {});
+initPlayers({ world: () => (S.world ? S.world.name : null), token: () => S.token, toast });

@@ -17,7 +17,7 @@
 
 import type { ClientMsg, ServerMsg, Hello, Encoding, ErrorCodeName } from './types.js';
 
-export const PROTOCOL_VERSION = 2;
+export const PROTOCOL_VERSION = 3;
 /** Largest server frame a client should accept (§1). */
 export const DEFAULT_SERVER_LIMIT = 8 * 1024 * 1024;
 /** Default largest client frame (§1, `Welcome.max_message_bytes`). */

@@ -59,6 +59,9 @@ use crate::runtime::world::WorldInfoView;
         recordings::get_recording,
         recordings::list_recordings,
         recordings::delete_recording,
+        rest::list_players,
+        rest::kick_player,
+        rest::put_owner,
     ),
     components(schemas(ErrorBody)),
     modifiers(&BearerAuth),
@@ -70,6 +73,7 @@ use crate::runtime::world::WorldInfoView;
         (name = "walls", description = "Wall segments"),
         (name = "scenarios", description = "Saved and shipped scenario files"),
         (name = "recordings", description = "Recordings of worlds' runs (start/stop with PATCH /worlds/{world})"),
+        (name = "players", description = "Players, their agents and sessions (admin)"),
     )
 )]
 pub struct ApiDoc;
@@ -160,6 +164,24 @@ pub struct AgentRef {
     pub agent: u32,
 }
 
+/// A kicked player and the agents it owned in the world.
+#[derive(ToSchema)]
+pub struct Kicked {
+    /// Player id.
+    pub player: String,
+    /// Agents it owned there (now under the orphan policy).
+    pub agents: usize,
+}
+
+/// An agent and its new owner.
+#[derive(ToSchema)]
+pub struct Owner {
+    /// Agent id.
+    pub agent: u32,
+    /// Player id (`null`: nobody).
+    pub player: Option<String>,
+}
+
 /// Success.
 #[derive(ToSchema)]
 pub struct OkBody {
@@ -204,6 +226,11 @@ pub struct Health {
     pub overloaded_worlds: Vec<String>,
     /// Every world by name.
     pub worlds: BTreeMap<String, WorldHealth>,
+    /// `dev` (no player key: clients without a token are anonymous players) or `jwt` (player
+    /// tokens required).
+    pub auth: String,
+    /// Player sessions held (live, and dropped ones still resumable).
+    pub sessions: usize,
 }
 
 /// One world in `GET /health`.
@@ -363,7 +390,9 @@ mod tests {
                     continue;
                 }
                 let secured = op["security"].as_array().is_some_and(|s| s.iter().any(|r| r.get(BEARER).is_some()));
-                assert_eq!(secured, method != "get", "{method} {path}: security {}", op["security"]);
+                // The one read that is the admin's: who plays (player ids, traffic).
+                let admin_read = path == "/worlds/{world}/players";
+                assert_eq!(secured, method != "get" || admin_read, "{method} {path}: security {}", op["security"]);
                 if secured {
                     assert!(op["responses"]["401"].is_object() && op["responses"]["403"].is_object(), "{method} {path} documents 401/403");
                 }

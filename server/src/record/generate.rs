@@ -56,10 +56,13 @@ pub fn run_script(dir: &Path, scenario: Scenario, script: &[Step], threads: usiz
     let settings = RecordSettings { agent_digests: digests, ..RecordSettings::default() };
     let hub = RecordHub::start(dir, settings, false).map_err(|e| setup(&e))?;
     let limits = LimitSettings { sim_threads: threads, parallel_step_min_agents: if threads > 1 { 1 } else { 20_000 }, ..LimitSettings::default() };
-    let reg = Registry::new(limits, Arc::new(Metrics::new())).map_err(|e| setup(&e))?.with_recorder(hub.clone());
+    let players = Arc::new(crate::runtime::Players::new(crate::config::AuthSettings::default(), 0));
+    let reg = Registry::new(limits, crate::config::PlayerSettings::default(), players, Arc::new(Metrics::new()))
+        .map_err(|e| setup(&e))?
+        .with_recorder(hub.clone());
     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().map_err(|e| setup(&e))?;
     let w = reg.create("gen", scenario, None, true).map_err(|e| setup(&e))?;
-    let admin = Actor { session: None, admin: true };
+    let admin = Actor::admin();
     let name = rt.block_on(async {
         for (i, s) in script.iter().enumerate() {
             let err = |e| GenerateError::Cmd(i, e);
@@ -69,12 +72,12 @@ pub fn run_script(dir: &Path, scenario: Scenario, script: &[Step], threads: usiz
                 }
                 Step::Cmd(c) => {
                     // Refusals are part of a run too (recorded, and refused again on replay).
-                    let _ = w.apply(c.clone(), admin).await;
+                    let _ = w.apply(c.clone(), admin.clone()).await;
                 }
                 Step::CmdOn(idx, make) => {
                     let agents = w.ask(|reply| Request::Agents { limit: usize::MAX, reply }).await.map_err(err)?;
                     let ids: Vec<u32> = idx.iter().filter_map(|&k| agents.get(k).map(|a| a.id)).collect();
-                    let _ = w.apply(make(&ids), admin).await;
+                    let _ = w.apply(make(&ids), admin.clone()).await;
                 }
                 Step::TickRate(r) => {
                     w.ask(|reply| Request::Patch { tick_rate: Some(*r), paused: None, autosave: None, reply }).await.map_err(err)?;
