@@ -770,7 +770,7 @@ impl Ws {
 
 /// `Hello` for protocol 1.
 pub fn hello(token: Option<&str>, encoding: Encoding) -> ClientMsg {
-    ClientMsg::Hello(proto::Hello { protocol_version: PROTOCOL_VERSION, token: token.map(str::to_string), encoding })
+    ClientMsg::Hello(proto::Hello { protocol_version: PROTOCOL_VERSION, token: token.map(str::to_string), encoding, resume: None })
 }
 
 /// The whole world.

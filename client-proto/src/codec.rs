@@ -75,6 +75,17 @@ pub fn decode_binary<T: DeserializeOwned>(bytes: &[u8], limit: usize) -> Result<
     }
 }
 
+/// The `protocol_version` of a binary frame that starts like a `Hello` (message index 0, then
+/// the version as a bincode varint), whether or not the rest decodes: so a server can answer
+/// `unsupported_version` to a client of another version whose `Hello` has other fields.
+pub fn peek_hello_version(bytes: &[u8]) -> Option<u16> {
+    match bytes {
+        [0, v, ..] if *v < 251 => Some(u16::from(*v)),
+        [0, 251, lo, hi, ..] => Some(u16::from_le_bytes([*lo, *hi])),
+        _ => None,
+    }
+}
+
 /// Decodes a batched binary frame (`/ws?batch=1`, PROTOCOL.md §2): one or more messages back
 /// to back, the frame at most `limit` bytes; each message comes with its encoded length. Any
 /// malformed message fails the whole frame.
@@ -159,5 +170,24 @@ mod tests {
         assert_eq!(decode_json::<ClientMsg>(r#"{"type":"ping","request_id":1} x"#, 100).unwrap_err().kind(), "json");
         assert_eq!(decode_json::<ClientMsg>(r#"{"type":"ping","request_id":1}"#, 5).unwrap_err().kind(), "too_large");
         assert_eq!(encode_json(&m).unwrap(), r#"{"type":"ping","request_id":1}"#);
+    }
+}
+
+#[cfg(test)]
+mod peek_tests {
+    use super::*;
+    use crate::{ClientMsg, Encoding, Hello};
+
+    #[test]
+    fn peek_hello_version_reads_any_hello() {
+        for v in [0u16, 2, 3, 250, 251, 999, u16::MAX] {
+            let h = ClientMsg::Hello(Hello { protocol_version: v, token: None, encoding: Encoding::Binary, resume: None });
+            assert_eq!(peek_hello_version(&encode_binary(&h).unwrap()), Some(v));
+        }
+        // A version-2 Hello (no `resume`): the version still reads.
+        assert_eq!(peek_hello_version(&[0, 2, 0, 0]), Some(2));
+        let p = ClientMsg::Ping(crate::Ping { request_id: 0 });
+        assert_eq!(peek_hello_version(&encode_binary(&p).unwrap()), None);
+        assert_eq!(peek_hello_version(&[]), None);
     }
 }

@@ -164,6 +164,9 @@ pub enum ErrorCode {
     UnsupportedVersion,
     /// 11: server bug.
     Internal,
+    /// 12: a per-player or per-world quota (agents, spawn rate, connections, subscription
+    /// area) would be exceeded; nothing was changed.
+    QuotaExceeded,
 }
 
 impl ErrorCode {
@@ -181,6 +184,7 @@ impl ErrorCode {
         ErrorCode::NotFound,
         ErrorCode::UnsupportedVersion,
         ErrorCode::Internal,
+        ErrorCode::QuotaExceeded,
     ];
 
     /// The stable string name, e.g. `"unsupported_version"`.
@@ -198,6 +202,7 @@ impl ErrorCode {
             ErrorCode::NotFound => "not_found",
             ErrorCode::UnsupportedVersion => "unsupported_version",
             ErrorCode::Internal => "internal",
+            ErrorCode::QuotaExceeded => "quota_exceeded",
         }
     }
 }
@@ -208,7 +213,42 @@ impl std::fmt::Display for ErrorCode {
     }
 }
 
-always_valid!(Encoding, ErrorCode);
+/// What a connection may do (PROTOCOL.md §Players). JSON uses the snake_case names; binary
+/// uses the variant index (the order below, starting at 0). Never reorder.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Role {
+    /// 0: the admin token: commands every agent, sees everything, no quotas.
+    Admin,
+    /// 1: a player: commands the agents it owns, within quotas, sees what the world's
+    /// visibility lets it see.
+    #[default]
+    Player,
+    /// 2: a spectator: sees every cell, commands nothing.
+    Spectator,
+}
+
+impl Role {
+    /// Every role in wire order.
+    pub const ALL: &'static [Role] = &[Role::Admin, Role::Player, Role::Spectator];
+
+    /// The stable string name, e.g. `"spectator"`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Role::Admin => "admin",
+            Role::Player => "player",
+            Role::Spectator => "spectator",
+        }
+    }
+}
+
+impl std::fmt::Display for Role {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+always_valid!(Encoding, ErrorCode, Role);
 
 #[cfg(test)]
 mod tests {
@@ -220,6 +260,15 @@ mod tests {
             assert_eq!(serde_json::to_string(c).unwrap(), format!("\"{}\"", c.name()));
             let bin = bincode::serde::encode_to_vec(c, bincode::config::standard()).unwrap();
             assert_eq!(bin, vec![u8::try_from(i).unwrap()], "{c}");
+        }
+    }
+
+    #[test]
+    fn role_names_match_serde() {
+        for (i, r) in Role::ALL.iter().enumerate() {
+            assert_eq!(serde_json::to_string(r).unwrap(), format!("\"{}\"", r.name()));
+            let bin = bincode::serde::encode_to_vec(r, bincode::config::standard()).unwrap();
+            assert_eq!(bin, vec![u8::try_from(i).unwrap()], "{r}");
         }
     }
 

@@ -24,7 +24,7 @@ pub mod validate;
 
 pub use behavior::*;
 pub use codec::{
-    DEFAULT_CLIENT_LIMIT, DEFAULT_SERVER_LIMIT, DecodeError, HARD_LIMIT, bincode_config, decode_binary, decode_binary_batch,
+    DEFAULT_CLIENT_LIMIT, DEFAULT_SERVER_LIMIT, DecodeError, HARD_LIMIT, bincode_config, decode_binary, decode_binary_batch, peek_hello_version,
     decode_json, encode_binary, encode_json,
 };
 pub use common::*;
@@ -42,4 +42,4 @@ pub use state::{ApplyError, CellState, ClientState, apply_change};
 pub use validate::{FieldError, FieldPath, Validate};
 
 /// The protocol version this crate speaks.
-pub const PROTOCOL_VERSION: u16 = 2;
+pub const PROTOCOL_VERSION: u16 = 3;

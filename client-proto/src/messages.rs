@@ -1,7 +1,7 @@
 //! Client → server and server → client messages.
 
 use crate::behavior::{BehaviorEntry, BehaviorKind};
-use crate::common::{Area, ErrorCode, Encoding, Point, Rect, SpawnArea};
+use crate::common::{Area, ErrorCode, Encoding, Point, Rect, Role, SpawnArea};
 use crate::frames::{Delta, Keyframe};
 use crate::quant::Quantization;
 
@@ -15,6 +15,9 @@ wire_struct! {
         pub token: Option<String>,
         /// Encoding of server frames from `Welcome` on (default `binary`).
         #[serde(default)] pub encoding: Encoding,
+        /// Resume token of an earlier `Welcome`: within the grace period the connection takes
+        /// over that session (player, role, subscriptions) instead of starting a new one.
+        #[serde(default)] pub resume: Option<String>,
     }
 }
 
@@ -236,6 +239,16 @@ wire_struct! {
         #[serde(deserialize_with = "crate::common::bounded::vec")] pub worlds: Vec<WorldInfo>,
         /// Largest client message the server accepts, in bytes.
         pub max_message_bytes: u32,
+        /// The player this connection acts as (the token's `sub`, a fresh `anon-…` id in dev
+        /// mode, `admin` for the admin token).
+        pub player_id: String,
+        /// What the connection may do.
+        pub role: Role,
+        /// Give it back in `Hello.resume` after a drop to resume this session.
+        pub resume_token: String,
+        /// How long after a drop the session can be resumed (and the player's agents wait
+        /// before the world's orphan policy applies), seconds.
+        pub session_grace_secs: u32,
     }
 }
 

@@ -126,9 +126,9 @@ fn ids() -> impl Strategy<Value = Vec<u32>> {
 
 fn client_msg() -> BoxedStrategy<ClientMsg> {
     prop_oneof![
-        (any::<u16>(), proptest::option::of(name()), any::<bool>()).prop_map(|(protocol_version, token, j)| {
+        (any::<u16>(), proptest::option::of(name()), any::<bool>(), proptest::option::of(name())).prop_map(|(protocol_version, token, j, resume)| {
             let encoding = if j { Encoding::Json } else { Encoding::Binary };
-            ClientMsg::Hello(Hello { protocol_version, token, encoding })
+            ClientMsg::Hello(Hello { protocol_version, token, encoding, resume })
         }),
         (any::<u32>(), name(), proptest::option::of(rect())).prop_map(|(request_id, world, r)| {
             let area = r.map_or(Area::WholeWorld(WholeWorld {}), Area::Rect);
@@ -201,8 +201,8 @@ fn delta_with_base() -> impl Strategy<Value = (Delta, Vec<QAgent>)> {
 
 fn server_msg() -> BoxedStrategy<ServerMsg> {
     prop_oneof![
-        (any::<u16>(), fin(), vec((any::<u32>(), name(), rect(), fin(), any::<u32>(), any::<u32>()), 0..3)).prop_map(
-            |(protocol_version, tick_rate_hz, worlds)| ServerMsg::Welcome(Welcome {
+        (any::<u16>(), fin(), vec((any::<u32>(), name(), rect(), fin(), any::<u32>(), any::<u32>()), 0..3), name(), 0..3usize, any::<u32>()).prop_map(
+            |(protocol_version, tick_rate_hz, worlds, player_id, role, session_grace_secs)| ServerMsg::Welcome(Welcome {
                 protocol_version,
                 tick_rate_hz,
                 quantization: Quantization::default(),
@@ -218,6 +218,10 @@ fn server_msg() -> BoxedStrategy<ServerMsg> {
                     })
                     .collect(),
                 max_message_bytes: 65536,
+                resume_token: format!("r-{player_id}"),
+                player_id,
+                role: Role::ALL[role],
+                session_grace_secs,
             })
         ),
         (any::<u32>(), any::<u32>(), any::<u64>(), qagent_set(20), any::<bool>()).prop_map(

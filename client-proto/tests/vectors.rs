@@ -107,8 +107,14 @@ fn all_behaviors() -> Vec<BehaviorEntry> {
 fn client_vectors() -> Vec<(&'static str, ClientMsg)> {
     let w = || "arena".to_string();
     vec![
-        ("client_hello", ClientMsg::Hello(Hello { protocol_version: PROTOCOL_VERSION, token: Some("s3cret".into()), encoding: Encoding::Binary })),
-        ("client_hello_json", ClientMsg::Hello(Hello { protocol_version: PROTOCOL_VERSION, token: None, encoding: Encoding::Json })),
+        ("client_hello", ClientMsg::Hello(Hello { protocol_version: PROTOCOL_VERSION, token: Some("s3cret".into()), encoding: Encoding::Binary, resume: None })),
+        ("client_hello_json", ClientMsg::Hello(Hello { protocol_version: PROTOCOL_VERSION, token: None, encoding: Encoding::Json, resume: None })),
+        ("client_hello_resume", ClientMsg::Hello(Hello {
+            protocol_version: PROTOCOL_VERSION,
+            token: Some("eyJhbGciOiJIUzI1NiJ9.e30.c2ln".into()),
+            encoding: Encoding::Binary,
+            resume: Some("7f3a9c0e5b2d4f6a8c1e3b5d7f9a0c2e".into()),
+        })),
         ("client_subscribe_rect", ClientMsg::Subscribe(Subscribe {
             request_id: 1,
             world: w(),
@@ -200,6 +206,21 @@ fn server_vectors() -> Vec<(&'static str, ServerMsg, Vec<QAgent>)> {
             quantization: Quantization::default(),
             worlds: vec![WorldInfo::new(1, "arena", Rect { min_x: -500.0, min_y: -500.0, max_x: 500.0, max_y: 500.0 }, 50.0)],
             max_message_bytes: 65536,
+            player_id: "alice".into(),
+            role: Role::Player,
+            resume_token: "7f3a9c0e5b2d4f6a8c1e3b5d7f9a0c2e".into(),
+            session_grace_secs: 30,
+        })),
+        ("server_welcome_spectator", ServerMsg::Welcome(Welcome {
+            protocol_version: PROTOCOL_VERSION,
+            tick_rate_hz: 20.0,
+            quantization: Quantization::default(),
+            worlds: vec![],
+            max_message_bytes: 65536,
+            player_id: "carol".into(),
+            role: Role::Spectator,
+            resume_token: "0a1b2c3d4e5f60718293a4b5c6d7e8f9".into(),
+            session_grace_secs: 5,
         })),
         ("server_event_destination_reached", ServerMsg::Event(Event { world: 1, tick: 250, event: EventKind::DestinationReached(AgentEvent { agent: 7 }) })),
         ("server_event_path_completed", ServerMsg::Event(Event { world: 1, tick: 251, event: EventKind::PathCompleted(AgentEvent { agent: 8 }) })),
@@ -216,9 +237,22 @@ fn server_vectors() -> Vec<(&'static str, ServerMsg, Vec<QAgent>)> {
                 field: Some("behaviors[2].behavior.slow_radius".into()),
             }),
         })),
+        ("server_result_quota_exceeded", ServerMsg::CommandResult(CommandResult {
+            request_id: 12,
+            result: Outcome::Error(ErrorBody {
+                code: ErrorCode::QuotaExceeded,
+                message: "player alice may own at most 256 agents in world `arena` (owns 256)".into(),
+                field: Some("count".into()),
+            }),
+        })),
+        ("server_error_unauthorized", ServerMsg::Error(ErrorBody {
+            code: ErrorCode::Unauthorized,
+            message: "token expired".into(),
+            field: Some("token".into()),
+        })),
         ("server_error_unsupported_version", ServerMsg::Error(ErrorBody {
             code: ErrorCode::UnsupportedVersion,
-            message: "protocol version 1 is not supported; this server speaks 2".into(),
+            message: "protocol version 2 is not supported; this server speaks 3".into(),
             field: Some("protocol_version".into()),
         })),
         ("server_pong", ServerMsg::Pong(Pong { request_id: 11, server_tick: 123_456 })),
@@ -271,6 +305,23 @@ fn chain_reproduces_states_and_covers_every_record_form() {
 
 /// (name, direction, hex, expected kind)
 fn invalid_vectors() -> Vec<(&'static str, &'static str, String, &'static str)> {
+    // A Welcome whose role byte (after `player_id`, before the 32-character resume token and
+    // the one-byte grace) is 3: no such role.
+    let welcome = ServerMsg::Welcome(Welcome {
+        protocol_version: PROTOCOL_VERSION,
+        tick_rate_hz: 20.0,
+        quantization: Quantization::default(),
+        worlds: vec![],
+        max_message_bytes: 65536,
+        player_id: "carol".into(),
+        role: Role::Spectator,
+        resume_token: "0a1b2c3d4e5f60718293a4b5c6d7e8f9".into(),
+        session_grace_secs: 5,
+    });
+    let mut bad_role = encode_binary(&welcome).unwrap();
+    let at = bad_role.len() - 1 - 32 - 1 - 1;
+    assert_eq!(bad_role[at], 2, "the role byte");
+    bad_role[at] = 3;
     let ping = hex(&encode_binary(&ClientMsg::Ping(Ping { request_id: 11 })).unwrap());
     let key = encode_binary(&chain_frames()[0]).unwrap();
     // A delta whose `changed` section holds one record with reserved motion mode 3.
@@ -303,6 +354,9 @@ fn invalid_vectors() -> Vec<(&'static str, &'static str, String, &'static str)> 
         ("reserved_motion_mode", "server", hex(&bad_motion), "malformed"),
         ("non_minimal_varint", "server", hex(&non_minimal), "malformed"),
         ("face_with_zero_velocity", "server", hex(&face_zero), "malformed"),
+        ("welcome_unknown_role", "server", hex(&bad_role), "malformed"),
+        // A version-2 Hello (no `resume`) is one field short of a version-3 one.
+        ("hello_of_version_2", "client", "00020000".into(), "unexpected_end"),
     ]
 }
 

@@ -246,7 +246,7 @@ async fn connect(cfg: &BotConfig) -> anyhow::Result<(Ws, proto::Welcome)> {
     let (mut ws, _) = tokio_tungstenite::connect_async_with_config(cfg.url.as_str(), Some(ws_config()), true)
         .await
         .with_context(|| format!("WebSocket connect to {}", cfg.url))?;
-    let hello = ClientMsg::Hello(Hello { protocol_version: proto::PROTOCOL_VERSION, token: cfg.token.clone(), encoding: cfg.encoding });
+    let hello = ClientMsg::Hello(Hello { protocol_version: proto::PROTOCOL_VERSION, token: cfg.token.clone(), encoding: cfg.encoding, resume: None });
     ws.send(to_message(&hello, cfg.encoding)?).await?;
     while let Some(m) = ws.next().await {
         let m = m?;

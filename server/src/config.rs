@@ -33,6 +33,150 @@ pub struct Settings {
     /// (Origin equal to the request's Host). Loopback names always may; any other Host needs
     /// to be listed, so that DNS rebinding cannot pass the Origin check.
     pub same_origin_hosts: Vec<String>,
+    /// Player authentication and sessions.
+    pub auth: AuthSettings,
+    /// Player rules of every world (`[players]`), with per-world overrides
+    /// (`[players.worlds.NAME]`).
+    pub players: PlayerSettings,
+}
+
+/// How players prove who they are, and how many sessions the server keeps.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct AuthSettings {
+    /// HS256 secret of player tokens (JWT). With neither this nor `player_jwt_public_key` the
+    /// server runs in dev mode: a client without a token is an anonymous player with a fresh id.
+    pub player_jwt_secret: Option<String>,
+    /// PEM public key file (RSA → RS256, Ed25519 → EdDSA) of player tokens.
+    pub player_jwt_public_key: Option<PathBuf>,
+    /// Most sessions (live or waiting to be resumed) and known players kept at once.
+    pub max_sessions: usize,
+    /// Most simultaneous connections of one player (the admin token is exempt).
+    pub max_connections_per_player: usize,
+    /// Events about its agents kept for a player while it has no connection (given on its
+    /// next connection).
+    pub pending_events_per_player: usize,
+}
+
+/// What happens to a player's agents when the grace period after its last connection ends.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum OrphanPolicy {
+    /// Remove them (a `despawned` event).
+    #[default]
+    Despawn,
+    /// Leave them as they are (still owned: the player commands them again when it returns).
+    Keep,
+    /// Stop them where they are: behaviours removed, a MoveTo to their own position.
+    Freeze,
+}
+
+/// What a player receives of a world.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Visibility {
+    /// Every subscribed cell.
+    #[default]
+    Open,
+    /// Only the subscribed cells within `vision_radius` of its own and its team's agents.
+    Owned,
+    /// Players subscribe to rectangles only; `whole_world` is for spectators and admins.
+    SpectatorsOnlyWholeWorld,
+}
+
+/// The player rules of one world.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct WorldPolicy {
+    /// What players see.
+    pub visibility: Visibility,
+    /// Reach of an agent's sight under `owned` visibility, world units.
+    pub vision_radius: f32,
+    /// What happens to a player's agents after the grace period.
+    pub orphan_policy: OrphanPolicy,
+    /// Seconds after a player's last connection before `orphan_policy` applies (and during which
+    /// its sessions can be resumed).
+    pub session_grace_secs: u32,
+    /// Most agents one player may own in the world.
+    pub max_agents_per_player: usize,
+    /// Agents per second one player may spawn in the world (token bucket, burst
+    /// `max_agents_per_player`).
+    pub spawn_rate_per_sec: f64,
+    /// Most AOI cells of one player's subscription (under `owned` visibility the cells
+    /// delivered are narrowed anyway).
+    pub max_subscription_cells: usize,
+}
+
+/// `[players]`: the rules of every world, and per-world overrides. (No `deny_unknown_fields`
+/// here: serde does not support it with `flatten`; the flattened `WorldPolicy` refuses
+/// unknown keys itself.)
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[serde(default)]
+pub struct PlayerSettings {
+    /// The rules of worlds not named in `worlds`.
+    #[serde(flatten)]
+    pub default: WorldPolicy,
+    /// Per world name: its rules (fields not given take the built-in defaults).
+    pub worlds: std::collections::BTreeMap<String, WorldPolicy>,
+}
+
+impl Default for AuthSettings {
+    fn default() -> Self {
+        AuthSettings {
+            player_jwt_secret: None,
+            player_jwt_public_key: None,
+            max_sessions: 10_000,
+            max_connections_per_player: 8,
+            pending_events_per_player: 256,
+        }
+    }
+}
+
+impl Default for WorldPolicy {
+    fn default() -> Self {
+        WorldPolicy {
+            visibility: Visibility::Open,
+            vision_radius: 100.0,
+            orphan_policy: OrphanPolicy::Despawn,
+            session_grace_secs: 30,
+            max_agents_per_player: 256,
+            spawn_rate_per_sec: 256.0,
+            max_subscription_cells: 16_384,
+        }
+    }
+}
+
+impl PlayerSettings {
+    /// The rules of world `name`.
+    pub fn policy(&self, name: &str) -> &WorldPolicy {
+        self.worlds.get(name).unwrap_or(&self.default)
+    }
+
+    /// The longest grace period of any world (how long a session can wait to be resumed).
+    pub fn max_grace_secs(&self) -> u32 {
+        self.worlds.values().map(|w| w.session_grace_secs).fold(self.default.session_grace_secs, u32::max)
+    }
+}
+
+impl WorldPolicy {
+    fn validate(&self, at: &str) -> Result<(), String> {
+        if !(self.vision_radius.is_finite() && self.vision_radius > 0.0) {
+            return Err(format!("{at}.vision_radius must be a positive number"));
+        }
+        if !(self.spawn_rate_per_sec.is_finite() && self.spawn_rate_per_sec > 0.0) {
+            return Err(format!("{at}.spawn_rate_per_sec must be a positive number"));
+        }
+        if self.max_agents_per_player == 0 {
+            return Err(format!("{at}.max_agents_per_player must be positive"));
+        }
+        if self.max_subscription_cells == 0 {
+            return Err(format!("{at}.max_subscription_cells must be positive"));
+        }
+        if self.session_grace_secs > 86_400 {
+            return Err(format!("{at}.session_grace_secs must be at most 86400"));
+        }
+        Ok(())
+    }
 }
 
 /// Every bound of the server.
@@ -47,9 +191,6 @@ pub struct LimitSettings {
     pub max_agents_per_world: usize,
     /// Most agents one spawn may create.
     pub max_spawn: usize,
-    /// Most agents one WebSocket session without the admin token may own in a world at once
-    /// (its spawns beyond it: `invalid_field` `count`).
-    pub max_agents_per_session: usize,
     /// Largest inbound WebSocket message, bytes (and frame).
     pub max_message_bytes: usize,
     /// Largest REST body, bytes.
@@ -130,6 +271,8 @@ impl Default for Settings {
             scenarios_dir: PathBuf::from("./scenarios"),
             allowed_origins: Vec::new(),
             same_origin_hosts: Vec::new(),
+            auth: AuthSettings::default(),
+            players: PlayerSettings::default(),
         }
     }
 }
@@ -141,7 +284,6 @@ impl Default for LimitSettings {
             max_worlds: 64,
             max_agents_per_world: 200_000,
             max_spawn: 10_000,
-            max_agents_per_session: 10_000,
             max_message_bytes: 64 * 1024,
             max_body_bytes: 8 << 20,
             commands_per_sec: 50.0,
@@ -195,7 +337,6 @@ impl Settings {
             ("limits.max_worlds", l.max_worlds as f64),
             ("limits.max_agents_per_world", l.max_agents_per_world as f64),
             ("limits.max_spawn", l.max_spawn as f64),
-            ("limits.max_agents_per_session", l.max_agents_per_session as f64),
             ("limits.max_message_bytes", l.max_message_bytes as f64),
             ("limits.max_body_bytes", l.max_body_bytes as f64),
             ("limits.commands_per_sec", l.commands_per_sec),
@@ -238,6 +379,46 @@ impl Settings {
         if self.admin_token.as_deref().is_some_and(str::is_empty) {
             return Err("admin_token must not be empty when set".into());
         }
+        if self.auth.player_jwt_secret.as_deref().is_some_and(|s| s.len() < 16) {
+            return Err("auth.player_jwt_secret must be at least 16 bytes".into());
+        }
+        for (name, v) in [
+            ("auth.max_sessions", self.auth.max_sessions),
+            ("auth.max_connections_per_player", self.auth.max_connections_per_player),
+            ("auth.pending_events_per_player", self.auth.pending_events_per_player),
+        ] {
+            if v == 0 {
+                return Err(format!("{name} must be positive"));
+            }
+        }
+        self.players.default.validate("players")?;
+        for (name, p) in &self.players.worlds {
+            p.validate(&format!("players.worlds.{name}"))?;
+        }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod player_settings_tests {
+    use super::*;
+
+    #[test]
+    fn players_section_parses_with_overrides_and_refuses_unknown_keys() {
+        let s: Settings = toml::from_str(
+            "[players]\nvisibility = \"owned\"\nvision_radius = 80\n[players.worlds.arena]\norphan_policy = \"freeze\"\nsession_grace_secs = 2\n",
+        )
+        .unwrap();
+        assert_eq!(s.players.policy("demo").visibility, Visibility::Owned);
+        assert_eq!(s.players.policy("demo").vision_radius, 80.0);
+        let a = s.players.policy("arena");
+        assert_eq!((a.orphan_policy, a.session_grace_secs, a.visibility), (OrphanPolicy::Freeze, 2, Visibility::Open));
+        assert_eq!(s.players.max_grace_secs(), 30);
+        assert!(toml::from_str::<Settings>("[players]\nvisibilty = \"owned\"\n").is_err(), "a misspelt key is refused");
+        assert!(toml::from_str::<Settings>("[players.worlds.a]\nbogus = 1\n").is_err());
+        assert!(s.validate().is_ok());
+        let mut bad = s.clone();
+        bad.players.default.vision_radius = f32::NAN;
+        assert!(bad.validate().unwrap_err().contains("players.vision_radius"));
     }
 }

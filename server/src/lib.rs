@@ -8,6 +8,7 @@
 #![cfg_attr(test, allow(clippy::unwrap_used, clippy::expect_used))]
 
 pub mod agones;
+pub mod auth;
 pub mod config;
 pub mod convert;
 pub mod http;

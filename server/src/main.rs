@@ -33,6 +33,31 @@ enum Cmd {
         #[arg(long)]
         url: Option<String>,
     },
+    /// Mint a player token (HS256) with the configured `auth.player_jwt_secret`, for local
+    /// testing; the game's backend issues the real ones.
+    Token {
+        /// Player id (`sub`).
+        #[arg(long)]
+        sub: String,
+        /// `player` or `spectator`.
+        #[arg(long, default_value = "player")]
+        role: String,
+        /// Lifetime: e.g. 90s, 15m, 1h, 2d.
+        #[arg(long, default_value = "1h")]
+        ttl: String,
+        /// Team (team-mates share vision in `owned` worlds).
+        #[arg(long)]
+        team: Option<String>,
+        /// World names the token is good for (comma separated; default all).
+        #[arg(long, value_delimiter = ',')]
+        worlds: Option<Vec<String>>,
+        /// Settings file (TOML) holding `auth.player_jwt_secret`.
+        #[arg(long, env = "STEERD_CONFIG")]
+        config: Option<PathBuf>,
+        /// The secret (else STEERD_PLAYER_JWT_SECRET, else the settings file).
+        #[arg(long, env = "STEERD_PLAYER_JWT_SECRET", hide_env_values = true)]
+        secret: Option<String>,
+    },
     /// Run a scenario headless as fast as possible and print a report.
     Simulate {
         /// Scenario JSON file.
@@ -91,9 +116,24 @@ struct ServeArgs {
     /// Most agents per world.
     #[arg(long, env = "STEERD_MAX_AGENTS_PER_WORLD")]
     max_agents_per_world: Option<usize>,
-    /// Most agents one non-admin WebSocket session may own per world.
-    #[arg(long, env = "STEERD_MAX_AGENTS_PER_SESSION")]
-    max_agents_per_session: Option<usize>,
+    /// HS256 secret of player tokens (none: dev mode, anonymous players).
+    #[arg(long, env = "STEERD_PLAYER_JWT_SECRET", hide_env_values = true)]
+    player_jwt_secret: Option<String>,
+    /// PEM public key file of player tokens (RS256 or EdDSA).
+    #[arg(long, env = "STEERD_PLAYER_JWT_PUBLIC_KEY")]
+    player_jwt_public_key: Option<PathBuf>,
+    /// Most agents one player may own per world (`players.max_agents_per_player`).
+    #[arg(long, env = "STEERD_MAX_AGENTS_PER_PLAYER")]
+    max_agents_per_player: Option<usize>,
+    /// Seconds a dropped player's session can be resumed before the orphan policy applies.
+    #[arg(long, env = "STEERD_SESSION_GRACE_SECS")]
+    session_grace_secs: Option<u32>,
+    /// Orphan policy of every world: despawn, keep or freeze.
+    #[arg(long, env = "STEERD_ORPHAN_POLICY")]
+    orphan_policy: Option<String>,
+    /// Visibility of every world: open, owned or spectators_only_whole_world.
+    #[arg(long, env = "STEERD_VISIBILITY")]
+    visibility: Option<String>,
     /// Most WebSocket connections.
     #[arg(long, env = "STEERD_MAX_CONNECTIONS")]
     max_connections: Option<usize>,
@@ -156,8 +196,25 @@ impl ServeArgs {
         if let Some(v) = self.max_agents_per_world {
             s.limits.max_agents_per_world = v;
         }
-        if let Some(v) = self.max_agents_per_session {
-            s.limits.max_agents_per_session = v;
+        if let Some(v) = &self.player_jwt_secret {
+            s.auth.player_jwt_secret = Some(v.clone());
+        }
+        if let Some(v) = &self.player_jwt_public_key {
+            s.auth.player_jwt_public_key = Some(v.clone());
+        }
+        if let Some(v) = self.max_agents_per_player {
+            s.players.default.max_agents_per_player = v;
+        }
+        if let Some(v) = self.session_grace_secs {
+            s.players.default.session_grace_secs = v;
+        }
+        if let Some(v) = &self.orphan_policy {
+            s.players.default.orphan_policy = serde_json::from_value(serde_json::Value::String(v.clone()))
+                .map_err(|_| anyhow::anyhow!("--orphan-policy: expected despawn, keep or freeze, got `{v}`"))?;
+        }
+        if let Some(v) = &self.visibility {
+            s.players.default.visibility = serde_json::from_value(serde_json::Value::String(v.clone()))
+                .map_err(|_| anyhow::anyhow!("--visibility: expected open, owned or spectators_only_whole_world, got `{v}`"))?;
         }
         if let Some(v) = self.max_connections {
             s.limits.max_connections = v;
@@ -211,6 +268,11 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     };
     let listener = tokio::net::TcpListener::bind(settings.listen).await.with_context(|| format!("binding {}", settings.listen))?;
     let state = AppState::new(settings)?;
+    if state.auth.dev_mode() {
+        tracing::warn!("dev mode: no player key (auth.player_jwt_secret / auth.player_jwt_public_key); clients without a token are anonymous players (quotas still hold)");
+    } else {
+        tracing::info!("player tokens required (JWT)");
+    }
     let reg = state.registry.clone();
     tokio::task::spawn_blocking(move || reg.create("demo", scenario, name, false)).await??;
     let addr = listener.local_addr()?;
@@ -284,6 +346,23 @@ fn main() -> anyhow::Result<()> {
             } else {
                 print!("{}", report.table());
             }
+            Ok(())
+        }
+        Some(Cmd::Token { sub, role, ttl, team, worlds, config, secret }) => {
+            let secret = match secret {
+                Some(s) => s,
+                None => match &config {
+                    Some(p) => Settings::from_toml_file(p).with_context(|| format!("reading {}", p.display()))?.auth.player_jwt_secret,
+                    None => None,
+                }
+                .ok_or_else(|| anyhow::anyhow!("no secret: pass --secret, set STEERD_PLAYER_JWT_SECRET, or auth.player_jwt_secret in --config"))?,
+            };
+            if role != "player" && role != "spectator" {
+                anyhow::bail!("--role: expected player or spectator, got `{role}`");
+            }
+            let ttl = steerd::auth::parse_ttl(&ttl).map_err(anyhow::Error::msg)?;
+            let claims = steerd::auth::Claims { sub, role: Some(role), worlds, team, exp: steerd::auth::now_secs() + ttl };
+            println!("{}", steerd::auth::mint(&secret, &claims).map_err(anyhow::Error::msg)?);
             Ok(())
         }
         Some(Cmd::Healthcheck { url }) => {

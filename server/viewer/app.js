@@ -3,6 +3,7 @@
 // Plain ES module, no dependencies, served by steerd itself (GET /, /viewer/*).
 
 import { decodeServer, encodeClient, helloMessage, CellMap, cellOf, ProtoError } from './sdk/index.js';
+import { initPlayers } from './players.js';
 
 const $ = (id) => document.getElementById(id);
 const canvas = $('canvas');
@@ -20,6 +21,8 @@ const S = {
   ws: null,
   wsState: 'connecting',
   welcome: null,
+  /** Welcome.resume_token: sent in the next Hello to resume the session. */
+  resume: null,
   quant: { pos_step: 0.01, vel_step: 0.1, predict_num: 32768 },
   tickRate: 20,
   worlds: [], // WorldInfo from Welcome
@@ -163,7 +166,9 @@ function connect() {
   ws.binaryType = 'arraybuffer';
   S.ws = ws;
   ws.onopen = () => {
-    send(helloMessage({ token: S.token || null, encoding: 'binary' }));
+    // After a drop, resume the session (protocol v3): same player, so the agents this page
+    // spawned stay commandable.
+    send(helloMessage({ token: S.token || null, encoding: 'binary', resume: S.resume }));
   };
   ws.onmessage = (ev) => {
     if (!(ev.data instanceof ArrayBuffer)) return;
@@ -205,11 +210,17 @@ function onMessage(m) {
     case 'event': return onEvent(m);
     case 'command_result': return onResult(m);
     case 'error':
+      if (m.code === 'unauthorized' && m.field === 'resume') {
+        // The session expired: the next connection starts a new one.
+        S.resume = null;
+        return fail(new Error(`session not resumed: ${m.message}`));
+      }
       if (m.code === 'forbidden' || m.code === 'unauthorized') {
         showTokenField(true);
         if (S.token) {
           // A wrong token closes the connection: retry without it.
           S.token = '';
+          S.resume = null;
           sessionStorage.removeItem('steerd-token');
         }
       }
@@ -220,6 +231,7 @@ function onMessage(m) {
 
 function onWelcome(w) {
   S.welcome = w;
+  S.resume = w.resume_token || null;
   S.quant = w.quantization;
   S.tickRate = w.tick_rate_hz;
   S.worlds = w.worlds;
@@ -1071,6 +1083,7 @@ for (const r of document.querySelectorAll('input[name="tool"]')) {
 }
 $('token-apply').addEventListener('click', () => {
   S.token = $('token').value.trim();
+  S.resume = null; // another identity: a new session
   if (S.token) sessionStorage.setItem('steerd-token', S.token);
   else sessionStorage.removeItem('steerd-token');
   connect();
@@ -1476,3 +1489,4 @@ setInterval(() => { refreshAvoidance().catch(() => {}); }, 200); // 5 Hz, and on
 for (const id of ['ov-vo', 'ov-pvc']) $(id).addEventListener('change', () => { refreshAvoidance().catch(() => {}); });
 setInterval(() => { if (S.ws && S.ws.readyState === WebSocket.OPEN) send({ type: 'ping', request_id: S.nextRid++ }); }, 10000);
 refreshMetrics().catch(() => {});
+initPlayers({ world: () => (S.world ? S.world.name : null), token: () => S.token, toast });

@@ -53,26 +53,29 @@ async fn admin_token_guards_rest_mutations() {
     assert_eq!(r.status, 401, "a token without `Bearer ` is no token");
 }
 
-/// Issue 5 (5): a WS client without the token can watch but not Spawn (`unauthorized`), a wrong
-/// token is refused and closed, the right one may Spawn and command any agent, and a client
-/// without the token may not command the admin's agents.
+/// Issue 5 (5), as issue 14 changed it: with the admin token set and no player key (dev mode),
+/// a WS client without a token is an anonymous player (it spawns its own agents, within the
+/// quotas), an unknown token is refused (`unauthorized`) and closed (4001), the admin token may
+/// Spawn and command any agent, and an anonymous player may not command the admin's agents.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn admin_token_guards_ws_spawn() {
     let srv = Server::fresh("token-ws", Opts::default().arg("--admin-token", TOKEN));
     let mut anon = srv.ws().await;
     anon.subscribe("demo", whole_world()).await;
+    let w = anon.welcome.clone().unwrap();
+    assert!(w.player_id.starts_with("anon-") && w.role == proto::Role::Player, "{w:?}");
     let rid = anon.rid();
-    let e = error_of(anon.request(&spawn_msg(rid, "demo", 2, [1.0, 1.0, 5.0, 5.0], proto::Limits::default())).await);
-    assert_eq!((e.code, e.field.as_deref()), (ErrorCode::Unauthorized, Some("token")), "{e:?}");
+    let own = spawned(anon.request(&spawn_msg(rid, "demo", 2, [1.0, 1.0, 5.0, 5.0], proto::Limits::default())).await);
+    assert_eq!(own.len(), 2, "an anonymous player spawns its own agents");
 
     let mut bad = Ws::connect(srv.addr).await;
     bad.send(&hello(Some("wrong"), Encoding::Binary)).await;
     let m = bad.next_until(WAIT, |m| matches!(m, ServerMsg::Error(_) | ServerMsg::Welcome(_))).await;
-    assert!(matches!(&m, Some(ServerMsg::Error(e)) if e.code == ErrorCode::Forbidden && e.field.as_deref() == Some("token")), "{m:?}");
-    assert_eq!(bad.expect_close(WAIT).await, Some(1008));
+    assert!(matches!(&m, Some(ServerMsg::Error(e)) if e.code == ErrorCode::Unauthorized && e.field.as_deref() == Some("token")), "{m:?}");
+    assert_eq!(bad.expect_close(WAIT).await, Some(4001));
 
     let mut admin = Ws::connect(srv.addr).await;
-    admin.hello(Some(TOKEN)).await;
+    assert_eq!(admin.hello(Some(TOKEN)).await.role, proto::Role::Admin);
     let rid = admin.rid();
     let ids = spawned(admin.request(&spawn_msg(rid, "demo", 2, [1.0, 1.0, 5.0, 5.0], proto::Limits::default())).await);
     assert_eq!(ids.len(), 2);
@@ -81,7 +84,10 @@ async fn admin_token_guards_ws_spawn() {
     let rid = admin.rid();
     let r = admin.request(&move_to_msg(rid, "demo", vec![scenario_agent], 100.0, 100.0, 1.0)).await;
     assert!(r.is_ok(), "{r:?}");
-    // The anonymous client may command none of them.
+    // The admin commands the anonymous player's agents too.
+    let rid = admin.rid();
+    assert!(admin.request(&move_to_msg(rid, "demo", own.clone(), 50.0, 50.0, 1.0)).await.is_ok());
+    // The anonymous client may command none of the others.
     for agents in [ids.clone(), vec![scenario_agent]] {
         let rid = anon.rid();
         let e = error_of(anon.request(&move_to_msg(rid, "demo", agents.clone(), 10.0, 10.0, 0.0)).await);
@@ -90,8 +96,9 @@ async fn admin_token_guards_ws_spawn() {
     anon.ping().await;
 }
 
-/// Issue 5 (5): without a token, each client commands only the agents it spawned: another
-/// client's MoveTo / Despawn / SetBehaviors on them answer `forbidden` and change nothing.
+/// Issue 5 (5): without a token (dev mode), each client is an anonymous player of its own and
+/// commands only the agents it spawned: another client's MoveTo / Despawn / SetBehaviors on
+/// them answer `forbidden` and change nothing.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn clients_command_only_their_own_agents() {
     let srv = Server::fresh("owner", Opts::default());

@@ -128,9 +128,17 @@ async fn bad_ws_input_is_answered_and_harmless() {
 
     // Wrong protocol version: unsupported_version naming the field, then close 1008.
     let mut old = Ws::connect(srv.addr).await;
-    old.send(&ClientMsg::Hello(proto::Hello { protocol_version: 999, token: None, encoding: Encoding::Binary })).await;
+    old.send(&ClientMsg::Hello(proto::Hello { protocol_version: 999, token: None, encoding: Encoding::Binary, resume: None })).await;
     check_field(&next_error(&mut old).await, ErrorCode::UnsupportedVersion, "protocol_version");
     assert_eq!(old.expect_close(WAIT).await, Some(1008));
+    // A protocol-2 Hello (no `resume` field: it does not decode as a version-3 Hello) is still
+    // answered `unsupported_version`, not `bad_request`.
+    let mut v2 = Ws::connect(srv.addr).await;
+    v2.send_raw(Message::Binary(vec![0u8, 2, 0, 0].into())).await;
+    let e = next_error(&mut v2).await;
+    check_field(&e, ErrorCode::UnsupportedVersion, "protocol_version");
+    assert!(e.message.contains("version 2"), "{e:?}");
+    assert_eq!(v2.expect_close(WAIT).await, Some(1008));
 
     // Oversized frames: 1009 (binary and text).
     let max = ws.welcome.as_ref().unwrap().max_message_bytes as usize;

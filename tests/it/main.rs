@@ -7,6 +7,8 @@
 //! * `avoidance` — the `reciprocal_avoidance` behaviour over REST and WebSocket, and
 //!   `GET /worlds/{w}/agents/{id}/avoidance`.
 //! * `auth` — admin token, agent ownership, Origin check.
+//! * `players` — player tokens, dev mode, ownership by player, resume, orphan policy, quotas,
+//!   `owned` visibility (every frame decoded), the players REST calls.
 //! * `http_guard` — auth before the body, body timeout, socket cap, JSON error bodies.
 //! * `persist` — save/load across a restart, kill -9 while saving.
 //! * `limits` — 100 subscribers with 20 that never read; throughput figures for swarm-10k.
@@ -21,5 +23,6 @@ mod http_guard;
 mod limits;
 mod overload;
 mod persist;
+mod players;
 mod rest;
 mod ws;

@@ -127,12 +127,12 @@ async fn sigterm_drains_an_overloaded_world_with_its_autosave() {
 
 /// The wedge, second reproduction: one anonymous WebSocket client spawning agents again and
 /// again into a fast world. Every spawn is answered — with the agents, or past the world's
-/// agent cap with `limit_exceeded` naming it — and REST keeps answering meanwhile.
+/// agent cap with `quota_exceeded` — and REST keeps answering meanwhile.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_spawning_client_cannot_wedge_a_world() {
     let _heavy = heavy_lock().await;
-    // The per-session cap (next test) is raised so that one client can reach the world's cap.
-    let srv = Server::fresh("spawn-flood", Opts::default().arg("--max-agents-per-world", "24000").arg("--max-agents-per-session", "100000"));
+    // The per-player cap (next test) is raised so that one client can reach the world's cap.
+    let srv = Server::fresh("spawn-flood", Opts::default().arg("--max-agents-per-world", "24000").arg("--max-agents-per-player", "100000"));
     let http = srv.http();
     let mut sc = small_scenario(600.0, &[]);
     sc["tick_rate"] = json!(1000);
@@ -146,7 +146,8 @@ async fn a_spawning_client_cannot_wedge_a_world() {
         match ws.result(rid).await {
             Outcome::Spawned(s) => spawned_total += s.agents.len(),
             Outcome::Error(e) => {
-                assert_eq!((e.code, e.field.as_deref()), (steer_proto::ErrorCode::InvalidField, Some("agents")), "spawn {i}: {e:?}");
+                assert_eq!((e.code, e.field.as_deref()), (steer_proto::ErrorCode::QuotaExceeded, Some("count")), "spawn {i}: {e:?}");
+                assert!(e.message.contains("is full"), "spawn {i}: {e:?}");
                 refused += 1;
             }
             other => panic!("spawn {i}: {other:?}"),
@@ -161,18 +162,18 @@ async fn a_spawning_client_cannot_wedge_a_world() {
     let rid = ws.rid();
     ws.send(&spawn_msg(rid, "flood", 1, [0.0, 0.0, 10.0, 10.0], steer_proto::Limits::default())).await;
     let e = error_of(ws.result(rid).await);
-    assert_eq!((e.code, e.field.as_deref()), (steer_proto::ErrorCode::InvalidField, Some("agents")), "{e:?}");
+    assert_eq!((e.code, e.field.as_deref()), (steer_proto::ErrorCode::QuotaExceeded, Some("count")), "{e:?}");
     answered(&http, "GET", "/worlds/flood", None).await.ok();
     answered(&http, "DELETE", "/worlds/flood", None).await.expect(204);
     assert!(thread_ends(&srv, "world-flood").await, "world thread still running after DELETE: {:?}", threads(&srv));
 }
 
-/// One anonymous session may own at most `limits.max_agents_per_session` agents in a world:
-/// its spawns beyond that are refused (`invalid_field` `count`), while another session can
+/// One anonymous player may own at most `players.max_agents_per_player` agents in a world:
+/// its spawns beyond that are refused (`quota_exceeded` `count`), while another player can
 /// still spawn.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn one_session_cannot_fill_a_world() {
-    let srv = Server::fresh("session-cap", Opts::default().arg("--max-agents-per-session", "5000"));
+    let srv = Server::fresh("session-cap", Opts::default().arg("--max-agents-per-player", "5000"));
     let mut a = srv.ws().await;
     for i in 0..5 {
         let rid = a.rid();
@@ -181,7 +182,7 @@ async fn one_session_cannot_fill_a_world() {
     }
     let rid = a.rid();
     let e = error_of(a.request(&spawn_msg(rid, "demo", 1, [1.0, 1.0, 50.0, 50.0], steer_proto::Limits::default())).await);
-    assert_eq!((e.code, e.field.as_deref()), (steer_proto::ErrorCode::InvalidField, Some("count")), "{e:?}");
+    assert_eq!((e.code, e.field.as_deref()), (steer_proto::ErrorCode::QuotaExceeded, Some("count")), "{e:?}");
     let mut b = srv.ws().await;
     let rid = b.rid();
     assert_eq!(spawned(b.request(&spawn_msg(rid, "demo", 10, [1.0, 1.0, 50.0, 50.0], steer_proto::Limits::default())).await).len(), 10);

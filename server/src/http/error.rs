@@ -53,7 +53,8 @@ impl From<CmdError> for ApiError {
     fn from(e: CmdError) -> Self {
         match &e {
             CmdError::Sim(s) => s.clone().into(),
-            CmdError::Forbidden(_) => ApiError::new(StatusCode::FORBIDDEN, ErrorCode::Forbidden, e.to_string()),
+            CmdError::Forbidden(_) | CmdError::NotAllowed(_) => ApiError::new(StatusCode::FORBIDDEN, ErrorCode::Forbidden, e.to_string()),
+            CmdError::Quota(_) => ApiError::new(StatusCode::TOO_MANY_REQUESTS, ErrorCode::QuotaExceeded, e.to_string()),
             CmdError::Busy(_) => ApiError::new(StatusCode::SERVICE_UNAVAILABLE, ErrorCode::Busy, e.to_string()),
             CmdError::Dead(_) => ApiError::new(StatusCode::SERVICE_UNAVAILABLE, ErrorCode::Internal, e.to_string()),
             CmdError::Invalid(m) => ApiError::invalid(m.clone()),

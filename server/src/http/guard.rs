@@ -34,7 +34,7 @@ pub async fn guard(State(state): State<AppState>, req: Request, next: Next) -> R
     if matches!(*req.method(), Method::GET | Method::HEAD | Method::OPTIONS) {
         return next.run(req).await;
     }
-    if let Err(e) = super::rest::admin(&state, req.headers()) {
+    if let Err(e) = super::rest::any_actor(&state, req.headers()) {
         return e.into_response();
     }
     let limit = state.settings.limits.max_body_bytes;

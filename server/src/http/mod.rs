@@ -41,6 +41,8 @@ pub struct AppState {
     pub connections: Arc<tokio::sync::Semaphore>,
     /// Next session id.
     pub next_session: Arc<std::sync::atomic::AtomicU64>,
+    /// Token checker (admin token, player JWTs, dev mode).
+    pub auth: Arc<crate::auth::Auth>,
 }
 
 impl AppState {
@@ -48,8 +50,11 @@ impl AppState {
     pub fn new(settings: Settings) -> anyhow::Result<Self> {
         let metrics = Arc::new(Metrics::new());
         let store = Store::open(&settings.data_dir, &settings.scenarios_dir)?;
+        let auth = crate::auth::Auth::new(settings.admin_token.clone(), &settings.auth).map_err(anyhow::Error::msg)?;
+        let players = Arc::new(crate::runtime::Players::new(settings.auth.clone(), settings.players.max_grace_secs()));
         Ok(AppState {
-            registry: Arc::new(Registry::new(settings.limits.clone(), metrics.clone())?),
+            auth: Arc::new(auth),
+            registry: Arc::new(Registry::new(settings.limits.clone(), settings.players.clone(), players, metrics.clone())?),
             connections: Arc::new(tokio::sync::Semaphore::new(settings.limits.max_connections)),
             settings: Arc::new(settings),
             store,
@@ -79,6 +84,9 @@ pub fn app(state: AppState) -> Router {
         .route("/worlds/{world}/agents", get(list_agents).post(spawn))
         .route("/worlds/{world}/agents/{id}", get(get_agent).delete(delete_agent))
         .route("/worlds/{world}/agents/{id}/behaviors", put(put_behaviors))
+        .route("/worlds/{world}/agents/{id}/owner", put(put_owner))
+        .route("/worlds/{world}/players", get(list_players))
+        .route("/worlds/{world}/players/{player}", axum::routing::delete(kick_player))
         .route("/worlds/{world}/agents/{id}/avoidance", get(avoidance))
         .route("/worlds/{world}/move-to", post(move_to))
         .route("/worlds/{world}/flowfield", get(flow_field))

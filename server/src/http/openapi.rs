@@ -56,6 +56,9 @@ use crate::runtime::world::WorldInfoView;
         rest::get_scenario,
         rest::put_scenario,
         rest::delete_scenario,
+        rest::list_players,
+        rest::kick_player,
+        rest::put_owner,
     ),
     components(schemas(ErrorBody)),
     modifiers(&BearerAuth),
@@ -66,6 +69,7 @@ use crate::runtime::world::WorldInfoView;
         (name = "obstacles", description = "Circular obstacles"),
         (name = "walls", description = "Wall segments"),
         (name = "scenarios", description = "Saved and shipped scenario files"),
+        (name = "players", description = "Players, their agents and sessions (admin)"),
     )
 )]
 pub struct ApiDoc;
@@ -156,6 +160,24 @@ pub struct AgentRef {
     pub agent: u32,
 }
 
+/// A kicked player and the agents it owned in the world.
+#[derive(ToSchema)]
+pub struct Kicked {
+    /// Player id.
+    pub player: String,
+    /// Agents it owned there (now under the orphan policy).
+    pub agents: usize,
+}
+
+/// An agent and its new owner.
+#[derive(ToSchema)]
+pub struct Owner {
+    /// Agent id.
+    pub agent: u32,
+    /// Player id (`null`: nobody).
+    pub player: Option<String>,
+}
+
 /// Success.
 #[derive(ToSchema)]
 pub struct OkBody {
@@ -200,6 +222,11 @@ pub struct Health {
     pub overloaded_worlds: Vec<String>,
     /// Every world by name.
     pub worlds: BTreeMap<String, WorldHealth>,
+    /// `dev` (no player key: clients without a token are anonymous players) or `jwt` (player
+    /// tokens required).
+    pub auth: String,
+    /// Player sessions held (live, and dropped ones still resumable).
+    pub sessions: usize,
 }
 
 /// One world in `GET /health`.

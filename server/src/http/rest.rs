@@ -22,20 +22,45 @@ use crate::sim::world::{Command, Outcome, SpawnSpec};
 type Body<T> = Result<Json<T>, JsonRejection>;
 type ApiResult = Result<Response, ApiError>;
 
-/// Compares two byte strings in time independent of where they differ.
-fn same(a: &[u8], b: &[u8]) -> bool {
-    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+fn bearer(headers: &HeaderMap) -> Option<&str> {
+    headers.get(axum::http::header::AUTHORIZATION).and_then(|v| v.to_str().ok()).and_then(|v| v.strip_prefix("Bearer "))
 }
 
-/// The actor of a REST call: admin when no token is configured or the Bearer token matches;
-/// 401 without a token, 403 with a wrong one.
+/// The actor of an admin-only REST call: admin when no admin token is configured or the Bearer
+/// token matches; 401 without a token, 403 with another one (a player token included).
 pub fn admin(state: &AppState, headers: &HeaderMap) -> Result<Actor, ApiError> {
-    let Some(token) = state.settings.admin_token.as_deref() else { return Ok(Actor { session: None, admin: true }) };
-    let given = headers.get(axum::http::header::AUTHORIZATION).and_then(|v| v.to_str().ok()).and_then(|v| v.strip_prefix("Bearer "));
-    match given {
+    if state.settings.admin_token.is_none() {
+        return Ok(Actor::admin());
+    }
+    match bearer(headers) {
         None => Err(ApiError::new(StatusCode::UNAUTHORIZED, proto::ErrorCode::Unauthorized, "this call needs `Authorization: Bearer <admin token>`")),
-        Some(g) if same(g.as_bytes(), token.as_bytes()) => Ok(Actor { session: None, admin: true }),
+        Some(g) if state.auth.is_admin_token(g) => Ok(Actor::admin()),
         Some(_) => Err(ApiError::new(StatusCode::FORBIDDEN, proto::ErrorCode::Forbidden, "wrong admin token")),
+    }
+}
+
+/// The actor of a REST call a player may make too (spawn, command or despawn its own agents
+/// in `world`): the admin token (or none configured, without a Bearer token) is the admin; a
+/// valid player token is that player, within the world's quotas and its own agents. A bad or
+/// expired player token: 401 with the reason.
+pub fn actor(state: &AppState, headers: &HeaderMap, world: &str) -> Result<Actor, ApiError> {
+    let Some(g) = bearer(headers) else { return admin(state, headers) };
+    if state.auth.is_admin_token(g) || (state.settings.admin_token.is_none() && state.auth.dev_mode()) {
+        return Ok(Actor::admin());
+    }
+    let id = state.auth.authenticate(Some(g)).map_err(|e| ApiError::new(StatusCode::UNAUTHORIZED, proto::ErrorCode::Unauthorized, e.0))?;
+    id.check_world(world).map_err(|m| ApiError::new(StatusCode::UNAUTHORIZED, proto::ErrorCode::Unauthorized, m))?;
+    Ok(Actor::of(&id))
+}
+
+/// The guard's check before a mutating call's body is read: the admin, or any valid player
+/// token (the handler then checks what that player may do).
+pub fn any_actor(state: &AppState, headers: &HeaderMap) -> Result<(), ApiError> {
+    match bearer(headers) {
+        Some(g) if !state.auth.is_admin_token(g) && !state.auth.dev_mode() => {
+            state.auth.authenticate(Some(g)).map(|_| ()).map_err(|e| ApiError::new(StatusCode::UNAUTHORIZED, proto::ErrorCode::Unauthorized, e.0))
+        }
+        _ => admin(state, headers).map(|_| ()),
     }
 }
 
@@ -84,7 +109,8 @@ pub async fn health(State(state): State<AppState>) -> Response {
         );
     }
     let status = if dead.is_empty() { StatusCode::OK } else { StatusCode::SERVICE_UNAVAILABLE };
-    let body = json!({"status": if dead.is_empty() { "ok" } else { "degraded" }, "dead_worlds": dead, "overloaded_worlds": overloaded, "worlds": worlds});
+    let auth = if state.auth.dev_mode() { "dev" } else { "jwt" };
+    let body = json!({"status": if dead.is_empty() { "ok" } else { "degraded" }, "dead_worlds": dead, "overloaded_worlds": overloaded, "worlds": worlds, "auth": auth, "sessions": state.registry.players.sessions()});
     (status, Json(body)).into_response()
 }
 
@@ -320,7 +346,7 @@ pub fn spawn_spec(group: &str, count: u32, area: &proto::SpawnArea, limits: &pro
     request_body = SpawnBody,
     responses((status = 201, description = "Spawned", body = doc::Spawned), doc::WorldErrors, doc::AdminErrors, doc::BodyErrors))]
 pub async fn spawn(State(state): State<AppState>, headers: HeaderMap, Path(name): Path<String>, body: Body<SpawnBody>) -> ApiResult {
-    let actor = admin(&state, &headers)?;
+    let actor = actor(&state, &headers, &name)?;
     let Json(b) = body?;
     let spec = spawn_spec(&b.group, b.count, &b.area, &b.limits, &b.behaviors)?;
     match world(&state, &name)?.apply(Command::Spawn(spec), actor).await? {
@@ -342,7 +368,7 @@ pub async fn get_agent(State(state): State<AppState>, Path((name, id)): Path<(St
     params(("world" = String, Path, description = "World name"), ("id" = u32, Path, description = "Agent id")),
     responses((status = 204, description = "Despawned"), doc::WorldErrors, doc::AdminErrors))]
 pub async fn delete_agent(State(state): State<AppState>, headers: HeaderMap, Path((name, id)): Path<(String, u32)>) -> ApiResult {
-    let actor = admin(&state, &headers)?;
+    let actor = actor(&state, &headers, &name)?;
     world(&state, &name)?.apply(Command::Despawn(id), actor).await?;
     Ok(StatusCode::NO_CONTENT.into_response())
 }
@@ -406,7 +432,7 @@ pub struct BehaviorsBody {
     request_body = BehaviorsBody,
     responses((status = 200, description = "Set", body = doc::AgentRef), doc::WorldErrors, doc::AdminErrors, doc::BodyErrors))]
 pub async fn put_behaviors(State(state): State<AppState>, headers: HeaderMap, Path((name, id)): Path<(String, u32)>, body: Body<BehaviorsBody>) -> ApiResult {
-    let actor = admin(&state, &headers)?;
+    let actor = actor(&state, &headers, &name)?;
     let Json(b) = body?;
     let entries = convert::entries(&b.behaviors).map_err(|e| ApiError::from(e.within("behaviors")))?;
     world(&state, &name)?.apply(Command::SetBehaviors { agent: id, entries }, actor).await?;
@@ -432,7 +458,7 @@ pub struct MoveToBody {
     request_body = MoveToBody,
     responses((status = 200, description = "Ordered", body = doc::OkBody), doc::WorldErrors, doc::AdminErrors, doc::BodyErrors))]
 pub async fn move_to(State(state): State<AppState>, headers: HeaderMap, Path(name): Path<String>, body: Body<MoveToBody>) -> ApiResult {
-    let actor = admin(&state, &headers)?;
+    let actor = actor(&state, &headers, &name)?;
     let Json(b) = body?;
     let cmd = Command::MoveTo { agents: b.agents, target: b.target.into(), stopping_distance: b.stopping_distance };
     world(&state, &name)?.apply(cmd, actor).await?;
@@ -652,4 +678,99 @@ pub async fn save(State(state): State<AppState>, headers: HeaderMap, Path(name):
     let sname = b.scenario.clone();
     tokio::task::spawn_blocking(move || store.put(&sname, &sc)).await.map_err(|e| ApiError::bad_request(e.to_string()))??;
     ok(json!({"scenario": b.scenario}))
+}
+
+/// One player of a world (`GET /worlds/{world}/players`).
+#[derive(Debug, Clone, PartialEq, serde::Serialize, ToSchema)]
+pub struct PlayerView {
+    /// Player id (the token's `sub`, or `anon-…` in dev mode).
+    pub player: String,
+    /// `player` or `spectator` (`null`: not connected and no longer known to the server).
+    #[schema(value_type = Option<String>, example = "player")]
+    pub role: Option<proto::Role>,
+    pub team: Option<String>,
+    /// Open connections (server-wide).
+    pub connections: usize,
+    /// Agents it owns in this world.
+    pub agents: usize,
+    /// Bytes per second sent to its connections over the last second.
+    pub bytes_per_sec: u64,
+    /// Its agents got the world's orphan policy (grace period over, or kicked).
+    pub orphaned: bool,
+}
+
+/// `GET /worlds/{world}/players`: the players that own agents in the world or commanded in it.
+#[utoipa::path(get, path = "/worlds/{world}/players", tag = "players", security(("bearer" = [])),
+    params(("world" = String, Path, description = "World name")),
+    responses((status = 200, description = "Players", body = [PlayerView]), doc::WorldErrors, doc::AdminErrors))]
+pub async fn list_players(State(state): State<AppState>, headers: HeaderMap, Path(name): Path<String>) -> ApiResult {
+    admin(&state, &headers)?;
+    let rows = world(&state, &name)?.ask(|reply| Request::Players { reply }).await?;
+    let hub = &state.registry.players;
+    let out: Vec<PlayerView> = rows
+        .into_iter()
+        .map(|r| {
+            let info = hub.info(&r.player);
+            PlayerView {
+                role: info.as_ref().map(|i| i.role),
+                team: info.as_ref().and_then(|i| i.team.clone()),
+                connections: info.as_ref().map_or(0, |i| i.connections),
+                bytes_per_sec: info.as_ref().map_or(0, |i| i.bytes_per_sec),
+                agents: r.agents,
+                orphaned: r.orphaned,
+                player: r.player,
+            }
+        })
+        .collect();
+    ok(out)
+}
+
+/// `DELETE /worlds/{world}/players/{player}`: kicks a player: its connections close (close code
+/// 4003), its sessions cannot be resumed, and its agents in this world follow the world's
+/// orphan policy now.
+#[utoipa::path(delete, path = "/worlds/{world}/players/{player}", tag = "players", security(("bearer" = [])),
+    params(("world" = String, Path, description = "World name"), ("player" = String, Path, description = "Player id")),
+    responses((status = 200, description = "Kicked: the agents it owned here", body = doc::Kicked), doc::WorldErrors, doc::AdminErrors))]
+pub async fn kick_player(State(state): State<AppState>, headers: HeaderMap, Path((name, player)): Path<(String, String)>) -> ApiResult {
+    admin(&state, &headers)?;
+    let w = world(&state, &name)?;
+    let connected = state.registry.players.kick(&player);
+    let p = player.clone();
+    let agents = w.ask(|reply| Request::Kick { player: p, reply }).await?;
+    if !connected && agents == 0 {
+        return Err(ApiError::new(StatusCode::NOT_FOUND, proto::ErrorCode::NotFound, format!("no player `{player}` in world `{name}`")));
+    }
+    ok(json!({"player": player, "agents": agents}))
+}
+
+/// Body of `PUT /worlds/{world}/agents/{id}/owner`.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct OwnerBody {
+    /// The new owner's player id; `null` = nobody (only the admin commands it).
+    pub player: Option<String>,
+    /// Its team (default: the team of its connected session, if any).
+    #[serde(default)]
+    pub team: Option<String>,
+}
+
+/// `PUT /worlds/{world}/agents/{id}/owner`: hands an agent to a player (admin only).
+#[utoipa::path(put, path = "/worlds/{world}/agents/{id}/owner", tag = "players", security(("bearer" = [])),
+    params(("world" = String, Path, description = "World name"), ("id" = u32, Path, description = "Agent id")),
+    request_body = OwnerBody,
+    responses((status = 200, description = "The new owner", body = doc::Owner), doc::WorldErrors, doc::AdminErrors, doc::BodyErrors))]
+pub async fn put_owner(State(state): State<AppState>, headers: HeaderMap, Path((name, id)): Path<(String, u32)>, body: Body<OwnerBody>) -> ApiResult {
+    admin(&state, &headers)?;
+    let Json(b) = body?;
+    let good = |s: &str| !s.is_empty() && s.len() <= crate::auth::MAX_ID_LEN && !s.chars().any(char::is_control);
+    if b.player.as_deref().is_some_and(|p| !good(p) || p == "admin") {
+        return Err(ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, proto::ErrorCode::InvalidField, format!("player: 1 to {} printable characters, not `admin`", crate::auth::MAX_ID_LEN)));
+    }
+    if b.team.as_deref().is_some_and(|t| !good(t)) {
+        return Err(ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, proto::ErrorCode::InvalidField, format!("team: 1 to {} printable characters", crate::auth::MAX_ID_LEN)));
+    }
+    let team = b.team.clone().or_else(|| b.player.as_deref().and_then(|p| state.registry.players.team(p)));
+    let player = b.player.clone();
+    world(&state, &name)?.ask(|reply| Request::SetOwner { agent: id, player, team, reply }).await?;
+    ok(json!({"agent": id, "player": b.player}))
 }

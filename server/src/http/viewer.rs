@@ -17,6 +17,7 @@ const FILES: &[(&str, &str, &str)] = &[
     ("sdk/view.js", "text/javascript; charset=utf-8", include_str!("../../viewer/sdk/view.js")),
     ("sdk/client.js", "text/javascript; charset=utf-8", include_str!("../../viewer/sdk/client.js")),
     ("sdk/types.js", "text/javascript; charset=utf-8", include_str!("../../viewer/sdk/types.js")),
+    ("players.js", "text/javascript; charset=utf-8", include_str!("../../viewer/players.js")),
     ("style.css", "text/css; charset=utf-8", include_str!("../../viewer/style.css")),
 ];
 

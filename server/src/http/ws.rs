@@ -34,6 +34,9 @@ use tokio_util::sync::CancellationToken;
 
 use super::AppState;
 use super::rest::spawn_spec;
+use crate::auth::Identity;
+use crate::config::Visibility;
+use crate::runtime::players::{ConnHandle, Direct, JoinError};
 use crate::runtime::world::Actor;
 use crate::runtime::{CmdError, SessionId, TickFrame, WorldHandle};
 use crate::sim::world::{Command, Outcome};
@@ -54,6 +57,10 @@ pub mod close {
     pub const SLOW: u16 = 4008;
     /// Too many requests.
     pub const RATE: u16 = 4029;
+    /// Refused at Hello (`unauthorized`, or a player's connection quota).
+    pub const UNAUTHORIZED: u16 = 4001;
+    /// Kicked by an operator (`DELETE /worlds/{w}/players/{id}`).
+    pub const KICKED: u16 = 4003;
 }
 
 /// Query of `/ws`.
@@ -212,8 +219,13 @@ pub async fn upgrade(
 enum Ctl {
     /// Send a message (encoded as given).
     Send(Bytes, Encoding),
-    /// Start (or move) a subscription: keyframes for `cells`, then deltas.
-    Subscribe { world: WorldHandle, cells: Vec<u32>, result: Bytes },
+    /// Start (or move) a subscription: keyframes for `cells`, then deltas (`result`: the
+    /// command result to send first; none for a subscription restored by a resume).
+    Subscribe { world: WorldHandle, cells: Vec<u32>, result: Option<Bytes> },
+    /// Who the connection is (set by Hello, before Welcome): what its frames are filtered by.
+    Viewer(Viewer),
+    /// A message for this connection alone, in its encoding.
+    Direct(Direct),
     /// Stop a subscription.
     Unsubscribe { world: u32, result: Bytes },
     /// Close with a code and reason.
@@ -223,8 +235,52 @@ enum Ctl {
 struct Sub {
     cells: Vec<u32>,
     need_key: Vec<bool>,
+    /// Under `owned` visibility: the client holds this cell's content (a cell that goes out of
+    /// sight is emptied with an empty keyframe).
+    shown: Vec<bool>,
     /// Frames up to this tick are already covered by keyframes sent.
     after: u64,
+}
+
+/// What the send task filters frames and events by.
+#[derive(Debug, Clone)]
+pub(crate) struct Viewer {
+    /// The player (`None` for the admin).
+    player: Option<String>,
+    /// Admins and spectators see every cell and every event.
+    sees_all: bool,
+    /// The vision key (team or player) under `owned` visibility.
+    key: String,
+}
+
+impl Viewer {
+    fn nobody() -> Self {
+        Viewer { player: None, sees_all: false, key: String::new() }
+    }
+
+    /// Under the frame's visibility: `None` = every cell; `Some(cells)` = only those marked
+    /// (`Some(None)`: none at all).
+    fn vision<'a>(&self, frame: &'a TickFrame) -> Option<Option<&'a Vec<bool>>> {
+        match &frame.vision {
+            Some(v) if !self.sees_all => Some(v.get(&self.key)),
+            _ => None,
+        }
+    }
+
+    /// Should this event of the broadcast go to this viewer?
+    fn wants(&self, frame: &TickFrame, e: &crate::runtime::FrameEvent) -> bool {
+        if e.owner.is_some() && e.owner.as_deref() == self.player.as_deref() {
+            // Delivered to every connection of the owner directly.
+            return false;
+        }
+        frame.vision.is_none() || self.sees_all || e.vision.as_deref() == Some(self.key.as_str())
+    }
+}
+
+/// An empty keyframe of a cell: what a viewer gets for a cell that goes out of its sight.
+fn empty_keyframe(world: u32, cell: u32, tick: u64, enc: Encoding) -> Option<Bytes> {
+    let k = proto::encode_keyframe(proto::FrameScope { world, cell }, tick, &[], true).ok()?;
+    Some(encode(&ServerMsg::Keyframe(k), enc))
 }
 
 /// The connection's frame encoding from `Welcome` on, shared by its two tasks.
@@ -246,15 +302,63 @@ impl SharedEncoding {
 }
 
 impl Sub {
-    /// Keyframes of every subscribed cell from `frame`, now.
-    fn keyframes(&mut self, frame: &TickFrame, enc: Encoding, batch: &mut Vec<(Bytes, Encoding)>) {
+    /// Keyframes of every subscribed cell the viewer may see from `frame`, now.
+    fn keyframes(&mut self, frame: &TickFrame, viewer: &Viewer, enc: Encoding, batch: &mut Vec<(Bytes, Encoding)>) -> u64 {
+        let vision = viewer.vision(frame);
+        let mut sent = 0;
         for (k, &c) in self.cells.iter().enumerate() {
+            if let Some(v) = vision {
+                if !v.is_some_and(|v| v.get(c as usize).copied().unwrap_or(false)) {
+                    continue;
+                }
+                self.shown[k] = true;
+            }
             if let Some(cf) = frame.cells.get(c as usize) {
                 batch.push((cf.key.encoded(enc), enc));
                 self.need_key[k] = false;
+                sent += 1;
             }
         }
         self.after = frame.tick;
+        sent
+    }
+
+    /// This frame's messages for the viewer: keyframes where needed, deltas otherwise; under
+    /// `owned` visibility only cells in sight, and an empty keyframe for a cell leaving it.
+    fn frame(&mut self, frame: &TickFrame, viewer: &Viewer, enc: Encoding, batch: &mut Vec<(Bytes, Encoding)>) -> u64 {
+        if frame.reset {
+            self.need_key.iter_mut().for_each(|k| *k = true);
+        }
+        let vision = viewer.vision(frame);
+        let mut keys = 0;
+        for (k, &c) in self.cells.iter().enumerate() {
+            let Some(cf) = frame.cells.get(c as usize) else { continue };
+            if let Some(v) = vision {
+                if !v.is_some_and(|v| v.get(c as usize).copied().unwrap_or(false)) {
+                    if self.shown[k] {
+                        batch.extend(empty_keyframe(frame.world, c, frame.tick, enc).map(|b| (b, enc)));
+                        self.shown[k] = false;
+                    }
+                    // Back in sight: a keyframe, never a delta on what the client does not hold.
+                    self.need_key[k] = true;
+                    continue;
+                }
+                self.shown[k] = true;
+            }
+            if self.need_key[k] {
+                batch.push((cf.key.encoded(enc), enc));
+                self.need_key[k] = false;
+                keys += 1;
+            } else if let Some(d) = &cf.delta {
+                batch.push((d.encoded(enc), enc));
+            }
+        }
+        for e in &frame.events {
+            if viewer.wants(frame, e) {
+                batch.push((e.msg.encoded(enc), enc));
+            }
+        }
+        keys
     }
 }
 
@@ -288,8 +392,13 @@ async fn session(socket: WebSocket, state: AppState, url_enc: Encoding, batch: b
         let (sink, stream) = socket.split();
         let (ctl_tx, ctl_rx) = mpsc::channel::<Ctl>(state.settings.limits.connection_queue.max(1));
         let cancel = state.cancel.child_token();
-        let send = tokio::spawn(send_task(sink, ctl_rx, state.clone(), enc.clone(), cancel.clone(), batch).instrument(send_span));
-        recv_task(stream, ctl_tx, state.clone(), url_enc, enc, id, cancel.clone()).await;
+        let (ev_tx, ev_rx) = mpsc::channel::<Direct>(state.settings.limits.connection_queue.max(1));
+        let handle = ConnHandle { events: ev_tx, kick: CancellationToken::new(), bytes_per_sec: Arc::default() };
+        let send = tokio::spawn(send_task(sink, ctl_rx, ev_rx, state.clone(), enc.clone(), cancel.clone(), batch, handle.bytes_per_sec.clone()).instrument(send_span));
+        let conn = recv_task(stream, ctl_tx, state.clone(), url_enc, enc, id, cancel.clone(), handle).await;
+        if let (Some(who), Some(token)) = (&conn.identity, &conn.resume_token) {
+            state.registry.players.leave(&who.player, id, token, conn.subs.clone());
+        }
         // The receive side ended (close, error or shutdown): let the send task finish its close.
         if tokio::time::timeout(Duration::from_secs(2), send).await.is_err() {
             tracing::debug!("send task did not finish in time");
@@ -301,14 +410,19 @@ async fn session(socket: WebSocket, state: AppState, url_enc: Encoding, batch: b
     .await;
 }
 
+#[allow(clippy::too_many_arguments)]
 async fn send_task(
     mut sink: futures_util::stream::SplitSink<WebSocket, Message>,
     mut ctl: mpsc::Receiver<Ctl>,
+    mut direct: mpsc::Receiver<Direct>,
     state: AppState,
     shared_enc: Arc<SharedEncoding>,
     cancel: CancellationToken,
     combine: bool,
+    bytes_per_sec: Arc<std::sync::atomic::AtomicU64>,
 ) {
+    let mut viewer = Viewer::nobody();
+    let mut window = (Instant::now(), 0u64);
     let write_timeout = state.settings.limits.write_timeout();
     let mut streams: StreamMap<u32, BroadcastStream<Arc<TickFrame>>> = StreamMap::new();
     let mut subs: HashMap<u32, Sub> = HashMap::new();
@@ -328,18 +442,20 @@ async fn send_task(
                 None => break None,
                 Some(Ctl::Close(code, reason)) => break Some((code, reason)),
                 Some(Ctl::Send(b, e)) => batch.push((b, e)),
+                Some(Ctl::Direct(d)) => batch.push((d.encoded(enc), enc)),
+                Some(Ctl::Viewer(v)) => viewer = v,
                 Some(Ctl::Subscribe { world, cells, result }) => {
-                    batch.push((result, enc));
+                    batch.extend(result.map(|r| (r, enc)));
                     if !streams.contains_key(&world.id) {
                         m.subscribers.inc();
                     }
                     // Receiver first, then the newest frame: any frame published in between
                     // is in the receiver and is skipped by `after` if the keyframes cover it.
                     streams.insert(world.id, BroadcastStream::new(world.subscribe()));
-                    let mut sub = Sub { need_key: vec![true; cells.len()], cells, after: 0 };
+                    let mut sub = Sub { need_key: vec![true; cells.len()], shown: vec![false; cells.len()], cells, after: 0 };
                     if let Some(latest) = world.latest() {
-                        sub.keyframes(&latest, enc, &mut batch);
-                        m.keyframes_sent.inc_by(sub.cells.len() as u64);
+                        let n = sub.keyframes(&latest, &viewer, enc, &mut batch);
+                        m.keyframes_sent.inc_by(n);
                     }
                     subs.insert(world.id, sub);
                 }
@@ -356,22 +472,8 @@ async fn send_task(
                 match item {
                     Ok(frame) if frame.tick <= sub.after => {}
                     Ok(frame) => {
-                        if frame.reset {
-                            sub.need_key.iter_mut().for_each(|k| *k = true);
-                        }
-                        for (k, &c) in sub.cells.iter().enumerate() {
-                            let Some(cf) = frame.cells.get(c as usize) else { continue };
-                            if sub.need_key[k] {
-                                batch.push((cf.key.encoded(enc), enc));
-                                sub.need_key[k] = false;
-                                m.keyframes_sent.inc();
-                            } else if let Some(d) = &cf.delta {
-                                batch.push((d.encoded(enc), enc));
-                            }
-                        }
-                        for e in &frame.events {
-                            batch.push((e.encoded(enc), enc));
-                        }
+                        let n = sub.frame(&frame, &viewer, enc, &mut batch);
+                        m.keyframes_sent.inc_by(n);
                     }
                     Err(BroadcastStreamRecvError::Lagged(n)) => {
                         // Skipped frames: the next frame sends keyframes instead of a broken chain.
@@ -380,6 +482,7 @@ async fn send_task(
                     }
                 }
             }
+            Some(d) = direct.recv() => batch.push((d.encoded(enc), enc)),
         }
         if batch.is_empty() {
             continue;
@@ -396,6 +499,12 @@ async fn send_task(
             Ok(Ok(())) => {
                 m.frames_sent.inc_by(n as u64);
                 m.bytes_sent.inc_by(bytes as u64);
+                window.1 += bytes as u64;
+                let elapsed = window.0.elapsed();
+                if elapsed >= Duration::from_secs(1) {
+                    bytes_per_sec.store((window.1 as f64 / elapsed.as_secs_f64()) as u64, std::sync::atomic::Ordering::Relaxed);
+                    window = (Instant::now(), 0);
+                }
             }
             Ok(Err(_)) => break None,
             Err(_) => {
@@ -446,12 +555,20 @@ struct Conn {
     id: SessionId,
     ctl: mpsc::Sender<Ctl>,
     hello: bool,
-    admin: bool,
+    /// Who it is (from Hello).
+    identity: Option<Identity>,
+    /// Its resume token (from Welcome).
+    resume_token: Option<String>,
+    /// Its registration with the players registry (taken at Hello).
+    handle: Option<ConnHandle>,
     bad: u32,
     limited: u32,
     subscribed: Vec<u32>,
+    /// (world name, area) of each subscription, kept for a resume.
+    subs: Vec<(String, proto::Area)>,
 }
 
+#[allow(clippy::too_many_arguments)]
 async fn recv_task(
     mut stream: futures_util::stream::SplitStream<WebSocket>,
     ctl: mpsc::Sender<Ctl>,
@@ -460,7 +577,8 @@ async fn recv_task(
     shared_enc: Arc<SharedEncoding>,
     id: SessionId,
     cancel: CancellationToken,
-) {
+    handle: ConnHandle,
+) -> Conn {
     let l = &state.settings.limits;
     let mut bucket = Bucket { tokens: l.command_burst, rate: l.commands_per_sec, burst: l.command_burst, last: Instant::now() };
     // Hello, Ping and WebSocket-level ping/pong frames: cheap, but each is answered, so they
@@ -477,22 +595,30 @@ async fn recv_task(
         id,
         ctl,
         hello: false,
-        admin: false,
+        identity: None,
+        resume_token: None,
+        handle: Some(handle),
         bad: 0,
         limited: 0,
         subscribed: Vec::new(),
+        subs: Vec::new(),
     };
+    let kick = conn.handle.as_ref().map(|h| h.kick.clone()).unwrap_or_default();
     loop {
         let next = tokio::select! {
-            () = cancel.cancelled() => return,
+            () = cancel.cancelled() => return conn,
+            () = kick.cancelled() => {
+                let _ = conn.ctl.send(Ctl::Close(close::KICKED, "kicked")).await;
+                return conn;
+            }
             () = tokio::time::sleep_until(hello_deadline), if !conn.hello => {
                 let _ = conn.ctl.send(Ctl::Close(close::POLICY, "no Hello in time")).await;
-                return;
+                return conn;
             }
             m = stream.next() => m,
         };
         let msg = match next {
-            None => return,
+            None => return conn,
             Some(Err(e)) => {
                 // tungstenite refuses oversize messages/frames and protocol violations here.
                 let text = e.to_string();
@@ -503,7 +629,7 @@ async fn recv_task(
                 };
                 tracing::debug!("receive error: {text}");
                 let _ = conn.ctl.send(Ctl::Close(code, reason)).await;
-                return;
+                return conn;
             }
             Some(Ok(m)) => m,
         };
@@ -514,7 +640,14 @@ async fn recv_task(
                 if !conn.hello {
                     conn.enc = Encoding::Binary;
                 }
-                proto::decode_binary(b, limit).map_err(|e| e.to_string())
+                proto::decode_binary(b, limit).map_err(|e| e.to_string()).or_else(|e| match proto::peek_hello_version(b) {
+                    // A Hello of another protocol version whose fields differ: answered
+                    // `unsupported_version`, not `bad_request`.
+                    Some(v) if v != proto::PROTOCOL_VERSION => {
+                        Ok(ClientMsg::Hello(proto::Hello { protocol_version: v, token: None, encoding: Encoding::Binary, resume: None }))
+                    }
+                    _ => Err(e),
+                })
             }
             Message::Text(t) => {
                 if !conn.hello {
@@ -524,7 +657,7 @@ async fn recv_task(
             }
             Message::Close(_) => {
                 let _ = conn.ctl.send(Ctl::Close(close::NORMAL, "bye")).await;
-                return;
+                return conn;
             }
             Message::Ping(_) | Message::Pong(_) => {
                 // tungstenite answers pings itself; a flood of them still costs a write each.
@@ -533,7 +666,7 @@ async fn recv_task(
                     conn.state.metrics.command("rate_limited", false);
                     if f64::from(conn.limited) > 10.0 * l.command_burst.max(l.ping_burst) {
                         let _ = conn.ctl.send(Ctl::Close(close::RATE, "too many requests")).await;
-                        return;
+                        return conn;
                     }
                 }
                 continue;
@@ -546,7 +679,7 @@ async fn recv_task(
                 conn.reply_error(None, ErrorCode::BadRequest, &format!("malformed message: {e}"), None).await;
                 if conn.bad > max_bad {
                     let _ = conn.ctl.send(Ctl::Close(close::POLICY, "too many malformed messages")).await;
-                    return;
+                    return conn;
                 }
                 continue;
             }
@@ -558,13 +691,13 @@ async fn recv_task(
             conn.reply_error(cmd.request_id(), ErrorCode::RateLimited, "too many commands; slow down", None).await;
             if f64::from(conn.limited) > 10.0 * l.command_burst.max(l.ping_burst) {
                 let _ = conn.ctl.send(Ctl::Close(close::RATE, "too many requests")).await;
-                return;
+                return conn;
             }
             continue;
         }
         conn.limited = 0;
         if !conn.handle(cmd).await {
-            return;
+            return conn;
         }
     }
 }
@@ -588,10 +721,14 @@ impl Conn {
     }
 
     fn actor(&self) -> Actor {
-        Actor { session: Some(self.id), admin: self.admin }
+        self.identity.as_ref().map_or_else(|| Actor { player: None, role: proto::Role::Spectator, team: None }, Actor::of)
     }
 
+    /// The world, if it exists and the connection's token is good for it.
     fn world(&self, name: &str) -> Result<WorldHandle, proto::ErrorBody> {
+        if let Some(Err(m)) = self.identity.as_ref().map(|i| i.check_world(name)) {
+            return Err(proto::ErrorBody { code: ErrorCode::Unauthorized, message: m, field: Some("world".into()) });
+        }
         self.state.registry.get(name).map_err(|e| proto::ErrorBody { code: ErrorCode::UnknownWorld, message: e.to_string(), field: Some("world".into()) })
     }
 
@@ -628,13 +765,11 @@ impl Conn {
                     Err(b) => return self.reply(rid, proto::Outcome::Error(b)).await,
                 };
                 self.subscribed.retain(|x| *x != w.id);
+                self.subs.retain(|(n, _)| *n != w.name);
                 let result = encode(&ServerMsg::CommandResult(proto::CommandResult { request_id: rid, result: proto::Outcome::Ok(proto::Done {}) }), self.enc);
                 return self.ctl.send(Ctl::Unsubscribe { world: w.id, result }).await.is_ok();
             }
             ClientMsg::Spawn(s) => {
-                if let Some(e) = self.need_admin() {
-                    return self.reply(rid, proto::Outcome::Error(e)).await;
-                }
                 self.run(&s.world, |_| spawn_spec(&s.group, s.count, &s.area, &s.limits, &s.behaviors).map(|sp| vec![Command::Spawn(sp)])).await
             }
             ClientMsg::Despawn(d) => self.run(&d.world, |_| Ok(d.agents.iter().map(|a| Command::Despawn(*a)).collect())).await,
@@ -663,13 +798,6 @@ impl Conn {
         self.reply(rid, result).await
     }
 
-    fn need_admin(&self) -> Option<proto::ErrorBody> {
-        if self.state.settings.admin_token.is_some() && !self.admin {
-            return Some(proto::ErrorBody { code: ErrorCode::Unauthorized, message: "this command needs the admin token in Hello".into(), field: Some("token".into()) });
-        }
-        None
-    }
-
     /// Builds the sim commands and applies them in the named world.
     async fn run(&self, world: &str, build: impl FnOnce(&WorldHandle) -> Result<Vec<Command>, CmdError>) -> proto::Outcome {
         let w = match self.world(world) {
@@ -687,29 +815,86 @@ impl Conn {
         }
     }
 
+    /// Refuses the Hello with `code` and closes.
+    async fn refuse(&mut self, code: ErrorCode, message: &str, field: &str, close_code: u16, reason: &'static str) -> bool {
+        self.reply_error(None, code, message, Some(field.into())).await;
+        let _ = self.ctl.send(Ctl::Close(close_code, reason)).await;
+        false
+    }
+
     async fn hello(&mut self, h: &proto::Hello) -> bool {
         if h.protocol_version != proto::PROTOCOL_VERSION {
-            self.reply_error(None, ErrorCode::UnsupportedVersion, &format!("this server speaks protocol {}", proto::PROTOCOL_VERSION), Some("protocol_version".into())).await;
+            self.reply_error(None, ErrorCode::UnsupportedVersion, &format!("protocol version {} is not supported; this server speaks {}", h.protocol_version, proto::PROTOCOL_VERSION), Some("protocol_version".into())).await;
             let _ = self.ctl.send(Ctl::Close(close::POLICY, "unsupported protocol version")).await;
             return false;
         }
-        if let Some(t) = &self.state.settings.admin_token {
-            match h.token.as_deref() {
-                Some(given) if given.len() == t.len() && given.bytes().zip(t.bytes()).fold(0u8, |a, (x, y)| a | (x ^ y)) == 0 => self.admin = true,
-                Some(_) => {
-                    self.reply_error(None, ErrorCode::Forbidden, "wrong token", Some("token".into())).await;
-                    let _ = self.ctl.send(Ctl::Close(close::POLICY, "wrong token")).await;
-                    return false;
-                }
-                None => self.admin = false,
-            }
-        }
         if !self.hello {
+            // Who: a resumed session, or the token (none: anonymous in dev mode).
+            let mut restore = Vec::new();
+            let identity = match h.resume.as_deref() {
+                Some(r) => match self.state.registry.players.resume(r) {
+                    Ok(resumed) => {
+                        if let Some(t) = h.token.as_deref() {
+                            match self.state.auth.authenticate(Some(t)) {
+                                Ok(id) if id.player == resumed.identity.player => {}
+                                Ok(_) => return self.refuse(ErrorCode::Unauthorized, "the resume token belongs to another player", "resume", close::UNAUTHORIZED, "unauthorized").await,
+                                Err(e) => return self.refuse(ErrorCode::Unauthorized, &e.0, "token", close::UNAUTHORIZED, "unauthorized").await,
+                            }
+                        }
+                        restore = resumed.subs;
+                        resumed.identity
+                    }
+                    Err(e) => return self.refuse(ErrorCode::Unauthorized, &e.to_string(), "resume", close::UNAUTHORIZED, "unauthorized").await,
+                },
+                None => match self.state.auth.authenticate(h.token.as_deref()) {
+                    Ok(id) => id,
+                    Err(e) => return self.refuse(ErrorCode::Unauthorized, &e.0, "token", close::UNAUTHORIZED, "unauthorized").await,
+                },
+            };
+            let Some(handle) = self.handle.take() else { return false };
+            let (token, pending) = match self.state.registry.players.join(&identity, self.id, handle) {
+                Ok(x) => x,
+                Err(e @ JoinError::TooManyConnections(..)) => return self.refuse(ErrorCode::QuotaExceeded, &e.to_string(), "token", close::UNAUTHORIZED, "too many connections").await,
+                Err(e) => return self.refuse(ErrorCode::Busy, &e.to_string(), "token", close::POLICY, "too many sessions").await,
+            };
+            tracing::debug!(player = %identity.player, role = %identity.role, resumed = h.resume.is_some(), "hello");
+            let viewer = Viewer {
+                player: (identity.role != proto::Role::Admin).then(|| identity.player.clone()),
+                sees_all: identity.role != proto::Role::Player,
+                key: identity.vision_key(),
+            };
+            if self.ctl.send(Ctl::Viewer(viewer)).await.is_err() {
+                return false;
+            }
+            self.identity = Some(identity);
+            self.resume_token = Some(token);
             self.enc = if self.url_enc == Encoding::Json { Encoding::Json } else { h.encoding };
             self.shared_enc.set(self.enc);
+            self.hello = true;
+            if !self.welcome().await {
+                return false;
+            }
+            // A resumed session gets its subscriptions back (keyframes of every cell), then the
+            // events about its agents it missed.
+            for (world, area) in restore {
+                if self.world(&world).is_ok() && !self.subscribe_inner(None, &world, &area).await {
+                    return false;
+                }
+            }
+            for d in pending {
+                if self.ctl.send(Ctl::Direct(d)).await.is_err() {
+                    return false;
+                }
+            }
+            return true;
         }
-        self.hello = true;
-        let worlds: Vec<proto::WorldInfo> = self.state.registry.list().iter().map(WorldHandle::world_info).collect();
+        // A later Hello: the same session, welcomed again (its token and resume are ignored).
+        self.welcome().await
+    }
+
+    async fn welcome(&self) -> bool {
+        let Some(who) = &self.identity else { return false };
+        let worlds: Vec<proto::WorldInfo> = self.state.registry.list().iter().filter(|w| who.check_world(&w.name).is_ok()).map(WorldHandle::world_info).collect();
         let tick_rate = self.state.registry.list().first().map_or(20.0, |w| w.stats.tick_rate_milli.load(std::sync::atomic::Ordering::Relaxed) as f32 / 1000.0);
         self.send(ServerMsg::Welcome(proto::Welcome {
             protocol_version: proto::PROTOCOL_VERSION,
@@ -718,31 +903,66 @@ impl Conn {
             quantization: proto::Quantization::default(),
             worlds,
             max_message_bytes: self.state.settings.limits.max_message_bytes as u32,
+            player_id: who.player.clone(),
+            role: who.role,
+            resume_token: self.resume_token.clone().unwrap_or_default(),
+            session_grace_secs: self.state.settings.players.default.session_grace_secs,
         }))
         .await
     }
 
     async fn subscribe(&mut self, rid: u32, world: &str, area: &proto::Area) -> bool {
+        self.subscribe_inner(Some(rid), world, area).await
+    }
+
+    /// Subscribes (`rid`: answer the command; none for a subscription a resume restores).
+    async fn subscribe_inner(&mut self, rid: Option<u32>, world: &str, area: &proto::Area) -> bool {
+        let fail = |code: ErrorCode, message: String, field: &str| proto::ErrorBody { code, message, field: Some(field.into()) };
         let w = match self.world(world) {
             Ok(w) => w,
-            Err(b) => return self.reply(rid, proto::Outcome::Error(b)).await,
+            Err(b) => return self.fail(rid, b).await,
         };
         if !self.subscribed.contains(&w.id) && self.subscribed.len() >= self.state.settings.limits.max_subscriptions {
-            self.reply_error(Some(rid), ErrorCode::InvalidField, "too many subscriptions", Some("world".into())).await;
-            return true;
+            return self.fail(rid, fail(ErrorCode::InvalidField, "too many subscriptions".into(), "world")).await;
         }
         let info = w.world_info();
         let cells = info.cells_in(area);
+        let policy = self.state.registry.policy(&w.name);
+        if self.identity.as_ref().is_some_and(|i| i.role == proto::Role::Player) {
+            if policy.visibility == Visibility::SpectatorsOnlyWholeWorld && matches!(area, proto::Area::WholeWorld(_)) {
+                return self.fail(rid, fail(ErrorCode::Forbidden, format!("in world `{}` only spectators subscribe to whole_world; subscribe to a rect", w.name), "area")).await;
+            }
+            // Under `owned` visibility the cells delivered are narrowed to what the player sees.
+            if policy.visibility != Visibility::Owned && cells.len() > policy.max_subscription_cells {
+                let message = format!("a subscription covers at most {} AOI cells in world `{}` (this one {})", policy.max_subscription_cells, w.name, cells.len());
+                return self.fail(rid, fail(ErrorCode::QuotaExceeded, message, "area")).await;
+            }
+        }
         if !self.subscribed.contains(&w.id) {
             self.subscribed.push(w.id);
         }
-        let result = encode(
-            &ServerMsg::CommandResult(proto::CommandResult {
-                request_id: rid,
-                result: proto::Outcome::Subscribed(proto::Subscribed { world: w.id, cells: cells.clone() }),
-            }),
-            self.enc,
-        );
+        self.subs.retain(|(n, _)| *n != w.name);
+        self.subs.push((w.name.clone(), area.clone()));
+        let result = rid.map(|request_id| {
+            encode(
+                &ServerMsg::CommandResult(proto::CommandResult {
+                    request_id,
+                    result: proto::Outcome::Subscribed(proto::Subscribed { world: w.id, cells: cells.clone() }),
+                }),
+                self.enc,
+            )
+        });
         self.ctl.send(Ctl::Subscribe { world: w, cells, result }).await.is_ok()
+    }
+
+    /// Answers a failed subscribe (with a request id) or logs a failed restore.
+    async fn fail(&self, rid: Option<u32>, body: proto::ErrorBody) -> bool {
+        match rid {
+            Some(r) => self.reply(r, proto::Outcome::Error(body)).await,
+            None => {
+                tracing::debug!("subscription not restored: {}", body.message);
+                true
+            }
+        }
     }
 }

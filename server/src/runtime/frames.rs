@@ -72,8 +72,22 @@ pub struct TickFrame {
     /// Per AOI cell.
     pub cells: Vec<CellFrame>,
     /// Events of this tick (already wire messages).
-    pub events: Vec<Arc<Shared<proto::ServerMsg>>>,
+    pub events: Vec<FrameEvent>,
     /// The world was replaced (load/reset): subscribers must resync every cell from the
     /// keyframes of this frame; its deltas do not chain on anything a client holds.
     pub reset: bool,
+    /// Under `owned` visibility: per vision key (`t:TEAM` or `p:PLAYER`), which AOI cells it
+    /// may see this tick; `None` when the world's visibility is not `owned`.
+    pub vision: Option<Arc<std::collections::HashMap<String, Vec<bool>>>>,
+}
+
+/// An event of a tick, with the player whose agents it is about.
+#[derive(Debug)]
+pub struct FrameEvent {
+    /// The owner of its agents (`None`: agents of nobody).
+    pub owner: Option<Arc<str>>,
+    /// The owner's vision key.
+    pub vision: Option<String>,
+    /// The wire message.
+    pub msg: Arc<Shared<proto::ServerMsg>>,
 }

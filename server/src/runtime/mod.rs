@@ -3,9 +3,11 @@
 
 pub mod fields;
 pub mod frames;
+pub mod players;
 pub mod registry;
 pub mod world;
 
-pub use frames::{CellFrame, TickFrame};
+pub use frames::{CellFrame, FrameEvent, TickFrame};
+pub use players::Players;
 pub use registry::{Registry, RegistryError};
 pub use world::{Actor, CmdError, SessionId, WorldHandle, WorldSpawn};

@@ -6,7 +6,8 @@ use std::sync::{Arc, RwLock};
 
 use super::fields::{FieldBuilder, FieldBuilderError};
 use super::world::{CmdError, WorldHandle, WorldSpawn};
-use crate::config::LimitSettings;
+use crate::config::{LimitSettings, PlayerSettings};
+use super::players::Players;
 use crate::metrics::Metrics;
 use crate::scenario::Scenario;
 
@@ -46,11 +47,14 @@ pub struct Registry {
     metrics: Arc<Metrics>,
     fields: Arc<FieldBuilder>,
     sim_pool: Arc<rayon::ThreadPool>,
+    player_rules: PlayerSettings,
+    /// Players and sessions (shared with every world).
+    pub players: Arc<Players>,
 }
 
 impl Registry {
     /// An empty registry, with the flow-field builder threads its worlds share.
-    pub fn new(limits: LimitSettings, metrics: Arc<Metrics>) -> Result<Self, FieldBuilderError> {
+    pub fn new(limits: LimitSettings, player_rules: PlayerSettings, players: Arc<Players>, metrics: Arc<Metrics>) -> Result<Self, FieldBuilderError> {
         let fields = Arc::new(FieldBuilder::new(limits.nav_threads, limits.max_queued_field_builds, limits.nav_nice)?);
         // 0 threads = rayon's default, one per core.
         let sim_pool = rayon::ThreadPoolBuilder::new()
@@ -59,7 +63,7 @@ impl Registry {
             .build()
             .map_err(FieldBuilderError::from)?;
         let sim_pool = Arc::new(sim_pool);
-        Ok(Registry { worlds: RwLock::new(BTreeMap::new()), next_id: AtomicU32::new(1), limits, metrics, fields, sim_pool })
+        Ok(Registry { worlds: RwLock::new(BTreeMap::new()), next_id: AtomicU32::new(1), limits, metrics, fields, sim_pool, player_rules, players })
     }
 
     /// The world named `name`.
@@ -72,6 +76,11 @@ impl Registry {
     pub fn by_id(&self, id: u32) -> Option<WorldHandle> {
         let map = self.worlds.read().unwrap_or_else(|p| p.into_inner());
         map.values().find(|w| w.id == id).cloned()
+    }
+
+    /// The player rules of world `name`.
+    pub fn policy(&self, name: &str) -> &crate::config::WorldPolicy {
+        self.player_rules.policy(name)
     }
 
     /// All worlds.
@@ -111,7 +120,8 @@ impl Registry {
                 parallel_step_min_agents: l.parallel_step_min_agents,
                 checksum_every_ticks: l.checksum_every_ticks,
                 max_requests_per_turn: l.max_requests_per_turn,
-                max_agents_per_session: l.max_agents_per_session,
+                policy: self.player_rules.policy(name).clone(),
+                players: self.players.clone(),
             },
             self.metrics.clone(),
         )?;

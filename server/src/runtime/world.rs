@@ -25,7 +25,7 @@ use steer_proto as proto;
 use tokio::sync::{broadcast, oneshot};
 
 use super::fields::FieldBuilder;
-use super::frames::{CellFrame, Shared, TickFrame};
+use super::frames::{CellFrame, FrameEvent, Shared, TickFrame};
 use crate::convert;
 use crate::metrics::Metrics;
 use crate::scenario::Scenario;
@@ -38,12 +38,35 @@ use crate::sim::{AgentId, SimError, World};
 pub type SessionId = u64;
 
 /// Who issues a command.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Actor {
-    /// The WebSocket session, if any.
-    pub session: Option<SessionId>,
-    /// Admin (token holder, or REST with no token configured): may command every agent.
-    pub admin: bool,
+    /// The player (`None` for the admin).
+    pub player: Option<Arc<str>>,
+    /// What it may do.
+    pub role: proto::Role,
+    /// Its team (shares vision under `owned` visibility).
+    pub team: Option<Arc<str>>,
+}
+
+impl Actor {
+    /// The admin (the admin token, or REST with no admin token configured): commands every
+    /// agent, owns none, has no quotas.
+    pub fn admin() -> Self {
+        Actor { player: None, role: proto::Role::Admin, team: None }
+    }
+
+    /// The actor of an authenticated identity.
+    pub fn of(id: &crate::auth::Identity) -> Self {
+        if id.role == proto::Role::Admin {
+            return Actor::admin();
+        }
+        Actor { player: Some(Arc::from(id.player.as_str())), role: id.role, team: id.team.as_deref().map(Arc::from) }
+    }
+
+    /// True for the admin.
+    pub fn is_admin(&self) -> bool {
+        self.role == proto::Role::Admin
+    }
 }
 
 /// Why a request failed.
@@ -55,6 +78,12 @@ pub enum CmdError {
     /// The agent is not this actor's to command.
     #[error("agent {0} is not yours to command")]
     Forbidden(AgentId),
+    /// The actor's role may not do this.
+    #[error("{0}")]
+    NotAllowed(String),
+    /// A per-player or per-world quota would be exceeded (nothing changed).
+    #[error("{0}")]
+    Quota(String),
     /// The world's queue is full.
     #[error("world `{0}` is busy, try again")]
     Busy(String),
@@ -72,6 +101,8 @@ impl CmdError {
         match self {
             CmdError::Sim(e) => convert::error_body(e),
             CmdError::Forbidden(_) => proto::ErrorBody { code: proto::ErrorCode::Forbidden, message: self.to_string(), field: Some("agents".into()) },
+            CmdError::NotAllowed(m) => proto::ErrorBody { code: proto::ErrorCode::Forbidden, message: m.clone(), field: None },
+            CmdError::Quota(m) => proto::ErrorBody { code: proto::ErrorCode::QuotaExceeded, message: m.clone(), field: Some("count".into()) },
             CmdError::Busy(_) => proto::ErrorBody { code: proto::ErrorCode::Busy, message: self.to_string(), field: None },
             CmdError::Dead(_) => proto::ErrorBody { code: proto::ErrorCode::Internal, message: self.to_string(), field: None },
             CmdError::Invalid(m) => proto::ErrorBody { code: proto::ErrorCode::BadRequest, message: m.clone(), field: None },
@@ -269,8 +300,25 @@ pub enum Request {
     Save { reply: Reply<Box<Scenario>> },
     /// Random non-overlapping obstacles (001); answers the new ids.
     RandomObstacles { spec: crate::scenario::RandomObstacles, reply: Reply<Vec<u32>> },
+    /// The players of this world: those that own agents or commanded here.
+    Players { reply: Reply<Vec<WorldPlayer>> },
+    /// Kick a player: its agents follow the orphan policy now. Answers how many it owned.
+    Kick { player: String, reply: Reply<usize> },
+    /// Give an agent to a player (`None`: to nobody).
+    SetOwner { agent: AgentId, player: Option<String>, team: Option<String>, reply: Reply<()> },
     /// Stop the thread.
     Shutdown,
+}
+
+/// A player as a world knows it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct WorldPlayer {
+    /// Player id.
+    pub player: String,
+    /// Agents it owns here.
+    pub agents: usize,
+    /// The orphan policy was applied to its agents (grace period over, or kicked).
+    pub orphaned: bool,
 }
 
 /// What a new world starts from.
@@ -307,8 +355,10 @@ pub struct WorldSpawn {
     pub checksum_every_ticks: u32,
     /// Requests served per turn of the loop before the next tick (≥ 1).
     pub max_requests_per_turn: usize,
-    /// Most agents one WebSocket session (not an admin) may own in this world.
-    pub max_agents_per_session: usize,
+    /// The player rules of this world.
+    pub policy: crate::config::WorldPolicy,
+    /// Players and sessions of the server (connected? events to their connections).
+    pub players: Arc<super::players::Players>,
 }
 
 /// The one-thread pool a world's runner runs on (named after it), if the OS gives a thread.
@@ -398,6 +448,12 @@ impl WorldHandle {
             scenario,
             scenario_name: spawn.scenario_name,
             owners: HashMap::new(),
+            teams: HashMap::new(),
+            buckets: HashMap::new(),
+            gone: HashMap::new(),
+            next_orphan_check: Instant::now(),
+            policy: spawn.policy,
+            players: spawn.players,
             encoders: Vec::new(),
             keys: Vec::new(),
             info,
@@ -424,7 +480,6 @@ impl WorldHandle {
             parallel_min: spawn.parallel_step_min_agents,
             checksum_every: u64::from(spawn.checksum_every_ticks.max(1)),
             max_requests_per_turn: spawn.max_requests_per_turn.max(1),
-            max_agents_per_session: spawn.max_agents_per_session,
             owned: HashMap::new(),
             stepping: None,
             window: RateWindow::new(Instant::now()),
@@ -614,7 +669,17 @@ struct Runner {
     world: World,
     scenario: Scenario,
     scenario_name: Option<String>,
-    owners: HashMap<AgentId, SessionId>,
+    /// The owner of each owned agent (agents of the scenario and of the admin have none).
+    owners: HashMap<AgentId, Arc<str>>,
+    /// The team of every player known here (owners, and players who commanded here).
+    teams: HashMap<Arc<str>, Option<Arc<str>>>,
+    /// Spawn-rate token bucket per player: (tokens, last refill).
+    buckets: HashMap<Arc<str>, (f64, Instant)>,
+    /// Owners without a connection: since when, and whether the orphan policy was applied.
+    gone: HashMap<Arc<str>, (Instant, bool)>,
+    next_orphan_check: Instant,
+    policy: crate::config::WorldPolicy,
+    players: Arc<super::players::Players>,
     encoders: Vec<proto::CellEncoder>,
     keys: Vec<Arc<Shared<proto::ServerMsg>>>,
     info: proto::WorldInfo,
@@ -652,10 +717,8 @@ struct Runner {
     checksum_every: u64,
     /// Requests served per turn of the loop (≥ 1).
     max_requests_per_turn: usize,
-    /// Most agents a non-admin session may own.
-    max_agents_per_session: usize,
-    /// Agents each session owns (the counts of `owners`).
-    owned: HashMap<SessionId, usize>,
+    /// Agents each player owns (the counts of `owners`).
+    owned: HashMap<Arc<str>, usize>,
     /// A `Step` in progress: ticks left and whom to answer when they are done.
     stepping: Option<(u32, Reply<u64>)>,
     /// Effective tick rate and overload measurement.
@@ -692,6 +755,7 @@ impl Runner {
             if self.serve_queued(&rx) == Flow::Stop {
                 break;
             }
+            self.check_orphans();
             if self.stepping.is_some() {
                 self.step_chunk();
                 next = Instant::now() + self.period();
@@ -919,24 +983,41 @@ impl Runner {
             cells.push(CellFrame { delta, key: key.clone() });
         }
         let groups = self.world.groups().to_vec();
-        // One wire event per run of same-group spawns / despawns (their `agents` lists), not one
-        // per agent: a 10k-agent spawn is one message to each subscriber, not 10,000.
-        let mut kinds: Vec<proto::EventKind> = Vec::new();
+        // One wire event per run of same-group, same-owner spawns / despawns (their `agents`
+        // lists), not one per agent: a 10k-agent spawn is one message to each subscriber.
+        let mut kinds: Vec<(Option<Arc<str>>, proto::EventKind)> = Vec::new();
         for e in self.world.drain_events() {
+            let id = match &e {
+                crate::sim::world::Event::Spawned { id, .. }
+                | crate::sim::world::Event::Despawned { id }
+                | crate::sim::world::Event::DestinationReached { id, .. }
+                | crate::sim::world::Event::PathCompleted { id } => *id,
+            };
+            let owner = self.owners.get(&id).cloned();
             if let crate::sim::world::Event::Despawned { id } = &e {
                 self.disown(*id);
             }
             match (kinds.last_mut(), convert::event(&e, &groups)) {
-                (Some(proto::EventKind::Spawned(last)), proto::EventKind::Spawned(s)) if last.group == s.group => last.agents.extend(s.agents),
-                (Some(proto::EventKind::Despawned(last)), proto::EventKind::Despawned(d)) => last.agents.extend(d.agents),
-                (_, k) => kinds.push(k),
+                (Some((o, proto::EventKind::Spawned(last))), proto::EventKind::Spawned(s)) if last.group == s.group && *o == owner => last.agents.extend(s.agents),
+                (Some((o, proto::EventKind::Despawned(last))), proto::EventKind::Despawned(d)) if *o == owner => last.agents.extend(d.agents),
+                (_, k) => kinds.push((owner, k)),
             }
         }
-        let events: Vec<_> = kinds
+        let events: Vec<FrameEvent> = kinds
             .into_iter()
-            .map(|event| Arc::new(Shared::new(proto::ServerMsg::Event(proto::Event { world: self.id, tick, event }))))
+            .map(|(owner, event)| {
+                let msg = Arc::new(Shared::new(proto::ServerMsg::Event(proto::Event { world: self.id, tick, event })));
+                // Events about a player's agents go to each of its connections, subscribed or
+                // not (their send tasks skip them in the broadcast).
+                if let Some(p) = &owner {
+                    self.players.deliver(p, &msg);
+                }
+                let vision = owner.as_ref().map(|p| crate::auth::vision_key(p, self.teams.get(p).cloned().flatten().as_deref()));
+                FrameEvent { owner, vision, msg }
+            })
             .collect();
-        let frame = Arc::new(TickFrame { world: self.id, tick, cells, events, reset: std::mem::take(&mut self.reset_pending) });
+        let vision = self.vision();
+        let frame = Arc::new(TickFrame { world: self.id, tick, cells, events, reset: std::mem::take(&mut self.reset_pending), vision });
         if let Ok(mut l) = self.latest.lock() {
             *l = Some(frame.clone());
         }
@@ -944,71 +1025,230 @@ impl Runner {
         let _ = self.frames.send(frame);
     }
 
-    /// Makes a session the owner of the agents it spawned.
-    fn record_owner(&mut self, outcome: &Outcome, actor: &Actor) {
-        if let (Outcome::Spawned(ids), Some(s)) = (outcome, actor.session) {
-            for id in ids {
-                if let Some(old) = self.owners.insert(*id, s) {
-                    self.release(old);
-                }
-                *self.owned.entry(s).or_insert(0) += 1;
+    /// Applies commands on behalf of an actor: ownership and quotas are checked for all of
+    /// them first (nothing changes on a refusal), then they run in order (stopping at the first
+    /// error). Agents a player spawns belong to it.
+    fn apply_for(&mut self, cmds: Vec<Command>, actor: &Actor) -> Result<Outcome, CmdError> {
+        let kind = cmds.first().map_or("none", command_kind);
+        let agents: Vec<AgentId> = cmds.iter().flat_map(command_agents).collect();
+        let asked = spawn_count(&cmds);
+        if let Some(p) = &actor.player {
+            // Known here from now on (GET /worlds/{w}/players, team vision).
+            if !self.teams.contains_key(p) && self.teams.len() < MAX_KNOWN_PLAYERS {
+                self.teams.insert(p.clone(), actor.team.clone());
             }
         }
+        let r = self.check_owner(actor, &agents, &cmds).and_then(|()| self.check_spawn_quota(actor, asked)).and_then(|()| {
+            let mut last = Outcome::Done;
+            for c in cmds {
+                last = self.world.apply(c)?;
+                self.record_owner(&last, actor);
+            }
+            Ok(last)
+        });
+        if r.is_ok() && asked > 0 {
+            self.charge_spawn(actor, asked);
+        }
+        self.metrics.command(kind, r.is_ok());
+        r
+    }
+
+    /// Makes a player the owner of the agents it spawned (the admin's belong to nobody).
+    fn record_owner(&mut self, outcome: &Outcome, actor: &Actor) {
+        if let (Outcome::Spawned(ids), Some(p)) = (outcome, &actor.player) {
+            self.teams.insert(p.clone(), actor.team.clone());
+            for id in ids {
+                self.own(*id, p.clone());
+            }
+        }
+    }
+
+    fn own(&mut self, id: AgentId, p: Arc<str>) {
+        if let Some(old) = self.owners.insert(id, p.clone()) {
+            self.release(&old);
+        }
+        *self.owned.entry(p).or_insert(0) += 1;
     }
 
     /// Forgets the owner of a removed agent.
     fn disown(&mut self, id: AgentId) {
         if let Some(s) = self.owners.remove(&id) {
-            self.release(s);
+            self.release(&s);
         }
     }
 
-    fn release(&mut self, s: SessionId) {
-        if let Some(n) = self.owned.get_mut(&s) {
+    fn release(&mut self, s: &Arc<str>) {
+        if let Some(n) = self.owned.get_mut(s) {
             *n = n.saturating_sub(1);
             if *n == 0 {
-                self.owned.remove(&s);
+                self.owned.remove(s);
             }
         }
     }
 
-    /// A non-admin session may own at most `max_agents_per_session` agents: the spawns among
-    /// `cmds` must fit (so one anonymous client cannot fill a world on its own).
-    fn check_spawn_quota(&self, actor: &Actor, cmds: &[&Command]) -> Result<(), CmdError> {
-        let Some(s) = actor.session.filter(|_| !actor.admin) else { return Ok(()) };
-        let asked: usize = cmds
-            .iter()
-            .map(|c| match c {
-                Command::Spawn(spec) => match &spec.area {
-                    crate::sim::world::SpawnArea::Points(p) => p.len(),
-                    _ => spec.count,
-                },
-                _ => 0,
-            })
-            .fold(0usize, usize::saturating_add);
-        if asked == 0 {
+    /// The spawn-rate bucket of a player, refilled to now: (tokens, burst).
+    fn bucket(&self, p: &Arc<str>, now: Instant) -> (f64, f64) {
+        let burst = self.policy.max_agents_per_player as f64;
+        let (tokens, last) = self.buckets.get(p).copied().unwrap_or((burst, now));
+        ((tokens + now.duration_since(last).as_secs_f64() * self.policy.spawn_rate_per_sec).min(burst), burst)
+    }
+
+    fn charge_spawn(&mut self, actor: &Actor, asked: usize) {
+        let Some(p) = actor.player.clone().filter(|_| !actor.is_admin()) else { return };
+        let now = Instant::now();
+        let (tokens, _) = self.bucket(&p, now);
+        if self.buckets.len() < MAX_KNOWN_PLAYERS || self.buckets.contains_key(&p) {
+            self.buckets.insert(p, ((tokens - asked as f64).max(0.0), now));
+        }
+    }
+
+    /// A player's spawns must fit its quotas in this world: agents owned
+    /// (`max_agents_per_player`), spawn rate (`spawn_rate_per_sec`), and the world's own cap.
+    /// The admin is exempt.
+    fn check_spawn_quota(&self, actor: &Actor, asked: usize) -> Result<(), CmdError> {
+        if actor.is_admin() || asked == 0 {
             return Ok(());
         }
-        let have = self.owned.get(&s).copied().unwrap_or(0);
-        if have.saturating_add(asked) > self.max_agents_per_session {
-            return Err(CmdError::Sim(SimError::LimitExceeded { what: "count".into(), max: self.max_agents_per_session.saturating_sub(have) }));
+        let Some(p) = &actor.player else { return Ok(()) };
+        let max = self.policy.max_agents_per_player;
+        let have = self.owned.get(p).copied().unwrap_or(0);
+        if have.saturating_add(asked) > max {
+            return Err(CmdError::Quota(format!("player `{p}` may own at most {max} agents in world `{}` (owns {have}, asked {asked})", self.name)));
+        }
+        let (tokens, _) = self.bucket(p, Instant::now());
+        if asked as f64 > tokens {
+            return Err(CmdError::Quota(format!(
+                "player `{p}` spawns too fast in world `{}`: at most {} agents per second (now {} available)",
+                self.name,
+                self.policy.spawn_rate_per_sec,
+                tokens.floor()
+            )));
+        }
+        let total = self.world.agents().len();
+        if total.saturating_add(asked) > self.max_agents {
+            return Err(CmdError::Quota(format!("world `{}` is full: {total} of at most {} agents", self.name, self.max_agents)));
         }
         Ok(())
     }
 
-    fn check_owner(&self, actor: &Actor, agents: &[AgentId]) -> Result<(), CmdError> {
-        if actor.admin {
+    fn check_owner(&self, actor: &Actor, agents: &[AgentId], cmds: &[Command]) -> Result<(), CmdError> {
+        if actor.is_admin() {
             return Ok(());
+        }
+        if actor.role == proto::Role::Spectator {
+            return Err(CmdError::NotAllowed("spectators command nothing".into()));
+        }
+        if cmds.iter().any(|c| !matches!(command_kind(c), "spawn" | "despawn" | "set_behaviors" | "add_behavior" | "remove_behavior" | "reset_behaviors" | "move_to")) {
+            return Err(CmdError::NotAllowed("only the admin changes obstacles and walls".into()));
         }
         for id in agents {
             if self.world.agent(*id).is_none() {
                 return Err(CmdError::Sim(SimError::UnknownAgent(*id)));
             }
-            if actor.session.is_none() || self.owners.get(id) != actor.session.as_ref() {
+            if actor.player.is_none() || self.owners.get(id) != actor.player.as_ref() {
                 return Err(CmdError::Forbidden(*id));
             }
         }
         Ok(())
+    }
+
+    /// Once a second: owners without a connection for the grace period get the orphan policy
+    /// (once); known players who own nothing and are gone are forgotten.
+    fn check_orphans(&mut self) {
+        let now = Instant::now();
+        if now < self.next_orphan_check {
+            return;
+        }
+        self.next_orphan_check = now + ORPHAN_CHECK;
+        if self.teams.is_empty() {
+            return;
+        }
+        let grace = Duration::from_secs(u64::from(self.policy.session_grace_secs));
+        let mut expired = Vec::new();
+        let known: Vec<Arc<str>> = self.teams.keys().cloned().collect();
+        for p in known {
+            if self.players.connected(&p) {
+                self.gone.remove(&p);
+                continue;
+            }
+            if !self.owned.contains_key(&p) {
+                // Owns nothing here and is away: forget it (bounds `teams`, `gone`, `buckets`).
+                self.teams.remove(&p);
+                self.gone.remove(&p);
+                self.buckets.remove(&p);
+                continue;
+            }
+            let g = self.gone.entry(p.clone()).or_insert((now, false));
+            if !g.1 && now.duration_since(g.0) >= grace {
+                g.1 = true;
+                expired.push(p);
+            }
+        }
+        for p in expired {
+            self.apply_orphan_policy(&p);
+        }
+    }
+
+    /// The world's orphan policy on a player's agents.
+    fn apply_orphan_policy(&mut self, p: &Arc<str>) {
+        let mut ids: Vec<AgentId> = self.owners.iter().filter(|(_, o)| *o == p).map(|(id, _)| *id).collect();
+        ids.sort_unstable();
+        if ids.is_empty() {
+            return;
+        }
+        tracing::info!(player = %p, agents = ids.len(), policy = ?self.policy.orphan_policy, "orphaned agents");
+        for id in ids {
+            let r = match self.policy.orphan_policy {
+                crate::config::OrphanPolicy::Keep => Ok(Outcome::Done),
+                crate::config::OrphanPolicy::Despawn => self.world.apply(Command::Despawn(id)),
+                crate::config::OrphanPolicy::Freeze => {
+                    let at = self.world.agent(id).map(|a| a.position);
+                    self.world.apply(Command::ResetBehaviors { agent: id }).and_then(|_| match at {
+                        Some(target) => self.world.apply(Command::MoveTo { agents: vec![id], target, stopping_distance: 0.0 }),
+                        None => Ok(Outcome::Done),
+                    })
+                }
+            };
+            if let Err(e) = r {
+                tracing::warn!(player = %p, agent = id, "orphan policy: {e}");
+            }
+        }
+    }
+
+    /// Under `owned` visibility: per vision key (a team, or a player without one), the AOI
+    /// cells that intersect a disc of `vision_radius` around one of its agents.
+    fn vision(&self) -> Option<Arc<HashMap<String, Vec<bool>>>> {
+        if self.policy.visibility != crate::config::Visibility::Owned {
+            return None;
+        }
+        let mut out: HashMap<String, Vec<bool>> = HashMap::new();
+        let n = self.info.cell_count() as usize;
+        let r = self.policy.vision_radius;
+        let (cs, b) = (self.info.aoi_cell_size, self.info.bounds);
+        for (id, owner) in &self.owners {
+            let Some(a) = self.world.agent(*id) else { continue };
+            let team = self.teams.get(owner).cloned().flatten();
+            let key = crate::auth::vision_key(owner, team.as_deref());
+            let cells = out.entry(key).or_insert_with(|| vec![false; n]);
+            let (x, y) = (a.position.x, a.position.y);
+            let lo = self.info.cell_of(x - r, y - r);
+            let hi = self.info.cell_of(x + r, y + r);
+            let cols = self.info.cols.max(1);
+            for row in lo / cols..=hi / cols {
+                for col in lo % cols..=hi % cols {
+                    // Nearest point of the cell to the agent.
+                    let (x0, y0) = (b.min_x + col as f32 * cs, b.min_y + row as f32 * cs);
+                    let dx = x - x.clamp(x0, x0 + cs);
+                    let dy = y - y.clamp(y0, y0 + cs);
+                    if dx * dx + dy * dy <= r * r {
+                        if let Some(c) = cells.get_mut((row * cols + col) as usize) {
+                            *c = true;
+                        }
+                    }
+                }
+            }
+        }
+        Some(Arc::new(out))
     }
 
     fn agent_view(&self, a: &crate::sim::Agent) -> AgentView {
@@ -1159,33 +1399,45 @@ impl Runner {
     fn handle(&mut self, req: Request) {
         match req {
             Request::Apply { cmd, actor, reply } => {
-                let kind = command_kind(&cmd);
-                let agents = command_agents(&cmd);
-                let r = self
-                    .check_owner(&actor, &agents)
-                    .and_then(|()| self.check_spawn_quota(&actor, &[&cmd]))
-                    .and_then(|()| self.world.apply(cmd).map_err(CmdError::from));
-                if let Ok(o) = &r {
-                    self.record_owner(o, &actor);
-                }
-                self.metrics.command(kind, r.is_ok());
+                let r = self.apply_for(vec![cmd], &actor);
                 let _ = reply.send(r);
             }
             Request::ApplyMany { cmds, actor, reply } => {
-                let agents: Vec<AgentId> = cmds.iter().flat_map(command_agents).collect();
-                let kind = cmds.first().map_or("none", command_kind);
-                let all: Vec<&Command> = cmds.iter().collect();
-                let quota = self.check_spawn_quota(&actor, &all);
-                let r = self.check_owner(&actor, &agents).and(quota).and_then(|()| {
-                    let mut last = Outcome::Done;
-                    for c in cmds {
-                        last = self.world.apply(c)?;
-                        // The WebSocket `Spawn` comes this way: its agents belong to the session.
-                        self.record_owner(&last, &actor);
+                let r = self.apply_for(cmds, &actor);
+                let _ = reply.send(r);
+            }
+            Request::Players { reply } => {
+                let mut v: Vec<WorldPlayer> = self
+                    .teams
+                    .keys()
+                    .map(|p| WorldPlayer {
+                        player: p.to_string(),
+                        agents: self.owned.get(p).copied().unwrap_or(0),
+                        orphaned: self.gone.get(p).is_some_and(|g| g.1),
+                    })
+                    .collect();
+                v.sort_by(|a, b| a.player.cmp(&b.player));
+                let _ = reply.send(Ok(v));
+            }
+            Request::Kick { player, reply } => {
+                let key: Arc<str> = Arc::from(player.as_str());
+                let n = self.owned.get(&key).copied().unwrap_or(0);
+                self.gone.insert(key.clone(), (Instant::now(), true));
+                self.apply_orphan_policy(&key);
+                let _ = reply.send(Ok(n));
+            }
+            Request::SetOwner { agent, player, team, reply } => {
+                let r = if self.world.agent(agent).is_none() {
+                    Err(CmdError::Sim(SimError::UnknownAgent(agent)))
+                } else {
+                    self.disown(agent);
+                    if let Some(p) = player {
+                        let key: Arc<str> = Arc::from(p.as_str());
+                        self.teams.insert(key.clone(), team.as_deref().map(Arc::from));
+                        self.own(agent, key);
                     }
-                    Ok(last)
-                });
-                self.metrics.command(kind, r.is_ok());
+                    Ok(())
+                };
                 let _ = reply.send(r);
             }
             Request::Agents { limit, reply } => {
@@ -1279,6 +1531,25 @@ impl Runner {
             Request::Shutdown => {}
         }
     }
+}
+
+/// Most players a world remembers (owners, and players who commanded in it).
+const MAX_KNOWN_PLAYERS: usize = 100_000;
+
+/// How often a world looks for owners whose grace period is over.
+const ORPHAN_CHECK: Duration = Duration::from_millis(250);
+
+/// Agents the spawns among `cmds` create.
+fn spawn_count(cmds: &[Command]) -> usize {
+    cmds.iter()
+        .map(|c| match c {
+            Command::Spawn(spec) => match &spec.area {
+                crate::sim::world::SpawnArea::Points(p) => p.len(),
+                _ => spec.count,
+            },
+            _ => 0,
+        })
+        .fold(0usize, usize::saturating_add)
 }
 
 /// The agents a command acts on (ownership is checked for these).

@@ -1,0 +1,295 @@
+//! Who a client is: the admin token, a signed player token (JWT), or — in dev mode, with no
+//! player key configured — an anonymous player with a fresh id.
+//!
+//! Player tokens are issued by the game's own backend: HS256 with `auth.player_jwt_secret`, or
+//! RS256 / EdDSA with the public key file `auth.player_jwt_public_key`. Claims: `sub` (the
+//! player id), `role` (`player` or `spectator`; default `player`), optional `worlds` (the world
+//! names the token is good for), optional `team`, and `exp` (required).
+
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use jsonwebtoken::{Algorithm, DecodingKey, EncodingKey, Header, Validation};
+use serde::{Deserialize, Serialize};
+use steer_proto::Role;
+
+use crate::config::AuthSettings;
+
+/// Longest player id (`sub`) and team name accepted.
+pub const MAX_ID_LEN: usize = 64;
+/// Most world names in a token's `worlds`.
+pub const MAX_TOKEN_WORLDS: usize = 64;
+/// Clock skew tolerated on `exp`, seconds.
+const LEEWAY_SECS: u64 = 5;
+
+/// The claims of a player token.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Claims {
+    /// Player id.
+    pub sub: String,
+    /// `player` (default) or `spectator`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub role: Option<String>,
+    /// World names the token may be used in (absent: every world).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub worlds: Option<Vec<String>>,
+    /// Team: team-mates share vision in `owned` worlds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub team: Option<String>,
+    /// Expiry, seconds since the Unix epoch.
+    pub exp: u64,
+}
+
+/// An authenticated client.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Identity {
+    /// Player id (`admin` for the admin token).
+    pub player: String,
+    /// What it may do.
+    pub role: Role,
+    /// Team, if any.
+    pub team: Option<String>,
+    /// Worlds it may use (`None`: all).
+    pub worlds: Option<Vec<String>>,
+}
+
+impl Identity {
+    /// The admin.
+    pub fn admin() -> Self {
+        Identity { player: "admin".into(), role: Role::Admin, team: None, worlds: None }
+    }
+
+    /// May this identity use world `name`? Err: the reason for `unauthorized`.
+    pub fn check_world(&self, name: &str) -> Result<(), String> {
+        match &self.worlds {
+            Some(w) if !w.iter().any(|x| x == name) => Err(format!("token is not valid for world `{name}` (its worlds: {})", w.join(", "))),
+            _ => Ok(()),
+        }
+    }
+
+    /// The key under which the world computes this player's vision: its team, or itself.
+    pub fn vision_key(&self) -> String {
+        vision_key(&self.player, self.team.as_deref())
+    }
+}
+
+/// The vision key of a player: `t:TEAM`, or `p:ID` without a team.
+pub fn vision_key(player: &str, team: Option<&str>) -> String {
+    match team {
+        Some(t) => format!("t:{t}"),
+        None => format!("p:{player}"),
+    }
+}
+
+/// Why a token was refused (the message of `unauthorized`).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct AuthError(pub String);
+
+/// The server's token checker.
+pub struct Auth {
+    admin_token: Option<String>,
+    key: Option<(DecodingKey, Validation)>,
+    anon: AtomicU64,
+    /// Random prefix of anonymous ids, so ids are not reused across restarts.
+    anon_prefix: String,
+}
+
+impl std::fmt::Debug for Auth {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Auth").field("dev_mode", &self.dev_mode()).finish_non_exhaustive()
+    }
+}
+
+/// Random bytes as lowercase hex (from the OS).
+pub fn random_hex(bytes: usize) -> String {
+    let mut b = vec![0u8; bytes];
+    if getrandom::fill(&mut b).is_err() {
+        // Never reached on the supported platforms; fall back to a time-and-counter mix rather
+        // than fail a connection.
+        static N: AtomicU64 = AtomicU64::new(0);
+        let t = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos() as u64);
+        let mut x = t ^ N.fetch_add(0x9e37_79b9_7f4a_7c15, Ordering::Relaxed);
+        for v in &mut b {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            *v = x as u8;
+        }
+    }
+    b.iter().map(|x| format!("{x:02x}")).collect()
+}
+
+impl Auth {
+    /// From the settings; the error names the setting.
+    pub fn new(admin_token: Option<String>, s: &AuthSettings) -> Result<Self, String> {
+        let key = match (&s.player_jwt_secret, &s.player_jwt_public_key) {
+            (Some(_), Some(_)) => return Err("set one of auth.player_jwt_secret and auth.player_jwt_public_key, not both".into()),
+            (Some(secret), None) => Some((DecodingKey::from_secret(secret.as_bytes()), validation(&[Algorithm::HS256]))),
+            (None, Some(path)) => {
+                let pem = std::fs::read(path).map_err(|e| format!("auth.player_jwt_public_key: cannot read {}: {e}", path.display()))?;
+                if let Ok(k) = DecodingKey::from_rsa_pem(&pem) {
+                    Some((k, validation(&[Algorithm::RS256])))
+                } else if let Ok(k) = DecodingKey::from_ed_pem(&pem) {
+                    Some((k, validation(&[Algorithm::EdDSA])))
+                } else {
+                    return Err(format!("auth.player_jwt_public_key: {} is neither an RSA nor an Ed25519 public key in PEM", path.display()));
+                }
+            }
+            (None, None) => None,
+        };
+        Ok(Auth { admin_token, key, anon: AtomicU64::new(1), anon_prefix: random_hex(3) })
+    }
+
+    /// True without a player key: tokenless clients are anonymous players.
+    pub fn dev_mode(&self) -> bool {
+        self.key.is_none()
+    }
+
+    /// True if `given` is the admin token (compared in constant time).
+    pub fn is_admin_token(&self, given: &str) -> bool {
+        self.admin_token.as_deref().is_some_and(|t| given.len() == t.len() && given.bytes().zip(t.bytes()).fold(0u8, |a, (x, y)| a | (x ^ y)) == 0)
+    }
+
+    /// Who presents `token` (none: anonymous in dev mode).
+    pub fn authenticate(&self, token: Option<&str>) -> Result<Identity, AuthError> {
+        match token {
+            Some(t) if self.is_admin_token(t) => Ok(Identity::admin()),
+            Some(t) => match &self.key {
+                Some((key, validation)) => verify(t, key, validation),
+                None => Err(AuthError("unknown token: this server has no player key (dev mode), so the only token it accepts is the admin token".into())),
+            },
+            None if self.key.is_some() => Err(AuthError("a player token is required".into())),
+            None => Ok(self.anonymous()),
+        }
+    }
+
+    /// A fresh anonymous player (dev mode).
+    pub fn anonymous(&self) -> Identity {
+        let n = self.anon.fetch_add(1, Ordering::Relaxed);
+        Identity { player: format!("anon-{}-{n}", self.anon_prefix), role: Role::Player, team: None, worlds: None }
+    }
+}
+
+fn validation(algs: &[Algorithm]) -> Validation {
+    let mut v = Validation::new(algs[0]);
+    v.algorithms = algs.to_vec();
+    v.leeway = LEEWAY_SECS;
+    v.validate_exp = true;
+    v.set_required_spec_claims(&["exp", "sub"]);
+    v
+}
+
+fn verify(token: &str, key: &DecodingKey, validation: &Validation) -> Result<Identity, AuthError> {
+    use jsonwebtoken::errors::ErrorKind;
+    let data = jsonwebtoken::decode::<Claims>(token, key, validation).map_err(|e| {
+        AuthError(match e.kind() {
+            ErrorKind::ExpiredSignature => "token expired".into(),
+            ErrorKind::InvalidSignature => "token signature is not valid (forged, or signed with another key)".into(),
+            ErrorKind::InvalidAlgorithm => "token algorithm is not the one configured".into(),
+            ErrorKind::MissingRequiredClaim(c) => format!("token lacks the `{c}` claim"),
+            _ => format!("malformed token: {e}"),
+        })
+    })?;
+    let c = data.claims;
+    let good_id = |s: &str| !s.is_empty() && s.len() <= MAX_ID_LEN && s.chars().all(|ch| !ch.is_control());
+    if !good_id(&c.sub) {
+        return Err(AuthError(format!("token `sub` must be 1 to {MAX_ID_LEN} printable characters")));
+    }
+    if c.sub == "admin" {
+        return Err(AuthError("token `sub` `admin` is reserved".into()));
+    }
+    if c.team.as_deref().is_some_and(|t| !good_id(t)) {
+        return Err(AuthError(format!("token `team` must be 1 to {MAX_ID_LEN} printable characters")));
+    }
+    if c.worlds.as_ref().is_some_and(|w| w.len() > MAX_TOKEN_WORLDS) {
+        return Err(AuthError(format!("token `worlds` lists more than {MAX_TOKEN_WORLDS} worlds")));
+    }
+    let role = match c.role.as_deref() {
+        None | Some("player") => Role::Player,
+        Some("spectator") => Role::Spectator,
+        Some(other) => return Err(AuthError(format!("token `role` must be `player` or `spectator`, not `{other}`"))),
+    };
+    Ok(Identity { player: c.sub, role, team: c.team, worlds: c.worlds })
+}
+
+/// Seconds since the Unix epoch.
+pub fn now_secs() -> u64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs())
+}
+
+/// Mints an HS256 player token (`steerd token`, tests).
+pub fn mint(secret: &str, claims: &Claims) -> Result<String, String> {
+    jsonwebtoken::encode(&Header::new(Algorithm::HS256), claims, &EncodingKey::from_secret(secret.as_bytes())).map_err(|e| e.to_string())
+}
+
+/// Parses a duration like `90s`, `15m`, `1h`, `2d` or plain seconds.
+pub fn parse_ttl(s: &str) -> Result<u64, String> {
+    let s = s.trim();
+    let (num, mul) = match s.chars().last() {
+        Some('s') => (&s[..s.len() - 1], 1),
+        Some('m') => (&s[..s.len() - 1], 60),
+        Some('h') => (&s[..s.len() - 1], 3600),
+        Some('d') => (&s[..s.len() - 1], 86_400),
+        _ => (s, 1),
+    };
+    let n: u64 = num.parse().map_err(|_| format!("ttl: expected e.g. 90s, 15m, 1h or 2d, got `{s}`"))?;
+    n.checked_mul(mul).filter(|v| *v > 0).ok_or_else(|| format!("ttl: `{s}` must be positive and not overflow"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const SECRET: &str = "0123456789abcdef-test";
+
+    fn auth() -> Auth {
+        Auth::new(Some("adm".into()), &AuthSettings { player_jwt_secret: Some(SECRET.into()), ..AuthSettings::default() }).unwrap()
+    }
+
+    fn claims(sub: &str, exp: u64) -> Claims {
+        Claims { sub: sub.into(), role: None, worlds: Some(vec!["a".into()]), team: Some("red".into()), exp }
+    }
+
+    #[test]
+    fn verifies_good_tokens_and_names_the_reason_of_bad_ones() {
+        let a = auth();
+        let t = mint(SECRET, &claims("alice", now_secs() + 60)).unwrap();
+        let id = a.authenticate(Some(&t)).unwrap();
+        assert_eq!((id.player.as_str(), id.role, id.team.as_deref()), ("alice", Role::Player, Some("red")));
+        assert!(id.check_world("a").is_ok());
+        assert!(id.check_world("b").unwrap_err().contains("not valid for world `b`"));
+        assert_eq!(a.authenticate(Some("adm")).unwrap().role, Role::Admin);
+        let expired = mint(SECRET, &claims("alice", now_secs() - 120)).unwrap();
+        assert_eq!(a.authenticate(Some(&expired)).unwrap_err().0, "token expired");
+        let forged = mint("another-secret-0123456789", &claims("alice", now_secs() + 60)).unwrap();
+        assert!(a.authenticate(Some(&forged)).unwrap_err().0.contains("signature"));
+        assert!(a.authenticate(Some("garbage")).unwrap_err().0.contains("malformed"));
+        assert!(a.authenticate(None).unwrap_err().0.contains("required"));
+        let mut c = claims("bob", now_secs() + 60);
+        c.role = Some("admin".into());
+        assert!(a.authenticate(Some(&mint(SECRET, &c).unwrap())).unwrap_err().0.contains("role"));
+        c.role = Some("spectator".into());
+        assert_eq!(a.authenticate(Some(&mint(SECRET, &c).unwrap())).unwrap().role, Role::Spectator);
+        assert!(a.authenticate(Some(&mint(SECRET, &claims("admin", now_secs() + 60)).unwrap())).is_err());
+    }
+
+    #[test]
+    fn dev_mode_gives_fresh_anonymous_players() {
+        let a = Auth::new(None, &AuthSettings::default()).unwrap();
+        assert!(a.dev_mode());
+        let (x, y) = (a.authenticate(None).unwrap(), a.authenticate(None).unwrap());
+        assert_ne!(x.player, y.player);
+        assert_eq!(x.role, Role::Player);
+        assert!(a.authenticate(Some("anything")).is_err());
+    }
+
+    #[test]
+    fn ttl_parses() {
+        assert_eq!(parse_ttl("1h"), Ok(3600));
+        assert_eq!(parse_ttl("90"), Ok(90));
+        assert_eq!(parse_ttl("2d"), Ok(172_800));
+        assert!(parse_ttl("0s").is_err() && parse_ttl("x").is_err() && parse_ttl("").is_err());
+        assert_eq!(random_hex(16).len(), 32);
+        assert_ne!(random_hex(16), random_hex(16));
+    }
+}
