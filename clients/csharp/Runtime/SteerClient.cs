@@ -228,14 +228,14 @@ namespace Steerd.Client
         /// <summary>
         /// Subscribes to `rect` (min_x, min_y, max_x, max_y; null = the whole world) and keeps the
         /// world's view (View(world)) across resyncs and reconnects. everyNTicks (a lower send
-        /// rate) is not in protocol v2: only 1 is accepted until the server supports it.
+        /// rate) is not in protocol v3: only 1 is accepted until the server supports it.
         /// </summary>
         public Task<CommandResult> Subscribe(string world, float[] rect = null, int everyNTicks = 1)
         {
             if (everyNTicks != 1)
             {
                 var t = new TaskCompletionSource<CommandResult>();
-                t.SetException(new CommandException("unsupported", "everyNTicks " + everyNTicks + ": protocol v2 streams every tick; only everyNTicks 1 is supported until the server adds it"));
+                t.SetException(new CommandException("unsupported", "everyNTicks " + everyNTicks + ": protocol v3 streams every tick; only everyNTicks 1 is supported until the server adds it"));
                 return t.Task;
             }
             if (rect != null && rect.Length != 4) throw new ArgumentException("rect: min_x, min_y, max_x, max_y", "rect");

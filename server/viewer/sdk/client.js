@@ -136,12 +136,12 @@ export class SteerClient {
     }
     /**
      * Subscribes to `area` of `world` (default the whole world) and keeps a WorldView of it, across
-     * resyncs and reconnects. `everyNTicks` (a lower send rate) is not in protocol v2: only 1 (or
+     * resyncs and reconnects. `everyNTicks` (a lower send rate) is not in protocol v3: only 1 (or
      * omitted) is accepted until the server supports it.
      */
     async subscribe(world, area = { type: 'whole_world' }, opts = {}) {
         if (opts.everyNTicks !== undefined && opts.everyNTicks !== 1) {
-            throw new CommandError('unsupported', `everyNTicks ${opts.everyNTicks}: protocol v2 streams every tick; only everyNTicks 1 is supported until the server adds it`);
+            throw new CommandError('unsupported', `everyNTicks ${opts.everyNTicks}: protocol v3 streams every tick; only everyNTicks 1 is supported until the server adds it`);
         }
         const view = this.ensureView(world, area);
         const r = await this.command({ type: 'subscribe', request_id: 0, world, area });
