@@ -107,11 +107,11 @@ pub struct WorldPolicy {
     pub max_subscription_cells: usize,
 }
 
-/// `[players]`: the rules of every world, and per-world overrides. (No `deny_unknown_fields`
-/// here: serde does not support it with `flatten`; the flattened `WorldPolicy` refuses
-/// unknown keys itself.)
+/// `[players]`: the rules of every world, and per-world overrides. Read through a TOML table
+/// (not serde `flatten`, which would let a misspelt key pass silently): every key but `worlds`
+/// is a `WorldPolicy` field, and unknown keys are refused.
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
-#[serde(default)]
+#[serde(try_from = "toml::Table")]
 pub struct PlayerSettings {
     /// The rules of worlds not named in `worlds`.
     #[serde(flatten)]
@@ -143,6 +143,19 @@ impl Default for WorldPolicy {
             spawn_rate_per_sec: 256.0,
             max_subscription_cells: 16_384,
         }
+    }
+}
+
+impl TryFrom<toml::Table> for PlayerSettings {
+    type Error = String;
+
+    fn try_from(mut t: toml::Table) -> Result<Self, String> {
+        let worlds = match t.remove("worlds") {
+            Some(w) => w.try_into().map_err(|e| format!("players.worlds: {e}"))?,
+            None => Default::default(),
+        };
+        let default = toml::Value::Table(t).try_into().map_err(|e| format!("players: {e}"))?;
+        Ok(PlayerSettings { default, worlds })
     }
 }
 

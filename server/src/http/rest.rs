@@ -1,4 +1,5 @@
-//! REST handlers (JSON). Mutating calls need the admin token when one is set.
+//! REST handlers (JSON). Mutating calls need the admin token when one is set; the agent calls
+//! (spawn, despawn, behaviours, move-to) also take a player token, for that player's agents.
 
 use axum::Json;
 use axum::extract::rejection::JsonRejection;
