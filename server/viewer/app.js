@@ -92,6 +92,10 @@ const V = {
   avoidFetches: 0,
   avoidDrawn: { planes: 0, arrows: 0 },
   errors: [],
+  /** Welcome.player_id of the stream's session (kept across a drop: the page resumes it). */
+  get player() { return S.welcome ? S.welcome.player_id : null; },
+  /** Closes the stream as a network failure would (the page reconnects and resumes). */
+  dropSocket() { if (S.ws) S.ws.close(4000, 'dropped by the page'); },
   get selection() { return [...S.selection]; },
   get obstacles() { return S.obstacles.slice(); },
   get subscribedCells() { return [...S.subCells]; },

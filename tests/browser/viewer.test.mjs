@@ -439,6 +439,14 @@ test('viewer: admin token field when the server has one', { timeout: 30000 }, as
         const seen = await p.evaluate(() => [document.getElementById('players-note').textContent, ...[...document.querySelectorAll('#players-list li')].map((li) => li.textContent)]);
         throw new Error(`${e.message}; panel: ${JSON.stringify(seen)}`);
       }
+      // The page's own stream resumes its session after a drop: the same anonymous player.
+      await q.waitForFunction(() => window.viewer && window.viewer.connected && window.viewer.player, null, { timeout: 10000 });
+      const before = await q.evaluate(() => window.viewer.player);
+      assert.match(before, /^anon-/);
+      await q.evaluate(() => window.viewer.dropSocket());
+      await until('the page to notice the drop', () => q.evaluate(() => !window.viewer.connected), 5000);
+      await until('the page to reconnect', () => q.evaluate(() => window.viewer.connected), 10000);
+      assert.equal(await q.evaluate(() => window.viewer.player), before, 'the same player after the reconnect');
     } finally {
       await q.close();
     }
