@@ -1038,7 +1038,11 @@ impl Runner {
                 self.teams.insert(p.clone(), actor.team.clone());
             }
         }
-        let r = self.check_owner(actor, &agents, &cmds).and_then(|()| self.check_spawn_quota(actor, asked)).and_then(|()| {
+        // A spawn larger than `max_spawn` is invalid whoever asks: the sim refuses it naming
+        // the field (`invalid_field`), before any quota is weighed.
+        let oversize = cmds.iter().any(|c| spawn_count(std::slice::from_ref(c)) > self.max_spawn);
+        let quota = if oversize { Ok(()) } else { self.check_spawn_quota(actor, asked) };
+        let r = self.check_owner(actor, &agents, &cmds).and(quota).and_then(|()| {
             let mut last = Outcome::Done;
             for c in cmds {
                 last = self.world.apply(c)?;
