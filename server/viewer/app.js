@@ -21,6 +21,8 @@ const S = {
   ws: null,
   wsState: 'connecting',
   welcome: null,
+  /** Welcome.resume_token: sent in the next Hello to resume the session. */
+  resume: null,
   quant: { pos_step: 0.01, vel_step: 0.1, predict_num: 32768 },
   tickRate: 20,
   worlds: [], // WorldInfo from Welcome
@@ -90,6 +92,10 @@ const V = {
   avoidFetches: 0,
   avoidDrawn: { planes: 0, arrows: 0 },
   errors: [],
+  /** Welcome.player_id of the stream's session (kept across a drop: the page resumes it). */
+  get player() { return S.welcome ? S.welcome.player_id : null; },
+  /** Closes the stream as a network failure would (the page reconnects and resumes). */
+  dropSocket() { if (S.ws) S.ws.close(4000, 'dropped by the page'); },
   get selection() { return [...S.selection]; },
   get obstacles() { return S.obstacles.slice(); },
   get subscribedCells() { return [...S.subCells]; },
@@ -164,7 +170,9 @@ function connect() {
   ws.binaryType = 'arraybuffer';
   S.ws = ws;
   ws.onopen = () => {
-    send(helloMessage({ token: S.token || null, encoding: 'binary' }));
+    // After a drop, resume the session (protocol v3): same player, so the agents this page
+    // spawned stay commandable.
+    send(helloMessage({ token: S.token || null, encoding: 'binary', resume: S.resume }));
   };
   ws.onmessage = (ev) => {
     if (!(ev.data instanceof ArrayBuffer)) return;
@@ -206,11 +214,17 @@ function onMessage(m) {
     case 'event': return onEvent(m);
     case 'command_result': return onResult(m);
     case 'error':
+      if (m.code === 'unauthorized' && m.field === 'resume') {
+        // The session expired: the next connection starts a new one.
+        S.resume = null;
+        return fail(new Error(`session not resumed: ${m.message}`));
+      }
       if (m.code === 'forbidden' || m.code === 'unauthorized') {
         showTokenField(true);
         if (S.token) {
           // A wrong token closes the connection: retry without it.
           S.token = '';
+          S.resume = null;
           sessionStorage.removeItem('steerd-token');
         }
       }
@@ -221,6 +235,7 @@ function onMessage(m) {
 
 function onWelcome(w) {
   S.welcome = w;
+  S.resume = w.resume_token || null;
   S.quant = w.quantization;
   S.tickRate = w.tick_rate_hz;
   S.worlds = w.worlds;
@@ -1072,6 +1087,7 @@ for (const r of document.querySelectorAll('input[name="tool"]')) {
 }
 $('token-apply').addEventListener('click', () => {
   S.token = $('token').value.trim();
+  S.resume = null; // another identity: a new session
   if (S.token) sessionStorage.setItem('steerd-token', S.token);
   else sessionStorage.removeItem('steerd-token');
   connect();

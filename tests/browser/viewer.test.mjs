@@ -417,6 +417,39 @@ test('viewer: admin token field when the server has one', { timeout: 30000 }, as
     await until('the stream to come back', () => p.evaluate(() => window.viewer.connected && window.viewer.keyframes > 0), 5000);
     await p.click('#pause');
     await until('the world to pause with the token', async () => (await (await fetch(`${srv.base}/worlds/${WORLD}`)).json()).paused, 5000);
+    // The players panel (an admin call) lists who plays in the world: from a second page, the
+    // SDK the viewer bundles connects without a token (dev mode: an anonymous player) and spawns 2.
+    const q = await context.newPage();
+    try {
+      await q.goto(`${srv.base}/`);
+      const who = await q.evaluate(async (world) => {
+        const sdk = await import('/viewer/sdk/index.js');
+        const c = await sdk.connect(location.origin);
+        await c.spawn(world, { group: 'panel', count: 2, area: { type: 'circle', x: 20, y: 20, radius: 2 } });
+        window.panelClient = c;
+        return [c.playerId, c.role];
+      }, WORLD);
+      assert.match(who[0], /^anon-/);
+      assert.equal(who[1], 'player');
+      const row = new RegExp(`^${who[0]} · player · 1 conn · 2 agents`);
+      try {
+        await until('the players panel to list the anonymous player', () => p.evaluate((src) =>
+          [...document.querySelectorAll('#players-list li')].some((li) => new RegExp(src).test(li.textContent)), row.source), 10000);
+      } catch (e) {
+        const seen = await p.evaluate(() => [document.getElementById('players-note').textContent, ...[...document.querySelectorAll('#players-list li')].map((li) => li.textContent)]);
+        throw new Error(`${e.message}; panel: ${JSON.stringify(seen)}`);
+      }
+      // The page's own stream resumes its session after a drop: the same anonymous player.
+      await q.waitForFunction(() => window.viewer && window.viewer.connected && window.viewer.player, null, { timeout: 10000 });
+      const before = await q.evaluate(() => window.viewer.player);
+      assert.match(before, /^anon-/);
+      await q.evaluate(() => window.viewer.dropSocket());
+      await until('the page to notice the drop', () => q.evaluate(() => !window.viewer.connected), 5000);
+      await until('the page to reconnect', () => q.evaluate(() => window.viewer.connected), 10000);
+      assert.equal(await q.evaluate(() => window.viewer.player), before, 'the same player after the reconnect');
+    } finally {
+      await q.close();
+    }
     assert.deepEqual(errors, []);
   } finally {
     await p.close();

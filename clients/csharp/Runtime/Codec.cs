@@ -10,8 +10,7 @@
 // Errors are ProtoExceptions whose Kind is one of malformed, unexpected_end, trailing_bytes,
 // too_large (the kinds of client-proto/tests/vectors/invalid.json) or checksum (CellMap).
 //
-// The handshake (Hello / Welcome) is defined once, in HelloFields / WelcomeFields and Hello():
-// protocol version 3 (players, resume) changes only those (see the comment there).
+// The handshake (Hello / Welcome) is defined once, in HelloFields / WelcomeFields and Hello().
 
 using System;
 using System.Collections.Generic;
@@ -87,7 +86,7 @@ namespace Steerd.Client
 
     public static class Codec
     {
-        public const int ProtocolVersion = 2;
+        public const int ProtocolVersion = 3;
         /// <summary>Largest server frame a client should accept (§1).</summary>
         public const int DefaultServerLimit = 8 * 1024 * 1024;
         /// <summary>Default largest client frame (§1, Welcome.max_message_bytes).</summary>
@@ -142,31 +141,34 @@ namespace Steerd.Client
         static readonly T BehaviorKind = new NamesT(Array.ConvertAll(Behaviors, b => b.Name));
         static readonly T BehaviorEntry = S(F("behavior", Behavior), F("weight", F32, 1f), F("priority", U8, 0L));
 
-        /// <summary>Wire names of ErrorCode (index = binary value). v3 appends "quota_exceeded" (12).</summary>
+        /// <summary>Wire names of ErrorCode (index = binary value); v3 appended "quota_exceeded" (12).</summary>
         public static readonly string[] ErrorCodes =
         {
             "bad_request", "invalid_field", "unknown_world", "unknown_agent", "forbidden", "unauthorized",
-            "rate_limited", "too_large", "busy", "not_found", "unsupported_version", "internal",
+            "rate_limited", "too_large", "busy", "not_found", "unsupported_version", "internal", "quota_exceeded",
         };
         static readonly T Encoding_ = new NamesT(new[] { "binary", "json" });
+        /// <summary>Wire names of Role (index = binary value = (int)Steerd.Client.Role), protocol v3.</summary>
+        public static readonly string[] Roles = { "admin", "player", "spectator" };
 
-        // ---- The handshake: the only messages protocol v3 (players, resume) changes.
-        // v3: HelloFields appends F("resume", new OptT(Str), null); WelcomeFields appends
-        // F("player_id", Str), F("role", new NamesT(new[] {"admin", "player", "spectator"})),
-        // F("resume_token", Str), F("session_grace_secs", U32); ErrorCodes appends
-        // "quota_exceeded"; ProtocolVersion becomes 3. Hello() already carries the resume token and
-        // SteerClient already keeps Welcome.resume_token for its reconnects.
-        static readonly Field[] HelloFields = { F("protocol_version", U16), F("token", new OptT(Str), null), F("encoding", Encoding_, "binary") };
+        // ---- The handshake. Protocol v3 (players, sessions) appended "resume" to Hello and
+        // player_id, role, resume_token, session_grace_secs to Welcome.
+        static readonly Field[] HelloFields = { F("protocol_version", U16), F("token", new OptT(Str), null), F("encoding", Encoding_, "binary"), F("resume", new OptT(Str), null) };
         static readonly T Quantization = S(F("pos_step", F32), F("vel_step", F32), F("predict_num", I32), F("orient_snap", F32));
         static readonly T WorldInfo = S(F("id", U32), F("name", Str), F("bounds", S(RectFields)), F("aoi_cell_size", F32), F("cols", U32), F("rows", U32));
-        static readonly Field[] WelcomeFields = { F("protocol_version", U16), F("tick_rate_hz", F32), F("quantization", Quantization), F("worlds", new VecT(WorldInfo)), F("max_message_bytes", U32) };
+        static readonly Field[] WelcomeFields =
+        {
+            F("protocol_version", U16), F("tick_rate_hz", F32), F("quantization", Quantization), F("worlds", new VecT(WorldInfo)), F("max_message_bytes", U32),
+            F("player_id", Str), F("role", new NamesT(Roles)), F("resume_token", Str), F("session_grace_secs", U32),
+        };
 
-        /// <summary>The Hello this client sends; `resume` (a previous Welcome's resume token) goes on the wire from v3.</summary>
+        /// <summary>
+        /// The Hello this client sends. `resume`: a previous Welcome's resume token, to take that
+        /// session (player, agents, subscriptions) back within its grace period; null for a new one.
+        /// </summary>
         public static Dictionary<string, object> Hello(string token, string resume)
         {
-            var h = new Dictionary<string, object> { { "type", "hello" }, { "protocol_version", (long)ProtocolVersion }, { "token", token }, { "encoding", "binary" } };
-            foreach (var f in HelloFields) if (f.Name == "resume") h["resume"] = resume;
-            return h;
+            return new Dictionary<string, object> { { "type", "hello" }, { "protocol_version", (long)ProtocolVersion }, { "token", token }, { "encoding", "binary" }, { "resume", resume } };
         }
 
         static readonly Field Rid = F("request_id", U32), World = F("world", Str), Agents = F("agents", new VecT(U32));

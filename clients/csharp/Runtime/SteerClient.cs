@@ -1,7 +1,7 @@
 // SteerClient: one WebSocket session to steerd (System.Net.WebSockets.ClientWebSocket) — Hello /
 // Welcome, typed commands as Tasks resolved by their CommandResult, events, WorldViews per
 // subscribed world, Ping/Pong clock sync, automatic reconnect with back-off that resubscribes
-// (and, from protocol v3, resumes the session). Same shape as the TypeScript SDK.
+// (resuming the session, protocol v3: same player, same agents). Same shape as the TypeScript SDK.
 //
 // Threading: if ConnectAsync is called with a SynchronizationContext (Unity's main thread has
 // one), every message is handled and every event raised on it, so views are read safely from
@@ -93,6 +93,14 @@ namespace Steerd.Client
         /// <summary>connecting, open, reconnecting or closed.</summary>
         public string State { get; private set; }
         public int Reconnects { get; private set; }
+        /// <summary>Reconnects that resumed the previous session (same player, its agents and subscriptions).</summary>
+        public int Resumes { get; private set; }
+        /// <summary>The player this session acts as (Welcome.player_id); null before the first Welcome.</summary>
+        public string PlayerId { get { var w = Welcome; return w != null ? w.PlayerId : null; } }
+        /// <summary>The session's role (Welcome.role); null before the first Welcome.</summary>
+        public Steerd.Client.Role? Role { get { var w = Welcome; return w != null ? w.Role : (Steerd.Client.Role?)null; } }
+        /// <summary>The token a reconnect sends in Hello.resume (each Welcome brings a new one); null if none.</summary>
+        public string ResumeToken { get { lock (SyncRoot) return resumeToken; } }
         /// <summary>Held while a message is handled (when no SynchronizationContext was captured).</summary>
         public readonly object SyncRoot = new object();
 
@@ -104,7 +112,13 @@ namespace Steerd.Client
         public event Action<string> Error;
         /// <summary>The connection dropped; the bool says whether the client reconnects.</summary>
         public event Action<string, bool> Disconnected;
-        public event Action<Welcome> Reconnected;
+        /// <summary>
+        /// Welcome received again after a drop (views resubscribed); the bool says whether the
+        /// server resumed the previous session (false after SessionLost).
+        /// </summary>
+        public event Action<Welcome, bool> Reconnected;
+        /// <summary>The server refused the resume token (grace period over, kicked, restarted): the reason.</summary>
+        public event Action<string> SessionLost;
         /// <summary>A view asked for keyframes again (world, reason).</summary>
         public event Action<string, string> Resynced;
 
@@ -123,6 +137,8 @@ namespace Steerd.Client
         ClientWebSocket ws;
         long nextRid = 1;
         string resumeToken;
+        /// <summary>Whether the Hello of the current connection carried a resume token.</summary>
+        bool resumeSent;
         bool everOpen;
         int attempts;
         double lastPongMs;
@@ -212,14 +228,14 @@ namespace Steerd.Client
         /// <summary>
         /// Subscribes to `rect` (min_x, min_y, max_x, max_y; null = the whole world) and keeps the
         /// world's view (View(world)) across resyncs and reconnects. everyNTicks (a lower send
-        /// rate) is not in protocol v2: only 1 is accepted until the server supports it.
+        /// rate) is not in protocol v3: only 1 is accepted until the server supports it.
         /// </summary>
         public Task<CommandResult> Subscribe(string world, float[] rect = null, int everyNTicks = 1)
         {
             if (everyNTicks != 1)
             {
                 var t = new TaskCompletionSource<CommandResult>();
-                t.SetException(new CommandException("unsupported", "everyNTicks " + everyNTicks + ": protocol v2 streams every tick; only everyNTicks 1 is supported until the server adds it"));
+                t.SetException(new CommandException("unsupported", "everyNTicks " + everyNTicks + ": protocol v3 streams every tick; only everyNTicks 1 is supported until the server adds it"));
                 return t.Task;
             }
             if (rect != null && rect.Length != 4) throw new ArgumentException("rect: min_x, min_y, max_x, max_y", "rect");
@@ -283,7 +299,7 @@ namespace Steerd.Client
             return p.Pong.Task;
         }
 
-        /// <summary>Closes the transport as a network failure would: the client reconnects and resubscribes (resumes in v3).</summary>
+        /// <summary>Closes the transport as a network failure would: the client reconnects, resumes the session and resubscribes.</summary>
         public void DropSocket()
         {
             var w = ws;
@@ -408,7 +424,9 @@ namespace Steerd.Client
                 {
                     await w.ConnectAsync(uri, stop.Token).ConfigureAwait(false);
                     lock (SyncRoot) { ws = w; gen = ++generation; }
-                    SendBytes(w, Codec.EncodeClient(Codec.Hello(opts.Token, resumeToken)));
+                    string resume;
+                    lock (SyncRoot) { resume = resumeToken; resumeSent = resume != null; }
+                    SendBytes(w, Codec.EncodeClient(Codec.Hello(opts.Token, resume)));
                     await ReceiveLoop(w, gen).ConfigureAwait(false);
                     why = w.CloseStatus.HasValue ? ((int)w.CloseStatus.Value) + " " + w.CloseStatusDescription : "closed";
                 }
@@ -542,6 +560,15 @@ namespace Steerd.Client
                     {
                         string code = (string)m["code"];
                         Raise(Error, code + ": " + m["message"]);
+                        if (code == "unauthorized" && (m["field"] as string) == "resume" && State != "open")
+                        {
+                            // The session is gone: the server closes, and the reconnect starts a
+                            // new session with the token (the old agents are no longer ours).
+                            lock (SyncRoot) resumeToken = null;
+                            var h = SessionLost;
+                            if (h != null) Guard(() => h((string)m["message"]));
+                            return;
+                        }
                         if (!everOpen && (code == "unauthorized" || code == "unsupported_version" || code == "forbidden"))
                         {
                             opened.TrySetException(new CommandException(code, (string)m["message"], m["field"] as string));
@@ -581,18 +608,19 @@ namespace Steerd.Client
 
         void OnWelcome(Welcome w)
         {
-            bool again;
+            bool again, resumed;
             List<Dictionary<string, object>> resend = new List<Dictionary<string, object>>();
             List<Dictionary<string, object>> queued;
             lock (SyncRoot)
             {
                 again = everOpen;
+                resumed = again && resumeSent;
                 Welcome = w;
                 State = "open";
                 everOpen = true;
                 attempts = 0;
-                // Protocol v3: the token that resumes this session after a drop (null in v2).
-                resumeToken = w.ResumeToken;
+                // Each Welcome names a new session token; the next reconnect resumes with it.
+                resumeToken = string.IsNullOrEmpty(w.ResumeToken) ? null : w.ResumeToken;
                 subscribedOrder.Clear();
                 lastPongMs = NowMs;
                 foreach (var kv in views)
@@ -613,7 +641,9 @@ namespace Steerd.Client
             if (again)
             {
                 Reconnects++;
-                Raise(Reconnected, w);
+                if (resumed) Resumes++;
+                var h = Reconnected;
+                if (h != null) Guard(() => h(w, resumed));
             }
             opened.TrySetResult(true);
         }

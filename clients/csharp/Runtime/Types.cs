@@ -25,6 +25,9 @@ namespace Steerd.Client
         }
     }
 
+    /// <summary>What a connection may do (Welcome.role, protocol v3); the value is the wire index.</summary>
+    public enum Role { Admin = 0, Player = 1, Spectator = 2 }
+
     public sealed class Welcome
     {
         public int ProtocolVersion;
@@ -32,8 +35,12 @@ namespace Steerd.Client
         public Quantization Quantization;
         public List<WorldInfo> Worlds = new List<WorldInfo>();
         public long MaxMessageBytes;
-        // Protocol v3 (players): set once the server speaks it.
-        public string PlayerId, Role, ResumeToken;
+        /// <summary>The player this connection acts as (token sub, "anon-…" in dev mode, "admin").</summary>
+        public string PlayerId;
+        public Role Role;
+        /// <summary>Send back in Hello.resume after a drop to resume this session.</summary>
+        public string ResumeToken;
+        /// <summary>How long after a drop the session can be resumed, seconds.</summary>
         public long SessionGraceSecs;
 
         public WorldInfo World(string name)
@@ -115,6 +122,13 @@ namespace Steerd.Client
             return o;
         }
 
+        static Role ParseRole(string name)
+        {
+            int i = Array.IndexOf(Codec.Roles, name);
+            if (i < 0) throw new ProtoException(ProtoErrorKind.Malformed, "unknown role `" + name + "`");
+            return (Role)i;
+        }
+
         public static Welcome Welcome(Dictionary<string, object> m)
         {
             var q = D(m, "quantization");
@@ -125,9 +139,9 @@ namespace Steerd.Client
                 Quantization = new Quantization { PosStep = Fl(q, "pos_step"), VelStep = Fl(q, "vel_step"), PredictNum = (int)L(q, "predict_num"), OrientSnap = Fl(q, "orient_snap") },
                 MaxMessageBytes = L(m, "max_message_bytes"),
                 PlayerId = S(m, "player_id"),
-                Role = S(m, "role"),
+                Role = ParseRole(S(m, "role")),
                 ResumeToken = S(m, "resume_token"),
-                SessionGraceSecs = m.ContainsKey("session_grace_secs") ? L(m, "session_grace_secs") : 0,
+                SessionGraceSecs = L(m, "session_grace_secs"),
             };
             foreach (Dictionary<string, object> wi in (List<object>)m["worlds"])
             {

@@ -133,9 +133,32 @@ namespace Steerd.Client.Tests
         public void TheHelloThisSdkSendsIsTheGoldenHello()
         {
             var v = ReadJson("client_hello");
+            Assert.AreEqual(3, Codec.ProtocolVersion);
             Assert.AreEqual(Codec.ProtocolVersion, (int)(double)v["protocol_version"]);
-            var h = Codec.Hello((string)v["token"], "ignored-in-v2");
+            var h = Codec.Hello((string)v["token"], null);
             Assert.AreEqual(ToHex(ReadHex("client_hello")), ToHex(Codec.EncodeClient(h)));
+            // A reconnect's Hello carries the previous Welcome's resume token.
+            var r = ReadJson("client_hello_resume");
+            Assert.IsNotNull(r["resume"]);
+            var hr = Codec.Hello((string)r["token"], (string)r["resume"]);
+            Assert.AreEqual(ToHex(ReadHex("client_hello_resume")), ToHex(Codec.EncodeClient(hr)));
+        }
+
+        [Test]
+        public void TheGoldenWelcomesTellPlayerRoleAndResumeToken()
+        {
+            var w = Tree.Welcome(Codec.DecodeServer(ReadHex("server_welcome")));
+            Assert.AreEqual(3, w.ProtocolVersion);
+            Assert.AreEqual("alice", w.PlayerId);
+            Assert.AreEqual(Role.Player, w.Role);
+            Assert.AreEqual("7f3a9c0e5b2d4f6a8c1e3b5d7f9a0c2e", w.ResumeToken);
+            Assert.AreEqual(30, w.SessionGraceSecs);
+            var s = Tree.Welcome(Codec.DecodeServer(ReadHex("server_welcome_spectator")));
+            Assert.AreEqual("carol", s.PlayerId);
+            Assert.AreEqual(Role.Spectator, s.Role);
+            CollectionAssert.AreEqual(new[] { "admin", "player", "spectator" }, Codec.Roles);
+            Assert.AreEqual((int)Role.Spectator, Array.IndexOf(Codec.Roles, "spectator"));
+            Assert.AreEqual(12, Array.IndexOf(Codec.ErrorCodes, "quota_exceeded"));
         }
 
         static Frame JsonFrame(Dictionary<string, object> j)

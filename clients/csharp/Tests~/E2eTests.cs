@@ -1,10 +1,8 @@
-// End to end against a real steerd (STEERD_BIN) over ClientWebSocket: connect, spawn, MoveTo,
-// destination_reached, drop the socket, reconnect (resubscribe; resume once the server speaks
-// protocol v3), continue, and the view's agent table equals REST /snapshot at the end.
-//
-// Protocol v2 has no session resume: agents belong to the connection that spawned them, so the
-// scenario connects with the admin token (with v3 it runs as a player and resumes); the last test
-// pins the v2 behaviour down (a plain client loses its agents with the connection).
+// End to end against a real steerd (STEERD_BIN) over ClientWebSocket: connect as a player (a JWT
+// minted by `steerd token`), spawn, MoveTo, destination_reached, drop the socket, reconnect
+// resuming the session (protocol v3: same player, so MoveTo on the same agents succeeds),
+// continue, and the view's agent table equals REST /snapshot at the end. Then: dev mode
+// (anonymous players resume too; another player is forbidden), queued commands, bad tokens.
 using System;
 using System.Collections.Generic;
 using System.Diagnostics;
@@ -26,16 +24,24 @@ namespace Steerd.Client.Tests
         readonly Process proc;
         readonly string scratch;
         readonly string adminToken;
+        readonly string playerSecret;
+        readonly string bin;
         readonly StringBuilder log = new StringBuilder();
         static readonly HttpClient http = new HttpClient();
 
-        public Server(string adminToken)
+        /// <summary>
+        /// adminToken: --admin-token (REST calls send it). playerSecret: --player-jwt-secret
+        /// (player tokens required, see MintToken); without it the server runs in dev mode.
+        /// </summary>
+        public Server(string adminToken, string playerSecret = null)
         {
             this.adminToken = adminToken;
+            this.playerSecret = playerSecret;
             var bin = Environment.GetEnvironmentVariable("STEERD_BIN");
             var root = Path.GetFullPath(Path.Combine(AppDomain.CurrentDomain.BaseDirectory, "../../.."));
             if (string.IsNullOrEmpty(bin)) bin = Path.Combine(root, "target/release/steerd");
             if (!File.Exists(bin)) throw new Exception("steerd binary not found at " + bin + " (set STEERD_BIN)");
+            this.bin = bin;
             scratch = Path.Combine(Path.GetTempPath(), "steerd-cs-" + Guid.NewGuid().ToString("N"));
             Directory.CreateDirectory(scratch);
             var l = new TcpListener(IPAddress.Loopback, 0);
@@ -45,6 +51,7 @@ namespace Steerd.Client.Tests
             Base = "http://127.0.0.1:" + port;
             var args = "--listen 127.0.0.1:" + port + " --data-dir " + Path.Combine(scratch, "data") + " --scenarios-dir " + Path.Combine(root, "scenarios");
             if (adminToken != null) args += " --admin-token " + adminToken;
+            if (playerSecret != null) args += " --player-jwt-secret " + playerSecret;
             var psi = new ProcessStartInfo(bin, args) { UseShellExecute = false, RedirectStandardOutput = true, RedirectStandardError = true };
             psi.EnvironmentVariables["RUST_LOG"] = "warn";
             proc = Process.Start(psi);
@@ -70,6 +77,21 @@ namespace Steerd.Client.Tests
             return text.Length > 0 ? MiniJson.Parse(text) : null;
         }
 
+        /// <summary>A player JWT as the game's backend would issue it, minted by `steerd token`.</summary>
+        public string MintToken(string sub, string role = "player")
+        {
+            if (playerSecret == null) throw new InvalidOperationException("MintToken needs a server started with a player secret");
+            var psi = new ProcessStartInfo(bin, "token --sub " + sub + " --role " + role + " --ttl 1h --secret " + playerSecret) { UseShellExecute = false, RedirectStandardOutput = true, RedirectStandardError = true };
+            using (var p = Process.Start(psi))
+            {
+                var token = p.StandardOutput.ReadToEnd().Trim();
+                var err = p.StandardError.ReadToEnd();
+                p.WaitForExit();
+                if (p.ExitCode != 0 || token.Length == 0) throw new Exception("steerd token failed: " + err);
+                return token;
+            }
+        }
+
         public void Dispose()
         {
             try { if (!proc.HasExited) { proc.Kill(); proc.WaitForExit(5000); } } catch (Exception) { }
@@ -81,10 +103,11 @@ namespace Steerd.Client.Tests
     public class E2eTests
     {
         const string Admin = "sdk-e2e-admin-token";
+        const string Secret = "sdk-e2e-player-jwt-secret-0123456789abcdef";
         Server srv;
 
         [TestFixtureSetUp]
-        public void Start() { srv = new Server(Admin); }
+        public void Start() { srv = new Server(Admin, Secret); }
 
         [TestFixtureTearDown]
         public void Stop() { if (srv != null) srv.Dispose(); }
@@ -113,11 +136,12 @@ namespace Steerd.Client.Tests
         }
 
         [Test]
-        public void ConnectSpawnMoveDropReconnectContinueSnapshot()
+        public void ConnectAsPlayerSpawnMoveDropResumeContinueSnapshot()
         {
             const string world = "sdk-cs";
             srv.Rest("POST", "/worlds", "{\"name\":\"" + world + "\"}");
-            var client = Wait(SteerClient.ConnectAsync(srv.Base, new ConnectOptions { Token = Admin }));
+            const string player = "alice-cs";
+            var client = Wait(SteerClient.ConnectAsync(srv.Base, new ConnectOptions { Token = srv.MintToken(player) }));
             var errors = new List<string>();
             var resyncs = new List<string>();
             var reached = new HashSet<uint>();
@@ -125,10 +149,16 @@ namespace Steerd.Client.Tests
             client.Error += e => { lock (errors) errors.Add(e); };
             client.Resynced += (w, r) => { lock (resyncs) resyncs.Add(w + ": " + r); };
             client.DestinationReached += (a, w, t) => { if (w == world) lock (reached) reached.Add(a); };
-            client.Reconnected += w => Interlocked.Increment(ref reconnects);
+            bool resumed = false;
+            client.Reconnected += (w, r) => { resumed = r; Interlocked.Increment(ref reconnects); };
             try
             {
-                Assert.AreEqual(2, client.Welcome.ProtocolVersion);
+                Assert.AreEqual(3, client.Welcome.ProtocolVersion);
+                Assert.AreEqual(player, client.PlayerId);
+                Assert.AreEqual(Role.Player, client.Role);
+                StringAssert.IsMatch("^[0-9a-f]{32}$", client.ResumeToken);
+                Assert.Greater(client.Welcome.SessionGraceSecs, 0);
+                var firstResume = client.ResumeToken;
                 var sub = Wait(client.Subscribe(world));
                 Assert.AreEqual("subscribed", sub.Type);
                 Assert.Greater(sub.Cells.Count, 0);
@@ -145,16 +175,21 @@ namespace Steerd.Client.Tests
                 Until("destination_reached for every agent", () => { lock (reached) return ids.All(reached.Contains); }, 30000);
                 Assert.AreEqual("unknown_world", Fails(client.MoveTo("no-such-world", ids, 1, 1)).Code);
 
-                // Drop the socket: the view keeps its table, the client reconnects and resubscribes.
+                // Drop the socket: the view keeps its table, the client reconnects with
+                // Hello{resume} and the server hands it the same session.
                 client.DropSocket();
                 Until("the client to notice the drop", () => client.State != "open" || reconnects > 0);
                 lock (client.SyncRoot) Assert.AreEqual(3, view.Count, "state kept across the drop");
                 Until("the reconnect", () => reconnects == 1);
+                Assert.IsTrue(resumed, "the session was resumed");
+                Assert.AreEqual(1, client.Resumes);
+                Assert.AreEqual(player, client.PlayerId);
+                Assert.AreNotEqual(firstResume, client.ResumeToken, "each Welcome brings a new resume token");
                 Until("keyframes after the reconnect", () => { lock (client.SyncRoot) return view.Keyframes > 1 && ids.All(id => view.Agent(id) != null); });
 
-                // Continue after the reconnect.
+                // Continue: the resumed player still owns its agents, so MoveTo on them succeeds.
                 lock (reached) reached.Clear();
-                Wait(client.MoveTo(world, ids, 40, 90, 1));
+                Assert.AreEqual("ok", Wait(client.MoveTo(world, ids, 40, 90, 1)).Type);
                 Until("destination_reached after the reconnect", () => { lock (reached) return ids.All(reached.Contains); }, 30000);
 
                 // Clock synced from Ping/Pong; Sample() renders every agent near its state.
@@ -212,12 +247,18 @@ namespace Steerd.Client.Tests
         }
 
         [Test]
-        public void AWrongTokenIsRefusedAtHello()
+        public void BadPlayerTokensAreRefusedAtHello()
         {
-            var t = SteerClient.ConnectAsync(srv.Base, new ConnectOptions { Token = "wrong" });
-            var e = Fails(t);
+            var e = Fails(SteerClient.ConnectAsync(srv.Base, new ConnectOptions { Token = "wrong" }));
             Assert.IsNotNull(e, "connect must fail");
-            Assert.AreEqual("forbidden", e.Code);
+            Assert.AreEqual("unauthorized", e.Code);
+            Assert.AreEqual("token", e.Field);
+            using (var other = new Server(null, "another-secret-of-enough-length-0123456789"))
+            {
+                var f = Fails(SteerClient.ConnectAsync(srv.Base, new ConnectOptions { Token = other.MintToken("mallory") }));
+                Assert.IsNotNull(f, "a token signed with another secret must fail");
+                Assert.AreEqual("unauthorized", f.Code);
+            }
         }
 
         [Test]
@@ -225,13 +266,13 @@ namespace Steerd.Client.Tests
         {
             const string world = "sdk-cs-queue";
             srv.Rest("POST", "/worlds", "{\"name\":\"" + world + "\"}");
-            var client = Wait(SteerClient.ConnectAsync(srv.Base, new ConnectOptions { Token = Admin }));
+            var client = Wait(SteerClient.ConnectAsync(srv.Base, new ConnectOptions { Token = srv.MintToken("queue-cs") }));
             try
             {
                 Wait(client.Subscribe(world));
                 var view = client.View(world);
                 int reconnects = 0;
-                client.Reconnected += w => Interlocked.Increment(ref reconnects);
+                client.Reconnected += (w, resumed) => Interlocked.Increment(ref reconnects);
                 client.DropSocket();
                 Until("reconnecting", () => client.State == "reconnecting");
                 var p = client.Spawn(world, "late", 2, Shapes.Rect(10, 10, 20, 20));
@@ -247,28 +288,68 @@ namespace Steerd.Client.Tests
         }
 
         [Test]
-        public void ProtocolV2WithoutResumeAReconnectedPlainClientNoLongerOwnsItsAgents()
+        public void AKickedPlayerCannotResumeAndStartsANewSession()
         {
-            using (var open = new Server(null))
+            const string world = "sdk-cs-kick";
+            srv.Rest("POST", "/worlds", "{\"name\":\"" + world + "\"}");
+            var client = Wait(SteerClient.ConnectAsync(srv.Base, new ConnectOptions { Token = srv.MintToken("carol-cs") }));
+            var lost = new List<string>();
+            client.SessionLost += why => { lock (lost) lost.Add(why); };
+            int reconnects = 0;
+            bool resumed = true;
+            client.Reconnected += (w, r) => { resumed = r; Interlocked.Increment(ref reconnects); };
+            try
+            {
+                Wait(client.Subscribe(world));
+                var agents = Wait(client.Spawn(world, "carol", 1, Shapes.Circle(50, 50, 1))).Agents;
+                srv.Rest("DELETE", "/worlds/" + world + "/players/carol-cs");
+                Until("the reconnect", () => reconnects == 1);
+                Assert.IsFalse(resumed, "the resume was refused, a fresh session started");
+                lock (lost) Assert.AreEqual(1, lost.Count);
+                Assert.AreEqual("carol-cs", client.PlayerId);
+                // The orphan policy (despawn by default) applied at the kick: the agent is gone.
+                var code = Fails(client.MoveTo(world, agents, 60, 60)).Code;
+                Assert.IsTrue(code == "unknown_agent" || code == "forbidden", code);
+            }
+            finally
+            {
+                client.Close();
+            }
+        }
+
+        [Test]
+        public void DevModeAnAnonymousPlayerResumesAndKeepsItsAgents()
+        {
+            // No player secret: every client without a token is an anonymous player with a fresh id.
+            using (var dev = new Server(null))
             {
                 const string world = "sdk-cs-owner";
-                open.Rest("POST", "/worlds", "{\"name\":\"" + world + "\"}");
-                var client = Wait(SteerClient.ConnectAsync(open.Base));
+                dev.Rest("POST", "/worlds", "{\"name\":\"" + world + "\"}");
+                var client = Wait(SteerClient.ConnectAsync(dev.Base));
+                var other = Wait(SteerClient.ConnectAsync(dev.Base));
                 try
                 {
+                    Assert.AreEqual(Role.Player, client.Role);
+                    Assert.IsFalse(string.IsNullOrEmpty(client.PlayerId));
+                    Assert.AreNotEqual(client.PlayerId, other.PlayerId, "a fresh id per anonymous player");
+                    var id = client.PlayerId;
                     Wait(client.Subscribe(world));
                     var agents = Wait(client.Spawn(world, "mine", 1, Shapes.Circle(50, 50, 1))).Agents;
                     Assert.AreEqual("ok", Wait(client.MoveTo(world, agents, 60, 60)).Type);
                     int reconnects = 0;
-                    client.Reconnected += w => Interlocked.Increment(ref reconnects);
+                    bool resumed = false;
+                    client.Reconnected += (w, r) => { resumed = r; Interlocked.Increment(ref reconnects); };
                     client.DropSocket();
                     Until("the reconnect", () => reconnects == 1);
-                    // v3 (resume) turns this into "ok": the resumed session keeps its agents.
-                    Assert.AreEqual("forbidden", Fails(client.MoveTo(world, agents, 70, 70)).Code);
+                    Assert.IsTrue(resumed);
+                    Assert.AreEqual(id, client.PlayerId, "the same anonymous player after the resume");
+                    Assert.AreEqual("ok", Wait(client.MoveTo(world, agents, 70, 70)).Type);
+                    Assert.AreEqual("forbidden", Fails(other.MoveTo(world, agents, 10, 10)).Code);
                 }
                 finally
                 {
                     client.Close();
+                    other.Close();
                 }
             }
         }

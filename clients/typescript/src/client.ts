@@ -1,6 +1,7 @@
 // SteerClient: one WebSocket session to steerd — Hello/Welcome, typed commands resolved by their
 // CommandResult, events, WorldViews per subscribed world, Ping/Pong clock sync, and automatic
-// reconnect with back-off that resubscribes (and, from protocol v3, resumes the session).
+// reconnect with back-off that resumes the session (protocol v3: same player, same agents) and
+// resubscribes.
 // (Compiled by tsc into server/viewer/sdk/ for the viewer: edit this .ts, then `npm run build:viewer`.)
 
 import {
@@ -9,7 +10,7 @@ import {
 import { WorldView, ViewOptions } from './view.js';
 import type {
   Area, BehaviorEntry, BehaviorKind, ClientMsg, CommandResult, Encoding, ErrorCodeName, ErrorMsg, EventKind, EventMsg,
-  Limits, OkOutcome, Point, ServerMsg, SpawnArea, SpawnedOutcome, SubscribedOutcome, Welcome,
+  Limits, OkOutcome, Point, RoleName, ServerMsg, SpawnArea, SpawnedOutcome, SubscribedOutcome, Welcome,
 } from './types.js';
 
 /** The part of the WebSocket API the client uses (browsers' WebSocket and the `ws` package). */
@@ -84,8 +85,14 @@ export interface ClientEvents {
   error: (err: ErrorMsg | Error) => void;
   /** The connection dropped; `willReconnect` says whether the client tries again. */
   disconnect: (info: { code: number; reason: string; willReconnect: boolean }) => void;
-  /** Welcome received again after a drop (views resubscribed). */
-  reconnect: (w: Welcome) => void;
+  /**
+   * Welcome received again after a drop (views resubscribed). `resumed`: the server took the
+   * previous session back (same player: its agents are still this client's); false after a
+   * `session_lost`.
+   */
+  reconnect: (w: Welcome, resumed: boolean) => void;
+  /** The server refused the resume token (grace period over, kicked, server restarted). */
+  session_lost: (reason: string) => void;
   /** A view asked for keyframes again (chain break, bad frame, checksum mismatch). */
   resync: (world: string, reason: string) => void;
 }
@@ -134,6 +141,8 @@ export class SteerClient {
   readonly opened: Promise<void>;
   /** Reconnects done. */
   reconnects = 0;
+  /** Reconnects that resumed the previous session (same player, its agents and subscriptions). */
+  resumes = 0;
 
   private readonly url: string;
   private readonly opts: ConnectOptions;
@@ -147,7 +156,9 @@ export class SteerClient {
   private readonly pings = new Map<number, number>();
   /** World ids in the order this connection subscribed them (the server's Pong reports the first). */
   private subscribedOrder: number[] = [];
-  private resumeToken: string | null = null;
+  private resume: string | null = null;
+  /** Whether the Hello of the current connection carried `resume`. */
+  private resumeSent = false;
   private attempts = 0;
   private reconnectTimer: ReturnType<typeof setTimeout> | null = null;
   private pingTimer: ReturnType<typeof setTimeout> | null = null;
@@ -220,12 +231,12 @@ export class SteerClient {
 
   /**
    * Subscribes to `area` of `world` (default the whole world) and keeps a WorldView of it, across
-   * resyncs and reconnects. `everyNTicks` (a lower send rate) is not in protocol v2: only 1 (or
+   * resyncs and reconnects. `everyNTicks` (a lower send rate) is not in protocol v3: only 1 (or
    * omitted) is accepted until the server supports it.
    */
   async subscribe(world: string, area: Area = { type: 'whole_world' }, opts: { everyNTicks?: number } = {}): Promise<SubscribedOutcome & { view: WorldView }> {
     if (opts.everyNTicks !== undefined && opts.everyNTicks !== 1) {
-      throw new CommandError('unsupported', `everyNTicks ${opts.everyNTicks}: protocol v2 streams every tick; only everyNTicks 1 is supported until the server adds it`);
+      throw new CommandError('unsupported', `everyNTicks ${opts.everyNTicks}: protocol v3 streams every tick; only everyNTicks 1 is supported until the server adds it`);
     }
     const view = this.ensureView(world, area);
     const r = await this.command<SubscribedOutcome>({ type: 'subscribe', request_id: 0, world, area });
@@ -348,7 +359,8 @@ export class SteerClient {
     ws.binaryType = 'arraybuffer';
     this.ws = ws;
     ws.onopen = () => {
-      const hello = helloMessage({ token: this.opts.token, encoding: this.opts.encoding, resume: this.resumeToken });
+      this.resumeSent = this.resume !== null;
+      const hello = helloMessage({ token: this.opts.token, encoding: this.opts.encoding, resume: this.resume });
       this.send(hello);
     };
     ws.onmessage = (ev) => {
@@ -436,6 +448,13 @@ export class SteerClient {
       }
       case 'error': {
         this.emit('error', m);
+        if (m.code === 'unauthorized' && m.field === 'resume' && this.state !== 'open') {
+          // The session is gone (grace period over, kicked, or server restarted): the server
+          // closes; the reconnect starts a new session with the token (the old agents are not ours).
+          this.resume = null;
+          this.emit('session_lost', m.message);
+          return;
+        }
         if (!this.welcome || this.state !== 'open') {
           // Refused at Hello (bad token, version): retrying the same Hello cannot help.
           if (m.code === 'unauthorized' || m.code === 'unsupported_version' || m.code === 'forbidden') {
@@ -463,14 +482,31 @@ export class SteerClient {
     else p.resolve(r as never);
   }
 
+  /** The player this session acts as (`Welcome.player_id`); null before the first Welcome. */
+  get playerId(): string | null {
+    return this.welcome?.player_id ?? null;
+  }
+
+  /** The session's role (`Welcome.role`); null before the first Welcome. */
+  get role(): RoleName | null {
+    return this.welcome?.role ?? null;
+  }
+
+  /** The token a reconnect sends in `Hello.resume` (each Welcome brings a new one); null if none. */
+  get resumeToken(): string | null {
+    return this.resume;
+  }
+
   private onWelcome(w: Welcome): void {
     const again = this.everOpen;
+    const resumed = again && this.resumeSent;
     this.welcome = w;
     this.state = 'open';
     this.everOpen = true;
     this.attempts = 0;
-    // Protocol v3: the token that resumes this session after a drop (absent in v2).
-    this.resumeToken = w.resume_token ?? null;
+    // Each Welcome names a new session token; the next reconnect resumes with it.
+    this.resume = w.resume_token || null;
+    if (resumed) this.resumes++;
     this.subscribedOrder = [];
     this.lastPongMs = now();
     for (const [name, v] of this.views) {
@@ -489,7 +525,7 @@ export class SteerClient {
     this.emit('welcome', w);
     if (again) {
       this.reconnects++;
-      this.emit('reconnect', w);
+      this.emit('reconnect', w, resumed);
     }
     this.openResolve();
   }

@@ -12,10 +12,10 @@
 // "checksum" (cell.ts).
 //
 // The session handshake (Hello / Welcome) is defined once, in `HELLO_FIELDS` / `WELCOME_FIELDS`
-// and `helloMessage()`: protocol version 3 (resume) changes only those.
+// and `helloMessage()`.
 // (Compiled by tsc into server/viewer/sdk/ for the viewer: edit this .ts, then `npm run build:viewer`.)
 
-import type { ClientMsg, ServerMsg, Hello, Encoding, ErrorCodeName } from './types.js';
+import type { ClientMsg, ServerMsg, Hello, Encoding, ErrorCodeName, RoleName } from './types.js';
 
 export const PROTOCOL_VERSION = 3;
 /** Largest server frame a client should accept (§1). */
@@ -519,38 +519,42 @@ const rid: Field = ['request_id', 'u32'];
 const world: Field = ['world', 'string'];
 const agents: Field = ['agents', vec('u32')];
 
-/** Wire names of `ErrorCode`, index = binary value (§5.2). v3 appends `quota_exceeded` (12). */
+/** Wire names of `ErrorCode`, index = binary value (§5.2); v3 appended `quota_exceeded` (12). */
 export const ERROR_CODES: readonly ErrorCodeName[] = [
   'bad_request', 'invalid_field', 'unknown_world', 'unknown_agent', 'forbidden', 'unauthorized',
-  'rate_limited', 'too_large', 'busy', 'not_found', 'unsupported_version', 'internal',
+  'rate_limited', 'too_large', 'busy', 'not_found', 'unsupported_version', 'internal', 'quota_exceeded',
 ];
 const ErrorCode = names(ERROR_CODES);
 /** Wire names of `Encoding`. */
 export const ENCODINGS: readonly Encoding[] = ['binary', 'json'];
+/** Wire names of `Role`, index = binary value (§10, protocol v3). */
+export const ROLES: readonly RoleName[] = ['admin', 'player', 'spectator'];
+const Role = names(ROLES);
 
-// ---- The handshake: the only messages protocol version 3 (players, resume) changes.
-//
-// v3: Hello appends `['resume', opt('string'), null]`; Welcome appends `['player_id', 'string']`,
-// `['role', names(['admin', 'player', 'spectator'])]`, `['resume_token', 'string']`,
-// `['session_grace_secs', 'u32']`; ERROR_CODES appends 'quota_exceeded'. Then bump
-// PROTOCOL_VERSION: `helloMessage` already carries the resume token and the client already keeps
-// `Welcome.resume_token` (absent in v2) for its reconnects.
+// ---- The handshake. Protocol version 3 (players, sessions) appended `resume` to Hello and
+// `player_id`, `role`, `resume_token`, `session_grace_secs` to Welcome.
 
-const HELLO_FIELDS: Field[] = [['protocol_version', 'u16'], ['token', opt('string'), null], ['encoding', names(ENCODINGS), 'binary']];
+const HELLO_FIELDS: Field[] = [
+  ['protocol_version', 'u16'], ['token', opt('string'), null], ['encoding', names(ENCODINGS), 'binary'],
+  ['resume', opt('string'), null],
+];
 
 const Quantization = P([['pos_step', 'f32'], ['vel_step', 'f32'], ['predict_num', 'i32'], ['orient_snap', 'f32']]);
 const Rect = P(RectFields);
 const WorldInfo = P([['id', 'u32'], ['name', 'string'], ['bounds', Rect], ['aoi_cell_size', 'f32'], ['cols', 'u32'], ['rows', 'u32']]);
-const WELCOME_FIELDS: Field[] = [['protocol_version', 'u16'], ['tick_rate_hz', 'f32'], ['quantization', Quantization], ['worlds', vec(WorldInfo)], ['max_message_bytes', 'u32']];
+const WELCOME_FIELDS: Field[] = [
+  ['protocol_version', 'u16'], ['tick_rate_hz', 'f32'], ['quantization', Quantization], ['worlds', vec(WorldInfo)],
+  ['max_message_bytes', 'u32'], ['player_id', 'string'], ['role', Role], ['resume_token', 'string'],
+  ['session_grace_secs', 'u32'],
+];
 
 /**
- * The Hello this client sends. `resume` is the token of the session to resume (from a previous
- * Welcome); protocol v2 has no such field, so it is not sent until PROTOCOL_VERSION is 3.
+ * The Hello this client sends. `resume` is the `resume_token` of a previous Welcome: within the
+ * session's grace period the server hands this connection that session (player, agents,
+ * subscriptions) instead of starting a new one.
  */
 export function helloMessage(opts: { token?: string | null; encoding?: Encoding; resume?: string | null }): Hello {
-  const h: Hello = { type: 'hello', protocol_version: PROTOCOL_VERSION, token: opts.token ?? null, encoding: opts.encoding ?? 'binary' };
-  if (HELLO_FIELDS.some(([n]) => n === 'resume')) h.resume = opts.resume ?? null;
-  return h;
+  return { type: 'hello', protocol_version: PROTOCOL_VERSION, token: opts.token ?? null, encoding: opts.encoding ?? 'binary', resume: opts.resume ?? null };
 }
 
 const CLIENT = tagged([

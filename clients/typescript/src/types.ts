@@ -7,7 +7,8 @@ import type { QAgent, ChangeEntry } from './codec.js';
 export type Encoding = 'binary' | 'json';
 export type ErrorCodeName =
   | 'bad_request' | 'invalid_field' | 'unknown_world' | 'unknown_agent' | 'forbidden' | 'unauthorized'
-  | 'rate_limited' | 'too_large' | 'busy' | 'not_found' | 'unsupported_version' | 'internal';
+  | 'rate_limited' | 'too_large' | 'busy' | 'not_found' | 'unsupported_version' | 'internal' | 'quota_exceeded';
+export type RoleName = 'admin' | 'player' | 'spectator';
 
 export interface Point { x: number; y: number }
 export interface Rect { min_x: number; min_y: number; max_x: number; max_y: number }
@@ -52,7 +53,7 @@ export interface BehaviorEntry { behavior: Behavior; weight?: number; priority?:
 
 export interface Hello {
   type: 'hello'; protocol_version: number; token: string | null; encoding: Encoding;
-  /** Protocol v3: the resume token of a previous session (not on the wire in v2). */
+  /** The `resume_token` of a previous Welcome, to resume that session (protocol v3). */
   resume?: string | null;
 }
 export type ClientMsg =
@@ -75,8 +76,13 @@ export interface WorldInfo { id: number; name: string; bounds: Rect; aoi_cell_si
 export interface Welcome {
   type: 'welcome'; protocol_version: number; tick_rate_hz: number; quantization: Quantization;
   worlds: WorldInfo[]; max_message_bytes: number;
-  // Protocol v3 (players): present once the server speaks it.
-  player_id?: string; role?: 'admin' | 'player' | 'spectator'; resume_token?: string; session_grace_secs?: number;
+  /** The player this connection acts as (token `sub`, `anon-…` in dev mode, `admin`). */
+  player_id: string;
+  role: RoleName;
+  /** Send back in `Hello.resume` after a drop to resume this session. */
+  resume_token: string;
+  /** How long after a drop the session can be resumed, seconds. */
+  session_grace_secs: number;
 }
 export interface Keyframe { type: 'keyframe'; world: number; cell: number; tick: number; checksum: string | null; agents: QAgent[] }
 export interface Delta {

@@ -1,10 +1,8 @@
-// End to end against a real steerd: connect, spawn, MoveTo, DestinationReached, drop the socket,
-// reconnect (resubscribe; resume once the server speaks protocol v3), continue, and the view's
-// agent table equals REST /snapshot at the end. Binary and JSON encodings.
-//
-// Protocol v2 has no session resume: agents belong to the connection that spawned them, so a
-// plain client cannot command them after a reconnect (the last test pins that down). The main
-// scenario therefore connects with the admin token; with v3 it runs as a player and resumes.
+// End to end against a real steerd: connect as a player (a JWT minted by `steerd token`), spawn,
+// MoveTo, DestinationReached, drop the socket, reconnect resuming the session (protocol v3: same
+// player, so MoveTo on the same agents succeeds), continue, and the view's agent table equals
+// REST /snapshot at the end. Binary and JSON encodings. Then: dev mode (anonymous players),
+// a resume refused after a kick, queued commands, bad tokens.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { connect } from '../dist/index.js';
@@ -12,7 +10,8 @@ import { startServer, until } from './server.mjs';
 
 let srv;
 const ADMIN = 'sdk-e2e-admin-token';
-before(async () => { srv = await startServer({ adminToken: ADMIN }); });
+const SECRET = 'sdk-e2e-player-jwt-secret-0123456789abcdef';
+before(async () => { srv = await startServer({ adminToken: ADMIN, playerSecret: SECRET }); });
 after(async () => { if (srv) await srv.stop(); });
 
 const sortById = (l) => [...l].sort((a, b) => a.id - b.id);
@@ -20,7 +19,8 @@ const sortById = (l) => [...l].sort((a, b) => a.id - b.id);
 async function scenario(encoding) {
   const world = `sdk-${encoding}`;
   await srv.rest('POST', '/worlds', { name: world });
-  const client = await connect(srv.base, { encoding, token: ADMIN });
+  const player = `alice-${encoding}`;
+  const client = await connect(srv.base, { encoding, token: srv.mintToken(player) });
   const errors = [];
   const resyncs = [];
   client.on('error', (e) => errors.push(String(e.message ?? JSON.stringify(e))));
@@ -28,7 +28,12 @@ async function scenario(encoding) {
   const reached = new Set();
   client.on('destination_reached', (agent, w) => { if (w === world) reached.add(agent); });
   try {
-    assert.equal(client.welcome.protocol_version, 2);
+    assert.equal(client.welcome.protocol_version, 3);
+    assert.equal(client.playerId, player);
+    assert.equal(client.role, 'player');
+    assert.match(client.resumeToken, /^[0-9a-f]{32}$/);
+    assert.ok(client.welcome.session_grace_secs > 0);
+    const firstResume = client.resumeToken;
     const sub = await client.subscribe(world, { type: 'whole_world' });
     assert.equal(sub.type, 'subscribed');
     assert.ok(sub.cells.length > 0);
@@ -50,18 +55,23 @@ async function scenario(encoding) {
     // An error outcome rejects with its code and field.
     await assert.rejects(client.moveTo('no-such-world', ids, { x: 1, y: 1 }), (e) => e.code === 'unknown_world');
 
-    // Drop the socket: the view keeps its table during the drop, and the client reconnects.
-    const reconnected = new Promise((r) => client.on('reconnect', r));
+    // Drop the socket: the view keeps its table during the drop, and the client reconnects with
+    // Hello{resume}: the server hands it the same session.
+    const reconnected = new Promise((r) => client.on('reconnect', (w, resumed) => r(resumed)));
     client.dropSocket();
     await until('the client to notice the drop', () => client.state !== 'open');
     assert.equal(view.size, 3, 'state kept across the drop');
-    await reconnected;
+    assert.equal(await reconnected, true, 'the session was resumed');
     assert.equal(client.reconnects, 1);
+    assert.equal(client.resumes, 1);
+    assert.equal(client.playerId, player);
+    assert.equal(client.role, 'player');
+    assert.notEqual(client.resumeToken, firstResume, 'each Welcome brings a new resume token');
     await until('keyframes after the reconnect', () => view.keyframes > 1 && ids.every((id) => view.agent(id)));
 
-    // Continue: another walk after the reconnect.
+    // Continue: the resumed player still owns its agents, so MoveTo on them succeeds.
     reached.clear();
-    await client.moveTo(world, ids, { x: 40, y: 90 }, { stoppingDistance: 1 });
+    assert.equal((await client.moveTo(world, ids, { x: 40, y: 90 }, { stoppingDistance: 1 })).type, 'ok');
     await until('destination_reached after the reconnect', () => ids.every((id) => reached.has(id)), 30000);
 
     // The clock is synced from Ping/Pong and sample() renders every agent near its state.
@@ -97,17 +107,24 @@ async function scenario(encoding) {
   }
 }
 
-test('binary: connect, spawn, MoveTo, destination_reached, drop, reconnect, continue, table == /snapshot', () => scenario('binary'));
+test('binary: connect as a player, spawn, MoveTo, destination_reached, drop, resume, MoveTo the same agents, table == /snapshot', () => scenario('binary'));
 test('json: the same over the JSON encoding', () => scenario('json'));
 
-test('a wrong token is refused at Hello: connect rejects with the server\'s code, no reconnect', async () => {
-  await assert.rejects(connect(srv.base, { token: 'wrong' }), (e) => e.code === 'forbidden');
+test('bad player tokens are refused at Hello: connect rejects with unauthorized, no reconnect', async () => {
+  await assert.rejects(connect(srv.base, { token: 'wrong' }), (e) => e.code === 'unauthorized' && e.field === 'token');
+  // Signed with another secret.
+  const other = await startServer({ playerSecret: 'another-secret-of-enough-length-0123456789' });
+  try {
+    await assert.rejects(connect(srv.base, { token: other.mintToken('mallory') }), (e) => e.code === 'unauthorized');
+  } finally {
+    await other.stop();
+  }
 });
 
 test('commands sent while reconnecting are queued and answered', async () => {
   const world = 'sdk-queue';
   await srv.rest('POST', '/worlds', { name: world });
-  const client = await connect(srv.base, { token: ADMIN });
+  const client = await connect(srv.base, { token: srv.mintToken('queue') });
   try {
     const { view } = await client.subscribe(world);
     const reconnected = new Promise((r) => client.on('reconnect', r));
@@ -123,23 +140,70 @@ test('commands sent while reconnecting are queued and answered', async () => {
   }
 });
 
-test('protocol v2: without resume a reconnected plain client no longer owns its agents', async () => {
-  // A server without an admin token: every session may spawn, and owns what it spawned.
-  const open = await startServer();
-  const world = 'sdk-owner';
-  await open.rest('POST', '/worlds', { name: world });
-  const client = await connect(open.base);
+test('events about your agents reach every connection of the player, subscribed or not', async () => {
+  const world = 'sdk-fanout';
+  await srv.rest('POST', '/worlds', { name: world });
+  const token = srv.mintToken('bob');
+  const a = await connect(srv.base, { token });
+  const b = await connect(srv.base, { token });
   try {
+    assert.equal(b.playerId, 'bob');
+    const { agents } = await a.spawn(world, { group: 'bob', count: 1, area: { type: 'circle', x: 20, y: 20, radius: 1 } });
+    const seen = new Set();
+    b.on('destination_reached', (agent, w) => { if (w === world) seen.add(agent); });
+    // The second connection (never subscribed) commands the first one's agent: same player.
+    assert.equal((await b.moveTo(world, agents, { x: 30, y: 25 }, { stoppingDistance: 1 })).type, 'ok');
+    await until('destination_reached on the unsubscribed connection', () => seen.has(agents[0]), 30000);
+  } finally {
+    a.close();
+    b.close();
+  }
+});
+
+test('a kicked player cannot resume: session_lost, then a new session of the same player', async () => {
+  const world = 'sdk-kick';
+  await srv.rest('POST', '/worlds', { name: world });
+  const client = await connect(srv.base, { token: srv.mintToken('carol') });
+  const lost = [];
+  client.on('session_lost', (why) => lost.push(why));
+  try {
+    await client.subscribe(world);
+    const { agents } = await client.spawn(world, { group: 'carol', count: 1, area: { type: 'circle', x: 50, y: 50, radius: 1 } });
+    const reconnected = new Promise((r) => client.on('reconnect', (w, resumed) => r(resumed)));
+    await srv.rest('DELETE', `/worlds/${world}/players/carol`);
+    assert.equal(await reconnected, false, 'the resume was refused, a fresh session started');
+    assert.equal(lost.length, 1);
+    assert.equal(client.playerId, 'carol');
+    // The orphan policy (despawn by default) applied at the kick: the agent is gone.
+    await assert.rejects(client.moveTo(world, agents, { x: 60, y: 60 }), (e) => e.code === 'unknown_agent' || e.code === 'forbidden');
+  } finally {
+    client.close();
+  }
+});
+
+test('dev mode: an anonymous player resumes after a drop and keeps its agents; another player may not command them', async () => {
+  // No player secret: every client without a token is an anonymous player with a fresh id.
+  const dev = await startServer();
+  const world = 'sdk-owner';
+  await dev.rest('POST', '/worlds', { name: world });
+  const client = await connect(dev.base);
+  const other = await connect(dev.base);
+  try {
+    assert.equal(client.role, 'player');
+    assert.ok(client.playerId && client.playerId !== other.playerId, 'a fresh id per anonymous player');
+    const id = client.playerId;
     await client.subscribe(world);
     const { agents } = await client.spawn(world, { group: 'mine', count: 1, area: { type: 'circle', x: 50, y: 50, radius: 1 } });
     assert.equal((await client.moveTo(world, agents, { x: 60, y: 60 })).type, 'ok');
-    const reconnected = new Promise((r) => client.on('reconnect', r));
+    const reconnected = new Promise((r) => client.on('reconnect', (w, resumed) => r(resumed)));
     client.dropSocket();
-    await reconnected;
-    // v3 (resume) turns this into 'ok': the resumed session keeps its agents.
-    await assert.rejects(client.moveTo(world, agents, { x: 70, y: 70 }), (e) => e.code === 'forbidden');
+    assert.equal(await reconnected, true);
+    assert.equal(client.playerId, id, 'the same anonymous player after the resume');
+    assert.equal((await client.moveTo(world, agents, { x: 70, y: 70 })).type, 'ok');
+    await assert.rejects(other.moveTo(world, agents, { x: 10, y: 10 }), (e) => e.code === 'forbidden');
   } finally {
     client.close();
-    await open.stop();
+    other.close();
+    await dev.stop();
   }
 });

@@ -1,6 +1,6 @@
 // Starts a real steerd (STEERD_BIN, default target/release/steerd) on a free loopback port with
 // a scratch data directory, and talks REST to it. Used by the end-to-end test.
-import { spawn } from 'node:child_process';
+import { spawn, execFileSync } from 'node:child_process';
 import { mkdtempSync, rmSync, existsSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
@@ -31,13 +31,17 @@ export async function until(what, fn, timeoutMs = 15000, everyMs = 50) {
   }
 }
 
-/** `adminToken`: started with `--admin-token` (REST calls then send it as a bearer token). */
-export async function startServer({ adminToken } = {}) {
+/**
+ * `adminToken`: started with `--admin-token` (REST calls then send it as a bearer token).
+ * `playerSecret`: started with `--player-jwt-secret` (player tokens required: `mintToken`);
+ * without it the server runs in dev mode (a client without a token is an anonymous player).
+ */
+export async function startServer({ adminToken, playerSecret } = {}) {
   if (!existsSync(BIN)) throw new Error(`steerd binary not found at ${BIN} (set STEERD_BIN)`);
   const scratch = mkdtempSync(join(tmpdir(), 'steerd-sdk-'));
   const port = await freePort();
   const base = `http://127.0.0.1:${port}`;
-  const proc = spawn(BIN, ['--listen', `127.0.0.1:${port}`, '--data-dir', join(scratch, 'data'), '--scenarios-dir', join(root, 'scenarios'), ...(adminToken ? ['--admin-token', adminToken] : [])], {
+  const proc = spawn(BIN, ['--listen', `127.0.0.1:${port}`, '--data-dir', join(scratch, 'data'), '--scenarios-dir', join(root, 'scenarios'), ...(adminToken ? ['--admin-token', adminToken] : []), ...(playerSecret ? ['--player-jwt-secret', playerSecret] : [])], {
     stdio: ['ignore', 'pipe', 'pipe'],
     env: { ...process.env, RUST_LOG: process.env.RUST_LOG || 'warn' },
   });
@@ -69,5 +73,10 @@ export async function startServer({ adminToken } = {}) {
     }
     rmSync(scratch, { recursive: true, force: true });
   };
-  return { base, rest, stop, log: () => log };
+  // A player JWT as the game's backend would issue it, minted by `steerd token`.
+  const mintToken = (sub, role = 'player') => {
+    if (!playerSecret) throw new Error('mintToken needs a server started with playerSecret');
+    return execFileSync(BIN, ['token', '--sub', sub, '--role', role, '--ttl', '1h', '--secret', playerSecret], { encoding: 'utf8' }).trim();
+  };
+  return { base, rest, stop, mintToken, log: () => log };
 }

@@ -10,7 +10,7 @@ import { fileURLToPath } from 'node:url';
 
 import {
   decodeServer, decodeServerBatch, decodeServerJson, decodeClient, encodeClient, encodeServer, CellMap, WorldView,
-  checksum, resolveChanged, ProtoError, helloMessage, PROTOCOL_VERSION,
+  checksum, resolveChanged, ProtoError, helloMessage, PROTOCOL_VERSION, ROLES, ERROR_CODES,
 } from '../dist/index.js';
 
 const here = dirname(fileURLToPath(import.meta.url));
@@ -64,11 +64,31 @@ for (const name of plain) {
   });
 }
 
-test('the Hello this SDK sends is the golden Hello', () => {
+test('the Hello this SDK sends is the golden Hello (new session and resume)', () => {
+  assert.equal(PROTOCOL_VERSION, 3);
   const v = readJson('client_hello');
   assert.equal(v.protocol_version, PROTOCOL_VERSION);
-  const h = helloMessage({ token: v.token, encoding: v.encoding, resume: 'ignored-in-v2' });
+  const h = helloMessage({ token: v.token, encoding: v.encoding });
   assert.equal(toHex(encodeClient(h)), toHex(readHex('client_hello')));
+  // A reconnect's Hello carries the previous Welcome's resume token.
+  const r = readJson('client_hello_resume');
+  assert.ok(r.resume);
+  const hr = helloMessage({ token: r.token, encoding: r.encoding, resume: r.resume });
+  assert.equal(toHex(encodeClient(hr)), toHex(readHex('client_hello_resume')));
+});
+
+test('the golden Welcomes tell the player, its role and the resume token', () => {
+  const w = decodeServer(readHex('server_welcome'));
+  assert.equal(w.protocol_version, 3);
+  assert.equal(w.player_id, 'alice');
+  assert.equal(w.role, 'player');
+  assert.equal(w.resume_token, '7f3a9c0e5b2d4f6a8c1e3b5d7f9a0c2e');
+  assert.equal(w.session_grace_secs, 30);
+  const s = decodeServer(readHex('server_welcome_spectator'));
+  assert.equal(s.player_id, 'carol');
+  assert.equal(s.role, 'spectator');
+  assert.deepEqual(ROLES, ['admin', 'player', 'spectator']);
+  assert.equal(ERROR_CODES.indexOf('quota_exceeded'), 12);
 });
 
 test(`chain vectors (${chain.join(', ')}): decode, resolve base indices, apply, checksums`, () => {

@@ -1,6 +1,7 @@
 // SteerClient: one WebSocket session to steerd — Hello/Welcome, typed commands resolved by their
 // CommandResult, events, WorldViews per subscribed world, Ping/Pong clock sync, and automatic
-// reconnect with back-off that resubscribes (and, from protocol v3, resumes the session).
+// reconnect with back-off that resumes the session (protocol v3: same player, same agents) and
+// resubscribes.
 // (Compiled by tsc into server/viewer/sdk/ for the viewer: edit this .ts, then `npm run build:viewer`.)
 import { DEFAULT_SERVER_LIMIT, ProtoError, decodeServer, decodeServerBatch, decodeServerJson, encodeClient, helloMessage, } from './codec.js';
 import { WorldView } from './view.js';
@@ -56,6 +57,8 @@ export class SteerClient {
         this.state = 'connecting';
         /** Reconnects done. */
         this.reconnects = 0;
+        /** Reconnects that resumed the previous session (same player, its agents and subscriptions). */
+        this.resumes = 0;
         this.ws = null;
         this.nextRid = 1;
         this.pending = new Map();
@@ -65,7 +68,9 @@ export class SteerClient {
         this.pings = new Map();
         /** World ids in the order this connection subscribed them (the server's Pong reports the first). */
         this.subscribedOrder = [];
-        this.resumeToken = null;
+        this.resume = null;
+        /** Whether the Hello of the current connection carried `resume`. */
+        this.resumeSent = false;
         this.attempts = 0;
         this.reconnectTimer = null;
         this.pingTimer = null;
@@ -131,12 +136,12 @@ export class SteerClient {
     }
     /**
      * Subscribes to `area` of `world` (default the whole world) and keeps a WorldView of it, across
-     * resyncs and reconnects. `everyNTicks` (a lower send rate) is not in protocol v2: only 1 (or
+     * resyncs and reconnects. `everyNTicks` (a lower send rate) is not in protocol v3: only 1 (or
      * omitted) is accepted until the server supports it.
      */
     async subscribe(world, area = { type: 'whole_world' }, opts = {}) {
         if (opts.everyNTicks !== undefined && opts.everyNTicks !== 1) {
-            throw new CommandError('unsupported', `everyNTicks ${opts.everyNTicks}: protocol v2 streams every tick; only everyNTicks 1 is supported until the server adds it`);
+            throw new CommandError('unsupported', `everyNTicks ${opts.everyNTicks}: protocol v3 streams every tick; only everyNTicks 1 is supported until the server adds it`);
         }
         const view = this.ensureView(world, area);
         const r = await this.command({ type: 'subscribe', request_id: 0, world, area });
@@ -259,7 +264,8 @@ export class SteerClient {
         ws.binaryType = 'arraybuffer';
         this.ws = ws;
         ws.onopen = () => {
-            const hello = helloMessage({ token: this.opts.token, encoding: this.opts.encoding, resume: this.resumeToken });
+            this.resumeSent = this.resume !== null;
+            const hello = helloMessage({ token: this.opts.token, encoding: this.opts.encoding, resume: this.resume });
             this.send(hello);
         };
         ws.onmessage = (ev) => {
@@ -359,6 +365,13 @@ export class SteerClient {
             }
             case 'error': {
                 this.emit('error', m);
+                if (m.code === 'unauthorized' && m.field === 'resume' && this.state !== 'open') {
+                    // The session is gone (grace period over, kicked, or server restarted): the server
+                    // closes; the reconnect starts a new session with the token (the old agents are not ours).
+                    this.resume = null;
+                    this.emit('session_lost', m.message);
+                    return;
+                }
                 if (!this.welcome || this.state !== 'open') {
                     // Refused at Hello (bad token, version): retrying the same Hello cannot help.
                     if (m.code === 'unauthorized' || m.code === 'unsupported_version' || m.code === 'forbidden') {
@@ -389,14 +402,29 @@ export class SteerClient {
         else
             p.resolve(r);
     }
+    /** The player this session acts as (`Welcome.player_id`); null before the first Welcome. */
+    get playerId() {
+        return this.welcome?.player_id ?? null;
+    }
+    /** The session's role (`Welcome.role`); null before the first Welcome. */
+    get role() {
+        return this.welcome?.role ?? null;
+    }
+    /** The token a reconnect sends in `Hello.resume` (each Welcome brings a new one); null if none. */
+    get resumeToken() {
+        return this.resume;
+    }
     onWelcome(w) {
         const again = this.everOpen;
+        const resumed = again && this.resumeSent;
         this.welcome = w;
         this.state = 'open';
         this.everOpen = true;
         this.attempts = 0;
-        // Protocol v3: the token that resumes this session after a drop (absent in v2).
-        this.resumeToken = w.resume_token ?? null;
+        // Each Welcome names a new session token; the next reconnect resumes with it.
+        this.resume = w.resume_token || null;
+        if (resumed)
+            this.resumes++;
         this.subscribedOrder = [];
         this.lastPongMs = now();
         for (const [name, v] of this.views) {
@@ -416,7 +444,7 @@ export class SteerClient {
         this.emit('welcome', w);
         if (again) {
             this.reconnects++;
-            this.emit('reconnect', w);
+            this.emit('reconnect', w, resumed);
         }
         this.openResolve();
     }
