@@ -33,6 +33,10 @@ pub struct Settings {
     /// (Origin equal to the request's Host). Loopback names always may; any other Host needs
     /// to be listed, so that DNS rebinding cannot pass the Origin check.
     pub same_origin_hosts: Vec<String>,
+    /// Serves `POST /debug/panic` (admin only), which panics a world's thread or the request's
+    /// connection task on purpose, so the reliability suite can check that a panic is contained
+    /// and reported (RELIABILITY.md test 18). Off by default: the route answers 404.
+    pub fault_injection: bool,
 }
 
 /// Every bound of the server.
@@ -130,6 +134,7 @@ impl Default for Settings {
             scenarios_dir: PathBuf::from("./scenarios"),
             allowed_origins: Vec::new(),
             same_origin_hosts: Vec::new(),
+            fault_injection: false,
         }
     }
 }

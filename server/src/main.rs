@@ -121,6 +121,9 @@ struct ServeArgs {
     /// Report to the Agones SDK sidecar (also on when AGONES_SDK_HTTP_PORT is set).
     #[arg(long, env = "STEERD_AGONES")]
     agones: bool,
+    /// Serve `POST /debug/panic` (admin only) for the reliability suite's panic test.
+    #[arg(long, env = "STEERD_FAULT_INJECTION", hide = true)]
+    fault_injection: bool,
 }
 
 impl ServeArgs {
@@ -152,6 +155,9 @@ impl ServeArgs {
         }
         if let Some(v) = &self.same_origin_hosts {
             s.same_origin_hosts = v.clone();
+        }
+        if self.fault_injection {
+            s.fault_injection = true;
         }
         if let Some(v) = self.max_agents_per_world {
             s.limits.max_agents_per_world = v;

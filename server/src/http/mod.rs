@@ -89,6 +89,7 @@ pub fn app(state: AppState) -> Router {
         .route("/worlds/{world}/walls/{id}", axum::routing::delete(delete_wall))
         .route("/worlds/{world}/load", post(load))
         .route("/worlds/{world}/save", post(save))
+        .route("/debug/panic", post(debug_panic))
         .route("/scenarios", get(list_scenarios))
         .route("/scenarios/{name}", get(get_scenario).put(put_scenario).delete(delete_scenario))
         .layer(DefaultBodyLimit::max(body_limit))

@@ -56,6 +56,7 @@ use crate::runtime::world::WorldInfoView;
         rest::get_scenario,
         rest::put_scenario,
         rest::delete_scenario,
+        rest::debug_panic,
     ),
     components(schemas(ErrorBody)),
     modifiers(&BearerAuth),

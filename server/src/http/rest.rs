@@ -653,3 +653,49 @@ pub async fn save(State(state): State<AppState>, headers: HeaderMap, Path(name):
     tokio::task::spawn_blocking(move || store.put(&sname, &sc)).await.map_err(|e| ApiError::bad_request(e.to_string()))??;
     ok(json!({"scenario": b.scenario}))
 }
+
+/// `POST /debug/panic` body.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct PanicBody {
+    /// `world`: the named world's thread panics; `connection`: this request's connection task
+    /// panics (the socket closes without an answer).
+    pub target: PanicTarget,
+    /// The world, for `target: world`.
+    #[serde(default)]
+    pub world: Option<String>,
+}
+
+/// What `POST /debug/panic` panics.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum PanicTarget {
+    /// A world's thread.
+    World,
+    /// The request's connection task.
+    Connection,
+}
+
+/// `POST /debug/panic`: fault injection for the reliability suite (RELIABILITY.md test 18).
+/// Served only when the server runs with `fault_injection` (`--fault-injection`); 404 otherwise.
+#[utoipa::path(post, path = "/debug/panic", tag = "ops", security(("bearer" = [])),
+    request_body = PanicBody,
+    responses((status = 202, description = "The world thread was asked to panic", body = doc::OkBody),
+        (status = 404, description = "Fault injection is off (the default), or no such world", body = doc::ErrorBody),
+        doc::AdminErrors, doc::BodyErrors,
+        (status = 503, description = "The world's queue is full or its thread is dead", body = doc::ErrorBody)))]
+pub async fn debug_panic(State(state): State<AppState>, headers: HeaderMap, body: Body<PanicBody>) -> ApiResult {
+    if !state.settings.fault_injection {
+        return Err(ApiError::not_found("no route /debug/panic (fault injection is off)"));
+    }
+    admin(&state, &headers)?;
+    let Json(b) = body?;
+    match b.target {
+        PanicTarget::Connection => panic!("fault injection: a connection task panic was asked for"),
+        PanicTarget::World => {
+            let name = b.world.ok_or_else(|| ApiError::invalid("missing field `world`"))?;
+            world(&state, &name)?.inject_panic()?;
+            Ok((StatusCode::ACCEPTED, Json(json!({"ok": true}))).into_response())
+        }
+    }
+}

@@ -271,6 +271,9 @@ pub enum Request {
     RandomObstacles { spec: crate::scenario::RandomObstacles, reply: Reply<Vec<u32>> },
     /// Stop the thread.
     Shutdown,
+    /// Panic the thread (fault injection: `POST /debug/panic`, served only with
+    /// `fault_injection` on), to check that the panic is contained and reported.
+    Panic,
 }
 
 /// What a new world starts from.
@@ -468,6 +471,11 @@ impl WorldHandle {
             })
             .map_err(|e| CmdError::Invalid(format!("cannot start world thread: {e}")))?;
         Ok(handle)
+    }
+
+    /// Asks the world thread to panic (fault injection; see [`Request::Panic`]).
+    pub fn inject_panic(&self) -> Result<(), CmdError> {
+        self.send(Request::Panic)
     }
 
     /// True while the world thread runs.
@@ -1277,6 +1285,7 @@ impl Runner {
                 let _ = reply.send(r);
             }
             Request::Shutdown => {}
+            Request::Panic => panic!("fault injection: a world thread panic was asked for"),
         }
     }
 }
