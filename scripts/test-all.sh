@@ -9,6 +9,8 @@
 #     (no disconnects, decode/checksum errors, chain breaks, command timeouts or missed ticks)
 #  4. viewer: JS decoder against the golden vectors, and the page in headless Chromium
 #  5. container: the image built with podman (runc), run, probed, drained with SIGTERM
+#  6. reliability: the 20 tests of RELIABILITY.md, short mode (tests/reliability/run.sh; installs
+#     cargo-fuzz, cargo-deny, schemathesis in a venv, iproute2)
 set -uo pipefail
 cd "$(dirname "$0")/.."
 export CARGO_TERM_COLOR=never
@@ -24,6 +26,7 @@ step "clippy" cargo clippy --workspace --all-targets --release -- -D warnings
 step "swarm smoke" ./loadtest/smoke.sh
 step "viewer (browser)" ./tests/browser/run.sh
 step "container (podman)" ./tests/container/run.sh
+step "reliability (short)" ./tests/reliability/run.sh
 echo
 if [ ${#failed[@]} -eq 0 ]; then
   echo "all suites passed"

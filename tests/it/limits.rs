@@ -3,7 +3,7 @@
 use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
 
-use steer_proto::{Encoding, ServerMsg};
+use steer_proto::ServerMsg;
 use steerd_tests::*;
 
 /// The RSS growth allowed while 20 clients never read (issue 5 (3)).

@@ -1,6 +1,6 @@
 //! Scenario storage across restarts and crashes.
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use serde_json::Value;
 use steerd_tests::*;

@@ -105,7 +105,7 @@ pub async fn t01_fuzz(cfg: Cfg) -> Outcome {
 /// agents and coincident agents (a group spawned on one point), audited every tick: 0
 /// non-finite, 0 out of bounds; the same seed twice → the same state hash; another seed → another.
 pub async fn t03_headless_soak(cfg: Cfg) -> Outcome {
-    let ticks = cfg.pick(3_000u64, 100_000);
+    let ticks = cfg.pick(2_000u64, 100_000);
     let dir = TempDir::new("soak3");
     let mut rng = Rng::from_clock();
     let mut orders = Vec::new();
