@@ -44,9 +44,11 @@ pub enum ScenarioError {
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct P {
-    /// x.
+    /// x (magnitude at most 1e6).
+    #[schema(minimum = -1000000, maximum = 1000000)]
     pub x: f32,
-    /// y.
+    /// y (magnitude at most 1e6).
+    #[schema(minimum = -1000000, maximum = 1000000)]
     pub y: f32,
 }
 
@@ -300,16 +302,21 @@ pub struct WallSpec {
 #[serde(deny_unknown_fields)]
 pub struct RandomObstacles {
     /// How many to place (fewer if the tries run out).
+    #[schema(maximum = 10000)]
     pub count: usize,
     /// Smallest radius.
+    #[schema(exclusive_minimum = 0, maximum = 1000000)]
     pub min_radius: f32,
     /// Largest radius.
+    #[schema(exclusive_minimum = 0, maximum = 1000000)]
     pub max_radius: f32,
     /// Least gap between obstacles (default 20).
     #[serde(default = "default_gap")]
+    #[schema(minimum = 0, maximum = 1000000)]
     pub min_gap: f32,
     /// Least distance from the bounds (default 10).
     #[serde(default = "default_border")]
+    #[schema(minimum = 0, maximum = 1000000)]
     pub border: f32,
     /// Seed of the placement (default: the scenario's seed).
     #[serde(default)]

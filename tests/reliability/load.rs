@@ -149,12 +149,15 @@ pub async fn t07_starved_client(cfg: Cfg) -> Outcome {
     let dir = TempDir::new("t7");
     let scen = dir.path().join("busy.json");
     std::fs::write(&scen, wander_scenario(300.0, 3000).to_string()).expect("writing the scenario");
+    // A checksum on every frame, so a resync's state can be checked at once.
+    let conf = dir.path().join("steerd.toml");
+    std::fs::write(&conf, "[limits]\nchecksum_every_ticks = 1\n").expect("writing the settings");
     let srv = Server::fresh(
         "t7",
         Opts {
             listen: Some("10.231.7.1:0".into()),
             prefix: vec!["ip".into(), "netns".into(), "exec".into(), ns.srv.clone()],
-            args: vec!["--scenario".into(), scen.to_string_lossy().into_owned()],
+            args: vec!["--scenario".into(), scen.to_string_lossy().into_owned(), "--config".into(), conf.to_string_lossy().into_owned()],
         },
     );
     let secs = cfg.pick(25, 120);

@@ -118,10 +118,12 @@ pub async fn list_worlds(State(state): State<AppState>) -> ApiResult {
 #[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct CreateWorld {
-    /// World name.
+    /// World name (1 to 64 of A-Z a-z 0-9 _ -).
+    #[schema(pattern = r"^[A-Za-z0-9_-]{1,64}$")]
     pub name: String,
     /// Scenario to load (saved or shipped name); default: an empty 200×200 world.
     #[serde(default)]
+    #[schema(pattern = r"^[A-Za-z0-9_-]{1,64}$")]
     pub scenario: Option<String>,
     /// Start paused.
     #[serde(default)]
@@ -171,6 +173,7 @@ pub async fn get_world(State(state): State<AppState>, Path(name): Path<String>) 
 pub struct PatchWorld {
     /// Ticks per second.
     #[serde(default)]
+    #[schema(minimum = 0.1, maximum = 1000)]
     pub tick_rate: Option<f32>,
     /// Pause or resume.
     #[serde(default)]
@@ -209,6 +212,7 @@ pub async fn delete_world(State(state): State<AppState>, headers: HeaderMap, Pat
 #[serde(deny_unknown_fields)]
 pub struct StepBody {
     /// Ticks to run now (1 to 10000).
+    #[schema(minimum = 1, maximum = 10000)]
     pub ticks: u32,
 }
 
@@ -290,13 +294,14 @@ pub struct SpawnBody {
     /// Group name.
     pub group: String,
     /// Number of agents.
+    #[schema(minimum = 1, maximum = 10000)]
     pub count: u32,
     /// Where (`steer_proto::SpawnArea`).
-    #[schema(value_type = Object)]
+    #[schema(value_type = doc::SpawnAreaDoc)]
     pub area: proto::SpawnArea,
     /// Limits (`steer_proto::Limits`; defaults filled in).
     #[serde(default)]
-    #[schema(value_type = Object)]
+    #[schema(value_type = doc::LimitsDoc)]
     pub limits: proto::Limits,
     /// Behaviours (`steer_proto::BehaviorEntry`).
     #[serde(default)]
@@ -363,7 +368,7 @@ pub struct FlowFieldQuery {
     params(
         ("world" = String, Path, description = "World name"),
         ("agent" = u32, Query, description = "The agent whose MoveTo field to show"),
-        ("max_side" = Option<u32>, Query, description = "Most sample blocks per side (1 to 256; default 64)")),
+        ("max_side" = Option<u32>, Query, description = "Most sample blocks per side (1 to 256; default 64)", minimum = 1, maximum = 256)),
     responses(
         (status = 200, description = "The sampled flow field", body = crate::runtime::world::FlowFieldView),
         (status = 400, description = "Missing or malformed query (`bad_request`)", body = doc::ErrorBody),
@@ -423,6 +428,7 @@ pub struct MoveToBody {
     pub target: P,
     /// Stop within this distance of the target (default 0: the formation decides).
     #[serde(default)]
+    #[schema(minimum = 0, maximum = 1000000)]
     pub stopping_distance: f32,
 }
 
@@ -453,6 +459,7 @@ pub struct ObstacleBody {
     /// Centre.
     pub center: P,
     /// Radius.
+    #[schema(exclusive_minimum = 0, maximum = 1000000)]
     pub radius: f32,
 }
 
@@ -478,6 +485,7 @@ pub struct MoveObstacleBody {
     pub center: P,
     /// New radius (default: unchanged).
     #[serde(default)]
+    #[schema(exclusive_minimum = 0, maximum = 1000000)]
     pub radius: Option<f32>,
 }
 
@@ -565,7 +573,7 @@ pub async fn list_scenarios(State(state): State<AppState>) -> ApiResult {
 }
 
 /// `GET /scenarios/{name}`.
-#[utoipa::path(get, path = "/scenarios/{name}", tag = "scenarios", params(("name" = String, Path, description = "Scenario name")),
+#[utoipa::path(get, path = "/scenarios/{name}", tag = "scenarios", params(("name" = String, Path, description = "Scenario name (1 to 64 of A-Z a-z 0-9 _ -)", pattern = r"^[A-Za-z0-9_-]{1,64}$")),
     responses(
         (status = 200, description = "The scenario file", body = Object),
         (status = 400, description = "Bad name (`bad_request`)", body = doc::ErrorBody),
@@ -576,7 +584,7 @@ pub async fn get_scenario(State(state): State<AppState>, Path(name): Path<String
 
 /// `PUT /scenarios/{name}`: validates by building the world, then stores it atomically.
 #[utoipa::path(put, path = "/scenarios/{name}", tag = "scenarios", security(("bearer" = [])),
-    params(("name" = String, Path, description = "Scenario name")),
+    params(("name" = String, Path, description = "Scenario name (1 to 64 of A-Z a-z 0-9 _ -)", pattern = r"^[A-Za-z0-9_-]{1,64}$")),
     request_body(content = Object, content_type = "application/json", description = "A scenario file; validated by building its world"),
     responses(
         (status = 204, description = "Stored"),
@@ -602,7 +610,7 @@ pub async fn put_scenario(State(state): State<AppState>, headers: HeaderMap, Pat
 
 /// `DELETE /scenarios/{name}`.
 #[utoipa::path(delete, path = "/scenarios/{name}", tag = "scenarios", security(("bearer" = [])),
-    params(("name" = String, Path, description = "Scenario name")),
+    params(("name" = String, Path, description = "Scenario name (1 to 64 of A-Z a-z 0-9 _ -)", pattern = r"^[A-Za-z0-9_-]{1,64}$")),
     responses(
         (status = 204, description = "Deleted"),
         (status = 400, description = "Bad name (`bad_request`)", body = doc::ErrorBody),
@@ -620,6 +628,7 @@ pub async fn delete_scenario(State(state): State<AppState>, headers: HeaderMap, 
 #[serde(deny_unknown_fields)]
 pub struct ScenarioRef {
     /// Scenario name.
+    #[schema(pattern = r"^[A-Za-z0-9_-]{1,64}$")]
     pub scenario: String,
 }
 
