@@ -55,7 +55,11 @@ pub async fn guard(State(state): State<AppState>, req: Request, next: Next) -> R
             // Every request body of this API is a JSON object; serde would also read a struct
             // from a JSON array (`[null, null]`), which the documented schema does not allow.
             let first = bytes.iter().find(|b| !b.is_ascii_whitespace());
-            if first.is_some_and(|b| *b != b'{') && parts.headers.get(header::CONTENT_TYPE).and_then(|v| v.to_str().ok()).is_some_and(|v| v.starts_with("application/json")) {
+            // (Malformed JSON is left to the handler's 400.)
+            if first.is_some_and(|b| *b != b'{')
+                && parts.headers.get(header::CONTENT_TYPE).and_then(|v| v.to_str().ok()).is_some_and(|v| v.starts_with("application/json"))
+                && serde_json::from_slice::<serde::de::IgnoredAny>(&bytes).is_ok()
+            {
                 return ApiError::invalid("the request body must be a JSON object").into_response();
             }
             next.run(Request::from_parts(parts, Body::from(bytes))).await
