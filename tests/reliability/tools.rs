@@ -179,6 +179,8 @@ pub async fn t12_schemathesis(cfg: Cfg) -> Outcome {
         .arg("-H")
         .arg(format!("Authorization: Bearer {token}"))
         .env("SCHEMATHESIS_HOOKS", "")
+        // Its cache (`.schemathesis/`) goes under target/, not into the worktree.
+        .current_dir(&report_dir)
         .kill_on_drop(true)
         .output();
     let out = tokio::time::timeout(Duration::from_secs(cfg.pick(240, 1800)), out).await.expect("schemathesis took too long").expect("running schemathesis");
