@@ -319,7 +319,9 @@ pub struct RandomObstacles {
     #[schema(minimum = 0, maximum = 1000000)]
     pub border: f32,
     /// Seed of the placement (default: the scenario's seed).
+    // A u64: `int64` would tell clients (and schemathesis) the top is 2^63 - 1.
     #[serde(default)]
+    #[schema(format = "uint64", minimum = 0)]
     pub seed: Option<u64>,
     /// Keep this area free of obstacles (e.g. a spawn zone).
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -159,8 +159,36 @@ pub async fn t03_headless_soak(cfg: Cfg) -> Outcome {
     ))
 }
 
+/// The schemathesis checks of test 12, selected explicitly. RELIABILITY.md's pass line is
+/// "0 failures (no 5xx, responses match)": no server error, and every response's status code,
+/// content type, headers and body documented. Those checks are on, and so is every other check
+/// whose property the server does promise (invalid data rejected, auth not ignored, methods
+/// and Allow headers, deleted resources gone).
+/// Excluded, because they test properties the pass line does not promise:
+/// - `positive_data_acceptance` (ST202): "every schema-valid request gets a 2xx". The API has
+///   rules OpenAPI cannot express (a wall's two ends must differ, a target inside the world's
+///   bounds, max ≥ min, a radius that is still > 0 as an f32: 5e-324 underflows to 0 and is a
+///   422 naming the field), and `GET /ws` without upgrade headers is a documented 400. Each such
+///   refusal is a documented 4xx JSON error, which the conformance checks still verify.
+/// - `ensure_resource_availability` (ST302): a link heuristic that reads `load`'s documented 404
+///   for a scenario that does not exist as "the world just created is missing".
+pub const SCHEMATHESIS_CHECKS: &[&str] = &[
+    "not_a_server_error",
+    "status_code_conformance",
+    "content_type_conformance",
+    "response_headers_conformance",
+    "response_schema_conformance",
+    "negative_data_rejection",
+    "missing_required_header",
+    "unsupported_method",
+    "allow_header_conformance",
+    "use_after_free",
+    "ignored_auth",
+    "object_level_authorization",
+];
+
 /// Test 12: schemathesis (the version pinned in run.sh, from its venv) against
-/// `/openapi.json` with the admin token, every check on: 0 failures.
+/// `/openapi.json` with the admin token, the checks of [`SCHEMATHESIS_CHECKS`]: 0 failures.
 pub async fn t12_schemathesis(cfg: Cfg) -> Outcome {
     let st = std::env::var_os("SCHEMATHESIS").map_or_else(|| cfg.root.join("target/reliability/venv/bin/schemathesis"), PathBuf::from);
     gate(st.is_file(), || format!("no schemathesis at {} (tests/reliability/run.sh installs it)", st.display()));
@@ -175,7 +203,7 @@ pub async fn t12_schemathesis(cfg: Cfg) -> Outcome {
     let out = tokio::process::Command::new(&st)
         .arg("run")
         .arg(&url)
-        .args(["--checks", "all", "--max-examples", &examples.to_string(), "--seed", "1", "--workers", "1", "--request-timeout", "20", "--no-color"])
+        .args(["--checks", &SCHEMATHESIS_CHECKS.join(","), "--max-examples", &examples.to_string(), "--seed", "1", "--workers", "1", "--request-timeout", "20", "--no-color"])
         .arg("-H")
         .arg(format!("Authorization: Bearer {token}"))
         .env("SCHEMATHESIS_HOOKS", "")
@@ -190,7 +218,8 @@ pub async fn t12_schemathesis(cfg: Cfg) -> Outcome {
     gate(out.status.success(), || format!("schemathesis found failures (log {}):\n{}", log.display(), text.lines().rev().take(60).collect::<Vec<_>>().into_iter().rev().collect::<Vec<_>>().join("\n")));
     crate::no_panic(&srv);
     Outcome::Pass(format!(
-        "0 failures, {examples} examples per operation, all checks, admin token; {}; {:.0} s",
+        "0 failures, {examples} examples per operation, checks {}, admin token; {}; {:.0} s",
+        SCHEMATHESIS_CHECKS.join(","),
         summary.into_iter().rev().map(str::trim).collect::<Vec<_>>().join(" / "),
         t0.elapsed().as_secs_f64()
     ))
