@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Runs every test of the project: the same command README.md gives and .ci/run calls.
-# Installs what it needs itself (Debian chromium, npm packages, podman + runc).
+# Installs what it needs itself (Debian chromium, mono + NUnit, npm packages, podman + runc).
 #
 #  1. cargo test: unit, property, scenario tests, and the end-to-end suite in tests/ that drives
 #     the real server over real sockets (release build; the simulation tests need the speed)
@@ -8,8 +8,10 @@
 #  3. steer-swarm smoke: 50 bots for 10 s against a real server, gated on correctness only
 #     (no disconnects, decode/checksum errors, chain breaks, command timeouts or missed ticks)
 #  4. viewer: JS decoder against the golden vectors, and the page in headless Chromium
-#  5. container: the image built with podman (runc), run, probed, drained with SIGTERM
-#  6. reliability: the 20 tests of RELIABILITY.md, short mode (tests/reliability/run.sh; installs
+#  5. client SDKs (clients/): TypeScript (node) and C# (mono + NUnit): golden vectors, frame
+#     chains, and an end-to-end test each against a real server
+#  6. container: the image built with podman (runc), run, probed, drained with SIGTERM
+#  7. reliability: the 20 tests of RELIABILITY.md, short mode (tests/reliability/run.sh; installs
 #     cargo-fuzz, cargo-deny, schemathesis in a venv, iproute2)
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -25,6 +27,7 @@ step "cargo test" cargo test --workspace --all-targets --release
 step "clippy" cargo clippy --workspace --all-targets --release -- -D warnings
 step "swarm smoke" ./loadtest/smoke.sh
 step "viewer (browser)" ./tests/browser/run.sh
+step "client SDKs" ./clients/run-tests.sh
 step "container (podman)" ./tests/container/run.sh
 step "reliability (short)" ./tests/reliability/run.sh
 echo

@@ -1,7 +1,8 @@
-// steerd live viewer: binary WebSocket stream (proto.js) + REST for world control.
+// steerd live viewer: binary WebSocket stream (decoded by the TypeScript SDK, sdk/) + REST for
+// world control.
 // Plain ES module, no dependencies, served by steerd itself (GET /, /viewer/*).
 
-import { decodeServer, encodeClient, CellMap, cellOf, ProtoError, PROTOCOL_VERSION } from './proto.js';
+import { decodeServer, encodeClient, helloMessage, CellMap, cellOf, ProtoError } from './sdk/index.js';
 
 const $ = (id) => document.getElementById(id);
 const canvas = $('canvas');
@@ -162,7 +163,7 @@ function connect() {
   ws.binaryType = 'arraybuffer';
   S.ws = ws;
   ws.onopen = () => {
-    send({ type: 'hello', protocol_version: PROTOCOL_VERSION, token: S.token || null, encoding: 'binary' });
+    send(helloMessage({ token: S.token || null, encoding: 'binary' }));
   };
   ws.onmessage = (ev) => {
     if (!(ev.data instanceof ArrayBuffer)) return;
@@ -170,7 +171,7 @@ function connect() {
     S.bytesWindow.push([performance.now(), ev.data.byteLength]);
     let msg;
     try {
-      msg = decodeServer(ev.data);
+      msg = decodeServer(ev.data, { rawChanges: true });
     } catch (e) {
       fail(new Error(`undecodable frame: ${e.message}`));
       resubscribe();

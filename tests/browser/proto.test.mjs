@@ -1,6 +1,8 @@
-// The JavaScript decoder (server/viewer/proto.js) against the golden vectors of client-proto —
-// the same files the Rust tests use. Table-driven from the directory: every NAME.hex/NAME.json
-// pair and every entry of invalid.json. Run: node --test tests/browser/
+// The viewer's decoder — the TypeScript SDK as committed for the viewer (server/viewer/sdk/, tsc
+// output of clients/typescript; clients/run-tests.sh checks it matches its sources) — against the
+// golden vectors of client-proto, the same files the Rust tests use. Table-driven from the
+// directory: every NAME.hex/NAME.json pair and every entry of invalid.json.
+// Run: node --test tests/browser/
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { readFileSync, readdirSync } from 'node:fs';
@@ -9,7 +11,7 @@ import { fileURLToPath } from 'node:url';
 
 import {
   decodeServer, decodeClient, encodeClient, encodeServer, CellMap, checksum, resolveChanged, ProtoError,
-} from '../../server/viewer/proto.js';
+} from '../../server/viewer/sdk/index.js';
 
 const here = dirname(fileURLToPath(import.meta.url));
 const dir = process.env.VECTORS_DIR ?? join(here, '../../client-proto/tests/vectors');
@@ -85,9 +87,10 @@ test(`chain vectors (${chain.join(', ')}): decode, resolve base indices, apply, 
       const asBinary = { ...json, changed: json.changed.map(({ id, ...rest }) => ({ index: index.get(id), ...rest })) };
       assert.equal(toHex(encodeServer(asBinary)), toHex(bytes), 'encode(json) == hex');
       // Applying the JSON form and the binary form gives the same state; both verify the checksum.
+      // (A CellMap updates its records in place: the second map gets its own copies.)
       const viaJson = new CellMap();
       viaJson.tick = cell.tick;
-      viaJson.agents = cell.agents;
+      viaJson.agents = structuredClone(cell.agents);
       assert.ok(viaJson.delta(json, predictNum), `${name}: JSON delta applies`);
       assert.ok(cell.delta(msg, predictNum), `${name}: delta applies (chain rule)`);
       assert.deepEqual(viaJson.agents, cell.agents);

@@ -66,7 +66,7 @@ pub fn app(state: AppState) -> Router {
     use rest::*;
     let body_limit = state.settings.limits.max_body_bytes;
     Router::new()
-        .route("/", get(viewer::index)).route("/viewer/{file}", get(viewer::file))
+        .route("/", get(viewer::index)).route("/viewer/{*file}", get(viewer::file))
         .route("/health", get(health))
         .route("/metrics", get(metrics))
         .route("/openapi.json", get(openapi::openapi_json))

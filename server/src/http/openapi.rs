@@ -347,7 +347,7 @@ mod tests {
 
     /// Routes `app()` serves that the document leaves out on purpose: the viewer's static page and
     /// files (HTML/JS/CSS for browsers, not API).
-    const UNDOCUMENTED: &[&str] = &["/", "/viewer/{file}"];
+    const UNDOCUMENTED: &[&str] = &["/", "/viewer/{*file}"];
 
     fn doc() -> Value {
         serde_json::to_value(ApiDoc::openapi()).unwrap()

@@ -1,5 +1,6 @@
-//! The live web viewer: `GET /` and `GET /viewer/{file}`. The page's files are embedded in the
-//! binary (no CDN, works offline); see `server/viewer/`.
+//! The live web viewer: `GET /` and `GET /viewer/{*file}`. The page's files are embedded in the
+//! binary (no CDN, works offline); see `server/viewer/`. `sdk/*.js` is the TypeScript SDK
+//! (`clients/typescript`) as tsc compiles it: the viewer's only wire decoder.
 
 use axum::extract::Path;
 use axum::http::{StatusCode, header};
@@ -9,7 +10,13 @@ use axum::response::{IntoResponse, Response};
 const FILES: &[(&str, &str, &str)] = &[
     ("index.html", "text/html; charset=utf-8", include_str!("../../viewer/index.html")),
     ("app.js", "text/javascript; charset=utf-8", include_str!("../../viewer/app.js")),
-    ("proto.js", "text/javascript; charset=utf-8", include_str!("../../viewer/proto.js")),
+    ("sdk/index.js", "text/javascript; charset=utf-8", include_str!("../../viewer/sdk/index.js")),
+    ("sdk/codec.js", "text/javascript; charset=utf-8", include_str!("../../viewer/sdk/codec.js")),
+    ("sdk/cell.js", "text/javascript; charset=utf-8", include_str!("../../viewer/sdk/cell.js")),
+    ("sdk/clock.js", "text/javascript; charset=utf-8", include_str!("../../viewer/sdk/clock.js")),
+    ("sdk/view.js", "text/javascript; charset=utf-8", include_str!("../../viewer/sdk/view.js")),
+    ("sdk/client.js", "text/javascript; charset=utf-8", include_str!("../../viewer/sdk/client.js")),
+    ("sdk/types.js", "text/javascript; charset=utf-8", include_str!("../../viewer/sdk/types.js")),
     ("style.css", "text/css; charset=utf-8", include_str!("../../viewer/style.css")),
 ];
 
@@ -38,7 +45,7 @@ pub async fn index() -> Response {
     serve("index.html")
 }
 
-/// `GET /viewer/{file}`: the page's scripts and styles.
+/// `GET /viewer/{*file}`: the page's scripts (also `sdk/…`) and styles.
 pub async fn file(Path(name): Path<String>) -> Response {
     serve(&name)
 }
@@ -57,6 +64,7 @@ mod tests {
         }
         assert_eq!(serve("../Cargo.toml").status(), StatusCode::NOT_FOUND);
         assert_eq!(serve("nope.js").status(), StatusCode::NOT_FOUND);
+        assert_eq!(serve("sdk/../app.js").status(), StatusCode::NOT_FOUND);
     }
 
     #[test]

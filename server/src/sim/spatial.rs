@@ -197,18 +197,18 @@ impl AgentGrid {
     /// count nor on the order the agents are stored in.
     pub fn rebuild(&mut self, bounds: Bounds, cell: f32, n: usize, get: impl Fn(usize) -> Neighbor + Sync) {
         let max_cells = (n * CELLS_PER_AGENT).max(MIN_CELLS);
-        let shape = GridShape::new(bounds, cell, max_cells);
-        self.shape = shape;
-        let cells = shape.len();
         (0..n)
             .into_par_iter()
             .with_min_len(PARALLEL_REBUILD_MIN / 2)
-            .map(|i| {
-                let nb = get(i);
-                let (cx, cy) = shape.coords(nb.position);
-                (shape.index(cx, cy) as u32, nb)
-            })
+            .map(|i| (0, get(i)))
             .collect_into_vec(&mut self.staged);
+        let shape = GridShape::new(occupied(&self.staged, bounds, cell), cell, max_cells);
+        self.shape = shape;
+        let cells = shape.len();
+        self.staged.par_iter_mut().with_min_len(PARALLEL_REBUILD_MIN / 2).for_each(|(c, nb)| {
+            let (cx, cy) = shape.coords(nb.position);
+            *c = shape.index(cx, cy) as u32;
+        });
         let staged = &self.staged;
         // Below `PARALLEL_REBUILD_MIN` agents the grid fits in one core's cache and a single band
         // is faster than moving it between cores.
@@ -364,6 +364,31 @@ impl AgentGrid {
     pub fn for_each_in_box(&self, p: Vec2, r: f32, mut f: impl FnMut(&Neighbor)) {
         self.for_each_in_box_ranked(p, r, |_, n| f(n));
     }
+}
+
+/// Cells of the lattice that [`occupied`] snaps the agents' extent to, per side.
+const OCCUPIED_SNAP_CELLS: f32 = 16.0;
+
+/// The part of `bounds` the agents occupy, snapped outwards to a lattice of
+/// [`OCCUPIED_SNAP_CELLS`] cells of side `cell`, so that the grid's shape stays the same from
+/// tick to tick while the crowd moves within it. The agent grid covers this, not the whole
+/// world: a crowd gathered in a corner of a large world (a jam) gets cells as small as asked,
+/// where a grid over the world would be coarsened to its cell cap. Points outside are clamped
+/// onto the edge cells, as always. A function of the positions alone (min and max do not
+/// depend on the order), so the same on any thread count.
+fn occupied(staged: &[(u32, Neighbor)], bounds: Bounds, cell: f32) -> Bounds {
+    let (lo, hi) = staged
+        .par_iter()
+        .with_min_len(PARALLEL_REBUILD_MIN / 2)
+        .map(|(_, nb)| nb.position)
+        .filter(|p| p.is_finite())
+        .fold(|| (Vec2::splat(f32::INFINITY), Vec2::splat(f32::NEG_INFINITY)), |(lo, hi), p| (lo.min(p), hi.max(p)))
+        .reduce(|| (Vec2::splat(f32::INFINITY), Vec2::splat(f32::NEG_INFINITY)), |(a, b), (c, d)| (a.min(c), b.max(d)));
+    let q = if cell.is_finite() && cell > 1e-3 { cell * OCCUPIED_SNAP_CELLS } else { return bounds };
+    let lo = ((lo - bounds.min) / q).floor() * q + bounds.min;
+    let hi = ((hi - bounds.min) / q).floor() * q + bounds.min + Vec2::splat(q);
+    let out = Bounds { min: lo.max(bounds.min), max: hi.min(bounds.max) };
+    if out.min.is_finite() && out.max.is_finite() && out.min.cmplt(out.max).all() { out } else { bounds }
 }
 
 /// Sorts one cell's agent indices and packed records by id (ids are unique). A cell is almost
@@ -592,6 +617,28 @@ mod tests {
         assert!(starts.windows(2).filter(|w| w[1] > w[0]).count() > 1_000, "points spread over many cells");
         assert_eq!(banded_rebuild(n, 2), one);
         assert_eq!(banded_rebuild(n, 3), one);
+    }
+
+    #[test]
+    fn occupied_extent_is_snapped_to_the_lattice_and_clipped_to_the_world() {
+        let nb = |x: f32, y: f32| (0, Neighbor { id: 0, radius: 0.5, position: Vec2::new(x, y), velocity: Vec2::ZERO, max_speed: 1.0, reciprocal: false });
+        let world = Bounds { min: Vec2::ZERO, max: Vec2::splat(1000.0) };
+        // Cell 2: a lattice of 32. x 105..130 → 96..160; y 210..250 → 192..256.
+        let b = occupied(&[nb(105.0, 210.0), nb(130.0, 250.0), nb(f32::NAN, 0.0)], world, 2.0);
+        assert_eq!((b.min, b.max), (Vec2::new(96.0, 192.0), Vec2::new(160.0, 256.0)));
+        // Near the edge: clipped to the world.
+        let b = occupied(&[nb(1.0, 999.0)], world, 2.0);
+        assert_eq!((b.min, b.max), (Vec2::new(0.0, 992.0), Vec2::new(32.0, 1000.0)));
+        // No finite position: the whole world.
+        let b = occupied(&[], world, 2.0);
+        assert_eq!((b.min, b.max), (world.min, world.max));
+        // A crowd in a corner of a large world gets the cells asked for: 100 agents within 20
+        // units of (10, 10) in a 100,000-unit world, cell 1 (the world-wide grid would be
+        // coarsened to 4,096 cells of ~1,560 units).
+        let mut g = AgentGrid::empty(world);
+        let big = Bounds { min: Vec2::ZERO, max: Vec2::splat(1.0e5) };
+        g.rebuild(big, 1.0, 100, |i| nb(10.0 + (i % 10) as f32 * 2.0, 10.0 + (i / 10) as f32 * 2.0).1);
+        assert_eq!(g.shape().cell_size(), 1.0);
     }
 
     #[test]

@@ -1,0 +1,713 @@
+// SteerClient: one WebSocket session to steerd (System.Net.WebSockets.ClientWebSocket) — Hello /
+// Welcome, typed commands as Tasks resolved by their CommandResult, events, WorldViews per
+// subscribed world, Ping/Pong clock sync, automatic reconnect with back-off that resubscribes
+// (and, from protocol v3, resumes the session). Same shape as the TypeScript SDK.
+//
+// Threading: if ConnectAsync is called with a SynchronizationContext (Unity's main thread has
+// one), every message is handled and every event raised on it, so views are read safely from
+// Update(). Without one (a console app, tests), messages are handled on the receive thread
+// under `lock (client.SyncRoot)`: take that lock to read a view from another thread.
+
+using System;
+using System.Collections.Generic;
+using System.Diagnostics;
+using System.IO;
+using System.Net.WebSockets;
+using System.Threading;
+using System.Threading.Tasks;
+
+namespace Steerd.Client
+{
+    public sealed class ConnectOptions
+    {
+        /// <summary>Player or admin token (Hello.token).</summary>
+        public string Token;
+        /// <summary>Reconnect automatically after a drop (default true).</summary>
+        public bool Reconnect = true;
+        public int ReconnectMinDelayMs = 250;
+        public int ReconnectMaxDelayMs = 5000;
+        /// <summary>Give up after this many consecutive failed attempts (0 = never).</summary>
+        public int ReconnectMaxAttempts;
+        /// <summary>A command without its result after this long fails with `timeout` (ms).</summary>
+        public int CommandTimeoutMs = 10000;
+        /// <summary>Ping period (ms; the first five go 200 ms apart).</summary>
+        public int PingIntervalMs = 1000;
+        /// <summary>No Pong for this long: the connection is re-opened (ms).</summary>
+        public int PongTimeoutMs = 10000;
+        /// <summary>Commands queued while reconnecting; more fail with `not_connected`.</summary>
+        public int MaxQueuedCommands = 256;
+        /// <summary>Largest server frame accepted (bytes).</summary>
+        public int MaxFrameBytes = Codec.DefaultServerLimit;
+        /// <summary>Ask for batched frames (/ws?batch=1).</summary>
+        public bool Batch;
+        /// <summary>Interpolation delay of new views (ms).</summary>
+        public double InterpDelayMs = 100;
+        /// <summary>States kept per cell for interpolation.</summary>
+        public int HistoryLength = 8;
+    }
+
+    /// <summary>Spawn areas and subscription areas as the wire expects them.</summary>
+    public static class Shapes
+    {
+        public static Dictionary<string, object> Circle(float x, float y, float radius)
+        {
+            return new Dictionary<string, object> { { "type", "circle" }, { "x", x }, { "y", y }, { "radius", radius } };
+        }
+        public static Dictionary<string, object> Rect(float minX, float minY, float maxX, float maxY)
+        {
+            return new Dictionary<string, object> { { "type", "rect" }, { "min_x", minX }, { "min_y", minY }, { "max_x", maxX }, { "max_y", maxY } };
+        }
+    }
+
+    /// <summary>A steering behaviour (PROTOCOL.md §5.1): its `type` plus fields; omitted fields take their defaults.</summary>
+    public sealed class Behavior
+    {
+        public readonly Dictionary<string, object> Tree;
+        public Behavior(string type) { Tree = new Dictionary<string, object> { { "type", type } }; }
+        public Behavior Set(string field, object value) { Tree[field] = value; return this; }
+
+        public static Dictionary<string, object> PointTarget(float x, float y) { return new Dictionary<string, object> { { "type", "point" }, { "x", x }, { "y", y } }; }
+        public static Dictionary<string, object> AgentTarget(uint agent) { return new Dictionary<string, object> { { "type", "agent" }, { "agent", (long)agent } }; }
+        public static Behavior Seek(float x, float y) { return new Behavior("seek").Set("target", PointTarget(x, y)); }
+        public static Behavior Arrive(float x, float y) { return new Behavior("arrive").Set("target", PointTarget(x, y)); }
+        public static Behavior Flee(float x, float y) { return new Behavior("flee").Set("target", PointTarget(x, y)); }
+        public static Behavior Pursue(uint agent) { return new Behavior("pursue").Set("target_agent", (long)agent); }
+        public static Behavior Wander() { return new Behavior("wander"); }
+        public static Behavior Separation(float neighborRadius = 3) { return new Behavior("separation").Set("neighbor_radius", neighborRadius); }
+        public static Behavior LookWhereYouAreGoing() { return new Behavior("look_where_you_are_going"); }
+
+        /// <summary>A BehaviorEntry tree: this behaviour with a weight and a priority.</summary>
+        public Dictionary<string, object> Entry(float weight = 1, int priority = 0)
+        {
+            return new Dictionary<string, object> { { "behavior", Tree }, { "weight", weight }, { "priority", (long)priority } };
+        }
+    }
+
+    public sealed class SteerClient : IDisposable
+    {
+        static readonly Stopwatch clock = Stopwatch.StartNew();
+        /// <summary>The local clock of the client (ms since start): pass it to WorldView.Sample.</summary>
+        public static double NowMs { get { return clock.Elapsed.TotalMilliseconds; } }
+
+        public Welcome Welcome { get; private set; }
+        /// <summary>connecting, open, reconnecting or closed.</summary>
+        public string State { get; private set; }
+        public int Reconnects { get; private set; }
+        /// <summary>Held while a message is handled (when no SynchronizationContext was captured).</summary>
+        public readonly object SyncRoot = new object();
+
+        public event Action<Welcome> Welcomed;
+        public event Action<WorldEvent> Event;
+        public event Action<uint, string, long> DestinationReached;
+        public event Action<uint, string, long> PathCompleted;
+        /// <summary>A server Error message or an undecodable frame.</summary>
+        public event Action<string> Error;
+        /// <summary>The connection dropped; the bool says whether the client reconnects.</summary>
+        public event Action<string, bool> Disconnected;
+        public event Action<Welcome> Reconnected;
+        /// <summary>A view asked for keyframes again (world, reason).</summary>
+        public event Action<string, string> Resynced;
+
+        readonly Uri uri;
+        readonly ConnectOptions opts;
+        readonly SynchronizationContext context;
+        readonly CancellationTokenSource stop = new CancellationTokenSource();
+        readonly SemaphoreSlim sendLock = new SemaphoreSlim(1, 1);
+        readonly Dictionary<long, Pending> pending = new Dictionary<long, Pending>();
+        readonly List<Dictionary<string, object>> queue = new List<Dictionary<string, object>>();
+        readonly Dictionary<string, WorldView> views = new Dictionary<string, WorldView>();
+        readonly Dictionary<long, double> pings = new Dictionary<long, double>();
+        readonly List<uint> subscribedOrder = new List<uint>();
+        readonly HashSet<string> resyncPending = new HashSet<string>();
+        readonly TaskCompletionSource<bool> opened = new TaskCompletionSource<bool>(TaskCreationOptions.RunContinuationsAsynchronously);
+        ClientWebSocket ws;
+        long nextRid = 1;
+        string resumeToken;
+        bool everOpen;
+        int attempts;
+        double lastPongMs;
+        int generation;
+
+        sealed class Pending
+        {
+            public TaskCompletionSource<CommandResult> Tcs;
+            public TaskCompletionSource<long> Pong;
+            public bool Internal;
+            public Timer Timer;
+        }
+
+        SteerClient(string url, ConnectOptions o, SynchronizationContext ctx)
+        {
+            uri = WsUri(url, o.Batch);
+            opts = o;
+            context = ctx;
+            State = "connecting";
+        }
+
+        /// <summary>Opens a session; completes once the server's Welcome arrived.</summary>
+        public static async Task<SteerClient> ConnectAsync(string url, ConnectOptions options = null)
+        {
+            var c = new SteerClient(url, options ?? new ConnectOptions(), SynchronizationContext.Current);
+            var run = c.RunAsync();
+            GC.KeepAlive(run);
+            await c.opened.Task.ConfigureAwait(false);
+            return c;
+        }
+
+        /// <summary>ws://host:port/ws from a ws(s) or http(s) URL (a bare origin gets /ws).</summary>
+        public static Uri WsUri(string url, bool batch)
+        {
+            var b = new UriBuilder(url);
+            if (b.Scheme == "http") b.Scheme = "ws"; else if (b.Scheme == "https") b.Scheme = "wss";
+            if (b.Path == "/" || b.Path == "") b.Path = "/ws";
+            if (batch) b.Query = (b.Query.Length > 1 ? b.Query.Substring(1) + "&" : "") + "batch=1";
+            return b.Uri;
+        }
+
+        // ---- commands
+
+        public Task<CommandResult> Spawn(string world, string group, int count, Dictionary<string, object> area, Dictionary<string, object> limits = null, IList<Dictionary<string, object>> behaviors = null)
+        {
+            return Command(new Dictionary<string, object>
+            {
+                { "type", "spawn" }, { "world", world }, { "group", group }, { "count", (long)count }, { "area", area },
+                { "limits", limits ?? new Dictionary<string, object>() }, { "behaviors", behaviors != null ? new List<object>(behaviors) : new List<object>() },
+            });
+        }
+
+        public Task<CommandResult> MoveTo(string world, IList<uint> agents, float x, float y, float stoppingDistance = 0)
+        {
+            return Command(new Dictionary<string, object>
+            {
+                { "type", "move_to" }, { "world", world }, { "agents", Tree.Objs(agents) },
+                { "target", new Dictionary<string, object> { { "x", x }, { "y", y } } }, { "stopping_distance", stoppingDistance },
+            });
+        }
+
+        public Task<CommandResult> SetBehaviors(string world, IList<uint> agents, IList<Dictionary<string, object>> entries)
+        {
+            return Command(new Dictionary<string, object> { { "type", "set_behaviors" }, { "world", world }, { "agents", Tree.Objs(agents) }, { "behaviors", new List<object>(entries) } });
+        }
+
+        public Task<CommandResult> AddBehavior(string world, IList<uint> agents, Dictionary<string, object> entry)
+        {
+            return Command(new Dictionary<string, object> { { "type", "add_behavior" }, { "world", world }, { "agents", Tree.Objs(agents) }, { "entry", entry } });
+        }
+
+        public Task<CommandResult> RemoveBehavior(string world, IList<uint> agents, string kind)
+        {
+            return Command(new Dictionary<string, object> { { "type", "remove_behavior" }, { "world", world }, { "agents", Tree.Objs(agents) }, { "kind", kind } });
+        }
+
+        public Task<CommandResult> ResetBehaviors(string world, IList<uint> agents)
+        {
+            return Command(new Dictionary<string, object> { { "type", "reset_behaviors" }, { "world", world }, { "agents", Tree.Objs(agents) } });
+        }
+
+        public Task<CommandResult> Despawn(string world, IList<uint> agents)
+        {
+            return Command(new Dictionary<string, object> { { "type", "despawn" }, { "world", world }, { "agents", Tree.Objs(agents) } });
+        }
+
+        /// <summary>
+        /// Subscribes to `rect` (min_x, min_y, max_x, max_y; null = the whole world) and keeps the
+        /// world's view (View(world)) across resyncs and reconnects. everyNTicks (a lower send
+        /// rate) is not in protocol v2: only 1 is accepted until the server supports it.
+        /// </summary>
+        public Task<CommandResult> Subscribe(string world, float[] rect = null, int everyNTicks = 1)
+        {
+            if (everyNTicks != 1)
+            {
+                var t = new TaskCompletionSource<CommandResult>();
+                t.SetException(new CommandException("unsupported", "everyNTicks " + everyNTicks + ": protocol v2 streams every tick; only everyNTicks 1 is supported until the server adds it"));
+                return t.Task;
+            }
+            if (rect != null && rect.Length != 4) throw new ArgumentException("rect: min_x, min_y, max_x, max_y", "rect");
+            lock (SyncRoot)
+            {
+                WorldView v;
+                if (!views.TryGetValue(world, out v))
+                {
+                    var info = Welcome != null ? Welcome.World(world) : null;
+                    if (info == null)
+                    {
+                        var t = new TaskCompletionSource<CommandResult>();
+                        t.SetException(new CommandException("unknown_world", "no world `" + world + "` in the Welcome", "world"));
+                        return t.Task;
+                    }
+                    v = new WorldView(info, Welcome.Quantization, Welcome.TickRateHz, rect, opts.HistoryLength) { InterpDelayMs = opts.InterpDelayMs };
+                    string name = world;
+                    v.OnResync = reason => ScheduleResync(name, reason);
+                    views[world] = v;
+                }
+                v.Area = rect;
+            }
+            return Command(SubscribeMsg(world, rect));
+        }
+
+        static Dictionary<string, object> SubscribeMsg(string world, float[] rect)
+        {
+            var area = rect == null ? new Dictionary<string, object> { { "type", "whole_world" } } : Shapes.Rect(rect[0], rect[1], rect[2], rect[3]);
+            return new Dictionary<string, object> { { "type", "subscribe" }, { "world", world }, { "area", area } };
+        }
+
+        public Task<CommandResult> Unsubscribe(string world)
+        {
+            lock (SyncRoot)
+            {
+                WorldView v;
+                if (views.TryGetValue(world, out v)) { views.Remove(world); subscribedOrder.Remove(v.Info.Id); }
+            }
+            return Command(new Dictionary<string, object> { { "type", "unsubscribe" }, { "world", world } });
+        }
+
+        /// <summary>The view of a subscribed world, or null.</summary>
+        public WorldView View(string world)
+        {
+            lock (SyncRoot) { WorldView v; return views.TryGetValue(world, out v) ? v : null; }
+        }
+
+        /// <summary>Sends a Ping; completes with the server tick of the Pong.</summary>
+        public Task<long> Ping()
+        {
+            var p = new Pending { Pong = new TaskCompletionSource<long>(TaskCreationOptions.RunContinuationsAsynchronously) };
+            long rid;
+            lock (SyncRoot)
+            {
+                rid = Rid();
+                pending[rid] = p;
+                pings[rid] = NowMs;
+            }
+            StartTimer(rid, p);
+            Send(new Dictionary<string, object> { { "type", "ping" }, { "request_id", rid } });
+            return p.Pong.Task;
+        }
+
+        /// <summary>Closes the transport as a network failure would: the client reconnects and resubscribes (resumes in v3).</summary>
+        public void DropSocket()
+        {
+            var w = ws;
+            if (w != null) { try { w.Abort(); } catch (Exception) { } }
+        }
+
+        /// <summary>Closes the session for good; pending commands fail.</summary>
+        public void Close()
+        {
+            lock (SyncRoot)
+            {
+                if (State == "closed") return;
+                State = "closed";
+            }
+            stop.Cancel();
+            DropSocket();
+            FailPending("connection_lost", "client closed", true);
+            opened.TrySetException(new CommandException("connection_lost", "closed before Welcome"));
+        }
+
+        public void Dispose() { Close(); }
+
+        long Rid()
+        {
+            long r = nextRid;
+            nextRid = nextRid >= 0xffffffffL ? 1 : nextRid + 1;
+            return r;
+        }
+
+        Task<CommandResult> Command(Dictionary<string, object> msg, bool isInternal = false)
+        {
+            var p = new Pending { Tcs = new TaskCompletionSource<CommandResult>(TaskCreationOptions.RunContinuationsAsynchronously), Internal = isInternal };
+            bool send;
+            lock (SyncRoot)
+            {
+                long rid = Rid();
+                msg["request_id"] = rid;
+                if (State == "closed")
+                {
+                    p.Tcs.SetException(new CommandException("not_connected", "the client is closed", null, rid));
+                    return p.Tcs.Task;
+                }
+                send = State == "open";
+                if (!send)
+                {
+                    if (queue.Count >= opts.MaxQueuedCommands)
+                    {
+                        p.Tcs.SetException(new CommandException("not_connected", "reconnecting and " + queue.Count + " commands already queued", null, rid));
+                        return p.Tcs.Task;
+                    }
+                    queue.Add(msg);
+                }
+                pending[rid] = p;
+                StartTimer(rid, p);
+            }
+            if (send) Send(msg);
+            return p.Tcs.Task;
+        }
+
+        void StartTimer(long rid, Pending p)
+        {
+            p.Timer = new Timer(_ =>
+            {
+                bool mine;
+                lock (SyncRoot) mine = pending.Remove(rid);
+                if (!mine) return;
+                var e = new CommandException("timeout", "no result for request " + rid, null, rid);
+                if (p.Tcs != null) p.Tcs.TrySetException(e); else p.Pong.TrySetException(e);
+            }, null, opts.CommandTimeoutMs, Timeout.Infinite);
+        }
+
+        void Send(Dictionary<string, object> msg)
+        {
+            var w = ws;
+            if (w == null || w.State != WebSocketState.Open) return;
+            byte[] bytes;
+            try { bytes = Codec.EncodeClient(msg); }
+            catch (ProtoException e)
+            {
+                FailOne(Convert.ToInt64(msg["request_id"]), new CommandException("bad_request", e.Message));
+                return;
+            }
+            SendBytes(w, bytes);
+        }
+
+        async void SendBytes(ClientWebSocket w, byte[] bytes)
+        {
+            try
+            {
+                await sendLock.WaitAsync().ConfigureAwait(false);
+                try { await w.SendAsync(new ArraySegment<byte>(bytes), WebSocketMessageType.Binary, true, stop.Token).ConfigureAwait(false); }
+                finally { sendLock.Release(); }
+            }
+            catch (Exception)
+            {
+                // The receive loop sees the broken socket and reconnects.
+            }
+        }
+
+        void FailOne(long rid, Exception e)
+        {
+            Pending p;
+            lock (SyncRoot)
+            {
+                if (!pending.TryGetValue(rid, out p)) return;
+                pending.Remove(rid);
+            }
+            p.Timer.Dispose();
+            if (p.Tcs != null) p.Tcs.TrySetException(e); else p.Pong.TrySetException(e);
+        }
+
+        // ---- connection
+
+        async Task RunAsync()
+        {
+            while (!stop.IsCancellationRequested)
+            {
+                var w = new ClientWebSocket();
+                string why = "";
+                int gen;
+                try
+                {
+                    await w.ConnectAsync(uri, stop.Token).ConfigureAwait(false);
+                    lock (SyncRoot) { ws = w; gen = ++generation; }
+                    SendBytes(w, Codec.EncodeClient(Codec.Hello(opts.Token, resumeToken)));
+                    await ReceiveLoop(w, gen).ConfigureAwait(false);
+                    why = w.CloseStatus.HasValue ? ((int)w.CloseStatus.Value) + " " + w.CloseStatusDescription : "closed";
+                }
+                catch (Exception e)
+                {
+                    why = e.Message;
+                }
+                lock (SyncRoot) { if (ws == w) ws = null; }
+                try { w.Dispose(); } catch (Exception) { }
+                if (!OnDrop(why)) return;
+                int delay = (int)(Math.Min(opts.ReconnectMaxDelayMs, opts.ReconnectMinDelayMs * Math.Pow(2, Math.Min(attempts, 20))) * (0.5 + Jitter()));
+                attempts++;
+                try { await Task.Delay(delay, stop.Token).ConfigureAwait(false); } catch (OperationCanceledException) { return; }
+            }
+        }
+
+        static readonly Random rng = new Random();
+        static double Jitter() { lock (rng) return rng.NextDouble() * 0.5; }
+
+        async Task ReceiveLoop(ClientWebSocket w, int gen)
+        {
+            var buf = new byte[64 * 1024];
+            var acc = new MemoryStream();
+            while (w.State == WebSocketState.Open && !stop.IsCancellationRequested)
+            {
+                var r = await w.ReceiveAsync(new ArraySegment<byte>(buf), stop.Token).ConfigureAwait(false);
+                if (r.MessageType == WebSocketMessageType.Close) return;
+                acc.Write(buf, 0, r.Count);
+                if (acc.Length > opts.MaxFrameBytes) throw new ProtoException(ProtoErrorKind.TooLarge, "frame over " + opts.MaxFrameBytes + " bytes");
+                if (!r.EndOfMessage) continue;
+                var data = acc.ToArray();
+                acc.SetLength(0);
+                if (r.MessageType != WebSocketMessageType.Binary) continue; // this client asks for binary
+                double t = NowMs;
+                if (context != null) context.Post(_ => OnFrame(data, t), null);
+                else OnFrame(data, t);
+            }
+        }
+
+        void OnFrame(byte[] data, double t)
+        {
+            List<Dictionary<string, object>> msgs;
+            try
+            {
+                msgs = opts.Batch ? Codec.DecodeServerBatch(data, 0, data.Length, opts.MaxFrameBytes, true)
+                    : new List<Dictionary<string, object>> { Codec.DecodeServer(data, 0, data.Length, opts.MaxFrameBytes, true) };
+            }
+            catch (ProtoException e)
+            {
+                Raise(Error, "undecodable frame: " + e.Message);
+                lock (SyncRoot) foreach (var v in views.Values) v.Resync("undecodable frame: " + e.Message);
+                return;
+            }
+            foreach (var m in msgs)
+            {
+                try { OnMessage(m, t); }
+                catch (Exception e) when (!(e is OutOfMemoryException))
+                {
+                    Raise(Error, "bad message " + m["type"] + ": " + e.Message);
+                }
+            }
+        }
+
+        WorldView ViewById(uint id)
+        {
+            foreach (var v in views.Values) if (v.Info.Id == id) return v;
+            return null;
+        }
+
+        string WorldName(uint id)
+        {
+            if (Welcome != null) foreach (var w in Welcome.Worlds) if (w.Id == id) return w.Name;
+            return id.ToString();
+        }
+
+        void OnMessage(Dictionary<string, object> m, double t)
+        {
+            var type = (string)m["type"];
+            switch (type)
+            {
+                case "welcome": OnWelcome(Tree.Welcome(m)); return;
+                case "keyframe":
+                case "delta":
+                    {
+                        var f = Tree.Frame(m);
+                        lock (SyncRoot)
+                        {
+                            var v = ViewById(f.World);
+                            if (v == null) return;
+                            if (f.IsDelta) v.ApplyDelta(f, t); else v.ApplyKeyframe(f, t);
+                        }
+                        return;
+                    }
+                case "event":
+                    {
+                        var e = Tree.D(m, "event");
+                        var ev = new WorldEvent { Type = (string)e["type"], World = WorldName((uint)Tree.L(m, "world")), Tick = Tree.L(m, "tick") };
+                        if (e.ContainsKey("agent")) ev.Agent = (uint)Tree.L(e, "agent");
+                        if (e.ContainsKey("agents")) ev.Agents = Tree.U32s(e["agents"]);
+                        ev.Group = Tree.S(e, "group");
+                        Raise(Event, ev);
+                        if (ev.Type == "destination_reached") { var h = DestinationReached; if (h != null) Guard(() => h(ev.Agent, ev.World, ev.Tick)); }
+                        else if (ev.Type == "path_completed") { var h = PathCompleted; if (h != null) Guard(() => h(ev.Agent, ev.World, ev.Tick)); }
+                        return;
+                    }
+                case "command_result": OnResult(m); return;
+                case "pong":
+                    {
+                        long rid = Tree.L(m, "request_id");
+                        long tick = Tree.L(m, "server_tick");
+                        Pending p = null;
+                        lock (SyncRoot)
+                        {
+                            lastPongMs = t;
+                            double sent;
+                            if (pings.TryGetValue(rid, out sent))
+                            {
+                                pings.Remove(rid);
+                                if (subscribedOrder.Count > 0)
+                                {
+                                    var v = ViewById(subscribedOrder[0]);
+                                    if (v != null) v.Clock.AddSample(sent, t, tick);
+                                }
+                            }
+                            if (pending.TryGetValue(rid, out p)) pending.Remove(rid);
+                        }
+                        if (p != null && p.Pong != null) { p.Timer.Dispose(); p.Pong.TrySetResult(tick); }
+                        return;
+                    }
+                case "error":
+                    {
+                        string code = (string)m["code"];
+                        Raise(Error, code + ": " + m["message"]);
+                        if (!everOpen && (code == "unauthorized" || code == "unsupported_version" || code == "forbidden"))
+                        {
+                            opened.TrySetException(new CommandException(code, (string)m["message"], m["field"] as string));
+                            Close();
+                        }
+                        return;
+                    }
+            }
+        }
+
+        void OnResult(Dictionary<string, object> m)
+        {
+            long rid = Tree.L(m, "request_id");
+            var r = Tree.D(m, "result");
+            var type = (string)r["type"];
+            Pending p;
+            lock (SyncRoot)
+            {
+                if (type == "subscribed")
+                {
+                    uint world = (uint)Tree.L(r, "world");
+                    var v = ViewById(world);
+                    if (v != null) v.Subscribed(Tree.U32s(r["cells"]));
+                    if (!subscribedOrder.Contains(world)) subscribedOrder.Add(world);
+                }
+                if (!pending.TryGetValue(rid, out p)) return;
+                pending.Remove(rid);
+            }
+            p.Timer.Dispose();
+            if (p.Tcs == null) return;
+            if (type == "error") { p.Tcs.TrySetException(new CommandException((string)r["code"], (string)r["message"], r["field"] as string, rid)); return; }
+            var res = new CommandResult { Type = type };
+            if (type == "subscribed") { res.World = (uint)Tree.L(r, "world"); res.Cells = Tree.U32s(r["cells"]); }
+            if (type == "spawned") res.Agents = Tree.U32s(r["agents"]);
+            p.Tcs.TrySetResult(res);
+        }
+
+        void OnWelcome(Welcome w)
+        {
+            bool again;
+            List<Dictionary<string, object>> resend = new List<Dictionary<string, object>>();
+            List<Dictionary<string, object>> queued;
+            lock (SyncRoot)
+            {
+                again = everOpen;
+                Welcome = w;
+                State = "open";
+                everOpen = true;
+                attempts = 0;
+                // Protocol v3: the token that resumes this session after a drop (null in v2).
+                resumeToken = w.ResumeToken;
+                subscribedOrder.Clear();
+                lastPongMs = NowMs;
+                foreach (var kv in views)
+                {
+                    var info = w.World(kv.Key);
+                    if (info == null) continue;
+                    kv.Value.Rebind(info, w.Quantization, w.TickRateHz);
+                    resend.Add(SubscribeMsg(kv.Key, kv.Value.Area));
+                }
+                queued = new List<Dictionary<string, object>>(queue);
+                queue.Clear();
+            }
+            foreach (var s in resend) Observe(Command(s, true));
+            foreach (var q in queued) Send(q);
+            var gen = generation;
+            PingLoop(gen);
+            Raise(Welcomed, w);
+            if (again)
+            {
+                Reconnects++;
+                Raise(Reconnected, w);
+            }
+            opened.TrySetResult(true);
+        }
+
+        void Observe(Task t)
+        {
+            t.ContinueWith(x => { if (x.Exception != null) Raise(Error, x.Exception.InnerException.Message); }, TaskContinuationOptions.OnlyOnFaulted);
+        }
+
+        void ScheduleResync(string world, string reason)
+        {
+            Raise(Resynced, world, reason);
+            lock (SyncRoot) { if (!resyncPending.Add(world)) return; }
+            Task.Delay(50).ContinueWith(_ =>
+            {
+                Dictionary<string, object> msg = null;
+                lock (SyncRoot)
+                {
+                    resyncPending.Remove(world);
+                    WorldView v;
+                    if (State == "open" && views.TryGetValue(world, out v)) msg = SubscribeMsg(world, v.Area);
+                }
+                if (msg != null) Observe(Command(msg, true));
+            });
+        }
+
+        async void PingLoop(int gen)
+        {
+            int sent = 0;
+            while (!stop.IsCancellationRequested)
+            {
+                try { await Task.Delay(sent < 5 ? Math.Min(200, opts.PingIntervalMs) : opts.PingIntervalMs, stop.Token).ConfigureAwait(false); }
+                catch (OperationCanceledException) { return; }
+                long rid;
+                lock (SyncRoot)
+                {
+                    if (generation != gen || State != "open") return;
+                    if (NowMs - lastPongMs > opts.PongTimeoutMs) { DropSocket(); return; }
+                    rid = Rid();
+                    pings[rid] = NowMs;
+                    if (pings.Count > 64) pings.Clear();
+                }
+                Send(new Dictionary<string, object> { { "type", "ping" }, { "request_id", rid } });
+                sent++;
+            }
+        }
+
+        void FailPending(string code, string why, bool all)
+        {
+            var fail = new List<KeyValuePair<long, Pending>>();
+            lock (SyncRoot)
+            {
+                foreach (var kv in pending)
+                {
+                    bool queued = false;
+                    if (!all) foreach (var q in queue) if (Convert.ToInt64(q["request_id"]) == kv.Key) queued = true;
+                    if (!queued) fail.Add(kv);
+                }
+                foreach (var kv in fail) pending.Remove(kv.Key);
+                pings.Clear();
+                if (all) queue.Clear();
+            }
+            foreach (var kv in fail)
+            {
+                kv.Value.Timer.Dispose();
+                var e = new CommandException(code, why + " before the result of request " + kv.Key, null, kv.Key);
+                if (kv.Value.Tcs != null) { if (kv.Value.Internal) kv.Value.Tcs.TrySetCanceled(); else kv.Value.Tcs.TrySetException(e); }
+                else kv.Value.Pong.TrySetException(e);
+            }
+        }
+
+        /// <summary>After a drop: fail the commands in flight; true when the client reconnects.</summary>
+        bool OnDrop(string why)
+        {
+            bool will;
+            lock (SyncRoot)
+            {
+                if (State == "closed") return false;
+                will = opts.Reconnect && everOpen && (opts.ReconnectMaxAttempts == 0 || attempts < opts.ReconnectMaxAttempts);
+                State = will ? "reconnecting" : "closed";
+            }
+            FailPending("connection_lost", "connection lost (" + why + ")", !will);
+            Raise(Disconnected, why, will);
+            if (!will) opened.TrySetException(new CommandException("connection_lost", "connection closed before Welcome: " + why));
+            return will;
+        }
+
+        void Raise<A>(Action<A> h, A a) { if (h != null) Guard(() => h(a)); }
+        void Raise<A, B>(Action<A, B> h, A a, B b) { if (h != null) Guard(() => h(a, b)); }
+
+        static void Guard(Action a)
+        {
+            // A listener's bug must not break the session.
+            try { a(); } catch (Exception e) { Trace.TraceError("steerd client listener: " + e); }
+        }
+    }
+}

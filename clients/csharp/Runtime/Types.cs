@@ -1,0 +1,163 @@
+// Typed views of the server messages the client acts on, built from decoded trees (Codec.cs).
+
+using System;
+using System.Collections.Generic;
+using System.Globalization;
+
+namespace Steerd.Client
+{
+    public sealed class Quantization
+    {
+        public float PosStep, VelStep, OrientSnap;
+        public int PredictNum;
+        public bool SameAs(Quantization o) { return o != null && PosStep == o.PosStep && VelStep == o.VelStep && OrientSnap == o.OrientSnap && PredictNum == o.PredictNum; }
+    }
+
+    public sealed class WorldInfo
+    {
+        public uint Id;
+        public string Name;
+        public float MinX, MinY, MaxX, MaxY, AoiCellSize;
+        public int Cols, Rows;
+        public bool SameGrid(WorldInfo o)
+        {
+            return o != null && MinX == o.MinX && MinY == o.MinY && MaxX == o.MaxX && MaxY == o.MaxY && AoiCellSize == o.AoiCellSize && Cols == o.Cols && Rows == o.Rows;
+        }
+    }
+
+    public sealed class Welcome
+    {
+        public int ProtocolVersion;
+        public float TickRateHz;
+        public Quantization Quantization;
+        public List<WorldInfo> Worlds = new List<WorldInfo>();
+        public long MaxMessageBytes;
+        // Protocol v3 (players): set once the server speaks it.
+        public string PlayerId, Role, ResumeToken;
+        public long SessionGraceSecs;
+
+        public WorldInfo World(string name)
+        {
+            foreach (var w in Worlds) if (w.Name == name) return w;
+            return null;
+        }
+    }
+
+    /// <summary>A keyframe or delta of one (world, cell) (§5.2, §6).</summary>
+    public sealed class Frame
+    {
+        public bool IsDelta;
+        public uint World, Cell;
+        public long Tick, BaseTick;
+        /// <summary>FNV-1a 64 of the cell after the frame, when present.</summary>
+        public ulong? Checksum;
+        /// <summary>Keyframe agents, or delta entered records.</summary>
+        public List<QAgent> Agents;
+        public List<object> Left;
+        /// <summary>ArraySegment&lt;byte&gt; (packed, binary) or a list of entries (index or id).</summary>
+        public object Changed;
+    }
+
+    /// <summary>A world event (§5.2 EventKind).</summary>
+    public sealed class WorldEvent
+    {
+        /// <summary>destination_reached, path_completed, spawned or despawned.</summary>
+        public string Type;
+        public string World;
+        public long Tick;
+        /// <summary>The agent (destination_reached, path_completed), else 0.</summary>
+        public uint Agent;
+        /// <summary>The agents (spawned, despawned), else empty.</summary>
+        public List<uint> Agents = new List<uint>();
+        public string Group;
+    }
+
+    /// <summary>A command's successful outcome (ok, subscribed, spawned).</summary>
+    public sealed class CommandResult
+    {
+        public string Type;
+        public uint World;
+        public List<uint> Cells = new List<uint>();
+        public List<uint> Agents = new List<uint>();
+    }
+
+    /// <summary>A command answered with an error outcome, or not answered at all.</summary>
+    public sealed class CommandException : Exception
+    {
+        /// <summary>An ErrorCode wire name, or timeout / connection_lost / not_connected / unsupported.</summary>
+        public readonly string Code;
+        public readonly string Field;
+        public readonly long RequestId;
+        public CommandException(string code, string message, string field = null, long requestId = 0)
+            : base(code + ": " + message + (field != null ? " (field " + field + ")" : ""))
+        {
+            Code = code; Field = field; RequestId = requestId;
+        }
+    }
+
+    /// <summary>Helpers between decoded trees and the typed messages (public for tests and tools).</summary>
+    public static class Tree
+    {
+        public static long L(Dictionary<string, object> d, string k) { return Convert.ToInt64(d[k], CultureInfo.InvariantCulture); }
+        public static float Fl(Dictionary<string, object> d, string k) { return Convert.ToSingle(d[k], CultureInfo.InvariantCulture); }
+        public static string S(Dictionary<string, object> d, string k) { object v; return d.TryGetValue(k, out v) ? v as string : null; }
+        public static Dictionary<string, object> D(Dictionary<string, object> d, string k) { return (Dictionary<string, object>)d[k]; }
+        public static List<uint> U32s(object list)
+        {
+            var o = new List<uint>();
+            foreach (var x in (List<object>)list) o.Add((uint)Convert.ToInt64(x, CultureInfo.InvariantCulture));
+            return o;
+        }
+        public static List<object> Objs(IEnumerable<uint> list)
+        {
+            var o = new List<object>();
+            foreach (var x in list) o.Add((long)x);
+            return o;
+        }
+
+        public static Welcome Welcome(Dictionary<string, object> m)
+        {
+            var q = D(m, "quantization");
+            var w = new Welcome
+            {
+                ProtocolVersion = (int)L(m, "protocol_version"),
+                TickRateHz = Fl(m, "tick_rate_hz"),
+                Quantization = new Quantization { PosStep = Fl(q, "pos_step"), VelStep = Fl(q, "vel_step"), PredictNum = (int)L(q, "predict_num"), OrientSnap = Fl(q, "orient_snap") },
+                MaxMessageBytes = L(m, "max_message_bytes"),
+                PlayerId = S(m, "player_id"),
+                Role = S(m, "role"),
+                ResumeToken = S(m, "resume_token"),
+                SessionGraceSecs = m.ContainsKey("session_grace_secs") ? L(m, "session_grace_secs") : 0,
+            };
+            foreach (Dictionary<string, object> wi in (List<object>)m["worlds"])
+            {
+                var b = D(wi, "bounds");
+                w.Worlds.Add(new WorldInfo
+                {
+                    Id = (uint)L(wi, "id"), Name = S(wi, "name"),
+                    MinX = Fl(b, "min_x"), MinY = Fl(b, "min_y"), MaxX = Fl(b, "max_x"), MaxY = Fl(b, "max_y"),
+                    AoiCellSize = Fl(wi, "aoi_cell_size"), Cols = (int)L(wi, "cols"), Rows = (int)L(wi, "rows"),
+                });
+            }
+            return w;
+        }
+
+        public static Frame Frame(Dictionary<string, object> m)
+        {
+            var f = new Frame { World = (uint)L(m, "world"), Cell = (uint)L(m, "cell"), Tick = L(m, "tick") };
+            var ck = m["checksum"] as string;
+            if (ck != null) f.Checksum = ulong.Parse(ck, NumberStyles.HexNumber, CultureInfo.InvariantCulture);
+            if ((string)m["type"] == "keyframe")
+            {
+                f.Agents = (List<QAgent>)m["agents"];
+                return f;
+            }
+            f.IsDelta = true;
+            f.BaseTick = L(m, "base_tick");
+            f.Left = (List<object>)m["left"];
+            f.Changed = m["changed"];
+            f.Agents = (List<QAgent>)m["entered"];
+            return f;
+        }
+    }
+}

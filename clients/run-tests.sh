@@ -1,0 +1,76 @@
+#!/usr/bin/env bash
+# The client SDKs' tests (README's test command runs this through scripts/test-all.sh):
+#  1. TypeScript (clients/typescript): npm ci from the lockfile, tsc, the viewer's committed copy
+#     (server/viewer/sdk/) equals a fresh tsc build of the sources, then node --test: golden
+#     vectors, frame chain, view/clock unit tests, and the end-to-end test against a real steerd.
+#  2. C# (clients/csharp): installs Debian's mono + NUnit when missing, compiles the library and
+#     its tests with mcs, runs them with nunit-console: the same conformance and end-to-end test.
+# steerd is built (release) unless STEERD_BIN is set. Correctness gates only: no timing asserts.
+# Ends with `N passed, N failed` (suites); exit 1 on any failure. `--ts` / `--cs` run one SDK.
+set -uo pipefail
+here="$(cd "$(dirname "$0")" && pwd)"
+root="$(cd "$here/.." && pwd)"
+cd "$root"
+run_ts=1
+run_cs=1
+case "${1:-}" in
+  --ts) run_cs=0 ;;
+  --cs) run_ts=0 ;;
+  "") ;;
+  *) echo "usage: $0 [--ts|--cs]" >&2; exit 2 ;;
+esac
+
+passed=0
+failed=0
+failures=()
+suite() {
+  local name=$1; shift
+  echo
+  echo "---- $name"
+  if "$@"; then passed=$((passed + 1)); echo "---- $name: ok"; else failed=$((failed + 1)); failures+=("$name"); echo "---- $name: FAILED"; fi
+}
+
+if [ -z "${STEERD_BIN:-}" ]; then
+  echo "== cargo build --release -p steerd"
+  if ! cargo build --release -p steerd; then echo "clients: cargo build failed"; echo "0 passed, 1 failed"; exit 1; fi
+  target="${CARGO_TARGET_DIR:-target}"
+  case "$target" in /*) ;; *) target="$root/$target" ;; esac
+  export STEERD_BIN="$target/release/steerd"
+fi
+
+ts_install() {
+  command -v node >/dev/null || { echo "node is not installed"; return 1; }
+  (cd "$here/typescript" && npm ci --no-audit --no-fund && npx tsc -p tsconfig.json)
+}
+
+ts_viewer_copy() {
+  # The viewer's SDK files are committed so that `cargo run` needs no node: they must be exactly
+  # what tsc makes of the sources (no hand edits, no stale build).
+  local tmp
+  tmp="$(mktemp -d)"
+  (cd "$here/typescript" && npx tsc -p tsconfig.viewer.json --outDir "$tmp") || { rm -rf "$tmp"; return 1; }
+  if diff -r "$tmp" "$root/server/viewer/sdk"; then rm -rf "$tmp"; return 0; fi
+  echo "server/viewer/sdk/ differs from a fresh build: run \`npm run build:viewer\` in clients/typescript and commit"
+  rm -rf "$tmp"
+  return 1
+}
+
+ts_tests() {
+  (cd "$here/typescript" && timeout 400 node --test --test-concurrency=1 --test-reporter=spec test/)
+}
+
+if [ "$run_ts" = 1 ]; then
+  if suite "typescript: npm ci + tsc" ts_install; then
+    suite "typescript: viewer copy == tsc build" ts_viewer_copy
+    suite "typescript: vectors, unit, end-to-end" ts_tests
+  fi
+fi
+
+if [ "$run_cs" = 1 ]; then
+  suite "csharp: mono + NUnit" "$here/csharp/run-tests.sh"
+fi
+
+echo
+[ ${#failures[@]} -gt 0 ] && echo "failed: ${failures[*]}"
+echo "$passed passed, $failed failed"
+[ "$failed" = 0 ]

@@ -1,0 +1,584 @@
+// SteerClient: one WebSocket session to steerd — Hello/Welcome, typed commands resolved by their
+// CommandResult, events, WorldViews per subscribed world, Ping/Pong clock sync, and automatic
+// reconnect with back-off that resubscribes (and, from protocol v3, resumes the session).
+// (Compiled by tsc into server/viewer/sdk/ for the viewer: edit this .ts, then `npm run build:viewer`.)
+
+import {
+  DEFAULT_SERVER_LIMIT, ProtoError, decodeServer, decodeServerBatch, decodeServerJson, encodeClient, helloMessage,
+} from './codec.js';
+import { WorldView, ViewOptions } from './view.js';
+import type {
+  Area, BehaviorEntry, BehaviorKind, ClientMsg, CommandResult, Encoding, ErrorCodeName, ErrorMsg, EventKind, EventMsg,
+  Limits, OkOutcome, Point, ServerMsg, SpawnArea, SpawnedOutcome, SubscribedOutcome, Welcome,
+} from './types.js';
+
+/** The part of the WebSocket API the client uses (browsers' WebSocket and the `ws` package). */
+export interface SocketLike {
+  binaryType: string;
+  readyState: number;
+  send(data: string | Uint8Array): void;
+  close(code?: number, reason?: string): void;
+  onopen: ((ev: unknown) => void) | null;
+  onmessage: ((ev: { data: unknown }) => void) | null;
+  onclose: ((ev: { code?: number; reason?: string }) => void) | null;
+  onerror: ((ev: unknown) => void) | null;
+}
+export type SocketCtor = new (url: string) => SocketLike;
+
+export interface ReconnectOptions {
+  /** First delay (ms, default 250); doubles per failed attempt, with jitter. */
+  minDelayMs?: number;
+  /** Largest delay (ms, default 5000). */
+  maxDelayMs?: number;
+  /** Give up after this many consecutive failed attempts (default: never). */
+  maxAttempts?: number;
+}
+
+export interface ConnectOptions extends ViewOptions {
+  /** Player or admin token (Hello.token). */
+  token?: string | null;
+  /** Encoding of the server's frames (default "binary"). JSON mode sends JSON too. */
+  encoding?: Encoding;
+  /** Ask for batched binary frames (`/ws?batch=1`). */
+  batch?: boolean;
+  /** Reconnect automatically after a drop (default on). `false` disables it. */
+  reconnect?: boolean | ReconnectOptions;
+  /** A command without its result after this long is rejected (ms, default 10000). */
+  commandTimeoutMs?: number;
+  /** Ping period for clock sync and liveness (ms, default 1000; the first five go 200 ms apart). */
+  pingIntervalMs?: number;
+  /** No Pong for this long: the connection is considered dead and re-opened (ms, default 10000). */
+  pongTimeoutMs?: number;
+  /** Commands queued while reconnecting (default 256); more are rejected. */
+  maxQueuedCommands?: number;
+  /** Largest server frame accepted (default 8 MiB). */
+  maxFrameBytes?: number;
+  /** WebSocket implementation (default: the global one, else the `ws` package under Node). */
+  WebSocket?: SocketCtor;
+}
+
+/** A command answered with an error outcome, or not answered at all. */
+export class CommandError extends Error {
+  readonly code: ErrorCodeName | 'timeout' | 'connection_lost' | 'not_connected' | 'unsupported';
+  readonly field: string | null;
+  readonly requestId: number;
+  constructor(code: CommandError['code'], message: string, field: string | null = null, requestId = 0) {
+    super(`${code}: ${message}${field ? ` (field ${field})` : ''}`);
+    this.name = 'CommandError';
+    this.code = code;
+    this.field = field;
+    this.requestId = requestId;
+  }
+}
+
+export interface ClientEvents {
+  /** Every Welcome (the first one and each after a reconnect). */
+  welcome: (w: Welcome) => void;
+  /** Every world event (`event.type` tells which). */
+  event: (event: EventKind, msg: EventMsg, world: string) => void;
+  destination_reached: (agent: number, world: string, tick: number) => void;
+  path_completed: (agent: number, world: string, tick: number) => void;
+  spawned: (agents: number[], group: string, world: string, tick: number) => void;
+  despawned: (agents: number[], world: string, tick: number) => void;
+  /** A server `Error` message or an undecodable frame. */
+  error: (err: ErrorMsg | Error) => void;
+  /** The connection dropped; `willReconnect` says whether the client tries again. */
+  disconnect: (info: { code: number; reason: string; willReconnect: boolean }) => void;
+  /** Welcome received again after a drop (views resubscribed). */
+  reconnect: (w: Welcome) => void;
+  /** A view asked for keyframes again (chain break, bad frame, checksum mismatch). */
+  resync: (world: string, reason: string) => void;
+}
+
+type Pending = { resolve: (r: never) => void; reject: (e: Error) => void; timer: ReturnType<typeof setTimeout>; internal: boolean };
+type State = 'connecting' | 'open' | 'reconnecting' | 'closed';
+
+const U32 = 0x100000000;
+
+/** Opens a session; resolves once the server's Welcome arrived. */
+export async function connect(url: string, opts: ConnectOptions = {}): Promise<SteerClient> {
+  const Ctor = opts.WebSocket ?? (await defaultSocket());
+  const c = new SteerClient(url, opts, Ctor);
+  await c.opened;
+  return c;
+}
+
+async function defaultSocket(): Promise<SocketCtor> {
+  const g = globalThis as unknown as { WebSocket?: SocketCtor };
+  if (typeof g.WebSocket === 'function') return g.WebSocket;
+  // Node without a global WebSocket: the optional `ws` package (never loaded in a browser).
+  const name = 'ws';
+  try {
+    const mod = await import(name);
+    return (mod.WebSocket ?? mod.default) as SocketCtor;
+  } catch {
+    throw new Error('steerd-client: no WebSocket in this runtime; install the `ws` package (npm i ws)');
+  }
+}
+
+/** `ws://host:port/ws` from a ws(s) or http(s) URL (a bare origin gets `/ws`). */
+export function wsUrl(url: string, batch: boolean): string {
+  const u = new URL(url);
+  if (u.protocol === 'http:') u.protocol = 'ws:';
+  else if (u.protocol === 'https:') u.protocol = 'wss:';
+  if (u.pathname === '/' || u.pathname === '') u.pathname = '/ws';
+  if (batch) u.searchParams.set('batch', '1');
+  return u.toString();
+}
+
+export class SteerClient {
+  /** The latest Welcome. */
+  welcome: Welcome | null = null;
+  state: State = 'connecting';
+  /** Resolves on the first Welcome; rejects if the first connection fails. */
+  readonly opened: Promise<void>;
+  /** Reconnects done. */
+  reconnects = 0;
+
+  private readonly url: string;
+  private readonly opts: ConnectOptions;
+  private readonly Ctor: SocketCtor;
+  private ws: SocketLike | null = null;
+  private nextRid = 1;
+  private readonly pending = new Map<number, Pending>();
+  private readonly queue: ClientMsg[] = [];
+  private readonly views = new Map<string, WorldView>();
+  private readonly listeners = new Map<keyof ClientEvents, Set<(...a: never[]) => void>>();
+  private readonly pings = new Map<number, number>();
+  /** World ids in the order this connection subscribed them (the server's Pong reports the first). */
+  private subscribedOrder: number[] = [];
+  private resumeToken: string | null = null;
+  private attempts = 0;
+  private reconnectTimer: ReturnType<typeof setTimeout> | null = null;
+  private pingTimer: ReturnType<typeof setTimeout> | null = null;
+  private pingsSent = 0;
+  private lastPongMs = 0;
+  private readonly resyncTimers = new Map<string, ReturnType<typeof setTimeout>>();
+  private openResolve!: () => void;
+  private openReject!: (e: Error) => void;
+  private everOpen = false;
+
+  constructor(url: string, opts: ConnectOptions, Ctor: SocketCtor) {
+    this.url = wsUrl(url, !!opts.batch);
+    this.opts = opts;
+    this.Ctor = Ctor;
+    this.opened = new Promise<void>((res, rej) => {
+      this.openResolve = res;
+      this.openReject = rej;
+    });
+    this.open();
+  }
+
+  // ---- events
+
+  /** Adds a listener; returns a function that removes it. */
+  on<K extends keyof ClientEvents>(name: K, cb: ClientEvents[K]): () => void {
+    let set = this.listeners.get(name);
+    if (!set) this.listeners.set(name, (set = new Set()));
+    set.add(cb as (...a: never[]) => void);
+    return () => set!.delete(cb as (...a: never[]) => void);
+  }
+
+  private emit<K extends keyof ClientEvents>(name: K, ...args: Parameters<ClientEvents[K]>): void {
+    const set = this.listeners.get(name);
+    if (!set) return;
+    for (const cb of [...set]) {
+      try {
+        (cb as (...a: unknown[]) => void)(...args);
+      } catch (e) {
+        // A listener's bug must not break the session.
+        setTimeout(() => { throw e; });
+      }
+    }
+  }
+
+  // ---- commands
+
+  /** Spawns `count` agents of `group` in `area`; resolves with their ids. */
+  spawn(world: string, s: { group: string; count: number; area: SpawnArea; limits?: Limits; behaviors?: BehaviorEntry[] }): Promise<SpawnedOutcome> {
+    return this.command({ type: 'spawn', request_id: 0, world, group: s.group, count: s.count, area: s.area, limits: s.limits ?? {}, behaviors: s.behaviors ?? [] });
+  }
+  /** Sends agents to a point (the server plans the path); DestinationReached follows per agent. */
+  moveTo(world: string, agents: number[], target: Point, opts: { stoppingDistance?: number } = {}): Promise<OkOutcome> {
+    return this.command({ type: 'move_to', request_id: 0, world, agents, target: { x: target.x, y: target.y }, stopping_distance: opts.stoppingDistance ?? 0 });
+  }
+  setBehaviors(world: string, agents: number[], behaviors: BehaviorEntry[]): Promise<OkOutcome> {
+    return this.command({ type: 'set_behaviors', request_id: 0, world, agents, behaviors });
+  }
+  addBehavior(world: string, agents: number[], entry: BehaviorEntry): Promise<OkOutcome> {
+    return this.command({ type: 'add_behavior', request_id: 0, world, agents, entry });
+  }
+  removeBehavior(world: string, agents: number[], kind: BehaviorKind): Promise<OkOutcome> {
+    return this.command({ type: 'remove_behavior', request_id: 0, world, agents, kind });
+  }
+  resetBehaviors(world: string, agents: number[]): Promise<OkOutcome> {
+    return this.command({ type: 'reset_behaviors', request_id: 0, world, agents });
+  }
+  despawn(world: string, agents: number[]): Promise<OkOutcome> {
+    return this.command({ type: 'despawn', request_id: 0, world, agents });
+  }
+
+  /**
+   * Subscribes to `area` of `world` (default the whole world) and keeps a WorldView of it, across
+   * resyncs and reconnects. `everyNTicks` (a lower send rate) is not in protocol v2: only 1 (or
+   * omitted) is accepted until the server supports it.
+   */
+  async subscribe(world: string, area: Area = { type: 'whole_world' }, opts: { everyNTicks?: number } = {}): Promise<SubscribedOutcome & { view: WorldView }> {
+    if (opts.everyNTicks !== undefined && opts.everyNTicks !== 1) {
+      throw new CommandError('unsupported', `everyNTicks ${opts.everyNTicks}: protocol v2 streams every tick; only everyNTicks 1 is supported until the server adds it`);
+    }
+    const view = this.ensureView(world, area);
+    const r = await this.command<SubscribedOutcome>({ type: 'subscribe', request_id: 0, world, area });
+    return { ...r, view };
+  }
+
+  /** Stops the stream of `world` and drops its view. */
+  async unsubscribe(world: string): Promise<OkOutcome> {
+    const v = this.views.get(world);
+    this.views.delete(world);
+    const r = await this.command<OkOutcome>({ type: 'unsubscribe', request_id: 0, world });
+    if (v) this.subscribedOrder = this.subscribedOrder.filter((id) => id !== v.info.id);
+    return r;
+  }
+
+  /** The view of a subscribed world. */
+  view(world: string): WorldView | undefined {
+    return this.views.get(world);
+  }
+
+  /** Sends a Ping; resolves with the server tick of the Pong. */
+  ping(): Promise<number> {
+    const rid = this.rid();
+    this.pings.set(rid, now());
+    return new Promise<number>((resolve, reject) => {
+      const timer = setTimeout(() => {
+        this.pending.delete(rid);
+        reject(new CommandError('timeout', `no Pong for ping ${rid}`, null, rid));
+      }, this.opts.commandTimeoutMs ?? 10000);
+      this.pending.set(rid, { resolve: resolve as (r: never) => void, reject, timer, internal: false });
+      this.send({ type: 'ping', request_id: rid });
+    });
+  }
+
+  /** Closes the session for good (no reconnect); pending commands are rejected. */
+  close(): void {
+    this.state = 'closed';
+    this.clearTimers();
+    const ws = this.ws;
+    this.ws = null;
+    if (ws) {
+      ws.onclose = null;
+      try { ws.close(1000, 'client closed'); } catch { /* already closed */ }
+    }
+    this.failPending('connection_lost', 'client closed');
+    this.openReject(new Error('closed before Welcome'));
+  }
+
+  /**
+   * Closes the transport the way a network failure would: the client reconnects (resumes in
+   * protocol v3) and resubscribes; views keep their state meanwhile. For tests and "retry now".
+   */
+  dropSocket(): void {
+    const ws = this.ws;
+    if (ws) ws.close(4000, 'dropped by the client');
+  }
+
+  private ensureView(world: string, area: Area): WorldView {
+    let v = this.views.get(world);
+    const info = this.welcome?.worlds.find((w) => w.name === world);
+    if (!v) {
+      if (!info || !this.welcome) throw new CommandError('unknown_world', `no world \`${world}\` in the Welcome`, 'world');
+      v = new WorldView(info, this.welcome.quantization, this.welcome.tick_rate_hz, area, this.opts);
+      v.onResync = (reason) => this.scheduleResync(world, reason);
+      this.views.set(world, v);
+    }
+    v.area = area;
+    return v;
+  }
+
+  private rid(): number {
+    const r = this.nextRid;
+    this.nextRid = (this.nextRid + 1) % U32 || 1;
+    return r;
+  }
+
+  private command<R>(msg: ClientMsg, internal = false): Promise<R> {
+    const rid = this.rid();
+    (msg as { request_id: number }).request_id = rid;
+    return new Promise<R>((resolve, reject) => {
+      if (this.state === 'closed') {
+        reject(new CommandError('not_connected', 'the client is closed', null, rid));
+        return;
+      }
+      const timer = setTimeout(() => {
+        if (this.pending.delete(rid)) reject(new CommandError('timeout', `no result for request ${rid} (${msg.type})`, null, rid));
+      }, this.opts.commandTimeoutMs ?? 10000);
+      this.pending.set(rid, { resolve: resolve as (r: never) => void, reject, timer, internal });
+      if (this.state !== 'open') {
+        if (this.queue.length >= (this.opts.maxQueuedCommands ?? 256)) {
+          clearTimeout(timer);
+          this.pending.delete(rid);
+          reject(new CommandError('not_connected', `reconnecting and ${this.queue.length} commands already queued`, null, rid));
+          return;
+        }
+        this.queue.push(msg);
+        return;
+      }
+      this.send(msg);
+    });
+  }
+
+  private send(msg: ClientMsg): void {
+    const ws = this.ws;
+    if (!ws || ws.readyState !== 1) return;
+    if ((this.opts.encoding ?? 'binary') === 'json') ws.send(JSON.stringify(msg));
+    else ws.send(encodeClient(msg));
+  }
+
+  // ---- connection
+
+  private open(): void {
+    let ws: SocketLike;
+    try {
+      ws = new this.Ctor(this.url);
+    } catch (e) {
+      this.onDrop(0, (e as Error).message);
+      return;
+    }
+    ws.binaryType = 'arraybuffer';
+    this.ws = ws;
+    ws.onopen = () => {
+      const hello = helloMessage({ token: this.opts.token, encoding: this.opts.encoding, resume: this.resumeToken });
+      this.send(hello);
+    };
+    ws.onmessage = (ev) => {
+      if (this.ws !== ws) return;
+      this.onFrame(ev.data);
+    };
+    ws.onerror = () => { /* onclose follows */ };
+    ws.onclose = (ev) => {
+      if (this.ws !== ws) return;
+      this.ws = null;
+      this.onDrop(ev.code ?? 0, ev.reason ?? '');
+    };
+  }
+
+  private onFrame(data: unknown): void {
+    let msgs: ServerMsg[];
+    const limit = this.opts.maxFrameBytes ?? DEFAULT_SERVER_LIMIT;
+    try {
+      if (typeof data === 'string') msgs = [decodeServerJson(data, limit)];
+      else {
+        const bytes = data as ArrayBuffer;
+        msgs = this.opts.batch ? decodeServerBatch(bytes, { limit, rawChanges: true }) : [decodeServer(bytes, { limit, rawChanges: true })];
+      }
+    } catch (e) {
+      if (!(e instanceof ProtoError)) throw e;
+      this.emit('error', new Error(`undecodable frame: ${e.message}`));
+      // We cannot tell which cell it was for: every view gets keyframes again.
+      for (const v of this.views.values()) v.resync(`undecodable frame: ${e.message}`);
+      return;
+    }
+    for (const m of msgs) this.onMessage(m);
+  }
+
+  private viewById(id: number): WorldView | undefined {
+    for (const v of this.views.values()) if (v.info.id === id) return v;
+    return undefined;
+  }
+
+  private worldName(id: number): string {
+    return this.welcome?.worlds.find((w) => w.id === id)?.name ?? String(id);
+  }
+
+  private onMessage(m: ServerMsg): void {
+    const t = now();
+    switch (m.type) {
+      case 'welcome':
+        return this.onWelcome(m);
+      case 'keyframe': {
+        const v = this.viewById(m.world);
+        if (v) v.keyframe(m, t);
+        return;
+      }
+      case 'delta': {
+        const v = this.viewById(m.world);
+        if (v) v.delta(m, t);
+        return;
+      }
+      case 'event': {
+        const w = this.worldName(m.world);
+        const e = m.event;
+        this.emit('event', e, m, w);
+        if (e.type === 'destination_reached') this.emit('destination_reached', e.agent, w, m.tick);
+        else if (e.type === 'path_completed') this.emit('path_completed', e.agent, w, m.tick);
+        else if (e.type === 'spawned') this.emit('spawned', e.agents, e.group, w, m.tick);
+        else if (e.type === 'despawned') this.emit('despawned', e.agents, w, m.tick);
+        return;
+      }
+      case 'command_result':
+        return this.onResult(m);
+      case 'pong': {
+        const sent = this.pings.get(m.request_id);
+        this.pings.delete(m.request_id);
+        this.lastPongMs = t;
+        if (sent !== undefined && this.subscribedOrder.length) {
+          const v = this.viewById(this.subscribedOrder[0]);
+          if (v) v.clock.addSample(sent, t, m.server_tick);
+        }
+        const p = this.pending.get(m.request_id);
+        if (p) {
+          clearTimeout(p.timer);
+          this.pending.delete(m.request_id);
+          p.resolve(m.server_tick as never);
+        }
+        return;
+      }
+      case 'error': {
+        this.emit('error', m);
+        if (!this.welcome || this.state !== 'open') {
+          // Refused at Hello (bad token, version): retrying the same Hello cannot help.
+          if (m.code === 'unauthorized' || m.code === 'unsupported_version' || m.code === 'forbidden') {
+            this.openReject(new CommandError(m.code, m.message, m.field));
+            this.close();
+          }
+        }
+        return;
+      }
+    }
+  }
+
+  private onResult(m: CommandResult): void {
+    const r = m.result;
+    const p = this.pending.get(m.request_id);
+    if (r.type === 'subscribed') {
+      const v = this.viewById(r.world);
+      if (v) v.subscribed(r.cells);
+      if (!this.subscribedOrder.includes(r.world)) this.subscribedOrder.push(r.world);
+    }
+    if (!p) return;
+    clearTimeout(p.timer);
+    this.pending.delete(m.request_id);
+    if (r.type === 'error') p.reject(new CommandError(r.code, r.message, r.field, m.request_id));
+    else p.resolve(r as never);
+  }
+
+  private onWelcome(w: Welcome): void {
+    const again = this.everOpen;
+    this.welcome = w;
+    this.state = 'open';
+    this.everOpen = true;
+    this.attempts = 0;
+    // Protocol v3: the token that resumes this session after a drop (absent in v2).
+    this.resumeToken = w.resume_token ?? null;
+    this.subscribedOrder = [];
+    this.lastPongMs = now();
+    for (const [name, v] of this.views) {
+      const info = w.worlds.find((x) => x.name === name);
+      if (!info) {
+        this.emit('error', new Error(`world \`${name}\` is gone after the reconnect`));
+        continue;
+      }
+      v.rebind(info, w.quantization, w.tick_rate_hz);
+      this.command({ type: 'subscribe', request_id: 0, world: name, area: v.area }, true).catch((e) => this.emit('error', e as Error));
+    }
+    const q = this.queue.splice(0);
+    for (const msg of q) this.send(msg);
+    this.pingsSent = 0;
+    this.schedulePing();
+    this.emit('welcome', w);
+    if (again) {
+      this.reconnects++;
+      this.emit('reconnect', w);
+    }
+    this.openResolve();
+  }
+
+  private scheduleResync(world: string, reason: string): void {
+    this.emit('resync', world, reason);
+    if (this.resyncTimers.has(world)) return;
+    this.resyncTimers.set(world, setTimeout(() => {
+      this.resyncTimers.delete(world);
+      const v = this.views.get(world);
+      if (!v || this.state !== 'open') return; // a reconnect resubscribes anyway
+      this.command({ type: 'subscribe', request_id: 0, world, area: v.area }, true).catch((e) => this.emit('error', e as Error));
+    }, 50));
+  }
+
+  private schedulePing(): void {
+    if (this.pingTimer) clearTimeout(this.pingTimer);
+    const period = this.opts.pingIntervalMs ?? 1000;
+    const delay = this.pingsSent < 5 ? Math.min(200, period) : period;
+    this.pingTimer = setTimeout(() => {
+      this.pingTimer = null;
+      if (this.state !== 'open') return;
+      if (now() - this.lastPongMs > (this.opts.pongTimeoutMs ?? 10000)) {
+        this.dropSocket(); // silent peer: reconnect
+        return;
+      }
+      const rid = this.rid();
+      this.pings.set(rid, now());
+      if (this.pings.size > 64) this.pings.delete(this.pings.keys().next().value as number);
+      this.send({ type: 'ping', request_id: rid });
+      this.pingsSent++;
+      this.schedulePing();
+    }, delay);
+  }
+
+  private failPending(code: CommandError['code'], why: string): void {
+    for (const [rid, p] of this.pending) {
+      clearTimeout(p.timer);
+      if (!p.internal) p.reject(new CommandError(code, `${why} before the result of request ${rid}`, null, rid));
+    }
+    this.pending.clear();
+    this.pings.clear();
+    for (const q of this.queue.splice(0)) void q;
+  }
+
+  private clearTimers(): void {
+    if (this.reconnectTimer) clearTimeout(this.reconnectTimer);
+    if (this.pingTimer) clearTimeout(this.pingTimer);
+    for (const t of this.resyncTimers.values()) clearTimeout(t);
+    this.resyncTimers.clear();
+    this.reconnectTimer = null;
+    this.pingTimer = null;
+  }
+
+  private onDrop(code: number, reason: string): void {
+    if (this.state === 'closed') return;
+    this.clearTimers();
+    // Commands in flight may or may not have run: their promises fail; queued ones wait.
+    for (const [rid, p] of this.pending) {
+      if (this.queue.some((m) => (m as { request_id?: number }).request_id === rid)) continue;
+      clearTimeout(p.timer);
+      this.pending.delete(rid);
+      if (!p.internal) p.reject(new CommandError('connection_lost', `connection lost before the result of request ${rid}`, null, rid));
+    }
+    this.pings.clear();
+    const r = this.opts.reconnect;
+    const enabled = r !== false && this.everOpen;
+    const ro: ReconnectOptions = typeof r === 'object' ? r : {};
+    const give = ro.maxAttempts !== undefined && this.attempts >= ro.maxAttempts;
+    const willReconnect = enabled && !give;
+    this.emit('disconnect', { code, reason, willReconnect });
+    if (!willReconnect) {
+      this.state = 'closed';
+      this.failPending('connection_lost', `connection closed (${code} ${reason})`);
+      this.openReject(new Error(`connection closed before Welcome (${code} ${reason})`));
+      return;
+    }
+    this.state = 'reconnecting';
+    const min = ro.minDelayMs ?? 250;
+    const max = ro.maxDelayMs ?? 5000;
+    const delay = Math.min(max, min * 2 ** Math.min(this.attempts, 20)) * (0.5 + Math.random() * 0.5);
+    this.attempts++;
+    this.reconnectTimer = setTimeout(() => {
+      this.reconnectTimer = null;
+      if (this.state === 'reconnecting') this.open();
+    }, delay);
+  }
+}
+
+function now(): number {
+  return typeof performance !== 'undefined' ? performance.now() : Date.now();
+}

@@ -1,0 +1,863 @@
+// steerd wire protocol (client-proto/PROTOCOL.md) — encoder and decoder.
+//
+// Binary messages (bincode 2 "standard": varints, zig-zag, f32 LE) are decoded to plain objects
+// shaped like the protocol's JSON form (§4), with one exception: a binary delta's `changed`
+// entries name their agent by `index` (base index, §6.4) instead of `id`; `CellMap` (cell.ts)
+// maps them through the cell state at `base_tick`. With `{ rawChanges: true }` a binary delta's
+// `changed` stays the packed bytes (a Uint8Array) and `CellMap` applies it without building
+// intermediate objects (the WorldView's fast path).
+//
+// Errors are `ProtoError`s whose `kind` is one of "malformed", "unexpected_end",
+// "trailing_bytes", "too_large" (the kinds of client-proto/tests/vectors/invalid.json), or
+// "checksum" (cell.ts).
+//
+// The session handshake (Hello / Welcome) is defined once, in `HELLO_FIELDS` / `WELCOME_FIELDS`
+// and `helloMessage()`: protocol version 3 (resume) changes only those.
+// (Compiled by tsc into server/viewer/sdk/ for the viewer: edit this .ts, then `npm run build:viewer`.)
+
+import type { ClientMsg, ServerMsg, Hello, Encoding, ErrorCodeName } from './types.js';
+
+export const PROTOCOL_VERSION = 2;
+/** Largest server frame a client should accept (§1). */
+export const DEFAULT_SERVER_LIMIT = 8 * 1024 * 1024;
+/** Default largest client frame (§1, `Welcome.max_message_bytes`). */
+export const DEFAULT_CLIENT_LIMIT = 65536;
+
+export type ProtoErrorKind = 'malformed' | 'unexpected_end' | 'trailing_bytes' | 'too_large' | 'checksum';
+
+export class ProtoError extends Error {
+  readonly kind: ProtoErrorKind;
+  constructor(kind: ProtoErrorKind, message: string) {
+    super(`${kind}: ${message}`);
+    this.name = 'ProtoError';
+    this.kind = kind;
+  }
+}
+
+export const malformed = (m: string): ProtoError => new ProtoError('malformed', m);
+const unexpectedEnd = (m: string): ProtoError => new ProtoError('unexpected_end', m);
+
+const U32_MAX = 0xffffffff;
+const I32_MIN = -0x80000000;
+const I32_MAX = 0x7fffffff;
+
+// ---------------------------------------------------------------------------------------------
+// Byte reader / writer (bincode level, §3)
+
+class Reader {
+  readonly b: Uint8Array;
+  p = 0;
+  private readonly dv: DataView;
+  constructor(bytes: Uint8Array) {
+    this.b = bytes;
+    this.dv = new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength);
+  }
+  need(n: number, what: string): void {
+    if (this.p + n > this.b.length) throw unexpectedEnd(`${what} runs past the end of the frame`);
+  }
+  u8(): number {
+    this.need(1, 'u8');
+    return this.b[this.p++];
+  }
+  /** bincode varint with a bound: max bytes of the integer type (2, 4, 8). */
+  varint(maxBytes: number, what: string): number {
+    const first = this.u8();
+    if (first < 251) return first;
+    let v: number;
+    if (first === 251) {
+      this.need(2, what);
+      v = this.dv.getUint16(this.p, true);
+      this.p += 2;
+    } else if (first === 252) {
+      if (maxBytes < 4) throw malformed(`${what}: u32 marker for a u16`);
+      this.need(4, what);
+      v = this.dv.getUint32(this.p, true);
+      this.p += 4;
+    } else if (first === 253) {
+      if (maxBytes < 8) throw malformed(`${what}: u64 marker for a ${maxBytes * 8}-bit integer`);
+      this.need(8, what);
+      const lo = this.dv.getUint32(this.p, true);
+      const hi = this.dv.getUint32(this.p + 4, true);
+      this.p += 8;
+      v = hi * 0x100000000 + lo;
+      if (v > Number.MAX_SAFE_INTEGER) throw malformed(`${what}: ${v} is beyond 2^53 (not representable here)`);
+    } else {
+      throw malformed(`${what}: invalid varint marker ${first}`);
+    }
+    return v;
+  }
+  i32(): number {
+    const n = this.varint(4, 'i32');
+    return n % 2 === 0 ? n / 2 : -(n + 1) / 2;
+  }
+  f32(): number {
+    this.need(4, 'f32');
+    const v = this.dv.getFloat32(this.p, true);
+    this.p += 4;
+    return v;
+  }
+  bool(): boolean {
+    const b = this.u8();
+    if (b > 1) throw malformed(`bool byte ${b}`);
+    return b === 1;
+  }
+  len(what: string): number {
+    const n = this.varint(8, what);
+    if (n > this.b.length - this.p) throw unexpectedEnd(`${what} of ${n} bytes runs past the end of the frame`);
+    return n;
+  }
+  bytes(n: number): Uint8Array {
+    this.need(n, 'bytes');
+    const s = this.b.subarray(this.p, this.p + n);
+    this.p += n;
+    return s;
+  }
+  string(): string {
+    const n = this.len('string length');
+    const raw = this.bytes(n);
+    try {
+      return utf8dec.decode(raw);
+    } catch {
+      throw malformed('invalid UTF-8 in a string');
+    }
+  }
+}
+
+const utf8dec = new TextDecoder('utf-8', { fatal: true });
+const utf8enc = new TextEncoder();
+
+class Writer {
+  buf = new Uint8Array(64);
+  n = 0;
+  grow(k: number): void {
+    if (this.n + k <= this.buf.length) return;
+    let size = this.buf.length * 2;
+    while (size < this.n + k) size *= 2;
+    const nb = new Uint8Array(size);
+    nb.set(this.buf.subarray(0, this.n));
+    this.buf = nb;
+  }
+  u8(v: number): void {
+    this.grow(1);
+    this.buf[this.n++] = v;
+  }
+  raw(bytes: Uint8Array): void {
+    this.grow(bytes.length);
+    this.buf.set(bytes, this.n);
+    this.n += bytes.length;
+  }
+  varint(v: number, maxBytes: number, what: string): void {
+    if (!Number.isInteger(v) || v < 0) throw malformed(`${what}: ${v} is not an unsigned integer`);
+    if (maxBytes < 8 && v >= 2 ** (maxBytes * 8)) throw malformed(`${what}: ${v} out of range`);
+    if (v < 251) {
+      this.u8(v);
+      return;
+    }
+    if (v <= 0xffff) {
+      this.u8(251);
+      this.grow(2);
+      new DataView(this.buf.buffer, this.n).setUint16(0, v, true);
+      this.n += 2;
+    } else if (v <= U32_MAX) {
+      this.u8(252);
+      this.grow(4);
+      new DataView(this.buf.buffer, this.n).setUint32(0, v, true);
+      this.n += 4;
+    } else {
+      this.u8(253);
+      this.grow(8);
+      const d = new DataView(this.buf.buffer, this.n);
+      d.setUint32(0, v % 0x100000000, true);
+      d.setUint32(4, Math.floor(v / 0x100000000), true);
+      this.n += 8;
+    }
+  }
+  f32(v: number, what: string): void {
+    if (typeof v !== 'number') throw malformed(`${what}: ${String(v)} is not a number`);
+    this.grow(4);
+    new DataView(this.buf.buffer, this.n).setFloat32(0, v, true);
+    this.n += 4;
+  }
+  string(s: string, what: string): void {
+    if (typeof s !== 'string') throw malformed(`${what}: string expected, got ${typeof s}`);
+    const b = utf8enc.encode(s);
+    this.varint(b.length, 8, 'string length');
+    this.raw(b);
+  }
+  finish(): Uint8Array {
+    return this.buf.slice(0, this.n);
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Packed sections (§6.7): LEB128 varints, zig-zag, absolute / change records, id lists
+
+/** Cursor over a packed section. */
+export class Packed {
+  readonly b: Uint8Array;
+  p = 0;
+  readonly end: number;
+  constructor(bytes: Uint8Array) {
+    this.b = bytes;
+    this.end = bytes.length;
+  }
+  done(): boolean {
+    return this.p >= this.end;
+  }
+  /** Minimal LEB128, at most 10 bytes; returned as a Number (exact below 2^53). */
+  leb(): number {
+    const b = this.b;
+    if (this.p >= this.end) throw malformed('packed record cut short');
+    let byte = b[this.p++];
+    if (byte < 0x80) return byte; // fast path: one byte
+    let v = byte & 0x7f;
+    let mul = 128;
+    for (let i = 1; i < 10; i++) {
+      if (this.p >= this.end) throw malformed('packed record cut short');
+      byte = b[this.p++];
+      v += (byte & 0x7f) * mul;
+      if ((byte & 0x80) === 0) {
+        if (byte === 0) throw malformed('non-minimal LEB128 varint');
+        if (v > Number.MAX_SAFE_INTEGER) throw malformed('packed varint too large');
+        return v;
+      }
+      mul *= 128;
+    }
+    throw malformed('LEB128 varint longer than 10 bytes');
+  }
+  /** Unsigned LEB128 bounded to `max`. */
+  uint(max: number, what: string): number {
+    const v = this.leb();
+    if (v > max) throw malformed(`${what} ${v} out of range`);
+    return v;
+  }
+  /** Zig-zag LEB128 as i32. */
+  zz32(what: string): number {
+    const n = this.leb();
+    if (n > U32_MAX) throw malformed(`${what} out of i32 range`);
+    return n % 2 === 0 ? n / 2 : -(n + 1) / 2;
+  }
+  byte(): number {
+    if (this.p >= this.end) throw malformed('packed record cut short');
+    return this.b[this.p++];
+  }
+}
+
+export const unzz = (n: number): number => (n % 2 === 0 ? n / 2 : -(n + 1) / 2);
+const zz = (v: number): number => (v >= 0 ? v * 2 : -v * 2 - 1);
+
+/** `heading(vel)` of §6.4: orientation units of the velocity's direction. */
+export function heading(vx: number, vy: number): number {
+  if (vx === 0 && vy === 0) throw malformed('heading of a zero velocity');
+  const h = Math.floor((Math.atan2(vy, vx) * 32768) / Math.PI + 0.5);
+  return ((h % 65536) + 65536) % 65536;
+}
+
+/** A quantized agent record (§6.1): integer units of the Welcome's quantization. */
+export interface QAgent {
+  id: number;
+  group: number;
+  pos: [number, number];
+  vel: [number, number];
+  orient: number;
+}
+
+/** A binary delta `changed` entry (base index) or a JSON one (id). */
+export interface ChangeEntry {
+  index?: number;
+  id?: number;
+  dpos?: [number, number];
+  dvel?: [number, number];
+  face?: boolean;
+  dorient?: number;
+}
+
+export function decodeRecords(bytes: Uint8Array): QAgent[] {
+  const p = new Packed(bytes);
+  const out: QAgent[] = [];
+  let prev = -1;
+  let group = 0;
+  while (!p.done()) {
+    const head = p.leb();
+    // head may exceed 2^32: use arithmetic, not bit operators.
+    const gap = Math.floor(head / 4);
+    const f = head % 2;
+    const sBit = Math.floor(head / 2) % 2;
+    const id = prev + gap + 1;
+    if (id > U32_MAX) throw malformed(`agent id ${id} beyond u32`);
+    prev = id;
+    if (sBit === 0) group = p.uint(0xffff, 'group');
+    const px = p.zz32('pos.x');
+    const py = p.zz32('pos.y');
+    const vx = p.zz32('vel.x');
+    const vy = p.zz32('vel.y');
+    const orient = f === 1 ? heading(vx, vy) : p.uint(0xffff, 'orient');
+    out.push({ id, group, pos: [px, py], vel: [vx, vy], orient });
+  }
+  return out;
+}
+
+export function decodeIds(bytes: Uint8Array): number[] {
+  const p = new Packed(bytes);
+  const out: number[] = [];
+  let prev = -1;
+  while (!p.done()) {
+    const id = prev + p.leb() + 1;
+    if (id > U32_MAX) throw malformed(`agent id ${id} beyond u32`);
+    out.push(id);
+    prev = id;
+  }
+  return out;
+}
+
+/**
+ * One change record, decoded into a reused scratch object (no allocation per record).
+ * `m`: 0 no motion, else dpx..dvy hold the motion; `o`: 0 keep, 1 face, 2 turn by `d`.
+ */
+export interface ChangeScratch {
+  index: number;
+  m: number;
+  dpx: number;
+  dpy: number;
+  dvx: number;
+  dvy: number;
+  o: number;
+  d: number;
+}
+
+/** Reads the next change record of `p` into `c`; `prev` is the previous base index (-1 first). */
+export function readChange(p: Packed, prev: number, c: ChangeScratch): void {
+  const head = p.leb();
+  const m = head % 4;
+  const o = Math.floor(head / 4) % 4;
+  const index = prev + Math.floor(head / 16) + 1;
+  if (index > U32_MAX) throw malformed(`base index ${index} beyond u32`);
+  c.index = index;
+  if (m === 1) {
+    const b0 = p.byte();
+    const b1 = p.byte();
+    c.m = 1;
+    c.dpx = unzz(b0 & 15);
+    c.dpy = unzz(b0 >> 4);
+    c.dvx = unzz(b1 & 15);
+    c.dvy = unzz(b1 >> 4);
+  } else if (m === 2) {
+    c.m = 2;
+    c.dpx = p.zz32('dpos.x');
+    c.dpy = p.zz32('dpos.y');
+    c.dvx = p.zz32('dvel.x');
+    c.dvy = p.zz32('dvel.y');
+  } else if (m === 3) {
+    throw malformed('reserved motion mode 3');
+  } else {
+    c.m = 0;
+  }
+  c.o = o;
+  if (o === 2) {
+    const d = p.zz32('dorient');
+    if (d < -32768 || d > 32767) throw malformed(`dorient ${d} does not fit i16`);
+    c.d = d;
+  } else if (o === 3) throw malformed('reserved orientation mode 3');
+}
+
+export function decodeChanges(bytes: Uint8Array): ChangeEntry[] {
+  const p = new Packed(bytes);
+  const out: ChangeEntry[] = [];
+  const c: ChangeScratch = { index: -1, m: 0, dpx: 0, dpy: 0, dvx: 0, dvy: 0, o: 0, d: 0 };
+  while (!p.done()) {
+    readChange(p, c.index, c);
+    const e: ChangeEntry = { index: c.index };
+    if (c.m !== 0) {
+      e.dpos = [c.dpx, c.dpy];
+      e.dvel = [c.dvx, c.dvy];
+    }
+    if (c.o === 1) e.face = true;
+    else if (c.o === 2) e.dorient = c.d;
+    out.push(e);
+  }
+  return out;
+}
+
+class PackedWriter {
+  a: number[] = [];
+  leb(v: number): void {
+    if (!Number.isInteger(v) || v < 0) throw malformed(`LEB128 of ${v}`);
+    do {
+      let byte = v % 128;
+      v = Math.floor(v / 128);
+      if (v > 0) byte |= 0x80;
+      this.a.push(byte);
+    } while (v > 0);
+  }
+  bytes(): Uint8Array {
+    return Uint8Array.from(this.a);
+  }
+}
+
+export function encodeRecords(list: QAgent[]): Uint8Array {
+  const w = new PackedWriter();
+  let prev = -1;
+  let group = 0;
+  for (const r of list) {
+    const gap = r.id - prev - 1;
+    if (gap < 0) throw malformed('records must be sorted by id');
+    const s = r.group === group ? 1 : 0;
+    const nonZero = r.vel[0] !== 0 || r.vel[1] !== 0;
+    const f = nonZero && heading(r.vel[0], r.vel[1]) === r.orient ? 1 : 0;
+    w.leb(gap * 4 + s * 2 + f);
+    if (!s) w.leb(r.group);
+    for (const v of [r.pos[0], r.pos[1], r.vel[0], r.vel[1]]) w.leb(zz(v));
+    if (!f) w.leb(r.orient);
+    prev = r.id;
+    group = r.group;
+  }
+  return w.bytes();
+}
+
+export function encodeIds(list: number[]): Uint8Array {
+  const w = new PackedWriter();
+  let prev = -1;
+  for (const id of list) {
+    w.leb(id - prev - 1);
+    prev = id;
+  }
+  return w.bytes();
+}
+
+export function encodeChanges(list: ChangeEntry[]): Uint8Array {
+  const w = new PackedWriter();
+  let prev = -1;
+  for (const c of list) {
+    if (c.index === undefined) throw malformed('binary change entries need `index` (see resolveChanged)');
+    const gap = c.index - prev - 1;
+    if (gap < 0) throw malformed('changes must be in increasing index order');
+    prev = c.index;
+    const o = c.face ? 1 : c.dorient !== undefined ? 2 : 0;
+    if (c.dpos && c.dvel) {
+      const vals = [c.dpos[0], c.dpos[1], c.dvel[0], c.dvel[1]];
+      const m = vals.every((v) => v >= -8 && v <= 7) ? 1 : 2;
+      w.leb(gap * 16 + o * 4 + m);
+      if (m === 1) {
+        w.a.push(zz(vals[0]) | (zz(vals[1]) << 4), zz(vals[2]) | (zz(vals[3]) << 4));
+      } else {
+        for (const v of vals) w.leb(zz(v));
+      }
+    } else {
+      w.leb(gap * 16 + o * 4);
+    }
+    if (o === 2) w.leb(zz(c.dorient as number));
+  }
+  return w.bytes();
+}
+
+// ---------------------------------------------------------------------------------------------
+// Schema of the messages (§5). A type is a string (primitive) or an object:
+//   {struct: [[name, type, default?], ...]}, {opt: T}, {vec: T},
+//   {tagged: [[name, structFields], ...]}   internally tagged enum: {"type": name, ...fields}
+//   {names: [...]}                          fieldless enum: a string
+//   {packed: 'records' | 'ids' | 'changes'} packed section
+
+type Prim = 'u8' | 'u16' | 'u32' | 'u64' | 'i32' | 'f32' | 'bool' | 'string' | 'checksum';
+type Default = unknown | (() => unknown);
+type Field = [string, Type] | [string, Type, Default];
+type Type =
+  | Prim
+  | { struct: Field[] }
+  | { opt: Type }
+  | { vec: Type }
+  | { tagged: [string, Field[]][] }
+  | { names: readonly string[] }
+  | { packed: 'records' | 'ids' | 'changes' };
+
+const P = (fields: Field[]): Type => ({ struct: fields });
+const opt = (t: Type): Type => ({ opt: t });
+const vec = (t: Type): Type => ({ vec: t });
+const tagged = (variants: [string, Field[]][]): { tagged: [string, Field[]][] } => ({ tagged: variants });
+const names = (list: readonly string[]): Type => ({ names: list });
+
+const Point = P([['x', 'f32'], ['y', 'f32']]);
+const RectFields: Field[] = [['min_x', 'f32'], ['min_y', 'f32'], ['max_x', 'f32'], ['max_y', 'f32']];
+const CircleFields: Field[] = [['x', 'f32'], ['y', 'f32'], ['radius', 'f32']];
+const Area = tagged([['rect', RectFields], ['whole_world', []]]);
+const SpawnArea = tagged([['rect', RectFields], ['circle', CircleFields]]);
+const Limits = P(['max_speed', 'max_accel', 'max_rotation', 'max_angular_accel', 'radius', 'mass'].map((n): Field => [n, opt('f32'), null]));
+const Target = tagged([['point', [['x', 'f32'], ['y', 'f32']]], ['agent', [['agent', 'u32']]]]);
+const AlignTarget = tagged([['orientation', [['radians', 'f32']]], ['agent', [['agent', 'u32']]]]);
+const alignDefault = (): object => ({ target_radius: 0.1, slow_radius: 0.5, time_to_target: 0.1 });
+const AlignParams = P([['target_radius', 'f32', 0.1], ['slow_radius', 'f32', 0.5], ['time_to_target', 'f32', 0.1]]);
+
+const BEHAVIORS: [string, Field[]][] = [
+  ['seek', [['target', Target]]],
+  ['flee', [['target', Target], ['panic_distance', 'f32', 10]]],
+  ['arrive', [['target', Target], ['target_radius', 'f32', 1], ['slow_radius', 'f32', 5], ['time_to_target', 'f32', 0.25]]],
+  ['pursue', [['target_agent', 'u32'], ['max_prediction', 'f32', 5]]],
+  ['evade', [['target_agent', 'u32'], ['panic_distance', 'f32', 10], ['max_prediction', 'f32', 5]]],
+  ['align', [['target', AlignTarget], ['align', AlignParams, alignDefault]]],
+  ['face', [['target', Target], ['align', AlignParams, alignDefault]]],
+  ['look_where_you_are_going', [['align', AlignParams, alignDefault]]],
+  ['velocity_match', [['target_agent', 'u32'], ['time_to_target', 'f32', 0.1]]],
+  ['wander', [['variant', names(['millington', 'circle']), 'millington'], ['wander_offset', 'f32', 1.5], ['wander_radius', 'f32', 1], ['wander_rate', 'f32', 0.5]]],
+  ['random_target', [['radius', 'f32'], ['interval_min', 'f32', 1], ['interval_max', 'f32', 2], ['center', opt(Point), null]]],
+  ['obstacle_avoidance', [['min_box_length', opt('f32'), null], ['braking_weight', 'f32', 0.6], ['lateral_base', 'f32', 1]]],
+  ['ahead_avoidance', [['ahead_len', 'f32', 4], ['max_avoid_force', 'f32', 0.4], ['margin', 'f32', 0]]],
+  ['wall_avoidance', [['look_ahead', 'f32', 5], ['avoid_distance', 'f32', 3]]],
+  ['agent_avoidance', [['look_ahead', 'f32', 3], ['avoid_radius', 'f32', 2]]],
+  ['separation', [['neighbor_radius', 'f32', 3]]],
+  ['cohesion', [['neighbor_radius', 'f32', 3]]],
+  ['alignment', [['neighbor_radius', 'f32', 3], ['time_to_target', 'f32', 0.1]]],
+  ['path_following', [['waypoints', vec(Point)], ['path_radius', 'f32', 1], ['mode', names(['once', 'loop', 'ping_pong']), 'once']]],
+  ['leader_following', [['leader', 'u32'], ['behind_distance', 'f32', 2], ['leader_sight_radius', 'f32', 3]]],
+  ['reciprocal_avoidance', [['time_horizon', 'f32', 1], ['obstacle_time_horizon', 'f32', 1], ['neighbor_dist', 'f32', 10], ['max_neighbors', 'u32', 10]]],
+];
+const Behavior = tagged(BEHAVIORS);
+/** The behaviour type names, in wire order (`BehaviorKind`). */
+export const BEHAVIOR_KINDS: readonly string[] = BEHAVIORS.map(([n]) => n);
+const BehaviorKind = names(BEHAVIOR_KINDS);
+const BehaviorEntry = P([['behavior', Behavior], ['weight', 'f32', 1], ['priority', 'u8', 0]]);
+
+const rid: Field = ['request_id', 'u32'];
+const world: Field = ['world', 'string'];
+const agents: Field = ['agents', vec('u32')];
+
+/** Wire names of `ErrorCode`, index = binary value (§5.2). v3 appends `quota_exceeded` (12). */
+export const ERROR_CODES: readonly ErrorCodeName[] = [
+  'bad_request', 'invalid_field', 'unknown_world', 'unknown_agent', 'forbidden', 'unauthorized',
+  'rate_limited', 'too_large', 'busy', 'not_found', 'unsupported_version', 'internal',
+];
+const ErrorCode = names(ERROR_CODES);
+/** Wire names of `Encoding`. */
+export const ENCODINGS: readonly Encoding[] = ['binary', 'json'];
+
+// ---- The handshake: the only messages protocol version 3 (players, resume) changes.
+//
+// v3: Hello appends `['resume', opt('string'), null]`; Welcome appends `['player_id', 'string']`,
+// `['role', names(['admin', 'player', 'spectator'])]`, `['resume_token', 'string']`,
+// `['session_grace_secs', 'u32']`; ERROR_CODES appends 'quota_exceeded'. Then bump
+// PROTOCOL_VERSION: `helloMessage` already carries the resume token and the client already keeps
+// `Welcome.resume_token` (absent in v2) for its reconnects.
+
+const HELLO_FIELDS: Field[] = [['protocol_version', 'u16'], ['token', opt('string'), null], ['encoding', names(ENCODINGS), 'binary']];
+
+const Quantization = P([['pos_step', 'f32'], ['vel_step', 'f32'], ['predict_num', 'i32'], ['orient_snap', 'f32']]);
+const Rect = P(RectFields);
+const WorldInfo = P([['id', 'u32'], ['name', 'string'], ['bounds', Rect], ['aoi_cell_size', 'f32'], ['cols', 'u32'], ['rows', 'u32']]);
+const WELCOME_FIELDS: Field[] = [['protocol_version', 'u16'], ['tick_rate_hz', 'f32'], ['quantization', Quantization], ['worlds', vec(WorldInfo)], ['max_message_bytes', 'u32']];
+
+/**
+ * The Hello this client sends. `resume` is the token of the session to resume (from a previous
+ * Welcome); protocol v2 has no such field, so it is not sent until PROTOCOL_VERSION is 3.
+ */
+export function helloMessage(opts: { token?: string | null; encoding?: Encoding; resume?: string | null }): Hello {
+  const h: Hello = { type: 'hello', protocol_version: PROTOCOL_VERSION, token: opts.token ?? null, encoding: opts.encoding ?? 'binary' };
+  if (HELLO_FIELDS.some(([n]) => n === 'resume')) h.resume = opts.resume ?? null;
+  return h;
+}
+
+const CLIENT = tagged([
+  ['hello', HELLO_FIELDS],
+  ['subscribe', [rid, world, ['area', Area]]],
+  ['unsubscribe', [rid, world]],
+  ['move_to', [rid, world, agents, ['target', Point], ['stopping_distance', 'f32', 0]]],
+  ['set_behaviors', [rid, world, agents, ['behaviors', vec(BehaviorEntry)]]],
+  ['add_behavior', [rid, world, agents, ['entry', BehaviorEntry]]],
+  ['remove_behavior', [rid, world, agents, ['kind', BehaviorKind]]],
+  ['reset_behaviors', [rid, world, agents]],
+  ['spawn', [rid, world, ['group', 'string'], ['count', 'u32'], ['area', SpawnArea], ['limits', Limits, () => ({})], ['behaviors', vec(BehaviorEntry), () => []]]],
+  ['despawn', [rid, world, agents]],
+  ['ping', [rid]],
+]);
+
+const EventKind = tagged([
+  ['destination_reached', [['agent', 'u32']]],
+  ['path_completed', [['agent', 'u32']]],
+  ['spawned', [['group', 'string'], agents]],
+  ['despawned', [agents]],
+]);
+const ErrorFields: Field[] = [['code', ErrorCode], ['message', 'string'], ['field', opt('string'), null]];
+const Outcome = tagged([
+  ['ok', []],
+  ['subscribed', [['world', 'u32'], ['cells', vec('u32')]]],
+  ['spawned', [agents]],
+  ['error', ErrorFields],
+]);
+
+const SERVER = tagged([
+  ['welcome', WELCOME_FIELDS],
+  ['keyframe', [['world', 'u32'], ['cell', 'u32'], ['tick', 'u64'], ['checksum', 'checksum', null], ['agents', { packed: 'records' }]]],
+  ['delta', [['world', 'u32'], ['cell', 'u32'], ['tick', 'u64'], ['base_tick', 'u64'], ['checksum', 'checksum', null], ['left', { packed: 'ids' }], ['changed', { packed: 'changes' }], ['entered', { packed: 'records' }]]],
+  ['event', [['world', 'u32'], ['tick', 'u64'], ['event', EventKind]]],
+  ['command_result', [rid, ['result', Outcome]]],
+  ['error', ErrorFields],
+  ['pong', [rid, ['server_tick', 'u64']]],
+]);
+
+// ---------------------------------------------------------------------------------------------
+// Generic schema-driven decode / encode
+
+type Obj = Record<string, unknown>;
+
+function readStruct(r: Reader, fields: Field[], out: Obj, raw: boolean): Obj {
+  for (const f of fields) out[f[0]] = read(r, f[1], raw);
+  return out;
+}
+
+function read(r: Reader, t: Type, raw: boolean): unknown {
+  if (typeof t === 'string') {
+    switch (t) {
+      case 'u8': return r.u8();
+      case 'u16': return r.varint(2, 'u16');
+      case 'u32': return r.varint(4, 'u32');
+      case 'u64': return r.varint(8, 'u64');
+      case 'i32': return r.i32();
+      case 'f32': return r.f32();
+      case 'bool': return r.bool();
+      case 'string': return r.string();
+      case 'checksum': {
+        if (!r.bool()) return null;
+        const b = r.bytes(8);
+        let hex = '';
+        for (let i = 7; i >= 0; i--) hex += b[i].toString(16).padStart(2, '0');
+        return hex;
+      }
+    }
+  }
+  if ('struct' in t) return readStruct(r, t.struct, {}, raw);
+  if ('opt' in t) return r.bool() ? read(r, t.opt, raw) : null;
+  if ('vec' in t) {
+    const n = r.varint(8, 'vec length');
+    if (n > r.b.length - r.p) throw unexpectedEnd(`vec of ${n} elements runs past the end of the frame`);
+    const out: unknown[] = [];
+    for (let i = 0; i < n; i++) out.push(read(r, t.vec, raw));
+    return out;
+  }
+  if ('tagged' in t) {
+    const idx = r.varint(4, 'variant index');
+    const v = t.tagged[idx];
+    if (!v) throw malformed(`unknown variant index ${idx}`);
+    return readStruct(r, v[1], { type: v[0] }, raw);
+  }
+  if ('names' in t) {
+    const idx = r.varint(4, 'variant index');
+    if (idx >= t.names.length) throw malformed(`unknown variant index ${idx}`);
+    return t.names[idx];
+  }
+  if ('packed' in t) {
+    const n = r.len('packed section');
+    const bytes = r.bytes(n);
+    if (t.packed === 'records') return decodeRecords(bytes);
+    if (t.packed === 'ids') return decodeIds(bytes);
+    return raw ? bytes : decodeChanges(bytes);
+  }
+  throw new Error('schema: bad type');
+}
+
+function defaulted(v: unknown, def: Default, hasDef: boolean, name: string): unknown {
+  if (v !== undefined) return v;
+  if (!hasDef) throw malformed(`missing field \`${name}\``);
+  return typeof def === 'function' ? (def as () => unknown)() : def;
+}
+
+function writeStruct(w: Writer, fields: Field[], obj: Obj): void {
+  for (const f of fields) write(w, f[1], defaulted(obj[f[0]], f[2], f.length > 2, f[0]), f[0]);
+}
+
+function write(w: Writer, t: Type, v: unknown, name: string): void {
+  if (typeof t === 'string') {
+    switch (t) {
+      case 'u8':
+        if (typeof v !== 'number' || !Number.isInteger(v) || v < 0 || v > 255) throw malformed(`${name}: u8 ${String(v)}`);
+        return w.u8(v);
+      case 'u16': return w.varint(v as number, 2, name);
+      case 'u32': return w.varint(v as number, 4, name);
+      case 'u64': return w.varint(v as number, 8, name);
+      case 'i32':
+        if (typeof v !== 'number' || !Number.isInteger(v) || v < I32_MIN || v > I32_MAX) throw malformed(`${name}: i32 ${String(v)}`);
+        return w.varint(zz(v), 4, name);
+      case 'f32': return w.f32(v as number, name);
+      case 'bool': return w.u8(v ? 1 : 0);
+      case 'string': return w.string(v as string, name);
+      case 'checksum': {
+        if (v === null) return w.u8(0);
+        const s = v as string;
+        if (typeof s !== 'string' || !/^[0-9a-f]{16}$/.test(s)) throw malformed(`${name}: 16 hex digits expected`);
+        w.u8(1);
+        const b = new Uint8Array(8);
+        for (let i = 0; i < 8; i++) b[7 - i] = parseInt(s.slice(2 * i, 2 * i + 2), 16);
+        return w.raw(b);
+      }
+    }
+  }
+  if ('struct' in t) return writeStruct(w, t.struct, (v ?? {}) as Obj);
+  if ('opt' in t) {
+    if (v === null || v === undefined) return w.u8(0);
+    w.u8(1);
+    return write(w, t.opt, v, name);
+  }
+  if ('vec' in t) {
+    if (!Array.isArray(v)) throw malformed(`${name}: array expected`);
+    w.varint(v.length, 8, 'vec length');
+    for (const e of v) write(w, t.vec, e, name);
+    return;
+  }
+  if ('tagged' in t) {
+    const o = v as Obj;
+    const idx = o ? t.tagged.findIndex(([n]) => n === o.type) : -1;
+    if (idx < 0) throw malformed(`${name}: unknown type \`${String(o && o.type)}\``);
+    w.varint(idx, 4, 'variant');
+    return writeStruct(w, t.tagged[idx][1], o);
+  }
+  if ('names' in t) {
+    const idx = t.names.indexOf(v as string);
+    if (idx < 0) throw malformed(`${name}: unknown variant \`${String(v)}\``);
+    return w.varint(idx, 4, 'variant');
+  }
+  if ('packed' in t) {
+    const bytes = t.packed === 'records' ? encodeRecords(v as QAgent[]) : t.packed === 'ids' ? encodeIds(v as number[]) : encodeChanges(v as ChangeEntry[]);
+    w.varint(bytes.length, 8, 'packed length');
+    return w.raw(bytes);
+  }
+  throw new Error('schema: bad type');
+}
+
+function toBytes(data: ArrayBuffer | ArrayBufferView): Uint8Array {
+  if (data instanceof Uint8Array) return data;
+  if (data instanceof ArrayBuffer) return new Uint8Array(data);
+  if (ArrayBuffer.isView(data)) return new Uint8Array(data.buffer, data.byteOffset, data.byteLength);
+  throw new TypeError('expected bytes');
+}
+
+export interface DecodeOptions {
+  /** Largest frame accepted (default DEFAULT_SERVER_LIMIT / DEFAULT_CLIENT_LIMIT). */
+  limit?: number;
+  /** Keep a binary delta's `changed` section as its packed bytes (for `CellMap.delta`). */
+  rawChanges?: boolean;
+}
+
+function checkLimit(bytes: Uint8Array, limit: number): void {
+  if (bytes.length > limit) throw new ProtoError('too_large', `frame of ${bytes.length} bytes exceeds the limit ${limit}`);
+}
+
+function decodeWith(schema: Type, data: ArrayBuffer | ArrayBufferView, limit: number, raw: boolean): unknown {
+  const bytes = toBytes(data);
+  checkLimit(bytes, limit);
+  const r = new Reader(bytes);
+  const msg = read(r, schema, raw);
+  if (r.p !== bytes.length) throw new ProtoError('trailing_bytes', `${bytes.length - r.p} bytes after the message`);
+  return msg;
+}
+
+/** Decodes a binary server frame (ServerMsg). `opts` may be a limit (number) for brevity. */
+export function decodeServer(data: ArrayBuffer | ArrayBufferView, opts: DecodeOptions | number = {}): ServerMsg {
+  const o = typeof opts === 'number' ? { limit: opts } : opts;
+  return decodeWith(SERVER, data, o.limit ?? DEFAULT_SERVER_LIMIT, !!o.rawChanges) as ServerMsg;
+}
+
+/**
+ * Decodes a batched binary server frame (`/ws?batch=1`, §1): one or more messages back to back.
+ * A frame that ends inside a message is `unexpected_end`.
+ */
+export function decodeServerBatch(data: ArrayBuffer | ArrayBufferView, opts: DecodeOptions = {}): ServerMsg[] {
+  const bytes = toBytes(data);
+  checkLimit(bytes, opts.limit ?? DEFAULT_SERVER_LIMIT);
+  const r = new Reader(bytes);
+  const out: ServerMsg[] = [];
+  do out.push(read(r, SERVER, !!opts.rawChanges) as ServerMsg);
+  while (r.p < bytes.length);
+  return out;
+}
+
+/** Decodes a binary client frame (ClientMsg). */
+export function decodeClient(data: ArrayBuffer | ArrayBufferView, limit: number = DEFAULT_CLIENT_LIMIT): ClientMsg {
+  return decodeWith(CLIENT, data, limit, false) as ClientMsg;
+}
+
+/** Encodes a client message (JSON-shaped object; fields with defaults may be omitted). */
+export function encodeClient(msg: ClientMsg): Uint8Array {
+  const w = new Writer();
+  write(w, CLIENT, msg, 'message');
+  return w.finish();
+}
+
+/** Encodes a server message (binary delta `changed` entries need `index`). */
+export function encodeServer(msg: ServerMsg): Uint8Array {
+  const w = new Writer();
+  write(w, SERVER, msg, 'message');
+  return w.finish();
+}
+
+/**
+ * Decodes a JSON server frame (§4). Checks the shape the client relies on (a known `type`);
+ * the field contents are the server's JSON form, as the binary decoder produces them.
+ */
+export function decodeServerJson(text: string, limit: number = DEFAULT_SERVER_LIMIT): ServerMsg {
+  if (text.length > limit) throw new ProtoError('too_large', `frame of ${text.length} characters exceeds the limit ${limit}`);
+  let v: unknown;
+  try {
+    v = JSON.parse(text);
+  } catch (e) {
+    throw malformed(`invalid JSON: ${(e as Error).message}`);
+  }
+  const o = v as Obj;
+  if (!o || typeof o !== 'object' || typeof o.type !== 'string') throw malformed('a JSON message needs a string `type`');
+  if (!SERVER.tagged.some(([n]) => n === o.type)) throw malformed(`unknown message type \`${o.type}\``);
+  return o as unknown as ServerMsg;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Checksum (§6.5), prediction (§6.4), AOI cells (§6.2)
+
+// FNV-1a 64 in two 32-bit halves: h * 0x100000001b3 = h * 0x1b3 + (h << 40)  (mod 2^64).
+let fnvHi = 0;
+let fnvLo = 0;
+function fnvByte(byte: number): void {
+  const lo = (fnvLo ^ byte) >>> 0;
+  const l = lo * 0x1b3; // < 2^41: exact in a double
+  fnvHi = (Math.imul(fnvHi, 0x1b3) + Math.floor(l / 0x100000000) + (lo << 8)) >>> 0;
+  fnvLo = l >>> 0;
+}
+function fnv32(v: number): void {
+  fnvByte(v & 0xff);
+  fnvByte((v >>> 8) & 0xff);
+  fnvByte((v >>> 16) & 0xff);
+  fnvByte((v >>> 24) & 0xff);
+}
+
+/** FNV-1a 64 of a sorted agent list, as 16 lowercase hex digits (§6.5). */
+export function checksum(list: readonly QAgent[]): string {
+  fnvHi = 0xcbf29ce4;
+  fnvLo = 0x84222325;
+  for (let i = 0; i < list.length; i++) {
+    const a = list[i];
+    fnv32(a.id);
+    fnvByte(a.group & 0xff);
+    fnvByte((a.group >>> 8) & 0xff);
+    fnv32(a.pos[0]);
+    fnv32(a.pos[1]);
+    fnv32(a.vel[0]);
+    fnv32(a.vel[1]);
+    fnvByte(a.orient & 0xff);
+    fnvByte((a.orient >>> 8) & 0xff);
+  }
+  return fnvHi.toString(16).padStart(8, '0') + fnvLo.toString(16).padStart(8, '0');
+}
+
+/** `predict(v)` of §6.4: floor((v·predict_num + 32768) / 65536), truncated to 32 bits. */
+export function predict(v: number, predictNum: number): number {
+  return Math.floor((v * predictNum + 32768) / 65536) | 0;
+}
+
+/** The AOI grid of a world (a `WorldInfo`). */
+export interface CellGrid {
+  bounds: { min_x: number; min_y: number; max_x: number; max_y: number };
+  aoi_cell_size: number;
+  cols: number;
+  rows: number;
+}
+
+/** Cell index of a point (§6.2). */
+export function cellOf(info: CellGrid, x: number, y: number): number {
+  const s = info.aoi_cell_size;
+  const col = Math.min(Math.max(Math.floor((x - info.bounds.min_x) / s), 0), info.cols - 1);
+  const row = Math.min(Math.max(Math.floor((y - info.bounds.min_y) / s), 0), info.rows - 1);
+  return row * info.cols + col;
+}

@@ -1,0 +1,103 @@
+// The wire messages (client-proto/PROTOCOL.md §5) as TypeScript types, in their JSON form (§4).
+// Binary frames decode to the same shapes (see codec.ts for the one difference: base indices).
+// (Compiled by tsc into server/viewer/sdk/ for the viewer: edit this .ts, then `npm run build:viewer`.)
+
+import type { QAgent, ChangeEntry } from './codec.js';
+
+export type Encoding = 'binary' | 'json';
+export type ErrorCodeName =
+  | 'bad_request' | 'invalid_field' | 'unknown_world' | 'unknown_agent' | 'forbidden' | 'unauthorized'
+  | 'rate_limited' | 'too_large' | 'busy' | 'not_found' | 'unsupported_version' | 'internal';
+
+export interface Point { x: number; y: number }
+export interface Rect { min_x: number; min_y: number; max_x: number; max_y: number }
+
+export type Area = ({ type: 'rect' } & Rect) | { type: 'whole_world' };
+export type SpawnArea = ({ type: 'rect' } & Rect) | { type: 'circle'; x: number; y: number; radius: number };
+export interface Limits {
+  max_speed?: number | null; max_accel?: number | null; max_rotation?: number | null;
+  max_angular_accel?: number | null; radius?: number | null; mass?: number | null;
+}
+export type Target = { type: 'point'; x: number; y: number } | { type: 'agent'; agent: number };
+export type AlignTarget = { type: 'orientation'; radians: number } | { type: 'agent'; agent: number };
+export interface AlignParams { target_radius?: number; slow_radius?: number; time_to_target?: number }
+
+/** A steering behaviour (§5.1 table): `type` plus its fields; fields with a default may be omitted. */
+export type Behavior =
+  | { type: 'seek'; target: Target }
+  | { type: 'flee'; target: Target; panic_distance?: number }
+  | { type: 'arrive'; target: Target; target_radius?: number; slow_radius?: number; time_to_target?: number }
+  | { type: 'pursue'; target_agent: number; max_prediction?: number }
+  | { type: 'evade'; target_agent: number; panic_distance?: number; max_prediction?: number }
+  | { type: 'align'; target: AlignTarget; align?: AlignParams }
+  | { type: 'face'; target: Target; align?: AlignParams }
+  | { type: 'look_where_you_are_going'; align?: AlignParams }
+  | { type: 'velocity_match'; target_agent: number; time_to_target?: number }
+  | { type: 'wander'; variant?: 'millington' | 'circle'; wander_offset?: number; wander_radius?: number; wander_rate?: number }
+  | { type: 'random_target'; radius: number; interval_min?: number; interval_max?: number; center?: Point | null }
+  | { type: 'obstacle_avoidance'; min_box_length?: number | null; braking_weight?: number; lateral_base?: number }
+  | { type: 'ahead_avoidance'; ahead_len?: number; max_avoid_force?: number; margin?: number }
+  | { type: 'wall_avoidance'; look_ahead?: number; avoid_distance?: number }
+  | { type: 'agent_avoidance'; look_ahead?: number; avoid_radius?: number }
+  | { type: 'separation'; neighbor_radius?: number }
+  | { type: 'cohesion'; neighbor_radius?: number }
+  | { type: 'alignment'; neighbor_radius?: number; time_to_target?: number }
+  | { type: 'path_following'; waypoints: Point[]; path_radius?: number; mode?: 'once' | 'loop' | 'ping_pong' }
+  | { type: 'leader_following'; leader: number; behind_distance?: number; leader_sight_radius?: number }
+  | { type: 'reciprocal_avoidance'; time_horizon?: number; obstacle_time_horizon?: number; neighbor_dist?: number; max_neighbors?: number };
+export type BehaviorKind = Behavior['type'];
+export interface BehaviorEntry { behavior: Behavior; weight?: number; priority?: number }
+
+// ---- Client → server
+
+export interface Hello {
+  type: 'hello'; protocol_version: number; token: string | null; encoding: Encoding;
+  /** Protocol v3: the resume token of a previous session (not on the wire in v2). */
+  resume?: string | null;
+}
+export type ClientMsg =
+  | Hello
+  | { type: 'subscribe'; request_id: number; world: string; area: Area }
+  | { type: 'unsubscribe'; request_id: number; world: string }
+  | { type: 'move_to'; request_id: number; world: string; agents: number[]; target: Point; stopping_distance?: number }
+  | { type: 'set_behaviors'; request_id: number; world: string; agents: number[]; behaviors: BehaviorEntry[] }
+  | { type: 'add_behavior'; request_id: number; world: string; agents: number[]; entry: BehaviorEntry }
+  | { type: 'remove_behavior'; request_id: number; world: string; agents: number[]; kind: BehaviorKind }
+  | { type: 'reset_behaviors'; request_id: number; world: string; agents: number[] }
+  | { type: 'spawn'; request_id: number; world: string; group: string; count: number; area: SpawnArea; limits?: Limits; behaviors?: BehaviorEntry[] }
+  | { type: 'despawn'; request_id: number; world: string; agents: number[] }
+  | { type: 'ping'; request_id: number };
+
+// ---- Server → client
+
+export interface Quantization { pos_step: number; vel_step: number; predict_num: number; orient_snap: number }
+export interface WorldInfo { id: number; name: string; bounds: Rect; aoi_cell_size: number; cols: number; rows: number }
+export interface Welcome {
+  type: 'welcome'; protocol_version: number; tick_rate_hz: number; quantization: Quantization;
+  worlds: WorldInfo[]; max_message_bytes: number;
+  // Protocol v3 (players): present once the server speaks it.
+  player_id?: string; role?: 'admin' | 'player' | 'spectator'; resume_token?: string; session_grace_secs?: number;
+}
+export interface Keyframe { type: 'keyframe'; world: number; cell: number; tick: number; checksum: string | null; agents: QAgent[] }
+export interface Delta {
+  type: 'delta'; world: number; cell: number; tick: number; base_tick: number; checksum: string | null;
+  left: number[];
+  /** Decoded entries, or (decoded with `rawChanges`) the packed bytes of a binary frame. */
+  changed: ChangeEntry[] | Uint8Array;
+  entered: QAgent[];
+}
+export type EventKind =
+  | { type: 'destination_reached'; agent: number }
+  | { type: 'path_completed'; agent: number }
+  | { type: 'spawned'; group: string; agents: number[] }
+  | { type: 'despawned'; agents: number[] };
+export interface EventMsg { type: 'event'; world: number; tick: number; event: EventKind }
+export interface OkOutcome { type: 'ok' }
+export interface SubscribedOutcome { type: 'subscribed'; world: number; cells: number[] }
+export interface SpawnedOutcome { type: 'spawned'; agents: number[] }
+export interface ErrorOutcome { type: 'error'; code: ErrorCodeName; message: string; field: string | null }
+export type Outcome = OkOutcome | SubscribedOutcome | SpawnedOutcome | ErrorOutcome;
+export interface CommandResult { type: 'command_result'; request_id: number; result: Outcome }
+export interface ErrorMsg { type: 'error'; code: ErrorCodeName; message: string; field: string | null }
+export interface Pong { type: 'pong'; request_id: number; server_tick: number }
+export type ServerMsg = Welcome | Keyframe | Delta | EventMsg | CommandResult | ErrorMsg | Pong;

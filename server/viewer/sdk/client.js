@@ -1,0 +1,519 @@
+// SteerClient: one WebSocket session to steerd — Hello/Welcome, typed commands resolved by their
+// CommandResult, events, WorldViews per subscribed world, Ping/Pong clock sync, and automatic
+// reconnect with back-off that resubscribes (and, from protocol v3, resumes the session).
+// (Compiled by tsc into server/viewer/sdk/ for the viewer: edit this .ts, then `npm run build:viewer`.)
+import { DEFAULT_SERVER_LIMIT, ProtoError, decodeServer, decodeServerBatch, decodeServerJson, encodeClient, helloMessage, } from './codec.js';
+import { WorldView } from './view.js';
+/** A command answered with an error outcome, or not answered at all. */
+export class CommandError extends Error {
+    constructor(code, message, field = null, requestId = 0) {
+        super(`${code}: ${message}${field ? ` (field ${field})` : ''}`);
+        this.name = 'CommandError';
+        this.code = code;
+        this.field = field;
+        this.requestId = requestId;
+    }
+}
+const U32 = 0x100000000;
+/** Opens a session; resolves once the server's Welcome arrived. */
+export async function connect(url, opts = {}) {
+    const Ctor = opts.WebSocket ?? (await defaultSocket());
+    const c = new SteerClient(url, opts, Ctor);
+    await c.opened;
+    return c;
+}
+async function defaultSocket() {
+    const g = globalThis;
+    if (typeof g.WebSocket === 'function')
+        return g.WebSocket;
+    // Node without a global WebSocket: the optional `ws` package (never loaded in a browser).
+    const name = 'ws';
+    try {
+        const mod = await import(name);
+        return (mod.WebSocket ?? mod.default);
+    }
+    catch {
+        throw new Error('steerd-client: no WebSocket in this runtime; install the `ws` package (npm i ws)');
+    }
+}
+/** `ws://host:port/ws` from a ws(s) or http(s) URL (a bare origin gets `/ws`). */
+export function wsUrl(url, batch) {
+    const u = new URL(url);
+    if (u.protocol === 'http:')
+        u.protocol = 'ws:';
+    else if (u.protocol === 'https:')
+        u.protocol = 'wss:';
+    if (u.pathname === '/' || u.pathname === '')
+        u.pathname = '/ws';
+    if (batch)
+        u.searchParams.set('batch', '1');
+    return u.toString();
+}
+export class SteerClient {
+    constructor(url, opts, Ctor) {
+        /** The latest Welcome. */
+        this.welcome = null;
+        this.state = 'connecting';
+        /** Reconnects done. */
+        this.reconnects = 0;
+        this.ws = null;
+        this.nextRid = 1;
+        this.pending = new Map();
+        this.queue = [];
+        this.views = new Map();
+        this.listeners = new Map();
+        this.pings = new Map();
+        /** World ids in the order this connection subscribed them (the server's Pong reports the first). */
+        this.subscribedOrder = [];
+        this.resumeToken = null;
+        this.attempts = 0;
+        this.reconnectTimer = null;
+        this.pingTimer = null;
+        this.pingsSent = 0;
+        this.lastPongMs = 0;
+        this.resyncTimers = new Map();
+        this.everOpen = false;
+        this.url = wsUrl(url, !!opts.batch);
+        this.opts = opts;
+        this.Ctor = Ctor;
+        this.opened = new Promise((res, rej) => {
+            this.openResolve = res;
+            this.openReject = rej;
+        });
+        this.open();
+    }
+    // ---- events
+    /** Adds a listener; returns a function that removes it. */
+    on(name, cb) {
+        let set = this.listeners.get(name);
+        if (!set)
+            this.listeners.set(name, (set = new Set()));
+        set.add(cb);
+        return () => set.delete(cb);
+    }
+    emit(name, ...args) {
+        const set = this.listeners.get(name);
+        if (!set)
+            return;
+        for (const cb of [...set]) {
+            try {
+                cb(...args);
+            }
+            catch (e) {
+                // A listener's bug must not break the session.
+                setTimeout(() => { throw e; });
+            }
+        }
+    }
+    // ---- commands
+    /** Spawns `count` agents of `group` in `area`; resolves with their ids. */
+    spawn(world, s) {
+        return this.command({ type: 'spawn', request_id: 0, world, group: s.group, count: s.count, area: s.area, limits: s.limits ?? {}, behaviors: s.behaviors ?? [] });
+    }
+    /** Sends agents to a point (the server plans the path); DestinationReached follows per agent. */
+    moveTo(world, agents, target, opts = {}) {
+        return this.command({ type: 'move_to', request_id: 0, world, agents, target: { x: target.x, y: target.y }, stopping_distance: opts.stoppingDistance ?? 0 });
+    }
+    setBehaviors(world, agents, behaviors) {
+        return this.command({ type: 'set_behaviors', request_id: 0, world, agents, behaviors });
+    }
+    addBehavior(world, agents, entry) {
+        return this.command({ type: 'add_behavior', request_id: 0, world, agents, entry });
+    }
+    removeBehavior(world, agents, kind) {
+        return this.command({ type: 'remove_behavior', request_id: 0, world, agents, kind });
+    }
+    resetBehaviors(world, agents) {
+        return this.command({ type: 'reset_behaviors', request_id: 0, world, agents });
+    }
+    despawn(world, agents) {
+        return this.command({ type: 'despawn', request_id: 0, world, agents });
+    }
+    /**
+     * Subscribes to `area` of `world` (default the whole world) and keeps a WorldView of it, across
+     * resyncs and reconnects. `everyNTicks` (a lower send rate) is not in protocol v2: only 1 (or
+     * omitted) is accepted until the server supports it.
+     */
+    async subscribe(world, area = { type: 'whole_world' }, opts = {}) {
+        if (opts.everyNTicks !== undefined && opts.everyNTicks !== 1) {
+            throw new CommandError('unsupported', `everyNTicks ${opts.everyNTicks}: protocol v2 streams every tick; only everyNTicks 1 is supported until the server adds it`);
+        }
+        const view = this.ensureView(world, area);
+        const r = await this.command({ type: 'subscribe', request_id: 0, world, area });
+        return { ...r, view };
+    }
+    /** Stops the stream of `world` and drops its view. */
+    async unsubscribe(world) {
+        const v = this.views.get(world);
+        this.views.delete(world);
+        const r = await this.command({ type: 'unsubscribe', request_id: 0, world });
+        if (v)
+            this.subscribedOrder = this.subscribedOrder.filter((id) => id !== v.info.id);
+        return r;
+    }
+    /** The view of a subscribed world. */
+    view(world) {
+        return this.views.get(world);
+    }
+    /** Sends a Ping; resolves with the server tick of the Pong. */
+    ping() {
+        const rid = this.rid();
+        this.pings.set(rid, now());
+        return new Promise((resolve, reject) => {
+            const timer = setTimeout(() => {
+                this.pending.delete(rid);
+                reject(new CommandError('timeout', `no Pong for ping ${rid}`, null, rid));
+            }, this.opts.commandTimeoutMs ?? 10000);
+            this.pending.set(rid, { resolve: resolve, reject, timer, internal: false });
+            this.send({ type: 'ping', request_id: rid });
+        });
+    }
+    /** Closes the session for good (no reconnect); pending commands are rejected. */
+    close() {
+        this.state = 'closed';
+        this.clearTimers();
+        const ws = this.ws;
+        this.ws = null;
+        if (ws) {
+            ws.onclose = null;
+            try {
+                ws.close(1000, 'client closed');
+            }
+            catch { /* already closed */ }
+        }
+        this.failPending('connection_lost', 'client closed');
+        this.openReject(new Error('closed before Welcome'));
+    }
+    /**
+     * Closes the transport the way a network failure would: the client reconnects (resumes in
+     * protocol v3) and resubscribes; views keep their state meanwhile. For tests and "retry now".
+     */
+    dropSocket() {
+        const ws = this.ws;
+        if (ws)
+            ws.close(4000, 'dropped by the client');
+    }
+    ensureView(world, area) {
+        let v = this.views.get(world);
+        const info = this.welcome?.worlds.find((w) => w.name === world);
+        if (!v) {
+            if (!info || !this.welcome)
+                throw new CommandError('unknown_world', `no world \`${world}\` in the Welcome`, 'world');
+            v = new WorldView(info, this.welcome.quantization, this.welcome.tick_rate_hz, area, this.opts);
+            v.onResync = (reason) => this.scheduleResync(world, reason);
+            this.views.set(world, v);
+        }
+        v.area = area;
+        return v;
+    }
+    rid() {
+        const r = this.nextRid;
+        this.nextRid = (this.nextRid + 1) % U32 || 1;
+        return r;
+    }
+    command(msg, internal = false) {
+        const rid = this.rid();
+        msg.request_id = rid;
+        return new Promise((resolve, reject) => {
+            if (this.state === 'closed') {
+                reject(new CommandError('not_connected', 'the client is closed', null, rid));
+                return;
+            }
+            const timer = setTimeout(() => {
+                if (this.pending.delete(rid))
+                    reject(new CommandError('timeout', `no result for request ${rid} (${msg.type})`, null, rid));
+            }, this.opts.commandTimeoutMs ?? 10000);
+            this.pending.set(rid, { resolve: resolve, reject, timer, internal });
+            if (this.state !== 'open') {
+                if (this.queue.length >= (this.opts.maxQueuedCommands ?? 256)) {
+                    clearTimeout(timer);
+                    this.pending.delete(rid);
+                    reject(new CommandError('not_connected', `reconnecting and ${this.queue.length} commands already queued`, null, rid));
+                    return;
+                }
+                this.queue.push(msg);
+                return;
+            }
+            this.send(msg);
+        });
+    }
+    send(msg) {
+        const ws = this.ws;
+        if (!ws || ws.readyState !== 1)
+            return;
+        if ((this.opts.encoding ?? 'binary') === 'json')
+            ws.send(JSON.stringify(msg));
+        else
+            ws.send(encodeClient(msg));
+    }
+    // ---- connection
+    open() {
+        let ws;
+        try {
+            ws = new this.Ctor(this.url);
+        }
+        catch (e) {
+            this.onDrop(0, e.message);
+            return;
+        }
+        ws.binaryType = 'arraybuffer';
+        this.ws = ws;
+        ws.onopen = () => {
+            const hello = helloMessage({ token: this.opts.token, encoding: this.opts.encoding, resume: this.resumeToken });
+            this.send(hello);
+        };
+        ws.onmessage = (ev) => {
+            if (this.ws !== ws)
+                return;
+            this.onFrame(ev.data);
+        };
+        ws.onerror = () => { };
+        ws.onclose = (ev) => {
+            if (this.ws !== ws)
+                return;
+            this.ws = null;
+            this.onDrop(ev.code ?? 0, ev.reason ?? '');
+        };
+    }
+    onFrame(data) {
+        let msgs;
+        const limit = this.opts.maxFrameBytes ?? DEFAULT_SERVER_LIMIT;
+        try {
+            if (typeof data === 'string')
+                msgs = [decodeServerJson(data, limit)];
+            else {
+                const bytes = data;
+                msgs = this.opts.batch ? decodeServerBatch(bytes, { limit, rawChanges: true }) : [decodeServer(bytes, { limit, rawChanges: true })];
+            }
+        }
+        catch (e) {
+            if (!(e instanceof ProtoError))
+                throw e;
+            this.emit('error', new Error(`undecodable frame: ${e.message}`));
+            // We cannot tell which cell it was for: every view gets keyframes again.
+            for (const v of this.views.values())
+                v.resync(`undecodable frame: ${e.message}`);
+            return;
+        }
+        for (const m of msgs)
+            this.onMessage(m);
+    }
+    viewById(id) {
+        for (const v of this.views.values())
+            if (v.info.id === id)
+                return v;
+        return undefined;
+    }
+    worldName(id) {
+        return this.welcome?.worlds.find((w) => w.id === id)?.name ?? String(id);
+    }
+    onMessage(m) {
+        const t = now();
+        switch (m.type) {
+            case 'welcome':
+                return this.onWelcome(m);
+            case 'keyframe': {
+                const v = this.viewById(m.world);
+                if (v)
+                    v.keyframe(m, t);
+                return;
+            }
+            case 'delta': {
+                const v = this.viewById(m.world);
+                if (v)
+                    v.delta(m, t);
+                return;
+            }
+            case 'event': {
+                const w = this.worldName(m.world);
+                const e = m.event;
+                this.emit('event', e, m, w);
+                if (e.type === 'destination_reached')
+                    this.emit('destination_reached', e.agent, w, m.tick);
+                else if (e.type === 'path_completed')
+                    this.emit('path_completed', e.agent, w, m.tick);
+                else if (e.type === 'spawned')
+                    this.emit('spawned', e.agents, e.group, w, m.tick);
+                else if (e.type === 'despawned')
+                    this.emit('despawned', e.agents, w, m.tick);
+                return;
+            }
+            case 'command_result':
+                return this.onResult(m);
+            case 'pong': {
+                const sent = this.pings.get(m.request_id);
+                this.pings.delete(m.request_id);
+                this.lastPongMs = t;
+                if (sent !== undefined && this.subscribedOrder.length) {
+                    const v = this.viewById(this.subscribedOrder[0]);
+                    if (v)
+                        v.clock.addSample(sent, t, m.server_tick);
+                }
+                const p = this.pending.get(m.request_id);
+                if (p) {
+                    clearTimeout(p.timer);
+                    this.pending.delete(m.request_id);
+                    p.resolve(m.server_tick);
+                }
+                return;
+            }
+            case 'error': {
+                this.emit('error', m);
+                if (!this.welcome || this.state !== 'open') {
+                    // Refused at Hello (bad token, version): retrying the same Hello cannot help.
+                    if (m.code === 'unauthorized' || m.code === 'unsupported_version' || m.code === 'forbidden') {
+                        this.openReject(new CommandError(m.code, m.message, m.field));
+                        this.close();
+                    }
+                }
+                return;
+            }
+        }
+    }
+    onResult(m) {
+        const r = m.result;
+        const p = this.pending.get(m.request_id);
+        if (r.type === 'subscribed') {
+            const v = this.viewById(r.world);
+            if (v)
+                v.subscribed(r.cells);
+            if (!this.subscribedOrder.includes(r.world))
+                this.subscribedOrder.push(r.world);
+        }
+        if (!p)
+            return;
+        clearTimeout(p.timer);
+        this.pending.delete(m.request_id);
+        if (r.type === 'error')
+            p.reject(new CommandError(r.code, r.message, r.field, m.request_id));
+        else
+            p.resolve(r);
+    }
+    onWelcome(w) {
+        const again = this.everOpen;
+        this.welcome = w;
+        this.state = 'open';
+        this.everOpen = true;
+        this.attempts = 0;
+        // Protocol v3: the token that resumes this session after a drop (absent in v2).
+        this.resumeToken = w.resume_token ?? null;
+        this.subscribedOrder = [];
+        this.lastPongMs = now();
+        for (const [name, v] of this.views) {
+            const info = w.worlds.find((x) => x.name === name);
+            if (!info) {
+                this.emit('error', new Error(`world \`${name}\` is gone after the reconnect`));
+                continue;
+            }
+            v.rebind(info, w.quantization, w.tick_rate_hz);
+            this.command({ type: 'subscribe', request_id: 0, world: name, area: v.area }, true).catch((e) => this.emit('error', e));
+        }
+        const q = this.queue.splice(0);
+        for (const msg of q)
+            this.send(msg);
+        this.pingsSent = 0;
+        this.schedulePing();
+        this.emit('welcome', w);
+        if (again) {
+            this.reconnects++;
+            this.emit('reconnect', w);
+        }
+        this.openResolve();
+    }
+    scheduleResync(world, reason) {
+        this.emit('resync', world, reason);
+        if (this.resyncTimers.has(world))
+            return;
+        this.resyncTimers.set(world, setTimeout(() => {
+            this.resyncTimers.delete(world);
+            const v = this.views.get(world);
+            if (!v || this.state !== 'open')
+                return; // a reconnect resubscribes anyway
+            this.command({ type: 'subscribe', request_id: 0, world, area: v.area }, true).catch((e) => this.emit('error', e));
+        }, 50));
+    }
+    schedulePing() {
+        if (this.pingTimer)
+            clearTimeout(this.pingTimer);
+        const period = this.opts.pingIntervalMs ?? 1000;
+        const delay = this.pingsSent < 5 ? Math.min(200, period) : period;
+        this.pingTimer = setTimeout(() => {
+            this.pingTimer = null;
+            if (this.state !== 'open')
+                return;
+            if (now() - this.lastPongMs > (this.opts.pongTimeoutMs ?? 10000)) {
+                this.dropSocket(); // silent peer: reconnect
+                return;
+            }
+            const rid = this.rid();
+            this.pings.set(rid, now());
+            if (this.pings.size > 64)
+                this.pings.delete(this.pings.keys().next().value);
+            this.send({ type: 'ping', request_id: rid });
+            this.pingsSent++;
+            this.schedulePing();
+        }, delay);
+    }
+    failPending(code, why) {
+        for (const [rid, p] of this.pending) {
+            clearTimeout(p.timer);
+            if (!p.internal)
+                p.reject(new CommandError(code, `${why} before the result of request ${rid}`, null, rid));
+        }
+        this.pending.clear();
+        this.pings.clear();
+        for (const q of this.queue.splice(0))
+            void q;
+    }
+    clearTimers() {
+        if (this.reconnectTimer)
+            clearTimeout(this.reconnectTimer);
+        if (this.pingTimer)
+            clearTimeout(this.pingTimer);
+        for (const t of this.resyncTimers.values())
+            clearTimeout(t);
+        this.resyncTimers.clear();
+        this.reconnectTimer = null;
+        this.pingTimer = null;
+    }
+    onDrop(code, reason) {
+        if (this.state === 'closed')
+            return;
+        this.clearTimers();
+        // Commands in flight may or may not have run: their promises fail; queued ones wait.
+        for (const [rid, p] of this.pending) {
+            if (this.queue.some((m) => m.request_id === rid))
+                continue;
+            clearTimeout(p.timer);
+            this.pending.delete(rid);
+            if (!p.internal)
+                p.reject(new CommandError('connection_lost', `connection lost before the result of request ${rid}`, null, rid));
+        }
+        this.pings.clear();
+        const r = this.opts.reconnect;
+        const enabled = r !== false && this.everOpen;
+        const ro = typeof r === 'object' ? r : {};
+        const give = ro.maxAttempts !== undefined && this.attempts >= ro.maxAttempts;
+        const willReconnect = enabled && !give;
+        this.emit('disconnect', { code, reason, willReconnect });
+        if (!willReconnect) {
+            this.state = 'closed';
+            this.failPending('connection_lost', `connection closed (${code} ${reason})`);
+            this.openReject(new Error(`connection closed before Welcome (${code} ${reason})`));
+            return;
+        }
+        this.state = 'reconnecting';
+        const min = ro.minDelayMs ?? 250;
+        const max = ro.maxDelayMs ?? 5000;
+        const delay = Math.min(max, min * 2 ** Math.min(this.attempts, 20)) * (0.5 + Math.random() * 0.5);
+        this.attempts++;
+        this.reconnectTimer = setTimeout(() => {
+            this.reconnectTimer = null;
+            if (this.state === 'reconnecting')
+                this.open();
+        }, delay);
+    }
+}
+function now() {
+    return typeof performance !== 'undefined' ? performance.now() : Date.now();
+}
