@@ -314,23 +314,40 @@ pub async fn t09_tick_overrun(cfg: Cfg) -> Outcome {
     let rate = (3.0 / mean_tick).clamp(21.0, 1000.0);
     let overruns0 = metric(&m1, "steerd_tick_overruns_total");
     http.patch("/worlds/heavy", &json!({"tick_rate": rate})).await.ok();
-    // While overloaded: a burst of concurrent reads fills the 4-slot queue → some `busy`.
+    // While overloaded: a burst of concurrent reads fills the 4-slot queue → some `busy`. The 64
+    // connections are opened first and the requests written back to back, so they reach the
+    // world's queue together (one connect per request, as before, let them trickle in slower
+    // than the world drains its queue: once 0 of 64 were busy).
     let t_over = Instant::now();
-    let mut reqs = Vec::new();
+    let mut socks = Vec::new();
     for _ in 0..64 {
-        let h = http.clone();
-        reqs.push(tokio::spawn(async move { h.get("/worlds/heavy/agents?limit=1").await }));
+        socks.push(tokio::net::TcpStream::connect(srv.addr).await.expect("connecting for a read"));
+    }
+    let req = format!("GET /worlds/heavy/agents?limit=1 HTTP/1.1\r\nHost: {}\r\nConnection: close\r\n\r\n", srv.addr);
+    for s in &mut socks {
+        s.write_all(req.as_bytes()).await.expect("writing a read");
+    }
+    let mut reqs = Vec::new();
+    for mut s in socks {
+        reqs.push(tokio::spawn(async move {
+            let mut buf = Vec::new();
+            tokio::time::timeout(Duration::from_secs(30), s.read_to_end(&mut buf)).await.expect("a read hung").expect("reading an answer");
+            String::from_utf8_lossy(&buf).into_owned()
+        }));
     }
     let (mut ok, mut busy) = (0, 0);
     for r in reqs {
-        let r = r.await.expect("a read hung");
-        match r.status {
-            200 => ok += 1,
-            503 => {
-                gate(r.json()["error"] == "busy", || format!("503 without `busy`: {}", r.text()));
+        let text = r.await.expect("a read task");
+        let status = text.split_whitespace().nth(1).unwrap_or("");
+        let body = text.split_once("\r\n\r\n").map_or("", |(_, b)| b);
+        match status {
+            "200" => ok += 1,
+            "503" => {
+                let j: serde_json::Value = serde_json::from_str(body).unwrap_or_default();
+                gate(j["error"] == "busy", || format!("503 without `busy`: {body}"));
                 busy += 1;
             }
-            s => panic!("read during overload answered {s}: {}", r.text()),
+            _ => panic!("read during overload answered: {text}"),
         }
     }
     tokio::time::sleep(Duration::from_secs(2).saturating_sub(t_over.elapsed())).await;
