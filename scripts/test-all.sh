@@ -11,6 +11,8 @@
 #  5. client SDKs (clients/): TypeScript (node) and C# (mono + NUnit): golden vectors, frame
 #     chains, and an end-to-end test each against a real server
 #  6. container: the image built with podman (runc), run, probed, drained with SIGTERM
+#  7. reliability: the 20 tests of RELIABILITY.md, short mode (tests/reliability/run.sh; installs
+#     cargo-fuzz, cargo-deny, schemathesis in a venv, iproute2)
 set -uo pipefail
 cd "$(dirname "$0")/.."
 export CARGO_TERM_COLOR=never
@@ -27,6 +29,7 @@ step "swarm smoke" ./loadtest/smoke.sh
 step "viewer (browser)" ./tests/browser/run.sh
 step "client SDKs" ./clients/run-tests.sh
 step "container (podman)" ./tests/container/run.sh
+step "reliability (short)" ./tests/reliability/run.sh
 echo
 if [ ${#failed[@]} -eq 0 ]; then
   echo "all suites passed"

@@ -142,6 +142,11 @@ pub struct Server {
 pub struct Opts {
     /// Extra command-line arguments.
     pub args: Vec<String>,
+    /// Address to listen on instead of `127.0.0.1:0` (e.g. a veth address in a network
+    /// namespace; port 0 still).
+    pub listen: Option<String>,
+    /// A command the server runs under (e.g. `ip netns exec NS`).
+    pub prefix: Vec<String>,
 }
 
 impl Opts {
@@ -174,9 +179,16 @@ impl Server {
         static N: AtomicU64 = AtomicU64::new(0);
         let log = data_dir.join(format!("server-{}.log", N.fetch_add(1, Ordering::Relaxed)));
         let logf = std::fs::File::create(&log).expect("creating server log");
-        let mut cmd = Command::new(bin);
+        let mut cmd = match opts.prefix.split_first() {
+            Some((first, rest)) => {
+                let mut c = Command::new(first);
+                c.args(rest).arg(bin);
+                c
+            }
+            None => Command::new(bin),
+        };
         cmd.arg("serve")
-            .args(["--listen", "127.0.0.1:0", "--data-dir"])
+            .args(["--listen", opts.listen.as_deref().unwrap_or("127.0.0.1:0"), "--data-dir"])
             .arg(data_dir)
             .arg("--scenarios-dir")
             .arg(repo_root().join("scenarios"))
@@ -547,6 +559,21 @@ impl Ws {
             .await
             .map_err(|_| tokio_tungstenite::tungstenite::Error::Io(std::io::Error::other("connect timed out")))??;
         Ok(Ws::from_stream(stream, enc))
+    }
+
+    /// Connects to `/ws` with a kernel receive buffer of `rcvbuf` bytes and says `Hello`: a client
+    /// that stops reading backs the server's socket up quickly.
+    pub async fn connect_small_buffer(addr: SocketAddr, rcvbuf: u32) -> Ws {
+        let sock = if addr.is_ipv4() { tokio::net::TcpSocket::new_v4() } else { tokio::net::TcpSocket::new_v6() }.expect("socket");
+        sock.set_recv_buffer_size(rcvbuf).expect("SO_RCVBUF");
+        let stream = tokio::time::timeout(WAIT, sock.connect(addr)).await.expect("connect timed out").expect("connect");
+        let (ws, _) = tokio::time::timeout(WAIT, tokio_tungstenite::client_async(format!("ws://{addr}/ws"), MaybeTlsStream::Plain(stream)))
+            .await
+            .expect("upgrade timed out")
+            .expect("upgrade");
+        let mut ws = Ws::from_stream(ws, Encoding::Binary);
+        ws.hello(None).await;
+        ws
     }
 
     /// Wraps an open stream.
@@ -1024,4 +1051,123 @@ pub async fn measure_swarm(srv: &Server, clients: usize, run: Duration) -> Figur
         server_cpu_cores: (cpu1 - cpu0) / secs,
         rss_mib: srv.rss_kib() as f64 / 1024.0,
     }
+}
+
+// ------------------------------------------------------------------------- crash-safe save
+
+/// Agents and obstacles listed in a scenario file.
+pub fn scenario_counts(scenario: &Value) -> (usize, usize) {
+    let agents = scenario["groups"]
+        .as_array()
+        .map_or(0, |gs| gs.iter().map(|g| g["area"]["points"].as_array().map_or_else(|| g["count"].as_u64().unwrap_or(0) as usize, Vec::len)).sum());
+    (agents, scenario["obstacles"].as_array().map_or(0, Vec::len))
+}
+
+/// Names of the `*.tmp` files in `dir`.
+pub fn temp_files(dir: &Path) -> Vec<String> {
+    std::fs::read_dir(dir)
+        .map(|rd| rd.flatten().filter_map(|e| e.file_name().to_str().map(str::to_string)).filter(|n| n.ends_with(".tmp")).collect())
+        .unwrap_or_default()
+}
+
+/// What [`kill9_while_saving`] saw.
+#[derive(Debug, Clone, Copy)]
+pub struct KillFigures {
+    /// Agents in the saved world.
+    pub agents: usize,
+    /// Size of the scenario file, bytes.
+    pub file_bytes: u64,
+    /// Kill rounds run.
+    pub rounds: u32,
+    /// Rounds after which the old file was there, whole.
+    pub old_kept: u32,
+    /// Rounds after which the new file was there, whole.
+    pub new_kept: u32,
+    /// Rounds that left a temp file behind (swept by the next start).
+    pub temps_left: u32,
+}
+
+impl std::fmt::Display for KillFigures {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{} rounds on a {:.1} MB file ({} agents): old kept {}, new kept {}, torn 0, temp files left {} (all swept at start)",
+            self.rounds,
+            self.file_bytes as f64 / 1e6,
+            self.agents,
+            self.old_kept,
+            self.new_kept,
+            self.temps_left
+        )
+    }
+}
+
+/// Issue 5 (7), RELIABILITY.md test 14: SIGKILL at a random moment of saving a multi-MB world
+/// (the demo world plus `agents` agents) leaves the scenario file whole — the old version or the
+/// new one (one more obstacle) — and every start sweeps the temp files. Runs up to `rounds`
+/// kill rounds within `time_box`; panics on a torn file or an unswept temp file.
+pub async fn kill9_while_saving(agents: usize, rounds: u32, time_box: Duration) -> KillFigures {
+    let dir = TempDir::new("kill9");
+    let scen_dir = dir.path().join("scenarios");
+    let file = scen_dir.join("big.json");
+    let mut srv = Server::start(dir.path());
+    let http = srv.http();
+    http.patch("/worlds/demo", &json!({"paused": true})).await.ok();
+    let mut left = agents;
+    while left > 0 {
+        let n = left.min(10_000);
+        let spawn = json!({"group": "crowd", "count": n, "area": {"type": "rect", "min_x": 10, "min_y": 10, "max_x": 290, "max_y": 290}});
+        http.post("/worlds/demo/agents", &spawn).await.expect(201);
+        left -= n;
+    }
+    let total = shape(&http, "demo").await.0;
+    assert!(total >= agents);
+    let t = Instant::now();
+    http.post("/worlds/demo/save", &json!({"scenario": "big"})).await.ok();
+    let save_time = t.elapsed();
+    srv.kill9();
+    let size = std::fs::metadata(&file).expect("the saved file").len();
+    assert!(size > 1 << 20, "the saved world is only {size} bytes");
+
+    let mut rng = Rng::from_clock();
+    let mut f = KillFigures { agents: total, file_bytes: size, rounds: 0, old_kept: 0, new_kept: 0, temps_left: 0 };
+    let started = Instant::now();
+    while f.rounds < rounds && started.elapsed() < time_box {
+        f.rounds += 1;
+        let round = f.rounds;
+        let old = std::fs::read(&file).expect("the scenario file");
+        let old_counts = scenario_counts(&serde_json::from_slice(&old).expect("the old file is JSON"));
+        let srv = Server::start_with(dir.path(), Opts::default().arg("--scenario", "big"));
+        assert!(temp_files(&scen_dir).is_empty(), "round {round}: temp files not swept at start: {:?}", temp_files(&scen_dir));
+        let http = srv.http();
+        http.patch("/worlds/demo", &json!({"paused": true})).await.ok();
+        // The new version has one more obstacle.
+        let x = 20.0 + f64::from(round % 30) * 8.0;
+        let y = 3.0 + f64::from(round / 30) * 2.0;
+        http.post("/worlds/demo/obstacles", &json!({"center": {"x": x, "y": y}, "radius": 0.5})).await.expect(201);
+        let mut srv = srv;
+        let h = http.clone();
+        let save = tokio::spawn(async move { h.try_raw("POST", "/worlds/demo/save", Some(br#"{"scenario":"big"}"#), &[]).await });
+        let wait_us = rng.below((save_time.as_micros() as u64).saturating_mul(3) / 2 + 1);
+        tokio::time::sleep(Duration::from_micros(wait_us)).await;
+        srv.kill9();
+        save.abort();
+        let _ = save.await;
+        if !temp_files(&scen_dir).is_empty() {
+            f.temps_left += 1;
+        }
+        let now = std::fs::read(&file).unwrap_or_else(|e| panic!("round {round}: scenario file gone: {e}"));
+        if now == old {
+            f.old_kept += 1;
+            continue;
+        }
+        let v: Value = serde_json::from_slice(&now).unwrap_or_else(|e| panic!("round {round}: torn scenario file ({} bytes): {e}", now.len()));
+        assert_eq!(scenario_counts(&v), (old_counts.0, old_counts.1 + 1), "round {round}: neither the old nor the new version");
+        f.new_kept += 1;
+    }
+    assert_eq!(f.old_kept + f.new_kept, f.rounds);
+    // The last start sweeps whatever the last kill left.
+    let _srv = Server::start_with(dir.path(), Opts::default().arg("--scenario", "big"));
+    assert!(temp_files(&scen_dir).is_empty(), "temp files not swept: {:?}", temp_files(&scen_dir));
+    f
 }

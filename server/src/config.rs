@@ -35,6 +35,10 @@ pub struct Settings {
     pub same_origin_hosts: Vec<String>,
     /// Record every world from its start (`serve --record`); files go to `<data_dir>/recordings`.
     pub record: bool,
+    /// Serves `POST /debug/panic` (admin only), which panics a world's thread or the request's
+    /// connection task on purpose, so the reliability suite can check that a panic is contained
+    /// and reported (RELIABILITY.md test 18). Off by default: the route answers 404.
+    pub fault_injection: bool,
     /// Player authentication and sessions.
     pub auth: AuthSettings,
     /// Player rules of every world (`[players]`), with per-world overrides
@@ -300,6 +304,7 @@ impl Default for Settings {
             record: false,
             auth: AuthSettings::default(),
             players: PlayerSettings::default(),
+            fault_injection: false,
         }
     }
 }

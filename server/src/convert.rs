@@ -203,6 +203,34 @@ pub fn move_to(m: &proto::MoveTo) -> Result<Vec<crate::sim::world::Command>, cra
     Ok(vec![crate::sim::world::Command::MoveTo { agents: m.agents.clone(), target: vec2(m.target), stopping_distance: m.stopping_distance }])
 }
 
+/// The sim commands of a WebSocket world command (`Spawn`, `Despawn`, the behaviour commands,
+/// `MoveTo`): the one conversion the WebSocket session applies through the world's runner, and
+/// that the `command_apply` fuzz target (`fuzz/`) applies to a world directly. `None` for the
+/// messages that are not world commands (`Hello`, `Ping`, `Subscribe`, `Unsubscribe`).
+pub fn world_commands(msg: &proto::ClientMsg) -> Option<Result<Vec<crate::sim::world::Command>, crate::runtime::CmdError>> {
+    use crate::runtime::CmdError;
+    use crate::sim::world::Command;
+    use proto::ClientMsg as M;
+    Some(match msg {
+        M::Hello(_) | M::Ping(_) | M::Subscribe(_) | M::Unsubscribe(_) => return None,
+        M::Spawn(s) => crate::http::rest::spawn_spec(&s.group, s.count, &s.area, &s.limits, &s.behaviors).map(|sp| vec![Command::Spawn(sp)]),
+        M::Despawn(d) => Ok(d.agents.iter().map(|a| Command::Despawn(*a)).collect()),
+        M::SetBehaviors(m) => entries(&m.behaviors)
+            .map_err(|e| CmdError::Sim(e.within("behaviors")))
+            .map(|entries| m.agents.iter().map(|a| Command::SetBehaviors { agent: *a, entries: entries.clone() }).collect()),
+        M::AddBehavior(m) => entries(std::slice::from_ref(&m.entry)).map_err(|e| CmdError::Sim(e.within("entry"))).and_then(|e| {
+            let entry = e.into_iter().next().ok_or_else(|| CmdError::Invalid("entry missing".into()))?;
+            Ok(m.agents.iter().map(|a| Command::AddBehavior { agent: *a, entry: entry.clone() }).collect())
+        }),
+        M::RemoveBehavior(m) => {
+            let kind = serde_json::to_value(m.kind).ok().and_then(|v| v.as_str().map(str::to_string)).unwrap_or_default();
+            Ok(m.agents.iter().map(|a| Command::RemoveBehavior { agent: *a, kind: kind.clone() }).collect())
+        }
+        M::ResetBehaviors(m) => Ok(m.agents.iter().map(|a| Command::ResetBehaviors { agent: *a }).collect()),
+        M::MoveTo(m) => move_to(m),
+    })
+}
+
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used)]

@@ -185,6 +185,9 @@ struct ServeArgs {
     /// Record every world from its start into <data_dir>/recordings (see server/RECORDING.md).
     #[arg(long, env = "STEERD_RECORD")]
     record: bool,
+    /// Serve `POST /debug/panic` (admin only) for the reliability suite's panic test.
+    #[arg(long, env = "STEERD_FAULT_INJECTION", hide = true)]
+    fault_injection: bool,
 }
 
 impl ServeArgs {
@@ -216,6 +219,9 @@ impl ServeArgs {
         }
         if let Some(v) = &self.same_origin_hosts {
             s.same_origin_hosts = v.clone();
+        }
+        if self.fault_injection {
+            s.fault_injection = true;
         }
         if let Some(v) = self.max_agents_per_world {
             s.limits.max_agents_per_world = v;

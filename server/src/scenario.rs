@@ -44,9 +44,11 @@ pub enum ScenarioError {
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct P {
-    /// x.
+    /// x (magnitude at most 1e6).
+    #[schema(minimum = -1000000, maximum = 1000000)]
     pub x: f32,
-    /// y.
+    /// y (magnitude at most 1e6).
+    #[schema(minimum = -1000000, maximum = 1000000)]
     pub y: f32,
 }
 
@@ -303,19 +305,26 @@ pub struct WallSpec {
 #[serde(deny_unknown_fields)]
 pub struct RandomObstacles {
     /// How many to place (fewer if the tries run out).
+    #[schema(maximum = 10000)]
     pub count: usize,
     /// Smallest radius.
+    #[schema(exclusive_minimum = 0, maximum = 1000000)]
     pub min_radius: f32,
     /// Largest radius.
+    #[schema(exclusive_minimum = 0, maximum = 1000000)]
     pub max_radius: f32,
     /// Least gap between obstacles (default 20).
     #[serde(default = "default_gap")]
+    #[schema(minimum = 0, maximum = 1000000)]
     pub min_gap: f32,
     /// Least distance from the bounds (default 10).
     #[serde(default = "default_border")]
+    #[schema(minimum = 0, maximum = 1000000)]
     pub border: f32,
     /// Seed of the placement (default: the scenario's seed).
+    // A u64: `int64` would tell clients (and schemathesis) the top is 2^63 - 1.
     #[serde(default)]
+    #[schema(format = "uint64", minimum = 0)]
     pub seed: Option<u64>,
     /// Keep this area free of obstacles (e.g. a spawn zone).
     #[serde(default, skip_serializing_if = "Option::is_none")]

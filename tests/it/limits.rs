@@ -3,9 +3,8 @@
 use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
 
-use steer_proto::{Encoding, ServerMsg};
+use steer_proto::ServerMsg;
 use steerd_tests::*;
-use tokio_tungstenite::MaybeTlsStream;
 
 /// The RSS growth allowed while 20 clients never read (issue 5 (3)).
 const RSS_GROWTH_LIMIT_MIB: u64 = 200;
@@ -20,16 +19,7 @@ async fn non_reader(srv: &Server, world: &str) -> Ws {
 
 /// A client with a 4 KiB kernel receive buffer, after Hello.
 async fn small_buffer_client(srv: &Server) -> Ws {
-    let sock = tokio::net::TcpSocket::new_v4().unwrap();
-    sock.set_recv_buffer_size(4096).unwrap();
-    let stream = tokio::time::timeout(WAIT, sock.connect(srv.addr)).await.unwrap().unwrap();
-    let (ws, _) = tokio::time::timeout(WAIT, tokio_tungstenite::client_async(format!("ws://{}/ws", srv.addr), MaybeTlsStream::Plain(stream)))
-        .await
-        .unwrap()
-        .unwrap();
-    let mut ws = Ws::from_stream(ws, Encoding::Binary);
-    ws.hello(None).await;
-    ws
+    Ws::connect_small_buffer(srv.addr, 4096).await
 }
 
 /// What a reading client saw.

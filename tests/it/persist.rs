@@ -1,6 +1,6 @@
 //! Scenario storage across restarts and crashes.
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use serde_json::Value;
 use steerd_tests::*;
@@ -56,85 +56,12 @@ fn compare_worlds(saved: &Value, loaded: &Value) {
     assert_eq!(places(&loaded["agents"], &["position", "group", "radius"]), places(&saved["agents"], &["position", "group", "radius"]), "agent positions");
 }
 
-/// Agents and obstacles listed in a scenario file.
-fn counts(scenario: &Value) -> (usize, usize) {
-    let agents = scenario["groups"]
-        .as_array()
-        .map_or(0, |gs| gs.iter().map(|g| g["area"]["points"].as_array().map_or_else(|| g["count"].as_u64().unwrap_or(0) as usize, Vec::len)).sum());
-    (agents, scenario["obstacles"].as_array().map_or(0, Vec::len))
-}
-
-fn temp_files(dir: &std::path::Path) -> Vec<String> {
-    std::fs::read_dir(dir)
-        .map(|rd| rd.flatten().filter_map(|e| e.file_name().to_str().map(str::to_string)).filter(|n| n.ends_with(".tmp")).collect())
-        .unwrap_or_default()
-}
-
 /// Issue 5 (7): SIGKILL at a random moment of saving a multi-MB world leaves the scenario file
 /// whole — the old version or the new one — and the next start sweeps the temp files.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kill_9_while_saving_leaves_old_or_new_file() {
     let _heavy = heavy_lock().await;
-    let dir = TempDir::new("kill9");
-    let scen_dir = dir.path().join("scenarios");
-    let file = scen_dir.join("big.json");
-    // Version 0: the demo world plus 20,000 agents.
-    let mut srv = Server::start(dir.path());
-    let http = srv.http();
-    http.patch("/worlds/demo", &json!({"paused": true})).await.ok();
-    for _ in 0..2 {
-        let spawn = json!({"group": "crowd", "count": 10000, "area": {"type": "rect", "min_x": 10, "min_y": 10, "max_x": 290, "max_y": 290}});
-        http.post("/worlds/demo/agents", &spawn).await.expect(201);
-    }
-    let agents = shape(&http, "demo").await.0;
-    assert!(agents >= 20_000);
-    let t = Instant::now();
-    http.post("/worlds/demo/save", &json!({"scenario": "big"})).await.ok();
-    let save_time = t.elapsed();
-    srv.kill9();
-    let size = std::fs::metadata(&file).unwrap().len();
-    assert!(size > 1 << 20, "the saved world is only {size} bytes");
-    eprintln!("kill -9 test: {agents} agents, {:.1} MB file, one save takes {save_time:?}", size as f64 / 1e6);
-
-    let mut rng = Rng::from_clock();
-    let (mut old_kept, mut new_kept, mut temps_seen) = (0, 0, 0);
-    let started = Instant::now();
-    let mut rounds = 0;
-    while rounds < 30 && started.elapsed() < Duration::from_secs(50) {
-        rounds += 1;
-        let old = std::fs::read(&file).unwrap();
-        let old_counts = counts(&serde_json::from_slice(&old).unwrap());
-        let srv = Server::start_with(dir.path(), Opts::default().arg("--scenario", "big"));
-        assert!(temp_files(&scen_dir).is_empty(), "round {rounds}: temp files not swept at start: {:?}", temp_files(&scen_dir));
-        let http = srv.http();
-        http.patch("/worlds/demo", &json!({"paused": true})).await.ok();
-        // The new version has one more obstacle.
-        let x = 20.0 + rounds as f64 * 8.0;
-        http.post("/worlds/demo/obstacles", &json!({"center": {"x": x, "y": 3.0}, "radius": 0.5})).await.expect(201);
-        let mut srv = srv;
-        let h = http.clone();
-        let save = tokio::spawn(async move { h.try_raw("POST", "/worlds/demo/save", Some(br#"{"scenario":"big"}"#), &[]).await });
-        let wait_us = rng.below((save_time.as_micros() as u64).saturating_mul(3) / 2 + 1);
-        tokio::time::sleep(Duration::from_micros(wait_us)).await;
-        srv.kill9();
-        save.abort();
-        let _ = save.await;
-        if !temp_files(&scen_dir).is_empty() {
-            temps_seen += 1;
-        }
-        let now = std::fs::read(&file).unwrap_or_else(|e| panic!("round {rounds}: scenario file gone: {e}"));
-        if now == old {
-            old_kept += 1;
-            continue;
-        }
-        let v: Value = serde_json::from_slice(&now).unwrap_or_else(|e| panic!("round {rounds}: torn scenario file ({} bytes): {e}", now.len()));
-        assert_eq!(counts(&v), (old_counts.0, old_counts.1 + 1), "round {rounds}: neither the old nor the new version");
-        new_kept += 1;
-    }
-    eprintln!("kill -9 test: {rounds} rounds: old file kept {old_kept}, new file {new_kept}, temp file left behind {temps_seen}");
-    assert_eq!(old_kept + new_kept, rounds);
-    assert!(rounds >= 10, "only {rounds} rounds in the time box");
-    // The last start sweeps whatever the last kill left.
-    let _srv = Server::start_with(dir.path(), Opts::default().arg("--scenario", "big"));
-    assert!(temp_files(&scen_dir).is_empty(), "temp files not swept: {:?}", temp_files(&scen_dir));
+    let f = kill9_while_saving(20_000, 30, Duration::from_secs(50)).await;
+    eprintln!("kill -9 test: {f}");
+    assert!(f.rounds >= 10, "only {} rounds in the time box", f.rounds);
 }

@@ -50,7 +50,20 @@ pub async fn guard(State(state): State<AppState>, req: Request, next: Next) -> R
             .into_response(),
         Ok(Err(e)) if e.downcast_ref::<http_body_util::LengthLimitError>().is_some() => too_large(limit),
         Ok(Err(e)) => ApiError::bad_request(format!("reading the request body: {e}")).into_response(),
-        Ok(Ok(collected)) => next.run(Request::from_parts(parts, Body::from(collected.to_bytes()))).await,
+        Ok(Ok(collected)) => {
+            let bytes = collected.to_bytes();
+            // Every request body of this API is a JSON object; serde would also read a struct
+            // from a JSON array (`[null, null]`), which the documented schema does not allow.
+            let first = bytes.iter().find(|b| !b.is_ascii_whitespace());
+            // (Malformed JSON is left to the handler's 400.)
+            if first.is_some_and(|b| *b != b'{')
+                && parts.headers.get(header::CONTENT_TYPE).and_then(|v| v.to_str().ok()).is_some_and(|v| v.starts_with("application/json"))
+                && serde_json::from_slice::<serde::de::IgnoredAny>(&bytes).is_ok()
+            {
+                return ApiError::invalid("the request body must be a JSON object").into_response();
+            }
+            next.run(Request::from_parts(parts, Body::from(bytes))).await
+        }
     }
 }
 

@@ -105,6 +105,7 @@ pub fn app(state: AppState) -> Router {
         .route("/worlds/{world}/recording", get(recordings::get_recording))
         .route("/recordings", get(recordings::list_recordings))
         .route("/recordings/{name}", axum::routing::delete(recordings::delete_recording))
+        .route("/debug/panic", post(debug_panic))
         .route("/scenarios", get(list_scenarios))
         .route("/scenarios/{name}", get(get_scenario).put(put_scenario).delete(delete_scenario))
         .layer(DefaultBodyLimit::max(body_limit))

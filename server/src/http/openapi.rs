@@ -62,6 +62,7 @@ use crate::runtime::world::WorldInfoView;
         rest::list_players,
         rest::kick_player,
         rest::put_owner,
+        rest::debug_panic,
     ),
     components(schemas(ErrorBody)),
     modifiers(&BearerAuth),
@@ -250,6 +251,75 @@ pub struct WorldHealth {
     pub error: Option<String>,
 }
 
+/// Where a group spawns (the wire's `steer_proto::SpawnArea`, documented here because the
+/// protocol crate has no OpenAPI dependency). A rectangle's max must not be less than its min.
+#[derive(ToSchema, serde::Serialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+#[schema(as = SpawnArea)]
+pub enum SpawnAreaDoc {
+    /// Uniformly in a rectangle.
+    Rect(RectDoc),
+    /// Uniformly in a disc.
+    Circle(CircleDoc),
+}
+
+/// A rectangle (`steer_proto::Rect`).
+#[derive(ToSchema, serde::Serialize)]
+#[schema(as = Rect)]
+pub struct RectDoc {
+    /// Lower x.
+    #[schema(minimum = -1000000, maximum = 1000000)]
+    pub min_x: f32,
+    /// Lower y.
+    #[schema(minimum = -1000000, maximum = 1000000)]
+    pub min_y: f32,
+    /// Upper x (≥ `min_x`).
+    #[schema(minimum = -1000000, maximum = 1000000)]
+    pub max_x: f32,
+    /// Upper y (≥ `min_y`).
+    #[schema(minimum = -1000000, maximum = 1000000)]
+    pub max_y: f32,
+}
+
+/// A disc (`steer_proto::Circle`).
+#[derive(ToSchema, serde::Serialize)]
+#[schema(as = Circle)]
+pub struct CircleDoc {
+    /// Centre x.
+    #[schema(minimum = -1000000, maximum = 1000000)]
+    pub x: f32,
+    /// Centre y.
+    #[schema(minimum = -1000000, maximum = 1000000)]
+    pub y: f32,
+    /// Radius.
+    #[schema(minimum = 0, maximum = 1000000)]
+    pub radius: f32,
+}
+
+/// An agent's limits (`steer_proto::Limits`); an absent field takes the server's default.
+#[derive(ToSchema, serde::Serialize)]
+#[schema(as = Limits)]
+pub struct LimitsDoc {
+    /// Top speed, units/s.
+    #[schema(minimum = 0, maximum = 1000000)]
+    pub max_speed: Option<f32>,
+    /// Top acceleration, units/s².
+    #[schema(minimum = 0, maximum = 1000000)]
+    pub max_accel: Option<f32>,
+    /// Top turn rate, rad/s.
+    #[schema(minimum = 0, maximum = 1000000)]
+    pub max_rotation: Option<f32>,
+    /// Top angular acceleration, rad/s².
+    #[schema(minimum = 0, maximum = 1000000)]
+    pub max_angular_accel: Option<f32>,
+    /// Body radius.
+    #[schema(exclusive_minimum = 0, maximum = 1000000)]
+    pub radius: Option<f32>,
+    /// Mass.
+    #[schema(exclusive_minimum = 0, maximum = 1000000)]
+    pub mass: Option<f32>,
+}
+
 // Error responses shared by many operations.
 
 /// Errors of a call that needs the admin token.
@@ -283,6 +353,9 @@ pub enum BodyErrors {
 /// Errors of a call on one world.
 #[derive(IntoResponses)]
 pub enum WorldErrors {
+    /// A path or query parameter that does not parse (e.g. a negative id) (`bad_request`).
+    #[response(status = 400)]
+    BadParameter(ErrorBody),
     /// No such world (`unknown_world`), agent (`unknown_agent`) or obstacle/wall (`not_found`).
     #[response(status = 404)]
     NotFound(ErrorBody),

@@ -145,10 +145,12 @@ pub async fn list_worlds(State(state): State<AppState>) -> ApiResult {
 #[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct CreateWorld {
-    /// World name.
+    /// World name (1 to 64 of A-Z a-z 0-9 _ -).
+    #[schema(pattern = r"^[A-Za-z0-9_-]{1,64}$")]
     pub name: String,
     /// Scenario to load (saved or shipped name); default: an empty 200×200 world.
     #[serde(default)]
+    #[schema(pattern = r"^[A-Za-z0-9_-]{1,64}$")]
     pub scenario: Option<String>,
     /// Start paused.
     #[serde(default)]
@@ -198,6 +200,7 @@ pub async fn get_world(State(state): State<AppState>, Path(name): Path<String>) 
 pub struct PatchWorld {
     /// Ticks per second.
     #[serde(default)]
+    #[schema(minimum = 0.1, maximum = 1000)]
     pub tick_rate: Option<f32>,
     /// Pause or resume.
     #[serde(default)]
@@ -249,6 +252,7 @@ pub async fn delete_world(State(state): State<AppState>, headers: HeaderMap, Pat
 #[serde(deny_unknown_fields)]
 pub struct StepBody {
     /// Ticks to run now (1 to 10000).
+    #[schema(minimum = 1, maximum = 10000)]
     pub ticks: u32,
 }
 
@@ -330,13 +334,14 @@ pub struct SpawnBody {
     /// Group name.
     pub group: String,
     /// Number of agents.
+    #[schema(minimum = 1, maximum = 10000)]
     pub count: u32,
     /// Where (`steer_proto::SpawnArea`).
-    #[schema(value_type = Object)]
+    #[schema(value_type = doc::SpawnAreaDoc)]
     pub area: proto::SpawnArea,
     /// Limits (`steer_proto::Limits`; defaults filled in).
     #[serde(default)]
-    #[schema(value_type = Object)]
+    #[schema(value_type = doc::LimitsDoc)]
     pub limits: proto::Limits,
     /// Behaviours (`steer_proto::BehaviorEntry`).
     #[serde(default)]
@@ -403,7 +408,7 @@ pub struct FlowFieldQuery {
     params(
         ("world" = String, Path, description = "World name"),
         ("agent" = u32, Query, description = "The agent whose MoveTo field to show"),
-        ("max_side" = Option<u32>, Query, description = "Most sample blocks per side (1 to 256; default 64)")),
+        ("max_side" = Option<u32>, Query, description = "Most sample blocks per side (1 to 256; default 64)", minimum = 1, maximum = 256)),
     responses(
         (status = 200, description = "The sampled flow field", body = crate::runtime::world::FlowFieldView),
         (status = 400, description = "Missing or malformed query (`bad_request`)", body = doc::ErrorBody),
@@ -463,6 +468,7 @@ pub struct MoveToBody {
     pub target: P,
     /// Stop within this distance of the target (default 0: the formation decides).
     #[serde(default)]
+    #[schema(minimum = 0, maximum = 1000000)]
     pub stopping_distance: f32,
 }
 
@@ -493,6 +499,7 @@ pub struct ObstacleBody {
     /// Centre.
     pub center: P,
     /// Radius.
+    #[schema(exclusive_minimum = 0, maximum = 1000000)]
     pub radius: f32,
 }
 
@@ -518,6 +525,7 @@ pub struct MoveObstacleBody {
     pub center: P,
     /// New radius (default: unchanged).
     #[serde(default)]
+    #[schema(exclusive_minimum = 0, maximum = 1000000)]
     pub radius: Option<f32>,
 }
 
@@ -605,7 +613,7 @@ pub async fn list_scenarios(State(state): State<AppState>) -> ApiResult {
 }
 
 /// `GET /scenarios/{name}`.
-#[utoipa::path(get, path = "/scenarios/{name}", tag = "scenarios", params(("name" = String, Path, description = "Scenario name")),
+#[utoipa::path(get, path = "/scenarios/{name}", tag = "scenarios", params(("name" = String, Path, description = "Scenario name (1 to 64 of A-Z a-z 0-9 _ -)", pattern = r"^[A-Za-z0-9_-]{1,64}$")),
     responses(
         (status = 200, description = "The scenario file", body = Object),
         (status = 400, description = "Bad name (`bad_request`)", body = doc::ErrorBody),
@@ -616,7 +624,7 @@ pub async fn get_scenario(State(state): State<AppState>, Path(name): Path<String
 
 /// `PUT /scenarios/{name}`: validates by building the world, then stores it atomically.
 #[utoipa::path(put, path = "/scenarios/{name}", tag = "scenarios", security(("bearer" = [])),
-    params(("name" = String, Path, description = "Scenario name")),
+    params(("name" = String, Path, description = "Scenario name (1 to 64 of A-Z a-z 0-9 _ -)", pattern = r"^[A-Za-z0-9_-]{1,64}$")),
     request_body(content = Object, content_type = "application/json", description = "A scenario file; validated by building its world"),
     responses(
         (status = 204, description = "Stored"),
@@ -642,7 +650,7 @@ pub async fn put_scenario(State(state): State<AppState>, headers: HeaderMap, Pat
 
 /// `DELETE /scenarios/{name}`.
 #[utoipa::path(delete, path = "/scenarios/{name}", tag = "scenarios", security(("bearer" = [])),
-    params(("name" = String, Path, description = "Scenario name")),
+    params(("name" = String, Path, description = "Scenario name (1 to 64 of A-Z a-z 0-9 _ -)", pattern = r"^[A-Za-z0-9_-]{1,64}$")),
     responses(
         (status = 204, description = "Deleted"),
         (status = 400, description = "Bad name (`bad_request`)", body = doc::ErrorBody),
@@ -660,6 +668,7 @@ pub async fn delete_scenario(State(state): State<AppState>, headers: HeaderMap, 
 #[serde(deny_unknown_fields)]
 pub struct ScenarioRef {
     /// Scenario name.
+    #[schema(pattern = r"^[A-Za-z0-9_-]{1,64}$")]
     pub scenario: String,
 }
 
@@ -787,4 +796,50 @@ pub async fn put_owner(State(state): State<AppState>, headers: HeaderMap, Path((
     let player = b.player.clone();
     world(&state, &name)?.ask(|reply| Request::SetOwner { agent: id, player, team, reply }).await?;
     ok(json!({"agent": id, "player": b.player}))
+}
+
+/// `POST /debug/panic` body.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct PanicBody {
+    /// `world`: the named world's thread panics; `connection`: this request's connection task
+    /// panics (the socket closes without an answer).
+    pub target: PanicTarget,
+    /// The world, for `target: world`.
+    #[serde(default)]
+    pub world: Option<String>,
+}
+
+/// What `POST /debug/panic` panics.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum PanicTarget {
+    /// A world's thread.
+    World,
+    /// The request's connection task.
+    Connection,
+}
+
+/// `POST /debug/panic`: fault injection for the reliability suite (RELIABILITY.md test 18).
+/// Served only when the server runs with `fault_injection` (`--fault-injection`); 404 otherwise.
+#[utoipa::path(post, path = "/debug/panic", tag = "ops", security(("bearer" = [])),
+    request_body = PanicBody,
+    responses((status = 202, description = "The world thread was asked to panic", body = doc::OkBody),
+        (status = 404, description = "Fault injection is off (the default), or no such world", body = doc::ErrorBody),
+        doc::AdminErrors, doc::BodyErrors,
+        (status = 503, description = "The world's queue is full or its thread is dead", body = doc::ErrorBody)))]
+pub async fn debug_panic(State(state): State<AppState>, headers: HeaderMap, body: Body<PanicBody>) -> ApiResult {
+    if !state.settings.fault_injection {
+        return Err(ApiError::not_found("no route /debug/panic (fault injection is off)"));
+    }
+    admin(&state, &headers)?;
+    let Json(b) = body?;
+    match b.target {
+        PanicTarget::Connection => panic!("fault injection: a connection task panic was asked for"),
+        PanicTarget::World => {
+            let name = b.world.ok_or_else(|| ApiError::invalid("missing field `world`"))?;
+            world(&state, &name)?.inject_panic()?;
+            Ok((StatusCode::ACCEPTED, Json(json!({"ok": true}))).into_response())
+        }
+    }
 }

@@ -33,7 +33,6 @@ use tokio_stream::wrappers::errors::BroadcastStreamRecvError;
 use tokio_util::sync::CancellationToken;
 
 use super::AppState;
-use super::rest::spawn_spec;
 use crate::auth::Identity;
 use crate::config::Visibility;
 use crate::runtime::players::{ConnHandle, Direct, JoinError};
@@ -702,6 +701,11 @@ async fn recv_task(
     }
 }
 
+/// The sim commands of a world command (see [`crate::convert::world_commands`]).
+fn commands_of(cmd: &ClientMsg) -> Result<Vec<Command>, CmdError> {
+    crate::convert::world_commands(cmd).unwrap_or_else(|| Err(CmdError::Invalid("not a world command".into())))
+}
+
 impl Conn {
     async fn send(&self, msg: ServerMsg) -> bool {
         self.ctl.send(Ctl::Send(encode(&msg, self.enc), self.enc)).await.is_ok()
@@ -748,7 +752,7 @@ impl Conn {
             self.reply_error(Some(rid), ErrorCode::InvalidField, &format!("invalid field `{}`: {}", e.field, e.reason), Some(e.field)).await;
             return true;
         }
-        let result = match cmd {
+        let result = match &cmd {
             ClientMsg::Hello(_) => return true,
             ClientMsg::Ping(p) => {
                 let tick = self
@@ -770,30 +774,14 @@ impl Conn {
                 return self.ctl.send(Ctl::Unsubscribe { world: w.id, result }).await.is_ok();
             }
             ClientMsg::Spawn(s) => {
-                self.run(&s.world, |_| spawn_spec(&s.group, s.count, &s.area, &s.limits, &s.behaviors).map(|sp| vec![Command::Spawn(sp)])).await
+                self.run(&s.world, |_| commands_of(&cmd)).await
             }
-            ClientMsg::Despawn(d) => self.run(&d.world, |_| Ok(d.agents.iter().map(|a| Command::Despawn(*a)).collect())).await,
-            ClientMsg::SetBehaviors(m) => {
-                self.run(&m.world, |_| {
-                    let entries = crate::convert::entries(&m.behaviors).map_err(|e| CmdError::Sim(e.within("behaviors")))?;
-                    Ok(m.agents.iter().map(|a| Command::SetBehaviors { agent: *a, entries: entries.clone() }).collect())
-                })
-                .await
-            }
-            ClientMsg::AddBehavior(m) => {
-                self.run(&m.world, |_| {
-                    let e = crate::convert::entries(std::slice::from_ref(&m.entry)).map_err(|e| CmdError::Sim(e.within("entry")))?;
-                    let entry = e.into_iter().next().ok_or_else(|| CmdError::Invalid("entry missing".into()))?;
-                    Ok(m.agents.iter().map(|a| Command::AddBehavior { agent: *a, entry: entry.clone() }).collect())
-                })
-                .await
-            }
-            ClientMsg::RemoveBehavior(m) => {
-                let kind = serde_json::to_value(m.kind).ok().and_then(|v| v.as_str().map(str::to_string)).unwrap_or_default();
-                self.run(&m.world, |_| Ok(m.agents.iter().map(|a| Command::RemoveBehavior { agent: *a, kind: kind.clone() }).collect())).await
-            }
-            ClientMsg::ResetBehaviors(m) => self.run(&m.world, |_| Ok(m.agents.iter().map(|a| Command::ResetBehaviors { agent: *a }).collect())).await,
-            ClientMsg::MoveTo(m) => self.run(&m.world, |_| crate::convert::move_to(&m)).await,
+            ClientMsg::Despawn(m) => self.run(&m.world, |_| commands_of(&cmd)).await,
+            ClientMsg::SetBehaviors(m) => self.run(&m.world, |_| commands_of(&cmd)).await,
+            ClientMsg::AddBehavior(m) => self.run(&m.world, |_| commands_of(&cmd)).await,
+            ClientMsg::RemoveBehavior(m) => self.run(&m.world, |_| commands_of(&cmd)).await,
+            ClientMsg::ResetBehaviors(m) => self.run(&m.world, |_| commands_of(&cmd)).await,
+            ClientMsg::MoveTo(m) => self.run(&m.world, |_| commands_of(&cmd)).await,
         };
         self.reply(rid, result).await
     }

@@ -312,6 +312,9 @@ pub enum Request {
     SetOwner { agent: AgentId, player: Option<String>, team: Option<String>, reply: Reply<()> },
     /// Stop the thread.
     Shutdown,
+    /// Panic the thread (fault injection: `POST /debug/panic`, served only with
+    /// `fault_injection` on), to check that the panic is contained and reported.
+    Panic,
 }
 
 /// A player as a world knows it.
@@ -532,6 +535,11 @@ impl WorldHandle {
             })
             .map_err(|e| CmdError::Invalid(format!("cannot start world thread: {e}")))?;
         Ok(handle)
+    }
+
+    /// Asks the world thread to panic (fault injection; see [`Request::Panic`]).
+    pub fn inject_panic(&self) -> Result<(), CmdError> {
+        self.send(Request::Panic)
     }
 
     /// True while the world thread runs.
@@ -1560,6 +1568,7 @@ impl Runner {
                 let _ = reply.send(r);
             }
             Request::Shutdown => {}
+            Request::Panic => panic!("fault injection: a world thread panic was asked for"),
         }
     }
 
