@@ -391,7 +391,7 @@ pub async fn t05_barrage(cfg: Cfg) -> Outcome {
         // Wrong protocol version: unsupported_version, then 1008.
         let mut old = Ws::connect(srv.addr).await;
         let t0 = Instant::now();
-        old.send(&ClientMsg::Hello(proto::Hello { protocol_version: 999, token: None, encoding: Encoding::Binary })).await;
+        old.send(&ClientMsg::Hello(proto::Hello { protocol_version: 999, token: None, encoding: Encoding::Binary, resume: None })).await;
         let (a, _) = answer(&mut old).await;
         let code = old.expect_close(WAIT).await;
         check("wrong protocol version", t0.elapsed(), code_of(&a) == Some(ErrorCode::UnsupportedVersion) && code == Some(1008), format!("{a:?}, close {code:?}"));

@@ -481,11 +481,17 @@ pub async fn t10_flood(cfg: Cfg) -> Outcome {
     let last = *after.last().unwrap_or(&first);
     let growth = mib(last.saturating_sub(first));
     let per_round: Vec<String> = after.iter().map(|r| format!("{:.1}", mib(*r))).collect();
-    gate(growth < 4.0, || format!("RSS grows with every storm (a leak): {:.1} MiB baseline, after each round {} MiB", mib(rss0), per_round.join(" → ")));
+    // Short mode's 3 rounds (20 s) cannot tell a few hundred bytes per connection from
+    // allocator noise (runs gave +1.5 to +4.4 MiB with no code change), so there the gate is
+    // set to catch a leaked buffer per connection (12 MiB ≈ 3 KB per connection of rounds 2
+    // and 3; a socket's read or write buffer is ≥ 4 KB) and the fine gate, 4 MiB, is `--long`'s
+    // (5 rounds).
+    let limit = cfg.pick(12.0, 4.0);
+    gate(growth < limit, || format!("RSS grows with every storm (a leak): {:.1} MiB baseline, after each round {} MiB (gate < {limit} MiB)", mib(rss0), per_round.join(" → ")));
     http.get("/health").await.expect(200);
     no_panic(&srv);
     Outcome::Pass(format!(
-        "{rounds} rounds of [{n} connects in 2 s, then {n} at once]: ≤ {open} open at a time, {refused} refused (503, or closed unanswered beyond 64 refusals at once), 0 other failures, no EMFILE (slowest waves {:.1} s / {:.1} s); after: connections 0, fds {fd0} → {fd1}, threads {th0} → {th1}; RSS baseline {:.1} MiB, peak {:.1}, after each round {} MiB: +{growth:.1} MiB from round 1 to {rounds} (leak gate < 4), +{:.1} MiB over the baseline (figure: allocator high-water mark, see README)",
+        "{rounds} rounds of [{n} connects in 2 s, then {n} at once]: ≤ {open} open at a time, {refused} refused (503, or closed unanswered beyond 64 refusals at once), 0 other failures, no EMFILE (slowest waves {:.1} s / {:.1} s); after: connections 0, fds {fd0} → {fd1}, threads {th0} → {th1}; RSS baseline {:.1} MiB, peak {:.1}, after each round {} MiB: +{growth:.1} MiB from round 1 to {rounds} (leak gate < {limit}), +{:.1} MiB over the baseline (figure: allocator high-water mark, see README)",
         wave1.as_secs_f64(),
         wave2.as_secs_f64(),
         mib(rss0),

@@ -18,8 +18,8 @@ if ! command -v ip >/dev/null || ! command -v tc >/dev/null; then
     apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq iproute2 >/dev/null || echo "iproute2 could not be installed: test 7 will be skipped"
   fi
 fi
-# cargo-fuzz and cargo-deny: installed once into target/reliability/tools (a cache CI can keep
-# with target/), without LTO and with 16 codegen units (cargo-deny's release profile uses LTO:
+# cargo-fuzz and cargo-deny: installed once into cargo's own bin directory (~/.cargo/bin, kept by the machine
+# across clones), without LTO and with 16 codegen units (cargo-deny's release profile uses LTO:
 # ~30 min on 2 busy cores instead of ~14), in the background while the suite's binaries build.
 tools="$PWD/$work/tools"
 export PATH="$tools/bin:$PATH"
@@ -44,7 +44,7 @@ install_tool() { # crate, cargo subcommand
   cargo "$2" --version >/dev/null 2>&1 && return 0
   CARGO_PROFILE_RELEASE_LTO=false CARGO_PROFILE_RELEASE_CODEGEN_UNITS=16 \
     alive "installing $1" "$work/install-$1.log" \
-    cargo install --locked --root "$tools" --target-dir "$work/tools-build" "$1"
+    cargo install --locked --target-dir "$work/tools-build" "$1"
 }
 (install_tool cargo-fuzz fuzz && install_tool cargo-deny deny) &
 installs=$!
