@@ -273,6 +273,36 @@ mod tests {
         assert!(a.authenticate(Some(&mint(SECRET, &claims("admin", now_secs() + 60)).unwrap())).is_err());
     }
 
+    /// A throwaway Ed25519 key pair made for this test (`openssl genpkey -algorithm ed25519`).
+    const ED_PRIVATE: &str = "-----BEGIN PRIVATE KEY-----\nMC4CAQAwBQYDK2VwBCIEIPcUn8y1Q9uQMIRxWFONtHdQDgzI2T5d+NLlWmrkbadJ\n-----END PRIVATE KEY-----\n";
+    const ED_PUBLIC: &str = "-----BEGIN PUBLIC KEY-----\nMCowBQYDK2VwAyEAnDbiQd2oKHUYPCU/TNDGfsoj1DVDxt+HZQWAcMUrYsc=\n-----END PUBLIC KEY-----\n";
+
+    #[test]
+    fn verifies_eddsa_tokens_with_a_public_key_file() {
+        let path = std::env::temp_dir().join(format!("steerd-ed25519-{}.pub", random_hex(8)));
+        std::fs::write(&path, ED_PUBLIC).unwrap();
+        let a = Auth::new(None, &AuthSettings { player_jwt_public_key: Some(path.clone()), ..AuthSettings::default() });
+        let _ = std::fs::remove_file(&path);
+        let a = a.unwrap();
+        assert!(!a.dev_mode());
+        let key = EncodingKey::from_ed_pem(ED_PRIVATE.as_bytes()).unwrap();
+        let t = jsonwebtoken::encode(&Header::new(Algorithm::EdDSA), &claims("carol", now_secs() + 60), &key).unwrap();
+        let id = a.authenticate(Some(&t)).unwrap();
+        assert_eq!((id.player.as_str(), id.role), ("carol", Role::Player));
+        // An HS256 token (any secret) is refused by a server that holds a public key.
+        let hs = mint(SECRET, &claims("carol", now_secs() + 60)).unwrap();
+        assert!(a.authenticate(Some(&hs)).is_err());
+        // Expired under EdDSA too.
+        let old = jsonwebtoken::encode(&Header::new(Algorithm::EdDSA), &claims("carol", now_secs() - 120), &key).unwrap();
+        assert_eq!(a.authenticate(Some(&old)).unwrap_err().0, "token expired");
+        // A file that is no key is an error naming the setting.
+        let bad = std::env::temp_dir().join(format!("steerd-notakey-{}.pem", random_hex(8)));
+        std::fs::write(&bad, "not a key").unwrap();
+        let e = Auth::new(None, &AuthSettings { player_jwt_public_key: Some(bad.clone()), ..AuthSettings::default() }).unwrap_err();
+        let _ = std::fs::remove_file(&bad);
+        assert!(e.contains("auth.player_jwt_public_key"), "{e}");
+    }
+
     #[test]
     fn dev_mode_gives_fresh_anonymous_players() {
         let a = Auth::new(None, &AuthSettings::default()).unwrap();
