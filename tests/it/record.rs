@@ -81,7 +81,7 @@ async fn a_running_world_records_its_commands_and_the_download_replays_exactly()
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn record_flag_records_every_world_from_its_start_until_shutdown() {
-    let mut srv = Server::fresh("record-all", Opts { args: vec!["--record".into()] });
+    let mut srv = Server::fresh("record-all", Opts { args: vec!["--record".into()], ..Opts::default() });
     let http = srv.http();
     let info = http.get("/worlds/demo").await.ok();
     assert_eq!(info["recording"]["active"], true, "{info}");
