@@ -62,6 +62,12 @@ pub struct Metrics {
     pub world_effective_tick_rate: Family<WorldLabels, Gauge<f64, std::sync::atomic::AtomicU64>>,
     /// 1 when a world cannot keep its tick rate (it dropped ticks in the last second).
     pub world_overloaded: Family<WorldLabels, Gauge>,
+    /// Seeks served by replay worlds.
+    pub replay_seeks: Counter,
+    /// Ticks simulated by replay-world seeks.
+    pub replay_seek_ticks: Counter,
+    /// Recorded checkpoints a replay world did not reproduce.
+    pub replay_divergences: Counter,
 }
 
 impl Default for Metrics {
@@ -94,6 +100,9 @@ impl Metrics {
             field_builds_refused: Counter::default(),
             world_effective_tick_rate: Family::default(),
             world_overloaded: Family::default(),
+            replay_seeks: Counter::default(),
+            replay_seek_ticks: Counter::default(),
+            replay_divergences: Counter::default(),
             registry: Registry::default(),
         };
         registry.register("tick_duration_seconds", "Duration of one world tick", m.tick_seconds.clone());
@@ -114,6 +123,9 @@ impl Metrics {
         registry.register("flow_field_builds_refused", "Flow-field jobs refused by a full builder queue", m.field_builds_refused.clone());
         registry.register("world_effective_tick_rate", "Ticks per second a world actually ran over the last second", m.world_effective_tick_rate.clone());
         registry.register("world_overloaded", "1 when a world cannot keep its tick rate (it dropped ticks in the last second)", m.world_overloaded.clone());
+        registry.register("replay_seeks", "Seeks served by replay worlds", m.replay_seeks.clone());
+        registry.register("replay_seek_ticks", "Ticks simulated by replay-world seeks", m.replay_seek_ticks.clone());
+        registry.register("replay_divergences", "Recorded checkpoints a replay world did not reproduce", m.replay_divergences.clone());
         Metrics { registry, ..m }
     }
 
