@@ -867,6 +867,10 @@ impl Runner {
         let _span = tracing::info_span!("world", name = %self.name).entered();
         tracing::info!(agents = self.world.agents().len(), "world started");
         let mut next = Instant::now() + self.period();
+        if self.replay.is_some() {
+            // A replay world may start paused: its subscribers get tick 0's keyframes at once.
+            self.publish();
+        }
         loop {
             if self.stats.stop.load(Ordering::SeqCst) {
                 break;
