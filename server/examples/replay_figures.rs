@@ -16,9 +16,11 @@ fn main() -> anyhow::Result<()> {
     let every: u64 = args.get(2).and_then(|s| s.parse().ok()).unwrap_or(ReplaySettings::default().keyframe_every);
     let settings = ReplaySettings { keyframe_every: every, ..ReplaySettings::default() };
     let parsed = parse(&std::fs::read(path)?)?;
+    let rss0 = rss_kib();
     let t = Instant::now();
     let (mut p, mut w) = Player::open(parsed, &settings)?;
     let open = t.elapsed().as_secs_f64();
+    let rss1 = rss_kib();
     let agents = w.agents().len();
     let kf = p.keyframes();
     let per_frame = kf.bytes() as f64 / kf.len().max(1) as f64;
@@ -40,6 +42,13 @@ fn main() -> anyhow::Result<()> {
         per_frame / agents.max(1) as f64,
         w.fork_bytes()
     );
+    if let (Some(a), Some(b)) = (rss0, rss1) {
+        println!(
+            "resident memory: +{:.1} MiB over the open (keyframes, the world, allocator slack) = {:.0} bytes per agent per keyframe held",
+            (b.saturating_sub(a)) as f64 / 1024.0,
+            (b.saturating_sub(a)) as f64 * 1024.0 / (agents.max(1) * kf.len().max(1)) as f64
+        );
+    }
     // Play speed: every tick from 0 to the end, as the world thread plays it.
     let dt = f64::from(w.config().dt());
     let t = Instant::now();
@@ -59,4 +68,10 @@ fn main() -> anyhow::Result<()> {
         println!("seek {what} (tick {}): {} ticks simulated from {}, {ms:.1} ms", r.tick, r.ticks_simulated, r.from);
     }
     Ok(())
+}
+
+/// Resident set size of this process (Linux), KiB.
+fn rss_kib() -> Option<u64> {
+    let s = std::fs::read_to_string("/proc/self/status").ok()?;
+    s.lines().find_map(|l| l.strip_prefix("VmRSS:")).and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
 }
