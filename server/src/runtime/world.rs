@@ -189,7 +189,7 @@ pub struct WorldInfoView {
     /// The world's recording (issue 19).
     pub recording: crate::record::RecordingView,
     /// Set when the world is a read-only replay of a recording (issue 19).
-    pub replay: Option<ReplayView>,
+    pub replay: Option<Box<ReplayView>>,
 }
 
 /// A replay world's timeline and checks (`GET /worlds/{w}`, and the answer of the
@@ -1624,7 +1624,7 @@ impl Runner {
             scenario: self.scenario_name.clone(),
             autosave: self.autosave,
             recording: self.rec.view(),
-            replay: self.replay_view(),
+            replay: self.replay_view().map(Box::new),
         }
     }
 
