@@ -70,11 +70,25 @@ pub enum C {
     EffectTimeouts,
     /// Agents spawned by bots.
     AgentsSpawned,
+    /// Bots holding a subscription (gauge: +1 on the first `Subscribed`, -1 on end).
+    Subscribed,
+    /// WebSocket payload bytes received inside the measured window (see `BotConfig::window_ns`).
+    WindowBytes,
+    /// Agents that moved, inside the window: delta `changed` + `entered` records.
+    WindowMoved,
+    /// Distinct ticks seen inside the window, summed over bots.
+    WindowTicks,
+    /// Bots whose join completed (a keyframe of every subscribed cell).
+    Joins,
+    /// Bytes received from the first Subscribe until a keyframe of every subscribed cell.
+    JoinBytes,
+    /// Agents in those first keyframes.
+    JoinAgents,
 }
 
 impl C {
     /// Number of counters.
-    pub const N: usize = C::AgentsSpawned as usize + 1;
+    pub const N: usize = C::JoinAgents as usize + 1;
 }
 
 /// Histogram metrics, one per variant.
