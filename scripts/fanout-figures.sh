@@ -2,8 +2,9 @@
 # The fan-out figures of issue 16, measured on whatever commit this runs on, server and swarm side
 # by side on this machine (a fresh release `steerd` per run, on 127.0.0.1, killed after it):
 #   a) 1,000 wandering agents (swarm-10k's scenario with 1,000 agents, same 1000×1000 bounds:
-#      ~366 occupied AOI cells), 50 whole-world subscribers: bytes per moving agent per tick on
-#      the wire (WebSocket payload) and bytes per agent at join;
+#      ~366 occupied AOI cells), 50 whole-world subscribers joining once the world is past tick
+#      251 (3-byte tick numbers, as from 12.5 s to 55 min of a world's life): bytes per moving
+#      agent per tick on the wire (WebSocket payload) and bytes per agent at join;
 #   b) server CPU-µs per whole-world subscriber per tick: the slope of a least-squares line of
 #      server CPU-µs per tick over 1, 100, 250 and 500 subscribers (`steer-swarm --fit`);
 #   c) server CPU (% of one core) at 1,000 whole-world subscribers;
@@ -112,6 +113,9 @@ stop_server() {
     server_pid=""
 }
 
+# Seconds between a server's start and its swarm's (see step a).
+settle=0
+
 # run NAME SCENARIO BOTS RAMP_S DURATION_S SWARM_ARGS...: one bounded run; the report goes to
 # $out/NAME.json (absent if the swarm could not produce one).
 run() {
@@ -122,6 +126,7 @@ run() {
         return 0
     fi
     start_server "$scenario" "$((bots + 64))"
+    sleep "$settle"
     echo "fanout-figures: $name: $bots bots, ramp ${ramp}s, ${duration}s ($(uptime | sed 's/.*load average/load average/'))" >&2
     timeout --kill-after=10 "$((duration + 60))" "$swarm" --url "ws://$addr/ws" --world demo --bots "$bots" \
         --ramp "${ramp}s" --duration "${duration}s" --admin-token t --server-pid "$server_pid" --quiet \
@@ -157,7 +162,10 @@ EOF
 uptime_before="$(uptime)"
 commit="$(git rev-parse --short HEAD 2>/dev/null || echo unknown)$(git diff --quiet 2>/dev/null || echo '+dirty')"
 
-case "$steps" in *a*) ww a-50 50 ;; esac
+# Step a waits until the world is past tick 251: bincode writes a tick (and a base tick) below
+# 251 in 1 byte and up to 65,535 in 3, in every cell's header, so a fresh server's first 12.5 s
+# read ~0.7 B per moving agent lighter than the next 55 minutes (and from tick 65,536, 5 bytes).
+case "$steps" in *a*) settle=14; ww a-50 50; settle=0 ;; esac
 case "$steps" in *b*) for n in 1 100 250 500; do ww "b-$n" "$n"; done ;; esac
 case "$steps" in *c*) ww c-1000 1000 ;; esac
 case "$steps" in *d*)

@@ -372,7 +372,8 @@ async fn swarm(cli: &Cli, metrics_url: Option<String>) -> anyhow::Result<Report>
             };
             window = Some((Instant::now(), server_cpu_now(scrape.as_ref()), scrape));
         }
-        if window.is_some() {
+        // Not at the deadline itself: bots are leaving then.
+        if window.is_some() && tokio::time::Instant::now() < deadline {
             subscriber_samples.push(stats.get(C::Subscribed));
         }
         for (pid, slot) in [(cli.server_pid, 0), (Some(own_pid), 1)] {
