@@ -231,14 +231,14 @@ pts = []
 for n in (1, 100, 250, 500):
     r = load(f"b-{n}")
     if r:
-        pts.append(f"{n}: {f(r['server_cpu_us_per_tick'], 0)} µs/tick ({f(r['server_cpu_us_per_subscriber_tick'])} per sub·tick, p99 delivery {f(r['frame_delivery_ms']['p99'])} ms, {errors(r) + r['tick_gaps'] + r['disconnects']} errors/gaps/disconnects)")
+        pts.append(f"{n} ({f(r['window_subscribers'], 0)} subscribed in the window): {f(r['server_cpu_us_per_tick'], 0)} µs/tick ({f(r['server_cpu_us_per_subscriber_tick'])} per sub·tick, p99 delivery {f(r['frame_delivery_ms']['p99'])} ms, {errors(r) + r['tick_gaps'] + r['disconnects']} errors/gaps/disconnects)")
 if fb:
     print(f"| b) server CPU-µs per whole-world subscriber per tick (linear fit) | {f(fb['cpu_us_per_subscriber_tick'])} | intercept {f(fb['cpu_us_per_tick_at_zero'], 0)} µs/tick, r² {f(fb['r2'], 3)}; " + "; ".join(pts) + " |")
 elif fit_b:
     print(f"| b) server CPU-µs per whole-world subscriber per tick (linear fit) | - | no fit: {fit_b.strip()} |")
 r = load("c-1000")
 if r:
-    print(f"| c) server CPU at 1,000 whole-world subscribers | {f(r['window_server_cpu_pct'], 1)} % of a core | {f(r['server_cpu_us_per_subscriber_tick'])} µs per sub·tick, p99 delivery {f(r['frame_delivery_ms']['p99'])} ms, swarm CPU {f(r['swarm_cpu_pct'], 0)} %, {health(r)} |")
+    print(f"| c) server CPU at 1,000 whole-world subscribers | {f(r['window_server_cpu_pct'], 1)} % of a core | {f(r['window_subscribers'], 0)} subscribed in the window (mean), {f(r['server_cpu_us_per_subscriber_tick'])} µs per sub·tick, p99 delivery {f(r['frame_delivery_ms']['p99'])} ms, swarm CPU {f(r['swarm_cpu_pct'], 0)} %, {health(r)} |")
 def ladder(prefix, kind, step_field):
     runs = sorted((int(p.rsplit("-", 1)[1][:-5]), json.load(open(p))) for p in glob.glob(os.path.join(out, prefix + "-*.json")))
     best, failed, cells = None, None, []
