@@ -36,8 +36,18 @@ pub struct BotConfig {
     pub url: String,
     /// World name.
     pub world: String,
-    /// Subscription area size, world units.
+    /// Subscription area size, world units (also where an active bot spawns its agents).
     pub aoi: (f32, f32),
+    /// Subscribe to the whole world instead of the `aoi` area.
+    pub whole_world: bool,
+    /// Bots in the run.
+    pub bots: usize,
+    /// How many of them are active (spawn, command, pan); the rest are passive: they only
+    /// receive, decode, verify and count (see [`is_active`]).
+    pub active_bots: usize,
+    /// Start of the measured window, ns since `epoch` (`u64::MAX`: none): bytes, moved agents
+    /// and ticks of messages arriving from then on are counted as `Window*`.
+    pub window_ns: u64,
     /// Frame encoding.
     pub encoding: Encoding,
     /// The URL asks for batched binary frames (several messages per WebSocket message).
@@ -85,6 +95,73 @@ pub enum CommandMix {
     MoveTo,
     /// Only add/remove `look_where_you_are_going` (cheap for the server: no path finding).
     Behaviors,
+}
+
+/// Whether bot `index` of `bots` is one of the `active` ones: spread evenly over the indices
+/// (so active bots start throughout the ramp), exactly `active` of them.
+pub fn is_active(index: usize, bots: usize, active: usize) -> bool {
+    if bots == 0 || active >= bots {
+        return true;
+    }
+    let (i, n, a) = (index as u128, bots as u128, active as u128);
+    (i + 1) * a / n > i * a / n
+}
+
+/// Agents that moved in a delta: those present before and after whose quantized state
+/// changed, and those that entered the cell (an agent crossing cells enters one and leaves
+/// another, so it is counted once by a subscriber of both).
+pub fn moved_agents(d: &proto::Delta) -> usize {
+    d.changed.len() + d.entered.len()
+}
+
+/// The cost of joining: bytes received from the first Subscribe until a keyframe of every
+/// subscribed cell has arrived, and the agents those keyframes held.
+#[derive(Debug, Default)]
+pub struct Join {
+    bytes: u64,
+    agents: u64,
+    /// The cells of the first `Subscribed` result (`None` until it arrives).
+    cells: Option<Vec<u32>>,
+    /// Cells whose first keyframe arrived (it may come before the result).
+    keyed: std::collections::HashSet<u32>,
+    done: bool,
+}
+
+impl Join {
+    /// A WebSocket message of `len` payload bytes arrived (counted until the join completes).
+    pub fn on_bytes(&mut self, len: usize) {
+        if !self.done {
+            self.bytes += len as u64;
+        }
+    }
+
+    /// The first `Subscribed` result's cells (later ones, of pans and resyncs, are ignored).
+    pub fn on_subscribed(&mut self, cells: &[u32]) {
+        if !self.done && self.cells.is_none() {
+            self.cells = Some(cells.to_vec());
+        }
+    }
+
+    /// A keyframe of `cell` holding `agents`; only a cell's first one counts.
+    pub fn on_keyframe(&mut self, cell: u32, agents: usize) {
+        if !self.done && self.keyed.insert(cell) {
+            self.agents += agents as u64;
+        }
+    }
+
+    /// `(bytes, agents)` once, when every subscribed cell has had its keyframe.
+    pub fn complete(&mut self) -> Option<(u64, u64)> {
+        if self.done {
+            return None;
+        }
+        let cells = self.cells.as_ref()?;
+        if !cells.iter().all(|c| self.keyed.contains(c)) {
+            return None;
+        }
+        self.done = true;
+        self.keyed = std::collections::HashSet::new();
+        Some((self.bytes, self.agents))
+    }
 }
 
 /// A small deterministic PRNG (SplitMix64).
@@ -234,11 +311,18 @@ pub async fn run(cfg: Arc<BotConfig>, index: usize) {
     rec.record(H::ConnectUs, started.elapsed().as_micros() as u64, &stats);
     let rng = Rng::new(cfg.seed.wrapping_add((index as u64).wrapping_mul(0x2545_f491_4f6c_dd1d)));
     let mut bot = Bot::new(cfg.clone(), rec, rng, info, welcome.quantization, welcome.tick_rate_hz);
+    bot.active = is_active(index, cfg.bots, cfg.active_bots);
+    // Passive bots leave the tick-clock estimate to the active ones, except the first few
+    // (so that a fully passive swarm still measures lateness).
+    bot.pinging = bot.active || index < 4;
     let end = bot.session(ws).await;
     if let End::Lost(cause) = end {
         stats.disconnect(cause);
     }
     bot.rec.flush(&stats);
+    if bot.counted_subscribed {
+        stats.sub(C::Subscribed, 1);
+    }
     stats.sub(C::BotsOnline, 1);
 }
 
@@ -287,6 +371,15 @@ struct Bot {
     pings: u32,
     last_rx: Instant,
     outbox: Vec<ClientMsg>,
+    /// Spawns, commands and pans (else only receives, verifies and counts).
+    active: bool,
+    /// Sends pings (tick clock, ping RTT).
+    pinging: bool,
+    /// Counted in the `Subscribed` gauge.
+    counted_subscribed: bool,
+    join: Join,
+    /// The current message arrived inside the measured window.
+    in_window: bool,
 }
 
 impl Bot {
@@ -313,6 +406,11 @@ impl Bot {
             pings: 0,
             last_rx: Instant::now(),
             outbox: Vec::new(),
+            active: true,
+            pinging: true,
+            counted_subscribed: false,
+            join: Join::default(),
+            in_window: false,
         }
     }
 
@@ -330,7 +428,8 @@ impl Bot {
     fn subscribe(&mut self) {
         let request_id = self.request(Kind::Subscribe);
         self.subscribing = true;
-        self.outbox.push(ClientMsg::Subscribe(Subscribe { request_id, world: self.cfg.world.clone(), area: Area::Rect(self.area), every_n_ticks: 1 }));
+        let area = if self.cfg.whole_world { Area::WholeWorld(proto::WholeWorld {}) } else { Area::Rect(self.area) };
+        self.outbox.push(ClientMsg::Subscribe(Subscribe { request_id, world: self.cfg.world.clone(), area, every_n_ticks: 1 }));
     }
 
     fn resync(&mut self) {
@@ -357,7 +456,7 @@ impl Bot {
     async fn session(&mut self, mut ws: Ws) -> End {
         let cfg = self.cfg.clone();
         self.subscribe();
-        if cfg.spawn_per_bot > 0 {
+        if cfg.spawn_per_bot > 0 && self.active {
             let request_id = self.request(Kind::Spawn);
             let (cx, cy) = ((self.area.min_x + self.area.max_x) / 2.0, (self.area.min_y + self.area.max_y) / 2.0);
             let (hx, hy) = ((self.area.max_x - self.area.min_x) / 4.0, (self.area.max_y - self.area.min_y) / 4.0);
@@ -374,7 +473,8 @@ impl Bot {
         if let Err(cause) = self.flush_outbox(&mut ws).await {
             return End::Lost(cause);
         }
-        let commanding = cfg.commands_per_sec > 0.0 && cfg.spawn_per_bot > 0;
+        let commanding = self.active && cfg.commands_per_sec > 0.0 && cfg.spawn_per_bot > 0;
+        let panning = self.active && cfg.pan_every.is_some() && !cfg.whole_world;
         let cmd_period = Duration::from_secs_f64(1.0 / cfg.commands_per_sec.max(1e-3));
         let now = TokioInstant::now();
         let mut next_cmd = now + cmd_period.mul_f64(self.rng.range(0.2, 1.2));
@@ -416,7 +516,7 @@ impl Bot {
                 () = &mut ping_timer => {
                     // Ping only once subscribed (before, Pong carries tick 0); a burst of 8
                     // at random phases first, to narrow the clock interval quickly.
-                    if self.last_tick.is_some() {
+                    if self.pinging && self.last_tick.is_some() {
                         let request_id = self.request(Kind::Ping);
                         self.outbox.push(ClientMsg::Ping(proto::Ping { request_id }));
                         self.pings += 1;
@@ -428,7 +528,7 @@ impl Bot {
                     };
                     ping_timer.as_mut().reset(next_ping);
                 }
-                () = &mut pan_timer, if cfg.pan_every.is_some() => {
+                () = &mut pan_timer, if panning => {
                     next_pan = TokioInstant::now() + pan_period;
                     pan_timer.as_mut().reset(next_pan);
                     if !self.subscribing {
@@ -507,17 +607,20 @@ impl Bot {
     }
 
     fn note_tick(&mut self, tick: u64, is_delta: bool) {
-        match self.last_tick {
-            None if is_delta => {
-                self.last_tick = Some(tick);
-                self.rec.add(C::TicksSeen, 1);
-            }
+        let new = match self.last_tick {
+            None if is_delta => true,
             Some(last) if tick > last => {
                 self.rec.add(C::TickGaps, tick - last - 1);
-                self.rec.add(C::TicksSeen, 1);
-                self.last_tick = Some(tick);
+                true
             }
-            _ => {}
+            _ => false,
+        };
+        if new {
+            self.last_tick = Some(tick);
+            self.rec.add(C::TicksSeen, 1);
+            if self.in_window {
+                self.rec.add(C::WindowTicks, 1);
+            }
         }
     }
 
@@ -526,10 +629,20 @@ impl Bot {
         self.last_rx = Instant::now();
         let Some((len, decoded)) = decode(m, self.cfg.batch) else { return };
         self.rec.add(C::BytesIn, len as u64);
+        self.in_window = arrival >= self.cfg.window_ns;
+        if self.in_window {
+            self.rec.add(C::WindowBytes, len as u64);
+        }
+        self.join.on_bytes(len);
         match decoded {
             Ok(msgs) => {
                 for (msg, len) in msgs {
                     self.on_server_msg(msg, len, arrival);
+                }
+                if let Some((bytes, agents)) = self.join.complete() {
+                    self.rec.add(C::Joins, 1);
+                    self.rec.add(C::JoinBytes, bytes);
+                    self.rec.add(C::JoinAgents, agents);
                 }
             }
             Err(e) => {
@@ -597,6 +710,7 @@ impl Bot {
 
     fn on_keyframe(&mut self, k: &proto::Keyframe) -> bool {
         self.rec.add(C::Keyframes, 1);
+        self.join.on_keyframe(k.cell, k.agents.len());
         self.note_tick(k.tick, false);
         let r = self.state.apply_keyframe(k);
         self.applied(r, k.cell, k.tick)
@@ -604,6 +718,9 @@ impl Bot {
 
     fn on_delta(&mut self, d: &proto::Delta, arrival: u64) -> bool {
         self.rec.add(C::Deltas, 1);
+        if self.in_window {
+            self.rec.add(C::WindowMoved, moved_agents(d) as u64);
+        }
         self.note_tick(d.tick, true);
         if let Some((late, err)) = self.cfg.clock.get().and_then(|c| c.lateness_ns(d.tick, arrival)) {
             if late < 0.0 {
@@ -663,6 +780,11 @@ impl Bot {
                 self.subscribing = false;
                 if let proto::Outcome::Subscribed(s) = result {
                     self.state.retain_cells(s.world, &s.cells);
+                    self.join.on_subscribed(&s.cells);
+                    if !self.counted_subscribed {
+                        self.counted_subscribed = true;
+                        self.stats.add(C::Subscribed, 1);
+                    }
                 }
                 if std::mem::take(&mut self.resync_wanted) {
                     self.resync();
@@ -817,6 +939,67 @@ mod tests {
             assert!(p.min_x >= b.min_x && p.max_x <= b.max_x + 1e-3, "{p:?}");
             assert!((p.max_x - p.min_x - 100.0).abs() < 1e-3);
         }
+    }
+
+    #[test]
+    fn active_bots_are_spread_and_counted_exactly() {
+        for (bots, active) in [(10, 1), (10, 0), (10, 10), (1000, 100), (7, 3), (1, 0), (1, 1), (2000, 1999)] {
+            let on: Vec<usize> = (0..bots).filter(|&i| is_active(i, bots, active)).collect();
+            assert_eq!(on.len(), active, "{bots} bots, {active} active");
+            if active >= 2 {
+                // Evenly spread: gaps differ by at most one.
+                let gaps: Vec<usize> = on.windows(2).map(|w| w[1] - w[0]).collect();
+                let (lo, hi) = (gaps.iter().min().unwrap(), gaps.iter().max().unwrap());
+                assert!(hi - lo <= 1, "{bots}/{active}: {gaps:?}");
+            }
+        }
+        assert!(is_active(5, 10, 20));
+    }
+
+    #[test]
+    fn moved_agents_are_changed_plus_entered() {
+        let q = Quantization::default();
+        let at = |id: u32, x: i32| proto::QAgent { id, pos: [x, 0], vel: [1, 0], ..proto::QAgent::default() };
+        let change = |id: u32| proto::diff_agent(&at(id, 0), &at(id, 1), &q).unwrap();
+        let delta = |changed: Vec<proto::AgentChange>, entered: Vec<proto::QAgent>| proto::Delta {
+            world: 1,
+            cell: 0,
+            tick: 2,
+            base_tick: 1,
+            checksum: None,
+            left: vec![7, 8, 9],
+            changed,
+            entered,
+        };
+        assert_eq!(moved_agents(&delta((1..=4).map(change).collect(), vec![at(5, 0), at(6, 0)])), 6);
+        // Agents that only left are counted where they entered.
+        assert_eq!(moved_agents(&delta(Vec::new(), Vec::new())), 0);
+    }
+
+    #[test]
+    fn join_counts_bytes_until_every_cell_is_keyed() {
+        let mut j = Join::default();
+        j.on_bytes(100); // Subscribed result, before any keyframe
+        j.on_keyframe(3, 10); // keyframes may come before the result
+        assert_eq!(j.complete(), None);
+        j.on_subscribed(&[1, 2, 3]);
+        j.on_bytes(50);
+        j.on_keyframe(1, 5);
+        j.on_keyframe(1, 7); // a cell's second keyframe does not add agents
+        assert_eq!(j.complete(), None);
+        j.on_bytes(30);
+        j.on_keyframe(2, 0); // an empty cell still needs its keyframe
+        assert_eq!(j.complete(), Some((180, 15)));
+        // Once: later bytes, results and keyframes (pans, resyncs) do not count.
+        j.on_bytes(1000);
+        j.on_subscribed(&[9]);
+        j.on_keyframe(9, 100);
+        assert_eq!(j.complete(), None);
+        // No subscribed cells: complete at the result.
+        let mut e = Join::default();
+        e.on_bytes(20);
+        e.on_subscribed(&[]);
+        assert_eq!(e.complete(), Some((20, 0)));
     }
 
     #[test]

@@ -10,6 +10,12 @@
 //! semaphore; everything stops at `--duration` (plus a few seconds of bounded goodbye). The
 //! report is printed as a table and optionally written as JSON; `--fail-if` makes the exit
 //! status non-zero when a threshold is crossed (exit code 2; 1 is a usage or runtime error).
+//!
+//! Fan-out figures (issue 16): `--whole-world` subscribes every bot to the whole world,
+//! `--passive 0.9` makes 90 % of the bots receive-only, and the report's window figures
+//! (after `--warmup`) give server CPU-µs per subscriber per tick, bytes per moving agent and
+//! join bytes per agent. `steer-swarm --fit a.json b.json …` fits server CPU-µs per tick over
+//! subscribers across reports (see `scripts/fanout-figures.sh`).
 
 mod bot;
 mod clock;
@@ -71,6 +77,24 @@ struct Cli {
     /// Subscription area per bot, `WxH` world units, placed at random.
     #[arg(long, default_value = "100x100", value_parser = parse_aoi)]
     aoi: (f32, f32),
+    /// Every bot subscribes to the whole world instead of its `--aoi` area (active bots still
+    /// spawn inside a random `--aoi` area).
+    #[arg(long)]
+    whole_world: bool,
+    /// Share of passive bots, 0 to 1 (e.g. 0.9): they only receive, decode, verify chains and
+    /// checksums and count; they spawn nothing and send no commands, pans or (but for the
+    /// first 4 bots) pings.
+    #[arg(long, default_value_t = 0.0)]
+    passive: f64,
+    /// Start of the measured window (server CPU per subscriber, bytes per moving agent) after
+    /// the first bot's start [default: --ramp + 3s, at most half of --duration].
+    #[arg(long, value_parser = parse_duration)]
+    warmup: Option<Duration>,
+    /// Instead of a run: read these JSON reports and print (JSON) the least-squares line of
+    /// server CPU-µs per tick over window subscribers; its slope is CPU-µs per subscriber per
+    /// tick.
+    #[arg(long, num_args = 1.., value_name = "REPORT")]
+    fit: Vec<PathBuf>,
     /// Move each bot's area by up to a quarter of its size this often (off by default).
     #[arg(long, value_parser = parse_duration)]
     pan_every: Option<Duration>,
@@ -172,7 +196,32 @@ fn main() {
     }
 }
 
+/// `--fit`: the line through the reports' (window subscribers, server CPU-µs per tick).
+fn fit(paths: &[PathBuf]) -> anyhow::Result<serde_json::Value> {
+    let mut points = Vec::new();
+    for p in paths {
+        let text = std::fs::read_to_string(p).with_context(|| format!("reading {}", p.display()))?;
+        let v: serde_json::Value = serde_json::from_str(&text).with_context(|| format!("{}: not JSON", p.display()))?;
+        let field = |k: &str| v.get(k).and_then(serde_json::Value::as_f64);
+        match (field("window_subscribers"), field("server_cpu_us_per_tick")) {
+            (Some(x), Some(y)) => points.push((x, y)),
+            _ => bail!("{}: no window_subscribers / server_cpu_us_per_tick (a run without a window or server CPU)", p.display()),
+        }
+    }
+    let f = report::linear_fit(&points).context("--fit needs at least two reports with different subscriber counts")?;
+    Ok(serde_json::json!({
+        "cpu_us_per_subscriber_tick": report::round3(f.slope),
+        "cpu_us_per_tick_at_zero": report::round3(f.intercept),
+        "r2": report::round3(f.r2),
+        "points": points,
+    }))
+}
+
 fn run(cli: Cli) -> anyhow::Result<i32> {
+    if !cli.fit.is_empty() {
+        println!("{}", serde_json::to_string(&fit(&cli.fit)?)?);
+        return Ok(0);
+    }
     let thresholds = cli.fail_if.as_deref().map(report::parse_fail_if).transpose()?;
     if cli.bots == 0 {
         bail!("--bots must be at least 1");
@@ -188,6 +237,12 @@ fn run(cli: Cli) -> anyhow::Result<i32> {
     }
     if cli.pan_every.is_some_and(|p| p < Duration::from_millis(100)) {
         bail!("--pan-every must be at least 100ms");
+    }
+    if !(0.0..=1.0).contains(&cli.passive) {
+        bail!("--passive must be a share between 0 and 1");
+    }
+    if cli.whole_world && cli.pan_every.is_some() {
+        bail!("--pan-every has nothing to move with --whole-world");
     }
     if !(cli.url.starts_with("ws://") || cli.url.starts_with("wss://")) {
         bail!("--url must be a ws:// or wss:// URL");
@@ -248,10 +303,17 @@ async fn swarm(cli: &Cli, metrics_url: Option<String>) -> anyhow::Result<Report>
     let epoch = Instant::now();
     let start = tokio::time::Instant::now();
     let deadline = start + cli.duration;
+    let warmup = warmup(cli);
+    let window_at = start + warmup;
+    let active_bots = active_count(cli.bots, cli.passive);
     let cfg = Arc::new(BotConfig {
         url: bot_url(&cli.url, cli.format, cli.batch),
         world: cli.world.clone(),
         aoi: cli.aoi,
+        whole_world: cli.whole_world,
+        bots: cli.bots,
+        active_bots,
+        window_ns: if warmup < cli.duration { warmup.as_nanos() as u64 } else { u64::MAX },
         encoding: match cli.format {
             Format::Binary => Encoding::Binary,
             Format::Json => Encoding::Json,
@@ -293,8 +355,27 @@ async fn swarm(cli: &Cli, metrics_url: Option<String>) -> anyhow::Result<Report>
     let mut peak = (0u64, 0u64);
     let mut last = (Instant::now(), [0u64; 5]);
     let mut tick = tokio::time::interval(Duration::from_millis(500));
+    // The measured window: when it began, the server's CPU and metrics then, and the
+    // subscriber counts sampled in it.
+    let mut window: Option<(Instant, Option<f64>, Option<metrics::Scrape>)> = None;
+    let mut subscriber_samples: Vec<u64> = Vec::new();
+    let server_cpu_now = |scrape: Option<&metrics::Scrape>| match cli.server_pid {
+        Some(pid) => metrics::proc_usage(pid).map(|u| u.0),
+        None => scrape.and_then(|s| s.process_cpu_s),
+    };
     loop {
         tick.tick().await;
+        if window.is_none() && tokio::time::Instant::now() >= window_at && window_at < deadline {
+            let scrape = match &metrics_url {
+                Some(u) => metrics::scrape(u).await.ok(),
+                None => None,
+            };
+            window = Some((Instant::now(), server_cpu_now(scrape.as_ref()), scrape));
+        }
+        // Not at the deadline itself: bots are leaving then.
+        if window.is_some() && tokio::time::Instant::now() < deadline {
+            subscriber_samples.push(stats.get(C::Subscribed));
+        }
         for (pid, slot) in [(cli.server_pid, 0), (Some(own_pid), 1)] {
             if let Some((_, rss)) = usage(pid) {
                 if slot == 0 {
@@ -326,10 +407,17 @@ async fn swarm(cli: &Cli, metrics_url: Option<String>) -> anyhow::Result<Report>
     }
     let measured = start.elapsed().as_secs_f64();
     let (server1, swarm1) = (usage(cli.server_pid), usage(Some(own_pid)));
-    let scrape_after = match (&metrics_url, &scrape_before) {
-        (Some(u), Some(_)) => metrics::scrape(u).await.ok(),
-        _ => None,
+    let scrape_after = match &metrics_url {
+        Some(u) => metrics::scrape(u).await.ok(),
+        None => None,
     };
+    let window = window.map(|(at, cpu0, scrape0)| {
+        let secs = at.elapsed().as_secs_f64();
+        let cpu = cpu0.zip(server_cpu_now(scrape_after.as_ref())).map(|(a, b)| b - a);
+        let ticks = scrape_after.as_ref().zip(scrape0.as_ref()).map(|(b, a)| b.since(a).tick_count);
+        let subs = (!subscriber_samples.is_empty()).then(|| subscriber_samples.iter().sum::<u64>() as f64 / subscriber_samples.len() as f64);
+        Window { secs, cpu, ticks, subscribers: subs }
+    });
     bar.set_message("stopping: bots despawn their agents and close");
     // Bots finish their goodbye within ~2 s of the deadline; abort stragglers.
     let drain = tokio::time::timeout(Duration::from_secs(5), async { while tasks.join_next().await.is_some() {} }).await;
@@ -344,6 +432,7 @@ async fn swarm(cli: &Cli, metrics_url: Option<String>) -> anyhow::Result<Report>
     };
     let mib = |b: u64| (b > 0).then(|| report::round3(b as f64 / (1 << 20) as f64));
     let server = scrape_after.zip(scrape_before).map(|(a, b)| a.since(&b));
+    let scrape_after_missing = server.is_none();
     let tick_mean_ms = server.as_ref().and_then(|s| s.tick_mean()).map(|s| s * 1e3);
     let mut r = build_report(cli, &stats, measured, tick_mean_ms.unwrap_or(0.0));
     if let Some(s) = &server {
@@ -358,6 +447,17 @@ async fn swarm(cli: &Cli, metrics_url: Option<String>) -> anyhow::Result<Report>
     r.server_rss_mib = mib(peak.0);
     r.swarm_cpu_pct = cpu(swarm0, swarm1);
     r.swarm_rss_mib = mib(peak.1);
+    r.passive_bots = (cli.bots - active_bots) as u64;
+    r.whole_world = cli.whole_world;
+    if let Some(w) = &window {
+        window_figures(&mut r, w);
+    }
+    if window.is_some() && r.window_server_cpu_s.is_none() && !cli.quiet {
+        eprintln!("steer-swarm: no server CPU figure (give --server-pid, or a server whose /metrics has process_cpu_seconds_total)");
+    }
+    if scrape_after_missing && metrics_url.is_some() && !cli.quiet {
+        eprintln!("steer-swarm: no /metrics scrape after the run (server tick figures left out)");
+    }
     let (n, notes) = stats.notes();
     if n > 0 && !cli.quiet {
         eprintln!("steer-swarm: {n} diagnostics, the first {}:", notes.len());
@@ -366,6 +466,45 @@ async fn swarm(cli: &Cli, metrics_url: Option<String>) -> anyhow::Result<Report>
         }
     }
     Ok(r)
+}
+
+/// The measured window's raw figures.
+struct Window {
+    secs: f64,
+    /// Server CPU-seconds.
+    cpu: Option<f64>,
+    /// Server ticks.
+    ticks: Option<f64>,
+    /// Mean subscribed bots.
+    subscribers: Option<f64>,
+}
+
+/// Fills the report's window figures from `w` and the window counters already in `r`.
+fn window_figures(r: &mut Report, w: &Window) {
+    let r3 = report::round3;
+    r.window_s = Some(r3(w.secs));
+    r.window_subscribers = w.subscribers.map(r3);
+    r.window_server_ticks = w.ticks;
+    r.window_server_cpu_s = w.cpu.map(r3);
+    r.window_server_cpu_pct = w.cpu.filter(|_| w.secs > 0.0).map(|c| r3(c / w.secs * 100.0));
+    r.server_cpu_us_per_tick = w.cpu.zip(w.ticks).filter(|&(_, t)| t > 0.0).map(|(c, t)| r3(c * 1e6 / t));
+    r.server_cpu_us_per_subscriber_tick = match (w.cpu, w.subscribers, w.ticks) {
+        (Some(c), Some(s), Some(t)) => report::cpu_us_per_subscriber_tick(c, s, t).map(r3),
+        _ => None,
+    };
+    r.bytes_per_moving_agent = report::per_moving_agent(r.window_bytes_in, r.window_moved_agents).map(r3);
+    r.bytes_per_subscriber_tick = (r.window_ticks_seen > 0).then(|| r3(r.window_bytes_in as f64 / r.window_ticks_seen as f64));
+}
+
+/// `--warmup`, or its default: the ramp plus 3 s, at most half the run.
+fn warmup(cli: &Cli) -> Duration {
+    cli.warmup.unwrap_or_else(|| (cli.ramp + Duration::from_secs(3)).min(cli.duration / 2))
+}
+
+/// Active (non-passive) bots of `bots` with a `passive` share.
+fn active_count(bots: usize, passive: f64) -> usize {
+    let active = (bots as f64 * (1.0 - passive)).round();
+    (active.max(0.0) as usize).min(bots)
 }
 
 fn progress(cli: &Cli) -> ProgressBar {
@@ -419,6 +558,12 @@ fn build_report(cli: &Cli, s: &Stats, secs: f64, tick_mean_ms: f64) -> Report {
         agents_spawned: g(C::AgentsSpawned),
         effect_timeouts: g(C::EffectTimeouts),
         negative_lateness: g(C::NegativeLateness),
+        window_bytes_in: g(C::WindowBytes),
+        window_moved_agents: g(C::WindowMoved),
+        window_ticks_seen: g(C::WindowTicks),
+        joins: g(C::Joins),
+        join_bytes_per_agent: report::per_moving_agent(g(C::JoinBytes), g(C::JoinAgents)).map(report::round3),
+        join_bytes_per_bot: (g(C::Joins) > 0).then(|| report::round3(g(C::JoinBytes) as f64 / g(C::Joins) as f64)),
         ..Report::default()
     };
     s.with_hists(|h| {
@@ -466,6 +611,60 @@ mod tests {
         assert_eq!(bot_url("ws://h:1/ws", Format::Binary, false), "ws://h:1/ws");
         assert_eq!(bot_url("ws://h:1/ws", Format::Binary, true), "ws://h:1/ws?batch=1");
         assert_eq!(bot_url("ws://h:1/ws?batch=0", Format::Binary, true), "ws://h:1/ws?batch=0");
+    }
+
+    #[test]
+    fn passive_share_and_warmup() {
+        assert_eq!(active_count(1000, 0.9), 100);
+        assert_eq!(active_count(10, 0.0), 10);
+        assert_eq!(active_count(10, 1.0), 0);
+        assert_eq!(active_count(3, 0.5), 2);
+        let cli = Cli::try_parse_from(["steer-swarm", "--ramp", "10s", "--duration", "30s", "--whole-world", "--passive", "0.9"]).unwrap();
+        assert_eq!(warmup(&cli), Duration::from_secs(13));
+        assert!(cli.whole_world && (cli.passive - 0.9).abs() < 1e-12);
+        let cli = Cli::try_parse_from(["steer-swarm", "--ramp", "10s", "--duration", "12s"]).unwrap();
+        assert_eq!(warmup(&cli), Duration::from_secs(6));
+        let cli = Cli::try_parse_from(["steer-swarm", "--warmup", "1s"]).unwrap();
+        assert_eq!(warmup(&cli), Duration::from_secs(1));
+        for bad in [vec!["--passive", "1.5"], vec!["--passive=-0.1"], vec!["--whole-world", "--pan-every", "1s"]] {
+            let cli = Cli::try_parse_from(std::iter::once("steer-swarm").chain(bad.iter().copied())).unwrap();
+            assert!(run(cli).is_err(), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn window_figures_divide_by_subscribers_and_ticks() {
+        let mut r = Report { window_bytes_in: 8_400_000, window_moved_agents: 1_000_000, window_ticks_seen: 2_000, ..Report::default() };
+        // 10 s, 100 subscribers, 200 ticks, 4.56 CPU-s: 4.56e6 / 2e4 = 228 µs per sub·tick.
+        window_figures(&mut r, &Window { secs: 10.0, cpu: Some(4.56), ticks: Some(200.0), subscribers: Some(100.0) });
+        assert_eq!(r.server_cpu_us_per_subscriber_tick, Some(228.0));
+        assert_eq!(r.server_cpu_us_per_tick, Some(22_800.0));
+        assert_eq!(r.window_server_cpu_pct, Some(45.6));
+        assert_eq!(r.bytes_per_moving_agent, Some(8.4));
+        assert_eq!(r.bytes_per_subscriber_tick, Some(4200.0));
+        let mut r = Report::default();
+        window_figures(&mut r, &Window { secs: 10.0, cpu: None, ticks: Some(200.0), subscribers: Some(100.0) });
+        assert_eq!((r.server_cpu_us_per_subscriber_tick, r.bytes_per_moving_agent, r.bytes_per_subscriber_tick), (None, None, None));
+    }
+
+    #[test]
+    fn fits_reports() {
+        let dir = std::env::temp_dir().join(format!("steer-swarm-fit-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let mut paths = Vec::new();
+        for (i, subs) in [1.0, 100.0, 250.0, 500.0].into_iter().enumerate() {
+            let r = Report { window_subscribers: Some(subs), server_cpu_us_per_tick: Some(500.0 + 20.0 * subs), ..Report::default() };
+            let p = dir.join(format!("{i}.json"));
+            std::fs::write(&p, serde_json::to_string(&r).unwrap()).unwrap();
+            paths.push(p);
+        }
+        let v = fit(&paths).unwrap();
+        assert_eq!(v["cpu_us_per_subscriber_tick"].as_f64(), Some(20.0));
+        assert_eq!(v["cpu_us_per_tick_at_zero"].as_f64(), Some(500.0));
+        std::fs::write(dir.join("bad.json"), "{}").unwrap();
+        assert!(fit(&[paths[0].clone(), dir.join("bad.json")]).is_err());
+        assert!(fit(&paths[..1]).is_err());
+        let _ = std::fs::remove_dir_all(&dir);
     }
 
     #[test]

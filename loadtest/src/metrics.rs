@@ -40,6 +40,8 @@ pub struct Scrape {
     pub connections: f64,
     /// `steerd_agents`.
     pub agents: f64,
+    /// `process_cpu_seconds_total` (user + system CPU of the server process), if exported.
+    pub process_cpu_s: Option<f64>,
 }
 
 /// Parses the Prometheus text exposition (only the series above).
@@ -75,6 +77,7 @@ pub fn parse(text: &str) -> Scrape {
             "steerd_bytes_sent_total" | "steerd_bytes_sent" => s.bytes_sent = v,
             "steerd_connections" => s.connections = v,
             "steerd_agents" => s.agents = v,
+            "process_cpu_seconds_total" => s.process_cpu_s = Some(v),
             _ => {}
         }
     }
@@ -102,6 +105,7 @@ impl Scrape {
             bytes_sent: self.bytes_sent - earlier.bytes_sent,
             connections: self.connections,
             agents: self.agents,
+            process_cpu_s: self.process_cpu_s.zip(earlier.process_cpu_s).map(|(a, b)| a - b),
         }
     }
 
@@ -208,6 +212,8 @@ steerd_tick_duration_seconds_bucket{le=\"+Inf\"} 100\n\
 steerd_tick_overruns_total 2\n\
 steerd_frames_dropped_total 7\n\
 steerd_connections 50\n\
+# TYPE process_cpu_seconds counter\n\
+process_cpu_seconds_total 12.5\n\
 steerd_commands_total{kind=\"move_to\",result=\"ok\"} 12\n";
 
     #[test]
@@ -223,6 +229,10 @@ steerd_commands_total{kind=\"move_to\",result=\"ok\"} 12\n";
         let d = s.since(&parse("steerd_tick_duration_seconds_bucket{le=\"0.001\"} 10\nsteerd_tick_overruns_total 1\n"));
         assert_eq!(d.tick_buckets[0], (0.001, 0.0));
         assert_eq!(d.overruns, 1.0);
+        assert_eq!(s.process_cpu_s, Some(12.5));
+        // CPU seconds between two scrapes; unknown when either lacks them.
+        assert_eq!(s.since(&parse("process_cpu_seconds_total 10\n")).process_cpu_s, Some(2.5));
+        assert_eq!(d.process_cpu_s, None);
         assert!(Scrape::default().tick_quantile(0.5).is_none());
     }
 

@@ -44,6 +44,54 @@ pub fn round3(x: f64) -> f64 {
     (x * 1000.0).round() / 1000.0
 }
 
+/// `bytes / moved` (bytes per moving agent), `None` when no agent moved.
+pub fn per_moving_agent(bytes: u64, moved: u64) -> Option<f64> {
+    (moved > 0).then(|| bytes as f64 / moved as f64)
+}
+
+/// Server CPU-µs per subscriber per tick: `cpu_s` CPU-seconds spent while `subscribers`
+/// (mean over the window) were fed `ticks` ticks. `None` without subscribers, ticks or a
+/// finite, non-negative CPU figure.
+pub fn cpu_us_per_subscriber_tick(cpu_s: f64, subscribers: f64, ticks: f64) -> Option<f64> {
+    (cpu_s.is_finite() && cpu_s >= 0.0 && subscribers > 0.0 && ticks > 0.0).then(|| cpu_s * 1e6 / (subscribers * ticks))
+}
+
+/// A least-squares line `y = intercept + slope · x`.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct Fit {
+    /// Slope.
+    pub slope: f64,
+    /// Value at x = 0.
+    pub intercept: f64,
+    /// Coefficient of determination (1 = every point on the line; 1 also when all y are equal
+    /// and on it).
+    pub r2: f64,
+    /// Points.
+    pub n: usize,
+}
+
+/// Ordinary least squares over `points` (x, y); `None` with fewer than two distinct x or a
+/// non-finite value.
+pub fn linear_fit(points: &[(f64, f64)]) -> Option<Fit> {
+    if points.len() < 2 || points.iter().any(|(x, y)| !x.is_finite() || !y.is_finite()) {
+        return None;
+    }
+    let n = points.len() as f64;
+    let mx = points.iter().map(|p| p.0).sum::<f64>() / n;
+    let my = points.iter().map(|p| p.1).sum::<f64>() / n;
+    let sxx: f64 = points.iter().map(|p| (p.0 - mx).powi(2)).sum();
+    let sxy: f64 = points.iter().map(|p| (p.0 - mx) * (p.1 - my)).sum();
+    let syy: f64 = points.iter().map(|p| (p.1 - my).powi(2)).sum();
+    if sxx <= 0.0 {
+        return None;
+    }
+    let slope = sxy / sxx;
+    let intercept = my - slope * mx;
+    let sse: f64 = points.iter().map(|p| (p.1 - intercept - slope * p.0).powi(2)).sum();
+    let r2 = if syy > 0.0 { 1.0 - sse / syy } else { 1.0 };
+    Some(Fit { slope, intercept, r2, n: points.len() })
+}
+
 /// Everything the swarm measured. Field names are the JSON keys and, flattened, the
 /// `--fail-if` metric names (see [`Report::flat`]).
 #[derive(Debug, Clone, Default, Serialize)]
@@ -54,6 +102,10 @@ pub struct Report {
     pub world: String,
     /// Bots asked for.
     pub bots: u64,
+    /// Of them passive (`--passive`): they only receive, decode, verify and count.
+    pub passive_bots: u64,
+    /// Every bot subscribed to the whole world (`--whole-world`).
+    pub whole_world: bool,
     /// Bots that completed Hello → Welcome.
     pub bots_connected: u64,
     /// Bots that never got a Welcome.
@@ -155,6 +207,38 @@ pub struct Report {
     pub swarm_cpu_pct: Option<f64>,
     /// Swarm peak RSS seen, MiB.
     pub swarm_rss_mib: Option<f64>,
+    /// The measured window (`--warmup` → end), s: the figures below are taken over it, once
+    /// the ramp is over and the joins are done. `null` when the run ended before it began.
+    pub window_s: Option<f64>,
+    /// Bots holding a subscription, mean of 2 samples a second over the window.
+    pub window_subscribers: Option<f64>,
+    /// Server ticks in the window (from `/metrics`; else window × tick rate).
+    pub window_server_ticks: Option<f64>,
+    /// Server CPU-seconds in the window (`--server-pid`, else `process_cpu_seconds_total`).
+    pub window_server_cpu_s: Option<f64>,
+    /// Server CPU in the window, % of one core.
+    pub window_server_cpu_pct: Option<f64>,
+    /// Server CPU-µs per subscriber per tick in the window: CPU / (subscribers × ticks).
+    pub server_cpu_us_per_subscriber_tick: Option<f64>,
+    /// Server CPU-µs per tick in the window (the points of `--fit`).
+    pub server_cpu_us_per_tick: Option<f64>,
+    /// WebSocket payload bytes received in the window, all bots.
+    pub window_bytes_in: u64,
+    /// Agents that moved (delta `changed` + `entered`) in frames received in the window.
+    pub window_moved_agents: u64,
+    /// Distinct ticks seen in the window, summed over bots.
+    pub window_ticks_seen: u64,
+    /// Window bytes / moved agents: bytes on the wire per moving agent per tick.
+    pub bytes_per_moving_agent: Option<f64>,
+    /// Window bytes / window ticks seen: bytes per subscriber per tick.
+    pub bytes_per_subscriber_tick: Option<f64>,
+    /// Bots that completed their join (a keyframe of every subscribed cell).
+    pub joins: u64,
+    /// Bytes from the first Subscribe until then, per agent in those keyframes (summed over
+    /// bots before dividing).
+    pub join_bytes_per_agent: Option<f64>,
+    /// Mean join bytes per bot.
+    pub join_bytes_per_bot: Option<f64>,
 }
 
 fn fmt_opt(v: Option<f64>) -> String {
@@ -218,6 +302,17 @@ impl Report {
             &mut r.server_rss_mib,
             &mut r.swarm_cpu_pct,
             &mut r.swarm_rss_mib,
+            &mut r.window_s,
+            &mut r.window_subscribers,
+            &mut r.window_server_ticks,
+            &mut r.window_server_cpu_s,
+            &mut r.window_server_cpu_pct,
+            &mut r.server_cpu_us_per_subscriber_tick,
+            &mut r.server_cpu_us_per_tick,
+            &mut r.bytes_per_moving_agent,
+            &mut r.bytes_per_subscriber_tick,
+            &mut r.join_bytes_per_agent,
+            &mut r.join_bytes_per_bot,
         ] {
             *o = Some(1.0);
         }
@@ -263,6 +358,14 @@ impl Report {
         row(&mut s, "server tick ms", format!("p50 {} p99 {} mean {} ({} ticks, {} overruns, {} frames dropped)", fmt_opt(self.server_tick_ms_p50), fmt_opt(self.server_tick_ms_p99), fmt_opt(self.server_tick_ms_mean), fmt_opt(self.server_ticks), fmt_opt(self.server_overruns), fmt_opt(self.server_frames_dropped)));
         row(&mut s, "server cpu % / rss MiB", format!("{} / {}", fmt_opt(self.server_cpu_pct), fmt_opt(self.server_rss_mib)));
         row(&mut s, "swarm cpu % / rss MiB", format!("{} / {}", fmt_opt(self.swarm_cpu_pct), fmt_opt(self.swarm_rss_mib)));
+        let _ = writeln!(s, "{:-<78}", "");
+        row(&mut s, "bots passive / mode", format!("{} / {}", self.passive_bots, if self.whole_world { "whole world" } else { "own area" }));
+        row(&mut s, "window s / subscribers", format!("{} / {} ({} server ticks)", fmt_opt(self.window_s), fmt_opt(self.window_subscribers), fmt_opt(self.window_server_ticks)));
+        row(&mut s, "server cpu in window", format!("{} % of a core, {} CPU-s", fmt_opt(self.window_server_cpu_pct), fmt_opt(self.window_server_cpu_s)));
+        row(&mut s, "server cpu-µs per sub·tick", format!("{} ({} per tick)", fmt_opt(self.server_cpu_us_per_subscriber_tick), fmt_opt(self.server_cpu_us_per_tick)));
+        row(&mut s, "bytes per moving agent", format!("{} ({} bytes, {} moved, {} per subscriber·tick)", fmt_opt(self.bytes_per_moving_agent), self.window_bytes_in, self.window_moved_agents, fmt_opt(self.bytes_per_subscriber_tick)));
+        row(&mut s, "join bytes per agent", format!("{} ({} joins, {} bytes per join)", fmt_opt(self.join_bytes_per_agent), self.joins, fmt_opt(self.join_bytes_per_bot)));
+        row(&mut s, "p99 delivery / lateness ms", format!("{} / {}", fmt_opt(self.frame_delivery_ms.p99), fmt_opt(self.frame_lateness_ms.p99)));
         if self.effect_timeouts > 0 || self.negative_lateness > 0 {
             row(&mut s, "notes", format!("{} MoveTo effects unobserved, {} negative lateness samples", self.effect_timeouts, self.negative_lateness));
         }
@@ -376,6 +479,44 @@ pub fn unmeasured(report: &Report, thresholds: &[Threshold]) -> Vec<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn bytes_per_moving_agent_is_a_ratio_of_sums() {
+        // Two ticks: 300 B for 100 moved agents, then 120 B for 20 → 420 / 120, not the mean
+        // of 3.0 and 6.0.
+        assert_eq!(per_moving_agent(300 + 120, 100 + 20), Some(3.5));
+        assert_eq!(per_moving_agent(0, 10), Some(0.0));
+        // A world at rest: nothing moved, no figure (not infinity).
+        assert_eq!(per_moving_agent(50, 0), None);
+    }
+
+    #[test]
+    fn cpu_per_subscriber_tick() {
+        // 2 CPU-s over 400 ticks (20 s at 20 Hz) feeding 250 subscribers: 2e6 / 1e5 = 20 µs.
+        assert!((cpu_us_per_subscriber_tick(2.0, 250.0, 400.0).unwrap() - 20.0).abs() < 1e-9);
+        assert!((cpu_us_per_subscriber_tick(0.5, 1.0, 100.0).unwrap() - 5000.0).abs() < 1e-9);
+        assert_eq!(cpu_us_per_subscriber_tick(1.0, 0.0, 100.0), None);
+        assert_eq!(cpu_us_per_subscriber_tick(1.0, 10.0, 0.0), None);
+        assert_eq!(cpu_us_per_subscriber_tick(f64::NAN, 10.0, 10.0), None);
+        assert_eq!(cpu_us_per_subscriber_tick(-0.1, 10.0, 10.0), None);
+    }
+
+    #[test]
+    fn fits_a_line() {
+        // y = 300 + 22.8 x exactly.
+        let pts: Vec<(f64, f64)> = [1.0, 100.0, 250.0, 500.0].iter().map(|&x| (x, 300.0 + 22.8 * x)).collect();
+        let f = linear_fit(&pts).unwrap();
+        assert!((f.slope - 22.8).abs() < 1e-9 && (f.intercept - 300.0).abs() < 1e-6, "{f:?}");
+        assert!((f.r2 - 1.0).abs() < 1e-12 && f.n == 4);
+        // Noisy points: the least-squares line of (0,1), (1,3), (2,2), (3,5) is 1.1 + 1.1 x.
+        let f = linear_fit(&[(0.0, 1.0), (1.0, 3.0), (2.0, 2.0), (3.0, 5.0)]).unwrap();
+        assert!((f.slope - 1.1).abs() < 1e-9 && (f.intercept - 1.1).abs() < 1e-9, "{f:?}");
+        // Residuals -0.1, 0.8, -1.3, 0.6: SSE 2.7 of SYY 8.75.
+        assert!((f.r2 - (1.0 - 2.7 / 8.75)).abs() < 1e-9, "{f:?}");
+        assert!(linear_fit(&[(1.0, 2.0)]).is_none());
+        assert!(linear_fit(&[(1.0, 2.0), (1.0, 3.0)]).is_none());
+        assert!(linear_fit(&[(1.0, 2.0), (2.0, f64::INFINITY)]).is_none());
+    }
 
     #[test]
     fn parses_thresholds() {

@@ -70,11 +70,25 @@ pub enum C {
     EffectTimeouts,
     /// Agents spawned by bots.
     AgentsSpawned,
+    /// Bots holding a subscription (gauge: +1 on the first `Subscribed`, -1 on end).
+    Subscribed,
+    /// WebSocket payload bytes received inside the measured window (see `BotConfig::window_ns`).
+    WindowBytes,
+    /// Agents that moved, inside the window: delta `changed` + `entered` records.
+    WindowMoved,
+    /// Distinct ticks seen inside the window, summed over bots.
+    WindowTicks,
+    /// Bots whose join completed (a keyframe of every subscribed cell).
+    Joins,
+    /// Bytes received from the first Subscribe until a keyframe of every subscribed cell.
+    JoinBytes,
+    /// Agents in those first keyframes.
+    JoinAgents,
 }
 
 impl C {
     /// Number of counters.
-    pub const N: usize = C::AgentsSpawned as usize + 1;
+    pub const N: usize = C::JoinAgents as usize + 1;
 }
 
 /// Histogram metrics, one per variant.
@@ -218,10 +232,14 @@ impl Stats {
     }
 }
 
-/// One bot's unsynchronised counters and sample buffer.
+/// One bot's unsynchronised counters and sample buffer. A sample equal to one of the last
+/// [`Recorder::LOOKBACK`] buffered is counted there, not stored: the deltas of one batched tick
+/// message (hundreds for a whole-world subscriber) share one lateness and clock bound, and
+/// their sizes repeat, so the buffer and the shared histograms' lock are touched far less.
 pub struct Recorder {
     counts: [u64; C::N],
-    samples: Vec<(H, u64)>,
+    /// (histogram, value, times).
+    samples: Vec<(H, u64, u64)>,
 }
 
 impl Default for Recorder {
@@ -233,6 +251,8 @@ impl Default for Recorder {
 impl Recorder {
     /// Samples buffered before a flush is forced.
     const BUFFER: usize = 1024;
+    /// How far back [`Recorder::record`] looks for an equal sample.
+    const LOOKBACK: usize = 8;
 
     /// Empty.
     pub fn new() -> Self {
@@ -248,7 +268,12 @@ impl Recorder {
     /// Records a sample; flushes into `stats` when the buffer is full.
     #[inline]
     pub fn record(&mut self, h: H, v: u64, stats: &Stats) {
-        self.samples.push((h, v));
+        let from = self.samples.len().saturating_sub(Self::LOOKBACK);
+        if let Some(same) = self.samples[from..].iter_mut().rev().find(|l| l.0 == h && l.1 == v) {
+            same.2 += 1;
+            return;
+        }
+        self.samples.push((h, v, 1));
         if self.samples.len() >= Self::BUFFER {
             self.flush(stats);
         }
@@ -269,9 +294,9 @@ impl Recorder {
             Ok(g) => g,
             Err(p) => p.into_inner(),
         };
-        for (h, v) in self.samples.drain(..) {
+        for (h, v, n) in self.samples.drain(..) {
             // Auto-resizing histograms only refuse values beyond u64 range handling; saturate.
-            let _ = g.0[h as usize].record(v.max(1));
+            let _ = g.0[h as usize].record_n(v.max(1), n);
         }
     }
 }
@@ -296,6 +321,26 @@ mod tests {
         });
         r.flush(&s);
         assert_eq!(s.get(C::Frames), 3);
+        // Equal samples close together are kept as counts: same histogram as one record each.
+        for v in [7000, 7000, 7000, 9000, 7000] {
+            r.record(H::LatenessUs, v, &s);
+            r.record(H::ClockErrorUs, 5, &s);
+        }
+        r.record(H::FrameBytes, 7000, &s);
+        assert_eq!(r.samples.len(), 4);
+        // Beyond the lookback an equal sample is stored again.
+        for v in 0..Recorder::LOOKBACK as u64 {
+            r.record(H::PingRttUs, 100 + v, &s);
+        }
+        r.record(H::LatenessUs, 7000, &s);
+        assert_eq!(r.samples.len(), 5 + Recorder::LOOKBACK);
+        r.flush(&s);
+        s.with_hists(|h| {
+            let l = h.get(H::LatenessUs);
+            assert_eq!((l.len(), l.count_at(7000), l.count_at(9000)), (6, 5, 1));
+            assert_eq!((h.get(H::ClockErrorUs).len(), h.get(H::ClockErrorUs).count_at(5)), (5, 5));
+            assert_eq!((h.get(H::FrameBytes).len(), h.get(H::PingRttUs).len()), (1, Recorder::LOOKBACK as u64));
+        });
         s.disconnect("4008".into());
         assert_eq!(s.close_codes().get("4008"), Some(&1));
     }

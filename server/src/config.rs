@@ -293,6 +293,15 @@ pub struct LimitSettings {
     /// Recordings carry per-agent digests at each checkpoint (so `steerd replay --verify` can
     /// name the first differing agent); 4-6 bytes per agent per checkpoint.
     pub recording_agent_digests: bool,
+    /// Replay worlds keep a keyframe (a copy of the world) every this many ticks, so a seek
+    /// simulates fewer ticks than this.
+    pub replay_keyframe_every: u32,
+    /// Most keyframes a replay world keeps (beyond it the interval doubles).
+    pub replay_max_keyframes: usize,
+    /// Most bytes of keyframes a replay world keeps (beyond it the interval doubles).
+    pub replay_keyframe_max_bytes: u64,
+    /// Fastest replay playback, as a multiple of the recorded tick rate.
+    pub replay_max_speed: f64,
 }
 
 impl Default for Settings {
@@ -356,6 +365,10 @@ impl Default for LimitSettings {
             recording_hash_every_ticks: 20,
             recording_writer_queue: 256,
             recording_agent_digests: false,
+            replay_keyframe_every: 100,
+            replay_max_keyframes: 64,
+            replay_keyframe_max_bytes: 256 << 20,
+            replay_max_speed: 16.0,
         }
     }
 }
@@ -370,6 +383,16 @@ impl LimitSettings {
             writer_queue: self.recording_writer_queue,
             agent_digests: self.recording_agent_digests,
             ..crate::record::RecordSettings::default()
+        }
+    }
+
+    /// The replay-world settings.
+    pub fn replay(&self) -> crate::record::player::ReplaySettings {
+        crate::record::player::ReplaySettings {
+            keyframe_every: u64::from(self.replay_keyframe_every.max(1)),
+            max_keyframes: self.replay_max_keyframes.max(1),
+            keyframe_max_bytes: usize::try_from(self.replay_keyframe_max_bytes).unwrap_or(usize::MAX),
+            max_speed: self.replay_max_speed,
         }
     }
 
@@ -418,6 +441,10 @@ impl Settings {
             ("limits.recording_max_files", l.recording_max_files as f64),
             ("limits.recording_hash_every_ticks", f64::from(l.recording_hash_every_ticks)),
             ("limits.recording_writer_queue", l.recording_writer_queue as f64),
+            ("limits.replay_keyframe_every", f64::from(l.replay_keyframe_every)),
+            ("limits.replay_max_keyframes", l.replay_max_keyframes as f64),
+            ("limits.replay_keyframe_max_bytes", l.replay_keyframe_max_bytes as f64),
+            ("limits.replay_max_speed", l.replay_max_speed),
         ];
         for (name, v) in positive {
             if !(v.is_finite() && v > 0.0) {
@@ -429,6 +456,12 @@ impl Settings {
         }
         if l.max_message_bytes > 64 << 20 {
             return Err("limits.max_message_bytes must be at most 64 MiB".into());
+        }
+        if l.replay_max_keyframes > 100_000 {
+            return Err("limits.replay_max_keyframes must be at most 100000".into());
+        }
+        if l.replay_max_speed > 1000.0 {
+            return Err("limits.replay_max_speed must be at most 1000".into());
         }
         if l.nav_threads > 64 {
             return Err("limits.nav_threads must be at most 64".into());

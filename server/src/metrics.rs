@@ -1,6 +1,8 @@
 //! Prometheus metrics (`GET /metrics`), with prometheus-client.
 
-use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::collector::Collector;
+use prometheus_client::encoding::{DescriptorEncoder, EncodeLabelSet, EncodeMetric};
+use prometheus_client::metrics::MetricType;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
@@ -26,6 +28,8 @@ pub struct WorldLabels {
 /// Every metric of the server.
 pub struct Metrics {
     registry: Registry,
+    /// Unprefixed process metrics (`process_cpu_seconds_total`), read at each scrape.
+    process: Registry,
     /// Tick durations, seconds.
     pub tick_seconds: Histogram,
     /// Ticks dropped by worlds that fell behind.
@@ -70,6 +74,12 @@ pub struct Metrics {
     pub world_effective_tick_rate: Family<WorldLabels, Gauge<f64, std::sync::atomic::AtomicU64>>,
     /// 1 when a world cannot keep its tick rate (it dropped ticks in the last second).
     pub world_overloaded: Family<WorldLabels, Gauge>,
+    /// Seeks served by replay worlds.
+    pub replay_seeks: Counter,
+    /// Ticks simulated by replay-world seeks.
+    pub replay_seek_ticks: Counter,
+    /// Recorded checkpoints a replay world did not reproduce.
+    pub replay_divergences: Counter,
 }
 
 impl Default for Metrics {
@@ -106,7 +116,11 @@ impl Metrics {
             field_builds_refused: Counter::default(),
             world_effective_tick_rate: Family::default(),
             world_overloaded: Family::default(),
+            replay_seeks: Counter::default(),
+            replay_seek_ticks: Counter::default(),
+            replay_divergences: Counter::default(),
             registry: Registry::default(),
+            process: Registry::default(),
         };
         registry.register("tick_duration_seconds", "Duration of one world tick", m.tick_seconds.clone());
         registry.register("tick_overruns", "Ticks dropped because a world fell behind", m.overruns.clone());
@@ -130,7 +144,12 @@ impl Metrics {
         registry.register("flow_field_builds_refused", "Flow-field jobs refused by a full builder queue", m.field_builds_refused.clone());
         registry.register("world_effective_tick_rate", "Ticks per second a world actually ran over the last second", m.world_effective_tick_rate.clone());
         registry.register("world_overloaded", "1 when a world cannot keep its tick rate (it dropped ticks in the last second)", m.world_overloaded.clone());
-        Metrics { registry, ..m }
+        registry.register("replay_seeks", "Seeks served by replay worlds", m.replay_seeks.clone());
+        registry.register("replay_seek_ticks", "Ticks simulated by replay-world seeks", m.replay_seek_ticks.clone());
+        registry.register("replay_divergences", "Recorded checkpoints a replay world did not reproduce", m.replay_divergences.clone());
+        let mut process = Registry::default();
+        process.register_collector(Box::new(ProcessCollector));
+        Metrics { registry, process, ..m }
     }
 
     /// Sets the per-world gauges to `(name, effective tick rate, overloaded)` of the worlds
@@ -152,10 +171,69 @@ impl Metrics {
 
     /// The Prometheus text exposition.
     pub fn render(&self) -> String {
+        use prometheus_client::encoding::text;
         let mut out = String::new();
-        if prometheus_client::encoding::text::encode(&mut out, &self.registry).is_err() {
+        let ok = text::encode_registry(&mut out, &self.registry)
+            .and_then(|()| text::encode_registry(&mut out, &self.process))
+            .and_then(|()| text::encode_eof(&mut out));
+        if ok.is_err() {
             out.clear();
         }
         out
+    }
+}
+
+/// `process_cpu_seconds_total` (the Prometheus convention's name, without the `steerd_`
+/// prefix): user + system CPU time of this process, read from `/proc/self/stat` at each
+/// scrape. Left out where that file does not exist (not Linux) or cannot be parsed.
+#[derive(Debug)]
+struct ProcessCollector;
+
+impl Collector for ProcessCollector {
+    fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), std::fmt::Error> {
+        let Some(secs) = std::fs::read_to_string("/proc/self/stat").ok().and_then(|s| cpu_seconds_from_stat(&s)) else {
+            return Ok(());
+        };
+        let counter = prometheus_client::metrics::counter::ConstCounter::new(secs);
+        let metric = encoder.encode_descriptor("process_cpu_seconds", "Total user and system CPU time spent in seconds", None, MetricType::Counter)?;
+        counter.encode(metric)
+    }
+}
+
+/// User + system CPU seconds from the text of `/proc/<pid>/stat` (fields 14 and 15, in clock
+/// ticks of USER_HZ, which is 100 on every Linux ABI in use). The command name (field 2) may
+/// hold spaces and parentheses, so fields are counted after its last `)`.
+fn cpu_seconds_from_stat(stat: &str) -> Option<f64> {
+    let after = stat.get(stat.rfind(')')? + 1..)?;
+    let mut f = after.split_whitespace().skip(11);
+    let utime: u64 = f.next()?.parse().ok()?;
+    let stime: u64 = f.next()?.parse().ok()?;
+    Some((utime + stime) as f64 / 100.0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_cpu_seconds_from_stat() {
+        // pid (comm) state ppid pgrp session tty tpgid flags minflt cminflt majflt cmajflt utime stime …
+        let stat = "4242 (steer d) (x)) S 1 4242 4242 0 -1 4194560 900 0 0 0 1234 566 0 0 20 0 9 0 100 1000 50";
+        assert_eq!(cpu_seconds_from_stat(stat), Some(18.0));
+        assert_eq!(cpu_seconds_from_stat("4242 (steerd) S 1"), None);
+        assert_eq!(cpu_seconds_from_stat("garbage"), None);
+    }
+
+    #[test]
+    fn renders_process_cpu_once_with_one_eof() {
+        let text = Metrics::new().render();
+        assert_eq!(text.matches("# EOF").count(), 1, "{text}");
+        assert!(text.trim_end().ends_with("# EOF"), "{text}");
+        assert!(text.contains("steerd_tick_duration_seconds"), "{text}");
+        if std::path::Path::new("/proc/self/stat").exists() {
+            let line = text.lines().find(|l| l.starts_with("process_cpu_seconds_total ")).expect("process_cpu_seconds_total");
+            let v: f64 = line.rsplit(' ').next().and_then(|v| v.parse().ok()).expect("a number");
+            assert!(v.is_finite() && v >= 0.0, "{line}");
+        }
     }
 }

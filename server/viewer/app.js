@@ -28,6 +28,9 @@ const S = {
   worlds: [], // WorldInfo from Welcome
   world: null, // selected WorldInfo
   worldName: new URLSearchParams(location.search).get('world') || '',
+  /** A replay world's timeline (null for a live world), and a scrub in progress. */
+  replay: null,
+  scrubbing: false,
   restInfo: null, // GET /worlds/{w}
   cells: new Map(), // cell -> CellMap
   cellSeen: new Map(), // cell -> performance.now() of the last applied frame
@@ -92,6 +95,9 @@ const V = {
   avoidFetches: 0,
   avoidDrawn: { planes: 0, arrows: 0 },
   errors: [],
+  /** The replay world's timeline (GET /worlds/{w}/replay), null for a live world. */
+  get replay() { return S.replay; },
+  replaySeeks: 0,
   /** Welcome.player_id of the stream's session (kept across a drop: the page resumes it). */
   get player() { return S.welcome ? S.welcome.player_id : null; },
   /** Closes the stream as a network failure would (the page reconnects and resumes). */
@@ -490,6 +496,7 @@ async function refreshWorld() {
   const prevScenario = S.restInfo && S.restInfo.scenario;
   const reloaded = S.restInfo && S.restInfo.name === info.name && (info.tick < S.restInfo.tick || info.scenario !== prevScenario);
   S.restInfo = info;
+  updateTimeline(info.replay);
   const p = $('pause');
   p.textContent = info.paused ? 'Resume' : 'Pause';
   p.classList.toggle('on', info.paused);
@@ -1094,6 +1101,63 @@ $('token-apply').addEventListener('click', () => {
   toast(S.token ? 'token set' : 'token cleared', true);
 });
 $('token').value = S.token;
+
+// ---------------------------------------------------------------------------------------------
+// Replay timeline: shown for replay worlds only (GET /worlds/{w} has `replay`); a scrub bar
+// (current tick / last tick), play/pause and a speed choice, over /worlds/{w}/replay/...
+
+const SPEEDS = [0.25, 0.5, 1, 2, 4, 8, 16];
+
+function updateTimeline(rp) {
+  $('timeline').hidden = !rp;
+  // A replay world takes no commands: the simulation controls and tools would be refused.
+  $('sim-controls').hidden = !!rp;
+  $('tools').hidden = !!rp;
+  S.replay = rp || null;
+  if (!rp) return;
+  const scrub = $('tl-scrub');
+  scrub.max = String(rp.end_tick);
+  if (!S.scrubbing) scrub.value = String(rp.tick);
+  $('tl-tick').textContent = `${S.scrubbing ? scrub.value : rp.tick} / ${rp.end_tick}`;
+  const play = $('tl-play');
+  play.textContent = rp.playing ? 'Pause' : 'Play';
+  play.classList.toggle('on', rp.playing);
+  const sel = $('tl-speed');
+  const speeds = SPEEDS.filter((x) => x <= rp.max_speed);
+  if (sel.options.length !== speeds.length) sel.replaceChildren(...speeds.map((x) => new Option(`${x}×`, String(x))));
+  if (document.activeElement !== sel) sel.value = String(rp.speed);
+  const v = rp.verification;
+  const chk = $('tl-check');
+  chk.textContent = v.divergences ? `diverged at ${v.divergences} checkpoint(s)` : `${v.checks_ok}/${v.checks} checkpoints ok`;
+  chk.className = `pill ${v.divergences ? 'bad' : 'ok'}`;
+}
+
+async function refreshReplay() {
+  if (!S.world || !S.replay) return;
+  const name = S.world.name;
+  const rp = await api('GET', wpath('/replay'));
+  if (!S.world || S.world.name !== name) return;
+  updateTimeline(rp);
+}
+
+async function replayControl(op, body) {
+  const rp = await api('POST', wpath(`/replay/${op}`), body);
+  updateTimeline(rp);
+  V.replaySeeks += op === 'seek' ? 1 : 0;
+  return rp;
+}
+
+$('tl-play').addEventListener('click', () => replayControl(S.replay && S.replay.playing ? 'pause' : 'play').catch(fail));
+$('tl-scrub').addEventListener('input', () => {
+  S.scrubbing = true;
+  $('tl-tick').textContent = `${$('tl-scrub').value} / ${$('tl-scrub').max}`;
+});
+$('tl-scrub').addEventListener('change', () => {
+  const tick = Number($('tl-scrub').value);
+  replayControl('seek', { tick }).catch(fail).finally(() => { S.scrubbing = false; });
+});
+$('tl-speed').addEventListener('change', (ev) => replayControl('speed', { speed: Number(ev.target.value) }).catch(fail));
+setInterval(() => { refreshReplay().catch(() => {}); }, 250);
 
 // ---------------------------------------------------------------------------------------------
 // Event log

@@ -7,7 +7,7 @@
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
-import { mkdtempSync, mkdirSync, rmSync, existsSync } from 'node:fs';
+import { copyFileSync, mkdtempSync, mkdirSync, rmSync, existsSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
@@ -450,6 +450,66 @@ test('viewer: admin token field when the server has one', { timeout: 30000 }, as
     } finally {
       await q.close();
     }
+    assert.deepEqual(errors, []);
+  } finally {
+    await p.close();
+    await stopServer(srv.proc);
+  }
+});
+
+test('viewer: the replay timeline scrubs, plays, pauses and sets the speed of a replay world', { timeout: 60000 }, async () => {
+  const srv = await startServer();
+  const port = new URL(srv.base).port;
+  copyFileSync(join(root, 'tests/recordings/patrol-edits.rec'), join(scratch, `data-${port}`, 'recordings', 'patrol-edits.rec'));
+  const call = async (method, path, body) => {
+    const r = await fetch(srv.base + path, { method, headers: body === undefined ? {} : { 'Content-Type': 'application/json' }, body: body === undefined ? undefined : JSON.stringify(body) });
+    const text = await r.text();
+    assert.ok(r.ok, `${method} ${path}: ${r.status} ${text}`);
+    return text ? JSON.parse(text) : null;
+  };
+  await call('POST', '/worlds', { name: 'rp', replay: 'patrol-edits', paused: true });
+  const p = await context.newPage();
+  const errors = [];
+  p.on('pageerror', (e) => errors.push(e.message));
+  try {
+    // A live world has no timeline.
+    await p.goto(`${srv.base}/?world=${WORLD}`);
+    await p.waitForFunction(() => window.viewer && window.viewer.ready && window.viewer.keyframes > 0, null, { timeout: 15000 });
+    await until('the live world to be described', () => p.evaluate(() => document.getElementById('s-tick').textContent !== '–'), 5000);
+    assert.equal(await p.isVisible('#timeline'), false, 'no timeline on a live world');
+    // The replay world has one: current tick / last tick, and no simulation controls.
+    await p.goto(`${srv.base}/?world=rp`);
+    await p.waitForFunction(() => window.viewer && window.viewer.ready && window.viewer.world === 'rp' && window.viewer.agents().length > 0, null, { timeout: 15000 });
+    await p.waitForSelector('#timeline', { state: 'visible', timeout: 5000 });
+    assert.equal((await p.textContent('#tl-tick')).trim(), '0 / 200');
+    assert.equal(await p.isVisible('#sim-controls'), false);
+    assert.match(await p.textContent('#tl-check'), /^10\/10 checkpoints ok$/);
+    // Play, then pause from the timeline.
+    await p.click('#tl-play');
+    await until('the replay to play', async () => (await call('GET', '/worlds/rp/replay')).tick >= 20, 10000);
+    await p.click('#tl-play');
+    await until('the replay to pause', async () => !(await call('GET', '/worlds/rp/replay')).playing, 5000);
+    const paused = (await call('GET', '/worlds/rp/replay')).tick;
+    await until('the timeline to show the paused tick', async () => (await p.textContent('#tl-tick')).trim() === `${paused} / 200`, 5000);
+    assert.equal((await p.textContent('#tl-play')).trim(), 'Play');
+    // Scrub back to 150: the server seeks, the bar and the streamed agents follow.
+    await p.$eval('#tl-scrub', (el) => { el.value = '150'; el.dispatchEvent(new Event('input')); el.dispatchEvent(new Event('change')); });
+    const rp = await until('the seek', async () => { const r = await call('GET', '/worlds/rp/replay'); return r.tick === 150 ? r : null; }, 5000);
+    assert.ok(rp.last_seek.ticks_simulated < rp.keyframe_interval, JSON.stringify(rp.last_seek));
+    await until('the timeline to show 150', async () => (await p.textContent('#tl-tick')).trim() === '150 / 200', 5000);
+    assert.equal(await p.$eval('#tl-scrub', (el) => el.value), '150');
+    const snap = await call('GET', '/worlds/rp/snapshot');
+    await until('the streamed agents to be those of tick 150', () => p.evaluate((want) => {
+      const got = new Map(window.viewer.agents().map((a) => [a.id, a]));
+      return want.length === got.size && want.every((w) => { const g = got.get(w.id); return g && Math.hypot(g.x - w.position[0], g.y - w.position[1]) < 0.1; });
+    }, snap.agents), 5000);
+    // Speed choice.
+    await p.selectOption('#tl-speed', '4');
+    await until('the speed to change', async () => (await call('GET', '/worlds/rp/replay')).speed === 4, 5000);
+    // Play to the end: it stops there and says so.
+    await p.click('#tl-play');
+    await until('the replay to stop at its end', async () => { const r = await call('GET', '/worlds/rp/replay'); return r.tick === 200 && !r.playing; }, 10000);
+    await until('the timeline to show the end', async () => (await p.textContent('#tl-tick')).trim() === '200 / 200', 5000);
     assert.deepEqual(errors, []);
   } finally {
     await p.close();

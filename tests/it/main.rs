@@ -14,6 +14,8 @@
 //! * `persist` — save/load across a restart, kill -9 while saving.
 //! * `limits` — 100 subscribers with 20 that never read; throughput figures for swarm-10k.
 //! * `record` — recording over REST and `--record`, download, list, delete, `steerd replay --verify`.
+//! * `record_replay` — a shipped recording as a read-only replay world: WebSocket frames,
+//!   play, pause, bounded seeks checked against `steerd replay --until`, refused commands.
 //! * `overload` — a world whose tick overruns its period keeps answering; DELETE ends its thread.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -28,5 +30,6 @@ mod overload;
 mod persist;
 mod players;
 mod record;
+mod record_replay;
 mod rest;
 mod ws;

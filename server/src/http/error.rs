@@ -58,6 +58,8 @@ impl From<CmdError> for ApiError {
             CmdError::Busy(_) => ApiError::new(StatusCode::SERVICE_UNAVAILABLE, ErrorCode::Busy, e.to_string()),
             CmdError::Dead(_) => ApiError::new(StatusCode::SERVICE_UNAVAILABLE, ErrorCode::Internal, e.to_string()),
             CmdError::Invalid(m) => ApiError::invalid(m.clone()),
+            CmdError::ReadOnly(m) => ApiError::new(StatusCode::CONFLICT, ErrorCode::Forbidden, m.clone()),
+            CmdError::Conflict(m) => ApiError::new(StatusCode::CONFLICT, ErrorCode::BadRequest, m.clone()),
         }
     }
 }

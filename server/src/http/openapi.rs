@@ -59,6 +59,11 @@ use crate::runtime::world::WorldInfoView;
         recordings::get_recording,
         recordings::list_recordings,
         recordings::delete_recording,
+        rest::get_replay,
+        rest::replay_seek,
+        rest::replay_play,
+        rest::replay_pause,
+        rest::replay_speed,
         rest::list_players,
         rest::kick_player,
         rest::put_owner,
@@ -74,6 +79,7 @@ use crate::runtime::world::WorldInfoView;
         (name = "walls", description = "Wall segments"),
         (name = "scenarios", description = "Saved and shipped scenario files"),
         (name = "recordings", description = "Recordings of worlds' runs (start/stop with PATCH /worlds/{world})"),
+        (name = "replay", description = "Replay worlds: a recording played read-only (POST /worlds with `replay`), with seek, play, pause and speed"),
         (name = "players", description = "Players, their agents and sessions (admin)"),
     )
 )]

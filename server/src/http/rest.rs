@@ -15,7 +15,7 @@ use super::AppState;
 use super::error::ApiError;
 use super::openapi as doc;
 use crate::convert;
-use crate::runtime::world::{Actor, AgentView, ObstacleView, Request, Snapshot, WallView, WorldInfoView};
+use crate::runtime::world::{Actor, AgentView, ObstacleView, ReplayOp, ReplayView, Request, Snapshot, WallView, WorldInfoView};
 use crate::runtime::{CmdError, WorldHandle};
 use crate::scenario::{P, RandomObstacles, Scenario};
 use crate::sim::world::{Command, Outcome, SpawnSpec};
@@ -155,6 +155,39 @@ pub struct CreateWorld {
     /// Start paused.
     #[serde(default)]
     pub paused: bool,
+    /// Play this recording (a name from `GET /recordings`, with or without `.rec`) as a
+    /// read-only replay world instead of running a scenario (`server/RECORDING.md`). Opening
+    /// runs the recording once to build its keyframes and check every recorded checkpoint.
+    #[serde(default)]
+    #[schema(pattern = r"^[A-Za-z0-9_-]{1,64}(\.rec)?$")]
+    pub replay: Option<String>,
+}
+
+/// Opens a recording of the data dir as a replay world's player (on a blocking thread).
+async fn open_replay(state: &AppState, name: &str) -> Result<crate::runtime::world::ReplaySpawn, ApiError> {
+    let hub = state.registry.recorder().ok_or_else(|| ApiError::not_found("field `replay`: this server has no recordings directory"))?.clone();
+    let rec = name.strip_suffix(".rec").unwrap_or(name).to_string();
+    let path = hub.path_of(&rec).ok_or_else(|| ApiError::invalid(format!("field `replay`: `{name}` is not a recording name (1 to 64 of A-Z a-z 0-9 _ -)")))?;
+    // A file a recorder wrote is at most recording_max_bytes plus its last chunk (≤ 4 MiB).
+    let cap = state.settings.limits.recording_max_bytes.saturating_add(4 << 20).saturating_add(64);
+    let meta = tokio::fs::metadata(&path).await.map_err(|e| match e.kind() {
+        std::io::ErrorKind::NotFound => ApiError::not_found(format!("field `replay`: no recording `{rec}`")),
+        _ => ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, proto::ErrorCode::Internal, format!("storage error: {e}")),
+    })?;
+    if meta.len() > cap {
+        return Err(ApiError::invalid(format!("field `replay`: recording `{rec}` is {} bytes, more than a recording can be ({cap})", meta.len())));
+    }
+    let settings = state.registry.replay_settings();
+    let max_speed = settings.max_speed;
+    let recording = rec.clone();
+    tokio::task::spawn_blocking(move || {
+        let bytes = std::fs::read(&path).map_err(|e| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, proto::ErrorCode::Internal, format!("storage error: {e}")))?;
+        let parsed = crate::record::format::parse(&bytes).map_err(|e| ApiError::invalid(format!("field `replay`: recording `{recording}`: {e}")))?;
+        let (player, world) = crate::record::player::Player::open(parsed, &settings).map_err(|e| ApiError::invalid(format!("field `replay`: recording `{recording}`: {e}")))?;
+        Ok(crate::runtime::world::ReplaySpawn { player: Box::new(player), world, recording, max_speed })
+    })
+    .await
+    .map_err(|e| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, proto::ErrorCode::Internal, e.to_string()))?
 }
 
 /// An empty 200×200 world's scenario.
@@ -168,12 +201,32 @@ pub fn empty_scenario() -> Result<Scenario, ApiError> {
     request_body = CreateWorld,
     responses(
         (status = 201, description = "Created and started", body = WorldInfoView),
-        (status = 404, description = "No such scenario (`not_found`)", body = doc::ErrorBody),
+        (status = 404, description = "No such scenario or recording (`not_found`)", body = doc::ErrorBody),
         (status = 409, description = "A world of that name exists (`bad_request`)", body = doc::ErrorBody),
+        (status = 422, description = "`scenario` and `replay` both given, or the recording cannot be replayed: corrupt, several segments, a scenario that does not build (`invalid_field`, names `replay`)", body = doc::ErrorBody),
         doc::AdminErrors, doc::BodyErrors))]
 pub async fn create_world(State(state): State<AppState>, headers: HeaderMap, body: Body<CreateWorld>) -> ApiResult {
     admin(&state, &headers)?;
     let Json(b) = body?;
+    if let Some(rec) = &b.replay {
+        if b.scenario.is_some() {
+            return Err(ApiError::invalid("field `replay`: a replay world plays its recording's own scenario; give `scenario` or `replay`, not both"));
+        }
+        if !crate::runtime::registry::valid_name(&b.name) {
+            return Err(crate::runtime::RegistryError::BadName(b.name.clone()).into());
+        }
+        if state.registry.get(&b.name).is_ok() {
+            return Err(crate::runtime::RegistryError::Exists(b.name.clone()).into());
+        }
+        let spawn = open_replay(&state, rec).await?;
+        let reg = state.registry.clone();
+        let name = b.name.clone();
+        let h = tokio::task::spawn_blocking(move || reg.create_replay(&name, spawn, b.paused))
+            .await
+            .map_err(|e| ApiError::bad_request(e.to_string()))??;
+        let info = h.ask(|reply| Request::Info { reply }).await?;
+        return created(info);
+    }
     let (scenario, sname) = match &b.scenario {
         Some(n) => (state.store.get(n)?.0, Some(n.clone())),
         None => (empty_scenario()?, None),
@@ -842,4 +895,92 @@ pub async fn debug_panic(State(state): State<AppState>, headers: HeaderMap, body
             Ok((StatusCode::ACCEPTED, Json(json!({"ok": true}))).into_response())
         }
     }
+}
+
+/// Body of `POST /worlds/{world}/replay/seek`.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SeekBody {
+    /// The recording's tick to show (0 = its start; beyond its end = its end).
+    pub tick: u64,
+}
+
+/// Body of `POST /worlds/{world}/replay/speed`.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SpeedBody {
+    /// Playback speed, a multiple of the recorded tick rate (above 0, at most
+    /// `limits.replay_max_speed`, 16 by default).
+    #[schema(exclusive_minimum = 0.0, maximum = 1000.0, example = 2.0)]
+    pub speed: f64,
+}
+
+async fn replay_control(state: &AppState, headers: &HeaderMap, name: &str, op: ReplayOp) -> ApiResult {
+    admin(state, headers)?;
+    ok(world(state, name)?.ask(|reply| Request::Replay { op, reply }).await?)
+}
+
+/// `GET /worlds/{world}/replay`: a replay world's timeline.
+#[utoipa::path(get, path = "/worlds/{world}/replay", tag = "replay", params(("world" = String, Path, description = "World name")),
+    responses(
+        (status = 200, description = "The replay's timeline and checks", body = ReplayView),
+        (status = 409, description = "Not a replay world (`bad_request`)", body = doc::ErrorBody),
+        doc::WorldErrors))]
+pub async fn get_replay(State(state): State<AppState>, Path(name): Path<String>) -> ApiResult {
+    ok(world(&state, &name)?.ask(|reply| Request::Replay { op: ReplayOp::Get, reply }).await?)
+}
+
+/// `POST /worlds/{world}/replay/seek`: shows the state at a tick. Simulates from the nearest
+/// keyframe at or before it (or from the current tick when that is nearer), so it costs fewer
+/// ticks than the keyframe interval; `last_seek.ticks_simulated` says how many. Subscribers get
+/// a reset frame (keyframes); the wire's ticks keep increasing.
+#[utoipa::path(post, path = "/worlds/{world}/replay/seek", tag = "replay", security(("bearer" = [])),
+    params(("world" = String, Path, description = "World name")),
+    request_body = SeekBody,
+    responses(
+        (status = 200, description = "The replay after the seek", body = ReplayView),
+        (status = 409, description = "Not a replay world (`bad_request`)", body = doc::ErrorBody),
+        doc::WorldErrors, doc::AdminErrors, doc::BodyErrors))]
+pub async fn replay_seek(State(state): State<AppState>, headers: HeaderMap, Path(name): Path<String>, body: Body<SeekBody>) -> ApiResult {
+    admin(&state, &headers)?;
+    let Json(b) = body?;
+    replay_control(&state, &headers, &name, ReplayOp::Seek(b.tick)).await
+}
+
+/// `POST /worlds/{world}/replay/play`: plays from the current tick at the current speed; it
+/// pauses by itself at the end (at the end it stays paused).
+#[utoipa::path(post, path = "/worlds/{world}/replay/play", tag = "replay", security(("bearer" = [])),
+    params(("world" = String, Path, description = "World name")),
+    responses(
+        (status = 200, description = "The replay", body = ReplayView),
+        (status = 409, description = "Not a replay world (`bad_request`)", body = doc::ErrorBody),
+        doc::WorldErrors, doc::AdminErrors))]
+pub async fn replay_play(State(state): State<AppState>, headers: HeaderMap, Path(name): Path<String>) -> ApiResult {
+    replay_control(&state, &headers, &name, ReplayOp::Play).await
+}
+
+/// `POST /worlds/{world}/replay/pause`.
+#[utoipa::path(post, path = "/worlds/{world}/replay/pause", tag = "replay", security(("bearer" = [])),
+    params(("world" = String, Path, description = "World name")),
+    responses(
+        (status = 200, description = "The replay", body = ReplayView),
+        (status = 409, description = "Not a replay world (`bad_request`)", body = doc::ErrorBody),
+        doc::WorldErrors, doc::AdminErrors))]
+pub async fn replay_pause(State(state): State<AppState>, headers: HeaderMap, Path(name): Path<String>) -> ApiResult {
+    replay_control(&state, &headers, &name, ReplayOp::Pause).await
+}
+
+/// `POST /worlds/{world}/replay/speed`.
+#[utoipa::path(post, path = "/worlds/{world}/replay/speed", tag = "replay", security(("bearer" = [])),
+    params(("world" = String, Path, description = "World name")),
+    request_body = SpeedBody,
+    responses(
+        (status = 200, description = "The replay at its new speed", body = ReplayView),
+        (status = 409, description = "Not a replay world (`bad_request`)", body = doc::ErrorBody),
+        (status = 422, description = "Speed not above 0 or above `limits.replay_max_speed` (`invalid_field`, names `speed`)", body = doc::ErrorBody),
+        doc::WorldErrors, doc::AdminErrors, doc::BodyErrors))]
+pub async fn replay_speed(State(state): State<AppState>, headers: HeaderMap, Path(name): Path<String>, body: Body<SpeedBody>) -> ApiResult {
+    admin(&state, &headers)?;
+    let Json(b) = body?;
+    replay_control(&state, &headers, &name, ReplayOp::Speed(b.speed)).await
 }

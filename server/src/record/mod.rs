@@ -11,6 +11,7 @@
 pub mod codec;
 pub mod format;
 pub mod generate;
+pub mod player;
 pub mod replay;
 
 use std::collections::HashMap;

@@ -239,7 +239,7 @@ pub fn replay(parsed: &Parsed, opts: &ReplayOptions, on_until: &mut dyn FnMut(&W
 
 /// The first agent (by id) whose digest differs from the recorded one, or who is missing on
 /// either side.
-fn first_differing_agent(w: &World, recorded: &[(u32, u32)]) -> Option<String> {
+pub(super) fn first_differing_agent(w: &World, recorded: &[(u32, u32)]) -> Option<String> {
     let now: Vec<(u32, u32)> = w.agents().iter().map(|a| (a.id, agent_digest(a))).collect();
     let (mut i, mut j) = (0, 0);
     while i < recorded.len() || j < now.len() {

@@ -5,7 +5,7 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, RwLock};
 
 use super::fields::{FieldBuilder, FieldBuilderError};
-use super::world::{CmdError, WorldHandle, WorldSpawn};
+use super::world::{CmdError, ReplaySpawn, WorldHandle, WorldSpawn};
 use crate::config::{LimitSettings, PlayerSettings};
 use super::players::Players;
 use crate::metrics::Metrics;
@@ -114,6 +114,21 @@ impl Registry {
 
     /// Creates and starts a world.
     pub fn create(&self, name: &str, scenario: Scenario, scenario_name: Option<String>, paused: bool) -> Result<WorldHandle, RegistryError> {
+        self.create_inner(name, scenario, scenario_name, paused, None)
+    }
+
+    /// Creates and starts a read-only replay world playing `replay`.
+    pub fn create_replay(&self, name: &str, replay: ReplaySpawn, paused: bool) -> Result<WorldHandle, RegistryError> {
+        let scenario = replay.player.scenario().clone();
+        self.create_inner(name, scenario, None, paused, Some(replay))
+    }
+
+    /// The replay-world settings.
+    pub fn replay_settings(&self) -> crate::record::player::ReplaySettings {
+        self.limits.replay()
+    }
+
+    fn create_inner(&self, name: &str, scenario: Scenario, scenario_name: Option<String>, paused: bool, replay: Option<ReplaySpawn>) -> Result<WorldHandle, RegistryError> {
         if !valid_name(name) {
             return Err(RegistryError::BadName(name.to_string()));
         }
@@ -148,6 +163,7 @@ impl Registry {
                 recorder: self.recorder.clone(),
                 policy: self.player_rules.policy(name).clone(),
                 players: self.players.clone(),
+                replay,
             },
             self.metrics.clone(),
         )?;

@@ -93,6 +93,12 @@ pub enum CmdError {
     /// Something else, with a reason.
     #[error("{0}")]
     Invalid(String),
+    /// The world is a read-only replay: it takes no command that would change it.
+    #[error("{0}")]
+    ReadOnly(String),
+    /// The request does not fit the world's state (e.g. replay controls on a live world).
+    #[error("{0}")]
+    Conflict(String),
 }
 
 impl CmdError {
@@ -106,6 +112,8 @@ impl CmdError {
             CmdError::Busy(_) => proto::ErrorBody { code: proto::ErrorCode::Busy, message: self.to_string(), field: None },
             CmdError::Dead(_) => proto::ErrorBody { code: proto::ErrorCode::Internal, message: self.to_string(), field: None },
             CmdError::Invalid(m) => proto::ErrorBody { code: proto::ErrorCode::BadRequest, message: m.clone(), field: None },
+            CmdError::ReadOnly(m) => proto::ErrorBody { code: proto::ErrorCode::Forbidden, message: m.clone(), field: None },
+            CmdError::Conflict(m) => proto::ErrorBody { code: proto::ErrorCode::BadRequest, message: m.clone(), field: None },
         }
     }
 }
@@ -180,6 +188,79 @@ pub struct WorldInfoView {
     pub autosave: bool,
     /// The world's recording (issue 19).
     pub recording: crate::record::RecordingView,
+    /// Set when the world is a read-only replay of a recording (issue 19).
+    pub replay: Option<Box<ReplayView>>,
+}
+
+/// A replay world's timeline and checks (`GET /worlds/{w}`, and the answer of the
+/// `/worlds/{w}/replay/...` controls).
+#[derive(Debug, Clone, PartialEq, serde::Serialize, utoipa::ToSchema)]
+pub struct ReplayView {
+    /// The recording played (its name in the data dir's `recordings/`).
+    pub recording: String,
+    /// The recording's tick shown now (0 at its start; the wire's ticks keep increasing across
+    /// seeks, like across a load).
+    pub tick: u64,
+    /// Its last tick.
+    pub end_tick: u64,
+    /// Playing (false: paused, or stopped at the end).
+    pub playing: bool,
+    /// Playback speed, a multiple of the recorded tick rate.
+    pub speed: f64,
+    /// Fastest speed allowed (`limits.replay_max_speed`).
+    pub max_speed: f64,
+    /// `state_hash` of the state now, hex (what `steerd replay --until TICK --snapshot` writes).
+    pub state_hash: String,
+    /// Keyframes kept, their interval in ticks (a seek simulates fewer) and their estimated
+    /// bytes.
+    pub keyframes: usize,
+    pub keyframe_interval: u64,
+    pub keyframe_bytes: u64,
+    /// Ticks simulated when the world opened (one pass over the whole recording).
+    pub open_ticks: u64,
+    /// Seeks served, and the ticks they simulated in all.
+    pub seeks: u64,
+    pub seek_ticks: u64,
+    /// The last seek.
+    pub last_seek: Option<crate::record::player::SeekReport>,
+    /// The recorded checkpoints compared so far (all of them when the world opened) and any
+    /// divergence.
+    pub verification: crate::record::player::Verification,
+}
+
+/// What a replay world plays: its player, and the world at the player's start.
+pub struct ReplaySpawn {
+    /// The player (keyframes and records).
+    pub player: Box<crate::record::player::Player>,
+    /// The world at tick 0.
+    pub world: World,
+    /// The recording's name.
+    pub recording: String,
+    /// Fastest playback speed.
+    pub max_speed: f64,
+}
+
+/// A replay world's state on its thread.
+struct ReplayState {
+    player: Box<crate::record::player::Player>,
+    recording: String,
+    speed: f64,
+    max_speed: f64,
+}
+
+/// A replay control (`/worlds/{w}/replay/...`).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum ReplayOp {
+    /// Just the state.
+    Get,
+    /// Go to a tick (clamped to the end).
+    Seek(u64),
+    /// Play from here.
+    Play,
+    /// Pause.
+    Pause,
+    /// Playback speed (a multiple of the recorded tick rate).
+    Speed(f64),
 }
 
 /// The flow field an agent's MoveTo follows (`GET /worlds/{w}/flowfield?agent=`), sampled for
@@ -310,6 +391,8 @@ pub enum Request {
     Kick { player: String, reply: Reply<usize> },
     /// Give an agent to a player (`None`: to nobody).
     SetOwner { agent: AgentId, player: Option<String>, team: Option<String>, reply: Reply<()> },
+    /// A replay control; answers the replay's state (a world that is not a replay refuses).
+    Replay { op: ReplayOp, reply: Reply<ReplayView> },
     /// Stop the thread.
     Shutdown,
     /// Panic the thread (fault injection: `POST /debug/panic`, served only with
@@ -372,6 +455,8 @@ pub struct WorldSpawn {
     pub policy: crate::config::WorldPolicy,
     /// Players and sessions of the server (connected? events to their connections).
     pub players: Arc<super::players::Players>,
+    /// Play a recording instead of running `scenario` (a read-only replay world).
+    pub replay: Option<ReplaySpawn>,
 }
 
 /// The one-thread pool a world's runner runs on (named after it), if the OS gives a thread.
@@ -476,7 +561,18 @@ impl WorldHandle {
     /// Starts the world thread.
     pub fn start(spawn: WorldSpawn, metrics: Arc<Metrics>) -> Result<Self, CmdError> {
         let mut scenario = spawn.scenario;
-        let world = build_world(&scenario, spawn.max_agents, spawn.max_spawn)?;
+        let (world, replay) = match spawn.replay {
+            Some(r) => (r.world, Some(ReplayState { player: r.player, recording: r.recording, speed: 1.0, max_speed: r.max_speed })),
+            None => (build_world(&scenario, spawn.max_agents, spawn.max_spawn)?, None),
+        };
+        if let Some(r) = &replay {
+            let d = r.player.verification().divergences;
+            if d > 0 {
+                metrics.replay_divergences.inc_by(d);
+            }
+        }
+        // A replay world records nothing (it changes only as its recording says).
+        let recorder = if replay.is_some() { None } else { spawn.recorder };
         if scenario.name.is_empty() {
             scenario.name = spawn.name.clone();
         }
@@ -547,10 +643,13 @@ impl WorldHandle {
             owned: HashMap::new(),
             stepping: None,
             window: RateWindow::new(Instant::now()),
-            rec: crate::record::Hook::new(spawn.recorder, spawn.max_agents, spawn.max_spawn),
+            rec: crate::record::Hook::new(recorder, spawn.max_agents, spawn.max_spawn),
+            replay,
         };
         let mut runner = runner;
-        runner.rec.started(&runner.name, &runner.scenario);
+        if runner.replay.is_none() {
+            runner.rec.started(&runner.name, &runner.scenario);
+        }
         let death = handle.death.clone();
         let name = spawn.name;
         std::thread::Builder::new()
@@ -801,6 +900,8 @@ struct Runner {
     window: RateWindow,
     /// Recording: sees every change to `world` (commands, tick rate, pauses, steps, loads).
     rec: crate::record::Hook,
+    /// Set for a read-only replay world: its recording, keyframes and playback speed.
+    replay: Option<ReplayState>,
 }
 
 /// The cells of one send rate: diffed every `span` ticks.
@@ -860,13 +961,18 @@ impl Runner {
     }
 
     fn period(&self) -> Duration {
-        Duration::from_secs_f64(1.0 / f64::from(self.world.config().tick_rate))
+        let speed = self.replay.as_ref().map_or(1.0, |r| r.speed);
+        Duration::from_secs_f64(1.0 / (f64::from(self.world.config().tick_rate) * speed))
     }
 
     fn run(&mut self, rx: Receiver<Request>) {
         let _span = tracing::info_span!("world", name = %self.name).entered();
         tracing::info!(agents = self.world.agents().len(), "world started");
         let mut next = Instant::now() + self.period();
+        if self.replay.is_some() {
+            // A replay world may start paused: its subscribers get tick 0's keyframes at once.
+            self.publish();
+        }
         loop {
             if self.stats.stop.load(Ordering::SeqCst) {
                 break;
@@ -997,8 +1103,128 @@ impl Runner {
         self.stats.agents.store(self.world.agents().len() as u64, Ordering::Relaxed);
     }
 
+    /// How this world's sim steps: inline on its own one-thread pool while small, else on the
+    /// shared pool.
+    fn stepper(&self) -> impl FnMut(&mut World) + use<> {
+        let (pool, solo, min) = (self.sim_pool.clone(), self.on_solo, self.parallel_min);
+        move |w: &mut World| {
+            if solo && w.agents().len() < min {
+                let _ = w.step();
+            } else {
+                let _ = pool.install(|| w.step());
+            }
+        }
+    }
+
+    /// A replay world's tick: the recording's next step; at the end it pauses.
+    fn advance_replay(&mut self) {
+        let start = Instant::now();
+        let mut run = self.stepper();
+        let Some(r) = self.replay.as_mut() else { return };
+        let before = r.player.verification().divergences;
+        match r.player.step_with(&mut self.world, &mut run) {
+            Ok(true) => {}
+            Ok(false) => self.paused = true,
+            Err(e) => {
+                tracing::error!("replay stopped: {e}");
+                self.paused = true;
+            }
+        }
+        if self.world.tick() >= r.player.end() {
+            self.paused = true;
+        }
+        let diverged = r.player.verification().divergences - before;
+        if diverged > 0 {
+            self.metrics.replay_divergences.inc_by(diverged);
+        }
+        self.stats.tick_rate_milli.store((self.world.config().tick_rate * 1000.0) as u32, Ordering::Relaxed);
+        self.metrics.tick_seconds.observe(start.elapsed().as_secs_f64());
+    }
+
+    /// Answers a replay control.
+    fn replay_op(&mut self, op: ReplayOp) -> Result<ReplayView, CmdError> {
+        let mut run = self.stepper();
+        let Some(r) = self.replay.as_mut() else {
+            return Err(CmdError::Conflict(format!(
+                "world `{}` is not a replay world (create one with POST /worlds {{\"name\": ..., \"replay\": \"<recording>\"}})",
+                self.name
+            )));
+        };
+        match op {
+            ReplayOp::Get => {}
+            ReplayOp::Pause => self.paused = true,
+            // At the end there is nothing left to play: it stays paused there.
+            ReplayOp::Play => self.paused = self.world.tick() >= r.player.end(),
+            ReplayOp::Speed(s) => {
+                if !(s.is_finite() && s > 0.0 && s <= r.max_speed) {
+                    return Err(CmdError::Sim(SimError::invalid("speed", format!("must be above 0 and at most {} (limits.replay_max_speed)", r.max_speed))));
+                }
+                r.speed = s;
+            }
+            ReplayOp::Seek(t) => {
+                let before = r.player.verification().divergences;
+                let old_wire = self.tick_offset + self.world.tick();
+                let rep = r.player.seek_with(&mut self.world, t, &mut run).map_err(|e| CmdError::Invalid(e.to_string()))?;
+                let diverged = r.player.verification().divergences - before;
+                self.metrics.replay_divergences.inc_by(diverged);
+                self.metrics.replay_seeks.inc();
+                self.metrics.replay_seek_ticks.inc_by(rep.ticks_simulated);
+                if self.world.tick() >= r.player.end() {
+                    self.paused = true;
+                }
+                // The seek's events are history; the subscribers resync from keyframes.
+                drop(self.world.drain_events());
+                // Wire ticks never go back (as across a load): clients' chains stay ordered.
+                if self.tick_offset + self.world.tick() <= old_wire {
+                    self.tick_offset = old_wire + 1 - self.world.tick();
+                }
+                self.reset_encoders();
+                self.reset_pending = true;
+                self.publish();
+            }
+        }
+        self.replay_view().ok_or_else(|| CmdError::Conflict("not a replay world".into()))
+    }
+
+    fn replay_view(&self) -> Option<ReplayView> {
+        let r = self.replay.as_ref()?;
+        let p = &r.player;
+        Some(ReplayView {
+            recording: r.recording.clone(),
+            tick: self.world.tick(),
+            end_tick: p.end(),
+            playing: !self.paused,
+            speed: r.speed,
+            max_speed: r.max_speed,
+            state_hash: format!("{:016x}", crate::sim::hash::state_hash(&self.world)),
+            keyframes: p.keyframes().len(),
+            keyframe_interval: p.keyframes().interval(),
+            keyframe_bytes: p.keyframes().bytes() as u64,
+            open_ticks: p.open_ticks,
+            seeks: p.seeks,
+            seek_ticks: p.seek_ticks,
+            last_seek: p.last_seek,
+            verification: p.verification().clone(),
+        })
+    }
+
+    /// Refuses what would change a replay world (it changes only as its recording says).
+    fn read_only(&self, what: &str) -> Result<(), CmdError> {
+        match &self.replay {
+            Some(r) => Err(CmdError::ReadOnly(format!(
+                "world `{}` is a read-only replay of recording `{}`: {what} would change it (use /worlds/{}/replay/seek, play, pause, speed)",
+                self.name, r.recording, self.name
+            ))),
+            None => Ok(()),
+        }
+    }
+
     /// Steps the world once (without publishing).
     fn advance(&mut self) {
+        if self.replay.is_some() {
+            self.advance_replay();
+            return;
+        }
         let start = Instant::now();
         self.collect_fields();
         let world = &mut self.world;
@@ -1527,6 +1753,7 @@ impl Runner {
             scenario: self.scenario_name.clone(),
             autosave: self.autosave,
             recording: self.rec.view(),
+            replay: self.replay_view().map(Box::new),
         }
     }
 
@@ -1553,6 +1780,27 @@ impl Runner {
     }
 
     fn handle(&mut self, req: Request) {
+        // A replay world refuses every change but play/pause, with the reason.
+        let refused = match &req {
+            Request::Apply { cmd, .. } => Some(command_kind(cmd)),
+            Request::ApplyMany { cmds, .. } => Some(cmds.first().map_or("a command", command_kind)),
+            Request::Patch { tick_rate: Some(_), .. } => Some("a tick-rate change"),
+            Request::Patch { autosave: Some(true), .. } => Some("autosave"),
+            Request::Step { .. } => Some("a step"),
+            Request::Reset { .. } => Some("a reset"),
+            Request::Load { .. } => Some("a load"),
+            Request::RandomObstacles { .. } => Some("random obstacles"),
+            Request::Recording { on: true, .. } => Some("recording"),
+            Request::Kick { .. } => Some("a kick"),
+            Request::SetOwner { .. } => Some("an owner change"),
+            _ => None,
+        };
+        if let Some(what) = refused
+            && let Err(e) = self.read_only(what)
+        {
+            self.metrics.command("replay_refused", false);
+            return refuse(req, e);
+        }
         match req {
             Request::Apply { cmd, actor, reply } => {
                 let r = self.apply_for(vec![cmd], &actor);
@@ -1692,6 +1940,9 @@ impl Runner {
                 self.metrics.command("random_obstacles", r.is_ok());
                 let _ = reply.send(r);
             }
+            Request::Replay { op, reply } => {
+                let _ = reply.send(self.replay_op(op));
+            }
             Request::Recording { on, digests, reply } => {
                 let r = self.set_recording(on, digests).map(|()| self.info_view());
                 let _ = reply.send(r);
@@ -1733,6 +1984,64 @@ impl Runner {
             *o = (base, base_name);
         }
         self.rec.start(&self.name, &snap, digests, true).map_err(CmdError::Invalid)
+    }
+}
+
+/// Answers a refused request with `e` (nothing was changed).
+fn refuse(req: Request, e: CmdError) {
+    match req {
+        Request::Apply { reply, .. } | Request::ApplyMany { reply, .. } => {
+            let _ = reply.send(Err(e));
+        },
+        Request::Patch { reply, .. } | Request::Recording { reply, .. } => {
+            let _ = reply.send(Err(e));
+        },
+        Request::Step { reply, .. } | Request::Reset { reply } | Request::Load { reply, .. } => {
+            let _ = reply.send(Err(e));
+        },
+        Request::RandomObstacles { reply, .. } => {
+            let _ = reply.send(Err(e));
+        },
+        Request::Kick { reply, .. } => {
+            let _ = reply.send(Err(e));
+        },
+        Request::SetOwner { reply, .. } => {
+            let _ = reply.send(Err(e));
+        },
+        Request::Agents { reply, .. } => {
+            let _ = reply.send(Err(e));
+        },
+        Request::Agent { reply, .. } => {
+            let _ = reply.send(Err(e));
+        },
+        Request::FlowField { reply, .. } => {
+            let _ = reply.send(Err(e));
+        },
+        Request::Avoidance { reply, .. } => {
+            let _ = reply.send(Err(e));
+        },
+        Request::Obstacles { reply } => {
+            let _ = reply.send(Err(e));
+        },
+        Request::Walls { reply } => {
+            let _ = reply.send(Err(e));
+        },
+        Request::Snapshot { reply } => {
+            let _ = reply.send(Err(e));
+        },
+        Request::Info { reply } => {
+            let _ = reply.send(Err(e));
+        },
+        Request::Save { reply } => {
+            let _ = reply.send(Err(e));
+        },
+        Request::Players { reply } => {
+            let _ = reply.send(Err(e));
+        },
+        Request::Replay { reply, .. } => {
+            let _ = reply.send(Err(e));
+        },
+        Request::Shutdown | Request::Panic => {}
     }
 }
 

@@ -175,6 +175,21 @@ pub struct AgentGrid {
     breaks: usize,
 }
 
+impl Clone for AgentGrid {
+    /// A copy with the same contents (the ranks' values copied out of their atomics).
+    fn clone(&self) -> Self {
+        AgentGrid {
+            shape: self.shape,
+            starts: self.starts.clone(),
+            order: self.order.clone(),
+            rank: self.rank.iter().map(|r| AtomicU32::new(r.load(Ordering::Relaxed))).collect(),
+            packed: self.packed.clone(),
+            staged: self.staged.clone(),
+            breaks: self.breaks,
+        }
+    }
+}
+
 impl AgentGrid {
     /// An empty grid.
     pub fn empty(bounds: Bounds) -> Self {
@@ -313,6 +328,16 @@ impl AgentGrid {
     /// Agent indices in cell order (ascending id within a cell).
     pub fn order(&self) -> &[u32] {
         &self.order
+    }
+
+    /// Bytes of the grid's buffers.
+    pub fn heap_bytes(&self) -> usize {
+        use std::mem::size_of;
+        self.starts.capacity() * size_of::<u32>()
+            + self.order.capacity() * size_of::<u32>()
+            + self.rank.capacity() * size_of::<AtomicU32>()
+            + self.packed.capacity() * size_of::<Neighbor>()
+            + self.staged.capacity() * size_of::<(u32, Neighbor)>()
     }
 
     /// How many times [`AgentGrid::order`] does not step to the next index (within each

@@ -359,7 +359,7 @@ const RESORT_BREAKS_DIVISOR: usize = 8;
 /// and the event flags): below this a scan stays on one thread.
 const SCAN_MIN_LEN: usize = 16_384;
 
-/// The simulation world.
+/// The simulation world. [`World::fork`] copies it (replay keyframes).
 pub struct World {
     config: WorldConfig,
     /// The agents: stored in (roughly) cell order, found by id.
@@ -601,6 +601,54 @@ impl World {
                 &self.statics,
             ));
         }
+    }
+
+    /// A copy that continues bit-identically (same states and events at every later step,
+    /// given the same commands) and shares nothing mutable with `self`: its pending flow
+    /// fields are built on the tick they are due instead of by a builder (which the
+    /// navigation pipeline guarantees gives the same fields), and the compute phase's output
+    /// buffer, rewritten every step, is not copied.
+    pub fn fork(&self) -> World {
+        let mut w = World {
+            config: self.config.clone(),
+            agents: self.agents.clone(),
+            next_agent_id: self.next_agent_id,
+            obstacles: self.obstacles.clone(),
+            walls: self.walls.clone(),
+            next_static_id: self.next_static_id,
+            groups: self.groups.clone(),
+            grid: self.grid.clone(),
+            statics: self.statics.clone(),
+            statics_dirty: self.statics_dirty,
+            nav: self.nav.as_ref().map(NavState::fork),
+            tick: self.tick,
+            rng: self.rng.clone(),
+            events: self.events.clone(),
+            max_pending_events: self.max_pending_events,
+            events_dropped: self.events_dropped,
+            results: Vec::new(),
+            extent: self.extent,
+            contact_rounds_max: self.contact_rounds_max,
+        };
+        w.results.shrink_to_fit();
+        w
+    }
+
+    /// Bytes a [`World::fork`] holds of its own, estimated from its main buffers (agents, id
+    /// index, agent grid, orders, obstacles, walls, pending events). Behaviour sets and flow
+    /// fields are shared between forks (reference-counted) and not counted.
+    pub fn fork_bytes(&self) -> usize {
+        use std::mem::size_of;
+        let n = self.agents.len();
+        let orders = self.agents.storage().iter().filter(|a| a.order.is_some()).count();
+        size_of::<World>()
+            + n * (size_of::<Agent>() + 2 * size_of::<u32>())
+            + self.grid.heap_bytes()
+            + orders * size_of::<super::agent::MoveOrder>()
+            + self.obstacles.len() * size_of::<Obstacle>()
+            + self.walls.len() * size_of::<Wall>()
+            + self.events.len() * size_of::<Event>()
+            + self.groups.iter().map(|g| g.len() + size_of::<String>()).sum::<usize>()
     }
 
     /// The flow fields requested by the last step, to build off the tick thread and hand back

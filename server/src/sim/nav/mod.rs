@@ -322,6 +322,21 @@ impl NavState {
     /// The fields requested since the last tick's pre-pass, to build off the tick thread and
     /// hand back with [`NavState::deliver`]. Jobs not taken before the next pre-pass are
     /// dropped (their fields are then built on the tick they are due).
+    /// A copy that shares nothing mutable with `self`: every pending field gets a ticket of its
+    /// own, already cancelled, and no job is kept, so the copy builds each of its pending fields
+    /// on the tick it is due (the same field a builder would hand back: the states are the
+    /// same) and no builder holding one of `self`'s jobs can change the copy.
+    pub fn fork(&self) -> NavState {
+        let mut n = self.clone();
+        n.jobs.clear();
+        for p in n.pending.values_mut() {
+            let t = FieldTicket::new();
+            t.cancel();
+            p.ticket = t;
+        }
+        n
+    }
+
     pub fn take_jobs(&mut self) -> Vec<FieldJob> {
         std::mem::take(&mut self.jobs)
     }
