@@ -3,9 +3,9 @@
 // (Compiled by tsc into server/viewer/sdk/ for the viewer: edit this .ts, then `npm run build:viewer`.)
 
 import { ProtoError, QAgent } from './codec.js';
-import { CellMap } from './cell.js';
+import { CellMap, CellsTxn, applyCells } from './cell.js';
 import { ClockSync } from './clock.js';
-import type { Area, Delta, Keyframe, Quantization, WorldInfo } from './types.js';
+import type { Area, Cells, Delta, Keyframe, Quantization, WorldInfo } from './types.js';
 
 /** One agent as rendered at a moment: world units, radians (0 = +x, counter-clockwise). */
 export interface SampledAgent {
@@ -102,12 +102,20 @@ export class WorldView {
   subscribedCells: Set<number> | null = null;
   /** The area last subscribed (re-sent on a resync or a reconnect). */
   area: Area;
+  /** The subscription's send rate (`every_n_ticks`, re-sent with the area). */
+  everyNTicks = 1;
   /** Highest tick of any frame applied. */
   latestTick = -1;
-  /** Frames applied, and frames that could not be (each leads to a resubscribe). */
+  /**
+   * Keyframes and deltas applied (a `cells` message counts each of its entries), `cells`
+   * messages applied, and frames that could not be (each leads to a resubscribe).
+   */
   keyframes = 0;
   deltas = 0;
+  cellsMessages = 0;
   resyncs = 0;
+  /** `span` of the last `cells` message (the subscription's every_n_ticks); 0 before one. */
+  span = 0;
   /** Clock of this world's ticks: Ping/Pong samples when it is the connection's first subscribed world. */
   readonly clock = new ClockSync();
   interpDelayMs: number;
@@ -116,6 +124,7 @@ export class WorldView {
   onResync: (reason: string) => void = () => {};
 
   private readonly history = new Map<number, History>();
+  private readonly txn = new CellsTxn();
   private readonly k: number;
   private readonly pool: SampledAgent[] = [];
   private readonly out: SampledAgent[] = [];
@@ -197,6 +206,35 @@ export class WorldView {
     }
     this.deltas++;
     this.remember(d.cell, cell, d.tick, nowMs);
+  }
+
+  /**
+   * Applies a `cells` message of this world (§6.8): every entry in order, then the message
+   * checksum (when present) over the cells' states. A chain break, a malformed entry (a cell
+   * outside the grid, a rule of §6.4) or a checksum mismatch puts every cell back to what it
+   * held before the message and resyncs. Entries for cells the view no longer subscribes (a
+   * message sent before a narrower Subscribe took effect) are skipped; a message with a skipped
+   * delta entry cannot be checked against its checksum (the base is not held) and is applied
+   * unchecked.
+   */
+  applyCells(m: Cells, nowMs = NaN): void {
+    const why = applyCells(this.cells, m, this.info, this.quant.predict_num, this.subscribedCells, this.txn);
+    if (why !== null) {
+      this.resync(why);
+      return;
+    }
+    this.cellsMessages++;
+    this.span = m.span;
+    for (const e of m.entries) {
+      const c = 'keyframe' in e ? e.keyframe.cell : e.delta.cell;
+      const cell = this.cells.get(c);
+      if (!cell) continue;
+      if ('keyframe' in e) {
+        if (this.subscribedCells && !this.subscribedCells.has(c)) continue;
+        this.keyframes++;
+      } else this.deltas++;
+      this.remember(c, cell, cell.tick, nowMs);
+    }
   }
 
   /** A frame could not be applied: the client subscribes again (same area) for keyframes. */

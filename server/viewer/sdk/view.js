@@ -2,7 +2,7 @@
 // CellMap per AOI cell, PROTOCOL.md §6), with a short history per cell for interpolated rendering.
 // (Compiled by tsc into server/viewer/sdk/ for the viewer: edit this .ts, then `npm run build:viewer`.)
 import { ProtoError } from './codec.js';
-import { CellMap } from './cell.js';
+import { CellMap, CellsTxn, applyCells } from './cell.js';
 import { ClockSync } from './clock.js';
 const TWO_PI = Math.PI * 2;
 const ORIENT_TO_RAD = TWO_PI / 65536;
@@ -76,17 +76,26 @@ export class WorldView {
         this.cells = new Map();
         /** Cells of the last Subscribed answer (null before it). */
         this.subscribedCells = null;
+        /** The subscription's send rate (`every_n_ticks`, re-sent with the area). */
+        this.everyNTicks = 1;
         /** Highest tick of any frame applied. */
         this.latestTick = -1;
-        /** Frames applied, and frames that could not be (each leads to a resubscribe). */
+        /**
+         * Keyframes and deltas applied (a `cells` message counts each of its entries), `cells`
+         * messages applied, and frames that could not be (each leads to a resubscribe).
+         */
         this.keyframes = 0;
         this.deltas = 0;
+        this.cellsMessages = 0;
         this.resyncs = 0;
+        /** `span` of the last `cells` message (the subscription's every_n_ticks); 0 before one. */
+        this.span = 0;
         /** Clock of this world's ticks: Ping/Pong samples when it is the connection's first subscribed world. */
         this.clock = new ClockSync();
         /** Called with a reason when the view needs keyframes again (the client resubscribes). */
         this.onResync = () => { };
         this.history = new Map();
+        this.txn = new CellsTxn();
         this.pool = [];
         this.out = [];
         this.latestArrivalMs = NaN;
@@ -167,6 +176,38 @@ export class WorldView {
         }
         this.deltas++;
         this.remember(d.cell, cell, d.tick, nowMs);
+    }
+    /**
+     * Applies a `cells` message of this world (§6.8): every entry in order, then the message
+     * checksum (when present) over the cells' states. A chain break, a malformed entry (a cell
+     * outside the grid, a rule of §6.4) or a checksum mismatch puts every cell back to what it
+     * held before the message and resyncs. Entries for cells the view no longer subscribes (a
+     * message sent before a narrower Subscribe took effect) are skipped; a message with a skipped
+     * delta entry cannot be checked against its checksum (the base is not held) and is applied
+     * unchecked.
+     */
+    applyCells(m, nowMs = NaN) {
+        const why = applyCells(this.cells, m, this.info, this.quant.predict_num, this.subscribedCells, this.txn);
+        if (why !== null) {
+            this.resync(why);
+            return;
+        }
+        this.cellsMessages++;
+        this.span = m.span;
+        for (const e of m.entries) {
+            const c = 'keyframe' in e ? e.keyframe.cell : e.delta.cell;
+            const cell = this.cells.get(c);
+            if (!cell)
+                continue;
+            if ('keyframe' in e) {
+                if (this.subscribedCells && !this.subscribedCells.has(c))
+                    continue;
+                this.keyframes++;
+            }
+            else
+                this.deltas++;
+            this.remember(c, cell, cell.tick, nowMs);
+        }
     }
     /** A frame could not be applied: the client subscribes again (same area) for keyframes. */
     resync(reason) {
