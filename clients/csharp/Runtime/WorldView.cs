@@ -144,8 +144,16 @@ namespace Steerd.Client
         public HashSet<uint> SubscribedCells;
         /// <summary>The area last subscribed (re-sent on a resync or reconnect): null = whole world, else min_x, min_y, max_x, max_y.</summary>
         public float[] Area;
+        /// <summary>The subscription's send rate (every_n_ticks, re-sent with the area).</summary>
+        public int EveryNTicks = 1;
         public long LatestTick = -1;
-        public int Keyframes, Deltas, Resyncs;
+        /// <summary>
+        /// Keyframes and deltas applied (a cells message counts each of its entries), cells messages
+        /// applied, and frames that could not be (each leads to a resubscribe).
+        /// </summary>
+        public int Keyframes, Deltas, CellsMessages, Resyncs;
+        /// <summary>Span of the last cells message (the subscription's every_n_ticks); 0 before one.</summary>
+        public long Span;
         /// <summary>Clock of this world's ticks (Ping/Pong samples when it is the connection's first subscribed world).</summary>
         public readonly ClockSync Clock = new ClockSync();
         /// <summary>How far behind the estimated server time Sample() renders (ms, default 100).</summary>
@@ -214,6 +222,33 @@ namespace Steerd.Client
             catch (ProtoException e) { Resync("cell " + f.Cell + ": " + e.Message); return; }
             Deltas++;
             Remember(f.Cell, cell, f.Tick, nowMs);
+        }
+
+        readonly CellsTxn txn = new CellsTxn();
+
+        /// <summary>
+        /// Applies a cells message of this world (§6.8) whole: every entry, then the message checksum.
+        /// A chain break, a malformed entry or a checksum mismatch leaves every cell as it was and
+        /// resyncs (see CellMap.ApplyCells).
+        /// </summary>
+        public void ApplyCells(CellsMessage m, double nowMs = double.NaN)
+        {
+            var why = CellMap.ApplyCells(Cells, m, Info.Cols, Info.Rows, Quant.PredictNum, SubscribedCells, txn);
+            if (why != null) { Resync(why); return; }
+            CellsMessages++;
+            Span = m.Span;
+            foreach (var e in m.Entries)
+            {
+                CellMap cell;
+                if (!Cells.TryGetValue(e.Cell, out cell)) continue;
+                if (!e.IsDelta)
+                {
+                    if (SubscribedCells != null && !SubscribedCells.Contains(e.Cell)) continue;
+                    Keyframes++;
+                }
+                else Deltas++;
+                Remember(e.Cell, cell, cell.Tick, nowMs);
+            }
         }
 
         public void Resync(string reason) { Resyncs++; OnResync(reason); }
