@@ -154,6 +154,8 @@ namespace Steerd.Client
         public int Keyframes, Deltas, CellsMessages, Resyncs;
         /// <summary>Span of the last cells message (the subscription's every_n_ticks); 0 before one.</summary>
         public long Span;
+        /// <summary>Tick of the last cells message applied; -1 before one.</summary>
+        public long CellsTick = -1;
         /// <summary>Clock of this world's ticks (Ping/Pong samples when it is the connection's first subscribed world).</summary>
         public readonly ClockSync Clock = new ClockSync();
         /// <summary>How far behind the estimated server time Sample() renders (ms, default 100).</summary>
@@ -237,6 +239,7 @@ namespace Steerd.Client
             if (why != null) { Resync(why); return; }
             CellsMessages++;
             Span = m.Span;
+            CellsTick = m.Tick;
             foreach (var e in m.Entries)
             {
                 CellMap cell;

@@ -116,6 +116,8 @@ export class WorldView {
   resyncs = 0;
   /** `span` of the last `cells` message (the subscription's every_n_ticks); 0 before one. */
   span = 0;
+  /** Tick of the last `cells` message applied; -1 before one. */
+  cellsTick = -1;
   /** Clock of this world's ticks: Ping/Pong samples when it is the connection's first subscribed world. */
   readonly clock = new ClockSync();
   interpDelayMs: number;
@@ -225,6 +227,7 @@ export class WorldView {
     }
     this.cellsMessages++;
     this.span = m.span;
+    this.cellsTick = m.tick;
     for (const e of m.entries) {
       const c = 'keyframe' in e ? e.keyframe.cell : e.delta.cell;
       const cell = this.cells.get(c);

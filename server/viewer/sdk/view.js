@@ -90,6 +90,8 @@ export class WorldView {
         this.resyncs = 0;
         /** `span` of the last `cells` message (the subscription's every_n_ticks); 0 before one. */
         this.span = 0;
+        /** Tick of the last `cells` message applied; -1 before one. */
+        this.cellsTick = -1;
         /** Clock of this world's ticks: Ping/Pong samples when it is the connection's first subscribed world. */
         this.clock = new ClockSync();
         /** Called with a reason when the view needs keyframes again (the client resubscribes). */
@@ -194,6 +196,7 @@ export class WorldView {
         }
         this.cellsMessages++;
         this.span = m.span;
+        this.cellsTick = m.tick;
         for (const e of m.entries) {
             const c = 'keyframe' in e ? e.keyframe.cell : e.delta.cell;
             const cell = this.cells.get(c);
