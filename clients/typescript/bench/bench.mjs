@@ -28,15 +28,19 @@ function run(cells) {
   if (cells) view.applyCells(decodeServer(stream.cellsKeyframe, { rawChanges: true }), 0);
   else for (const k of stream.keyframes) view.keyframe(decodeServer(k, { rawChanges: true }), 0);
   const times = [];
+  const cpu = [];
   for (let t = 0; t < stream.ticks.length; t++) {
+    const c0 = process.cpuUsage();
     const t0 = performance.now();
     if (cells) view.applyCells(decodeServer(stream.cellsTicks[t], { rawChanges: true }), t * 50);
     else for (const f of stream.ticks[t]) view.delta(decodeServer(f, { rawChanges: true }), t * 50);
     times.push(performance.now() - t0);
+    const c = process.cpuUsage(c0);
+    cpu.push((c.user + c.system) / 1000);
   }
   if (resyncs || view.size !== N) throw new Error(`bench stream broken: ${resyncs} resyncs, ${view.size} agents`);
   if (cells && view.cellsMessages !== stream.cellsTicks.length + 1) throw new Error('cells messages not all applied');
-  return { times, view };
+  return { times, cpu, view };
 }
 
 let view;
@@ -44,9 +48,12 @@ for (const cells of [true, false]) {
   // Warm up (JIT), then measure.
   for (let i = 0; i < 3; i++) run(cells);
   const all = [];
-  for (let i = 0; i < 5; i++) { const r = run(cells); all.push(...r.times); view = r.view; }
+  const allCpu = [];
+  for (let i = 0; i < 5; i++) { const r = run(cells); all.push(...r.times); allCpu.push(...r.cpu); view = r.view; }
   const what = cells ? `one cells message (${cellsBytesPerTick} bytes/tick)` : `${stream.ticks[0].length} per-cell deltas (${bytesPerTick} bytes/tick)`;
-  console.log(`decode+apply one tick, ${N} agents in ${stream.ticks[0].length} cells, ${what}: median ${median(all).toFixed(3)} ms over ${all.length} ticks`);
+  // CPU time of the process over the tick (user + system; less disturbed by other processes on a
+  // shared machine than the wall time, which includes time the process waited for a core).
+  console.log(`decode+apply one tick, ${N} agents in ${stream.ticks[0].length} cells, ${what}: median ${median(all).toFixed(3)} ms wall, ${median(allCpu).toFixed(3)} ms CPU over ${all.length} ticks`);
 }
 
 // sample(): interpolating between the last ticks (clock at the newest tick + half a tick).
