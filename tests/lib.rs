@@ -506,10 +506,12 @@ pub struct Ws {
     pub events: Vec<Event>,
     /// `Error` messages received.
     pub errors: Vec<proto::ErrorBody>,
-    /// Keyframes and deltas received.
+    /// Keyframes received (messages, or entries of `cells` messages).
     pub keyframes: u64,
-    /// Deltas received.
+    /// Deltas received (messages, or entries of `cells` messages).
     pub deltas: u64,
+    /// `cells` messages received.
+    pub cells_messages: u64,
     /// Highest delta tick seen.
     pub last_tick: u64,
     /// Bytes of server messages received.
@@ -586,6 +588,7 @@ impl Ws {
             events: Vec::new(),
             errors: Vec::new(),
             keyframes: 0,
+            cells_messages: 0,
             deltas: 0,
             last_tick: 0,
             bytes: 0,
@@ -687,6 +690,16 @@ impl Ws {
                     self.state.retain_cells(s.world, &s.cells);
                 }
             }
+            ServerMsg::Cells(c) => {
+                for e in &c.entries {
+                    match e {
+                        proto::CellEntry::Keyframe(_) => self.keyframes += 1,
+                        proto::CellEntry::Delta(_) => self.deltas += 1,
+                    }
+                }
+                self.cells_messages += 1;
+                self.last_tick = self.last_tick.max(c.tick);
+            }
             ServerMsg::Pong(_) => {}
         }
         if let Err(e) = self.state.apply(msg) {
@@ -703,6 +716,10 @@ impl Ws {
                     d.entered.len(),
                     self.state.cell(d.world, d.cell).map(|c| c.tick())
                 ),
+                ServerMsg::Cells(c) => {
+                    let held: Vec<_> = c.entries.iter().map(|e| (e.cell(), self.state.cell(c.world, e.cell()).map(|s| s.tick()))).collect();
+                    format!("cells world {} tick {} span {} ({} entries); client holds (cell, tick) {held:?}", c.world, c.tick, c.span, c.entries.len())
+                }
                 other => format!("{other:?}"),
             };
             panic!("server frame does not apply to the client state: {e}: {what}");
@@ -776,7 +793,7 @@ impl Ws {
     /// Subscribes and answers the cells (panics on an error result).
     pub async fn subscribe(&mut self, world: &str, area: proto::Area) -> Vec<u32> {
         let rid = self.rid();
-        match self.request(&ClientMsg::Subscribe(proto::Subscribe { request_id: rid, world: world.into(), area })).await {
+        match self.request(&ClientMsg::Subscribe(proto::Subscribe { request_id: rid, world: world.into(), area, every_n_ticks: 1 })).await {
             Outcome::Subscribed(s) => s.cells,
             other => panic!("subscribe failed: {other:?}"),
         }

@@ -7,12 +7,14 @@
 //! * Agent state: [`Quantization`], [`QAgent`], [`encode_keyframe`],
 //!   [`encode_delta`], [`CellEncoder`] (server) and [`ClientState`] /
 //!   [`CellState`] (client), [`checksum`].
+//! * [`Cells`]: one tick's entries for many cells (version 4's fan-out message).
 //! * [`Validate`]: finite-number checks that name the offending field.
 
 #[macro_use]
 mod macros;
 
 pub mod behavior;
+pub mod cells;
 pub mod codec;
 pub mod common;
 pub mod frames;
@@ -23,6 +25,7 @@ pub mod state;
 pub mod validate;
 
 pub use behavior::*;
+pub use cells::{CellEntry, Cells, EntriesWriter, EntryError, delta_body, fold_checksums, keyframe_body};
 pub use codec::{
     DEFAULT_CLIENT_LIMIT, DEFAULT_SERVER_LIMIT, DecodeError, HARD_LIMIT, bincode_config, decode_binary, decode_binary_batch, peek_hello_version,
     decode_json, encode_binary, encode_json,
@@ -35,11 +38,11 @@ pub use frames::{
 pub use messages::*;
 pub use pack::PackError;
 pub use quant::{
-    AgentSample, PREDICT_SHIFT, QAgent, Quantization, checksum, heading, orient_from_radians, quantize,
+    AgentSample, FNV_OFFSET, PREDICT_SHIFT, QAgent, Quantization, checksum, heading, orient_from_radians, quantize,
     robust_heading,
 };
 pub use state::{ApplyError, CellState, ClientState, apply_change};
 pub use validate::{FieldError, FieldPath, Validate};
 
 /// The protocol version this crate speaks.
-pub const PROTOCOL_VERSION: u16 = 3;
+pub const PROTOCOL_VERSION: u16 = 4;

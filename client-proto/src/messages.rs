@@ -28,7 +28,13 @@ wire_struct! {
         pub request_id: u32,
         pub world: String,
         pub area: Area,
+        /// Send state on ticks that are a multiple of this (1 = every tick; since version 4).
+        #[serde(default = "one")] pub every_n_ticks: u32,
     }
+}
+
+fn one() -> u32 {
+    1
 }
 
 wire_struct! {
@@ -365,6 +371,7 @@ wire_enum! {
         CommandResult(CommandResult) = "command_result",
         Error(ErrorBody) = "error",
         Pong(Pong) = "pong",
+        Cells(crate::cells::Cells) = "cells",
     }
 }
 
@@ -393,6 +400,6 @@ mod tests {
         assert_eq!(m.kind(), ClientMsgKind::Ping);
         assert_eq!(ClientMsgKind::ALL.len(), 11);
         assert_eq!(ServerMsgKind::ALL.iter().map(|k| k.name()).collect::<Vec<_>>().join(","),
-            "welcome,keyframe,delta,event,command_result,error,pong");
+            "welcome,keyframe,delta,event,command_result,error,pong,cells");
     }
 }

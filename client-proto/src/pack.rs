@@ -47,14 +47,14 @@ pub(crate) fn unzigzag(z: u32) -> i32 {
 /// Writes into a slice reserved for the worst case (see [`packed`]), so that
 /// the write position stays in a register instead of the `Vec`'s length
 /// being stored and reloaded for every byte.
-struct Writer<'a> {
+pub(crate) struct Writer<'a> {
     buf: &'a mut [u8],
     len: usize,
 }
 
 impl Writer<'_> {
     #[inline]
-    fn byte(&mut self, b: u8) {
+    pub(crate) fn byte(&mut self, b: u8) {
         // The reservation covers every record, so this never drops a byte.
         if let Some(slot) = self.buf.get_mut(self.len) {
             *slot = b;
@@ -66,7 +66,7 @@ impl Writer<'_> {
 
     /// Minimal LEB128.
     #[inline]
-    fn put(&mut self, mut v: u64) {
+    pub(crate) fn put(&mut self, mut v: u64) {
         while v >= 0x80 {
             self.byte((v as u8) | 0x80);
             v >>= 7;
@@ -79,7 +79,7 @@ impl Writer<'_> {
 /// most `max_record` bytes. Chunks of records are written into reserved,
 /// zeroed space that is then trimmed to what was written; on error, `out`
 /// ends after the last record written (like pushing byte by byte).
-fn packed<T>(
+pub(crate) fn packed<T>(
     items: &[T],
     max_record: usize,
     out: &mut Vec<u8>,
@@ -98,13 +98,13 @@ fn packed<T>(
     Ok(())
 }
 
-struct Reader<'a> {
-    buf: &'a [u8],
-    pos: usize,
+pub(crate) struct Reader<'a> {
+    pub(crate) buf: &'a [u8],
+    pub(crate) pos: usize,
 }
 
 impl Reader<'_> {
-    fn done(&self) -> bool {
+    pub(crate) fn done(&self) -> bool {
         self.pos >= self.buf.len()
     }
 
@@ -117,7 +117,7 @@ impl Reader<'_> {
 
     /// Minimal LEB128 of at most 64 bits.
     #[inline(always)]
-    fn u64(&mut self) -> Result<u64, PackError> {
+    pub(crate) fn u64(&mut self) -> Result<u64, PackError> {
         // Fast path: most varints here are a single byte. The general case
         // takes and returns the position by value, so that it can stay in a
         // register here.
@@ -135,7 +135,7 @@ impl Reader<'_> {
     }
 
     #[inline]
-    fn u32(&mut self, what: &'static str) -> Result<u32, PackError> {
+    pub(crate) fn u32(&mut self, what: &'static str) -> Result<u32, PackError> {
         u32::try_from(self.u64()?).map_err(|_| PackError::OutOfRange(what))
     }
 
@@ -152,7 +152,7 @@ impl Reader<'_> {
     /// Header varint: `(gap << bits) | flags`; returns `(key, flags)` where
     /// `key` (an id, or a base index) is `prev + 1 + gap`.
     #[inline]
-    fn header(&mut self, prev: &mut i64, bits: u32, what: &'static str) -> Result<(u32, u64), PackError> {
+    pub(crate) fn header(&mut self, prev: &mut i64, bits: u32, what: &'static str) -> Result<(u32, u64), PackError> {
         let h = self.u64()?;
         // A gap of 2^32 or more overflows any u32 key (and must not wrap the i64).
         let key = i64::try_from(h >> bits).ok().and_then(|gap| prev.checked_add(gap)?.checked_add(1));
@@ -198,7 +198,14 @@ const MAX_RECORD_BYTES: usize = 10 + 3 + 4 * 5 + 3;
 
 /// Packs absolute records (keyframe agents, delta `entered`).
 pub fn pack_records(agents: &[QAgent], out: &mut Vec<u8>) -> Result<(), PackError> {
+    write_records(agents, false, out)
+}
+
+/// Packs absolute records; with `chained`, each record's position after the first is the
+/// difference from the record before it (the `cells` entries of PROTOCOL.md §6.8).
+pub(crate) fn write_records(agents: &[QAgent], chained: bool, out: &mut Vec<u8>) -> Result<(), PackError> {
     let (mut prev, mut group) = (-1i64, 0u16);
+    let mut last: Option<[i32; 2]> = None;
     packed(agents, MAX_RECORD_BYTES, out, |a, w| {
         let d = gap(&mut prev, a.id)?;
         let face = a.vel != [0, 0] && robust_heading(a.vel) == Some(a.orient);
@@ -209,7 +216,12 @@ pub fn pack_records(agents: &[QAgent], out: &mut Vec<u8>) -> Result<(), PackErro
             w.put(a.group.into());
             group = a.group;
         }
-        for v in [a.pos[0], a.pos[1], a.vel[0], a.vel[1]] {
+        let pos = match last {
+            Some(p) if chained => [a.pos[0].wrapping_sub(p[0]), a.pos[1].wrapping_sub(p[1])],
+            _ => a.pos,
+        };
+        last = Some(a.pos);
+        for v in [pos[0], pos[1], a.vel[0], a.vel[1]] {
             w.put(zigzag(v).into());
         }
         if !face {
@@ -222,14 +234,28 @@ pub fn pack_records(agents: &[QAgent], out: &mut Vec<u8>) -> Result<(), PackErro
 /// Unpacks absolute records.
 pub fn unpack_records(buf: &[u8]) -> Result<Vec<QAgent>, PackError> {
     let mut r = Reader { buf, pos: 0 };
+    read_records(&mut r, None, false)
+}
+
+/// Reads `count` absolute records (or until the reader ends when `None`), chained or not.
+pub(crate) fn read_records(r: &mut Reader, count: Option<usize>, chained: bool) -> Result<Vec<QAgent>, PackError> {
     let (mut prev, mut group) = (-1i64, 0u16);
-    let mut out = Vec::with_capacity(buf.len() / 6);
-    while !r.done() {
+    let mut last: Option<[i32; 2]> = None;
+    // A record takes at least 5 bytes: a count beyond that is malformed, never an allocation.
+    let room = r.buf.len().saturating_sub(r.pos);
+    let mut out = Vec::with_capacity(count.map_or(room / 6, |n| n.min(room / 5)));
+    let mut left = count;
+    while left.map_or(!r.done(), |n| n > 0) {
+        left = left.map(|n| n - 1);
         let (id, flags) = r.header(&mut prev, 2, "agent id")?;
         if flags & F_SAME_GROUP == 0 {
             group = r.u16("group")?;
         }
-        let pos = [r.i32("pos.x")?, r.i32("pos.y")?];
+        let mut pos = [r.i32("pos.x")?, r.i32("pos.y")?];
+        if let (Some(p), true) = (last, chained) {
+            pos = [p[0].wrapping_add(pos[0]), p[1].wrapping_add(pos[1])];
+        }
+        last = Some(pos);
         let vel = [r.i32("vel.x")?, r.i32("vel.y")?];
         let orient = if flags & F_FACE != 0 {
             heading(vel).ok_or(PackError::FaceWithoutVelocity(id))?
@@ -286,9 +312,17 @@ pub fn pack_changes(changes: &[AgentChange], out: &mut Vec<u8>) -> Result<(), Pa
 /// Unpacks delta change records (with `index` set and `id` unknown).
 pub fn unpack_changes(buf: &[u8]) -> Result<Vec<AgentChange>, PackError> {
     let mut r = Reader { buf, pos: 0 };
+    read_changes(&mut r, None)
+}
+
+/// Reads `count` change records (or until the reader ends when `None`).
+pub(crate) fn read_changes(r: &mut Reader, count: Option<usize>) -> Result<Vec<AgentChange>, PackError> {
     let mut prev = -1i64;
-    let mut out = Vec::with_capacity(buf.len() / 3);
-    while !r.done() {
+    let room = r.buf.len().saturating_sub(r.pos);
+    let mut out = Vec::with_capacity(count.map_or(room / 3, |n| n.min(room)));
+    let mut left = count;
+    while left.map_or(!r.done(), |n| n > 0) {
+        left = left.map(|n| n - 1);
         let (index, flags) = r.header(&mut prev, 4, "base index")?;
         let motion = match flags & 3 {
             M_NONE => None,
@@ -329,9 +363,17 @@ pub fn pack_ids(ids: &[u32], out: &mut Vec<u8>) -> Result<(), PackError> {
 /// Unpacks gap-coded ids.
 pub fn unpack_ids(buf: &[u8]) -> Result<Vec<u32>, PackError> {
     let mut r = Reader { buf, pos: 0 };
+    read_ids(&mut r, None)
+}
+
+/// Reads `count` id gaps (or until the reader ends when `None`).
+pub(crate) fn read_ids(r: &mut Reader, count: Option<usize>) -> Result<Vec<u32>, PackError> {
     let mut prev = -1i64;
-    let mut out = Vec::with_capacity(buf.len());
-    while !r.done() {
+    let room = r.buf.len().saturating_sub(r.pos);
+    let mut out = Vec::with_capacity(count.map_or(room, |n| n.min(room)));
+    let mut left = count;
+    while left.map_or(!r.done(), |n| n > 0) {
+        left = left.map(|n| n - 1);
         out.push(r.header(&mut prev, 0, "agent id")?.0);
     }
     Ok(out)

@@ -325,12 +325,34 @@ impl ClientState {
         match msg {
             ServerMsg::Keyframe(k) => self.apply_keyframe(k).map(|()| true),
             ServerMsg::Delta(d) => self.apply_delta(d).map(|()| true),
+            ServerMsg::Cells(c) => self.apply_cells(c).map(|()| true),
             ServerMsg::Welcome(w) => {
                 *self = ClientState::new(w.quantization);
                 Ok(true)
             }
             _ => Ok(false),
         }
+    }
+
+    /// Applies every entry of a `cells` message in order, then checks the message checksum
+    /// (when present) against the cells' states. Stops at the first entry that does not apply;
+    /// the entries before it stay applied (each cell is consistent on its own), and the client
+    /// resyncs as after any failed frame.
+    pub fn apply_cells(&mut self, c: &crate::cells::Cells) -> Result<(), ApplyError> {
+        for e in &c.entries {
+            match e {
+                crate::cells::CellEntry::Keyframe(k) => self.apply_keyframe(k)?,
+                crate::cells::CellEntry::Delta(d) => self.apply_delta(d)?,
+            }
+        }
+        if let Some(expected) = c.checksum {
+            let sums = c.entries.iter().map(|e| self.cells.get(&(c.world, e.cell())).map_or(crate::quant::FNV_OFFSET, CellState::checksum));
+            let actual = crate::cells::fold_checksums(sums);
+            if actual != expected.0 {
+                return Err(ApplyError::ChecksumMismatch { expected: expected.0, actual });
+            }
+        }
+        Ok(())
     }
 
     /// The cell, if held.

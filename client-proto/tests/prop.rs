@@ -130,9 +130,9 @@ fn client_msg() -> BoxedStrategy<ClientMsg> {
             let encoding = if j { Encoding::Json } else { Encoding::Binary };
             ClientMsg::Hello(Hello { protocol_version, token, encoding, resume })
         }),
-        (any::<u32>(), name(), proptest::option::of(rect())).prop_map(|(request_id, world, r)| {
+        (any::<u32>(), name(), proptest::option::of(rect()), any::<u32>()).prop_map(|(request_id, world, r, every_n_ticks)| {
             let area = r.map_or(Area::WholeWorld(WholeWorld {}), Area::Rect);
-            ClientMsg::Subscribe(Subscribe { request_id, world, area })
+            ClientMsg::Subscribe(Subscribe { request_id, world, area, every_n_ticks })
         }),
         (any::<u32>(), name()).prop_map(|(request_id, world)| ClientMsg::Unsubscribe(Unsubscribe { request_id, world })),
         (any::<u32>(), name(), ids(), point(), fin()).prop_map(|(request_id, world, agents, target, stopping_distance)| {

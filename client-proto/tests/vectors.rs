@@ -119,8 +119,9 @@ fn client_vectors() -> Vec<(&'static str, ClientMsg)> {
             request_id: 1,
             world: w(),
             area: Area::Rect(Rect { min_x: -50.0, min_y: -50.0, max_x: 50.0, max_y: 25.5 }),
+            every_n_ticks: 1,
         })),
-        ("client_subscribe_whole", ClientMsg::Subscribe(Subscribe { request_id: 2, world: w(), area: Area::WholeWorld(WholeWorld {}) })),
+        ("client_subscribe_whole", ClientMsg::Subscribe(Subscribe { request_id: 2, world: w(), area: Area::WholeWorld(WholeWorld {}), every_n_ticks: 4 })),
         ("client_unsubscribe", ClientMsg::Unsubscribe(Unsubscribe { request_id: 3, world: w() })),
         ("client_move_to", ClientMsg::MoveTo(MoveTo { request_id: 4, world: w(), agents: vec![1, 2, 300], target: p(12.5, -3.25), stopping_distance: 0.5 })),
         ("client_set_behaviors", ClientMsg::SetBehaviors(SetBehaviors { request_id: 5, world: w(), agents: vec![9], behaviors: all_behaviors() })),
@@ -197,6 +198,46 @@ fn chain_frames() -> Vec<ServerMsg> {
     out
 }
 
+/// Cell 36's states at ticks 95 and 102, beside the chain's cell 37.
+fn other_cell_states() -> [(u64, Vec<QAgent>); 2] {
+    let a = |id, group, pos, vel, orient| QAgent { id, group, pos, vel, orient };
+    let h = |v| heading(v).unwrap();
+    [
+        (95, vec![a(11, 1, [-1200, 900], [20, -20], h([20, -20])), a(12, 1, [-1180, 950], [0, 0], 100)]),
+        (102, vec![a(11, 1, [-1130, 830], [20, -20], h([20, -20])), a(12, 1, [-1180, 950], [0, 0], 100)]),
+    ]
+}
+
+/// `cells` messages of world 1: tick 100 (keyframes of cells 36 and 37, cell 36 idle since 95),
+/// 101 (cell 37's delta), 102 (both cells: cell 36's delta from 95, cell 37's left + entered),
+/// then 105 with span 3 (cell 37's delta from 102, its base implied by the span). Each with the
+/// bases of its deltas by cell.
+fn cells_frames() -> Vec<(ServerMsg, Vec<(u32, Vec<QAgent>)>)> {
+    let q = Quantization::default();
+    let c37 = chain_states();
+    let c36 = other_cell_states();
+    let s36 = FrameScope { world: 1, cell: 36 };
+    let key = |scope: FrameScope, (t, s): &(u64, Vec<QAgent>)| CellEntry::Keyframe(Keyframe { world: 1, cell: scope.cell, tick: *t, checksum: None, agents: s.clone() });
+    let delta = |scope, (bt, b): &(u64, Vec<QAgent>), (t, n): &(u64, Vec<QAgent>)| {
+        let mut d = encode_delta(b, n, scope, *bt, *t, &q, false).unwrap();
+        d.world = 1;
+        CellEntry::Delta(d)
+    };
+    let msg = |tick, span, entries: Vec<CellEntry>, after: Vec<&Vec<QAgent>>| {
+        let checksum = Some(Checksum(fold_checksums(after.iter().map(|s| checksum(s)))));
+        ServerMsg::Cells(Cells { world: 1, tick, span, checksum, entries })
+    };
+    vec![
+        (msg(100, 1, vec![key(s36, &c36[0]), key(CHAIN_SCOPE, &c37[0])], vec![&c36[0].1, &c37[0].1]), vec![]),
+        (msg(101, 1, vec![delta(CHAIN_SCOPE, &c37[0], &c37[1])], vec![&c37[1].1]), vec![(37, c37[0].1.clone())]),
+        (
+            msg(102, 1, vec![delta(s36, &c36[0], &c36[1]), delta(CHAIN_SCOPE, &c37[1], &c37[2])], vec![&c36[1].1, &c37[2].1]),
+            vec![(36, c36[0].1.clone()), (37, c37[1].1.clone())],
+        ),
+        (msg(105, 3, vec![delta(CHAIN_SCOPE, &c37[2], &c37[3])], vec![&c37[3].1]), vec![(37, c37[2].1.clone())]),
+    ]
+}
+
 /// Server vectors with the base state of each delta.
 fn server_vectors() -> Vec<(&'static str, ServerMsg, Vec<QAgent>)> {
     let v = vec![
@@ -269,6 +310,38 @@ fn client_vectors_match() {
     for (name, m) in client_vectors() {
         check(name, &m, |_| {});
     }
+}
+
+#[test]
+fn cells_vectors_match_and_chain() {
+    let names = ["server_cells_0", "server_cells_1", "server_cells_2", "server_cells_3"];
+    let mut client = ClientState::new(Quantization::default());
+    for (name, (m, bases)) in names.into_iter().zip(cells_frames()) {
+        check(name, &m, |m| {
+            if let ServerMsg::Cells(c) = m {
+                for e in &mut c.entries {
+                    if let CellEntry::Delta(d) = e {
+                        let base = bases.iter().find(|(cell, _)| *cell == d.cell).map(|(_, b)| b.as_slice()).unwrap();
+                        d.resolve(base).unwrap();
+                    }
+                }
+            }
+        });
+        // Decoded from the bytes, applied in order, with the message checksum verified.
+        let bytes = encode_binary(&m).unwrap();
+        let decoded: ServerMsg = decode_binary(&bytes, HARD_LIMIT).unwrap();
+        client.apply(&decoded).unwrap();
+    }
+    let (t37, s37) = chain_states().pop().unwrap();
+    let cell = client.cell(1, 37).unwrap();
+    assert_eq!((cell.tick(), cell.agents()), (t37, s37.as_slice()));
+    let [_, (t36, s36)] = other_cell_states();
+    let cell = client.cell(1, 36).unwrap();
+    assert_eq!((cell.tick(), cell.agents()), (t36, s36.as_slice()));
+    // A wrong message checksum is reported.
+    let (ServerMsg::Cells(mut c), _) = cells_frames().swap_remove(0) else { panic!() };
+    c.checksum = Some(Checksum(1));
+    assert!(matches!(ClientState::new(Quantization::default()).apply_cells(&c), Err(ApplyError::ChecksumMismatch { .. })));
 }
 
 #[test]
@@ -357,6 +430,12 @@ fn invalid_vectors() -> Vec<(&'static str, &'static str, String, &'static str)> 
         ("welcome_unknown_role", "server", hex(&bad_role), "malformed"),
         // A version-2 Hello (no `resume`) is one field short of a version-3 one.
         ("hello_of_version_2", "client", "00020000".into(), "unexpected_end"),
+        // A version-3 Subscribe (no `every_n_ticks`): request 2, world "arena", whole world.
+        ("subscribe_of_version_3", "client", "0102056172656e6101".into(), "unexpected_end"),
+        // `cells` world 1, tick 5, span 1, no checksum, entries: a keyframe entry with age 0.
+        ("cells_age_zero", "server", "070105010003030000".into(), "malformed"),
+        // `cells` with span 0.
+        ("cells_span_zero", "server", "070105000000".into(), "malformed"),
     ]
 }
 

@@ -330,7 +330,7 @@ impl Bot {
     fn subscribe(&mut self) {
         let request_id = self.request(Kind::Subscribe);
         self.subscribing = true;
-        self.outbox.push(ClientMsg::Subscribe(Subscribe { request_id, world: self.cfg.world.clone(), area: Area::Rect(self.area) }));
+        self.outbox.push(ClientMsg::Subscribe(Subscribe { request_id, world: self.cfg.world.clone(), area: Area::Rect(self.area), every_n_ticks: 1 }));
     }
 
     fn resync(&mut self) {
@@ -546,26 +546,33 @@ impl Bot {
         match msg {
             ServerMsg::Keyframe(k) => {
                 self.frame(len, k.agents.len());
-                self.rec.add(C::Keyframes, 1);
-                self.note_tick(k.tick, false);
-                let (tick, cell) = (k.tick, k.cell);
-                let r = self.state.apply_keyframe(&k);
-                self.applied(r, cell, tick);
+                self.on_keyframe(&k);
             }
             ServerMsg::Delta(d) => {
                 self.frame(len, d.changed.len() + d.entered.len());
-                self.rec.add(C::Deltas, 1);
-                self.note_tick(d.tick, true);
-                if let Some((late, err)) = self.cfg.clock.get().and_then(|c| c.lateness_ns(d.tick, arrival)) {
-                    if late < 0.0 {
-                        self.rec.add(C::NegativeLateness, 1);
-                    }
-                    self.rec.record(H::LatenessUs, (late.max(0.0) / 1e3) as u64, &self.stats);
-                    self.rec.record(H::ClockErrorUs, (err / 1e3) as u64, &self.stats);
+                self.on_delta(&d, arrival);
+            }
+            ServerMsg::Cells(c) => {
+                let updates = c.entries.iter().map(|e| match e {
+                    proto::CellEntry::Keyframe(k) => k.agents.len(),
+                    proto::CellEntry::Delta(d) => d.changed.len() + d.entered.len(),
+                });
+                self.frame(len, updates.sum());
+                let mut ok = true;
+                for e in &c.entries {
+                    ok &= match e {
+                        proto::CellEntry::Keyframe(k) => self.on_keyframe(k),
+                        proto::CellEntry::Delta(d) => self.on_delta(d, arrival),
+                    };
                 }
-                let (tick, cell) = (d.tick, d.cell);
-                let r = self.state.apply_delta(&d);
-                self.applied(r, cell, tick);
+                // The message checksum covers every entry's cell after the message.
+                if let (true, Some(expected)) = (ok, c.checksum) {
+                    let sums = c.entries.iter().map(|e| self.state.cell(c.world, e.cell()).map_or(proto::FNV_OFFSET, |s| s.checksum()));
+                    let actual = proto::fold_checksums(sums);
+                    if actual != expected.0 {
+                        self.applied(Err(ApplyError::ChecksumMismatch { expected: expected.0, actual }), u32::MAX, c.tick);
+                    }
+                }
             }
             ServerMsg::Event(_) => self.rec.add(C::Events, 1),
             ServerMsg::CommandResult(r) => self.on_result(r),
@@ -588,6 +595,27 @@ impl Bot {
         }
     }
 
+    fn on_keyframe(&mut self, k: &proto::Keyframe) -> bool {
+        self.rec.add(C::Keyframes, 1);
+        self.note_tick(k.tick, false);
+        let r = self.state.apply_keyframe(k);
+        self.applied(r, k.cell, k.tick)
+    }
+
+    fn on_delta(&mut self, d: &proto::Delta, arrival: u64) -> bool {
+        self.rec.add(C::Deltas, 1);
+        self.note_tick(d.tick, true);
+        if let Some((late, err)) = self.cfg.clock.get().and_then(|c| c.lateness_ns(d.tick, arrival)) {
+            if late < 0.0 {
+                self.rec.add(C::NegativeLateness, 1);
+            }
+            self.rec.record(H::LatenessUs, (late.max(0.0) / 1e3) as u64, &self.stats);
+            self.rec.record(H::ClockErrorUs, (err / 1e3) as u64, &self.stats);
+        }
+        let r = self.state.apply_delta(d);
+        self.applied(r, d.cell, d.tick)
+    }
+
     fn frame(&mut self, len: usize, agents: usize) {
         self.rec.add(C::Frames, 1);
         self.rec.add(C::FrameBytes, len as u64);
@@ -595,9 +623,13 @@ impl Bot {
         self.rec.record(H::FrameBytes, len as u64, &self.stats);
     }
 
-    fn applied(&mut self, r: Result<(), ApplyError>, cell: u32, tick: u64) {
+    /// Whether `r` applied; an error is counted and starts a resync.
+    fn applied(&mut self, r: Result<(), ApplyError>, cell: u32, tick: u64) -> bool {
         match r {
-            Ok(()) => self.check_effect(cell, tick),
+            Ok(()) => {
+                self.check_effect(cell, tick);
+                return true;
+            }
             Err(e @ ApplyError::ChecksumMismatch { .. }) => {
                 self.rec.add(C::ChecksumErrors, 1);
                 self.stats.note(format!("cell {cell} tick {tick}: {e}"));
@@ -609,6 +641,7 @@ impl Bot {
                 self.resync();
             }
         }
+        false
     }
 
     fn on_result(&mut self, r: proto::CommandResult) {

@@ -56,7 +56,7 @@ async fn bad_ws_input_is_answered_and_harmless() {
     // Unknown world and agent.
     let rid = ws.rid();
     check_field(
-        &error_of(ws.request(&ClientMsg::Subscribe(proto::Subscribe { request_id: rid, world: "nope".into(), area: whole_world() })).await),
+        &error_of(ws.request(&ClientMsg::Subscribe(proto::Subscribe { request_id: rid, world: "nope".into(), area: whole_world(), every_n_ticks: 1 })).await),
         ErrorCode::UnknownWorld,
         "world",
     );
@@ -68,7 +68,7 @@ async fn bad_ws_input_is_answered_and_harmless() {
     assert!(e.message.contains("999999"), "names the agent: {e:?}");
 
     // Malformed binary frames: an Error each, the connection stays.
-    let valid = proto::encode_binary(&ClientMsg::Subscribe(proto::Subscribe { request_id: 7, world: "demo".into(), area: whole_world() })).unwrap();
+    let valid = proto::encode_binary(&ClientMsg::Subscribe(proto::Subscribe { request_id: 7, world: "demo".into(), area: whole_world(), every_n_ticks: 1 })).unwrap();
     let mut trailing = proto::encode_binary(&ClientMsg::Ping(proto::Ping { request_id: 3 })).unwrap();
     trailing.push(0);
     let mut huge_len = vec![1u8, 7, 253];

@@ -187,7 +187,7 @@ async fn bad_tokens_are_unauthorized() {
     let (mut ws, w) = join(&srv, hello_with(Some(&t), None)).await;
     assert!(w.unwrap().worlds.iter().all(|w| w.name != "demo"));
     let rid = ws.rid();
-    let r = ws.request(&ClientMsg::Subscribe(proto::Subscribe { request_id: rid, world: "demo".into(), area: whole_world() })).await;
+    let r = ws.request(&ClientMsg::Subscribe(proto::Subscribe { request_id: rid, world: "demo".into(), area: whole_world(), every_n_ticks: 1 })).await;
     let e = error_of(r);
     assert_eq!(e.code, ErrorCode::Unauthorized, "{e:?}");
     assert!(e.message.contains("not valid for world `demo`"), "{}", e.message);

@@ -331,7 +331,7 @@ pub async fn t05_barrage(cfg: Cfg) -> Outcome {
     let mut owner = srv.ws().await;
     let rid = owner.rid();
     let theirs = spawned(owner.request(&spawn_msg(rid, "demo", 1, [5.0, 5.0, 6.0, 6.0], proto::Limits::default())).await);
-    let valid = proto::encode_binary(&ClientMsg::Subscribe(proto::Subscribe { request_id: 7, world: "demo".into(), area: whole_world() })).unwrap();
+    let valid = proto::encode_binary(&ClientMsg::Subscribe(proto::Subscribe { request_id: 7, world: "demo".into(), area: whole_world(), every_n_ticks: 1 })).unwrap();
     let mut trailing = proto::encode_binary(&ClientMsg::Ping(proto::Ping { request_id: 3 })).unwrap();
     trailing.push(0);
     let mut huge_len = vec![1u8, 7, 253];

@@ -1,0 +1,475 @@
+//! The `cells` message (PROTOCOL.md §6.8): one tick's state for many AOI cells of one world in
+//! one message, one small entry per cell.
+//!
+//! A server builds it from per-cell pieces made once per tick ([`keyframe_body`],
+//! [`delta_body`]) with an [`EntriesWriter`], which only adds each entry's head (its cell gap and
+//! flags) and age: the pieces do not depend on which message they go into, so the same bytes
+//! serve every subscriber. A client decodes a [`Cells`] (its entries are ordinary [`Keyframe`]s
+//! and [`Delta`]s) and applies it with [`crate::ClientState::apply_cells`].
+
+use crate::frames::{AgentChange, Checksum, Delta, Keyframe};
+use crate::pack::{self, PackError, Reader};
+use crate::quant::{FNV_OFFSET, FNV_PRIME, QAgent};
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+/// One tick's entries for cells of one world.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Cells {
+    /// World id.
+    pub world: u32,
+    /// The simulation tick of the message.
+    pub tick: u64,
+    /// The subscription's `every_n_ticks`: a delta entry without an age chains on `tick - span`.
+    pub span: u32,
+    /// [`fold_checksums`] of the cells' states after the entries.
+    pub checksum: Option<Checksum>,
+    /// In strictly increasing cell order; every entry's `world` is the message's, its own
+    /// `checksum` is `None`, and a delta's `tick` is the message tick.
+    pub entries: Vec<CellEntry>,
+}
+
+/// One cell's part of a [`Cells`] message.
+#[derive(Debug, Clone, PartialEq)]
+pub enum CellEntry {
+    /// The cell's whole state.
+    Keyframe(Keyframe),
+    /// The cell's changes since the state the client holds.
+    Delta(Delta),
+}
+
+impl CellEntry {
+    /// The cell it is about.
+    pub fn cell(&self) -> u32 {
+        match self {
+            CellEntry::Keyframe(k) => k.cell,
+            CellEntry::Delta(d) => d.cell,
+        }
+    }
+}
+
+/// The message checksum: FNV-1a 64 over each entry's cell checksum (8 bytes little endian),
+/// in entry order.
+pub fn fold_checksums(sums: impl IntoIterator<Item = u64>) -> u64 {
+    let mut h = FNV_OFFSET;
+    for s in sums {
+        for b in s.to_le_bytes() {
+            h = (h ^ u64::from(b)).wrapping_mul(FNV_PRIME);
+        }
+    }
+    h
+}
+
+const K_KEYFRAME: u64 = 2;
+const B_AGE: u64 = 1;
+const L_LEFT: u64 = 2;
+const E_ENTERED: u64 = 1;
+
+fn put(out: &mut Vec<u8>, mut v: u64) {
+    while v >= 0x80 {
+        out.push((v as u8) | 0x80);
+        v >>= 7;
+    }
+    out.push(v as u8);
+}
+
+/// The part of a keyframe entry after its head and age: the record count and the records
+/// (sorted by id, positions chained).
+pub fn keyframe_body(agents: &[QAgent], out: &mut Vec<u8>) -> Result<(), PackError> {
+    put(out, agents.len() as u64);
+    pack::write_records(agents, true, out)
+}
+
+/// The part of a delta entry after its head and age: counts and flags, changes (each with its
+/// base index), then `left` and `entered` when not empty.
+pub fn delta_body(left: &[u32], changed: &[AgentChange], entered: &[QAgent], out: &mut Vec<u8>) -> Result<(), PackError> {
+    let flags = if left.is_empty() { 0 } else { L_LEFT } | if entered.is_empty() { 0 } else { E_ENTERED };
+    put(out, ((changed.len() as u64) << 2) | flags);
+    pack::pack_changes(changed, out)?;
+    if !left.is_empty() {
+        put(out, left.len() as u64);
+        pack::pack_ids(left, out)?;
+    }
+    if !entered.is_empty() {
+        put(out, entered.len() as u64);
+        pack::write_records(entered, true, out)?;
+    }
+    Ok(())
+}
+
+/// Why an entry could not be added to a message.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum EntryError {
+    /// Entries must be added in strictly increasing cell order.
+    #[error("cell {0} is not after the previous entry's cell")]
+    Unordered(u32),
+    /// A state or base tick must not be after the message tick (a delta's base before it).
+    #[error("tick {0} is not before the message tick")]
+    Tick(u64),
+}
+
+/// Writes the `entries` bytes of a message at `tick` with `span`, from bodies made by
+/// [`keyframe_body`] and [`delta_body`].
+#[derive(Debug)]
+pub struct EntriesWriter {
+    tick: u64,
+    span: u32,
+    prev: i64,
+    out: Vec<u8>,
+}
+
+impl EntriesWriter {
+    /// An empty message body.
+    pub fn new(tick: u64, span: u32, capacity: usize) -> Self {
+        EntriesWriter { tick, span, prev: -1, out: Vec::with_capacity(capacity) }
+    }
+
+    fn head(&mut self, cell: u32, flags: u64) -> Result<(), EntryError> {
+        let gap = i64::from(cell) - self.prev - 1;
+        let gap = u64::try_from(gap).map_err(|_| EntryError::Unordered(cell))?;
+        self.prev = i64::from(cell);
+        put(&mut self.out, (gap << 2) | flags);
+        Ok(())
+    }
+
+    /// Adds a keyframe entry of `cell` whose state tick is `state_tick`.
+    pub fn keyframe(&mut self, cell: u32, state_tick: u64, body: &[u8]) -> Result<(), EntryError> {
+        let age = self.tick.checked_sub(state_tick).ok_or(EntryError::Tick(state_tick))?;
+        self.head(cell, K_KEYFRAME | if age > 0 { B_AGE } else { 0 })?;
+        if age > 0 {
+            put(&mut self.out, age);
+        }
+        self.out.extend_from_slice(body);
+        Ok(())
+    }
+
+    /// Adds a delta entry of `cell` from `base_tick` to the message tick.
+    pub fn delta(&mut self, cell: u32, base_tick: u64, body: &[u8]) -> Result<(), EntryError> {
+        let age = self.tick.checked_sub(base_tick).filter(|&a| a > 0).ok_or(EntryError::Tick(base_tick))?;
+        let implied = age == u64::from(self.span);
+        self.head(cell, if implied { 0 } else { B_AGE })?;
+        if !implied {
+            put(&mut self.out, age);
+        }
+        self.out.extend_from_slice(body);
+        Ok(())
+    }
+
+    /// Whether no entry was added.
+    pub fn is_empty(&self) -> bool {
+        self.out.is_empty()
+    }
+
+    /// The entries bytes.
+    pub fn finish(self) -> Vec<u8> {
+        self.out
+    }
+}
+
+impl Cells {
+    /// The `entries` bytes of this message.
+    pub fn pack_entries(&self) -> Result<Vec<u8>, String> {
+        let mut w = EntriesWriter::new(self.tick, self.span, 64 * self.entries.len());
+        let mut body = Vec::new();
+        for e in &self.entries {
+            body.clear();
+            match e {
+                CellEntry::Keyframe(k) => {
+                    keyframe_body(&k.agents, &mut body).map_err(|e| e.to_string())?;
+                    w.keyframe(k.cell, k.tick, &body).map_err(|e| e.to_string())?;
+                }
+                CellEntry::Delta(d) => {
+                    if d.tick != self.tick {
+                        return Err(format!("delta of cell {} is for tick {}, not the message tick {}", d.cell, d.tick, self.tick));
+                    }
+                    delta_body(&d.left, &d.changed, &d.entered, &mut body).map_err(|e| e.to_string())?;
+                    w.delta(d.cell, d.base_tick, &body).map_err(|e| e.to_string())?;
+                }
+            }
+        }
+        Ok(w.finish())
+    }
+
+    /// Decodes `entries` bytes of a message (PROTOCOL.md §6.8).
+    pub fn unpack_entries(world: u32, tick: u64, span: u32, buf: &[u8]) -> Result<Vec<CellEntry>, PackError> {
+        if span == 0 {
+            return Err(PackError::OutOfRange("span"));
+        }
+        let mut r = Reader { buf, pos: 0 };
+        let mut prev = -1i64;
+        let mut out = Vec::new();
+        let read_age = |r: &mut Reader, present: bool, implied: u64| -> Result<u64, PackError> {
+            let age = if present { r.u64()? } else { implied };
+            if present && age == 0 {
+                return Err(PackError::OutOfRange("age"));
+            }
+            tick.checked_sub(age).ok_or(PackError::OutOfRange("age"))
+        };
+        while !r.done() {
+            let (cell, flags) = r.header(&mut prev, 2, "cell")?;
+            if flags & K_KEYFRAME != 0 {
+                let state_tick = read_age(&mut r, flags & B_AGE != 0, 0)?;
+                let n = r.u64()?;
+                let n = usize::try_from(n).map_err(|_| PackError::OutOfRange("count"))?;
+                let agents = pack::read_records(&mut r, Some(n), true)?;
+                out.push(CellEntry::Keyframe(Keyframe { world, cell, tick: state_tick, checksum: None, agents }));
+            } else {
+                let base_tick = read_age(&mut r, flags & B_AGE != 0, u64::from(span))?;
+                let c = r.u64()?;
+                let nc = usize::try_from(c >> 2).map_err(|_| PackError::OutOfRange("count"))?;
+                let changed = pack::read_changes(&mut r, Some(nc))?;
+                let left = if c & L_LEFT != 0 {
+                    let n = usize::try_from(r.u64()?).map_err(|_| PackError::OutOfRange("count"))?;
+                    pack::read_ids(&mut r, Some(n))?
+                } else {
+                    Vec::new()
+                };
+                let entered = if c & E_ENTERED != 0 {
+                    let n = usize::try_from(r.u64()?).map_err(|_| PackError::OutOfRange("count"))?;
+                    pack::read_records(&mut r, Some(n), true)?
+                } else {
+                    Vec::new()
+                };
+                out.push(CellEntry::Delta(Delta { world, cell, tick, base_tick, checksum: None, left, changed, entered }));
+            }
+        }
+        Ok(out)
+    }
+}
+
+impl crate::validate::Validate for Cells {
+    fn validate_at(&self, _: &mut crate::validate::FieldPath) -> Result<(), crate::validate::FieldError> {
+        Ok(())
+    }
+}
+
+/// Raw bytes in binary (bincode length + bytes).
+struct RawBytes(Vec<u8>);
+
+impl Serialize for RawBytes {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_bytes(&self.0)
+    }
+}
+
+impl<'de> Deserialize<'de> for RawBytes {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> serde::de::Visitor<'de> for V {
+            type Value = RawBytes;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("packed entries")
+            }
+            fn visit_bytes<E: serde::de::Error>(self, b: &[u8]) -> Result<RawBytes, E> {
+                Ok(RawBytes(b.to_vec()))
+            }
+            fn visit_byte_buf<E: serde::de::Error>(self, b: Vec<u8>) -> Result<RawBytes, E> {
+                Ok(RawBytes(b))
+            }
+        }
+        d.deserialize_bytes(V)
+    }
+}
+
+#[derive(Serialize, Deserialize)]
+struct CellsBin {
+    world: u32,
+    tick: u64,
+    span: u32,
+    checksum: Option<Checksum>,
+    entries: RawBytes,
+}
+
+#[derive(Serialize, Deserialize)]
+struct KeyJson {
+    cell: u32,
+    tick: u64,
+    agents: Vec<QAgent>,
+}
+
+#[derive(Serialize, Deserialize)]
+struct DeltaJson {
+    cell: u32,
+    base_tick: u64,
+    left: Vec<u32>,
+    changed: Vec<AgentChange>,
+    entered: Vec<QAgent>,
+}
+
+#[derive(Serialize, Deserialize)]
+enum EntryJson {
+    #[serde(rename = "keyframe")]
+    Keyframe(KeyJson),
+    #[serde(rename = "delta")]
+    Delta(DeltaJson),
+}
+
+#[derive(Serialize, Deserialize)]
+struct CellsJson {
+    world: u32,
+    tick: u64,
+    span: u32,
+    #[serde(default)]
+    checksum: Option<Checksum>,
+    entries: Vec<EntryJson>,
+}
+
+impl Serialize for Cells {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::Error as _;
+        if s.is_human_readable() {
+            let entries = self
+                .entries
+                .iter()
+                .map(|e| match e {
+                    CellEntry::Keyframe(k) => EntryJson::Keyframe(KeyJson { cell: k.cell, tick: k.tick, agents: k.agents.clone() }),
+                    CellEntry::Delta(d) => EntryJson::Delta(DeltaJson {
+                        cell: d.cell,
+                        base_tick: d.base_tick,
+                        left: d.left.clone(),
+                        changed: d.changed.clone(),
+                        entered: d.entered.clone(),
+                    }),
+                })
+                .collect();
+            CellsJson { world: self.world, tick: self.tick, span: self.span, checksum: self.checksum, entries }.serialize(s)
+        } else {
+            let entries = RawBytes(self.pack_entries().map_err(S::Error::custom)?);
+            CellsBin { world: self.world, tick: self.tick, span: self.span, checksum: self.checksum, entries }.serialize(s)
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for Cells {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        use serde::de::Error as _;
+        if d.is_human_readable() {
+            let j = CellsJson::deserialize(d)?;
+            if j.span == 0 {
+                return Err(D::Error::custom("span: must be at least 1"));
+            }
+            let mut prev: Option<u32> = None;
+            let mut entries = Vec::with_capacity(j.entries.len());
+            for e in j.entries {
+                let entry = match e {
+                    EntryJson::Keyframe(k) => {
+                        if k.tick > j.tick {
+                            return Err(D::Error::custom(format!("entries: keyframe of cell {} is after the message tick", k.cell)));
+                        }
+                        CellEntry::Keyframe(Keyframe { world: j.world, cell: k.cell, tick: k.tick, checksum: None, agents: k.agents })
+                    }
+                    EntryJson::Delta(x) => {
+                        if x.base_tick >= j.tick {
+                            return Err(D::Error::custom(format!("entries: delta of cell {} has base_tick not before the message tick", x.cell)));
+                        }
+                        CellEntry::Delta(Delta {
+                            world: j.world,
+                            cell: x.cell,
+                            tick: j.tick,
+                            base_tick: x.base_tick,
+                            checksum: None,
+                            left: x.left,
+                            changed: x.changed,
+                            entered: x.entered,
+                        })
+                    }
+                };
+                if prev.is_some_and(|p| p >= entry.cell()) {
+                    return Err(D::Error::custom(format!("entries: cell {} is not after the previous entry's cell", entry.cell())));
+                }
+                prev = Some(entry.cell());
+                entries.push(entry);
+            }
+            Ok(Cells { world: j.world, tick: j.tick, span: j.span, checksum: j.checksum, entries })
+        } else {
+            let b = CellsBin::deserialize(d)?;
+            let entries = Cells::unpack_entries(b.world, b.tick, b.span, &b.entries.0).map_err(|e| D::Error::custom(format!("entries: {e}")))?;
+            Ok(Cells { world: b.world, tick: b.tick, span: b.span, checksum: b.checksum, entries })
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::frames::{FrameScope, encode_delta};
+    use crate::quant::Quantization;
+
+    fn a(id: u32, x: i32, y: i32) -> QAgent {
+        QAgent { id, group: 1, pos: [x, y], vel: [0, 0], orient: 0 }
+    }
+
+    #[test]
+    fn entry_heads_fold_gap_and_flags_and_positions_chain() {
+        let mut body = Vec::new();
+        keyframe_body(&[a(5, 1000, 2000), a(9, 1003, 1998)], &mut body).unwrap();
+        // count 2; record id 5: head (5<<2)|S0 F0 = 20, group 1, pos zz(1000)=2000 -> d0 0f,
+        // zz(2000)=4000 -> a0 1f, vel 0 0, orient 0; record id 9: gap 3 -> 12|S=2 = 14,
+        // pos chained (+3, -2) -> zz 6, 3, vel 0 0, orient 0.
+        assert_eq!(body, [2, 20, 1, 0xd0, 0x0f, 0xa0, 0x1f, 0, 0, 0, 14, 6, 3, 0, 0, 0]);
+        let mut w = EntriesWriter::new(100, 1, 0);
+        w.keyframe(3, 100, &body).unwrap();
+        w.keyframe(4, 97, &[0]).unwrap();
+        w.delta(6, 99, &[0]).unwrap();
+        w.delta(7, 90, &[0]).unwrap();
+        assert_eq!(w.delta(7, 99, &[0]), Err(EntryError::Unordered(7)));
+        assert_eq!(w.delta(8, 100, &[0]), Err(EntryError::Tick(100)));
+        let bytes = w.finish();
+        // cell 3: gap 3, K -> 14; cell 4: gap 0, K|B -> 3, age 3; cell 6: gap 1, implied base
+        // -> 4; cell 7: gap 0, B -> 1, age 10.
+        assert_eq!(bytes.get(..1), Some(&[14u8][..]));
+        assert_eq!(bytes.get(17..), Some(&[3u8, 3, 0, 4, 0, 1, 10, 0][..]));
+        let e = Cells::unpack_entries(2, 100, 1, &bytes).unwrap();
+        assert_eq!(e.len(), 4);
+        assert_eq!(e[0], CellEntry::Keyframe(Keyframe { world: 2, cell: 3, tick: 100, checksum: None, agents: vec![a(5, 1000, 2000), a(9, 1003, 1998)] }));
+        assert!(matches!(&e[1], CellEntry::Keyframe(k) if k.tick == 97 && k.agents.is_empty()));
+        assert!(matches!(&e[2], CellEntry::Delta(d) if d.base_tick == 99 && d.tick == 100 && d.cell == 6));
+        assert!(matches!(&e[3], CellEntry::Delta(d) if d.base_tick == 90 && d.cell == 7));
+    }
+
+    #[test]
+    fn malformed_entries_are_refused() {
+        // age 0, age beyond tick, span 0, count past the end, truncated record.
+        assert_eq!(Cells::unpack_entries(0, 5, 1, &[3, 0, 0]), Err(PackError::OutOfRange("age")));
+        assert_eq!(Cells::unpack_entries(0, 5, 1, &[3, 6, 0]), Err(PackError::OutOfRange("age")));
+        assert_eq!(Cells::unpack_entries(0, 0, 1, &[0, 0]), Err(PackError::OutOfRange("age")));
+        assert_eq!(Cells::unpack_entries(0, 5, 0, &[]), Err(PackError::OutOfRange("span")));
+        assert_eq!(Cells::unpack_entries(0, 5, 1, &[2, 5]), Err(PackError::Truncated));
+        assert_eq!(Cells::unpack_entries(0, 5, 1, &[2, 1, 0]), Err(PackError::Truncated));
+        // A count far beyond the bytes is refused without allocating for it.
+        assert_eq!(Cells::unpack_entries(0, 5, 1, &[2, 0xff, 0xff, 0xff, 0xff, 0x0f]), Err(PackError::Truncated));
+    }
+
+    #[test]
+    fn a_message_round_trips_in_both_encodings() {
+        let q = Quantization::default();
+        let s = FrameScope { world: 1, cell: 9 };
+        let prev = [a(1, 0, 0), a(2, 5, 5), a(4, 9, 9)];
+        let next = [QAgent { vel: [3, 0], pos: [2, 0], ..a(1, 0, 0) }, a(3, 7, 7), a(4, 9, 9)];
+        let mut d = encode_delta(&prev, &next, s, 40, 42, &q, false).unwrap();
+        let key = Keyframe { world: 1, cell: 2, tick: 30, checksum: None, agents: prev.to_vec() };
+        let msg = crate::ServerMsg::Cells(Cells { world: 1, tick: 42, span: 2, checksum: Some(Checksum(7)), entries: vec![CellEntry::Keyframe(key.clone()), CellEntry::Delta(d.clone())] });
+        let bin = crate::encode_binary(&msg).unwrap();
+        let back: crate::ServerMsg = crate::decode_binary(&bin, 1 << 20).unwrap();
+        // Binary changes carry base indices only.
+        d.changed.iter_mut().for_each(|c| c.id = None);
+        let want = crate::ServerMsg::Cells(Cells { world: 1, tick: 42, span: 2, checksum: Some(Checksum(7)), entries: vec![CellEntry::Keyframe(key), CellEntry::Delta(d)] });
+        assert_eq!(back, want);
+        let json = crate::encode_json(&msg).unwrap();
+        assert!(json.starts_with(r#"{"type":"cells","world":1,"tick":42,"span":2,"checksum":"0000000000000007","entries":[{"keyframe":{"cell":2,"tick":30,"#), "{json}");
+        let from_json: crate::ServerMsg = crate::decode_json(&json, 1 << 20).unwrap();
+        let crate::ServerMsg::Cells(c) = from_json else { panic!("not cells") };
+        assert_eq!(c.entries.len(), 2);
+        assert!(crate::decode_json::<crate::ServerMsg>(&json.replace(r#""cell":9"#, r#""cell":1"#), 1 << 20).is_err());
+    }
+
+    #[test]
+    fn fold_is_fnv_over_little_endian_sums() {
+        assert_eq!(fold_checksums([]), FNV_OFFSET);
+        let mut h = FNV_OFFSET;
+        for b in [1u8, 0, 0, 0, 0, 0, 0, 0] {
+            h = (h ^ u64::from(b)).wrapping_mul(FNV_PRIME);
+        }
+        assert_eq!(fold_checksums([1]), h);
+        assert_ne!(fold_checksums([1, 2]), fold_checksums([2, 1]));
+    }
+}
