@@ -299,24 +299,27 @@ namespace Steerd.Client
             return LatestTick + (nowMs - latestArrivalMs) * TickRate / 1000;
         }
 
-        /// <summary>The tick Sample(nowMs) renders: server time − InterpDelayMs, at most one tick past the newest state.</summary>
+        /// <summary>The tick Sample(nowMs) renders: server time − InterpDelayMs, at most one send period (one tick, or EveryNTicks) past the newest state.</summary>
         public double RenderTick(double nowMs)
         {
             double st = ServerTick(nowMs) - InterpDelayMs * TickRate / 1000;
             if (double.IsNaN(st) || double.IsInfinity(st)) return LatestTick;
-            return Math.Min(st, LatestTick + 1);
+            return Math.Min(st, LatestTick + Math.Max(1, EveryNTicks));
         }
 
         /// <summary>
         /// Every agent at local time `renderTimeMs` (the clock the client uses: Stopwatch milliseconds,
         /// see SteerClient.NowMs): positions and headings interpolated between the two states around
-        /// RenderTick, extrapolated along the velocity by at most one tick past the newest state. The
+        /// RenderTick, extrapolated along the velocity by at most one send period past the newest state
+        /// (with EveryNTicks N a change reached at state tick t is interpolated over the N ticks before
+        /// t: give InterpDelayMs at least one send period to render between states). The
         /// returned list and its objects are reused by the next call.
         /// </summary>
         public List<SampledAgent> Sample(double renderTimeMs)
         {
             double target = RenderTick(renderTimeMs);
             float ps = Quant.PosStep, vs = Quant.VelStep;
+            int period = Math.Max(1, EveryNTicks);
             double rate = TickRate;
             output.Clear();
             int n = 0;
@@ -330,10 +333,10 @@ namespace Steerd.Client
                 double f = 0, ext = 0;
                 if (s1 != null)
                 {
-                    double t1 = Math.Max(s0.Tick, s1.Tick - 1);
+                    double t1 = Math.Max(s0.Tick, s1.Tick - period);
                     if (target > t1) f = (target - t1) / (s1.Tick - t1);
                 }
-                else if (target > s0.Tick) ext = Math.Min(target - s0.Tick, 1) / rate;
+                else if (target > s0.Tick) ext = Math.Min(target - s0.Tick, period) / rate;
                 var ids = s0.Id; var v0 = s0.V;
                 int j = 0;
                 for (int a = 0; a < s0.N; a++)

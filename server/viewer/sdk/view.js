@@ -260,6 +260,10 @@ export class WorldView {
         }
         return undefined;
     }
+    /** Ticks between two states sent (the subscription's every_n_ticks, at least 1). */
+    period() {
+        return Math.max(1, this.everyNTicks);
+    }
     /** Estimated server tick (fractional) at local time `nowMs`. */
     serverTick(nowMs) {
         if (this.clock.synced)
@@ -269,18 +273,23 @@ export class WorldView {
             return this.latestTick;
         return this.latestTick + ((nowMs - this.latestArrivalMs) * this.tickRate) / 1000;
     }
-    /** The tick `sample(nowMs)` renders: server time − interpDelay, at most one tick past the newest state. */
+    /**
+     * The tick `sample(nowMs)` renders: server time − interpDelay, at most one send period (one
+     * tick, or `everyNTicks`) past the newest state.
+     */
     renderTick(nowMs) {
         const st = this.serverTick(nowMs) - (this.interpDelayMs * this.tickRate) / 1000;
         if (!Number.isFinite(st))
             return this.latestTick;
-        return Math.min(st, this.latestTick + 1);
+        return Math.min(st, this.latestTick + this.period());
     }
     /**
      * Every agent of the view at local time `renderTimeMs` (default `performance.now()`):
      * positions and headings interpolated between the two states around `renderTick` (each agent
-     * as its cell held it then), extrapolated along the velocity by at most one tick past the
-     * newest state. The returned array and its objects are reused by the next call.
+     * as its cell held it then), extrapolated along the velocity by at most one send period past
+     * the newest state. With `everyNTicks` N a cell's change reached at state tick t happened
+     * somewhere in the N ticks before t: it is interpolated over them (give `interpDelayMs` at
+     * least one send period, N / tick rate, to render between states rather than ahead of them). The returned array and its objects are reused by the next call.
      */
     sample(renderTimeMs = now()) {
         const target = this.renderTick(renderTimeMs);
@@ -288,6 +297,7 @@ export class WorldView {
         const pool = this.pool;
         const ps = this.quant.pos_step;
         const vs = this.quant.vel_step;
+        const period = this.period();
         const rate = this.tickRate;
         let n = 0;
         for (const h of this.history.values()) {
@@ -303,12 +313,12 @@ export class WorldView {
             let ext = 0;
             if (s1) {
                 // The cell held s0 until the tick before s1.
-                const t1 = Math.max(s0.tick, s1.tick - 1);
+                const t1 = Math.max(s0.tick, s1.tick - period);
                 if (target > t1)
                     f = (target - t1) / (s1.tick - t1);
             }
             else if (target > s0.tick) {
-                ext = Math.min(target - s0.tick, 1) / rate; // seconds of extrapolation
+                ext = Math.min(target - s0.tick, period) / rate; // seconds of extrapolation
             }
             const ids = s0.id;
             const v0 = s0.v;
