@@ -1188,3 +1188,37 @@ pub async fn kill9_while_saving(agents: usize, rounds: u32, time_box: Duration) 
     assert!(temp_files(&scen_dir).is_empty(), "temp files not swept: {:?}", temp_files(&scen_dir));
     f
 }
+
+/// What a message carries of cell state: a keyframe, a delta, or (protocol 4, binary) a `cells`
+/// message with keyframe and/or delta entries.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct StateMsg {
+    /// The message's tick (a keyframe's state tick).
+    pub tick: u64,
+    /// It carries a checksum.
+    pub checksum: bool,
+    /// It carries a keyframe.
+    pub keyframe: bool,
+    /// It carries a delta.
+    pub delta: bool,
+}
+
+/// The cell state `m` carries, if any.
+pub fn state_of(m: &ServerMsg) -> Option<StateMsg> {
+    match m {
+        ServerMsg::Keyframe(k) => Some(StateMsg { tick: k.tick, checksum: k.checksum.is_some(), keyframe: true, delta: false }),
+        ServerMsg::Delta(d) => Some(StateMsg { tick: d.tick, checksum: d.checksum.is_some(), keyframe: false, delta: true }),
+        ServerMsg::Cells(c) => Some(StateMsg {
+            tick: c.tick,
+            checksum: c.checksum.is_some(),
+            keyframe: c.entries.iter().any(|e| matches!(e, proto::CellEntry::Keyframe(_))),
+            delta: c.entries.iter().any(|e| matches!(e, proto::CellEntry::Delta(_))),
+        }),
+        _ => None,
+    }
+}
+
+/// `m` carries a delta (a `delta`, or a `cells` message with a delta entry).
+pub fn is_delta(m: &ServerMsg) -> bool {
+    state_of(m).is_some_and(|s| s.delta)
+}

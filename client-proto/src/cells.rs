@@ -270,6 +270,29 @@ impl<'de> Deserialize<'de> for RawBytes {
     }
 }
 
+/// The binary encoding of a whole `cells` message (`ServerMsg` variant 7) from entries already
+/// packed by an [`EntriesWriter`]: exactly what [`crate::encode_binary`] makes of the same
+/// message.
+pub fn encode_cells_binary(world: u32, tick: u64, span: u32, checksum: Option<u64>, entries: &[u8]) -> Result<Vec<u8>, crate::frames::EncodeError> {
+    #[derive(Serialize)]
+    struct Raw<'a> {
+        variant: u32,
+        world: u32,
+        tick: u64,
+        span: u32,
+        checksum: Option<Checksum>,
+        entries: RawRef<'a>,
+    }
+    struct RawRef<'a>(&'a [u8]);
+    impl Serialize for RawRef<'_> {
+        fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+            s.serialize_bytes(self.0)
+        }
+    }
+    let raw = Raw { variant: 7, world, tick, span, checksum: checksum.map(Checksum), entries: RawRef(entries) };
+    bincode::serde::encode_to_vec(&raw, crate::codec::bincode_config()).map_err(|e| crate::frames::EncodeError::Serialize(e.to_string()))
+}
+
 #[derive(Serialize, Deserialize)]
 struct CellsBin {
     world: u32,
@@ -449,6 +472,8 @@ mod tests {
         let key = Keyframe { world: 1, cell: 2, tick: 30, checksum: None, agents: prev.to_vec() };
         let msg = crate::ServerMsg::Cells(Cells { world: 1, tick: 42, span: 2, checksum: Some(Checksum(7)), entries: vec![CellEntry::Keyframe(key.clone()), CellEntry::Delta(d.clone())] });
         let bin = crate::encode_binary(&msg).unwrap();
+        let crate::ServerMsg::Cells(c) = &msg else { panic!() };
+        assert_eq!(encode_cells_binary(1, 42, 2, Some(7), &c.pack_entries().unwrap()).unwrap(), bin);
         let back: crate::ServerMsg = crate::decode_binary(&bin, 1 << 20).unwrap();
         // Binary changes carry base indices only.
         d.changed.iter_mut().for_each(|c| c.id = None);

@@ -212,7 +212,10 @@ fn other_cell_states() -> [(u64, Vec<QAgent>); 2] {
 /// 101 (cell 37's delta), 102 (both cells: cell 36's delta from 95, cell 37's left + entered),
 /// then 105 with span 3 (cell 37's delta from 102, its base implied by the span). Each with the
 /// bases of its deltas by cell.
-fn cells_frames() -> Vec<(ServerMsg, Vec<(u32, Vec<QAgent>)>)> {
+/// A message with the base state of its deltas, by cell.
+type WithBases = (ServerMsg, Vec<(u32, Vec<QAgent>)>);
+
+fn cells_frames() -> Vec<WithBases> {
     let q = Quantization::default();
     let c37 = chain_states();
     let c36 = other_cell_states();

@@ -276,6 +276,12 @@ pub struct LimitSettings {
     /// every tick). Clients verify each checksum over the whole cell, so fewer save their CPU;
     /// the delta chain itself is checked on every frame.
     pub checksum_every_ticks: u32,
+    /// Largest `Subscribe.every_n_ticks` a client may ask for (each rate in use keeps one more
+    /// copy of every cell's state in the world thread: at most this many copies).
+    pub max_every_n_ticks: u32,
+    /// Shared `cells` messages per world and tick (one per distinct subscription rectangle and
+    /// rate); subscribers beyond it build their own message.
+    pub max_shared_messages: usize,
     /// A recording stops once its file reaches this many bytes.
     pub recording_max_bytes: u64,
     /// Recording files kept per world (starting one deletes the oldest beyond this).
@@ -343,6 +349,8 @@ impl Default for LimitSettings {
             sim_threads: 0,
             parallel_step_min_agents: 20_000,
             checksum_every_ticks: 10,
+            max_every_n_ticks: 20,
+            max_shared_messages: 256,
             recording_max_bytes: 64 << 20,
             recording_max_files: 8,
             recording_hash_every_ticks: 20,
@@ -400,6 +408,8 @@ impl Settings {
             ("limits.nav_threads", l.nav_threads as f64),
             ("limits.max_queued_field_builds", l.max_queued_field_builds as f64),
             ("limits.checksum_every_ticks", f64::from(l.checksum_every_ticks)),
+            ("limits.max_every_n_ticks", f64::from(l.max_every_n_ticks)),
+            ("limits.max_shared_messages", l.max_shared_messages as f64),
             ("limits.max_requests_per_turn", l.max_requests_per_turn as f64),
             ("limits.body_timeout_ms", l.body_timeout_ms as f64),
             ("limits.max_http_connections", l.max_http_connections as f64),
@@ -413,6 +423,9 @@ impl Settings {
             if !(v.is_finite() && v > 0.0) {
                 return Err(format!("{name} must be a positive number"));
             }
+        }
+        if l.max_every_n_ticks > 1200 {
+            return Err("limits.max_every_n_ticks must be at most 1200".into());
         }
         if l.max_message_bytes > 64 << 20 {
             return Err("limits.max_message_bytes must be at most 64 MiB".into());

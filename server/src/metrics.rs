@@ -44,6 +44,14 @@ pub struct Metrics {
     pub frames_dropped: Counter,
     /// Keyframes sent.
     pub keyframes_sent: Counter,
+    /// `cells` messages built (shared ones once, private ones per connection).
+    pub cells_built: Counter,
+    /// `cells` messages sent as a shared message another connection built.
+    pub cells_shared_hits: Counter,
+    /// Microseconds connections spent writing their messages to the socket.
+    pub send_micros: Counter,
+    /// WebSocket messages written to sockets (one per write of a batch).
+    pub ws_messages: Counter,
     /// Connections refused (limits) or closed for abuse.
     pub connections_refused: Counter,
     /// WebSocket clients closed as slow consumers (4008: a write blocked past the timeout).
@@ -85,6 +93,10 @@ impl Metrics {
             bytes_sent: Counter::default(),
             frames_dropped: Counter::default(),
             keyframes_sent: Counter::default(),
+            cells_built: Counter::default(),
+            cells_shared_hits: Counter::default(),
+            send_micros: Counter::default(),
+            ws_messages: Counter::default(),
             connections_refused: Counter::default(),
             slow_closes: Counter::default(),
             commands: Family::default(),
@@ -105,6 +117,10 @@ impl Metrics {
         registry.register("bytes_sent", "Bytes of frames sent to clients", m.bytes_sent.clone());
         registry.register("frames_dropped", "Tick frames skipped by slow clients (resynced by keyframes)", m.frames_dropped.clone());
         registry.register("keyframes_sent", "Keyframes sent", m.keyframes_sent.clone());
+        registry.register("cells_messages_built", "Cells messages built (shared ones once, private ones per connection)", m.cells_built.clone());
+        registry.register("cells_shared_hits", "Cells messages sent as built by another connection (shared)", m.cells_shared_hits.clone());
+        registry.register("send_microseconds", "Microseconds spent writing messages to client sockets", m.send_micros.clone());
+        registry.register("ws_messages_sent", "WebSocket messages written to client sockets", m.ws_messages.clone());
         registry.register("connections_refused", "Connections refused or closed by limits", m.connections_refused.clone());
         registry.register("slow_consumers_closed", "WebSocket clients closed as slow consumers (4008)", m.slow_closes.clone());
         registry.register("commands", "Commands by kind and result", m.commands.clone());

@@ -2,6 +2,7 @@
 //! data dir (see `steerd_tests` for how the binary is found) and drives it over real sockets.
 //!
 //! * `ws` — MoveTo over WebSocket, keyframe/delta chain vs snapshot, graceful shutdown.
+//! * `fanout` — one shared `cells` message per tick, `every_n_ticks`, nothing for a world at rest.
 //! * `rest` — `/health`, `/metrics`, `/openapi.json`.
 //! * `bad_input` — every kind of malformed or out-of-range input.
 //! * `avoidance` — the `reciprocal_avoidance` behaviour over REST and WebSocket, and
@@ -20,6 +21,7 @@
 mod auth;
 mod avoidance;
 mod bad_input;
+mod fanout;
 mod http_guard;
 mod limits;
 mod overload;

@@ -332,19 +332,23 @@ async fn owned_visibility_hides_what_a_player_cannot_see() {
         };
         // Own agents as the client holds them now (at most a tick off the record's).
         let own: Vec<[f32; 2]> = a.agents().iter().filter(|x| mine.contains(&x.id)).map(|x| q.dequantize(x).0).collect();
-        // Everything the client now holds of the frame's cell is what the server revealed.
-        let (wid, cell) = match &m {
+        // Everything the client now holds of the message's cells is what the server revealed.
+        let (wid, cells): (u32, Vec<u32>) = match &m {
             ServerMsg::Keyframe(k) => {
                 last = last.max(k.tick);
-                (k.world, k.cell)
+                (k.world, vec![k.cell])
             }
             ServerMsg::Delta(d) => {
                 last = last.max(d.tick);
-                (d.world, d.cell)
+                (d.world, vec![d.cell])
+            }
+            ServerMsg::Cells(c) => {
+                last = last.max(c.tick);
+                (c.world, c.entries.iter().map(|e| e.cell()).collect())
             }
             _ => continue,
         };
-        let recs: Vec<proto::QAgent> = a.state.cell(wid, cell).map(|c| c.agents().to_vec()).unwrap_or_default();
+        let recs: Vec<proto::QAgent> = cells.iter().flat_map(|&cell| a.state.cell(wid, cell).map(|c| c.agents().to_vec()).unwrap_or_default()).collect();
         for r in recs {
             records += 1;
             if mine.contains(&r.id) {

@@ -1,6 +1,5 @@
 //! Operational endpoints.
 
-use steer_proto::ServerMsg;
 use steerd_tests::*;
 
 /// Issue 5 (8): `/health` is 200 `"status":"ok"`; `/metrics` exposes tick durations, frames sent
@@ -15,7 +14,7 @@ async fn health_and_metrics() {
     assert_eq!(body["worlds"]["demo"]["alive"], true, "{body}");
     let mut ws = srv.ws().await;
     ws.subscribe("demo", whole_world()).await;
-    assert!(ws.next_until(WAIT, |m| matches!(m, ServerMsg::Delta(_))).await.is_some());
+    assert!(ws.next_until(WAIT, is_delta).await.is_some());
     let rid = ws.rid();
     // A command that fails (no such agent) still counts.
     let _ = ws.request(&move_to_msg(rid, "demo", vec![999_999], 1.0, 1.0, 0.0)).await;

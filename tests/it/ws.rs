@@ -77,8 +77,9 @@ fn quantized(snap: &serde_json::Value) -> Vec<QAgent> {
     v
 }
 
-/// Issue 5 (2): keyframes + deltas, applied by `ClientState`, equal the snapshot's quantized
-/// agents exactly once the world is paused, for a binary and a JSON client.
+/// Issue 5 (2): keyframes + deltas (in `cells` messages for binary clients, issue 16), applied by
+/// `ClientState`, equal the snapshot's quantized agents exactly once the world is paused, for a
+/// binary and a JSON client.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn frame_chain_equals_snapshot() {
     let srv = Server::fresh("chain", Opts::default());
@@ -104,14 +105,14 @@ async fn frame_chain_equals_snapshot() {
     let snap = http.get("/worlds/demo/snapshot").await.ok();
     let expected = quantized(&snap);
     assert!(expected.len() > 50, "demo world has agents");
-    // Batched: a tick's deltas of every changed cell arrive in one WebSocket message.
+    // Binary (protocol 4): a tick's entries of every changed cell arrive in one `cells` message;
+    // JSON keeps a message per cell.
     assert!(cells.len() >= 4, "the demo world spans several AOI cells ({})", cells.len());
-    assert!(
-        batched.binary_frames * 4 < batched.messages,
-        "batched: {} frames for {} messages",
-        batched.binary_frames,
-        batched.messages
-    );
+    for ws in [&bin, &batched] {
+        assert!(ws.deltas > 2 * ws.cells_messages, "{} delta entries in {} cells messages", ws.deltas, ws.cells_messages);
+    }
+    assert_eq!(js.cells_messages, 0, "JSON: per-cell frames");
+    assert!(batched.binary_frames <= batched.messages, "batched: {} frames for {} messages", batched.binary_frames, batched.messages);
     assert_eq!(bin.binary_frames, bin.messages, "unbatched: one message per frame");
     for ws in [&bin, &js, &batched] {
         assert_eq!(ws.keyframes, cells.len() as u64, "{:?}: one keyframe per cell, no resync", ws.enc);
@@ -135,7 +136,7 @@ async fn graceful_shutdown_closes_with_1001_and_exits_0() {
     let mut b = Ws::connect_with(srv.addr, None, Encoding::Json).await.expect("connect");
     b.hello(None).await;
     // Frames flow before the signal.
-    assert!(a.next_until(WAIT, |m| matches!(m, ServerMsg::Delta(_))).await.is_some());
+    assert!(a.next_until(WAIT, is_delta).await.is_some());
     srv.terminate();
     assert_eq!(a.expect_close(Duration::from_secs(10)).await, Some(1001), "subscriber");
     assert_eq!(b.expect_close(Duration::from_secs(10)).await, Some(1001), "idle client");

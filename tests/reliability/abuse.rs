@@ -422,7 +422,7 @@ pub async fn t05_barrage(cfg: Cfg) -> Outcome {
     let _ = stop.send(());
     let (mut c, _) = control.await.expect("control client");
     let t = c.last_tick;
-    gate(c.next_until(WAIT, |m| matches!(m, ServerMsg::Delta(d) if d.tick > t)).await.is_some(), || "ticks stopped coming".into());
+    gate(c.next_until(WAIT, |m| state_of(m).is_some_and(|s| s.delta && s.tick > t)).await.is_some(), || "ticks stopped coming".into());
     let grew = mib(rss1.saturating_sub(rss0));
     gate(grew < 10.0, || format!("RSS grew {grew:.1} MiB over the barrage"));
     no_panic(&srv);

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use steer_proto::{self as proto, ServerMsg};
+use steer_proto as proto;
 use steerd_tests::*;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
@@ -202,18 +202,14 @@ pub async fn starved_client_main(args: &[String]) {
     while t0.elapsed() < Duration::from_secs(secs) {
         match ws.next(Duration::from_secs(5)).await {
             Next::Msg(m) => {
-                let (tick, checksum) = match &m {
-                    ServerMsg::Keyframe(k) => (k.tick, k.checksum.is_some()),
-                    ServerMsg::Delta(d) => (d.tick, d.checksum.is_some()),
-                    _ => continue,
-                };
+                let Some(StateMsg { tick, checksum, keyframe, .. }) = state_of(&m) else { continue };
                 // `Ws` applied it: a mismatching checksum or chain break would have panicked.
                 let now = Instant::now();
                 let (t_first, at) = *tick0.get_or_insert((tick, now));
                 let expected = t_first as f64 + now.duration_since(at).as_secs_f64() * rate;
                 late = ((expected - tick as f64) / rate).max(0.0);
                 max_late = max_late.max(late);
-                if matches!(m, ServerMsg::Keyframe(_)) && ws.keyframes > cells && resync_at.is_none() {
+                if keyframe && ws.keyframes > cells && resync_at.is_none() {
                     resync_at = Some(now);
                 }
                 if checksum {
@@ -263,10 +259,10 @@ pub async fn t08_delta_chain(cfg: Cfg) -> Outcome {
                 let until = Instant::now() + Duration::from_millis(200 + rng.below(800));
                 while Instant::now() < until {
                     match ws.next(Duration::from_millis(100)).await {
-                        Next::Msg(ServerMsg::Delta(d)) if d.checksum.is_some() => {
+                        Next::Msg(m) if state_of(&m).is_some_and(|s| s.delta && s.checksum) => {
                             counts[0].fetch_add(1, Ordering::Relaxed);
                         }
-                        Next::Msg(ServerMsg::Keyframe(_)) => {
+                        Next::Msg(m) if state_of(&m).is_some_and(|s| s.keyframe) => {
                             counts[1].fetch_add(1, Ordering::Relaxed);
                         }
                         Next::Closed(c) => {

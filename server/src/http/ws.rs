@@ -93,6 +93,10 @@ fn into_messages(batch: Vec<(Bytes, Encoding)>, combine: bool) -> Vec<Message> {
     if !combine {
         return batch.into_iter().filter_map(|(b, e)| to_message(b, e)).collect();
     }
+    // One binary message (a tick's `cells` alone, often a shared one) goes as it is, uncopied.
+    if let [(_, Encoding::Binary)] = batch.as_slice() {
+        return batch.into_iter().filter_map(|(b, e)| to_message(b, e)).collect();
+    }
     let mut out = Vec::new();
     let mut run: Vec<u8> = Vec::new();
     for (b, e) in batch {
@@ -220,7 +224,7 @@ enum Ctl {
     Send(Bytes, Encoding),
     /// Start (or move) a subscription: keyframes for `cells`, then deltas (`result`: the
     /// command result to send first; none for a subscription restored by a resume).
-    Subscribe { world: WorldHandle, cells: Vec<u32>, result: Option<Bytes> },
+    Subscribe { world: WorldHandle, cells: Vec<u32>, span: u32, result: Option<Bytes> },
     /// Who the connection is (set by Hello, before Welcome): what its frames are filtered by.
     Viewer(Viewer),
     /// A message for this connection alone, in its encoding.
@@ -233,6 +237,12 @@ enum Ctl {
 
 struct Sub {
     cells: Vec<u32>,
+    /// `every_n_ticks`.
+    span: u32,
+    /// Its shared messages' key.
+    key: crate::runtime::SetKey,
+    /// Keeps the world diffing this rate's cells while the subscription lives.
+    _rate: crate::runtime::RateGuard,
     need_key: Vec<bool>,
     /// Under `owned` visibility: the client holds this cell's content (a cell that goes out of
     /// sight is emptied with an empty keyframe).
@@ -300,61 +310,169 @@ impl SharedEncoding {
     }
 }
 
-impl Sub {
-    /// Keyframes of every subscribed cell the viewer may see from `frame`, now.
-    fn keyframes(&mut self, frame: &TickFrame, viewer: &Viewer, enc: Encoding, batch: &mut Vec<(Bytes, Encoding)>) -> u64 {
-        let vision = viewer.vision(frame);
-        let mut sent = 0;
-        for (k, &c) in self.cells.iter().enumerate() {
-            if let Some(v) = vision {
-                if !v.is_some_and(|v| v.get(c as usize).copied().unwrap_or(false)) {
-                    continue;
-                }
-                self.shown[k] = true;
-            }
-            if let Some(cf) = frame.cells.get(c as usize) {
-                batch.push((cf.key.encoded(enc), enc));
-                self.need_key[k] = false;
-                sent += 1;
-            }
-        }
-        self.after = frame.tick;
-        sent
-    }
+/// What a subscription takes of one cell this tick.
+enum Want {
+    Skip,
+    Key,
+    Delta,
+    /// An empty keyframe: the cell went out of the viewer's sight.
+    Empty,
+}
 
-    /// This frame's messages for the viewer: keyframes where needed, deltas otherwise; under
-    /// `owned` visibility only cells in sight, and an empty keyframe for a cell leaving it.
-    fn frame(&mut self, frame: &TickFrame, viewer: &Viewer, enc: Encoding, batch: &mut Vec<(Bytes, Encoding)>) -> u64 {
+/// The state tick of a key and the base tick of a delta.
+fn frame_ticks(m: &ServerMsg) -> u64 {
+    match m {
+        ServerMsg::Keyframe(k) => k.tick,
+        ServerMsg::Delta(d) => d.base_tick,
+        _ => 0,
+    }
+}
+
+/// The `cells` message (PROTOCOL.md §6.8) of `sub_cells` at `frame`'s tick: each cell's entry as
+/// `want` says, from the bodies every cell frame encodes once. Empty when no cell has an entry.
+fn build_cells(frame: &TickFrame, span: u32, cells: &[crate::runtime::CellFrame], sub_cells: &[u32], mut want: impl FnMut(usize, u32, &crate::runtime::CellFrame) -> Want) -> Bytes {
+    let mut w = proto::EntriesWriter::new(frame.tick, span, 64 * sub_cells.len().min(4096));
+    // The cell frames whose state each entry leaves (`None`: emptied), for the checksum.
+    let mut after: Vec<Option<&crate::runtime::CellFrame>> = Vec::new();
+    let mut has_key = false;
+    for (k, &c) in sub_cells.iter().enumerate() {
+        let Some(cf) = cells.get(c as usize) else { continue };
+        let r = match want(k, c, cf) {
+            Want::Skip => continue,
+            Want::Key => {
+                has_key = true;
+                after.push(Some(cf));
+                w.keyframe(c, frame_ticks(&cf.key.msg), &cf.key.body())
+            }
+            Want::Empty => {
+                has_key = true;
+                after.push(None);
+                w.keyframe(c, frame.tick, &[0])
+            }
+            Want::Delta => match &cf.delta {
+                Some(d) => {
+                    after.push(Some(cf));
+                    w.delta(c, frame_ticks(&d.msg), &d.body())
+                }
+                None => continue,
+            },
+        };
+        if let Err(e) = r {
+            tracing::error!("cannot build a cells message: {e}");
+            return Bytes::new();
+        }
+    }
+    if w.is_empty() {
+        return Bytes::new();
+    }
+    let checksum = (has_key || frame.checksum_due(span)).then(|| proto::fold_checksums(after.iter().map(|cf| cf.map_or(proto::FNV_OFFSET, |cf| cf.key.sum()))));
+    proto::encode_cells_binary(frame.world, frame.tick, span, checksum, &w.finish()).map(Bytes::from).unwrap_or_default()
+}
+
+impl Sub {
+    /// This frame's state for the viewer: keyframes where owed, deltas on the subscription's
+    /// ticks; under `owned` visibility only cells in sight, and an empty keyframe for a cell
+    /// leaving it. Binary connections get one `cells` message (shared with every subscription
+    /// of the same rectangle and rate when nothing about it is per connection), JSON ones a
+    /// message per cell. With `events`, the frame's events for the viewer follow. Returns the
+    /// keyframes sent.
+    fn frame(&mut self, frame: &TickFrame, viewer: &Viewer, enc: Encoding, batch: &mut Vec<(Bytes, Encoding)>, events: bool, m: &crate::metrics::Metrics) -> u64 {
         if frame.reset {
             self.need_key.iter_mut().for_each(|k| *k = true);
         }
-        let vision = viewer.vision(frame);
         let mut keys = 0;
-        for (k, &c) in self.cells.iter().enumerate() {
-            let Some(cf) = frame.cells.get(c as usize) else { continue };
-            if let Some(v) = vision {
-                if !v.is_some_and(|v| v.get(c as usize).copied().unwrap_or(false)) {
-                    if self.shown[k] {
-                        batch.extend(empty_keyframe(frame.world, c, frame.tick, enc).map(|b| (b, enc)));
-                        self.shown[k] = false;
-                    }
-                    // Back in sight: a keyframe, never a delta on what the client does not hold.
-                    self.need_key[k] = true;
-                    continue;
-                }
-                self.shown[k] = true;
-            }
-            if self.need_key[k] {
-                batch.push((cf.key.encoded(enc), enc));
-                self.need_key[k] = false;
-                keys += 1;
-            } else if let Some(d) = &cf.delta {
-                batch.push((d.encoded(enc), enc));
+        if let Some((cells, due)) = frame.cells_at(self.span) {
+            let vision = viewer.vision(frame);
+            let owed = self.need_key.iter().any(|&k| k);
+            if due || owed {
+                keys = match enc {
+                    Encoding::Binary => self.cells_message(frame, cells, due, vision, owed, batch, m),
+                    Encoding::Json => self.json_frames(frame, cells, due, vision, batch),
+                };
             }
         }
-        for e in &frame.events {
-            if viewer.wants(frame, e) {
-                batch.push((e.msg.encoded(enc), enc));
+        if events {
+            for e in &frame.events {
+                if viewer.wants(frame, e) {
+                    batch.push((e.msg.encoded(enc), enc));
+                }
+            }
+        }
+        keys
+    }
+
+    /// Whether cell `c` is out of the viewer's sight; updates what the client holds.
+    fn hidden(&mut self, k: usize, c: u32, vision: Option<Option<&Vec<bool>>>) -> Option<Want> {
+        let v = vision?;
+        if v.is_some_and(|v| v.get(c as usize).copied().unwrap_or(false)) {
+            self.shown[k] = true;
+            return None;
+        }
+        // Back in sight later: a keyframe, never a delta on what the client does not hold.
+        self.need_key[k] = true;
+        Some(if std::mem::replace(&mut self.shown[k], false) { Want::Empty } else { Want::Skip })
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn cells_message(&mut self, frame: &TickFrame, cells: &[crate::runtime::CellFrame], due: bool, vision: Option<Option<&Vec<bool>>>, owed: bool, batch: &mut Vec<(Bytes, Encoding)>, m: &crate::metrics::Metrics) -> u64 {
+        let span = self.span;
+        if vision.is_none() && !owed {
+            // Nothing per connection: the message every subscription of this rectangle and rate
+            // gets.
+            let build = || build_cells(frame, span, cells, &self.cells, |_, _, _| Want::Delta);
+            let (b, built) = frame.shared_message(self.key, build).unwrap_or_else(|| (build_cells(frame, span, cells, &self.cells, |_, _, _| Want::Delta), true));
+            if built {
+                m.cells_built.inc();
+            } else {
+                m.cells_shared_hits.inc();
+            }
+            if !b.is_empty() {
+                batch.push((b, Encoding::Binary));
+            }
+            return 0;
+        }
+        let mut keys = 0;
+        let sub_cells = std::mem::take(&mut self.cells);
+        let b = build_cells(frame, span, cells, &sub_cells, |k, c, _| {
+            if let Some(w) = self.hidden(k, c, vision) {
+                return w;
+            }
+            if std::mem::replace(&mut self.need_key[k], false) {
+                keys += 1;
+                Want::Key
+            } else if due {
+                Want::Delta
+            } else {
+                Want::Skip
+            }
+        });
+        self.cells = sub_cells;
+        m.cells_built.inc();
+        if !b.is_empty() {
+            batch.push((b, Encoding::Binary));
+        }
+        keys
+    }
+
+    fn json_frames(&mut self, frame: &TickFrame, cells: &[crate::runtime::CellFrame], due: bool, vision: Option<Option<&Vec<bool>>>, batch: &mut Vec<(Bytes, Encoding)>) -> u64 {
+        let enc = Encoding::Json;
+        let mut keys = 0;
+        for k in 0..self.cells.len() {
+            let c = self.cells[k];
+            let Some(cf) = cells.get(c as usize) else { continue };
+            match self.hidden(k, c, vision) {
+                Some(Want::Empty) => {
+                    batch.extend(empty_keyframe(frame.world, c, frame.tick, enc).map(|b| (b, enc)));
+                    continue;
+                }
+                Some(_) => continue,
+                None => {}
+            }
+            if std::mem::replace(&mut self.need_key[k], false) {
+                batch.push((cf.key.encoded(enc), enc));
+                keys += 1;
+            } else if let (true, Some(d)) = (due, &cf.delta) {
+                batch.push((d.encoded(enc), enc));
             }
         }
         keys
@@ -443,7 +561,7 @@ async fn send_task(
                 Some(Ctl::Send(b, e)) => batch.push((b, e)),
                 Some(Ctl::Direct(d)) => batch.push((d.encoded(enc), enc)),
                 Some(Ctl::Viewer(v)) => viewer = v,
-                Some(Ctl::Subscribe { world, cells, result }) => {
+                Some(Ctl::Subscribe { world, cells, span, result }) => {
                     batch.extend(result.map(|r| (r, enc)));
                     if !streams.contains_key(&world.id) {
                         m.subscribers.inc();
@@ -451,10 +569,14 @@ async fn send_task(
                     // Receiver first, then the newest frame: any frame published in between
                     // is in the receiver and is skipped by `after` if the keyframes cover it.
                     streams.insert(world.id, BroadcastStream::new(world.subscribe()));
-                    let mut sub = Sub { need_key: vec![true; cells.len()], shown: vec![false; cells.len()], cells, after: 0 };
+                    let key = (span, cells.first().copied().unwrap_or(0), cells.last().copied().unwrap_or(0), cells.len());
+                    let mut sub = Sub { need_key: vec![true; cells.len()], shown: vec![false; cells.len()], span, key, _rate: world.rates.hold(span), cells, after: 0 };
                     if let Some(latest) = world.latest() {
-                        let n = sub.keyframes(&latest, &viewer, enc, &mut batch);
+                        // Keyframes now (at the newest frame's tick); a rate the world does not
+                        // keep yet starts with its first frame.
+                        let n = sub.frame(&latest, &viewer, enc, &mut batch, false, m);
                         m.keyframes_sent.inc_by(n);
+                        sub.after = latest.tick;
                     }
                     subs.insert(world.id, sub);
                 }
@@ -471,7 +593,7 @@ async fn send_task(
                 match item {
                     Ok(frame) if frame.tick <= sub.after => {}
                     Ok(frame) => {
-                        let n = sub.frame(&frame, &viewer, enc, &mut batch);
+                        let n = sub.frame(&frame, &viewer, enc, &mut batch, true, m);
                         m.keyframes_sent.inc_by(n);
                     }
                     Err(BroadcastStreamRecvError::Lagged(n)) => {
@@ -488,14 +610,20 @@ async fn send_task(
         }
         let bytes: usize = batch.iter().map(|(b, _)| b.len()).sum();
         let n = batch.len();
+        let msgs = into_messages(batch, combine);
+        let ws_messages = msgs.len() as u64;
+        let started = Instant::now();
         let write = async {
-            for msg in into_messages(batch, combine) {
+            for msg in msgs {
                 sink.feed(msg).await?;
             }
             sink.flush().await
         };
-        match tokio::time::timeout(write_timeout, write).await {
+        let written = tokio::time::timeout(write_timeout, write).await;
+        m.send_micros.inc_by(started.elapsed().as_micros() as u64);
+        match written {
             Ok(Ok(())) => {
+                m.ws_messages.inc_by(ws_messages);
                 m.frames_sent.inc_by(n as u64);
                 m.bytes_sent.inc_by(bytes as u64);
                 window.1 += bytes as u64;
@@ -563,8 +691,8 @@ struct Conn {
     bad: u32,
     limited: u32,
     subscribed: Vec<u32>,
-    /// (world name, area) of each subscription, kept for a resume.
-    subs: Vec<(String, proto::Area)>,
+    /// (world name, area, every_n_ticks) of each subscription, kept for a resume.
+    subs: Vec<(String, proto::Area, u32)>,
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -762,14 +890,14 @@ impl Conn {
                     .map_or(0, |w| w.stats.tick.load(std::sync::atomic::Ordering::Relaxed));
                 return self.send(ServerMsg::Pong(proto::Pong { request_id: p.request_id, server_tick: tick })).await;
             }
-            ClientMsg::Subscribe(s) => return self.subscribe(rid, &s.world, &s.area).await,
+            ClientMsg::Subscribe(s) => return self.subscribe(rid, &s.world, &s.area, s.every_n_ticks).await,
             ClientMsg::Unsubscribe(u) => {
                 let w = match self.world(&u.world) {
                     Ok(w) => w,
                     Err(b) => return self.reply(rid, proto::Outcome::Error(b)).await,
                 };
                 self.subscribed.retain(|x| *x != w.id);
-                self.subs.retain(|(n, _)| *n != w.name);
+                self.subs.retain(|(n, _, _)| *n != w.name);
                 let result = encode(&ServerMsg::CommandResult(proto::CommandResult { request_id: rid, result: proto::Outcome::Ok(proto::Done {}) }), self.enc);
                 return self.ctl.send(Ctl::Unsubscribe { world: w.id, result }).await.is_ok();
             }
@@ -864,8 +992,8 @@ impl Conn {
             }
             // A resumed session gets its subscriptions back (keyframes of every cell), then the
             // events about its agents it missed.
-            for (world, area) in restore {
-                if self.world(&world).is_ok() && !self.subscribe_inner(None, &world, &area).await {
+            for (world, area, span) in restore {
+                if self.world(&world).is_ok() && !self.subscribe_inner(None, &world, &area, span).await {
                     return false;
                 }
             }
@@ -899,12 +1027,12 @@ impl Conn {
         .await
     }
 
-    async fn subscribe(&mut self, rid: u32, world: &str, area: &proto::Area) -> bool {
-        self.subscribe_inner(Some(rid), world, area).await
+    async fn subscribe(&mut self, rid: u32, world: &str, area: &proto::Area, span: u32) -> bool {
+        self.subscribe_inner(Some(rid), world, area, span).await
     }
 
     /// Subscribes (`rid`: answer the command; none for a subscription a resume restores).
-    async fn subscribe_inner(&mut self, rid: Option<u32>, world: &str, area: &proto::Area) -> bool {
+    async fn subscribe_inner(&mut self, rid: Option<u32>, world: &str, area: &proto::Area, span: u32) -> bool {
         let fail = |code: ErrorCode, message: String, field: &str| proto::ErrorBody { code, message, field: Some(field.into()) };
         let w = match self.world(world) {
             Ok(w) => w,
@@ -912,6 +1040,10 @@ impl Conn {
         };
         if !self.subscribed.contains(&w.id) && self.subscribed.len() >= self.state.settings.limits.max_subscriptions {
             return self.fail(rid, fail(ErrorCode::InvalidField, "too many subscriptions".into(), "world")).await;
+        }
+        if span == 0 || span > w.rates.max() {
+            let message = format!("every_n_ticks must be between 1 and {} (got {span})", w.rates.max());
+            return self.fail(rid, fail(ErrorCode::InvalidField, message, "every_n_ticks")).await;
         }
         let info = w.world_info();
         let cells = info.cells_in(area);
@@ -929,8 +1061,8 @@ impl Conn {
         if !self.subscribed.contains(&w.id) {
             self.subscribed.push(w.id);
         }
-        self.subs.retain(|(n, _)| *n != w.name);
-        self.subs.push((w.name.clone(), area.clone()));
+        self.subs.retain(|(n, _, _)| *n != w.name);
+        self.subs.push((w.name.clone(), area.clone(), span));
         let result = rid.map(|request_id| {
             encode(
                 &ServerMsg::CommandResult(proto::CommandResult {
@@ -940,7 +1072,7 @@ impl Conn {
                 self.enc,
             )
         });
-        self.ctl.send(Ctl::Subscribe { world: w, cells, result }).await.is_ok()
+        self.ctl.send(Ctl::Subscribe { world: w, cells, span, result }).await.is_ok()
     }
 
     /// Answers a failed subscribe (with a request id) or logs a failed restore.

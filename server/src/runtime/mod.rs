@@ -7,7 +7,7 @@ pub mod players;
 pub mod registry;
 pub mod world;
 
-pub use frames::{CellFrame, FrameEvent, TickFrame};
+pub use frames::{CellFrame, FrameEvent, SetKey, TickFrame};
 pub use players::Players;
 pub use registry::{Registry, RegistryError};
-pub use world::{Actor, CmdError, SessionId, WorldHandle, WorldSpawn};
+pub use world::{Actor, CmdError, RateGuard, SessionId, WorldHandle, WorldSpawn};

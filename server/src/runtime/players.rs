@@ -53,8 +53,8 @@ struct Player {
 #[derive(Debug)]
 struct Session {
     identity: Identity,
-    /// (world, area) subscriptions saved at the drop.
-    subs: Vec<(String, proto::Area)>,
+    /// (world, area, every_n_ticks) subscriptions saved at the drop.
+    subs: Vec<(String, proto::Area, u32)>,
     /// The connection using it, if any.
     conn: Option<SessionId>,
     /// When it stops being resumable (set at the drop).
@@ -67,7 +67,7 @@ pub struct Resumed {
     /// The session's identity.
     pub identity: Identity,
     /// Its subscriptions.
-    pub subs: Vec<(String, proto::Area)>,
+    pub subs: Vec<(String, proto::Area, u32)>,
 }
 
 /// Why a connection could not join.
@@ -165,7 +165,7 @@ impl Players {
     }
 
     /// A connection ended: its session becomes resumable for the grace period with `subs`.
-    pub fn leave(&self, player: &str, id: SessionId, token: &str, subs: Vec<(String, proto::Area)>) {
+    pub fn leave(&self, player: &str, id: SessionId, token: &str, subs: Vec<(String, proto::Area, u32)>) {
         let mut g = self.lock();
         let now = Instant::now();
         if let Some(s) = g.sessions.get_mut(token).filter(|s| s.conn == Some(id)) {
@@ -282,7 +282,7 @@ mod tests {
         assert!(pending.is_empty() && p.connected("alice"));
         p.deliver("alice", &ev(1));
         assert!(rx.try_recv().is_ok());
-        p.leave("alice", 1, &tok, vec![("demo".into(), proto::Area::WholeWorld(proto::WholeWorld {}))]);
+        p.leave("alice", 1, &tok, vec![("demo".into(), proto::Area::WholeWorld(proto::WholeWorld {}), 1)]);
         assert!(!p.connected("alice"));
         for a in 0..3 {
             p.deliver("alice", &ev(a));

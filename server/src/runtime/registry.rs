@@ -142,6 +142,8 @@ impl Registry {
                 sim_pool: self.sim_pool.clone(),
                 parallel_step_min_agents: l.parallel_step_min_agents,
                 checksum_every_ticks: l.checksum_every_ticks,
+                max_every_n_ticks: l.max_every_n_ticks,
+                max_shared_messages: l.max_shared_messages,
                 max_requests_per_turn: l.max_requests_per_turn,
                 recorder: self.recorder.clone(),
                 policy: self.player_rules.policy(name).clone(),

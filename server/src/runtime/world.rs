@@ -360,6 +360,10 @@ pub struct WorldSpawn {
     pub parallel_step_min_agents: usize,
     /// Frames carry checksums on ticks that are multiples of this.
     pub checksum_every_ticks: u32,
+    /// Largest send rate (`every_n_ticks`) kept.
+    pub max_every_n_ticks: u32,
+    /// Shared `cells` messages per tick.
+    pub max_shared_messages: usize,
     /// Requests served per turn of the loop before the next tick (≥ 1).
     pub max_requests_per_turn: usize,
     /// Where the world records, if the server records.
@@ -419,6 +423,53 @@ pub struct WorldHandle {
     pub origin: Arc<Mutex<(Scenario, Option<String>)>>,
     /// The newest frame, so a new subscriber gets keyframes at once (also while paused).
     pub latest: Arc<Mutex<Option<Arc<TickFrame>>>>,
+    /// Subscriptions per send rate (`every_n_ticks`, index = rate): the world keeps the cells
+    /// of each rate in use.
+    pub rates: Arc<RateUsers>,
+}
+
+/// How many subscriptions use each send rate; index 0 and 1 are unused (every tick is always
+/// kept).
+#[derive(Debug)]
+pub struct RateUsers(Vec<AtomicU32>);
+
+impl RateUsers {
+    fn new(max: u32) -> Self {
+        RateUsers((0..=max.max(1)).map(|_| AtomicU32::new(0)).collect())
+    }
+
+    /// The largest rate allowed.
+    pub fn max(&self) -> u32 {
+        (self.0.len() - 1) as u32
+    }
+
+    /// Registers one subscription of rate `n`, until the guard drops.
+    pub fn hold(self: &Arc<Self>, n: u32) -> RateGuard {
+        if let Some(c) = self.0.get(n as usize).filter(|_| n > 1) {
+            c.fetch_add(1, Ordering::Relaxed);
+        }
+        RateGuard { users: self.clone(), n }
+    }
+
+    /// Rates (> 1) with at least one subscription.
+    fn in_use(&self) -> impl Iterator<Item = u32> + '_ {
+        self.0.iter().enumerate().skip(2).filter(|(_, c)| c.load(Ordering::Relaxed) > 0).map(|(n, _)| n as u32)
+    }
+}
+
+/// One subscription's hold on a send rate.
+#[derive(Debug)]
+pub struct RateGuard {
+    users: Arc<RateUsers>,
+    n: u32,
+}
+
+impl Drop for RateGuard {
+    fn drop(&mut self) {
+        if let Some(c) = self.users.0.get(self.n as usize).filter(|_| self.n > 1) {
+            c.fetch_sub(1, Ordering::Relaxed);
+        }
+    }
 }
 
 impl WorldHandle {
@@ -447,6 +498,7 @@ impl WorldHandle {
             death: Arc::new(Mutex::new(None)),
             origin: Arc::new(Mutex::new((scenario.clone(), spawn.scenario_name.clone()))),
             latest: Arc::new(Mutex::new(None)),
+            rates: Arc::new(RateUsers::new(spawn.max_every_n_ticks)),
         };
         // Unbounded, but it holds at most the jobs in the builder's bounded queue.
         let (field_tx, field_rx) = std::sync::mpsc::channel();
@@ -465,6 +517,9 @@ impl WorldHandle {
             players: spawn.players,
             encoders: Vec::new(),
             keys: Vec::new(),
+            rate_sets: Vec::new(),
+            rate_users: handle.rates.clone(),
+            max_shared: spawn.max_shared_messages,
             info,
             frames,
             paused: spawn.paused,
@@ -699,6 +754,10 @@ struct Runner {
     players: Arc<super::players::Players>,
     encoders: Vec<proto::CellEncoder>,
     keys: Vec<Arc<Shared<proto::ServerMsg>>>,
+    /// Encoders and keys of each send rate in use other than 1.
+    rate_sets: Vec<RateSet>,
+    rate_users: Arc<RateUsers>,
+    max_shared: usize,
     info: proto::WorldInfo,
     shared_info: Arc<Mutex<proto::WorldInfo>>,
     frames: broadcast::Sender<Arc<TickFrame>>,
@@ -742,6 +801,49 @@ struct Runner {
     window: RateWindow,
     /// Recording: sees every change to `world` (commands, tick rate, pauses, steps, loads).
     rec: crate::record::Hook,
+}
+
+/// The cells of one send rate: diffed every `span` ticks.
+struct RateSet {
+    span: u32,
+    encoders: Vec<proto::CellEncoder>,
+    keys: Vec<Arc<Shared<proto::ServerMsg>>>,
+}
+
+impl RateSet {
+    /// A rate whose cells start at the current state (their keyframes are what its subscribers
+    /// start from).
+    fn new(span: u32, world: u32, per_cell: &[Vec<proto::QAgent>], tick: u64, q: &proto::Quantization) -> Self {
+        let mut encoders: Vec<proto::CellEncoder> = (0..per_cell.len()).map(|c| proto::CellEncoder::new(proto::FrameScope { world, cell: c as u32 })).collect();
+        for (enc, cell) in encoders.iter_mut().zip(per_cell) {
+            if let Err(e) = enc.update(cell.clone(), tick, q, false) {
+                tracing::error!("cannot encode a cell of rate {span}: {e}");
+            }
+        }
+        let keys = encoders.iter().map(|e| Arc::new(Shared::new(proto::ServerMsg::Keyframe(e.keyframe(false))))).collect();
+        RateSet { span, encoders, keys }
+    }
+
+    /// This tick's cells of the rate: diffed when the tick is one of its ticks.
+    fn cells(&mut self, per_cell: &[Vec<proto::QAgent>], tick: u64, q: &proto::Quantization) -> super::frames::RateCells {
+        let due = tick % u64::from(self.span) == 0;
+        let mut cells = Vec::with_capacity(self.keys.len());
+        for (c, key) in self.keys.iter_mut().enumerate() {
+            let mut delta = None;
+            if let (true, Some(enc), Some(next)) = (due, self.encoders.get_mut(c), per_cell.get(c)) {
+                match enc.update(next.clone(), tick, q, false) {
+                    Ok(Some(d)) => {
+                        *key = Arc::new(Shared::new(proto::ServerMsg::Keyframe(enc.keyframe(false))));
+                        delta = Some(Arc::new(Shared::new(proto::ServerMsg::Delta(d))));
+                    }
+                    Ok(None) => {}
+                    Err(e) => tracing::error!("cell {c} of rate {}: cannot encode delta: {e}", self.span),
+                }
+            }
+            cells.push(CellFrame { delta, key: key.clone() });
+        }
+        super::frames::RateCells { span: self.span, due, cells }
+    }
 }
 
 impl Runner {
@@ -963,6 +1065,8 @@ impl Runner {
             }
         }
         self.keys = self.encoders.iter().map(|e| Arc::new(Shared::new(proto::ServerMsg::Keyframe(e.keyframe(true))))).collect();
+        // Rates start again from the new state at the next publish.
+        self.rate_sets.clear();
         self.stats.tick_rate_milli.store((self.world.config().tick_rate * 1000.0) as u32, Ordering::Relaxed);
         self.stats.agents.store(self.world.agents().len() as u64, Ordering::Relaxed);
         self.stats.tick.store(self.wire_tick(), Ordering::Relaxed);
@@ -987,6 +1091,20 @@ impl Runner {
         let per_cell = self.quantize_cells(&q);
         let tick = self.wire_tick();
         let with_sum = tick % self.checksum_every == 0;
+        // Other send rates: drop those nobody uses, start new ones from this state.
+        let in_use: Vec<u32> = self.rate_users.in_use().collect();
+        self.rate_sets.retain(|r| in_use.contains(&r.span));
+        let mut rates = Vec::with_capacity(in_use.len());
+        for span in in_use {
+            match self.rate_sets.iter_mut().find(|r| r.span == span) {
+                Some(set) => rates.push(set.cells(&per_cell, tick, &q)),
+                None => {
+                    let mut set = RateSet::new(span, self.id, &per_cell, tick, &q);
+                    rates.push(set.cells(&[], tick, &q));
+                    self.rate_sets.push(set);
+                }
+            }
+        }
         let mut cells = Vec::with_capacity(n);
         for (c, next) in per_cell.into_iter().enumerate() {
             let (Some(enc), Some(key)) = (self.encoders.get_mut(c), self.keys.get_mut(c)) else { continue };
@@ -1038,7 +1156,18 @@ impl Runner {
             })
             .collect();
         let vision = self.vision();
-        let frame = Arc::new(TickFrame { world: self.id, tick, cells, events, reset: std::mem::take(&mut self.reset_pending), vision });
+        let frame = Arc::new(TickFrame {
+            world: self.id,
+            tick,
+            cells,
+            rates,
+            checksum_every: self.checksum_every,
+            shared: Default::default(),
+            max_shared: self.max_shared,
+            events,
+            reset: std::mem::take(&mut self.reset_pending),
+            vision,
+        });
         if let Ok(mut l) = self.latest.lock() {
             *l = Some(frame.clone());
         }
