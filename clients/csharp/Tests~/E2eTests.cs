@@ -258,13 +258,14 @@ namespace Steerd.Client.Tests
                 Wait(client.Subscribe(world, null, 4));
                 var view = client.View(world);
                 lock (client.SyncRoot) Assert.AreEqual(4, view.EveryNTicks);
-                // The ticks of the cells messages applied (sampled while waiting): multiples of 4.
+                // The ticks of the cells messages applied after the first (the subscription's
+                // keyframes; the TypeScript test checks that one too), sampled while waiting.
                 var ticks = new List<long>();
                 Until("20 cells messages", () =>
                 {
                     lock (client.SyncRoot)
                     {
-                        if (view.CellsTick >= 0 && (ticks.Count == 0 || ticks[ticks.Count - 1] != view.CellsTick)) ticks.Add(view.CellsTick);
+                        if (view.CellsMessages >= 2 && (ticks.Count == 0 || ticks[ticks.Count - 1] != view.CellsTick)) ticks.Add(view.CellsTick);
                         return view.CellsMessages >= 20;
                     }
                 }, 20000);

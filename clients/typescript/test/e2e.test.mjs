@@ -122,7 +122,7 @@ test('every_n_ticks 4: cells messages only on multiples of 4, span 4, checksums 
   const seen = [];
   const orig = WorldView.prototype.applyCells;
   WorldView.prototype.applyCells = function (m, t) {
-    if (this.info.name === world) seen.push({ tick: m.tick, span: m.span, checksum: m.checksum, entries: m.entries.length });
+    if (this.info.name === world) seen.push({ tick: m.tick, span: m.span, checksum: m.checksum, deltas: m.entries.filter((e) => 'delta' in e).length });
     return orig.call(this, m, t);
   };
   const client = await connect(srv.base, { token: srv.mintToken('every4') });
@@ -139,9 +139,12 @@ test('every_n_ticks 4: cells messages only on multiples of 4, span 4, checksums 
     await until('agents in the view', () => agents.every((id) => view.agent(id)));
     // Wandering agents change every tick: a message every 4th tick, each a multiple of 4.
     await until('20 cells messages', () => seen.length >= 20, 20000);
-    assert.ok(seen.every((m) => m.tick % 4 === 0), `ticks: ${seen.map((m) => m.tick).join(' ')}`);
+    const ticks = () => seen.map((m) => `${m.tick}${m.deltas ? '' : 'k'}`).join(' ');
+    const moving = seen.filter((m) => m.deltas > 0);
+    assert.ok(moving.length >= 15, `messages with delta entries: ${ticks()}`);
+    assert.ok(moving.every((m) => m.tick % 4 === 0), `delta entries only on multiples of 4: ${ticks()}`);
     assert.ok(seen.every((m) => m.span === 4), 'span 4');
-    const gaps = seen.slice(1).map((m, i) => m.tick - seen[i].tick);
+    const gaps = moving.slice(1).map((m, i) => m.tick - moving[i].tick);
     assert.ok(gaps.every((g) => g > 0 && g % 4 === 0), `gaps: ${gaps.join(' ')}`);
     assert.ok(gaps.filter((g) => g === 4).length >= gaps.length / 2, `mostly every 4th tick: ${gaps.join(' ')}`);
     assert.ok(seen.some((m) => m.checksum !== null), 'some messages carry a checksum (verified by the view)');
@@ -159,8 +162,10 @@ test('every_n_ticks 4: cells messages only on multiples of 4, span 4, checksums 
     assert.equal(snap.tick % 4, 0);
     assert.deepEqual(view.agents(), sortById(snap.quantized));
     assert.equal(view.cellsTick, seen[seen.length - 1].tick);
-    assert.ok(seen.every((m) => m.tick % 4 === 0), 'still only multiples of 4');
     assert.deepEqual(resyncs, []);
+    // PROTOCOL.md §6.8: every message of the subscription, the keyframes after Subscribe
+    // included, is on a multiple of every_n_ticks (k = a message with keyframe entries only).
+    assert.ok(seen.every((m) => m.tick % 4 === 0), `every message on a multiple of 4: ${ticks()}`);
   } finally {
     WorldView.prototype.applyCells = orig;
     client.close();
