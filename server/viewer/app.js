@@ -2,7 +2,7 @@
 // world control.
 // Plain ES module, no dependencies, served by steerd itself (GET /, /viewer/*).
 
-import { decodeServer, encodeClient, helloMessage, CellMap, cellOf, ProtoError } from './sdk/index.js';
+import { decodeServer, encodeClient, helloMessage, CellMap, CellsTxn, applyCells, cellOf, ProtoError } from './sdk/index.js';
 import { initPlayers } from './players.js';
 
 const $ = (id) => document.getElementById(id);
@@ -176,7 +176,7 @@ function connect() {
   ws.binaryType = 'arraybuffer';
   S.ws = ws;
   ws.onopen = () => {
-    // After a drop, resume the session (protocol v3): same player, so the agents this page
+    // After a drop, resume the session: same player, so the agents this page
     // spawned stay commandable.
     send(helloMessage({ token: S.token || null, encoding: 'binary', resume: S.resume }));
   };
@@ -217,6 +217,7 @@ function onMessage(m) {
     case 'welcome': return onWelcome(m);
     case 'keyframe': return onKeyframe(m);
     case 'delta': return onDelta(m);
+    case 'cells': return onCells(m);
     case 'event': return onEvent(m);
     case 'command_result': return onResult(m);
     case 'error':
@@ -381,8 +382,9 @@ async function fillFromSnapshot() {
 function resync(cell, why) {
   S.chainBreaks++;
   V.chainBreaks++;
-  V.resyncs.push(`cell ${cell}: ${why}`);
-  console.warn(`steerd viewer: resync of cell ${cell}: ${why}`);
+  const what = cell === null ? why : `cell ${cell}: ${why}`;
+  V.resyncs.push(what);
+  console.warn(`steerd viewer: resync: ${what}`);
   resubscribe();
 }
 
@@ -450,6 +452,37 @@ function onDelta(d) {
   S.deltas++;
   V.deltas++;
   S.cellSeen.set(d.cell, performance.now());
+}
+
+/** Undo log of the cells message being applied (reused). */
+const cellsTxn = new CellsTxn();
+
+/**
+ * Protocol v4: a tick's keyframe and delta entries for many cells in one message, applied whole
+ * (a chain break, a bad entry or a checksum mismatch leaves every cell as it was, and resyncs).
+ */
+function onCells(m) {
+  if (!S.world || m.world !== S.world.id) return;
+  V.frames++;
+  noteFrameTiming(m.tick);
+  const why = applyCells(S.cells, m, S.world, S.quant.predict_num, S.subCells.size ? S.subCells : null, cellsTxn);
+  if (why !== null) {
+    resync(null, why);
+    return;
+  }
+  const now = performance.now();
+  for (const e of m.entries) {
+    const c = e.keyframe ? e.keyframe.cell : e.delta.cell;
+    if (!S.cells.has(c)) continue;
+    if (e.keyframe) {
+      S.keyframes++;
+      V.keyframes++;
+    } else {
+      S.deltas++;
+      V.deltas++;
+    }
+    S.cellSeen.set(c, now);
+  }
 }
 
 function onEvent(m) {

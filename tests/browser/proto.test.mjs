@@ -1,7 +1,9 @@
 // The viewer's decoder — the TypeScript SDK as committed for the viewer (server/viewer/sdk/, tsc
 // output of clients/typescript; clients/run-tests.sh checks it matches its sources) — against the
 // golden vectors of client-proto, the same files the Rust tests use. Table-driven from the
-// directory: every NAME.hex/NAME.json pair and every entry of invalid.json.
+// directory: every NAME.hex/NAME.json pair and every entry of invalid.json; the frame chain and
+// the protocol-4 cells messages (server_cells_*, what the viewer's binary connection receives)
+// replayed in order with every checksum, as the viewer applies them (applyCells).
 // Run: node --test tests/browser/
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
@@ -11,6 +13,7 @@ import { fileURLToPath } from 'node:url';
 
 import {
   decodeServer, decodeClient, encodeClient, encodeServer, CellMap, checksum, resolveChanged, ProtoError,
+  applyCells, CellsTxn, PROTOCOL_VERSION,
 } from '../../server/viewer/sdk/index.js';
 
 const here = dirname(fileURLToPath(import.meta.url));
@@ -48,7 +51,8 @@ for (const name of pairs) assert.ok(files.includes(`${name}.json`), `${name}.hex
 
 // The chain vectors: decoded in order, each delta resolved against the previous state.
 const chain = pairs.filter((n) => n.startsWith('server_chain_'));
-const plain = pairs.filter((n) => !n.startsWith('server_chain_'));
+const cellsChain = pairs.filter((n) => n.startsWith('server_cells_'));
+const plain = pairs.filter((n) => !n.startsWith('server_chain_') && !n.startsWith('server_cells_'));
 
 for (const name of plain) {
   test(`vector ${name}: decode(hex) == json, encode(json) == hex`, () => {
@@ -97,6 +101,40 @@ test(`chain vectors (${chain.join(', ')}): decode, resolve base indices, apply, 
       if (json.checksum) assert.equal(checksum(cell.agents), json.checksum);
     }
   }
+});
+
+test(`cells vectors (${cellsChain.join(', ')}): decode == JSON twin, encode == hex, applied in order as the viewer does`, () => {
+  assert.equal(PROTOCOL_VERSION, 4);
+  assert.ok(cellsChain.length >= 2, 'protocol 4 has cells vectors (server_cells_*)');
+  const welcome = JSON.parse(readFileSync(join(dir, 'server_welcome.json'), 'utf8'));
+  const predictNum = welcome.quantization.predict_num;
+  const read = (name) => [hex(readFileSync(join(dir, `${name}.hex`), 'utf8')), JSON.parse(readFileSync(join(dir, `${name}.json`), 'utf8'))];
+  const first = decodeServer(read(cellsChain[0])[0]);
+  const grid = welcome.worlds.find((w) => w.id === first.world) ?? { cols: 65536, rows: 65536 };
+  const cells = new Map(); // the viewer's S.cells
+  const viaJson = new Map();
+  const txn = new CellsTxn();
+  let sums = 0;
+  for (const name of cellsChain) {
+    const [bytes, json] = read(name);
+    const msg = decodeServer(bytes);
+    const held = (c) => cells.get(c)?.agents ?? [];
+    same({ ...msg, entries: msg.entries.map((e) => (e.delta ? { delta: { ...e.delta, changed: resolveChanged(e.delta.changed, held(e.delta.cell)) } } : e)) }, json);
+    const asBinary = {
+      ...json,
+      entries: json.entries.map((e) => {
+        if (e.keyframe) return e;
+        const index = new Map(held(e.delta.cell).map((a, i) => [a.id, i]));
+        return { delta: { ...e.delta, changed: e.delta.changed.map(({ id, ...rest }) => ({ index: index.get(id), ...rest })) } };
+      }),
+    };
+    assert.equal(toHex(encodeServer(asBinary)), toHex(bytes), `${name}: encode(json) == hex`);
+    assert.equal(applyCells(cells, decodeServer(bytes, { rawChanges: true }), grid, predictNum, null, txn), null, `${name} applies`);
+    assert.equal(applyCells(viaJson, structuredClone(json), grid, predictNum, null, txn), null, `${name}: JSON form applies`);
+    for (const [c, m] of cells) assert.deepEqual(viaJson.get(c).agents, m.agents, `${name} cell ${c}`);
+    if (json.checksum) sums++;
+  }
+  assert.ok(sums > 0, 'checksums verified');
 });
 
 test('a delta on the wrong base is a chain break, not an error', () => {

@@ -23,19 +23,29 @@ namespace Steerd.Client
         [ThreadStatic] static int[] scratch;
         [ThreadStatic] static int[] saved;
 
-        public void Keyframe(Frame k)
+        /// <summary>`txn`: a cells entry (the message's CellsTxn can undo it).</summary>
+        public void Keyframe(Frame k, CellsTxn txn = null)
         {
             var list = k.Agents;
-            for (int i = 1; i < list.Count; i++)
-                if (list[i].Id <= list[i - 1].Id) throw ProtoException.Malformed("keyframe agents not sorted by id");
+            CheckSorted(list);
             if (k.Checksum.HasValue && Codec.Checksum64(list) != k.Checksum.Value)
                 throw new ProtoException(ProtoErrorKind.Checksum, "keyframe checksum mismatch in cell " + k.Cell);
+            if (txn != null) txn.Keyframe(this);
             Tick = k.Tick;
             Agents = list;
         }
 
-        /// <summary>`touched`, when given, receives the changed and entered records.</summary>
-        public bool Delta(Frame d, int predictNum, List<QAgent> touched = null)
+        internal static void CheckSorted(List<QAgent> list)
+        {
+            for (int i = 1; i < list.Count; i++)
+                if (list[i].Id <= list[i - 1].Id) throw ProtoException.Malformed("keyframe agents not sorted by id");
+        }
+
+        /// <summary>
+        /// `touched`, when given, receives the changed and entered records. `txn`: a cells entry (no
+        /// checksum of its own; the message's CellsTxn can undo it).
+        /// </summary>
+        public bool Delta(Frame d, int predictNum, List<QAgent> touched = null, CellsTxn txn = null)
         {
             if (Tick != d.BaseTick || !(d.Tick > d.BaseTick)) return false;
             int mark = touched != null ? touched.Count : 0;
@@ -50,10 +60,18 @@ namespace Steerd.Client
                 if (touched != null) touched.RemoveRange(mark, touched.Count - mark);
                 throw;
             }
-            Commit(Agents, n);
+            if (txn != null)
+            {
+                txn.Delta(this, n);
+                Tick = d.Tick;
+                Agents = next;
+                return true;
+            }
+            if (saved == null || saved.Length < 6 * n) saved = new int[Math.Max(6 * n, 6 * 256)];
+            Commit(Agents, n, saved, 0);
             if (d.Checksum.HasValue && Codec.Checksum64(next) != d.Checksum.Value)
             {
-                Rollback(Agents, n);
+                Rollback(Agents, n, saved, 0);
                 if (touched != null) touched.RemoveRange(mark, touched.Count - mark);
                 throw new ProtoException(ProtoErrorKind.Checksum, "delta checksum mismatch in cell " + d.Cell + " at tick " + d.Tick);
             }
@@ -215,26 +233,155 @@ namespace Steerd.Client
             return o;
         }
 
-        static void Commit(List<QAgent> b, int n)
+        /// <summary>Writes the planned values into the changed records, keeping the old ones in dst from off (6 per change).</summary>
+        internal static void Commit(List<QAgent> b, int n, int[] dst, int off)
         {
-            if (saved == null || saved.Length < 5 * n) saved = new int[Math.Max(5 * n, 5 * 256)];
             for (int k = 0; k < n; k++)
             {
-                int o = 6 * k, s = 5 * k;
-                var a = b[scratch[o]];
-                saved[s] = a.PosX; saved[s + 1] = a.PosY; saved[s + 2] = a.VelX; saved[s + 3] = a.VelY; saved[s + 4] = a.Orient;
+                int o = 6 * k, s = off + o;
+                int i = scratch[o];
+                var a = b[i];
+                dst[s] = i; dst[s + 1] = a.PosX; dst[s + 2] = a.PosY; dst[s + 3] = a.VelX; dst[s + 4] = a.VelY; dst[s + 5] = a.Orient;
                 a.PosX = scratch[o + 1]; a.PosY = scratch[o + 2]; a.VelX = scratch[o + 3]; a.VelY = scratch[o + 4]; a.Orient = (ushort)scratch[o + 5];
             }
         }
 
-        static void Rollback(List<QAgent> b, int n)
+        internal static void Rollback(List<QAgent> b, int n, int[] src, int off)
         {
             for (int k = 0; k < n; k++)
             {
-                int s = 5 * k;
-                var a = b[scratch[6 * k]];
-                a.PosX = saved[s]; a.PosY = saved[s + 1]; a.VelX = saved[s + 2]; a.VelY = saved[s + 3]; a.Orient = (ushort)saved[s + 4];
+                int s = off + 6 * k;
+                var a = b[src[s]];
+                a.PosX = src[s + 1]; a.PosY = src[s + 2]; a.VelX = src[s + 3]; a.VelY = src[s + 4]; a.Orient = (ushort)src[s + 5];
             }
+        }
+
+        [ThreadStatic] static List<List<QAgent>> cellsStates;
+        [ThreadStatic] static List<uint> cellsCreated;
+
+        /// <summary>
+        /// Applies a cells message (§6.8) to the per-cell maps of its world (created for keyframe
+        /// entries as needed): every entry in order, then the message checksum (when present) over
+        /// the cells' states. Returns null when applied, or the reason it was not — a chain break, a
+        /// malformed entry (a cell outside the cols × rows grid, a rule of §6.4) or a checksum
+        /// mismatch — in which case every map is back to what it held before the message (`txn`
+        /// undoes the applied entries; maps it created are removed) and the caller resyncs.
+        /// `subscribed` (the last Subscribed cells, or null): keyframe entries of other cells are not
+        /// kept but still checked; delta entries of cells not held are skipped (their keyframe comes
+        /// first), and a message with one cannot be checked against its checksum: it is applied unchecked.
+        /// </summary>
+        public static string ApplyCells(Dictionary<uint, CellMap> cells, CellsMessage m, int cols, int rows, int predictNum, HashSet<uint> subscribed, CellsTxn txn)
+        {
+            long ncells = (long)cols * rows;
+            if (cellsStates == null) { cellsStates = new List<List<QAgent>>(); cellsCreated = new List<uint>(); }
+            var states = m.Checksum.HasValue ? cellsStates : null;
+            var created = cellsCreated;
+            cellsStates.Clear();
+            created.Clear();
+            bool verifiable = true;
+            txn.Begin();
+            try
+            {
+                foreach (var e in m.Entries)
+                {
+                    if (e.Cell >= ncells) throw ProtoException.Malformed((e.IsDelta ? "delta" : "keyframe") + " entry of cell " + e.Cell + " outside the world's " + ncells + " cells");
+                    CellMap cell;
+                    if (!e.IsDelta)
+                    {
+                        if (subscribed != null && !subscribed.Contains(e.Cell))
+                        {
+                            CheckSorted(e.Agents);
+                            if (states != null) states.Add(e.Agents);
+                            continue;
+                        }
+                        if (!cells.TryGetValue(e.Cell, out cell)) { cell = new CellMap(); cells[e.Cell] = cell; created.Add(e.Cell); }
+                        cell.Keyframe(e, txn);
+                    }
+                    else
+                    {
+                        if (!cells.TryGetValue(e.Cell, out cell)) { verifiable = false; continue; }
+                        if (!cell.Delta(e, predictNum, null, txn))
+                        {
+                            Undo(cells, txn, created);
+                            return "cell " + e.Cell + ": delta entry " + e.BaseTick + "→" + e.Tick + " on a cell held at " + cell.Tick;
+                        }
+                    }
+                    if (states != null) states.Add(cell.Agents);
+                }
+                if (states != null && verifiable && Codec.CellsChecksum(states) != m.Checksum.Value)
+                    throw new ProtoException(ProtoErrorKind.Checksum, "cells checksum mismatch at tick " + m.Tick);
+            }
+            catch (ProtoException ex)
+            {
+                Undo(cells, txn, created);
+                return "cells at tick " + m.Tick + ": " + ex.Message;
+            }
+            finally
+            {
+                cellsStates.Clear();
+                created.Clear();
+            }
+            txn.Begin();
+            return null;
+        }
+
+        static void Undo(Dictionary<uint, CellMap> cells, CellsTxn txn, List<uint> created)
+        {
+            txn.Rollback();
+            foreach (var c in created) cells.Remove(c);
+        }
+    }
+
+    /// <summary>
+    /// Undo log of one cells message (§6.8): its entries are applied one after the other (records
+    /// updated in place), and when a later entry breaks a rule or the message checksum does not
+    /// match, Rollback() puts every map back to what it held before the message. Reused.
+    /// </summary>
+    public sealed class CellsTxn
+    {
+        sealed class Step { public CellMap Map; public long Tick; public List<QAgent> Agents; public int Off, N; }
+        int[] vals = new int[6 * 1024];
+        int nv;
+        readonly List<Step> steps = new List<Step>();
+        int nsteps;
+
+        /// <summary>Starts a message: forgets the previous one (it was kept).</summary>
+        public void Begin() { nv = 0; nsteps = 0; }
+
+        /// <summary>Entries applied since Begin.</summary>
+        public int Count { get { return nsteps; } }
+
+        Step Add(CellMap map, int n)
+        {
+            if (nsteps == steps.Count) steps.Add(new Step());
+            var st = steps[nsteps++];
+            st.Map = map; st.Tick = map.Tick; st.Agents = map.Agents; st.Off = nv; st.N = n;
+            return st;
+        }
+
+        internal void Keyframe(CellMap map) { Add(map, 0); }
+
+        internal void Delta(CellMap map, int n)
+        {
+            var st = Add(map, n);
+            if (vals.Length < nv + 6 * n) Array.Resize(ref vals, Math.Max(nv + 6 * n, vals.Length * 2));
+            CellMap.Commit(map.Agents, n, vals, st.Off);
+            nv += 6 * n;
+        }
+
+        /// <summary>Puts every map touched since Begin back to its state before the message.</summary>
+        public void Rollback()
+        {
+            for (int i = nsteps - 1; i >= 0; i--)
+            {
+                var st = steps[i];
+                CellMap.Rollback(st.Agents, st.N, vals, st.Off);
+                st.Map.Agents = st.Agents;
+                st.Map.Tick = st.Tick;
+                st.Agents = null;
+            }
+            nsteps = 0;
+            nv = 0;
         }
     }
 }

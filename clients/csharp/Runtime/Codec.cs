@@ -86,7 +86,7 @@ namespace Steerd.Client
 
     public static class Codec
     {
-        public const int ProtocolVersion = 3;
+        public const int ProtocolVersion = 4;
         /// <summary>Largest server frame a client should accept (§1).</summary>
         public const int DefaultServerLimit = 8 * 1024 * 1024;
         /// <summary>Default largest client frame (§1, Welcome.max_message_bytes).</summary>
@@ -175,7 +175,7 @@ namespace Steerd.Client
         static readonly TaggedT Client = new TaggedT(new[]
         {
             new Variant("hello", HelloFields),
-            V("subscribe", Rid, World, F("area", Area)),
+            V("subscribe", Rid, World, F("area", Area), F("every_n_ticks", U32, 1L)),
             V("unsubscribe", Rid, World),
             V("move_to", Rid, World, Agents, F("target", Point), F("stopping_distance", F32, 0f)),
             V("set_behaviors", Rid, World, Agents, F("behaviors", new VecT(BehaviorEntry))),
@@ -197,6 +197,7 @@ namespace Steerd.Client
             V("command_result", Rid, F("result", new TaggedT(new[] { V("ok"), V("subscribed", F("world", U32), F("cells", new VecT(U32))), V("spawned", Agents), new Variant("error", ErrorFields) }))),
             new Variant("error", ErrorFields),
             V("pong", Rid, F("server_tick", U64)),
+            V("cells", F("world", U32), F("tick", U64), F("span", U32), F("checksum", Checksum, null), F("entries", new PackedT("entries"))),
         });
 
         // ---- decoding
@@ -232,7 +233,8 @@ namespace Steerd.Client
             }
         }
 
-        static object Read(Reader r, T t)
+        /// <summary>`ctx`: the struct being read (a cells message's entries need its tick and span).</summary>
+        static object Read(Reader r, T t, Dictionary<string, object> ctx = null)
         {
             var p = t as Prim;
             if (p != null)
@@ -305,6 +307,7 @@ namespace Steerd.Client
             r.P += len;
             if (pk.Kind == "records") return Packed.DecodeRecords(r.B, at, len);
             if (pk.Kind == "ids") return Packed.DecodeIds(r.B, at, len);
+            if (pk.Kind == "entries") return Packed.DecodeEntries(r.B, at, len, (long)ctx["tick"], (long)ctx["span"], r.Raw);
             if (r.Raw) return new ArraySegment<byte>(r.B, at, len);
             return Packed.DecodeChanges(r.B, at, len);
         }
@@ -318,7 +321,7 @@ namespace Steerd.Client
 
         static Dictionary<string, object> ReadFields(Reader r, Field[] fields, Dictionary<string, object> d)
         {
-            foreach (var f in fields) d[f.Name] = Read(r, f.Type);
+            foreach (var f in fields) d[f.Name] = Read(r, f.Type, d);
             return d;
         }
 
@@ -396,7 +399,8 @@ namespace Steerd.Client
             throw ProtoException.Malformed(name + ": integer expected, got " + (v == null ? "null" : v.ToString()));
         }
 
-        static void Write(Writer w, T t, object v, string name)
+        /// <summary>`ctx`: the struct being written (a cells message's entries need its tick and span).</summary>
+        static void Write(Writer w, T t, object v, string name, Dictionary<string, object> ctx = null)
         {
             var p = t as Prim;
             if (p != null)
@@ -475,6 +479,8 @@ namespace Steerd.Client
             byte[] bytes;
             if (pk.Kind == "records") bytes = Packed.EncodeRecords((IList<QAgent>)v);
             else if (pk.Kind == "ids") bytes = Packed.EncodeIds((System.Collections.IList)v);
+            else if (pk.Kind == "entries")
+                bytes = Packed.EncodeEntries((System.Collections.IList)v, Convert.ToInt64(ctx["tick"], CultureInfo.InvariantCulture), Convert.ToInt64(ctx["span"], CultureInfo.InvariantCulture));
             else bytes = Packed.EncodeChanges((System.Collections.IList)v);
             w.Varint((ulong)bytes.Length);
             w.Raw(bytes, 0, bytes.Length);
@@ -490,7 +496,7 @@ namespace Steerd.Client
                     if (!f.HasDefault) throw ProtoException.Malformed("missing field `" + f.Name + "`");
                     v = f.Default();
                 }
-                Write(w, f.Type, v, f.Name);
+                Write(w, f.Type, v, f.Name, d);
             }
         }
 
@@ -532,6 +538,22 @@ namespace Steerd.Client
         {
             const ulong prime = 0x100000001b3UL;
             h = (h ^ (v & 0xff)) * prime; h = (h ^ ((v >> 8) & 0xff)) * prime; h = (h ^ ((v >> 16) & 0xff)) * prime; return (h ^ (v >> 24)) * prime;
+        }
+
+        /// <summary>
+        /// The checksum of a cells message (§6.8): FNV-1a 64 over, for each entry in order, the 8-byte
+        /// little-endian checksum (§6.5) of that cell's state after the entry.
+        /// </summary>
+        public static ulong CellsChecksum(IList<List<QAgent>> states)
+        {
+            ulong h = 0xcbf29ce484222325UL;
+            const ulong prime = 0x100000001b3UL;
+            for (int i = 0; i < states.Count; i++)
+            {
+                ulong c = Checksum64(states[i]);
+                for (int b = 0; b < 8; b++) h = (h ^ ((c >> (8 * b)) & 0xff)) * prime;
+            }
+            return h;
         }
 
         /// <summary>The checksum as the JSON form writes it: 16 lowercase hex digits.</summary>
@@ -611,13 +633,18 @@ namespace Steerd.Client
 
         static int Unzz4(int n) { return (n >> 1) ^ -(n & 1); }
 
-        public static List<QAgent> DecodeRecords(byte[] b, int off, int len)
+        /// <summary>
+        /// Reads absolute records at b[p]: `count` of them, or (count &lt; 0) until `end`. `chained`
+        /// (the entries of a cells message, §6.8): every position after the first is the difference
+        /// from the record before it (32-bit wrapping).
+        /// </summary>
+        public static List<QAgent> ReadRecords(byte[] b, ref int p, int end, long count, bool chained)
         {
-            var list = new List<QAgent>();
-            int p = off, end = off + len;
+            var list = new List<QAgent>(count >= 0 ? (int)Math.Min(count, (end - p) / 5 + 1) : 16);
             long prev = -1;
             ushort group = 0;
-            while (p < end)
+            int lx = 0, ly = 0;
+            for (long k = 0; count < 0 ? p < end : k < count; k++)
             {
                 ulong head = Leb(b, ref p, end);
                 ulong gap = head >> 2;
@@ -632,6 +659,8 @@ namespace Steerd.Client
                     group = (ushort)g;
                 }
                 int px = Zz32(b, ref p, end, "pos.x"), py = Zz32(b, ref p, end, "pos.y");
+                if (chained && k > 0) { px = unchecked(lx + px); py = unchecked(ly + py); }
+                lx = px; ly = py;
                 int vx = Zz32(b, ref p, end, "vel.x"), vy = Zz32(b, ref p, end, "vel.y");
                 ushort orient;
                 if ((head & 1) == 1) orient = Codec.Heading(vx, vy);
@@ -646,12 +675,18 @@ namespace Steerd.Client
             return list;
         }
 
-        public static List<object> DecodeIds(byte[] b, int off, int len)
+        public static List<QAgent> DecodeRecords(byte[] b, int off, int len)
+        {
+            int p = off;
+            return ReadRecords(b, ref p, off + len, -1, false);
+        }
+
+        /// <summary>Reads gap-coded ids at b[p]: `count` of them, or (count &lt; 0) until `end`.</summary>
+        public static List<object> ReadIds(byte[] b, ref int p, int end, long count)
         {
             var list = new List<object>();
-            int p = off, end = off + len;
             long prev = -1;
-            while (p < end)
+            for (long k = 0; count < 0 ? p < end : k < count; k++)
             {
                 ulong gap = Leb(b, ref p, end);
                 if (gap > 0xffffffffUL) throw ProtoException.Malformed("agent id beyond u32");
@@ -661,6 +696,12 @@ namespace Steerd.Client
                 prev = id;
             }
             return list;
+        }
+
+        public static List<object> DecodeIds(byte[] b, int off, int len)
+        {
+            int p = off;
+            return ReadIds(b, ref p, off + len, -1);
         }
 
         /// <summary>One change record (§6.7). M: 0 none, else dpos/dvel; O: 0 keep, 1 face, 2 turn by D.</summary>
@@ -705,13 +746,12 @@ namespace Steerd.Client
             else if (o == 3) throw ProtoException.Malformed("reserved orientation mode 3");
         }
 
-        /// <summary>Change records as entries {index, dpos?, dvel?, face? | dorient?} (the JSON form with base indices).</summary>
-        public static List<object> DecodeChanges(byte[] b, int off, int len)
+        /// <summary>Reads change records at b[p] as entries {index, dpos?, dvel?, face? | dorient?}: `count`, or (count &lt; 0) until `end`.</summary>
+        public static List<object> ReadChanges(byte[] b, ref int p, int end, long count)
         {
             var list = new List<object>();
-            int p = off, end = off + len;
             var c = new Change { Index = -1 };
-            while (p < end)
+            for (long k = 0; count < 0 ? p < end : k < count; k++)
             {
                 ReadChange(b, ref p, end, c.Index, ref c);
                 var e = new Dictionary<string, object> { { "index", c.Index } };
@@ -727,6 +767,93 @@ namespace Steerd.Client
             return list;
         }
 
+        /// <summary>Change records as entries {index, dpos?, dvel?, face? | dorient?} (the JSON form with base indices).</summary>
+        public static List<object> DecodeChanges(byte[] b, int off, int len)
+        {
+            int p = off;
+            return ReadChanges(b, ref p, off + len, -1);
+        }
+
+        static void Fits(int p, int end, ulong count, int minBytes, string what)
+        {
+            if (count > (ulong)(end - p) / (ulong)minBytes) throw ProtoException.Malformed(what + " count " + count + " runs past the end of the entries");
+        }
+
+        /// <summary>
+        /// Decodes the entries of a cells message (§6.8) of message tick `tick` and `span`: a list of
+        /// {"keyframe": {cell, tick, agents}} and {"delta": {cell, base_tick, left, changed, entered}}
+        /// (the JSON form; changed by base index, or with `raw` the validated packed change records as
+        /// an ArraySegment&lt;byte&gt;). Malformed: a span of 0, an age of 0, a base or state tick below 0,
+        /// a count past the end, any §6.7 rule. A cell outside the world is checked by the view.
+        /// </summary>
+        public static List<object> DecodeEntries(byte[] b, int off, int len, long tick, long span, bool raw)
+        {
+            if (span < 1) throw ProtoException.Malformed("cells span " + span + " (must be at least 1)");
+            var list = new List<object>();
+            int p = off, end = off + len;
+            long prev = -1;
+            var scratch = new Change();
+            while (p < end)
+            {
+                ulong head = Leb(b, ref p, end);
+                ulong gap = head >> 2;
+                if (gap > 0xffffffffUL) throw ProtoException.Malformed("cell beyond u32");
+                long cell = prev + (long)gap + 1;
+                if (cell > 0xffffffffL) throw ProtoException.Malformed("cell " + cell + " beyond u32");
+                prev = cell;
+                ulong age = 0;
+                if ((head & 1) == 1)
+                {
+                    age = Leb(b, ref p, end);
+                    if (age == 0) throw ProtoException.Malformed("entry of cell " + cell + ": age 0");
+                    if (age > (ulong)tick) throw ProtoException.Malformed("entry of cell " + cell + ": tick below 0");
+                }
+                if ((head & 2) != 0)
+                {
+                    ulong n = Leb(b, ref p, end);
+                    Fits(p, end, n, 5, "record");
+                    var agents = ReadRecords(b, ref p, end, (long)n, true);
+                    list.Add(new Dictionary<string, object> { { "keyframe", new Dictionary<string, object> { { "cell", cell }, { "tick", tick - (long)age }, { "agents", agents } } } });
+                }
+                else
+                {
+                    long baseTick = (head & 1) == 1 ? tick - (long)age : tick - span;
+                    if (baseTick < 0) throw ProtoException.Malformed("delta entry of cell " + cell + ": base tick below 0");
+                    ulong c = Leb(b, ref p, end);
+                    ulong nc = c >> 2;
+                    Fits(p, end, nc, 1, "change");
+                    object changed;
+                    if (raw)
+                    {
+                        int start = p;
+                        scratch.Index = -1;
+                        for (ulong k = 0; k < nc; k++) ReadChange(b, ref p, end, scratch.Index, ref scratch);
+                        changed = new ArraySegment<byte>(b, start, p - start);
+                    }
+                    else changed = ReadChanges(b, ref p, end, (long)nc);
+                    List<object> left;
+                    if ((c & 2) != 0)
+                    {
+                        ulong nl = Leb(b, ref p, end);
+                        Fits(p, end, nl, 1, "left");
+                        left = ReadIds(b, ref p, end, (long)nl);
+                    }
+                    else left = new List<object>();
+                    List<QAgent> entered;
+                    if ((c & 1) != 0)
+                    {
+                        ulong ne = Leb(b, ref p, end);
+                        Fits(p, end, ne, 5, "entered");
+                        entered = ReadRecords(b, ref p, end, (long)ne, true);
+                    }
+                    else entered = new List<QAgent>();
+                    list.Add(new Dictionary<string, object> { { "delta", new Dictionary<string, object> {
+                        { "cell", cell }, { "base_tick", baseTick }, { "left", left }, { "changed", changed }, { "entered", entered } } } });
+                }
+            }
+            return list;
+        }
+
         sealed class PW
         {
             public readonly List<byte> A = new List<byte>();
@@ -734,38 +861,65 @@ namespace Steerd.Client
             public void Zz(long v) { Leb((ulong)((v << 1) ^ (v >> 63))); }
         }
 
-        public static byte[] EncodeRecords(IList<QAgent> list)
+        /// <summary>
+        /// heading(vel) when every correct atan2 agrees on it (at least 1e-4 units from a rounding
+        /// tie), else -1: an encoder sets the face flag only then (as steer-proto does).
+        /// </summary>
+        public static int RobustHeading(int vx, int vy)
         {
-            var w = new PW();
+            if (vx == 0 && vy == 0) return -1;
+            double u = Math.Atan2(vy, vx) * 32768.0 / Math.PI + 65536;
+            double frac = u - Math.Floor(u);
+            if (Math.Abs(frac - 0.5) < 1e-4) return -1;
+            return (int)((long)Math.Floor(u + 0.5) % 65536);
+        }
+
+        static void WriteRecords(PW w, IList<QAgent> list, bool chained)
+        {
             long prev = -1;
             int group = 0;
-            foreach (var r in list)
+            int lx = 0, ly = 0;
+            for (int k = 0; k < list.Count; k++)
             {
+                var r = list[k];
                 long gap = r.Id - prev - 1;
                 if (gap < 0) throw ProtoException.Malformed("records must be sorted by id");
                 int s = r.Group == group ? 1 : 0;
-                int f = (r.VelX != 0 || r.VelY != 0) && Codec.Heading(r.VelX, r.VelY) == r.Orient ? 1 : 0;
+                int f = RobustHeading(r.VelX, r.VelY) == r.Orient ? 1 : 0;
                 w.Leb((ulong)(gap * 4 + s * 2 + f));
                 if (s == 0) w.Leb(r.Group);
-                w.Zz(r.PosX); w.Zz(r.PosY); w.Zz(r.VelX); w.Zz(r.VelY);
+                int px = chained && k > 0 ? unchecked(r.PosX - lx) : r.PosX;
+                int py = chained && k > 0 ? unchecked(r.PosY - ly) : r.PosY;
+                lx = r.PosX; ly = r.PosY;
+                w.Zz(px); w.Zz(py); w.Zz(r.VelX); w.Zz(r.VelY);
                 if (f == 0) w.Leb(r.Orient);
                 prev = r.Id;
                 group = r.Group;
             }
+        }
+
+        public static byte[] EncodeRecords(IList<QAgent> list)
+        {
+            var w = new PW();
+            WriteRecords(w, list, false);
             return w.A.ToArray();
+        }
+
+        static void WriteIds(PW w, System.Collections.IList ids)
+        {
+            long prev = -1;
+            foreach (var o in ids) { long id = Convert.ToInt64(o, CultureInfo.InvariantCulture); w.Leb((ulong)(id - prev - 1)); prev = id; }
         }
 
         public static byte[] EncodeIds(System.Collections.IList ids)
         {
             var w = new PW();
-            long prev = -1;
-            foreach (var o in ids) { long id = Convert.ToInt64(o, CultureInfo.InvariantCulture); w.Leb((ulong)(id - prev - 1)); prev = id; }
+            WriteIds(w, ids);
             return w.A.ToArray();
         }
 
-        public static byte[] EncodeChanges(System.Collections.IList entries)
+        static void WriteChanges(PW w, System.Collections.IList entries)
         {
-            var w = new PW();
             long prev = -1;
             foreach (Dictionary<string, object> c in entries)
             {
@@ -794,6 +948,68 @@ namespace Steerd.Client
                 }
                 else w.Leb((ulong)(gap * 16 + o * 4));
                 if (o == 2) w.Zz(Convert.ToInt64(c["dorient"], CultureInfo.InvariantCulture));
+            }
+        }
+
+        public static byte[] EncodeChanges(System.Collections.IList entries)
+        {
+            var w = new PW();
+            WriteChanges(w, entries);
+            return w.A.ToArray();
+        }
+
+        static long Long(Dictionary<string, object> d, string k) { return Convert.ToInt64(d[k], CultureInfo.InvariantCulture); }
+
+        /// <summary>
+        /// Encodes the entries of a cells message of `tick` and `span` (§6.8): {"keyframe": {cell,
+        /// tick, agents}} with their state tick, {"delta": {cell, base_tick, left, changed, entered}}
+        /// with changed entries by base "index". Entries in increasing cell order.
+        /// </summary>
+        public static byte[] EncodeEntries(System.Collections.IList entries, long tick, long span)
+        {
+            if (span < 1) throw ProtoException.Malformed("cells span " + span + " (must be at least 1)");
+            var w = new PW();
+            long prev = -1;
+            foreach (Dictionary<string, object> e in entries)
+            {
+                object v;
+                if (e.TryGetValue("keyframe", out v))
+                {
+                    var k = (Dictionary<string, object>)v;
+                    long cell = Long(k, "cell");
+                    long gap = cell - prev - 1;
+                    if (gap < 0) throw ProtoException.Malformed("cells entries must be in increasing cell order");
+                    prev = cell;
+                    long age = tick - Long(k, "tick");
+                    if (age < 0) throw ProtoException.Malformed("keyframe entry of cell " + cell + ": state tick after the message tick");
+                    w.Leb((ulong)(gap * 4 + 2 + (age > 0 ? 1 : 0)));
+                    if (age > 0) w.Leb((ulong)age);
+                    var agents = (IList<QAgent>)k["agents"];
+                    w.Leb((ulong)agents.Count);
+                    WriteRecords(w, agents, true);
+                }
+                else
+                {
+                    var d = (Dictionary<string, object>)e["delta"];
+                    long cell = Long(d, "cell");
+                    long gap = cell - prev - 1;
+                    if (gap < 0) throw ProtoException.Malformed("cells entries must be in increasing cell order");
+                    prev = cell;
+                    long age = tick - Long(d, "base_tick");
+                    if (age < 1) throw ProtoException.Malformed("delta entry of cell " + cell + ": base tick not before the message tick");
+                    int bflag = age == span ? 0 : 1;
+                    w.Leb((ulong)(gap * 4 + bflag));
+                    if (bflag == 1) w.Leb((ulong)age);
+                    var changed = d["changed"] as System.Collections.IList;
+                    if (changed == null) throw ProtoException.Malformed("EncodeEntries needs decoded change entries, not packed bytes");
+                    var left = (System.Collections.IList)d["left"];
+                    var entered = (IList<QAgent>)d["entered"];
+                    int hl = left.Count > 0 ? 1 : 0, he = entered.Count > 0 ? 1 : 0;
+                    w.Leb((ulong)changed.Count * 4 + (ulong)(hl * 2 + he));
+                    WriteChanges(w, changed);
+                    if (hl == 1) { w.Leb((ulong)left.Count); WriteIds(w, left); }
+                    if (he == 1) { w.Leb((ulong)entered.Count); WriteRecords(w, entered, true); }
+                }
             }
             return w.A.ToArray();
         }

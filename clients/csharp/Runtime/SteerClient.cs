@@ -1,7 +1,8 @@
 // SteerClient: one WebSocket session to steerd (System.Net.WebSockets.ClientWebSocket) — Hello /
 // Welcome, typed commands as Tasks resolved by their CommandResult, events, WorldViews per
 // subscribed world, Ping/Pong clock sync, automatic reconnect with back-off that resubscribes
-// (resuming the session, protocol v3: same player, same agents). Same shape as the TypeScript SDK.
+// (resuming the session: same player, same agents; protocol v4: a world's state arrives as one
+// cells message per tick on a binary connection). Same shape as the TypeScript SDK.
 //
 // Threading: if ConnectAsync is called with a SynchronizationContext (Unity's main thread has
 // one), every message is handled and every event raised on it, so views are read safely from
@@ -227,18 +228,21 @@ namespace Steerd.Client
 
         /// <summary>
         /// Subscribes to `rect` (min_x, min_y, max_x, max_y; null = the whole world) and keeps the
-        /// world's view (View(world)) across resyncs and reconnects. everyNTicks (a lower send
-        /// rate) is not in protocol v3: only 1 is accepted until the server supports it.
+        /// world's view (View(world)) across resyncs and reconnects. everyNTicks (default 1): the
+        /// server sends the world's state only on ticks that are multiples of it (observers,
+        /// minimaps); 0 or more than the server's limit (steerd: limits.max_every_n_ticks, default 20)
+        /// is answered invalid_field.
         /// </summary>
         public Task<CommandResult> Subscribe(string world, float[] rect = null, int everyNTicks = 1)
         {
-            if (everyNTicks != 1)
+            if (everyNTicks < 0)
             {
                 var t = new TaskCompletionSource<CommandResult>();
-                t.SetException(new CommandException("unsupported", "everyNTicks " + everyNTicks + ": protocol v3 streams every tick; only everyNTicks 1 is supported until the server adds it"));
+                t.SetException(new CommandException("invalid_field", "everyNTicks " + everyNTicks + ": a number of ticks", "every_n_ticks"));
                 return t.Task;
             }
             if (rect != null && rect.Length != 4) throw new ArgumentException("rect: min_x, min_y, max_x, max_y", "rect");
+            WorldView view;
             lock (SyncRoot)
             {
                 WorldView v;
@@ -257,14 +261,20 @@ namespace Steerd.Client
                     views[world] = v;
                 }
                 v.Area = rect;
+                view = v;
             }
-            return Command(SubscribeMsg(world, rect));
+            return Command(SubscribeMsg(world, rect, everyNTicks)).ContinueWith(r =>
+            {
+                // The server took the rate: resyncs and reconnects ask for it again.
+                if (r.Status == TaskStatus.RanToCompletion) lock (SyncRoot) view.EveryNTicks = everyNTicks;
+                return r;
+            }, TaskContinuationOptions.ExecuteSynchronously).Unwrap();
         }
 
-        static Dictionary<string, object> SubscribeMsg(string world, float[] rect)
+        static Dictionary<string, object> SubscribeMsg(string world, float[] rect, int everyNTicks)
         {
             var area = rect == null ? new Dictionary<string, object> { { "type", "whole_world" } } : Shapes.Rect(rect[0], rect[1], rect[2], rect[3]);
-            return new Dictionary<string, object> { { "type", "subscribe" }, { "world", world }, { "area", area } };
+            return new Dictionary<string, object> { { "type", "subscribe" }, { "world", world }, { "area", area }, { "every_n_ticks", (long)everyNTicks } };
         }
 
         public Task<CommandResult> Unsubscribe(string world)
@@ -508,6 +518,16 @@ namespace Steerd.Client
             switch (type)
             {
                 case "welcome": OnWelcome(Tree.Welcome(m)); return;
+                case "cells":
+                    {
+                        var c = Tree.Cells(m);
+                        lock (SyncRoot)
+                        {
+                            var v = ViewById(c.World);
+                            if (v != null) v.ApplyCells(c, t);
+                        }
+                        return;
+                    }
                 case "keyframe":
                 case "delta":
                     {
@@ -628,7 +648,7 @@ namespace Steerd.Client
                     var info = w.World(kv.Key);
                     if (info == null) continue;
                     kv.Value.Rebind(info, w.Quantization, w.TickRateHz);
-                    resend.Add(SubscribeMsg(kv.Key, kv.Value.Area));
+                    resend.Add(SubscribeMsg(kv.Key, kv.Value.Area, kv.Value.EveryNTicks));
                 }
                 queued = new List<Dictionary<string, object>>(queue);
                 queue.Clear();
@@ -664,7 +684,7 @@ namespace Steerd.Client
                 {
                     resyncPending.Remove(world);
                     WorldView v;
-                    if (State == "open" && views.TryGetValue(world, out v)) msg = SubscribeMsg(world, v.Area);
+                    if (State == "open" && views.TryGetValue(world, out v)) msg = SubscribeMsg(world, v.Area, v.EveryNTicks);
                 }
                 if (msg != null) Observe(Command(msg, true));
             });

@@ -65,6 +65,23 @@ namespace Steerd.Client
         public object Changed;
     }
 
+    /// <summary>
+    /// A tick's state of many cells of one world in one message (protocol v4, §6.8; binary
+    /// connections receive these instead of per-cell keyframes and deltas). Each entry is a Frame
+    /// without a checksum: a keyframe (Tick = the cell's state tick) or a delta (Tick = the
+    /// message tick, BaseTick its base).
+    /// </summary>
+    public sealed class CellsMessage
+    {
+        public uint World;
+        public long Tick;
+        /// <summary>The subscription's every_n_ticks.</summary>
+        public long Span;
+        /// <summary>FNV-1a 64 folded over the cells' checksums after each entry, when present.</summary>
+        public ulong? Checksum;
+        public List<Frame> Entries = new List<Frame>();
+    }
+
     /// <summary>A world event (§5.2 EventKind).</summary>
     public sealed class WorldEvent
     {
@@ -172,6 +189,34 @@ namespace Steerd.Client
             f.Changed = m["changed"];
             f.Agents = (List<QAgent>)m["entered"];
             return f;
+        }
+
+        /// <summary>A decoded cells message (Codec.DecodeServer, or the JSON form) as a CellsMessage.</summary>
+        public static CellsMessage Cells(Dictionary<string, object> m)
+        {
+            uint world = (uint)L(m, "world");
+            var c = new CellsMessage { World = world, Tick = L(m, "tick"), Span = L(m, "span") };
+            var ck = m["checksum"] as string;
+            if (ck != null) c.Checksum = ulong.Parse(ck, NumberStyles.HexNumber, CultureInfo.InvariantCulture);
+            foreach (Dictionary<string, object> e in (List<object>)m["entries"])
+            {
+                object v;
+                if (e.TryGetValue("keyframe", out v))
+                {
+                    var k = (Dictionary<string, object>)v;
+                    c.Entries.Add(new Frame { World = world, Cell = (uint)L(k, "cell"), Tick = L(k, "tick"), Agents = (List<QAgent>)k["agents"] });
+                }
+                else
+                {
+                    var d = (Dictionary<string, object>)e["delta"];
+                    c.Entries.Add(new Frame
+                    {
+                        IsDelta = true, World = world, Cell = (uint)L(d, "cell"), Tick = c.Tick, BaseTick = L(d, "base_tick"),
+                        Left = (List<object>)d["left"], Changed = d["changed"], Agents = (List<QAgent>)d["entered"],
+                    });
+                }
+            }
+            return c;
         }
     }
 }

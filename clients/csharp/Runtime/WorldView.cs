@@ -144,8 +144,18 @@ namespace Steerd.Client
         public HashSet<uint> SubscribedCells;
         /// <summary>The area last subscribed (re-sent on a resync or reconnect): null = whole world, else min_x, min_y, max_x, max_y.</summary>
         public float[] Area;
+        /// <summary>The subscription's send rate (every_n_ticks, re-sent with the area).</summary>
+        public int EveryNTicks = 1;
         public long LatestTick = -1;
-        public int Keyframes, Deltas, Resyncs;
+        /// <summary>
+        /// Keyframes and deltas applied (a cells message counts each of its entries), cells messages
+        /// applied, and frames that could not be (each leads to a resubscribe).
+        /// </summary>
+        public int Keyframes, Deltas, CellsMessages, Resyncs;
+        /// <summary>Span of the last cells message (the subscription's every_n_ticks); 0 before one.</summary>
+        public long Span;
+        /// <summary>Tick of the last cells message applied; -1 before one.</summary>
+        public long CellsTick = -1;
         /// <summary>Clock of this world's ticks (Ping/Pong samples when it is the connection's first subscribed world).</summary>
         public readonly ClockSync Clock = new ClockSync();
         /// <summary>How far behind the estimated server time Sample() renders (ms, default 100).</summary>
@@ -216,6 +226,34 @@ namespace Steerd.Client
             Remember(f.Cell, cell, f.Tick, nowMs);
         }
 
+        readonly CellsTxn txn = new CellsTxn();
+
+        /// <summary>
+        /// Applies a cells message of this world (§6.8) whole: every entry, then the message checksum.
+        /// A chain break, a malformed entry or a checksum mismatch leaves every cell as it was and
+        /// resyncs (see CellMap.ApplyCells).
+        /// </summary>
+        public void ApplyCells(CellsMessage m, double nowMs = double.NaN)
+        {
+            var why = CellMap.ApplyCells(Cells, m, Info.Cols, Info.Rows, Quant.PredictNum, SubscribedCells, txn);
+            if (why != null) { Resync(why); return; }
+            CellsMessages++;
+            Span = m.Span;
+            CellsTick = m.Tick;
+            foreach (var e in m.Entries)
+            {
+                CellMap cell;
+                if (!Cells.TryGetValue(e.Cell, out cell)) continue;
+                if (!e.IsDelta)
+                {
+                    if (SubscribedCells != null && !SubscribedCells.Contains(e.Cell)) continue;
+                    Keyframes++;
+                }
+                else Deltas++;
+                Remember(e.Cell, cell, cell.Tick, nowMs);
+            }
+        }
+
         public void Resync(string reason) { Resyncs++; OnResync(reason); }
 
         void Remember(uint c, CellMap cell, long tick, double nowMs)
@@ -261,24 +299,27 @@ namespace Steerd.Client
             return LatestTick + (nowMs - latestArrivalMs) * TickRate / 1000;
         }
 
-        /// <summary>The tick Sample(nowMs) renders: server time − InterpDelayMs, at most one tick past the newest state.</summary>
+        /// <summary>The tick Sample(nowMs) renders: server time − InterpDelayMs, at most one send period (one tick, or EveryNTicks) past the newest state.</summary>
         public double RenderTick(double nowMs)
         {
             double st = ServerTick(nowMs) - InterpDelayMs * TickRate / 1000;
             if (double.IsNaN(st) || double.IsInfinity(st)) return LatestTick;
-            return Math.Min(st, LatestTick + 1);
+            return Math.Min(st, LatestTick + Math.Max(1, EveryNTicks));
         }
 
         /// <summary>
         /// Every agent at local time `renderTimeMs` (the clock the client uses: Stopwatch milliseconds,
         /// see SteerClient.NowMs): positions and headings interpolated between the two states around
-        /// RenderTick, extrapolated along the velocity by at most one tick past the newest state. The
+        /// RenderTick, extrapolated along the velocity by at most one send period past the newest state
+        /// (with EveryNTicks N a change reached at state tick t is interpolated over the N ticks before
+        /// t: give InterpDelayMs at least one send period to render between states). The
         /// returned list and its objects are reused by the next call.
         /// </summary>
         public List<SampledAgent> Sample(double renderTimeMs)
         {
             double target = RenderTick(renderTimeMs);
             float ps = Quant.PosStep, vs = Quant.VelStep;
+            int period = Math.Max(1, EveryNTicks);
             double rate = TickRate;
             output.Clear();
             int n = 0;
@@ -292,10 +333,10 @@ namespace Steerd.Client
                 double f = 0, ext = 0;
                 if (s1 != null)
                 {
-                    double t1 = Math.Max(s0.Tick, s1.Tick - 1);
+                    double t1 = Math.Max(s0.Tick, s1.Tick - period);
                     if (target > t1) f = (target - t1) / (s1.Tick - t1);
                 }
-                else if (target > s0.Tick) ext = Math.Min(target - s0.Tick, 1) / rate;
+                else if (target > s0.Tick) ext = Math.Min(target - s0.Tick, period) / rate;
                 var ids = s0.Id; var v0 = s0.V;
                 int j = 0;
                 for (int a = 0; a < s0.N; a++)

@@ -1,7 +1,8 @@
 // Conformance: the C# SDK against the golden vectors of client-proto (the files the Rust and
 // TypeScript tests use): every NAME.hex/NAME.json pair, every entry of invalid.json with its error
-// kind, and the recorded frame chain replayed (packed, decoded entries, JSON form) with every
-// checksum. VECTORS_DIR overrides the directory.
+// kind, the recorded frame chain replayed (packed, decoded entries, JSON form) with every
+// checksum, and the protocol-4 cells messages (server_cells_*) replayed in order the same way with
+// every message checksum. VECTORS_DIR overrides the directory.
 using System;
 using System.Collections;
 using System.Collections.Generic;
@@ -43,8 +44,9 @@ namespace Steerd.Client.Tests
             if (names.Count == 0) throw new Exception("no vectors in " + Dir);
             return names;
         }
-        public static IEnumerable<string> Plain() { return Pairs().Where(n => !n.StartsWith("server_chain_")); }
+        public static IEnumerable<string> Plain() { return Pairs().Where(n => !n.StartsWith("server_chain_") && !n.StartsWith("server_cells_")); }
         static List<string> Chain() { return Pairs().Where(n => n.StartsWith("server_chain_")).ToList(); }
+        static List<string> CellsChain() { return Pairs().Where(n => n.StartsWith("server_cells_")).ToList(); }
 
         static Dictionary<string, object> AgentTree(QAgent a)
         {
@@ -133,7 +135,7 @@ namespace Steerd.Client.Tests
         public void TheHelloThisSdkSendsIsTheGoldenHello()
         {
             var v = ReadJson("client_hello");
-            Assert.AreEqual(3, Codec.ProtocolVersion);
+            Assert.AreEqual(4, Codec.ProtocolVersion);
             Assert.AreEqual(Codec.ProtocolVersion, (int)(double)v["protocol_version"]);
             var h = Codec.Hello((string)v["token"], null);
             Assert.AreEqual(ToHex(ReadHex("client_hello")), ToHex(Codec.EncodeClient(h)));
@@ -148,7 +150,7 @@ namespace Steerd.Client.Tests
         public void TheGoldenWelcomesTellPlayerRoleAndResumeToken()
         {
             var w = Tree.Welcome(Codec.DecodeServer(ReadHex("server_welcome")));
-            Assert.AreEqual(3, w.ProtocolVersion);
+            Assert.AreEqual(Codec.ProtocolVersion, w.ProtocolVersion);
             Assert.AreEqual("alice", w.PlayerId);
             Assert.AreEqual(Role.Player, w.Role);
             Assert.AreEqual("7f3a9c0e5b2d4f6a8c1e3b5d7f9a0c2e", w.ResumeToken);
@@ -286,6 +288,130 @@ namespace Steerd.Client.Tests
             Assert.AreEqual(key.Tick, cell.Tick);
             key.Checksum = 0;
             Assert.AreEqual(ProtoErrorKind.Checksum, Assert.Throws<ProtoException>(() => new CellMap().Keyframe(key)).Kind);
+        }
+
+        /// <summary>A cells JSON tree → the CellsMessage the JSON connection's form would give.</summary>
+        static CellsMessage JsonCells(Dictionary<string, object> j)
+        {
+            var entries = ((List<object>)j["entries"]).Select(x =>
+            {
+                var e = (Dictionary<string, object>)x;
+                object v;
+                if (e.TryGetValue("keyframe", out v))
+                {
+                    var k = (Dictionary<string, object>)v;
+                    return (object)new Dictionary<string, object> { { "keyframe", new Dictionary<string, object> { { "cell", k["cell"] }, { "tick", k["tick"] }, { "agents", ((List<object>)k["agents"]).Select(AgentOf).ToList() } } } };
+                }
+                var d = (Dictionary<string, object>)e["delta"];
+                return new Dictionary<string, object> { { "delta", new Dictionary<string, object> {
+                    { "cell", d["cell"] }, { "base_tick", d["base_tick"] }, { "left", ((List<object>)d["left"]).Select(i => (object)(long)(double)i).ToList() },
+                    { "changed", d["changed"] }, { "entered", ((List<object>)d["entered"]).Select(AgentOf).ToList() } } } };
+            }).ToList();
+            var m = new Dictionary<string, object>(j);
+            m["entries"] = entries;
+            return Tree.Cells(m);
+        }
+
+        static WorldInfo CellsGrid(uint world)
+        {
+            var w = Tree.Welcome(Codec.DecodeServer(ReadHex("server_welcome")));
+            foreach (var i in w.Worlds) if (i.Id == world) return i;
+            return new WorldInfo { Id = world, Cols = 65536, Rows = 65536 };
+        }
+
+        [Test]
+        public void CellsVectorsReplayInOrderWithEveryChecksum()
+        {
+            var chain = CellsChain();
+            Assert.GreaterOrEqual(chain.Count, 2, "protocol 4 has cells vectors (server_cells_*)");
+            int predictNum = (int)(double)((Dictionary<string, object>)ReadJson("server_welcome")["quantization"])["predict_num"];
+            var grid = CellsGrid(Tree.Cells(Codec.DecodeServer(ReadHex(chain[0]))).World);
+            var packed = new Dictionary<uint, CellMap>();
+            var decoded = new Dictionary<uint, CellMap>();
+            var viaJson = new Dictionary<uint, CellMap>();
+            var txn = new CellsTxn();
+            int sums = 0, keyframes = 0, deltas = 0;
+            foreach (var name in chain)
+            {
+                var bytes = ReadHex(name);
+                var json = ReadJson(name);
+                var tree = Codec.DecodeServer(bytes);
+                Func<long, List<QAgent>> held = c => { CellMap m; return decoded.TryGetValue((uint)c, out m) ? m.Agents : new List<QAgent>(); };
+                // decode == JSON twin, with base indices resolved to ids through the state held before.
+                var resolved = new Dictionary<string, object>(tree);
+                resolved["entries"] = ((List<object>)tree["entries"]).Select(x =>
+                {
+                    var e = (Dictionary<string, object>)x;
+                    if (e.ContainsKey("keyframe")) { keyframes++; return x; }
+                    deltas++;
+                    var d = new Dictionary<string, object>((Dictionary<string, object>)e["delta"]);
+                    var baseList = held((long)d["cell"]);
+                    d["changed"] = ((List<object>)d["changed"]).Select(ce =>
+                    {
+                        var r = ((Dictionary<string, object>)ce).Where(kv => kv.Key != "index").ToDictionary(kv => kv.Key, kv => kv.Value);
+                        r["id"] = (long)baseList[(int)(long)((Dictionary<string, object>)ce)["index"]].Id;
+                        return (object)r;
+                    }).ToList();
+                    return (object)new Dictionary<string, object> { { "delta", d } };
+                }).ToList();
+                Same(Plainify(resolved), json, name);
+                // encode(JSON twin with ids mapped to base indices) == hex
+                var asBinary = new Dictionary<string, object>(json);
+                asBinary["entries"] = ((List<object>)json["entries"]).Select(x =>
+                {
+                    var e = (Dictionary<string, object>)x;
+                    if (e.ContainsKey("keyframe"))
+                    {
+                        var k = new Dictionary<string, object>((Dictionary<string, object>)e["keyframe"]);
+                        k["agents"] = ((List<object>)k["agents"]).Select(AgentOf).ToList();
+                        return (object)new Dictionary<string, object> { { "keyframe", k } };
+                    }
+                    var d = new Dictionary<string, object>((Dictionary<string, object>)e["delta"]);
+                    var baseList = held((long)(double)d["cell"]);
+                    d["changed"] = ((List<object>)d["changed"]).Select(ce =>
+                    {
+                        var r = ((Dictionary<string, object>)ce).Where(kv => kv.Key != "id").ToDictionary(kv => kv.Key, kv => kv.Value);
+                        r["index"] = (long)baseList.FindIndex(a => a.Id == (uint)(double)((Dictionary<string, object>)ce)["id"]);
+                        return (object)r;
+                    }).ToList();
+                    d["entered"] = ((List<object>)d["entered"]).Select(AgentOf).ToList();
+                    return (object)new Dictionary<string, object> { { "delta", d } };
+                }).ToList();
+                Assert.AreEqual(ToHex(bytes), ToHex(Codec.EncodeServer(asBinary)), name + ": encode(json) == hex");
+                Assert.IsNull(CellMap.ApplyCells(packed, Tree.Cells(Codec.DecodeServer(bytes, Codec.DefaultServerLimit, true)), grid.Cols, grid.Rows, predictNum, null, txn), name + ": packed");
+                Assert.IsNull(CellMap.ApplyCells(decoded, Tree.Cells(tree), grid.Cols, grid.Rows, predictNum, null, txn), name + ": decoded entries");
+                Assert.IsNull(CellMap.ApplyCells(viaJson, JsonCells(json), grid.Cols, grid.Rows, predictNum, null, txn), name + ": JSON form");
+                CollectionAssert.AreEquivalent(decoded.Keys, packed.Keys);
+                CollectionAssert.AreEquivalent(decoded.Keys, viaJson.Keys);
+                foreach (var kv in decoded)
+                {
+                    SameAgents(packed[kv.Key].Agents, kv.Value.Agents, name + " packed cell " + kv.Key);
+                    SameAgents(viaJson[kv.Key].Agents, kv.Value.Agents, name + " json cell " + kv.Key);
+                }
+                if (json["checksum"] != null) sums++;
+            }
+            Assert.Greater(keyframes, 0, "keyframe entries");
+            Assert.Greater(deltas, 0, "delta entries");
+            Assert.Greater(sums, 0, "message checksums verified");
+        }
+
+        [Test]
+        public void ACellsVectorWithAWrongChecksumChangesNothing()
+        {
+            var chain = CellsChain();
+            int predictNum = (int)(double)((Dictionary<string, object>)ReadJson("server_welcome")["quantization"])["predict_num"];
+            var msgs = chain.Select(n => Tree.Cells(Codec.DecodeServer(ReadHex(n), Codec.DefaultServerLimit, true))).ToList();
+            var grid = CellsGrid(msgs[0].World);
+            int at = msgs.FindIndex(m => m.Checksum.HasValue && msgs.IndexOf(m) > 0);
+            Assert.Greater(at, 0, "a later cells vector with a checksum");
+            var maps = new Dictionary<uint, CellMap>();
+            var txn = new CellsTxn();
+            for (int i = 0; i < at; i++) Assert.IsNull(CellMap.ApplyCells(maps, msgs[i], grid.Cols, grid.Rows, predictNum, null, txn));
+            Func<string> snap = () => string.Join(";", maps.OrderBy(kv => kv.Key).Select(kv => kv.Key + "@" + kv.Value.Tick + ":" + string.Join(",", kv.Value.Agents.Select(a => a.ToString()))));
+            var before = snap();
+            msgs[at].Checksum ^= 1;
+            StringAssert.Contains("checksum", CellMap.ApplyCells(maps, msgs[at], grid.Cols, grid.Rows, predictNum, null, txn));
+            Assert.AreEqual(before, snap(), "every cell as before the bad message");
         }
 
         public static IEnumerable<object[]> Invalid()

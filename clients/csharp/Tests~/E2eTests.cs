@@ -153,7 +153,7 @@ namespace Steerd.Client.Tests
             client.Reconnected += (w, r) => { resumed = r; Interlocked.Increment(ref reconnects); };
             try
             {
-                Assert.AreEqual(3, client.Welcome.ProtocolVersion);
+                Assert.AreEqual(4, client.Welcome.ProtocolVersion);
                 Assert.AreEqual(player, client.PlayerId);
                 Assert.AreEqual(Role.Player, client.Role);
                 StringAssert.IsMatch("^[0-9a-f]{32}$", client.ResumeToken);
@@ -163,7 +163,10 @@ namespace Steerd.Client.Tests
                 Assert.AreEqual("subscribed", sub.Type);
                 Assert.Greater(sub.Cells.Count, 0);
                 var view = client.View(world);
-                Assert.AreEqual("unsupported", Fails(client.Subscribe(world, null, 2)).Code);
+                // every_n_ticks 0 is refused by the server, naming the field.
+                var bad = Fails(client.Subscribe(world, null, 0));
+                Assert.AreEqual("invalid_field", bad.Code);
+                StringAssert.Contains("every_n_ticks", bad.Field ?? "");
 
                 var spawned = Wait(client.Spawn(world, "units", 3, Shapes.Circle(30, 30, 4)));
                 Assert.AreEqual("spawned", spawned.Type);
@@ -229,7 +232,68 @@ namespace Steerd.Client.Tests
                     }, 10000);
                 }
                 catch (TimeoutException) { Assert.Fail("the view never equalled /snapshot:\n" + last); }
+                // Protocol v4: a binary connection receives cells messages.
+                lock (client.SyncRoot) Assert.Greater(view.CellsMessages, 0, "cells messages");
                 lock (errors) CollectionAssert.IsEmpty(errors);
+                lock (resyncs) CollectionAssert.IsEmpty(resyncs);
+            }
+            finally
+            {
+                client.Close();
+            }
+        }
+
+        [Test]
+        public void EveryFourTicksOnlyMultiplesOfFourAndTheTableEqualsTheSnapshot()
+        {
+            const string world = "sdk-cs-every4";
+            srv.Rest("POST", "/worlds", "{\"name\":\"" + world + "\"}");
+            var client = Wait(SteerClient.ConnectAsync(srv.Base, new ConnectOptions { Token = srv.MintToken("every4-cs") }));
+            var resyncs = new List<string>();
+            client.Resynced += (w, r) => { lock (resyncs) resyncs.Add(w + ": " + r); };
+            try
+            {
+                var wander = new List<Dictionary<string, object>> { Behavior.Wander().Entry() };
+                var ids = Wait(client.Spawn(world, "wanderers", 10, Shapes.Circle(50, 50, 10), null, wander)).Agents;
+                Wait(client.Subscribe(world, null, 4));
+                var view = client.View(world);
+                lock (client.SyncRoot) Assert.AreEqual(4, view.EveryNTicks);
+                // The ticks of the cells messages applied after the first (the subscription's
+                // keyframes; the TypeScript test checks that one too), sampled while waiting.
+                var ticks = new List<long>();
+                Until("20 cells messages", () =>
+                {
+                    lock (client.SyncRoot)
+                    {
+                        if (view.CellsMessages >= 2 && (ticks.Count == 0 || ticks[ticks.Count - 1] != view.CellsTick)) ticks.Add(view.CellsTick);
+                        return view.CellsMessages >= 20;
+                    }
+                }, 20000);
+                lock (client.SyncRoot)
+                {
+                    Assert.AreEqual(4, view.Span);
+                    Assert.Greater(ticks.Count, 3);
+                    Assert.IsTrue(ticks.All(t => t % 4 == 0), "ticks: " + string.Join(" ", ticks));
+                }
+                srv.Rest("PATCH", "/worlds/" + world, "{\"paused\":true}");
+                var info = (Dictionary<string, object>)srv.Rest("GET", "/worlds/" + world);
+                long tick = (long)(double)info["tick"];
+                if (tick % 4 != 0) srv.Rest("POST", "/worlds/" + world + "/step", "{\"ticks\":" + (4 - tick % 4) + "}");
+                string last = "";
+                try
+                {
+                    Until("the view to equal /snapshot", () =>
+                    {
+                        var snap = (Dictionary<string, object>)srv.Rest("GET", "/worlds/" + world + "/snapshot");
+                        var want = ((List<object>)snap["quantized"]).Select(Describe).OrderBy(x => x, StringComparer.Ordinal).ToList();
+                        List<string> have;
+                        lock (client.SyncRoot) have = view.Agents().Select(a => a.ToString()).OrderBy(x => x, StringComparer.Ordinal).ToList();
+                        last = "snapshot tick " + snap["tick"] + "\nwant " + string.Join(" ", want) + "\nhave " + string.Join(" ", have);
+                        return want.Count == ids.Count && want.SequenceEqual(have) && (long)(double)snap["tick"] % 4 == 0;
+                    }, 10000);
+                }
+                catch (TimeoutException) { Assert.Fail("the view never equalled /snapshot:\n" + last); }
+                lock (client.SyncRoot) Assert.AreEqual(0, view.CellsTick % 4);
                 lock (resyncs) CollectionAssert.IsEmpty(resyncs);
             }
             finally

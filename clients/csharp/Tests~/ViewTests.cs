@@ -104,5 +104,30 @@ namespace Steerd.Client.Tests
             Assert.AreEqual(2, reasons.Count);
             Assert.AreEqual(0, v.Agent(1).PosX);
         }
+
+        [Test]
+        public void EveryFourTicksInterpolatesOverTheSendPeriod()
+        {
+            var v = View(0);
+            v.EveryNTicks = 4;
+            var c0 = new CellsMessage { World = 1, Tick = 100, Span = 4 };
+            c0.Entries.Add(Kf(0, 100, A(1, 1000, 1000, 0, 0, 0)));
+            v.ApplyCells(c0, 0);
+            var c1 = new CellsMessage { World = 1, Tick = 104, Span = 4 };
+            c1.Entries.Add(new Frame
+            {
+                IsDelta = true, World = 1, Cell = 0, Tick = 104, BaseTick = 100, Left = new List<object>(), Agents = new List<QAgent>(),
+                Changed = new List<object> { new Dictionary<string, object> { { "index", 0L }, { "dpos", new List<object> { 400L, 0L } }, { "dvel", new List<object> { 0L, 0L } } } },
+            });
+            v.ApplyCells(c1, 0);
+            Assert.AreEqual(0, v.Resyncs);
+            Assert.AreEqual(104, v.CellsTick);
+            v.Clock.AddSample(0, 0, 101); // server tick 101.5 at local 0
+            Assert.AreEqual(11.5, v.Sample(0)[0].X, 1e-4, "1.5 of the 4 ticks done");
+            v.EveryNTicks = 1;
+            Assert.AreEqual(10.0, v.Sample(0)[0].X, 1e-4, "span 1: held until the tick before");
+            v.EveryNTicks = 4;
+            Assert.AreEqual(108, v.RenderTick(10000), 1e-9);
+        }
     }
 }

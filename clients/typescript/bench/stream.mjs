@@ -2,9 +2,12 @@
 // AOI cells (100 agents each), one keyframe per cell, then per tick one delta per cell in which
 // every agent moves (nibble and varint motion, face and turn orientations, a checksum every 10th
 // tick) and a few agents cross to a neighbouring cell (left + entered). Deterministic (seeded).
+// Both framings: per-cell keyframe / delta messages (`keyframes`, `ticks`: what a JSON
+// connection gets, one message per cell) and protocol v4's one `cells` message per tick
+// (`cellsKeyframe`, `cellsTicks`: what a binary connection gets).
 // `writeStream(path)` stores it for the C# benchmark: per frame a u32 LE length + the bytes.
 import { writeFileSync } from 'node:fs';
-import { encodeServer, checksum, predict, heading, cellOf } from '../dist/index.js';
+import { encodeServer, checksum, cellsChecksum, predict, heading, cellOf } from '../dist/index.js';
 
 export const QUANT = { pos_step: 0.01, vel_step: 0.1, predict_num: 32768, orient_snap: 0.035 };
 export const INFO = { id: 1, name: 'bench', bounds: { min_x: 0, min_y: 0, max_x: 200, max_y: 200 }, aoi_cell_size: 20, cols: 10, rows: 10 };
@@ -36,7 +39,9 @@ export function makeStream(agents = 10000, nTicks = 100) {
   }
   const tick0 = 1000;
   const keyframes = state.map((list, cell) => encodeServer({ type: 'keyframe', world: 1, cell, tick: tick0, checksum: checksum(list), agents: list }));
+  const cellsKeyframe = encodeServer({ type: 'cells', world: 1, tick: tick0, span: 1, checksum: cellsChecksum(state), entries: state.map((agents, cell) => ({ keyframe: { cell, tick: tick0, agents } })) });
   const ticks = [];
+  const cellsTicks = [];
   for (let t = 1; t <= nTicks; t++) {
     const tick = tick0 + t;
     const next = state.map(() => []);
@@ -80,19 +85,28 @@ export function makeStream(agents = 10000, nTicks = 100) {
       });
     }
     const frames = [];
+    const entries = [];
     for (let cell = 0; cell < cells; cell++) {
       next[cell].sort((a, b) => a.id - b.id);
       entered[cell].sort((a, b) => a.id - b.id);
       const ck = t % 10 === 0 ? checksum(next[cell]) : null;
       frames.push(encodeServer({ type: 'delta', world: 1, cell, tick, base_tick: tick - 1, checksum: ck, left: left[cell], changed: changes[cell], entered: entered[cell] }));
+      entries.push({ delta: { cell, base_tick: tick - 1, left: left[cell], changed: changes[cell], entered: entered[cell] } });
     }
     ticks.push(frames);
+    cellsTicks.push(encodeServer({ type: 'cells', world: 1, tick, span: 1, checksum: t % 10 === 0 ? cellsChecksum(next) : null, entries }));
     for (let c = 0; c < cells; c++) state[c] = next[c];
   }
-  return { keyframes, ticks };
+  return { keyframes, ticks, cellsKeyframe, cellsTicks };
 }
 
-export function writeStream(path, stream) {
+/**
+ * The file the C# benchmark reads: u32 keyframe count K, u32 frames per tick F, then frames
+ * (u32 LE length + bytes): K keyframes, then F per tick. With `cells`, the v4 framing: K = 1
+ * (the keyframe message), F = 1 (one cells message per tick).
+ */
+export function writeStream(path, stream, cells = false) {
+  if (cells) stream = { keyframes: [stream.cellsKeyframe], ticks: stream.cellsTicks.map((m) => [m]) };
   const all = [...stream.keyframes, ...stream.ticks.flat()];
   const size = all.reduce((n, f) => n + 4 + f.length, 0);
   const buf = Buffer.alloc(size + 8);

@@ -1,7 +1,7 @@
 // SteerClient: one WebSocket session to steerd — Hello/Welcome, typed commands resolved by their
 // CommandResult, events, WorldViews per subscribed world, Ping/Pong clock sync, and automatic
-// reconnect with back-off that resumes the session (protocol v3: same player, same agents) and
-// resubscribes.
+// reconnect with back-off that resumes the session (same player, same agents) and resubscribes.
+// Protocol v4: a binary connection receives a world's state as one `cells` message per tick.
 // (Compiled by tsc into server/viewer/sdk/ for the viewer: edit this .ts, then `npm run build:viewer`.)
 
 import {
@@ -231,15 +231,18 @@ export class SteerClient {
 
   /**
    * Subscribes to `area` of `world` (default the whole world) and keeps a WorldView of it, across
-   * resyncs and reconnects. `everyNTicks` (a lower send rate) is not in protocol v3: only 1 (or
-   * omitted) is accepted until the server supports it.
+   * resyncs and reconnects. `everyNTicks` (default 1): the server sends this world's state only
+   * on ticks that are multiples of it (observers, minimaps: 2 = 10 Hz at 20 Hz); 0 or more than
+   * the server's limit (steerd: `limits.max_every_n_ticks`, default 20) is `invalid_field`.
    */
   async subscribe(world: string, area: Area = { type: 'whole_world' }, opts: { everyNTicks?: number } = {}): Promise<SubscribedOutcome & { view: WorldView }> {
-    if (opts.everyNTicks !== undefined && opts.everyNTicks !== 1) {
-      throw new CommandError('unsupported', `everyNTicks ${opts.everyNTicks}: protocol v3 streams every tick; only everyNTicks 1 is supported until the server adds it`);
+    const every = opts.everyNTicks ?? 1;
+    if (!Number.isInteger(every) || every < 0 || every > 0xffffffff) {
+      throw new CommandError('invalid_field', `everyNTicks ${String(opts.everyNTicks)}: a whole number of ticks`, 'every_n_ticks');
     }
     const view = this.ensureView(world, area);
-    const r = await this.command<SubscribedOutcome>({ type: 'subscribe', request_id: 0, world, area });
+    const r = await this.command<SubscribedOutcome>({ type: 'subscribe', request_id: 0, world, area, every_n_ticks: every });
+    view.everyNTicks = every; // the server took it: resyncs and reconnects ask for it again
     return { ...r, view };
   }
 
@@ -287,7 +290,7 @@ export class SteerClient {
 
   /**
    * Closes the transport the way a network failure would: the client reconnects (resumes in
-   * protocol v3) and resubscribes; views keep their state meanwhile. For tests and "retry now".
+   * the session) and resubscribes; views keep their state meanwhile. For tests and "retry now".
    */
   dropSocket(): void {
     const ws = this.ws;
@@ -418,6 +421,11 @@ export class SteerClient {
         if (v) v.delta(m, t);
         return;
       }
+      case 'cells': {
+        const v = this.viewById(m.world);
+        if (v) v.applyCells(m, t);
+        return;
+      }
       case 'event': {
         const w = this.worldName(m.world);
         const e = m.event;
@@ -516,7 +524,7 @@ export class SteerClient {
         continue;
       }
       v.rebind(info, w.quantization, w.tick_rate_hz);
-      this.command({ type: 'subscribe', request_id: 0, world: name, area: v.area }, true).catch((e) => this.emit('error', e as Error));
+      this.command({ type: 'subscribe', request_id: 0, world: name, area: v.area, every_n_ticks: v.everyNTicks }, true).catch((e) => this.emit('error', e as Error));
     }
     const q = this.queue.splice(0);
     for (const msg of q) this.send(msg);
@@ -537,7 +545,7 @@ export class SteerClient {
       this.resyncTimers.delete(world);
       const v = this.views.get(world);
       if (!v || this.state !== 'open') return; // a reconnect resubscribes anyway
-      this.command({ type: 'subscribe', request_id: 0, world, area: v.area }, true).catch((e) => this.emit('error', e as Error));
+      this.command({ type: 'subscribe', request_id: 0, world, area: v.area, every_n_ticks: v.everyNTicks }, true).catch((e) => this.emit('error', e as Error));
     }, 50));
   }
 

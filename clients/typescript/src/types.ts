@@ -2,7 +2,7 @@
 // Binary frames decode to the same shapes (see codec.ts for the one difference: base indices).
 // (Compiled by tsc into server/viewer/sdk/ for the viewer: edit this .ts, then `npm run build:viewer`.)
 
-import type { QAgent, ChangeEntry } from './codec.js';
+import type { QAgent, ChangeEntry, CellsEntry } from './codec.js';
 
 export type Encoding = 'binary' | 'json';
 export type ErrorCodeName =
@@ -58,7 +58,11 @@ export interface Hello {
 }
 export type ClientMsg =
   | Hello
-  | { type: 'subscribe'; request_id: number; world: string; area: Area }
+  | {
+      type: 'subscribe'; request_id: number; world: string; area: Area;
+      /** Send state on ticks that are multiples of this (protocol v4; default 1 = every tick). */
+      every_n_ticks?: number;
+    }
   | { type: 'unsubscribe'; request_id: number; world: string }
   | { type: 'move_to'; request_id: number; world: string; agents: number[]; target: Point; stopping_distance?: number }
   | { type: 'set_behaviors'; request_id: number; world: string; agents: number[]; behaviors: BehaviorEntry[] }
@@ -106,4 +110,16 @@ export type Outcome = OkOutcome | SubscribedOutcome | SpawnedOutcome | ErrorOutc
 export interface CommandResult { type: 'command_result'; request_id: number; result: Outcome }
 export interface ErrorMsg { type: 'error'; code: ErrorCodeName; message: string; field: string | null }
 export interface Pong { type: 'pong'; request_id: number; server_tick: number }
-export type ServerMsg = Welcome | Keyframe | Delta | EventMsg | CommandResult | ErrorMsg | Pong;
+/**
+ * A tick's state of many cells of one world in one message (protocol v4, §6.8; binary
+ * connections receive these instead of per-cell keyframes and deltas).
+ */
+export interface Cells {
+  type: 'cells'; world: number; tick: number;
+  /** The subscription's `every_n_ticks`: a delta entry without an age is based on `tick - span`. */
+  span: number;
+  /** FNV-1a 64 folded over the cells' checksums after each entry, in entry order. */
+  checksum: string | null;
+  entries: CellsEntry[];
+}
+export type ServerMsg = Welcome | Keyframe | Delta | EventMsg | CommandResult | ErrorMsg | Pong | Cells;

@@ -3,9 +3,9 @@
 // (Compiled by tsc into server/viewer/sdk/ for the viewer: edit this .ts, then `npm run build:viewer`.)
 
 import { ProtoError, QAgent } from './codec.js';
-import { CellMap } from './cell.js';
+import { CellMap, CellsTxn, applyCells } from './cell.js';
 import { ClockSync } from './clock.js';
-import type { Area, Delta, Keyframe, Quantization, WorldInfo } from './types.js';
+import type { Area, Cells, Delta, Keyframe, Quantization, WorldInfo } from './types.js';
 
 /** One agent as rendered at a moment: world units, radians (0 = +x, counter-clockwise). */
 export interface SampledAgent {
@@ -102,12 +102,22 @@ export class WorldView {
   subscribedCells: Set<number> | null = null;
   /** The area last subscribed (re-sent on a resync or a reconnect). */
   area: Area;
+  /** The subscription's send rate (`every_n_ticks`, re-sent with the area). */
+  everyNTicks = 1;
   /** Highest tick of any frame applied. */
   latestTick = -1;
-  /** Frames applied, and frames that could not be (each leads to a resubscribe). */
+  /**
+   * Keyframes and deltas applied (a `cells` message counts each of its entries), `cells`
+   * messages applied, and frames that could not be (each leads to a resubscribe).
+   */
   keyframes = 0;
   deltas = 0;
+  cellsMessages = 0;
   resyncs = 0;
+  /** `span` of the last `cells` message (the subscription's every_n_ticks); 0 before one. */
+  span = 0;
+  /** Tick of the last `cells` message applied; -1 before one. */
+  cellsTick = -1;
   /** Clock of this world's ticks: Ping/Pong samples when it is the connection's first subscribed world. */
   readonly clock = new ClockSync();
   interpDelayMs: number;
@@ -116,6 +126,7 @@ export class WorldView {
   onResync: (reason: string) => void = () => {};
 
   private readonly history = new Map<number, History>();
+  private readonly txn = new CellsTxn();
   private readonly k: number;
   private readonly pool: SampledAgent[] = [];
   private readonly out: SampledAgent[] = [];
@@ -199,6 +210,36 @@ export class WorldView {
     this.remember(d.cell, cell, d.tick, nowMs);
   }
 
+  /**
+   * Applies a `cells` message of this world (§6.8): every entry in order, then the message
+   * checksum (when present) over the cells' states. A chain break, a malformed entry (a cell
+   * outside the grid, a rule of §6.4) or a checksum mismatch puts every cell back to what it
+   * held before the message and resyncs. Entries for cells the view no longer subscribes (a
+   * message sent before a narrower Subscribe took effect) are skipped; a message with a skipped
+   * delta entry cannot be checked against its checksum (the base is not held) and is applied
+   * unchecked.
+   */
+  applyCells(m: Cells, nowMs = NaN): void {
+    const why = applyCells(this.cells, m, this.info, this.quant.predict_num, this.subscribedCells, this.txn);
+    if (why !== null) {
+      this.resync(why);
+      return;
+    }
+    this.cellsMessages++;
+    this.span = m.span;
+    this.cellsTick = m.tick;
+    for (const e of m.entries) {
+      const c = 'keyframe' in e ? e.keyframe.cell : e.delta.cell;
+      const cell = this.cells.get(c);
+      if (!cell) continue;
+      if ('keyframe' in e) {
+        if (this.subscribedCells && !this.subscribedCells.has(c)) continue;
+        this.keyframes++;
+      } else this.deltas++;
+      this.remember(c, cell, cell.tick, nowMs);
+    }
+  }
+
   /** A frame could not be applied: the client subscribes again (same area) for keyframes. */
   resync(reason: string): void {
     this.resyncs++;
@@ -245,6 +286,11 @@ export class WorldView {
     return undefined;
   }
 
+  /** Ticks between two states sent (the subscription's every_n_ticks, at least 1). */
+  private period(): number {
+    return Math.max(1, this.everyNTicks);
+  }
+
   /** Estimated server tick (fractional) at local time `nowMs`. */
   serverTick(nowMs: number): number {
     if (this.clock.synced) return this.clock.serverTick(nowMs);
@@ -253,18 +299,23 @@ export class WorldView {
     return this.latestTick + ((nowMs - this.latestArrivalMs) * this.tickRate) / 1000;
   }
 
-  /** The tick `sample(nowMs)` renders: server time − interpDelay, at most one tick past the newest state. */
+  /**
+   * The tick `sample(nowMs)` renders: server time − interpDelay, at most one send period (one
+   * tick, or `everyNTicks`) past the newest state.
+   */
   renderTick(nowMs: number): number {
     const st = this.serverTick(nowMs) - (this.interpDelayMs * this.tickRate) / 1000;
     if (!Number.isFinite(st)) return this.latestTick;
-    return Math.min(st, this.latestTick + 1);
+    return Math.min(st, this.latestTick + this.period());
   }
 
   /**
    * Every agent of the view at local time `renderTimeMs` (default `performance.now()`):
    * positions and headings interpolated between the two states around `renderTick` (each agent
-   * as its cell held it then), extrapolated along the velocity by at most one tick past the
-   * newest state. The returned array and its objects are reused by the next call.
+   * as its cell held it then), extrapolated along the velocity by at most one send period past
+   * the newest state. With `everyNTicks` N a cell's change reached at state tick t happened
+   * somewhere in the N ticks before t: it is interpolated over them (give `interpDelayMs` at
+   * least one send period, N / tick rate, to render between states rather than ahead of them). The returned array and its objects are reused by the next call.
    */
   sample(renderTimeMs: number = now()): SampledAgent[] {
     const target = this.renderTick(renderTimeMs);
@@ -272,6 +323,7 @@ export class WorldView {
     const pool = this.pool;
     const ps = this.quant.pos_step;
     const vs = this.quant.vel_step;
+    const period = this.period();
     const rate = this.tickRate;
     let n = 0;
     for (const h of this.history.values()) {
@@ -285,10 +337,10 @@ export class WorldView {
       let ext = 0;
       if (s1) {
         // The cell held s0 until the tick before s1.
-        const t1 = Math.max(s0.tick, s1.tick - 1);
+        const t1 = Math.max(s0.tick, s1.tick - period);
         if (target > t1) f = (target - t1) / (s1.tick - t1);
       } else if (target > s0.tick) {
-        ext = Math.min(target - s0.tick, 1) / rate; // seconds of extrapolation
+        ext = Math.min(target - s0.tick, period) / rate; // seconds of extrapolation
       }
       const ids = s0.id;
       const v0 = s0.v;

@@ -1,11 +1,12 @@
 // End to end against a real steerd: connect as a player (a JWT minted by `steerd token`), spawn,
-// MoveTo, DestinationReached, drop the socket, reconnect resuming the session (protocol v3: same
+// MoveTo, DestinationReached, drop the socket, reconnect resuming the session (same
 // player, so MoveTo on the same agents succeeds), continue, and the view's agent table equals
-// REST /snapshot at the end. Binary and JSON encodings. Then: dev mode (anonymous players),
+// REST /snapshot at the end. Binary (protocol v4: cells messages) and JSON (per-cell frames)
+// encodings; a subscription with every_n_ticks 4. Then: dev mode (anonymous players),
 // a resume refused after a kick, queued commands, bad tokens.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { connect } from '../dist/index.js';
+import { connect, WorldView } from '../dist/index.js';
 import { startServer, until } from './server.mjs';
 
 let srv;
@@ -28,7 +29,7 @@ async function scenario(encoding) {
   const reached = new Set();
   client.on('destination_reached', (agent, w) => { if (w === world) reached.add(agent); });
   try {
-    assert.equal(client.welcome.protocol_version, 3);
+    assert.equal(client.welcome.protocol_version, 4);
     assert.equal(client.playerId, player);
     assert.equal(client.role, 'player');
     assert.match(client.resumeToken, /^[0-9a-f]{32}$/);
@@ -38,7 +39,8 @@ async function scenario(encoding) {
     assert.equal(sub.type, 'subscribed');
     assert.ok(sub.cells.length > 0);
     const { view } = sub;
-    await assert.rejects(client.subscribe(world, { type: 'whole_world' }, { everyNTicks: 2 }), /everyNTicks/);
+    // every_n_ticks 0 is refused by the server, naming the field (the subscription stays).
+    await assert.rejects(client.subscribe(world, { type: 'whole_world' }, { everyNTicks: 0 }), (e) => e.code === 'invalid_field' && /every_n_ticks/.test(e.field ?? ''));
 
     const spawned = await client.spawn(world, { group: 'units', count: 3, area: { type: 'circle', x: 30, y: 30, radius: 4 } });
     assert.equal(spawned.type, 'spawned');
@@ -100,6 +102,9 @@ async function scenario(encoding) {
     }, 10000, 100);
     assert.deepEqual(view.agents(), sortById(snap.quantized));
     assert.ok(view.latestTick <= snap.tick);
+    // Protocol v4: binary connections get cells messages, JSON connections per-cell frames.
+    if (encoding === 'binary') assert.ok(view.cellsMessages > 0, 'cells messages on a binary connection');
+    else assert.equal(view.cellsMessages, 0, 'no cells message on a JSON connection');
     assert.deepEqual(errors, []);
     assert.deepEqual(resyncs, []);
   } finally {
@@ -109,6 +114,63 @@ async function scenario(encoding) {
 
 test('binary: connect as a player, spawn, MoveTo, destination_reached, drop, resume, MoveTo the same agents, table == /snapshot', () => scenario('binary'));
 test('json: the same over the JSON encoding', () => scenario('json'));
+
+test('every_n_ticks 4: cells messages only on multiples of 4, span 4, checksums verified, the table == /snapshot', async () => {
+  const world = 'sdk-every4';
+  await srv.rest('POST', '/worlds', { name: world });
+  // Record every cells message the views of this world apply (before any can arrive).
+  const seen = [];
+  const orig = WorldView.prototype.applyCells;
+  WorldView.prototype.applyCells = function (m, t) {
+    if (this.info.name === world) seen.push({ tick: m.tick, span: m.span, checksum: m.checksum, deltas: m.entries.filter((e) => 'delta' in e).length });
+    return orig.call(this, m, t);
+  };
+  const client = await connect(srv.base, { token: srv.mintToken('every4') });
+  const resyncs = [];
+  client.on('resync', (w, r) => resyncs.push(`${w}: ${r}`));
+  try {
+    const { agents } = await client.spawn(world, {
+      group: 'wanderers', count: 12, area: { type: 'circle', x: 50, y: 50, radius: 10 },
+      behaviors: [{ behavior: { type: 'wander' } }],
+    });
+    const sub = await client.subscribe(world, { type: 'whole_world' }, { everyNTicks: 4 });
+    const { view } = sub;
+    assert.equal(view.everyNTicks, 4);
+    await until('agents in the view', () => agents.every((id) => view.agent(id)));
+    // Wandering agents change every tick: a message every 4th tick, each a multiple of 4.
+    await until('20 cells messages', () => seen.length >= 20, 20000);
+    const ticks = () => seen.map((m) => `${m.tick}${m.deltas ? '' : 'k'}`).join(' ');
+    const moving = seen.filter((m) => m.deltas > 0);
+    assert.ok(moving.length >= 15, `messages with delta entries: ${ticks()}`);
+    assert.ok(moving.every((m) => m.tick % 4 === 0), `delta entries only on multiples of 4: ${ticks()}`);
+    assert.ok(seen.every((m) => m.span === 4), 'span 4');
+    const gaps = moving.slice(1).map((m, i) => m.tick - moving[i].tick);
+    assert.ok(gaps.every((g) => g > 0 && g % 4 === 0), `gaps: ${gaps.join(' ')}`);
+    assert.ok(gaps.filter((g) => g === 4).length >= gaps.length / 2, `mostly every 4th tick: ${gaps.join(' ')}`);
+    assert.ok(seen.some((m) => m.checksum !== null), 'some messages carry a checksum (verified by the view)');
+    assert.equal(view.span, 4);
+    assert.equal(view.cellsMessages, seen.length);
+    // Pause, bring the world to a multiple of 4 (the last state sent), and the table is exact.
+    await srv.rest('PATCH', `/worlds/${world}`, { paused: true });
+    const { tick } = await srv.rest('GET', `/worlds/${world}`);
+    if (tick % 4 !== 0) await srv.rest('POST', `/worlds/${world}/step`, { ticks: 4 - (tick % 4) });
+    let snap;
+    await until('the view to equal /snapshot', async () => {
+      snap = await srv.rest('GET', `/worlds/${world}/snapshot`);
+      return JSON.stringify(view.agents()) === JSON.stringify(sortById(snap.quantized));
+    }, 10000, 100);
+    assert.equal(snap.tick % 4, 0);
+    assert.deepEqual(view.agents(), sortById(snap.quantized));
+    assert.equal(view.cellsTick, seen[seen.length - 1].tick);
+    assert.deepEqual(resyncs, []);
+    // PROTOCOL.md §6.8: every message of the subscription, the keyframes after Subscribe
+    // included, is on a multiple of every_n_ticks (k = a message with keyframe entries only).
+    assert.ok(seen.every((m) => m.tick % 4 === 0), `every message on a multiple of 4: ${ticks()}`);
+  } finally {
+    WorldView.prototype.applyCells = orig;
+    client.close();
+  }
+});
 
 test('bad player tokens are refused at Hello: connect rejects with unauthorized, no reconnect', async () => {
   await assert.rejects(connect(srv.base, { token: 'wrong' }), (e) => e.code === 'unauthorized' && e.field === 'token');

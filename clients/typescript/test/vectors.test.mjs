@@ -1,7 +1,9 @@
 // Conformance: the SDK against the golden vectors of client-proto (the files the Rust tests use).
 // Every NAME.hex/NAME.json pair decodes to its JSON twin and re-encodes to its bytes; every
 // entry of invalid.json fails with its error kind; the recorded frame chain replays through
-// CellMap and WorldView (packed fast path, decoded entries and JSON form) with every checksum.
+// CellMap and WorldView (packed fast path, decoded entries and JSON form) with every checksum;
+// the protocol-4 cells messages (server_cells_*) replay in order the same way, each message's
+// checksum verified.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { readFileSync, readdirSync } from 'node:fs';
@@ -10,7 +12,7 @@ import { fileURLToPath } from 'node:url';
 
 import {
   decodeServer, decodeServerBatch, decodeServerJson, decodeClient, encodeClient, encodeServer, CellMap, WorldView,
-  checksum, resolveChanged, ProtoError, helloMessage, PROTOCOL_VERSION, ROLES, ERROR_CODES,
+  checksum, resolveChanged, ProtoError, helloMessage, PROTOCOL_VERSION, ROLES, ERROR_CODES, applyCells, CellsTxn,
 } from '../dist/index.js';
 
 const here = dirname(fileURLToPath(import.meta.url));
@@ -49,7 +51,8 @@ const pairs = files.filter((f) => f.endsWith('.hex')).map((f) => f.slice(0, -4))
 assert.ok(pairs.length > 0, `no vectors in ${dir}`);
 for (const name of pairs) assert.ok(files.includes(`${name}.json`), `${name}.hex has no JSON twin`);
 const chain = pairs.filter((n) => n.startsWith('server_chain_'));
-const plain = pairs.filter((n) => !n.startsWith('server_chain_'));
+const cellsChain = pairs.filter((n) => n.startsWith('server_cells_'));
+const plain = pairs.filter((n) => !n.startsWith('server_chain_') && !n.startsWith('server_cells_'));
 const predictNum = readJson('server_welcome').quantization.predict_num;
 
 for (const name of plain) {
@@ -65,7 +68,7 @@ for (const name of plain) {
 }
 
 test('the Hello this SDK sends is the golden Hello (new session and resume)', () => {
-  assert.equal(PROTOCOL_VERSION, 3);
+  assert.equal(PROTOCOL_VERSION, 4);
   const v = readJson('client_hello');
   assert.equal(v.protocol_version, PROTOCOL_VERSION);
   const h = helloMessage({ token: v.token, encoding: v.encoding });
@@ -79,7 +82,7 @@ test('the Hello this SDK sends is the golden Hello (new session and resume)', ()
 
 test('the golden Welcomes tell the player, its role and the resume token', () => {
   const w = decodeServer(readHex('server_welcome'));
-  assert.equal(w.protocol_version, 3);
+  assert.equal(w.protocol_version, PROTOCOL_VERSION);
   assert.equal(w.player_id, 'alice');
   assert.equal(w.role, 'player');
   assert.equal(w.resume_token, '7f3a9c0e5b2d4f6a8c1e3b5d7f9a0c2e');
@@ -147,6 +150,79 @@ test('the chain through a WorldView: the agent table and no resync', () => {
   const last = readJson(chain[chain.length - 1]);
   assert.equal(checksum(view.agents()), last.checksum);
   assert.equal(view.sample(0).length, ref.agents.length);
+});
+
+/** The cells vectors' world: `server_welcome`'s world of that id (else a grid holding any cell). */
+function cellsGrid(world) {
+  const w = readJson('server_welcome').worlds.find((x) => x.id === world);
+  return w ?? { cols: 65536, rows: 65536 };
+}
+
+test(`cells vectors (${cellsChain.join(', ')}): decode == JSON twin, encode == hex, applied in order with every message checksum`, () => {
+  assert.ok(cellsChain.length >= 2, 'protocol 4 has cells vectors (server_cells_*)');
+  const first = decodeServer(readHex(cellsChain[0]));
+  const grid = cellsGrid(first.world);
+  const maps = { fast: new Map(), decoded: new Map(), json: new Map() };
+  const txn = new CellsTxn();
+  let checked = 0;
+  let deltas = 0;
+  let keyframes = 0;
+  for (const name of cellsChain) {
+    const bytes = readHex(name);
+    const json = readJson(name);
+    const msg = decodeServer(bytes);
+    assert.equal(msg.type, 'cells');
+    // Binary delta entries name base indices: through the state held before the message they are the JSON ids.
+    const held = (cell) => maps.decoded.get(cell)?.agents ?? [];
+    const resolved = { ...msg, entries: msg.entries.map((e) => ('keyframe' in e ? e : { delta: { ...e.delta, changed: resolveChanged(e.delta.changed, held(e.delta.cell)) } })) };
+    same(resolved, json);
+    same(decodeServerJson(readText(name)), json);
+    const asBinary = {
+      ...json,
+      entries: json.entries.map((e) => {
+        if (e.keyframe) return e;
+        const index = new Map(held(e.delta.cell).map((a, i) => [a.id, i]));
+        return { delta: { ...e.delta, changed: e.delta.changed.map(({ id, ...rest }) => ({ index: index.get(id), ...rest })) } };
+      }),
+    };
+    assert.equal(toHex(encodeServer(asBinary)), toHex(bytes), `${name}: encode(json) == hex`);
+    for (const e of msg.entries) if ('keyframe' in e) keyframes++; else deltas++;
+    assert.equal(applyCells(maps.fast, decodeServer(bytes, { rawChanges: true }), grid, predictNum, null, txn), null, `${name}: packed entries apply`);
+    assert.equal(applyCells(maps.decoded, msg, grid, predictNum, null, txn), null, `${name}: decoded entries apply`);
+    assert.equal(applyCells(maps.json, decodeServerJson(readText(name)), grid, predictNum, null, txn), null, `${name}: JSON form applies`);
+    for (const m of [maps.fast, maps.json]) {
+      assert.deepEqual([...m.keys()].sort(), [...maps.decoded.keys()].sort());
+      for (const [c, cell] of m) assert.deepEqual(cell.agents, maps.decoded.get(c).agents, `${name} cell ${c}`);
+    }
+    if (json.checksum) checked++; // applyCells verified it (the next test flips one)
+  }
+  assert.ok(keyframes > 0 && deltas > 0, 'the cells vectors have keyframe and delta entries');
+  assert.ok(checked > 0, 'the cells vectors carry checksums');
+});
+
+test('a cells vector with a wrong checksum, or applied on the wrong base, changes nothing and says why', () => {
+  const grid = cellsGrid(decodeServer(readHex(cellsChain[0])).world);
+  const txn = new CellsTxn();
+  const maps = new Map();
+  assert.equal(applyCells(maps, decodeServer(readHex(cellsChain[0]), { rawChanges: true }), grid, predictNum, null, txn), null);
+  const snapshot = () => JSON.stringify([...maps].map(([c, m]) => [c, m.tick, m.agents]));
+  const next = cellsChain.map((n) => ({ n, m: decodeServer(readHex(n), { rawChanges: true }) })).find(({ m }, i) => i > 0 && m.checksum !== null);
+  assert.ok(next, 'a later cells vector with a checksum');
+  const sum = next.m.checksum;
+  const bad = { ...next.m, checksum: sum.slice(0, 15) + (sum[15] === '0' ? '1' : '0') };
+  // Apply the messages between the first and `next` first, so that only the checksum is wrong.
+  for (const n of cellsChain.slice(1, cellsChain.indexOf(next.n))) assert.equal(applyCells(maps, decodeServer(readHex(n), { rawChanges: true }), grid, predictNum, null, txn), null);
+  const held = snapshot();
+  assert.match(applyCells(maps, bad, grid, predictNum, null, txn) ?? '', /checksum/);
+  assert.equal(snapshot(), held, 'every cell as before the bad message');
+  // A delta entry's base not held: a chain break, nothing applied.
+  const fresh = new Map();
+  const withDelta = cellsChain.map((n) => decodeServer(readHex(n), { rawChanges: true })).find((m) => m.entries.some((e) => 'delta' in e));
+  assert.ok(withDelta, 'a cells vector with a delta entry');
+  for (const e of withDelta.entries) if ('delta' in e) fresh.set(e.delta.cell, Object.assign(new CellMap(), { tick: e.delta.base_tick - 1 }));
+  const freshBefore = JSON.stringify([...fresh].map(([c, m]) => [c, m.tick, m.agents]));
+  assert.match(applyCells(fresh, withDelta, grid, predictNum, null, txn) ?? '', /held at/);
+  assert.equal(JSON.stringify([...fresh].map(([c, m]) => [c, m.tick, m.agents])), freshBefore);
 });
 
 test('a batched frame: several messages back to back; a cut one is unexpected_end', () => {

@@ -117,3 +117,26 @@ test('a delta on the wrong base resyncs the view and keeps its table', () => {
   assert.equal(reasons.length, 2, 'checksum mismatch resyncs');
   assert.equal(v.agent(1).pos[0], 0, 'old state kept');
 });
+
+test('sample with everyNTicks 4: a change is interpolated over the 4 ticks before its state, extrapolated up to 4', () => {
+  const v = viewAt({ interpDelayMs: 0 });
+  v.everyNTicks = 4;
+  v.applyCells({
+    type: 'cells', world: 1, tick: 100, span: 4, checksum: null,
+    entries: [{ keyframe: { cell: 0, tick: 100, agents: [rec(1, 1000, 1000, 0, 0, 0)] } }],
+  });
+  // Tick 104: +400 in x over the 4 ticks (vel 0: no prediction, all dpos).
+  v.applyCells({
+    type: 'cells', world: 1, tick: 104, span: 4, checksum: null,
+    entries: [{ delta: { cell: 0, base_tick: 100, left: [], changed: [{ id: 1, dpos: [400, 0], dvel: [0, 0] }], entered: [] } }],
+  });
+  assert.equal(v.cellsTick, 104);
+  v.clock.addSample(0, 0, 101); // server tick 101.5 at local 0
+  near(v.sample(0)[0].x, 10 + (4 * 1.5) / 4 * 1, 1e-9, 'render tick 101.5: 1.5 of the 4 ticks done');
+  // With everyNTicks 1 the same states would mean: at rest until tick 103, then the jump.
+  v.everyNTicks = 1;
+  near(v.sample(0)[0].x, 10, 1e-9, 'span 1: held until the tick before');
+  // Extrapolation past the newest state is bounded by one send period (4 ticks).
+  v.everyNTicks = 4;
+  assert.equal(v.renderTick(10_000), 108);
+});

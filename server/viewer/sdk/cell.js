@@ -1,7 +1,7 @@
 // The client side of one (world, cell): the sorted agent list at a state tick, keyframes and the
 // delta chain (PROTOCOL.md §6.3, §6.4), checksum verification (§6.5).
 // (Compiled by tsc into server/viewer/sdk/ for the viewer: edit this .ts, then `npm run build:viewer`.)
-import { ProtoError, Packed, readChange, malformed, heading, predict, checksum } from './codec.js';
+import { ProtoError, Packed, readChange, malformed, heading, predict, checksum, cellsChecksum } from './codec.js';
 /**
  * Maps the `index` of binary `changed` entries to agent ids through `base` (the cell's agents at
  * `base_tick`, sorted by id). Returns entries in the JSON form (§6.6). Throws `malformed` on an
@@ -102,7 +102,7 @@ const source = new ChangeSource();
 /** New values of the changed agents of one delta (index, px, py, vx, vy, orient per change). */
 let scratch = new Int32Array(6 * 256);
 /** Their previous values, to roll back a delta whose checksum does not match. */
-let saved = new Int32Array(5 * 256);
+let saved = new Int32Array(6 * 256);
 /**
  * Checks a delta against `base` (§6.4) and computes the result without touching any record:
  * the new sorted list (unchanged and changed records, plus entered ones) and, in `scratch`, the
@@ -191,19 +191,30 @@ function plan(base, delta, predictNum, touched) {
     }
     return { out, n };
 }
-/** Writes the planned values into the changed records (keeping the old ones in `saved`). */
-function commit(base, n) {
-    if (5 * n > saved.length)
-        saved = new Int32Array(Math.max(5 * n, saved.length * 2));
+/** Room for `n` more saved changes (6 values each) at `off` in `buf`; returns the buffer to use. */
+function room(buf, need) {
+    if (need <= buf.length)
+        return buf;
+    const bigger = new Int32Array(Math.max(need, buf.length * 2));
+    bigger.set(buf);
+    return bigger;
+}
+/**
+ * Writes the planned values into the changed records, keeping the old ones in `dst` from `off`
+ * (6 values per change: base index, px, py, vx, vy, orient; the caller made room).
+ */
+function commit(base, n, dst, off) {
     for (let k = 0; k < n; k++) {
         const o = 6 * k;
-        const a = base[scratch[o]];
-        const s = 5 * k;
-        saved[s] = a.pos[0];
-        saved[s + 1] = a.pos[1];
-        saved[s + 2] = a.vel[0];
-        saved[s + 3] = a.vel[1];
-        saved[s + 4] = a.orient;
+        const i = scratch[o];
+        const a = base[i];
+        const s = off + o;
+        dst[s] = i;
+        dst[s + 1] = a.pos[0];
+        dst[s + 2] = a.pos[1];
+        dst[s + 3] = a.vel[0];
+        dst[s + 4] = a.vel[1];
+        dst[s + 5] = a.orient;
         a.pos[0] = scratch[o + 1];
         a.pos[1] = scratch[o + 2];
         a.vel[0] = scratch[o + 3];
@@ -211,15 +222,73 @@ function commit(base, n) {
         a.orient = scratch[o + 5];
     }
 }
-function rollback(base, n) {
+/** Puts back the values `commit` saved in `src` from `off`. */
+function rollback(base, n, src, off) {
     for (let k = 0; k < n; k++) {
-        const a = base[scratch[6 * k]];
-        const s = 5 * k;
-        a.pos[0] = saved[s];
-        a.pos[1] = saved[s + 1];
-        a.vel[0] = saved[s + 2];
-        a.vel[1] = saved[s + 3];
-        a.orient = saved[s + 4];
+        const s = off + 6 * k;
+        const a = base[src[s]];
+        a.pos[0] = src[s + 1];
+        a.pos[1] = src[s + 2];
+        a.vel[0] = src[s + 3];
+        a.vel[1] = src[s + 4];
+        a.orient = src[s + 5];
+    }
+}
+/**
+ * Undo log of one `cells` message (§6.8): its entries are applied one after the other (each a
+ * keyframe or a delta of one CellMap, records updated in place), and when a later entry breaks a
+ * rule or the message checksum does not match, `rollback()` puts every map back to what it held
+ * before the message. Reused from message to message (no allocation per record).
+ */
+export class CellsTxn {
+    constructor() {
+        this.vals = new Int32Array(6 * 1024);
+        this.nv = 0;
+        this.steps = [];
+        this.nsteps = 0;
+    }
+    /** Starts a message: forgets the previous one (it was kept). */
+    begin() {
+        this.nv = 0;
+        this.nsteps = 0;
+    }
+    /** Number of entries applied since `begin`. */
+    get size() {
+        return this.nsteps;
+    }
+    step(map, n) {
+        let st = this.steps[this.nsteps];
+        if (!st)
+            this.steps[this.nsteps] = st = { map, tick: 0, agents: [], off: 0, n: 0 };
+        this.nsteps++;
+        st.map = map;
+        st.tick = map.tick;
+        st.agents = map.agents;
+        st.off = this.nv;
+        st.n = n;
+        return st;
+    }
+    /** Called by CellMap: a keyframe entry replaces the map's list. */
+    keyframe(map) {
+        this.step(map, 0);
+    }
+    /** Called by CellMap: commits a planned delta of `n` changes, saving the old values. */
+    delta(map, n) {
+        const st = this.step(map, n);
+        this.vals = room(this.vals, this.nv + 6 * n);
+        commit(map.agents, n, this.vals, st.off);
+        this.nv += 6 * n;
+    }
+    /** Puts every map touched since `begin` back to its state before the message. */
+    rollback() {
+        for (let i = this.nsteps - 1; i >= 0; i--) {
+            const st = this.steps[i];
+            rollback(st.agents, st.n, this.vals, st.off);
+            st.map.agents = st.agents;
+            st.map.tick = st.tick;
+        }
+        this.nsteps = 0;
+        this.nv = 0;
     }
 }
 /**
@@ -231,7 +300,8 @@ function rollback(base, n) {
 export function applyDelta(base, delta, predictNum) {
     const copy = base.map((a) => ({ id: a.id, group: a.group, pos: [a.pos[0], a.pos[1]], vel: [a.vel[0], a.vel[1]], orient: a.orient }));
     const p = plan(copy, delta, predictNum);
-    commit(copy, p.n);
+    saved = room(saved, 6 * p.n);
+    commit(copy, p.n, saved, 0);
     return p.out;
 }
 /**
@@ -248,18 +318,24 @@ export class CellMap {
         this.tick = -1;
         this.agents = [];
     }
-    keyframe(k) {
+    /** `txn`: a `cells` entry (the message's `CellsTxn` can undo it). */
+    keyframe(k, txn) {
         const list = k.agents;
         for (let i = 1; i < list.length; i++)
             if (list[i].id <= list[i - 1].id)
                 throw malformed('keyframe agents not sorted by id');
         if (k.checksum !== null && checksum(list) !== k.checksum)
             throw new ProtoError('checksum', `keyframe checksum mismatch in cell ${k.cell}`);
+        if (txn)
+            txn.keyframe(this);
         this.tick = k.tick;
         this.agents = list;
     }
-    /** `touched`: the changed and entered records are appended to it. */
-    delta(d, predictNum, touched) {
+    /**
+     * `touched`: the changed and entered records are appended to it. `txn`: a `cells` entry (the
+     * message's `CellsTxn` can undo it).
+     */
+    delta(d, predictNum, touched, txn) {
         if (this.tick !== d.base_tick || !(d.tick > d.base_tick))
             return false;
         const mark = touched ? touched.length : 0;
@@ -272,9 +348,17 @@ export class CellMap {
                 touched.length = mark;
             throw e;
         }
-        commit(this.agents, p.n);
+        if (txn) {
+            // A cells entry carries no checksum of its own: the message's is verified after all entries.
+            txn.delta(this, p.n);
+            this.tick = d.tick;
+            this.agents = p.out;
+            return true;
+        }
+        saved = room(saved, 6 * p.n);
+        commit(this.agents, p.n, saved, 0);
         if (d.checksum !== null && checksum(p.out) !== d.checksum) {
-            rollback(this.agents, p.n);
+            rollback(this.agents, p.n, saved, 0);
             if (touched)
                 touched.length = mark;
             throw new ProtoError('checksum', `delta checksum mismatch in cell ${d.cell} at tick ${d.tick}`);
@@ -283,4 +367,92 @@ export class CellMap {
         this.agents = p.out;
         return true;
     }
+}
+const cellsStates = [];
+const cellsCreated = [];
+/**
+ * Applies a `cells` message (§6.8) to the per-cell maps of its world (`cells`, created for
+ * keyframe entries as needed): every entry in order, then the message checksum (when present)
+ * over the cells' states. Returns null when applied, or the reason it was not: a chain break, a
+ * malformed entry (a cell outside the `grid`, a rule of §6.4) or a checksum mismatch, in which
+ * case every map is back to what it held before the message (`txn` undoes the applied entries,
+ * maps it created are removed) and the caller resyncs.
+ *
+ * `subscribed` (the cells of the last Subscribed answer, or null): keyframe entries of other
+ * cells (sent before a narrower Subscribe took effect) are not kept but still checked; delta
+ * entries of cells not held are skipped (their keyframe comes first), and a message with one
+ * cannot be checked against its checksum (the base is not held): it is applied unchecked.
+ */
+export function applyCells(cells, m, grid, predictNum, subscribed, txn) {
+    const ncells = grid.cols * grid.rows;
+    const states = m.checksum !== null ? cellsStates : null;
+    cellsStates.length = 0;
+    let verifiable = true;
+    const created = cellsCreated;
+    created.length = 0;
+    txn.begin();
+    const undo = () => {
+        txn.rollback();
+        for (const c of created)
+            cells.delete(c);
+    };
+    try {
+        for (const e of m.entries) {
+            if ('keyframe' in e) {
+                const k = e.keyframe;
+                if (!(k.cell < ncells))
+                    throw malformed(`keyframe entry of cell ${k.cell} outside the world's ${ncells} cells`);
+                if (subscribed && !subscribed.has(k.cell)) {
+                    const list = k.agents;
+                    for (let i = 1; i < list.length; i++)
+                        if (list[i].id <= list[i - 1].id)
+                            throw malformed('keyframe agents not sorted by id');
+                    if (states)
+                        states.push(list);
+                    continue;
+                }
+                let cell = cells.get(k.cell);
+                if (!cell) {
+                    cell = new CellMap();
+                    cells.set(k.cell, cell);
+                    created.push(k.cell);
+                }
+                cell.keyframe({ cell: k.cell, tick: k.tick, checksum: null, agents: k.agents }, txn);
+                if (states)
+                    states.push(cell.agents);
+            }
+            else {
+                const d = e.delta;
+                if (!(d.cell < ncells))
+                    throw malformed(`delta entry of cell ${d.cell} outside the world's ${ncells} cells`);
+                const cell = cells.get(d.cell);
+                if (!cell) {
+                    verifiable = false;
+                    continue;
+                }
+                const frame = { cell: d.cell, tick: m.tick, base_tick: d.base_tick, checksum: null, left: d.left, changed: d.changed, entered: d.entered };
+                if (!cell.delta(frame, predictNum, undefined, txn)) {
+                    undo();
+                    return `cell ${d.cell}: delta entry ${d.base_tick}→${m.tick} on a cell held at ${cell.tick}`;
+                }
+                if (states)
+                    states.push(cell.agents);
+            }
+        }
+        if (states && verifiable && cellsChecksum(states) !== m.checksum) {
+            throw new ProtoError('checksum', `cells checksum mismatch at tick ${m.tick}`);
+        }
+    }
+    catch (e) {
+        if (!(e instanceof ProtoError))
+            throw e;
+        undo();
+        return `cells at tick ${m.tick}: ${e.message}`;
+    }
+    finally {
+        cellsStates.length = 0;
+        created.length = 0;
+    }
+    txn.begin();
+    return null;
 }

@@ -14,7 +14,7 @@
 // The session handshake (Hello / Welcome) is defined once, in `HELLO_FIELDS` / `WELCOME_FIELDS`
 // and `helloMessage()`.
 // (Compiled by tsc into server/viewer/sdk/ for the viewer: edit this .ts, then `npm run build:viewer`.)
-export const PROTOCOL_VERSION = 3;
+export const PROTOCOL_VERSION = 4;
 /** Largest server frame a client should accept (§1). */
 export const DEFAULT_SERVER_LIMIT = 8 * 1024 * 1024;
 /** Default largest client frame (§1, `Welcome.max_message_bytes`). */
@@ -261,12 +261,18 @@ export function heading(vx, vy) {
     const h = Math.floor((Math.atan2(vy, vx) * 32768) / Math.PI + 0.5);
     return ((h % 65536) + 65536) % 65536;
 }
-export function decodeRecords(bytes) {
-    const p = new Packed(bytes);
+/**
+ * Reads absolute records from `p`: `count` of them, or (count < 0) until the section ends.
+ * `chained` (the entries of a `cells` message, §6.8): every position after the first is the
+ * difference from the record before it (32-bit wrapping).
+ */
+export function readRecords(p, count, chained) {
     const out = [];
     let prev = -1;
     let group = 0;
-    while (!p.done()) {
+    let lx = 0;
+    let ly = 0;
+    for (let k = 0; count < 0 ? !p.done() : k < count; k++) {
         const head = p.leb();
         // head may exceed 2^32: use arithmetic, not bit operators.
         const gap = Math.floor(head / 4);
@@ -278,8 +284,14 @@ export function decodeRecords(bytes) {
         prev = id;
         if (sBit === 0)
             group = p.uint(0xffff, 'group');
-        const px = p.zz32('pos.x');
-        const py = p.zz32('pos.y');
+        let px = p.zz32('pos.x');
+        let py = p.zz32('pos.y');
+        if (chained && k > 0) {
+            px = (lx + px) | 0;
+            py = (ly + py) | 0;
+        }
+        lx = px;
+        ly = py;
         const vx = p.zz32('vel.x');
         const vy = p.zz32('vel.y');
         const orient = f === 1 ? heading(vx, vy) : p.uint(0xffff, 'orient');
@@ -287,11 +299,14 @@ export function decodeRecords(bytes) {
     }
     return out;
 }
-export function decodeIds(bytes) {
-    const p = new Packed(bytes);
+export function decodeRecords(bytes) {
+    return readRecords(new Packed(bytes), -1, false);
+}
+/** Reads gap-coded ids: `count` of them, or (count < 0) until the section ends. */
+export function readIds(p, count) {
     const out = [];
     let prev = -1;
-    while (!p.done()) {
+    for (let k = 0; count < 0 ? !p.done() : k < count; k++) {
         const id = prev + p.leb() + 1;
         if (id > U32_MAX)
             throw malformed(`agent id ${id} beyond u32`);
@@ -299,6 +314,9 @@ export function decodeIds(bytes) {
         prev = id;
     }
     return out;
+}
+export function decodeIds(bytes) {
+    return readIds(new Packed(bytes), -1);
 }
 /** Reads the next change record of `p` into `c`; `prev` is the previous base index (-1 first). */
 export function readChange(p, prev, c) {
@@ -341,11 +359,11 @@ export function readChange(p, prev, c) {
     else if (o === 3)
         throw malformed('reserved orientation mode 3');
 }
-export function decodeChanges(bytes) {
-    const p = new Packed(bytes);
+/** Reads change records as entries (base `index`): `count` of them, or (count < 0) until the end. */
+export function readChanges(p, count) {
     const out = [];
     const c = { index: -1, m: 0, dpx: 0, dpy: 0, dvx: 0, dvy: 0, o: 0, d: 0 };
-    while (!p.done()) {
+    for (let k = 0; count < 0 ? !p.done() : k < count; k++) {
         readChange(p, c.index, c);
         const e = { index: c.index };
         if (c.m !== 0) {
@@ -357,6 +375,87 @@ export function decodeChanges(bytes) {
         else if (c.o === 2)
             e.dorient = c.d;
         out.push(e);
+    }
+    return out;
+}
+export function decodeChanges(bytes) {
+    return readChanges(new Packed(bytes), -1);
+}
+const skipScratch = { index: -1, m: 0, dpx: 0, dpy: 0, dvx: 0, dvy: 0, o: 0, d: 0 };
+/**
+ * Reads (and validates) `count` change records of `p` and returns their bytes: the packed form
+ * `CellMap` applies directly (a `cells` delta entry decoded with `rawChanges`).
+ */
+export function sliceChanges(p, count) {
+    const start = p.p;
+    skipScratch.index = -1;
+    for (let k = 0; k < count; k++)
+        readChange(p, skipScratch.index, skipScratch);
+    return p.b.subarray(start, p.p);
+}
+/** A count read before `count` records that cannot fit in the bytes left is malformed. */
+function fits(p, count, minBytes, what) {
+    if (count * minBytes > p.end - p.p)
+        throw malformed(`${what} count ${count} runs past the end of the entries`);
+}
+/**
+ * Decodes the `entries` of a `cells` message (§6.8) of message tick `tick` and `span`. With
+ * `raw`, a delta entry's `changed` stays packed (validated) bytes. Throws `malformed` for a
+ * span of 0, an age of 0, a base or state tick below 0, a count past the end, or any §6.7 rule;
+ * a cell outside the world is checked by the view (it knows the grid).
+ */
+export function decodeEntries(bytes, tick, span, raw) {
+    if (!Number.isInteger(span) || span < 1)
+        throw malformed(`cells span ${span} (must be at least 1)`);
+    const p = new Packed(bytes);
+    const out = [];
+    let prev = -1;
+    while (!p.done()) {
+        const head = p.leb();
+        const b = head % 2;
+        const k = Math.floor(head / 2) % 2;
+        const cell = prev + Math.floor(head / 4) + 1;
+        if (cell > U32_MAX)
+            throw malformed(`cell ${cell} beyond u32`);
+        prev = cell;
+        let age = 0;
+        if (b === 1) {
+            age = p.leb();
+            if (age === 0)
+                throw malformed(`entry of cell ${cell}: age 0`);
+        }
+        if (k === 1) {
+            const stateTick = tick - age;
+            if (stateTick < 0)
+                throw malformed(`keyframe entry of cell ${cell}: state tick below 0`);
+            const n = p.leb();
+            fits(p, n, 5, 'record');
+            out.push({ keyframe: { cell, tick: stateTick, agents: readRecords(p, n, true) } });
+        }
+        else {
+            const base = b === 1 ? tick - age : tick - span;
+            if (base < 0)
+                throw malformed(`delta entry of cell ${cell}: base tick below 0`);
+            const c = p.leb();
+            const nc = Math.floor(c / 4);
+            const hasLeft = Math.floor(c / 2) % 2 === 1;
+            const hasEntered = c % 2 === 1;
+            fits(p, nc, 1, 'change');
+            const changed = raw ? sliceChanges(p, nc) : readChanges(p, nc);
+            let left = [];
+            if (hasLeft) {
+                const nl = p.leb();
+                fits(p, nl, 1, 'left');
+                left = readIds(p, nl);
+            }
+            let entered = [];
+            if (hasEntered) {
+                const ne = p.leb();
+                fits(p, ne, 5, 'entered');
+                entered = readRecords(p, ne, true);
+            }
+            out.push({ delta: { cell, base_tick: base, left, changed, entered } });
+        }
     }
     return out;
 }
@@ -379,40 +478,63 @@ class PackedWriter {
         return Uint8Array.from(this.a);
     }
 }
-export function encodeRecords(list) {
-    const w = new PackedWriter();
+/**
+ * `heading(vel)` when every correct `atan2` agrees on it (at least 1e-4 units from a rounding
+ * tie), else null: an encoder sets the face flag only then (as steer-proto does).
+ */
+export function robustHeading(vx, vy) {
+    if (vx === 0 && vy === 0)
+        return null;
+    const u = (Math.atan2(vy, vx) * 32768) / Math.PI + 65536;
+    const frac = u - Math.floor(u);
+    if (Math.abs(frac - 0.5) < 1e-4)
+        return null;
+    return Math.floor(u + 0.5) % 65536;
+}
+function writeRecords(w, list, chained) {
     let prev = -1;
     let group = 0;
-    for (const r of list) {
+    let lx = 0;
+    let ly = 0;
+    list.forEach((r, k) => {
         const gap = r.id - prev - 1;
         if (gap < 0)
             throw malformed('records must be sorted by id');
         const s = r.group === group ? 1 : 0;
-        const nonZero = r.vel[0] !== 0 || r.vel[1] !== 0;
-        const f = nonZero && heading(r.vel[0], r.vel[1]) === r.orient ? 1 : 0;
+        const f = robustHeading(r.vel[0], r.vel[1]) === r.orient ? 1 : 0;
         w.leb(gap * 4 + s * 2 + f);
         if (!s)
             w.leb(r.group);
-        for (const v of [r.pos[0], r.pos[1], r.vel[0], r.vel[1]])
+        const px = chained && k > 0 ? (r.pos[0] - lx) | 0 : r.pos[0];
+        const py = chained && k > 0 ? (r.pos[1] - ly) | 0 : r.pos[1];
+        lx = r.pos[0];
+        ly = r.pos[1];
+        for (const v of [px, py, r.vel[0], r.vel[1]])
             w.leb(zz(v));
         if (!f)
             w.leb(r.orient);
         prev = r.id;
         group = r.group;
-    }
+    });
+}
+export function encodeRecords(list) {
+    const w = new PackedWriter();
+    writeRecords(w, list, false);
     return w.bytes();
 }
-export function encodeIds(list) {
-    const w = new PackedWriter();
+function writeIds(w, list) {
     let prev = -1;
     for (const id of list) {
         w.leb(id - prev - 1);
         prev = id;
     }
+}
+export function encodeIds(list) {
+    const w = new PackedWriter();
+    writeIds(w, list);
     return w.bytes();
 }
-export function encodeChanges(list) {
-    const w = new PackedWriter();
+function writeChanges(w, list) {
     let prev = -1;
     for (const c of list) {
         if (c.index === undefined)
@@ -439,6 +561,67 @@ export function encodeChanges(list) {
         }
         if (o === 2)
             w.leb(zz(c.dorient));
+    }
+}
+export function encodeChanges(list) {
+    const w = new PackedWriter();
+    writeChanges(w, list);
+    return w.bytes();
+}
+/**
+ * Encodes the entries of a `cells` message of tick `tick` and `span` (§6.8): keyframe entries
+ * with their state tick, delta entries with their base tick and `changed` by base `index`
+ * (map JSON ids with `resolveChanged`). Entries must be in increasing cell order.
+ */
+export function encodeEntries(entries, tick, span) {
+    if (!Number.isInteger(span) || span < 1)
+        throw malformed(`cells span ${span} (must be at least 1)`);
+    const w = new PackedWriter();
+    let prev = -1;
+    for (const e of entries) {
+        if ('keyframe' in e) {
+            const k = e.keyframe;
+            const gap = k.cell - prev - 1;
+            if (gap < 0)
+                throw malformed('cells entries must be in increasing cell order');
+            prev = k.cell;
+            const age = tick - k.tick;
+            if (!Number.isInteger(age) || age < 0)
+                throw malformed(`keyframe entry of cell ${k.cell}: state tick ${k.tick} after the message tick ${tick}`);
+            w.leb(gap * 4 + 2 + (age > 0 ? 1 : 0));
+            if (age > 0)
+                w.leb(age);
+            w.leb(k.agents.length);
+            writeRecords(w, k.agents, true);
+        }
+        else {
+            const d = e.delta;
+            const gap = d.cell - prev - 1;
+            if (gap < 0)
+                throw malformed('cells entries must be in increasing cell order');
+            prev = d.cell;
+            const age = tick - d.base_tick;
+            if (!Number.isInteger(age) || age < 1)
+                throw malformed(`delta entry of cell ${d.cell}: base tick ${d.base_tick} not before the message tick ${tick}`);
+            const b = age === span ? 0 : 1;
+            w.leb(gap * 4 + b);
+            if (b)
+                w.leb(age);
+            if (d.changed instanceof Uint8Array)
+                throw malformed('encodeEntries needs decoded change entries, not packed bytes');
+            const hasLeft = d.left.length > 0 ? 1 : 0;
+            const hasEntered = d.entered.length > 0 ? 1 : 0;
+            w.leb(d.changed.length * 4 + hasLeft * 2 + hasEntered);
+            writeChanges(w, d.changed);
+            if (hasLeft) {
+                w.leb(d.left.length);
+                writeIds(w, d.left);
+            }
+            if (hasEntered) {
+                w.leb(d.entered.length);
+                writeRecords(w, d.entered, true);
+            }
+        }
     }
     return w.bytes();
 }
@@ -523,7 +706,7 @@ export function helloMessage(opts) {
 }
 const CLIENT = tagged([
     ['hello', HELLO_FIELDS],
-    ['subscribe', [rid, world, ['area', Area]]],
+    ['subscribe', [rid, world, ['area', Area], ['every_n_ticks', 'u32', 1]]],
     ['unsubscribe', [rid, world]],
     ['move_to', [rid, world, agents, ['target', Point], ['stopping_distance', 'f32', 0]]],
     ['set_behaviors', [rid, world, agents, ['behaviors', vec(BehaviorEntry)]]],
@@ -555,13 +738,15 @@ const SERVER = tagged([
     ['command_result', [rid, ['result', Outcome]]],
     ['error', ErrorFields],
     ['pong', [rid, ['server_tick', 'u64']]],
+    ['cells', [['world', 'u32'], ['tick', 'u64'], ['span', 'u32'], ['checksum', 'checksum', null], ['entries', { packed: 'entries' }]]],
 ]);
 function readStruct(r, fields, out, raw) {
     for (const f of fields)
-        out[f[0]] = read(r, f[1], raw);
+        out[f[0]] = read(r, f[1], raw, out);
     return out;
 }
-function read(r, t, raw) {
+/** `ctx`: the struct being read (a `cells` message's entries need its `tick` and `span`). */
+function read(r, t, raw, ctx) {
     if (typeof t === 'string') {
         switch (t) {
             case 'u8': return r.u8();
@@ -616,6 +801,8 @@ function read(r, t, raw) {
             return decodeRecords(bytes);
         if (t.packed === 'ids')
             return decodeIds(bytes);
+        if (t.packed === 'entries')
+            return decodeEntries(bytes, ctx.tick, ctx.span, raw);
         return raw ? bytes : decodeChanges(bytes);
     }
     throw new Error('schema: bad type');
@@ -629,9 +816,10 @@ function defaulted(v, def, hasDef, name) {
 }
 function writeStruct(w, fields, obj) {
     for (const f of fields)
-        write(w, f[1], defaulted(obj[f[0]], f[2], f.length > 2, f[0]), f[0]);
+        write(w, f[1], defaulted(obj[f[0]], f[2], f.length > 2, f[0]), f[0], obj);
 }
-function write(w, t, v, name) {
+/** `ctx`: the struct being written (a `cells` message's entries need its `tick` and `span`). */
+function write(w, t, v, name, ctx) {
     if (typeof t === 'string') {
         switch (t) {
             case 'u8':
@@ -693,7 +881,12 @@ function write(w, t, v, name) {
         return w.varint(idx, 4, 'variant');
     }
     if ('packed' in t) {
-        const bytes = t.packed === 'records' ? encodeRecords(v) : t.packed === 'ids' ? encodeIds(v) : encodeChanges(v);
+        if (!Array.isArray(v))
+            throw malformed(`${name}: array expected`);
+        const bytes = t.packed === 'records' ? encodeRecords(v)
+            : t.packed === 'ids' ? encodeIds(v)
+                : t.packed === 'entries' ? encodeEntries(v, ctx.tick, ctx.span)
+                    : encodeChanges(v);
         w.varint(bytes.length, 8, 'packed length');
         return w.raw(bytes);
     }
@@ -796,6 +989,11 @@ function fnv32(v) {
 }
 /** FNV-1a 64 of a sorted agent list, as 16 lowercase hex digits (§6.5). */
 export function checksum(list) {
+    hashList(list);
+    return fnvHi.toString(16).padStart(8, '0') + fnvLo.toString(16).padStart(8, '0');
+}
+/** Leaves the checksum of `list` in fnvHi / fnvLo. */
+function hashList(list) {
     fnvHi = 0xcbf29ce4;
     fnvLo = 0x84222325;
     for (let i = 0; i < list.length; i++) {
@@ -810,7 +1008,26 @@ export function checksum(list) {
         fnvByte(a.orient & 0xff);
         fnvByte((a.orient >>> 8) & 0xff);
     }
-    return fnvHi.toString(16).padStart(8, '0') + fnvLo.toString(16).padStart(8, '0');
+}
+/**
+ * The checksum of a `cells` message (§6.8): FNV-1a 64 over, for each entry in order, the 8-byte
+ * little-endian checksum (§6.5) of that cell's state after the entry. `states`: those states.
+ */
+export function cellsChecksum(states) {
+    let hi = 0xcbf29ce4;
+    let lo = 0x84222325;
+    for (const list of states) {
+        hashList(list);
+        const cl = fnvLo;
+        const ch = fnvHi;
+        fnvHi = hi;
+        fnvLo = lo;
+        fnv32(cl);
+        fnv32(ch);
+        hi = fnvHi;
+        lo = fnvLo;
+    }
+    return hi.toString(16).padStart(8, '0') + lo.toString(16).padStart(8, '0');
 }
 /** `predict(v)` of §6.4: floor((v·predict_num + 32768) / 65536), truncated to 32 bits. */
 export function predict(v, predictNum) {

@@ -2,7 +2,7 @@
 // CellMap per AOI cell, PROTOCOL.md §6), with a short history per cell for interpolated rendering.
 // (Compiled by tsc into server/viewer/sdk/ for the viewer: edit this .ts, then `npm run build:viewer`.)
 import { ProtoError } from './codec.js';
-import { CellMap } from './cell.js';
+import { CellMap, CellsTxn, applyCells } from './cell.js';
 import { ClockSync } from './clock.js';
 const TWO_PI = Math.PI * 2;
 const ORIENT_TO_RAD = TWO_PI / 65536;
@@ -76,17 +76,28 @@ export class WorldView {
         this.cells = new Map();
         /** Cells of the last Subscribed answer (null before it). */
         this.subscribedCells = null;
+        /** The subscription's send rate (`every_n_ticks`, re-sent with the area). */
+        this.everyNTicks = 1;
         /** Highest tick of any frame applied. */
         this.latestTick = -1;
-        /** Frames applied, and frames that could not be (each leads to a resubscribe). */
+        /**
+         * Keyframes and deltas applied (a `cells` message counts each of its entries), `cells`
+         * messages applied, and frames that could not be (each leads to a resubscribe).
+         */
         this.keyframes = 0;
         this.deltas = 0;
+        this.cellsMessages = 0;
         this.resyncs = 0;
+        /** `span` of the last `cells` message (the subscription's every_n_ticks); 0 before one. */
+        this.span = 0;
+        /** Tick of the last `cells` message applied; -1 before one. */
+        this.cellsTick = -1;
         /** Clock of this world's ticks: Ping/Pong samples when it is the connection's first subscribed world. */
         this.clock = new ClockSync();
         /** Called with a reason when the view needs keyframes again (the client resubscribes). */
         this.onResync = () => { };
         this.history = new Map();
+        this.txn = new CellsTxn();
         this.pool = [];
         this.out = [];
         this.latestArrivalMs = NaN;
@@ -168,6 +179,39 @@ export class WorldView {
         this.deltas++;
         this.remember(d.cell, cell, d.tick, nowMs);
     }
+    /**
+     * Applies a `cells` message of this world (§6.8): every entry in order, then the message
+     * checksum (when present) over the cells' states. A chain break, a malformed entry (a cell
+     * outside the grid, a rule of §6.4) or a checksum mismatch puts every cell back to what it
+     * held before the message and resyncs. Entries for cells the view no longer subscribes (a
+     * message sent before a narrower Subscribe took effect) are skipped; a message with a skipped
+     * delta entry cannot be checked against its checksum (the base is not held) and is applied
+     * unchecked.
+     */
+    applyCells(m, nowMs = NaN) {
+        const why = applyCells(this.cells, m, this.info, this.quant.predict_num, this.subscribedCells, this.txn);
+        if (why !== null) {
+            this.resync(why);
+            return;
+        }
+        this.cellsMessages++;
+        this.span = m.span;
+        this.cellsTick = m.tick;
+        for (const e of m.entries) {
+            const c = 'keyframe' in e ? e.keyframe.cell : e.delta.cell;
+            const cell = this.cells.get(c);
+            if (!cell)
+                continue;
+            if ('keyframe' in e) {
+                if (this.subscribedCells && !this.subscribedCells.has(c))
+                    continue;
+                this.keyframes++;
+            }
+            else
+                this.deltas++;
+            this.remember(c, cell, cell.tick, nowMs);
+        }
+    }
     /** A frame could not be applied: the client subscribes again (same area) for keyframes. */
     resync(reason) {
         this.resyncs++;
@@ -216,6 +260,10 @@ export class WorldView {
         }
         return undefined;
     }
+    /** Ticks between two states sent (the subscription's every_n_ticks, at least 1). */
+    period() {
+        return Math.max(1, this.everyNTicks);
+    }
     /** Estimated server tick (fractional) at local time `nowMs`. */
     serverTick(nowMs) {
         if (this.clock.synced)
@@ -225,18 +273,23 @@ export class WorldView {
             return this.latestTick;
         return this.latestTick + ((nowMs - this.latestArrivalMs) * this.tickRate) / 1000;
     }
-    /** The tick `sample(nowMs)` renders: server time − interpDelay, at most one tick past the newest state. */
+    /**
+     * The tick `sample(nowMs)` renders: server time − interpDelay, at most one send period (one
+     * tick, or `everyNTicks`) past the newest state.
+     */
     renderTick(nowMs) {
         const st = this.serverTick(nowMs) - (this.interpDelayMs * this.tickRate) / 1000;
         if (!Number.isFinite(st))
             return this.latestTick;
-        return Math.min(st, this.latestTick + 1);
+        return Math.min(st, this.latestTick + this.period());
     }
     /**
      * Every agent of the view at local time `renderTimeMs` (default `performance.now()`):
      * positions and headings interpolated between the two states around `renderTick` (each agent
-     * as its cell held it then), extrapolated along the velocity by at most one tick past the
-     * newest state. The returned array and its objects are reused by the next call.
+     * as its cell held it then), extrapolated along the velocity by at most one send period past
+     * the newest state. With `everyNTicks` N a cell's change reached at state tick t happened
+     * somewhere in the N ticks before t: it is interpolated over them (give `interpDelayMs` at
+     * least one send period, N / tick rate, to render between states rather than ahead of them). The returned array and its objects are reused by the next call.
      */
     sample(renderTimeMs = now()) {
         const target = this.renderTick(renderTimeMs);
@@ -244,6 +297,7 @@ export class WorldView {
         const pool = this.pool;
         const ps = this.quant.pos_step;
         const vs = this.quant.vel_step;
+        const period = this.period();
         const rate = this.tickRate;
         let n = 0;
         for (const h of this.history.values()) {
@@ -259,12 +313,12 @@ export class WorldView {
             let ext = 0;
             if (s1) {
                 // The cell held s0 until the tick before s1.
-                const t1 = Math.max(s0.tick, s1.tick - 1);
+                const t1 = Math.max(s0.tick, s1.tick - period);
                 if (target > t1)
                     f = (target - t1) / (s1.tick - t1);
             }
             else if (target > s0.tick) {
-                ext = Math.min(target - s0.tick, 1) / rate; // seconds of extrapolation
+                ext = Math.min(target - s0.tick, period) / rate; // seconds of extrapolation
             }
             const ids = s0.id;
             const v0 = s0.v;
