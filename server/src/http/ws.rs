@@ -244,6 +244,8 @@ struct Sub {
     /// Keeps the world diffing this rate's cells while the subscription lives.
     _rate: crate::runtime::RateGuard,
     need_key: Vec<bool>,
+    /// Some `need_key` may be set (false: none is, so a tick costs no scan of the cells).
+    owed: bool,
     /// Under `owned` visibility: the client holds this cell's content (a cell that goes out of
     /// sight is emptied with an empty keyframe).
     shown: Vec<bool>,
@@ -378,12 +380,12 @@ impl Sub {
     /// keyframes sent.
     fn frame(&mut self, frame: &TickFrame, viewer: &Viewer, enc: Encoding, batch: &mut Vec<(Bytes, Encoding)>, events: bool, m: &crate::metrics::Metrics) -> u64 {
         if frame.reset {
-            self.need_key.iter_mut().for_each(|k| *k = true);
+            self.owe_all();
         }
         let mut keys = 0;
         if let Some((cells, due)) = frame.cells_at(self.span) {
             let vision = viewer.vision(frame);
-            let owed = self.need_key.iter().any(|&k| k);
+            let owed = self.owed;
             if due || owed {
                 keys = match enc {
                     Encoding::Binary => self.cells_message(frame, cells, due, vision, owed, batch, m),
@@ -410,6 +412,7 @@ impl Sub {
         }
         // Back in sight later: a keyframe, never a delta on what the client does not hold.
         self.need_key[k] = true;
+        self.owed = true;
         Some(if std::mem::replace(&mut self.shown[k], false) { Want::Empty } else { Want::Skip })
     }
 
@@ -447,11 +450,18 @@ impl Sub {
             }
         });
         self.cells = sub_cells;
+        self.owed = self.need_key.iter().any(|&k| k);
         m.cells_built.inc();
         if !b.is_empty() {
             batch.push((b, Encoding::Binary));
         }
         keys
+    }
+
+    /// Every cell owes a keyframe (after a lag or a world reset).
+    fn owe_all(&mut self) {
+        self.need_key.iter_mut().for_each(|k| *k = true);
+        self.owed = true;
     }
 
     fn json_frames(&mut self, frame: &TickFrame, cells: &[crate::runtime::CellFrame], due: bool, vision: Option<Option<&Vec<bool>>>, batch: &mut Vec<(Bytes, Encoding)>) -> u64 {
@@ -475,6 +485,7 @@ impl Sub {
                 batch.push((d.encoded(enc), enc));
             }
         }
+        self.owed = self.need_key.iter().any(|&k| k);
         keys
     }
 }
@@ -570,7 +581,7 @@ async fn send_task(
                     // is in the receiver and is skipped by `after` if the keyframes cover it.
                     streams.insert(world.id, BroadcastStream::new(world.subscribe()));
                     let key = (span, cells.first().copied().unwrap_or(0), cells.last().copied().unwrap_or(0), cells.len());
-                    let mut sub = Sub { need_key: vec![true; cells.len()], shown: vec![false; cells.len()], span, key, _rate: world.rates.hold(span), cells, after: 0 };
+                    let mut sub = Sub { need_key: vec![true; cells.len()], owed: true, shown: vec![false; cells.len()], span, key, _rate: world.rates.hold(span), cells, after: 0 };
                     if let Some(latest) = world.latest() {
                         // Keyframes now (at the newest frame's tick); a rate the world does not
                         // keep yet starts with its first frame.
@@ -599,7 +610,7 @@ async fn send_task(
                     Err(BroadcastStreamRecvError::Lagged(n)) => {
                         // Skipped frames: the next frame sends keyframes instead of a broken chain.
                         m.frames_dropped.inc_by(n);
-                        sub.need_key.iter_mut().for_each(|k| *k = true);
+                        sub.owe_all();
                     }
                 }
             }
