@@ -337,15 +337,12 @@ pub struct SpawnBody {
     #[schema(minimum = 1, maximum = 10000)]
     pub count: u32,
     /// Where (`steer_proto::SpawnArea`).
-    #[schema(value_type = doc::SpawnAreaDoc)]
     pub area: proto::SpawnArea,
     /// Limits (`steer_proto::Limits`; defaults filled in).
     #[serde(default)]
-    #[schema(value_type = doc::LimitsDoc)]
     pub limits: proto::Limits,
     /// Behaviours (`steer_proto::BehaviorEntry`).
     #[serde(default)]
-    #[schema(value_type = Vec<Object>)]
     pub behaviors: Vec<proto::BehaviorEntry>,
 }
 
@@ -441,7 +438,6 @@ pub async fn avoidance(State(state): State<AppState>, Path((name, id)): Path<(St
 #[serde(deny_unknown_fields)]
 pub struct BehaviorsBody {
     /// The new behaviour set (`steer_proto::BehaviorEntry`).
-    #[schema(value_type = Vec<Object>)]
     pub behaviors: Vec<proto::BehaviorEntry>,
 }
 
@@ -615,7 +611,7 @@ pub async fn list_scenarios(State(state): State<AppState>) -> ApiResult {
 /// `GET /scenarios/{name}`.
 #[utoipa::path(get, path = "/scenarios/{name}", tag = "scenarios", params(("name" = String, Path, description = "Scenario name (1 to 64 of A-Z a-z 0-9 _ -)", pattern = r"^[A-Za-z0-9_-]{1,64}$")),
     responses(
-        (status = 200, description = "The scenario file", body = Object),
+        (status = 200, description = "The scenario file", body = Scenario),
         (status = 400, description = "Bad name (`bad_request`)", body = doc::ErrorBody),
         (status = 404, description = "No such scenario (`not_found`)", body = doc::ErrorBody)))]
 pub async fn get_scenario(State(state): State<AppState>, Path(name): Path<String>) -> ApiResult {
@@ -625,7 +621,7 @@ pub async fn get_scenario(State(state): State<AppState>, Path(name): Path<String
 /// `PUT /scenarios/{name}`: validates by building the world, then stores it atomically.
 #[utoipa::path(put, path = "/scenarios/{name}", tag = "scenarios", security(("bearer" = [])),
     params(("name" = String, Path, description = "Scenario name (1 to 64 of A-Z a-z 0-9 _ -)", pattern = r"^[A-Za-z0-9_-]{1,64}$")),
-    request_body(content = Object, content_type = "application/json", description = "A scenario file; validated by building its world"),
+    request_body(content = Scenario, content_type = "application/json", description = "A scenario file; validated by building its world"),
     responses(
         (status = 204, description = "Stored"),
         (status = 400, description = "Bad name, or not UTF-8 (`bad_request`)", body = doc::ErrorBody),
