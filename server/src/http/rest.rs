@@ -348,6 +348,12 @@ pub struct SpawnBody {
 
 /// Builds the sim spawn of a wire spawn (shared with the WebSocket `Spawn`).
 pub fn spawn_spec(group: &str, count: u32, area: &proto::SpawnArea, limits: &proto::Limits, behaviors: &[proto::BehaviorEntry]) -> Result<SpawnSpec, CmdError> {
+    // A spawn of nothing is a mistake, not a success with no ids (the documented minimum is 1;
+    // schemathesis found `count: 0` answered 201 `{"agents": []}`). Scenario groups may still
+    // have count 0 (a `points` group ignores it), so this is checked here, not in the sim.
+    if count == 0 {
+        return Err(CmdError::Sim(crate::sim::error::SimError::invalid("count", "must be at least 1")));
+    }
     let entries = convert::entries(behaviors).map_err(|e| CmdError::Sim(e.within("behaviors")))?;
     Ok(SpawnSpec {
         limits: convert::limits(limits),
