@@ -25,6 +25,7 @@ mod d {
 /// Which wander algorithm to use.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub enum WanderVariant {
     /// Millington's wander: a target jittered on a circle ahead of the agent.
     #[default]
@@ -36,6 +37,7 @@ pub enum WanderVariant {
 /// How a path is traversed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub enum PathMode {
     /// Stop at the last waypoint.
     #[default]
@@ -49,6 +51,7 @@ pub enum PathMode {
 always_valid!(WanderVariant, PathMode, BehaviorKind);
 
 wire_struct! {
+    #[openapi]
     /// Arrival/alignment tuning shared by `Align`, `Face` and `LookWhereYouAreGoing`.
     #[derive(Copy)]
     pub struct AlignParams {
@@ -68,10 +71,12 @@ impl Default for AlignParams {
 }
 
 wire_struct! {
+    #[openapi]
     /// Move at full acceleration towards the target.
     pub struct Seek { pub target: Target }
 }
 wire_struct! {
+    #[openapi]
     /// Move away from the target while closer than `panic_distance` (default 10).
     pub struct Flee {
         pub target: Target,
@@ -79,6 +84,7 @@ wire_struct! {
     }
 }
 wire_struct! {
+    #[openapi]
     /// Seek that slows down and stops at the target.
     pub struct Arrive {
         pub target: Target,
@@ -91,6 +97,7 @@ wire_struct! {
     }
 }
 wire_struct! {
+    #[openapi]
     /// Seek the predicted position of a moving agent.
     pub struct Pursue {
         pub target_agent: u32,
@@ -99,6 +106,7 @@ wire_struct! {
     }
 }
 wire_struct! {
+    #[openapi]
     /// Flee the predicted position of a moving agent.
     pub struct Evade {
         pub target_agent: u32,
@@ -109,6 +117,7 @@ wire_struct! {
     }
 }
 wire_struct! {
+    #[openapi]
     /// Rotate to an orientation (or another agent's).
     pub struct Align {
         pub target: AlignTarget,
@@ -116,6 +125,7 @@ wire_struct! {
     }
 }
 wire_struct! {
+    #[openapi]
     /// Rotate to face a point or agent.
     pub struct Face {
         pub target: Target,
@@ -123,12 +133,14 @@ wire_struct! {
     }
 }
 wire_struct! {
+    #[openapi]
     /// Rotate to face the direction of travel.
     pub struct LookWhereYouAreGoing {
         #[serde(default)] pub align: AlignParams,
     }
 }
 wire_struct! {
+    #[openapi]
     /// Match another agent's velocity.
     pub struct VelocityMatch {
         pub target_agent: u32,
@@ -137,6 +149,7 @@ wire_struct! {
     }
 }
 wire_struct! {
+    #[openapi]
     /// Random wandering.
     pub struct Wander {
         /// default `millington`
@@ -150,6 +163,7 @@ wire_struct! {
     }
 }
 wire_struct! {
+    #[openapi]
     /// Arrive at random points within `radius` of `center`, re-drawn every
     /// `interval_min..interval_max` seconds (defaults 1 and 2). The arrive
     /// tuning of the walk is fixed server-side.
@@ -162,6 +176,7 @@ wire_struct! {
     }
 }
 wire_struct! {
+    #[openapi]
     /// Steer around static obstacles.
     pub struct ObstacleAvoidance {
         /// Absent = 4 × the agent's radius.
@@ -174,6 +189,7 @@ wire_struct! {
     }
 }
 wire_struct! {
+    #[openapi]
     /// Steer around obstacles with an ahead vector.
     pub struct AheadAvoidance {
         /// default 4
@@ -185,6 +201,7 @@ wire_struct! {
     }
 }
 wire_struct! {
+    #[openapi]
     /// Keep away from walls.
     pub struct WallAvoidance {
         /// default 5
@@ -194,6 +211,7 @@ wire_struct! {
     }
 }
 wire_struct! {
+    #[openapi]
     /// Avoid collisions with other agents.
     pub struct AgentAvoidance {
         /// default 3
@@ -203,18 +221,21 @@ wire_struct! {
     }
 }
 wire_struct! {
+    #[openapi]
     /// Keep distance from neighbours within `neighbor_radius` (default 3).
     pub struct Separation {
         #[serde(default = "d::three")] pub neighbor_radius: f32,
     }
 }
 wire_struct! {
+    #[openapi]
     /// Move towards the centre of neighbours within `neighbor_radius` (default 3).
     pub struct Cohesion {
         #[serde(default = "d::three")] pub neighbor_radius: f32,
     }
 }
 wire_struct! {
+    #[openapi]
     /// Match the heading of neighbours within `neighbor_radius` (default 3).
     pub struct Alignment {
         #[serde(default = "d::three")] pub neighbor_radius: f32,
@@ -223,6 +244,7 @@ wire_struct! {
     }
 }
 wire_struct! {
+    #[openapi]
     /// Follow a polyline.
     pub struct PathFollowing {
         #[serde(deserialize_with = "crate::common::bounded::vec")] pub waypoints: Vec<Point>,
@@ -233,6 +255,7 @@ wire_struct! {
     }
 }
 wire_struct! {
+    #[openapi]
     /// Follow a leader agent, staying `behind_distance` behind it (default 2)
     /// and out of its way within `leader_sight_radius` (default 3).
     pub struct LeaderFollowing {
@@ -256,18 +279,23 @@ pub const MAX_AVOIDANCE_NEIGHBORS: u32 = 32;
 /// nor an obstacle or wall for `obstacle_time_horizon` seconds. Weight and priority of its
 /// entry do not matter (the first such entry's parameters win).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct ReciprocalAvoidance {
     /// Seconds, in (0, 60]; default 1.
     #[serde(default = "d::one")]
+    #[cfg_attr(feature = "openapi", schema(exclusive_minimum = 0, maximum = 60))]
     pub time_horizon: f32,
     /// Seconds, in (0, 60]; default 1.
     #[serde(default = "d::one")]
+    #[cfg_attr(feature = "openapi", schema(exclusive_minimum = 0, maximum = 60))]
     pub obstacle_time_horizon: f32,
     /// Centre-to-centre distance, in [0, 1000]; default 10.
     #[serde(default = "d::ten")]
+    #[cfg_attr(feature = "openapi", schema(minimum = 0, maximum = 1000))]
     pub neighbor_dist: f32,
     /// In 1..=32; default 10.
     #[serde(default = "d::ten_u32")]
+    #[cfg_attr(feature = "openapi", schema(minimum = 1, maximum = 32))]
     pub max_neighbors: u32,
 }
 
@@ -293,6 +321,7 @@ impl Validate for ReciprocalAvoidance {
 }
 
 wire_enum! {
+    #[openapi]
     /// One behaviour of the catalogue with its parameters.
     pub enum Behavior / BehaviorKind {
         Seek(Seek) = "seek",
@@ -324,6 +353,7 @@ fn default_weight() -> f32 {
 }
 
 wire_struct! {
+    #[openapi]
     /// A behaviour with its blending weight and priority group.
     pub struct BehaviorEntry {
         pub behavior: Behavior,

@@ -33,6 +33,7 @@ pub(crate) mod bounded {
 }
 
 wire_struct! {
+    #[openapi]
     /// A point in world units.
     #[derive(Copy, Default)]
     pub struct Point {
@@ -42,27 +43,33 @@ wire_struct! {
 }
 
 wire_struct! {
+    #[openapi]
     /// An axis-aligned rectangle in world units (`min` inclusive, `max` exclusive).
     #[derive(Copy)]
     pub struct Rect {
-        pub min_x: f32,
-        pub min_y: f32,
-        pub max_x: f32,
-        pub max_y: f32,
+        // The bounds in the schema are steerd's (every coordinate within ±1e6).
+        #[cfg_attr(feature = "openapi", schema(minimum = -1000000, maximum = 1000000))] pub min_x: f32,
+        #[cfg_attr(feature = "openapi", schema(minimum = -1000000, maximum = 1000000))] pub min_y: f32,
+        /// At least `min_x`.
+        #[cfg_attr(feature = "openapi", schema(minimum = -1000000, maximum = 1000000))] pub max_x: f32,
+        /// At least `min_y`.
+        #[cfg_attr(feature = "openapi", schema(minimum = -1000000, maximum = 1000000))] pub max_y: f32,
     }
 }
 
 wire_struct! {
+    #[openapi]
     /// A circle in world units.
     #[derive(Copy)]
     pub struct Circle {
-        pub x: f32,
-        pub y: f32,
-        pub radius: f32,
+        #[cfg_attr(feature = "openapi", schema(minimum = -1000000, maximum = 1000000))] pub x: f32,
+        #[cfg_attr(feature = "openapi", schema(minimum = -1000000, maximum = 1000000))] pub y: f32,
+        #[cfg_attr(feature = "openapi", schema(minimum = 0, maximum = 1000000))] pub radius: f32,
     }
 }
 
 wire_struct! {
+    #[openapi]
     /// Refers to another agent by id.
     #[derive(Copy)]
     pub struct AgentRef {
@@ -71,6 +78,7 @@ wire_struct! {
 }
 
 wire_struct! {
+    #[openapi]
     /// An absolute orientation in radians (0 = +x, counter-clockwise).
     #[derive(Copy)]
     pub struct Orientation {
@@ -85,6 +93,7 @@ wire_struct! {
 }
 
 wire_enum! {
+    #[openapi]
     /// A steering target: a fixed point or another agent.
     pub enum Target / TargetKind {
         /// `{"type":"point","x":..,"y":..}`
@@ -95,6 +104,7 @@ wire_enum! {
 }
 
 wire_enum! {
+    #[openapi]
     /// The target of `Align`: an absolute orientation or another agent's orientation.
     pub enum AlignTarget / AlignTargetKind {
         /// `{"type":"orientation","radians":..}`
@@ -115,6 +125,7 @@ wire_enum! {
 }
 
 wire_enum! {
+    #[openapi]
     /// Where a spawned group is placed (uniformly at random inside).
     pub enum SpawnArea / SpawnAreaKind {
         /// Inside a rectangle.

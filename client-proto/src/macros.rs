@@ -7,8 +7,28 @@
 //!   encoding it is bincode's externally tagged form (variant index as a varint,
 //!   then the payload). The switch uses `Serializer::is_human_readable`. Also
 //!   generates a fieldless `…Kind` enum with the same stable names.
+//!
+//! Either macro takes a leading `#[openapi]` marker: with the `openapi` feature the type then
+//! implements `utoipa::ToSchema` with its JSON form (for an enum: one of its variants' schemas
+//! with the `"type"` tag), for steerd's `/openapi.json`. Only the types its REST API carries
+//! are marked.
 
 macro_rules! wire_struct {
+    (
+        #[openapi]
+        $(#[$meta:meta])*
+        pub struct $name:ident {
+            $( $(#[$fmeta:meta])* pub $field:ident : $ty:ty ),* $(,)?
+        }
+    ) => {
+        wire_struct! {
+            $(#[$meta])*
+            #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+            pub struct $name {
+                $( $(#[$fmeta])* pub $field: $ty ),*
+            }
+        }
+    };
     (
         $(#[$meta:meta])*
         pub struct $name:ident {
@@ -35,6 +55,49 @@ macro_rules! wire_struct {
 }
 
 macro_rules! wire_enum {
+    (
+        #[openapi]
+        $(#[doc = $doc:literal])*
+        pub enum $name:ident / $kind:ident {
+            // `tt`, not `literal`: a `literal` fragment reaches utoipa's derive wrapped in an
+            // invisible group, which its `serde(rename = …)` parser does not see through.
+            $( $(#[doc = $vdoc:literal])* $var:ident($ty:ty) = $tag:tt ),+ $(,)?
+        }
+    ) => {
+        wire_enum! {
+            $(#[doc = $doc])*
+            pub enum $name / $kind {
+                $( $(#[doc = $vdoc])* $var($ty) = $tag ),+
+            }
+        }
+
+        // The JSON form (internally tagged by `"type"`) described by utoipa's derive on a
+        // mirror enum that exists only for its schema.
+        #[cfg(feature = "openapi")]
+        const _: () = {
+            $(#[doc = $doc])*
+            #[derive(utoipa::ToSchema)]
+            #[serde(tag = "type")]
+            #[allow(dead_code)]
+            enum Schema { $( $(#[doc = $vdoc])* #[serde(rename = $tag)] $var($ty) ),+ }
+
+            impl utoipa::PartialSchema for $name {
+                fn schema() -> utoipa::openapi::RefOr<utoipa::openapi::schema::Schema> {
+                    <Schema as utoipa::PartialSchema>::schema()
+                }
+            }
+
+            impl utoipa::ToSchema for $name {
+                fn name() -> std::borrow::Cow<'static, str> {
+                    std::borrow::Cow::Borrowed(stringify!($name))
+                }
+
+                fn schemas(schemas: &mut Vec<(String, utoipa::openapi::RefOr<utoipa::openapi::schema::Schema>)>) {
+                    <Schema as utoipa::ToSchema>::schemas(schemas)
+                }
+            }
+        };
+    };
     (
         $(#[$meta:meta])*
         pub enum $name:ident / $kind:ident {

@@ -96,15 +96,22 @@ wire_struct! {
 }
 
 wire_struct! {
+    #[openapi]
     /// Physical limits of spawned agents; absent = server default.
     #[derive(Default)]
     pub struct Limits {
-        pub max_speed: Option<f32>,
-        pub max_accel: Option<f32>,
-        pub max_rotation: Option<f32>,
-        pub max_angular_accel: Option<f32>,
-        pub radius: Option<f32>,
-        pub mass: Option<f32>,
+        /// Top speed, units/s.
+        #[cfg_attr(feature = "openapi", schema(minimum = 0, maximum = 1000000))] pub max_speed: Option<f32>,
+        /// Top acceleration, units/s².
+        #[cfg_attr(feature = "openapi", schema(minimum = 0, maximum = 1000000))] pub max_accel: Option<f32>,
+        /// Top turn rate, rad/s.
+        #[cfg_attr(feature = "openapi", schema(minimum = 0, maximum = 1000000))] pub max_rotation: Option<f32>,
+        /// Top angular acceleration, rad/s².
+        #[cfg_attr(feature = "openapi", schema(minimum = 0, maximum = 1000000))] pub max_angular_accel: Option<f32>,
+        /// Body radius.
+        #[cfg_attr(feature = "openapi", schema(exclusive_minimum = 0, maximum = 1000000))] pub radius: Option<f32>,
+        /// Mass.
+        #[cfg_attr(feature = "openapi", schema(exclusive_minimum = 0, maximum = 1000000))] pub mass: Option<f32>,
     }
 }
 

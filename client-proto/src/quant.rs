@@ -96,6 +96,7 @@ pub struct AgentSample {
 
 /// An agent's quantized state: exactly what a client holds.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct QAgent {
     pub id: u32,
     pub group: u16,

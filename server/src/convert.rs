@@ -246,6 +246,26 @@ mod tests {
     }
 
     #[test]
+    fn a_spawn_of_zero_agents_is_invalid_naming_count() {
+        let spawn = |count| {
+            proto::ClientMsg::Spawn(proto::Spawn {
+                request_id: 1,
+                world: "w".into(),
+                group: "g".into(),
+                count,
+                area: proto::SpawnArea::Rect(proto::Rect { min_x: 0.0, min_y: 0.0, max_x: 1.0, max_y: 1.0 }),
+                limits: proto::Limits::default(),
+                behaviors: vec![],
+            })
+        };
+        match world_commands(&spawn(0)).unwrap() {
+            Err(crate::runtime::CmdError::Sim(e)) => assert!(e.to_string().contains("count"), "{e}"),
+            other => panic!("count 0 gave {other:?}"),
+        }
+        assert!(world_commands(&spawn(1)).unwrap().is_ok());
+    }
+
+    #[test]
     fn reciprocal_avoidance_wire_defaults_and_bounds_are_the_sims() {
         let d = proto::ReciprocalAvoidance::default();
         assert_eq!(sim_params(&d), reciprocal_avoidance::ReciprocalAvoidanceParams::default());

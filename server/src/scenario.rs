@@ -65,7 +65,7 @@ impl From<Vec2> for P {
 }
 
 /// A scenario file.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Scenario {
     /// Short name.
@@ -147,7 +147,7 @@ pub struct Scenario {
 }
 
 /// How MoveTo orders avoid other agents.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "snake_case", deny_unknown_fields)]
 pub enum MoveToAvoidanceSpec {
     /// Reciprocal avoidance with these parameters.
@@ -157,7 +157,7 @@ pub enum MoveToAvoidanceSpec {
 }
 
 /// Parameters of reciprocal avoidance (every field optional, defaults as the behaviour's).
-#[derive(Debug, Clone, Copy, PartialEq, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Default, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ReciprocalSpec {
     /// Seconds ahead within which no neighbour may be touched (default 1).
@@ -188,7 +188,7 @@ impl ReciprocalSpec {
 }
 
 /// How `--agents` scales a scenario.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum ScalingSpec {
     /// Coordinates × √k: the same density of agents.
@@ -201,7 +201,7 @@ pub enum ScalingSpec {
 /// A MoveTo order for every agent of a group, issued before tick `at_tick` runs: one order for
 /// the group to `target` (they stop in a formation round it), or, with `antipode_of`, one order
 /// per agent to its own point mirrored through that centre (each stops there alone).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct OrderSpec {
     /// Tick before which the order is issued (0 = when the world is built).
@@ -221,7 +221,7 @@ pub struct OrderSpec {
 }
 
 /// Path mode of path following.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum PathModeSpec {
     /// Stop at the end.
@@ -267,7 +267,7 @@ pub struct BoundsSpec {
 }
 
 /// Edge rule.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum EdgeSpec {
     /// Stop at the edge.
@@ -280,7 +280,7 @@ pub enum EdgeSpec {
 }
 
 /// A circular obstacle.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ObstacleSpec {
     /// Centre.
@@ -290,7 +290,7 @@ pub struct ObstacleSpec {
 }
 
 /// A wall segment.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct WallSpec {
     /// Start.
@@ -391,7 +391,7 @@ pub fn place_random_obstacles(
 }
 
 /// A group of agents.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct GroupSpec {
     /// Group name.
@@ -419,7 +419,7 @@ pub struct GroupSpec {
 }
 
 /// Spawn area.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "snake_case", deny_unknown_fields)]
 pub enum AreaSpec {
     /// Uniform in a rectangle.
@@ -433,7 +433,7 @@ pub enum AreaSpec {
 }
 
 /// Agent limits; every field optional.
-#[derive(Debug, Clone, Copy, PartialEq, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Default, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct LimitsSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -466,7 +466,7 @@ impl LimitsSpec {
 }
 
 /// Per-agent target binding.
-#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "snake_case", deny_unknown_fields)]
 pub enum BindingSpec {
     /// Targets as written.
@@ -479,7 +479,7 @@ pub enum BindingSpec {
 }
 
 /// A target: a point `{"x":..,"y":..}` or an agent `{"agent": id}`.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(untagged)]
 pub enum TargetSpec {
     /// A point.
@@ -501,7 +501,7 @@ impl From<TargetSpec> for Target {
 }
 
 /// A behaviour entry: `{"behavior": {"type": "seek", ...}, "weight": 1, "priority": 0}`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct EntrySpec {
     /// The behaviour and its parameters.
@@ -514,9 +514,11 @@ pub struct EntrySpec {
     pub priority: u8,
 }
 
-/// Align tuning with defaults.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
+/// Align tuning with defaults. Only ever flattened into a [`BehaviorSpec`] variant, whose
+/// `deny_unknown_fields` refuses what neither claims; denying here too would make its OpenAPI
+/// schema (`additionalProperties: false` beside the variant's own fields in an `allOf`) refuse
+/// every `align`, `face` and `look_where_you_are_going` behaviour.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct AlignTuningSpec {
     #[serde(default = "d_align_target_radius")]
     pub target_radius: f32,
@@ -597,7 +599,7 @@ fn d_neighbor_radius() -> f32 {
 }
 
 /// Wander variant.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum WanderVariantSpec {
     #[default]
@@ -606,7 +608,7 @@ pub enum WanderVariantSpec {
 }
 
 /// Align target: an orientation (radians) or `{"agent": id}`.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(untagged)]
 pub enum AlignTargetSpec {
     Orientation(f32),
@@ -614,7 +616,7 @@ pub enum AlignTargetSpec {
 }
 
 /// Every behaviour of the catalogue with its parameters (defaults from BEHAVIORS.md).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(tag = "type", rename_all = "snake_case", deny_unknown_fields)]
 pub enum BehaviorSpec {
     Seek {
@@ -1158,6 +1160,18 @@ mod tests {
         let bad = MINI.replace(r#""count": 10"#, r#""count": 10, "colour": 3"#);
         let e = Scenario::from_json(&bad).unwrap_err().to_string();
         assert!(e.contains("groups[0]") && e.contains("colour"), "{e}");
+    }
+
+    #[test]
+    fn flattened_align_tuning_still_refuses_unknown_fields() {
+        let with = |b: &str| MINI.replace(r#"{"type": "wander"}"#, b);
+        let s = Scenario::from_json(&with(r#"{"type": "align", "target": 0.5, "slow_radius": 0.7}"#)).unwrap();
+        let BehaviorSpec::Align { tuning, .. } = &s.groups[0].behaviors[0].behavior else { panic!("{s:?}") };
+        assert!((tuning.slow_radius - 0.7).abs() < 1e-6 && (tuning.target_radius - 0.1).abs() < 1e-6);
+        for b in [r#"{"type": "align", "target": 0.5, "colour": 1}"#, r#"{"type": "look_where_you_are_going", "colour": 1}"#] {
+            let e = Scenario::from_json(&with(b)).unwrap_err().to_string();
+            assert!(e.contains("colour"), "{b}: {e}");
+        }
     }
 
     #[test]

@@ -410,13 +410,31 @@ async fn storm(addr: std::net::SocketAddr, n: usize, over: Duration) -> (Vec<Ws>
     (open, n_open, refused, other)
 }
 
-/// Test 10: 2,000 connects in 2 s, then all reconnect at once, 3 times (5 with `--long`): the
+/// Diagnostic for test 10 (`RELIABILITY_T10_MALLOC_STATS=1`, needs gdb): has the server print
+/// glibc's `malloc_stats()` (bytes the allocator holds from the system, and bytes in live
+/// allocations, per arena) and prints the totals beside its RSS. How README's evidence on test
+/// 10 was taken: live bytes vs RSS tell a leak from memory the allocator keeps.
+fn malloc_stats(srv: &Server, what: &str) {
+    let gdb = |call: &str| std::process::Command::new("gdb").args(["-p", &srv.pid().to_string(), "-batch", "-ex", call]).output().is_ok_and(|o| o.status.success());
+    let ok = gdb("call (void)malloc_stats()");
+    std::thread::sleep(Duration::from_millis(300));
+    let log = srv.log();
+    let total = log.rfind("Total (incl. mmap):").map_or("", |i| &log[i..]);
+    let nums: Vec<&str> = total.lines().skip(1).take(2).map(str::trim).collect();
+    let arenas = log.rfind("Total (incl. mmap):").map_or(0, |i| log[..i].rsplit("max mmap regions").next().unwrap_or("").matches("Arena ").count());
+    eprintln!("test 10 malloc_stats {what}: RSS {} KiB; {} ({arenas} arenas; gdb ok: {ok})", srv.rss_kib(), nums.join(", "));
+}
+
+
+/// Test 10: 2,000 connects in 2 s, then all reconnect at once, 3 times (10 with `--long`): the
 /// excess is refused fast (503), no EMFILE, threads, fds and connections return to baseline, and
 /// RSS does not grow from storm to storm (the leak check; the delta over the baseline is a
 /// figure, see the gate's comment).
 pub async fn t10_flood(cfg: Cfg) -> Outcome {
     let n = cfg.pick(2_000, 2_000);
-    let rounds = cfg.pick(3, 5);
+    // `RELIABILITY_T10_ROUNDS` overrides the number of storms (to look at the growth curve).
+    let rounds = std::env::var("RELIABILITY_T10_ROUNDS").ok().and_then(|v| v.parse().ok()).filter(|&r| r >= 3).unwrap_or(cfg.pick(3, 10));
+    let diag = std::env::var_os("RELIABILITY_T10_MALLOC_STATS").is_some();
     let (_c, opts) = config("max_http_connections = 1000\nmax_connections = 1000");
     let srv = Server::fresh("t10", opts);
     let http = srv.http();
@@ -427,6 +445,9 @@ pub async fn t10_flood(cfg: Cfg) -> Outcome {
     }
     tokio::time::sleep(Duration::from_secs(2)).await;
     let (rss0, fd0, th0) = (srv.rss_kib(), fds(srv.pid()), threads(srv.pid()));
+    if diag {
+        malloc_stats(&srv, "baseline");
+    }
     // The storm, `rounds` times back to back: wave 1 ramps n connects over 2 s, wave 2 fires n
     // at once (a reconnect storm); after each round, wait for connections and fds to drain.
     let mut after = Vec::new(); // RSS (KiB) after each round
@@ -459,6 +480,13 @@ pub async fn t10_flood(cfg: Cfg) -> Outcome {
         }
         tokio::time::sleep(Duration::from_secs(2)).await;
         after.push(srv.rss_kib());
+        if diag {
+            malloc_stats(&srv, &format!("after round {}", after.len()));
+        }
+    }
+    if diag {
+        let _ = std::process::Command::new("gdb").args(["-p", &srv.pid().to_string(), "-batch", "-ex", "call (int)malloc_trim(0)"]).output();
+        malloc_stats(&srv, "after malloc_trim(0)");
     }
     let (fd1, th1) = (fds(srv.pid()), threads(srv.pid()));
     let log = srv.log();
@@ -467,32 +495,36 @@ pub async fn t10_flood(cfg: Cfg) -> Outcome {
     gate(other == 0, || format!("{other} connects failed without a 503 (reset, timeout)"));
     gate(fd1 <= fd0 + 2, || format!("fds {fd0} → {fd1}"));
     gate(th1 <= th0 + 2, || format!("threads {th0} → {th1}"));
-    // Memory: RELIABILITY.md asks RSS back to baseline. glibc's malloc keeps the high-water
-    // mark of the first storm's per-connection buffers (RSS plateaus: the second and later
-    // storms reuse it and do not add to it), so the gate is the leak check: RSS must not grow
-    // from round to round. Each round opens and closes up to 2n connections; the gate, 4 MiB
-    // from round 1 to the last, is ~500 bytes per connection of the later rounds (n = 2,000,
-    // 3 rounds). The absolute delta over the baseline is printed as a figure.
-    let first = after[0];
+    // Memory: RELIABILITY.md asks RSS back to baseline. It does not come back, and that is
+    // glibc's malloc, not a leak (README, Reliability, test 10): over 30 storms RSS climbed in
+    // steps of ~1.6 MiB that came further and further apart (35.5 → 42.7 MiB by round 12, 44.3 by
+    // round 30) while the bytes in live allocations stayed under 2 MB and grew less and less
+    // (+320 KB in rounds 1–10, +150 KB in 11–20, +60 KB in 21–30: ~3 bytes per connection
+    // served at the end), and `malloc_trim(0)` gave 24 MiB back (44.3 → 20.3 MiB). So the gate is the leak
+    // check on the rounds after the allocator's warm-up: a leak grows linearly with the
+    // connections, the allocator's high-water mark plateaus. A round serves ≤ 2,000 connections (1,000 per
+    // wave, the rest refused). Short mode (3 rounds): RSS from round 1 to 3 < 12 MiB, ≈ 3 KB per
+    // connection of rounds 2 and 3 (catches a leaked buffer: a socket's read or write buffer is
+    // ≥ 4 KB). `--long` (10 rounds): RSS from round 5 to 10 < 4 MiB, ≈ 400 bytes per connection
+    // of rounds 6 to 10 (measured: +1.5 and +2.1 MiB).
+    // The absolute delta over the baseline is printed as a figure.
+    let from = cfg.pick(0, 4).min(after.len() - 1);
+    let first = after[from];
     let last = *after.last().unwrap_or(&first);
     let growth = mib(last.saturating_sub(first));
     let per_round: Vec<String> = after.iter().map(|r| format!("{:.1}", mib(*r))).collect();
-    // Short mode's 3 rounds (20 s) cannot tell a few hundred bytes per connection from
-    // allocator noise (runs gave +1.5 to +4.4 MiB with no code change), so there the gate is
-    // set to catch a leaked buffer per connection (12 MiB ≈ 3 KB per connection of rounds 2
-    // and 3; a socket's read or write buffer is ≥ 4 KB) and the fine gate, 4 MiB, is `--long`'s
-    // (5 rounds).
     let limit = cfg.pick(12.0, 4.0);
-    gate(growth < limit, || format!("RSS grows with every storm (a leak): {:.1} MiB baseline, after each round {} MiB (gate < {limit} MiB)", mib(rss0), per_round.join(" → ")));
+    gate(growth < limit, || format!("RSS keeps growing with the storms (a leak): {:.1} MiB baseline, after each round {} MiB: +{growth:.1} MiB from round {} to {rounds} (gate < {limit} MiB)", mib(rss0), per_round.join(" → "), from + 1));
     http.get("/health").await.expect(200);
     no_panic(&srv);
     Outcome::Pass(format!(
-        "{rounds} rounds of [{n} connects in 2 s, then {n} at once]: ≤ {open} open at a time, {refused} refused (503, or closed unanswered beyond 64 refusals at once), 0 other failures, no EMFILE (slowest waves {:.1} s / {:.1} s); after: connections 0, fds {fd0} → {fd1}, threads {th0} → {th1}; RSS baseline {:.1} MiB, peak {:.1}, after each round {} MiB: +{growth:.1} MiB from round 1 to {rounds} (leak gate < {limit}), +{:.1} MiB over the baseline (figure: allocator high-water mark, see README)",
+        "{rounds} rounds of [{n} connects in 2 s, then {n} at once]: ≤ {open} open at a time, {refused} refused (503, or closed unanswered beyond 64 refusals at once), 0 other failures, no EMFILE (slowest waves {:.1} s / {:.1} s); after: connections 0, fds {fd0} → {fd1}, threads {th0} → {th1}; RSS baseline {:.1} MiB, peak {:.1}, after each round {} MiB: +{growth:.1} MiB from round {} to {rounds} (leak gate < {limit}), +{:.1} MiB over the baseline (figure: allocator high-water mark, see README)",
         wave1.as_secs_f64(),
         wave2.as_secs_f64(),
         mib(rss0),
         mib(peak),
         per_round.join(" → "),
+        from + 1,
         mib(last.saturating_sub(rss0)),
     ))
 }

@@ -52,7 +52,8 @@ pub async fn t01_fuzz(cfg: Cfg) -> Outcome {
     if !has("cargo", "fuzz") && Command::new("cargo").args(["fuzz", "--version"]).output().map_or(true, |o| !o.status.success()) {
         panic!("cargo-fuzz is not installed (tests/reliability/run.sh installs it)");
     }
-    let bin_dir = fuzz.join("target/x86_64-unknown-linux-gnu/release");
+    // fuzz/.cargo/config.toml puts the fuzz build in target/fuzz.
+    let bin_dir = cfg.root.join("target/fuzz/x86_64-unknown-linux-gnu/release");
     if FUZZ_TARGETS.iter().any(|t| !bin_dir.join(t).is_file()) {
         let st = Command::new("cargo")
             .current_dir(&fuzz)

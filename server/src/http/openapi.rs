@@ -257,75 +257,6 @@ pub struct WorldHealth {
     pub error: Option<String>,
 }
 
-/// Where a group spawns (the wire's `steer_proto::SpawnArea`, documented here because the
-/// protocol crate has no OpenAPI dependency). A rectangle's max must not be less than its min.
-#[derive(ToSchema, serde::Serialize)]
-#[serde(tag = "type", rename_all = "snake_case")]
-#[schema(as = SpawnArea)]
-pub enum SpawnAreaDoc {
-    /// Uniformly in a rectangle.
-    Rect(RectDoc),
-    /// Uniformly in a disc.
-    Circle(CircleDoc),
-}
-
-/// A rectangle (`steer_proto::Rect`).
-#[derive(ToSchema, serde::Serialize)]
-#[schema(as = Rect)]
-pub struct RectDoc {
-    /// Lower x.
-    #[schema(minimum = -1000000, maximum = 1000000)]
-    pub min_x: f32,
-    /// Lower y.
-    #[schema(minimum = -1000000, maximum = 1000000)]
-    pub min_y: f32,
-    /// Upper x (≥ `min_x`).
-    #[schema(minimum = -1000000, maximum = 1000000)]
-    pub max_x: f32,
-    /// Upper y (≥ `min_y`).
-    #[schema(minimum = -1000000, maximum = 1000000)]
-    pub max_y: f32,
-}
-
-/// A disc (`steer_proto::Circle`).
-#[derive(ToSchema, serde::Serialize)]
-#[schema(as = Circle)]
-pub struct CircleDoc {
-    /// Centre x.
-    #[schema(minimum = -1000000, maximum = 1000000)]
-    pub x: f32,
-    /// Centre y.
-    #[schema(minimum = -1000000, maximum = 1000000)]
-    pub y: f32,
-    /// Radius.
-    #[schema(minimum = 0, maximum = 1000000)]
-    pub radius: f32,
-}
-
-/// An agent's limits (`steer_proto::Limits`); an absent field takes the server's default.
-#[derive(ToSchema, serde::Serialize)]
-#[schema(as = Limits)]
-pub struct LimitsDoc {
-    /// Top speed, units/s.
-    #[schema(minimum = 0, maximum = 1000000)]
-    pub max_speed: Option<f32>,
-    /// Top acceleration, units/s².
-    #[schema(minimum = 0, maximum = 1000000)]
-    pub max_accel: Option<f32>,
-    /// Top turn rate, rad/s.
-    #[schema(minimum = 0, maximum = 1000000)]
-    pub max_rotation: Option<f32>,
-    /// Top angular acceleration, rad/s².
-    #[schema(minimum = 0, maximum = 1000000)]
-    pub max_angular_accel: Option<f32>,
-    /// Body radius.
-    #[schema(exclusive_minimum = 0, maximum = 1000000)]
-    pub radius: Option<f32>,
-    /// Mass.
-    #[schema(exclusive_minimum = 0, maximum = 1000000)]
-    pub mass: Option<f32>,
-}
-
 // Error responses shared by many operations.
 
 /// Errors of a call that needs the admin token.
@@ -439,6 +370,55 @@ mod tests {
             }
         }
         out
+    }
+
+    /// Behaviour, spawn-area and scenario bodies carry the wire types' own schemas (utoipa
+    /// derives behind steer-proto's `openapi` feature), not a bare `object`.
+    #[test]
+    fn behaviour_area_and_scenario_bodies_are_typed() {
+        let doc = doc();
+        let schemas = &doc["components"]["schemas"];
+        let spawn = &schemas["SpawnBody"]["properties"];
+        assert_eq!(spawn["area"]["$ref"], "#/components/schemas/SpawnArea", "{spawn}");
+        assert_eq!(spawn["limits"]["$ref"], "#/components/schemas/Limits", "{spawn}");
+        assert_eq!(spawn["behaviors"]["items"]["$ref"], "#/components/schemas/BehaviorEntry", "{spawn}");
+        assert_eq!(schemas["BehaviorsBody"]["properties"]["behaviors"]["items"]["$ref"], "#/components/schemas/BehaviorEntry");
+        assert_eq!(schemas["BehaviorEntry"]["properties"]["behavior"]["$ref"], "#/components/schemas/Behavior");
+        // One variant per behaviour of the catalogue, each tagged by its wire name.
+        let tag = |v: &Value| v["allOf"][1]["properties"]["type"]["enum"][0].as_str().map(str::to_string);
+        let tags: Vec<_> = schemas["Behavior"]["oneOf"].as_array().unwrap().iter().map(|v| tag(v).unwrap_or_else(|| panic!("untagged variant {v}"))).collect();
+        let names: Vec<_> = steer_proto::BehaviorKind::ALL.iter().map(|k| k.name().to_string()).collect();
+        assert_eq!(tags, names);
+        let areas: Vec<_> = schemas["SpawnArea"]["oneOf"].as_array().unwrap().iter().filter_map(tag).collect();
+        assert_eq!(areas, ["rect", "circle"]);
+        assert_eq!(schemas["Rect"]["required"], serde_json::json!(["min_x", "min_y", "max_x", "max_y"]));
+        // Scenario files in and out.
+        let sc = &doc["paths"]["/scenarios/{name}"];
+        assert_eq!(sc["put"]["requestBody"]["content"]["application/json"]["schema"]["$ref"], "#/components/schemas/Scenario");
+        assert_eq!(sc["get"]["responses"]["200"]["content"]["application/json"]["schema"]["$ref"], "#/components/schemas/Scenario");
+        assert_eq!(schemas["Scenario"]["properties"]["groups"]["items"]["$ref"], "#/components/schemas/GroupSpec");
+        // A flattened align tuning must not forbid the variant's own fields.
+        assert!(schemas["AlignTuningSpec"].get("additionalProperties").is_none(), "{}", schemas["AlignTuningSpec"]);
+        // No request or response body is a bare object any more.
+        fn bare(v: &Value, at: &str, out: &mut Vec<String>) {
+            match v {
+                Value::Object(m) => {
+                    if m.get("type") == Some(&Value::from("object")) && !m.contains_key("properties") && !m.contains_key("additionalProperties") && !m.contains_key("allOf") {
+                        out.push(at.to_string());
+                    }
+                    m.iter().for_each(|(k, x)| bare(x, &format!("{at}/{k}"), out));
+                }
+                Value::Array(a) => a.iter().enumerate().for_each(|(i, x)| bare(x, &format!("{at}/{i}"), out)),
+                _ => {}
+            }
+        }
+        let mut found = Vec::new();
+        bare(&doc["paths"], "", &mut found);
+        bare(schemas, "", &mut found);
+        // `GET /openapi.json` answers this document (typed as an object), and `WholeWorld`-like
+        // empty structs are objects without properties.
+        found.retain(|p| !p.starts_with("//openapi.json/"));
+        assert!(found.is_empty(), "bare objects: {found:?}");
     }
 
     #[test]

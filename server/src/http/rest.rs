@@ -390,20 +390,23 @@ pub struct SpawnBody {
     #[schema(minimum = 1, maximum = 10000)]
     pub count: u32,
     /// Where (`steer_proto::SpawnArea`).
-    #[schema(value_type = doc::SpawnAreaDoc)]
     pub area: proto::SpawnArea,
     /// Limits (`steer_proto::Limits`; defaults filled in).
     #[serde(default)]
-    #[schema(value_type = doc::LimitsDoc)]
     pub limits: proto::Limits,
     /// Behaviours (`steer_proto::BehaviorEntry`).
     #[serde(default)]
-    #[schema(value_type = Vec<Object>)]
     pub behaviors: Vec<proto::BehaviorEntry>,
 }
 
 /// Builds the sim spawn of a wire spawn (shared with the WebSocket `Spawn`).
 pub fn spawn_spec(group: &str, count: u32, area: &proto::SpawnArea, limits: &proto::Limits, behaviors: &[proto::BehaviorEntry]) -> Result<SpawnSpec, CmdError> {
+    // A spawn of nothing is a mistake, not a success with no ids (the documented minimum is 1;
+    // schemathesis found `count: 0` answered 201 `{"agents": []}`). Scenario groups may still
+    // have count 0 (a `points` group ignores it), so this is checked here, not in the sim.
+    if count == 0 {
+        return Err(CmdError::Sim(crate::sim::error::SimError::invalid("count", "must be at least 1")));
+    }
     let entries = convert::entries(behaviors).map_err(|e| CmdError::Sim(e.within("behaviors")))?;
     Ok(SpawnSpec {
         limits: convert::limits(limits),
@@ -494,7 +497,6 @@ pub async fn avoidance(State(state): State<AppState>, Path((name, id)): Path<(St
 #[serde(deny_unknown_fields)]
 pub struct BehaviorsBody {
     /// The new behaviour set (`steer_proto::BehaviorEntry`).
-    #[schema(value_type = Vec<Object>)]
     pub behaviors: Vec<proto::BehaviorEntry>,
 }
 
@@ -668,7 +670,7 @@ pub async fn list_scenarios(State(state): State<AppState>) -> ApiResult {
 /// `GET /scenarios/{name}`.
 #[utoipa::path(get, path = "/scenarios/{name}", tag = "scenarios", params(("name" = String, Path, description = "Scenario name (1 to 64 of A-Z a-z 0-9 _ -)", pattern = r"^[A-Za-z0-9_-]{1,64}$")),
     responses(
-        (status = 200, description = "The scenario file", body = Object),
+        (status = 200, description = "The scenario file", body = Scenario),
         (status = 400, description = "Bad name (`bad_request`)", body = doc::ErrorBody),
         (status = 404, description = "No such scenario (`not_found`)", body = doc::ErrorBody)))]
 pub async fn get_scenario(State(state): State<AppState>, Path(name): Path<String>) -> ApiResult {
@@ -678,7 +680,7 @@ pub async fn get_scenario(State(state): State<AppState>, Path(name): Path<String
 /// `PUT /scenarios/{name}`: validates by building the world, then stores it atomically.
 #[utoipa::path(put, path = "/scenarios/{name}", tag = "scenarios", security(("bearer" = [])),
     params(("name" = String, Path, description = "Scenario name (1 to 64 of A-Z a-z 0-9 _ -)", pattern = r"^[A-Za-z0-9_-]{1,64}$")),
-    request_body(content = Object, content_type = "application/json", description = "A scenario file; validated by building its world"),
+    request_body(content = Scenario, content_type = "application/json", description = "A scenario file; validated by building its world"),
     responses(
         (status = 204, description = "Stored"),
         (status = 400, description = "Bad name, or not UTF-8 (`bad_request`)", body = doc::ErrorBody),

@@ -155,7 +155,6 @@ pub struct Snapshot {
     pub obstacles: Vec<ObstacleView>,
     pub walls: Vec<WallView>,
     /// The agents quantized exactly as the wire protocol does.
-    #[schema(value_type = Vec<Object>)]
     pub quantized: Vec<proto::QAgent>,
 }
 
