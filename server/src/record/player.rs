@@ -169,7 +169,6 @@ pub struct Verification {
     /// Divergences seen (counted once per checkpoint tick).
     pub divergences: u64,
     /// The first divergences (at most [`MAX_DIVERGENCES_KEPT`]).
-    #[schema(value_type = Vec<Object>)]
     pub first_divergences: Vec<Divergence>,
 }
 

@@ -29,7 +29,7 @@ impl Default for ReplayOptions {
 }
 
 /// A checkpoint the replay does not reproduce.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, utoipa::ToSchema)]
 pub struct Divergence {
     /// Segment (0 = from the file's start; +1 at every recorded load/reset).
     pub segment: usize,
