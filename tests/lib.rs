@@ -1222,3 +1222,10 @@ pub fn state_of(m: &ServerMsg) -> Option<StateMsg> {
 pub fn is_delta(m: &ServerMsg) -> bool {
     state_of(m).is_some_and(|s| s.delta)
 }
+
+/// The snapshot's quantized agents (`GET /worlds/{w}/snapshot`), sorted by id.
+pub fn quantized(snap: &Value) -> Vec<proto::QAgent> {
+    let mut v: Vec<proto::QAgent> = serde_json::from_value(snap["quantized"].clone()).expect("snapshot.quantized");
+    v.sort_by_key(|a| a.id);
+    v
+}

@@ -346,13 +346,18 @@ impl ClientState {
             }
         }
         if let Some(expected) = c.checksum {
-            let sums = c.entries.iter().map(|e| self.cells.get(&(c.world, e.cell())).map_or(crate::quant::FNV_OFFSET, CellState::checksum));
-            let actual = crate::cells::fold_checksums(sums);
+            let actual = self.cells_checksum(c);
             if actual != expected.0 {
                 return Err(ApplyError::ChecksumMismatch { expected: expected.0, actual });
             }
         }
         Ok(())
+    }
+
+    /// The message checksum of `c`'s cells as held now (PROTOCOL.md §6.8): what a `cells`
+    /// message's `checksum` must equal once its entries are applied.
+    pub fn cells_checksum(&self, c: &crate::cells::Cells) -> u64 {
+        crate::cells::fold_checksums(c.entries.iter().map(|e| self.cells.get(&(c.world, e.cell())).map_or(crate::quant::FNV_OFFSET, CellState::checksum)))
     }
 
     /// The cell, if held.

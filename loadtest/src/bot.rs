@@ -680,8 +680,7 @@ impl Bot {
                 }
                 // The message checksum covers every entry's cell after the message.
                 if let (true, Some(expected)) = (ok, c.checksum) {
-                    let sums = c.entries.iter().map(|e| self.state.cell(c.world, e.cell()).map_or(proto::FNV_OFFSET, |s| s.checksum()));
-                    let actual = proto::fold_checksums(sums);
+                    let actual = self.state.cells_checksum(&c);
                     if actual != expected.0 {
                         self.applied(Err(ApplyError::ChecksumMismatch { expected: expected.0, actual }), u32::MAX, c.tick);
                     }

@@ -1,16 +1,10 @@
 //! Issue 16: one `cells` message per tick for binary clients, shared between subscriptions of
 //! the same cells and rate; `every_n_ticks`; nothing sent for a world at rest.
 
-use serde_json::{Value, json};
+use serde_json::json;
 use std::time::{Duration, Instant};
-use steer_proto::{self as proto, ClientMsg, Encoding, ErrorCode, Outcome, QAgent, ServerMsg};
+use steer_proto::{self as proto, ClientMsg, Encoding, ErrorCode, Outcome, ServerMsg};
 use steerd_tests::*;
-
-fn quantized(snap: &Value) -> Vec<QAgent> {
-    let mut v: Vec<QAgent> = serde_json::from_value(snap["quantized"].clone()).expect("snapshot.quantized");
-    v.sort_by_key(|a| a.id);
-    v
-}
 
 /// A counter of `/metrics` (the sum of the lines of that name).
 async fn metric(http: &Http, name: &str) -> f64 {

@@ -3,7 +3,7 @@
 use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
 
-use steer_proto::{self as proto, Encoding, EventKind, Outcome, QAgent, ServerMsg};
+use steer_proto::{self as proto, Encoding, EventKind, Outcome, ServerMsg};
 use steerd_tests::*;
 
 /// Issue 5 (1): Spawn + MoveTo over WS; every agent reports `DestinationReached` and is at the
@@ -71,11 +71,6 @@ async fn spawn_and_move_to_reach_the_target() {
     }
 }
 
-fn quantized(snap: &serde_json::Value) -> Vec<QAgent> {
-    let mut v: Vec<QAgent> = serde_json::from_value(snap["quantized"].clone()).expect("snapshot.quantized");
-    v.sort_by_key(|a| a.id);
-    v
-}
 
 /// Issue 5 (2): keyframes + deltas (in `cells` messages for binary clients, issue 16), applied by
 /// `ClientState`, equal the snapshot's quantized agents exactly once the world is paused, for a
