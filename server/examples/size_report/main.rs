@@ -1,12 +1,13 @@
 //! Wire-size and codec-speed figures for a 10,000-agent trace at 20 Hz.
 //!
-//! `cargo run --release -p steer-proto --example size_report [-- OPTIONS]`
+//! `cargo run --release -p steerd --example size_report [-- OPTIONS]`
 //!
-//! * default: the trace is recorded from the real simulation (`steerd`),
-//!   scenario `scenarios/swarm-10k.json`: 20 warm-up ticks, then 200 ticks;
-//! * `--synthetic`: the built-in wander generator instead (`trace.rs`: 10,000
-//!   agents of which about 20 % rest the whole time, 200 ticks);
-//! * `--scenario PATH`: another scenario file for the simulation trace.
+//! The trace is recorded from the real simulation, by default scenario
+//! `scenarios/swarm-10k.json`: 20 warm-up ticks, then 200 ticks.
+//!
+//! * `--scenario PATH`: another scenario file;
+//! * `--resting N`: also spawn N agents with no behaviours (at rest unless
+//!   pushed), spread over the world, for the cost of resting agents.
 //!
 //! Prints which trace it used, a table, then one `key=value` line per figure.
 //! "Per moving agent" divides by the agents whose quantized state changed in
@@ -19,7 +20,6 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod sim;
-mod trace;
 
 use serde::Serialize;
 use std::collections::HashSet;
@@ -29,7 +29,6 @@ use steer_proto::{
     Rect, ServerMsg, WorldInfo, checksum, decode_binary, encode_binary, encode_delta, encode_keyframe,
 };
 
-const AGENTS: u32 = 10_000;
 const WARMUP: usize = 20;
 const TICKS: usize = 200;
 const CELL_SIZE: f32 = 50.0;
@@ -123,18 +122,18 @@ fn median_us(mut v: Vec<Duration>) -> f64 {
 }
 
 struct Args {
-    synthetic: bool,
     scenario: String,
+    resting: usize,
 }
 
 fn args() -> Args {
-    let mut a = Args { synthetic: false, scenario: sim::DEFAULT_SCENARIO.to_string() };
+    let mut a = Args { scenario: sim::DEFAULT_SCENARIO.to_string(), resting: 0 };
     let mut it = std::env::args().skip(1);
     while let Some(arg) = it.next() {
         match arg.as_str() {
-            "--synthetic" => a.synthetic = true,
             "--scenario" => a.scenario = it.next().expect("--scenario needs a path"),
-            other => panic!("unknown argument {other:?} (use --synthetic or --scenario PATH)"),
+            "--resting" => a.resting = it.next().and_then(|n| n.parse().ok()).expect("--resting needs a count"),
+            other => panic!("unknown argument {other:?} (use --scenario PATH or --resting N)"),
         }
     }
     a
@@ -142,11 +141,8 @@ fn args() -> Args {
 
 fn main() {
     let args = args();
-    let trace = if args.synthetic {
-        trace::synthetic(AGENTS, TICKS, 0x5eed)
-    } else {
-        sim::record(std::path::Path::new(&args.scenario), WARMUP, TICKS).unwrap_or_else(|e| panic!("{e}"))
-    };
+    let trace = sim::record(std::path::Path::new(&args.scenario), args.resting, WARMUP, TICKS)
+        .unwrap_or_else(|e| panic!("{e}"));
     report(&trace);
 }
 
@@ -321,7 +317,7 @@ fn report(trace: &Trace) {
     };
     println!(
         "resting: {rest_count} agent-ticks with unchanged quantized state cost {rest_bytes} bytes in total (whole-world delta minus the delta without them) = {rest_text} bytes each{}",
-        if rest_count == 0 { "; this trace has none, see --synthetic for a resting cohort" } else { "" }
+        if rest_count == 0 { "; this trace has none, see --resting N for a resting cohort" } else { "" }
     );
     println!(
         "per tick (median of {TIMING_PASSES} passes x {} deltas): quantize {quant_us:.0} us; encode {enc_us:.0} us (diff {diff_us:.0} + bincode/pack {pack_us:.0}); decode {dec_us:.0} us (bincode/unpack {unpack_us:.0} + apply {apply_us:.0}); encode + decode {enc_dec_us:.0} us; checksum {checksum_us:.0} us/state",

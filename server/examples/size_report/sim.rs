@@ -1,17 +1,26 @@
-//! Trace recorded from the real simulation (`steerd`), the default source.
+//! The trace, recorded from the real simulation.
 
 use crate::Trace;
 use std::path::Path;
 use steer_proto::Rect;
+use steerd::sim::{Command, SpawnArea, SpawnSpec};
 
 /// The scenario the report records by default (10,000 wanderers).
 pub const DEFAULT_SCENARIO: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../scenarios/swarm-10k.json");
 
-/// Builds the scenario at `path`, runs `warmup` ticks, then records the
-/// agents' state after each of the next `ticks` ticks.
-pub fn record(path: &Path, warmup: usize, ticks: usize) -> Result<Trace, String> {
+/// Builds the scenario at `path`, adds `resting` agents with no behaviours spread over its
+/// bounds, runs `warmup` ticks, then records the agents' state (sorted by id) after each of the
+/// next `ticks` ticks.
+pub fn record(path: &Path, resting: usize, warmup: usize, ticks: usize) -> Result<Trace, String> {
     let scenario = steerd::scenario::Scenario::from_file(path).map_err(|e| format!("{}: {e}", path.display()))?;
     let mut world = scenario.build().map_err(|e| format!("{}: {e}", path.display()))?;
+    if resting > 0 {
+        let b = &scenario.bounds;
+        let area = SpawnArea::Rect { min: glam::Vec2::new(b.min.x, b.min.y), max: glam::Vec2::new(b.max.x, b.max.y) };
+        world
+            .apply(Command::Spawn(SpawnSpec::new("resting", resting, area)))
+            .map_err(|e| format!("spawning the resting agents: {e}"))?;
+    }
     for _ in 0..warmup {
         world.step();
     }
@@ -19,7 +28,9 @@ pub fn record(path: &Path, warmup: usize, ticks: usize) -> Result<Trace, String>
     let mut states = Vec::with_capacity(ticks);
     for _ in 0..ticks {
         world.step();
-        states.push(world.agents().iter().map(steerd::convert::sample).collect());
+        let mut state: Vec<_> = world.agents().iter().map(steerd::convert::sample).collect();
+        state.sort_unstable_by_key(|a| a.id);
+        states.push(state);
     }
     let b = &scenario.bounds;
     Ok(Trace {

@@ -1,5 +1,6 @@
-//! End-to-end tests: each test starts the real `steerd` binary on `127.0.0.1:0` with its own
-//! data dir (see `steerd_tests` for how the binary is found) and drives it over real sockets.
+//! End-to-end tests: each test starts the real `steerd` binary that Cargo built for this suite
+//! (`CARGO_BIN_EXE_steerd`) on `127.0.0.1:0` with its own data dir and drives it over real
+//! sockets, with the support library in `tests/support/` (crate `steerd-tests`).
 //!
 //! * `ws` — MoveTo over WebSocket, keyframe/delta chain vs snapshot, graceful shutdown.
 //! * `fanout` — one shared `cells` message per tick, `every_n_ticks`, nothing for a world at rest.
@@ -12,7 +13,7 @@
 //!   `owned` visibility (every frame decoded), the players REST calls.
 //! * `http_guard` — auth before the body, body timeout, socket cap, JSON error bodies.
 //! * `persist` — save/load across a restart, kill -9 while saving.
-//! * `limits` — 100 subscribers with 20 that never read; throughput figures for swarm-10k.
+//! * `limits` — 100 subscribers with 20 that never read.
 //! * `record` — recording over REST and `--record`, download, list, delete, `steerd replay --verify`.
 //! * `record_replay` — a shipped recording as a read-only replay world: WebSocket frames,
 //!   play, pause, bounded seeks checked against `steerd replay --until`, refused commands.
@@ -33,3 +34,13 @@ mod record;
 mod record_replay;
 mod rest;
 mod ws;
+
+/// The support library runs the binary Cargo built for this suite, not a stale or foreign one.
+#[test]
+fn runs_the_binary_cargo_built() {
+    if std::env::var_os("STEERD_BIN").is_some() {
+        return; // an explicit override (documented in tests/support/lib.rs)
+    }
+    let ours = std::fs::canonicalize(env!("CARGO_BIN_EXE_steerd")).unwrap();
+    assert_eq!(std::fs::canonicalize(steerd_tests::steerd_bin()).unwrap(), ours);
+}
