@@ -150,9 +150,10 @@ mod tests {
         let mut s = scratch_for(&a);
         let p = WanderParams { variant: WanderVariant::Circle, ..WanderParams::default() };
         let out = steer(&a, &p, &view, &mut s);
-        let ang = Rng::for_agent(1, 1, 0).range(0.0, std::f32::consts::TAU);
-        let expect = (Vec2::new(0.0, 1.5) + Vec2::new(ang.cos(), ang.sin())) / 2.0;
-        assert_close(out.linear, expect);
+        // The stream's first draw in [0, 2π): 2π·(DRAW_1_0 + 1)/2 = 2π·0.49111414 = 3.0857613.
+        assert_near(s.memory.wander_angle, 3.085_761_3);
+        // (dir(v)·1.5 + (cos, sin)(3.0857613)·1)/mass = ((0, 1.5) + (−0.9984418, 0.0558023))/2.
+        assert_close(out.linear, Vec2::new(-0.499_220_9, 0.777_901_2));
     }
 
     #[test]
