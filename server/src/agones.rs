@@ -1,5 +1,5 @@
 //! Agones integration: talks to the Agones SDK sidecar over its HTTP API
-//! (`http://localhost:$AGONES_SDK_HTTP_PORT`): `Ready` once the worlds are loaded, a `Health`
+//! (`http://127.0.0.1:$AGONES_SDK_HTTP_PORT`): `Ready` once the worlds are loaded, a `Health`
 //! ping every `health_every`, labels with the world names and the player count, and `Shutdown`
 //! when the server drains.
 //!
@@ -45,8 +45,9 @@ impl Agones {
         Agones { base: format!("http://127.0.0.1:{port}"), client, retries: 10 }
     }
 
-    /// The client the environment asks for: `AGONES_SDK_HTTP_PORT` (Agones sets it), or
-    /// `fallback_port` when `--agones` is given without it (Agones' default is 9358).
+    /// The client the environment asks for: `AGONES_SDK_HTTP_PORT` (Agones sets it), or Agones'
+    /// default port 9358 when `enabled` (`--agones`) and the variable is unset or not a port;
+    /// `None` otherwise.
     pub fn from_env(enabled: bool) -> Option<Self> {
         match std::env::var("AGONES_SDK_HTTP_PORT").ok().and_then(|p| p.parse::<u16>().ok()) {
             Some(port) => Some(Agones::new(port)),
