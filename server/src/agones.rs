@@ -1,5 +1,5 @@
 //! Agones integration: talks to the Agones SDK sidecar over its HTTP API
-//! (`http://localhost:$AGONES_SDK_HTTP_PORT`): `Ready` once the worlds are loaded, a `Health`
+//! (`http://127.0.0.1:$AGONES_SDK_HTTP_PORT`): `Ready` once the worlds are loaded, a `Health`
 //! ping every `health_every`, labels with the world names and the player count, and `Shutdown`
 //! when the server drains.
 //!
@@ -45,8 +45,9 @@ impl Agones {
         Agones { base: format!("http://127.0.0.1:{port}"), client, retries: 10 }
     }
 
-    /// The client the environment asks for: `AGONES_SDK_HTTP_PORT` (Agones sets it), or
-    /// `fallback_port` when `--agones` is given without it (Agones' default is 9358).
+    /// The client the environment asks for: `AGONES_SDK_HTTP_PORT` (Agones sets it), or Agones'
+    /// default port 9358 when `enabled` (`--agones`) and the variable is unset or not a port;
+    /// `None` otherwise.
     pub fn from_env(enabled: bool) -> Option<Self> {
         match std::env::var("AGONES_SDK_HTTP_PORT").ok().and_then(|p| p.parse::<u16>().ok()) {
             Some(port) => Some(Agones::new(port)),
@@ -133,6 +134,7 @@ pub async fn lifecycle(agones: Agones, labels: impl LabelSource, health_every: D
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::sync::atomic::{AtomicU32, Ordering};
     use std::sync::{Arc, Mutex};
 
     #[test]
@@ -199,15 +201,59 @@ mod tests {
         assert!(labels.iter().any(|b| b.contains(r#""value":"5""#)), "players change is reported: {labels:?}");
     }
 
-    #[tokio::test]
-    async fn unreachable_sidecar_fails_after_bounded_retries() {
+    /// A sidecar port that accepts every connection and closes it at once, counting them.
+    fn closing_listener() -> (u16, Arc<AtomicU32>) {
         let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         let port = l.local_addr().unwrap().port();
-        drop(l);
+        let accepted = Arc::new(AtomicU32::new(0));
+        let count = accepted.clone();
+        std::thread::spawn(move || {
+            for s in l.incoming() {
+                // Counted before the close that the client sees as its call's failure.
+                count.fetch_add(1, Ordering::SeqCst);
+                drop(s);
+            }
+        });
+        (port, accepted)
+    }
+
+    #[tokio::test]
+    async fn unreachable_sidecar_fails_after_bounded_retries() {
+        // retries = 2: the call and two retries, each on a fresh connection (a closed one is not
+        // reused), then the error naming the call.
+        let (port, attempts) = closing_listener();
         let mut a = Agones::new(port);
         a.retries = 2;
-        let start = std::time::Instant::now();
-        assert!(a.ready().await.is_err());
-        assert!(start.elapsed() < Duration::from_secs(5));
+        let err = a.ready().await.expect_err("every connection is closed unanswered");
+        assert_eq!(attempts.load(Ordering::SeqCst), 3, "attempts of a call with 2 retries ({err})");
+        assert!(err.to_string().contains("Agones SDK call /ready failed"), "{err}");
+    }
+
+    #[tokio::test]
+    async fn a_sidecar_that_answers_late_is_retried_until_it_succeeds() {
+        use axum::http::StatusCode;
+        // 503 twice, then 200: the third request succeeds, and no fourth is made.
+        let hits = Arc::new(AtomicU32::new(0));
+        let h = hits.clone();
+        let app = axum::Router::new().route(
+            "/ready",
+            axum::routing::post(move || {
+                let h = h.clone();
+                async move { if h.fetch_add(1, Ordering::SeqCst) < 2 { StatusCode::SERVICE_UNAVAILABLE } else { StatusCode::OK } }
+            }),
+        );
+        let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = l.local_addr().unwrap().port();
+        tokio::spawn(async move { axum::serve(l, app).await.unwrap() });
+        let mut a = Agones::new(port);
+        a.retries = 5;
+        a.ready().await.expect("the third request is answered 200");
+        assert_eq!(hits.load(Ordering::SeqCst), 3);
+        // Two retries short of success: the error carries the last status.
+        hits.store(0, Ordering::SeqCst);
+        a.retries = 1;
+        let err = a.ready().await.expect_err("two 503s with one retry");
+        assert!(err.to_string().contains("status 503"), "{err}");
+        assert_eq!(hits.load(Ordering::SeqCst), 2);
     }
 }

@@ -174,7 +174,8 @@ pub fn sample(a: &Agent) -> proto::AgentSample {
     }
 }
 
-/// A sim event as a wire event kind (`None` for events with no wire form).
+/// A sim event as a wire event kind. Every sim event has one (the match is exhaustive, so a new
+/// sim event does not compile until it has a wire form).
 pub fn event(e: &Event, groups: &[String]) -> proto::EventKind {
     match e {
         Event::Spawned { id, group } => proto::EventKind::Spawned(proto::SpawnedEvent {

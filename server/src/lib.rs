@@ -3,6 +3,16 @@
 //! * [`sim`]: the pure simulation core (no I/O).
 //! * [`scenario`]: JSON scenarios and their conversion into a [`sim::World`].
 //! * [`simulate`]: the headless `steerd simulate` runner and its report.
+//! * [`convert`]: the one place where sim types meet `steer-proto` wire types.
+//! * [`runtime`]: the world threads, the registry of worlds, players, shared tick frames and
+//!   the flow-field builder threads.
+//! * [`http`]: the HTTP front end: REST, `/ws`, the viewer, `/openapi.json`, request guards.
+//! * [`auth`]: admin token, player JWTs, dev-mode players.
+//! * [`record`]: record and replay (`steerd replay`, replay worlds).
+//! * [`store`]: scenario files, written atomically. [`config`]: every setting with its
+//!   default. [`metrics`]: Prometheus metrics. [`agones`]: the Agones SDK sidecar client.
+//!
+//! See `ARCHITECTURE.md` for the code map and the invariants.
 
 // Tests may unwrap: a panic there is a failed test, not a crash reachable by a peer.
 #![cfg_attr(test, allow(clippy::unwrap_used, clippy::expect_used))]

@@ -7,8 +7,9 @@
 //! mutex guards the maps (never held across an await or a world request).
 //!
 //! **Invariant:** every map here is bounded: sessions and known players by
-//! `auth.max_sessions`, connections per player by `auth.max_connections_per_player`, events
-//! kept for a disconnected player by `auth.pending_events_per_player`.
+//! `auth.max_sessions`, connections per player by `auth.max_connections_per_player` (an
+//! admin's only by `auth.max_sessions`: every connection holds a session), events kept for a
+//! disconnected player by `auth.pending_events_per_player`.
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicU64, Ordering};

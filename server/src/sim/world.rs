@@ -9,8 +9,9 @@
 //! goes by id), so the same scenario, seed and commands give bit-identical states on any number
 //! of threads.
 //!
-//! **Invariant:** no non-finite number enters the world: every input is validated, and the
-//! integrator refuses a non-finite result (the agent keeps its last state, at rest).
+//! **Invariant:** no non-finite number enters the world: every input is validated, steering is
+//! sanitized before the integrator, and the apply phase refuses a non-finite result of the
+//! integrator and the safety net (the agent keeps its last position and orientation, at rest).
 
 use std::sync::Arc;
 

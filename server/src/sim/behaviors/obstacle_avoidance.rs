@@ -100,7 +100,6 @@ mod tests {
     use super::super::testkit::*;
     use super::super::Behavior;
     use super::*;
-    use crate::sim::view::Obstacle;
 
     #[test]
     fn detection_box_force_matches_hand_computation() {
@@ -131,12 +130,17 @@ mod tests {
 
     #[test]
     fn nearest_hit_wins_and_right_side_pushes_left() {
-        // Two obstacles ahead; the nearer (x=1.5, y=−0.2) wins. R = 1, y ≤ 0:
-        // box_len = 3, m = 1 + 1.5/3 = 1.5, lateral = (0.5 + 0.2)·1.5 = 1.05, braking = (0.5 − 1.5)·0.6 = −0.6.
+        // Three obstacles of radius 0.5 in the box (box_len = 3; R = 0.5 + 0.5 = 1), added with
+        // the winner in the middle so that neither the first nor the last found wins by chance:
+        //   A (2.6, 0):     hit at 2.6 − 1 = 1.6;
+        //   B (1.5, −0.2):  hit at 1.5 − √(1 − 0.04) = 0.5202;
+        //   C (1.2, 0.95):  hit at 1.2 − √(1 − 0.9025) = 0.8878 (nearest centre, not nearest hit).
+        // B wins. y ≤ 0: m = 1 + (3 − 1.5)/3 = 1.5, lateral = (0.5 + 0.2)·1.5 = 1.05,
+        // braking = (0.5 − 1.5)·0.6 = −0.6. (C would give (−0.42, −2.32); A (−1.26, 0.567).)
         let mut w = world_with(vec![agent_at(1, Vec2::ZERO, Vec2::new(2.5, 0.0))]);
-        let _ = Obstacle { id: 0, center: Vec2::ZERO, radius: 1.0 };
         w.add_obstacle(Vec2::new(2.6, 0.0), 0.5).unwrap();
         w.add_obstacle(Vec2::new(1.5, -0.2), 0.5).unwrap();
+        w.add_obstacle(Vec2::new(1.2, 0.95), 0.5).unwrap();
         w.rebuild_indexes();
         let s = steer_one(&w, 1, &Behavior::ObstacleAvoidance(ObstacleAvoidanceParams::default()));
         assert_close(s.linear, Vec2::new(-0.6, 1.05));
