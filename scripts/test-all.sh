@@ -2,28 +2,71 @@
 # Runs every test of the project: the same command README.md gives and .ci/run calls.
 # Installs what it needs itself (Debian chromium, mono + NUnit, npm packages, podman + runc).
 #
-#  1. cargo test: unit, property, scenario tests, and the end-to-end suite in tests/ that drives
-#     the real server over real sockets (release build; the simulation tests need the speed)
-#  2. clippy with warnings denied
-#  3. steer-swarm smoke: 50 bots for 10 s against a real server, gated on correctness only
+#  1. cargo test: unit, property, scenario tests, and the end-to-end suite (server/tests/it) that
+#     drives the real server binary Cargo built over real sockets (release: the simulation tests
+#     need the speed)
+#  2. one build per profile: after step 1, `cargo build -p steerd` / `-p steer-swarm` (what the
+#     README and the suites below run) must compile nothing (workspace-hack/ unifies features)
+#  3. clippy with warnings denied
+#  4. steer-swarm smoke: 50 bots for 10 s against a real server, gated on correctness only
 #     (no disconnects, decode/checksum errors, chain breaks, command timeouts or missed ticks)
-#  4. viewer: JS decoder against the golden vectors, and the page in headless Chromium
-#  5. client SDKs (clients/): TypeScript (node) and C# (mono + NUnit): golden vectors, frame
+#  5. viewer: JS decoder against the golden vectors, and the page in headless Chromium
+#  6. client SDKs (clients/): TypeScript (node) and C# (mono + NUnit): golden vectors, frame
 #     chains, and an end-to-end test each against a real server
-#  6. container: the image built with podman (runc), run, probed, drained with SIGTERM
-#  7. reliability: the 20 tests of RELIABILITY.md, short mode (tests/reliability/run.sh; installs
+#  7. container: the image built with podman (runc), run, probed, drained with SIGTERM
+#  8. reliability: the 20 tests of RELIABILITY.md, short mode (tests/reliability/run.sh; installs
 #     cargo-fuzz, cargo-deny, schemathesis in a venv, iproute2)
+#
+# Every suite shows it is alive: a line at least every 30 s. The summary gives each suite's wall
+# time.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 export CARGO_TERM_COLOR=never
 failed=()
+times=()
+t_all=$SECONDS
+
+# Prints "… NAME: N s" every 30 s while the step runs (its own output may be quiet for minutes:
+# a long compile, a container build, a test that takes a while).
+heartbeat() {
+  local name=$1 t0=$2
+  while sleep 30; do echo "  … $name: $((SECONDS - t0)) s"; done
+}
+
 step() {
   local name=$1; shift
   echo
   echo "=================== $name"
-  if "$@"; then echo "=================== $name: ok"; else echo "=================== $name: FAILED"; failed+=("$name"); fi
+  local t0=$SECONDS
+  heartbeat "$name" "$t0" &
+  local hb=$!
+  if "$@"; then local verdict=ok; else local verdict=FAILED; failed+=("$name"); fi
+  kill "$hb" 2>/dev/null; wait "$hb" 2>/dev/null
+  local took=$((SECONDS - t0))
+  times+=("$(printf '%-24s %5d s  %s' "$name" "$took" "$verdict")")
+  echo "=================== $name: $verdict ($took s)"
 }
+
+# After the workspace build, building the binaries alone must reuse it: prints what a `-p`
+# build compiled and fails if it compiled anything.
+no_rebuild() {
+  local p out rc=0
+  for p in steerd steer-swarm; do
+    out=$(cargo build --release -p "$p" 2>&1) || { echo "$out"; return 1; }
+    if grep -q "Compiling" <<<"$out"; then
+      echo "cargo build --release -p $p rebuilt after the workspace build (features differ;"
+      echo "run \`cargo hakari generate\`, see workspace-hack/Cargo.toml):"
+      grep "Compiling" <<<"$out"
+      rc=1
+    else
+      echo "cargo build --release -p $p: nothing to compile"
+    fi
+  done
+  return $rc
+}
+
 step "cargo test" cargo test --workspace --all-targets --release
+step "one build per profile" no_rebuild
 step "clippy" cargo clippy --workspace --all-targets --release -- -D warnings
 step "swarm smoke" ./loadtest/smoke.sh
 step "viewer (browser)" ./tests/browser/run.sh
@@ -31,6 +74,9 @@ step "client SDKs" ./clients/run-tests.sh
 step "container (podman)" ./tests/container/run.sh
 step "reliability (short)" ./tests/reliability/run.sh
 echo
+echo "suite                     wall   result"
+printf '%s\n' "${times[@]}"
+echo "total                    $(printf '%5d' $((SECONDS - t_all))) s"
 if [ ${#failed[@]} -eq 0 ]; then
   echo "all suites passed"
   exit 0
