@@ -65,14 +65,30 @@ no_rebuild() {
   return $rc
 }
 
+# Runs "$@" after background job $1 has ended (whatever its result: the command itself fails
+# with the build's errors if the build failed).
+after() {
+  local pid=$1; shift
+  wait "$pid" 2>/dev/null
+  "$@"
+}
+
 step "cargo test" cargo test --workspace --all-targets --release
+# Two builds of their own profiles start now, in the background, while the quieter suites below
+# wait on sockets, installs and browsers: the container's static binaries (target/container)
+# and the reliability suite's tools and fuzz targets (target/fuzz). Their logs are in target/.
+mkdir -p target
+./tests/container/run.sh --build-only >target/prebuild-container.log 2>&1 &
+pre_container=$!
+./tests/reliability/run.sh --build-only >target/prebuild-reliability.log 2>&1 &
+pre_reliability=$!
 step "one build per profile" no_rebuild
 step "clippy" cargo clippy --workspace --all-targets --release -- -D warnings
 step "swarm smoke" ./loadtest/smoke.sh
 step "viewer (browser)" ./tests/browser/run.sh
 step "client SDKs" ./clients/run-tests.sh
-step "container (podman)" ./tests/container/run.sh
-step "reliability (short)" ./tests/reliability/run.sh
+step "container (podman)" after "$pre_container" ./tests/container/run.sh
+step "reliability (short)" after "$pre_reliability" ./tests/reliability/run.sh
 echo
 echo "suite                     wall   result"
 printf '%s\n' "${times[@]}"

@@ -15,7 +15,7 @@ if ! command -v mcs >/dev/null || ! command -v nunit-console >/dev/null || [ -z 
   echo "== installing mono-devel, nunit-console, libnunit-cil-dev (apt)"
   sudo=""
   if [ "$(id -u)" != 0 ] && command -v sudo >/dev/null; then sudo="sudo"; fi
-  { $sudo apt-get update && DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y --no-install-recommends mono-devel nunit-console libnunit-cil-dev; } \
+  { $sudo flock /tmp/steerd-apt.lock apt-get update && DEBIAN_FRONTEND=noninteractive $sudo flock /tmp/steerd-apt.lock apt-get install -y --no-install-recommends mono-devel nunit-console libnunit-cil-dev; } \
     || { echo "csharp: apt-get install failed"; exit 1; }
 fi
 NUNIT="$(nunit_dll)"

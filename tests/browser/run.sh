@@ -19,7 +19,7 @@ if [ ! -x /usr/bin/chromium ]; then
   echo "== installing chromium (apt)"
   sudo=""
   if [ "$(id -u)" != 0 ] && command -v sudo >/dev/null; then sudo="sudo"; fi
-  { $sudo apt-get update && DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y chromium; } || fail_setup "apt-get install chromium"
+  { $sudo flock /tmp/steerd-apt.lock apt-get update && DEBIAN_FRONTEND=noninteractive $sudo flock /tmp/steerd-apt.lock apt-get install -y chromium; } || fail_setup "apt-get install chromium"
 fi
 
 command -v node >/dev/null || fail_setup "node is not installed"

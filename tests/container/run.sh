@@ -5,6 +5,8 @@
 # checks a clean exit and the autosaved data in the volume. Also parses docker/compose.yaml.
 #
 # Skips (exit 0, with the reason printed) only where podman cannot be installed.
+# `--build-only`: install podman and build the static binaries, then stop (scripts/test-all.sh
+# runs this in the background while other suites run).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 ROOT=$(pwd)
@@ -15,7 +17,7 @@ finish() { echo "container: $pass passed, $fail failed"; [ "$fail" -eq 0 ]; }
 
 if ! command -v podman >/dev/null 2>&1 || ! command -v runc >/dev/null 2>&1; then
   if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
-    (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq podman runc podman-compose) >/tmp/steerd-podman-install.log 2>&1 || true
+    (flock /tmp/steerd-apt.lock apt-get update -qq && DEBIAN_FRONTEND=noninteractive flock /tmp/steerd-apt.lock apt-get install -y -qq podman runc podman-compose) >/tmp/steerd-podman-install.log 2>&1 || true
   fi
 fi
 if ! command -v podman >/dev/null 2>&1 || ! command -v runc >/dev/null 2>&1; then
@@ -24,10 +26,13 @@ if ! command -v podman >/dev/null 2>&1 || ! command -v runc >/dev/null 2>&1; the
   exit 0
 fi
 
+build_only=false
+[ "${1:-}" = "--build-only" ] && build_only=true
 # 1. Static binaries (glibc crt-static, as the Dockerfile's build stage makes them).
 TARGET_DIR=${CONTAINER_TARGET_DIR:-$ROOT/target/container}
 RUSTFLAGS="-C target-feature=+crt-static" CARGO_PROFILE_RELEASE_DEBUG=false CARGO_PROFILE_RELEASE_STRIP=true cargo build --release --locked --quiet \
   --target x86_64-unknown-linux-gnu --target-dir "$TARGET_DIR" -p steerd -p steer-swarm
+if $build_only; then echo "container: static binaries built in $TARGET_DIR"; exit 0; fi
 CTX=$(mktemp -d)
 trap 'rm -rf "$CTX"' EXIT
 mkdir -p "$CTX/out/data"

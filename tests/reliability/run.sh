@@ -3,6 +3,8 @@
 #   tests/reliability/run.sh            short mode (the README test command runs this)
 #   tests/reliability/run.sh --long     full durations (10-min fuzzing per target, 30-min soak)
 #   tests/reliability/run.sh --only 6,7 some tests
+#   tests/reliability/run.sh --build-only   install the tools and build, run nothing
+#                                           (scripts/test-all.sh runs it in the background)
 # Installs what it needs itself: iproute2 (apt, for test 7), cargo-fuzz and cargo-deny
 # (crates.io, --locked, into target/reliability/tools unless on PATH), schemathesis (PyPI,
 # pinned, in a venv under target/reliability/). Long steps print a line every 30 s.
@@ -15,7 +17,7 @@ mkdir -p "$work"
 
 if ! command -v ip >/dev/null || ! command -v tc >/dev/null; then
   if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
-    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq iproute2 >/dev/null || echo "iproute2 could not be installed: test 7 will be skipped"
+    flock /tmp/steerd-apt.lock apt-get update -qq && DEBIAN_FRONTEND=noninteractive flock /tmp/steerd-apt.lock apt-get install -y -qq iproute2 >/dev/null || echo "iproute2 could not be installed: test 7 will be skipped"
   fi
 fi
 # cargo-fuzz and cargo-deny: installed once into cargo's own bin directory (~/.cargo/bin, kept by the machine
@@ -59,5 +61,6 @@ wait "$installs" || { echo "installing cargo-fuzz/cargo-deny failed"; exit 1; }
 # flags, no sanitizer.
 alive "building the fuzz targets" "$PWD/$work/fuzz-build.log" bash -c 'cd fuzz && RUSTC_BOOTSTRAP=1 cargo fuzz build -s none'
 
+if [ "${1:-}" = "--build-only" ]; then echo "reliability: tools installed, suite and fuzz targets built"; exit 0; fi
 STEERD_BIN="$PWD/target/release/steerd" SCHEMATHESIS="$PWD/$work/venv/bin/schemathesis" \
   exec target/release/reliability "$@"
