@@ -359,6 +359,13 @@ pub fn place_random_obstacles(
     if spec.count > 10_000 {
         return Err(SimError::invalid("count", "must be at most 10000"));
     }
+    if let Some(k) = spec.keep_clear {
+        let kmin = crate::sim::error::check_vec("keep_clear.min", k.min.into())?;
+        let kmax = crate::sim::error::check_vec("keep_clear.max", k.max.into())?;
+        if kmin.x > kmax.x || kmin.y > kmax.y {
+            return Err(SimError::invalid("keep_clear", "min must be <= max on both axes"));
+        }
+    }
     let mut rng = Rng::new(spec.seed.unwrap_or(seed));
     let mut placed: Vec<(Vec2, f32)> = existing.to_vec();
     let mut out = Vec::new();
@@ -1202,6 +1209,28 @@ mod tests {
                 assert!(c.distance(d) > r + s + 20.0);
             }
         }
+    }
+
+    #[test]
+    fn random_obstacles_refuse_a_keep_clear_area_out_of_range_or_inverted() {
+        let b = Bounds { min: Vec2::ZERO, max: Vec2::splat(500.0) };
+        let spec = |min: P, max: P| RandomObstacles {
+            count: 3,
+            min_radius: 1.0,
+            max_radius: 2.0,
+            min_gap: 1.0,
+            border: 1.0,
+            seed: Some(1),
+            keep_clear: Some(BoundsSpec { min, max }),
+        };
+        // schemathesis's case: x beyond 1e6 (f32 infinity after parsing), and min.y > max.y.
+        let far = spec(P { x: 6.5e16, y: 490_980.0 }, P { x: f32::INFINITY, y: -472_794.9 });
+        let e = place_random_obstacles(b, &far, &[], 0).unwrap_err().to_string();
+        assert!(e.contains("keep_clear.min.x"), "{e}");
+        let inverted = spec(P { x: 0.0, y: 100.0 }, P { x: 50.0, y: 10.0 });
+        let e = place_random_obstacles(b, &inverted, &[], 0).unwrap_err().to_string();
+        assert!(e.contains("keep_clear") && e.contains("min must be <= max"), "{e}");
+        assert!(place_random_obstacles(b, &spec(P { x: 0.0, y: 0.0 }, P { x: 50.0, y: 50.0 }), &[], 0).is_ok());
     }
 
     #[test]
