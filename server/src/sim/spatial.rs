@@ -383,6 +383,68 @@ impl AgentGrid {
         }
     }
 
+    /// Calls `f` with the agents of the cells overlapping the square of half-side `r` round `p`,
+    /// like [`AgentGrid::for_each_in_box_ranked`], but ring by ring of cells outwards from `p`'s
+    /// cell, and stops before a ring whose agents all stand further than `f`'s last answer: `f`
+    /// returns the squared distance beyond which it wants no more agents (a k-nearest search
+    /// returns its k-th nearest once it has k). Every agent within that distance of `p` and
+    /// within the square is still visited, so a search that keeps the k nearest by (distance,
+    /// id) finds the same ones as a scan of the whole square; in a crowd it reads the few
+    /// cells round `p` instead of the whole square.
+    pub fn for_each_in_rings_ranked(&self, p: Vec2, r: f32, mut f: impl FnMut(usize, &Neighbor) -> f32) {
+        let s = &self.shape;
+        let c = (p - s.origin) * s.inv_cell;
+        let inside = c.x >= 0.0 && c.y >= 0.0 && c.x < s.cols as f32 && c.y < s.rows as f32;
+        if !inside {
+            // Outside the grid (clamped onto its edge cells), rings tell no distance.
+            self.for_each_in_box_ranked(p, r, |k, n| {
+                f(k, n);
+            });
+            return;
+        }
+        let (x0, y0) = s.coords(p - Vec2::splat(r));
+        let (x1, y1) = s.coords(p + Vec2::splat(r));
+        let (cx, cy) = s.coords(p);
+        let mut want = f32::INFINITY;
+        let mut run = |row: u32, from: u32, to: u32, want: &mut f32| {
+            let row = s.index(0, row);
+            if let (Some(&a), Some(&b)) = (self.starts.get(row + from as usize), self.starts.get(row + to as usize + 1)) {
+                for (k, n) in self.packed.get(a as usize..b as usize).unwrap_or(&[]).iter().enumerate() {
+                    *want = f(a as usize + k, n);
+                }
+            }
+        };
+        let rings = (cx - x0).max(x1 - cx).max(cy - y0).max(y1 - cy);
+        for m in 0..=rings {
+            if m >= 2 {
+                // p lies in its cell, so an agent of ring m (m ≥ 1) is at least m − 1 cells
+                // away along x or y (agents clamped onto an edge cell are further still); a
+                // little less, for rounding.
+                let gap = (m - 1) as f32 * s.cell * 0.999;
+                if gap * gap > want {
+                    return;
+                }
+            }
+            let (lo, hi) = (cx.saturating_sub(m).max(x0), (cx + m).min(x1));
+            if m <= cy && cy - m >= y0 {
+                run(cy - m, lo, hi, &mut want);
+            }
+            if m > 0 && cy + m <= y1 {
+                run(cy + m, lo, hi, &mut want);
+            }
+            if m > 0 {
+                for row in cy.saturating_sub(m - 1).max(y0)..=(cy + m - 1).min(y1) {
+                    if m <= cx && cx - m >= x0 {
+                        run(row, cx - m, cx - m, &mut want);
+                    }
+                    if cx + m <= x1 {
+                        run(row, cx + m, cx + m, &mut want);
+                    }
+                }
+            }
+        }
+    }
+
     /// Calls `f` with every agent bucketed in a cell overlapping the square of half-side `r`
     /// round `p` (a superset of those within `r`), cell by cell, in ascending id per cell.
     #[inline]
@@ -549,6 +611,46 @@ mod tests {
                     prop_assert!(seen.contains(&(i as u32)), "missed agent {} at {:?}", i, p);
                 }
             }
+        }
+
+        /// A k-nearest search over the rings, stopping at its k-th nearest, finds exactly the
+        /// k nearest by (distance, id) within r that a brute-force scan finds, with their ranks;
+        /// query points outside the grid's extent included.
+        #[test]
+        fn ring_search_finds_the_same_k_nearest_as_brute_force(
+            pts in proptest::collection::vec((20.0f32..80.0, 20.0f32..80.0), 1..300),
+            q in (0.0f32..100.0, 0.0f32..100.0),
+            r in 0.0f32..40.0,
+            cell in 0.5f32..20.0,
+            k in 1usize..12,
+        ) {
+            let pos: Vec<Vec2> = pts.iter().map(|&(x, y)| Vec2::new(x, y)).collect();
+            let mut g = AgentGrid::empty(bounds());
+            g.rebuild(bounds(), cell, pos.len(), |i| Neighbor { id: i as u32, radius: 0.5, position: pos[i], velocity: Vec2::ZERO, max_speed: 0.0, reciprocal: false });
+            let q = Vec2::new(q.0, q.1);
+            let mut want: Vec<(f32, u32, usize)> = g.all().iter().enumerate()
+                .map(|(rank, n)| (n.position.distance_squared(q), n.id, rank))
+                .filter(|x| x.0 <= r * r)
+                .collect();
+            want.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
+            want.truncate(k);
+            let mut got: Vec<(f32, u32, usize)> = Vec::new();
+            let mut visited = Vec::new();
+            g.for_each_in_rings_ranked(q, r, |rank, n| {
+                visited.push(n.id);
+                let d2 = n.position.distance_squared(q);
+                if d2 <= r * r {
+                    got.push((d2, n.id, rank));
+                    got.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
+                    got.truncate(k);
+                }
+                if got.len() == k { got[k - 1].0 } else { f32::INFINITY }
+            });
+            prop_assert_eq!(got, want);
+            let n_visited = visited.len();
+            visited.sort_unstable();
+            visited.dedup();
+            prop_assert_eq!(visited.len(), n_visited, "an agent was visited twice");
         }
 
         #[test]

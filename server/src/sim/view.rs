@@ -133,6 +133,27 @@ impl WorldView<'_> {
         }
     }
 
+    /// Like [`WorldView::for_each_agent_near_ranked`] for a nearest-neighbours search: `f`
+    /// returns the squared distance beyond which it wants no more agents, and the grid stops
+    /// looking past it (see [`AgentGrid::for_each_in_rings_ranked`]).
+    pub fn for_each_agent_nearest_ranked(&self, p: Vec2, radius: f32, mut f: impl FnMut(usize, &Neighbor) -> f32) {
+        let r2 = radius * radius;
+        let mut want = r2;
+        let mut visit = |k: usize, n: &Neighbor| {
+            if n.position.distance_squared(p) <= r2 {
+                want = f(k, n).min(r2);
+            }
+            want
+        };
+        if self.brute_force {
+            self.grid.all().iter().enumerate().for_each(|(k, n)| {
+                visit(k, n);
+            });
+        } else {
+            self.grid.for_each_in_rings_ranked(p, radius, visit);
+        }
+    }
+
     /// Calls `f` for every obstacle whose edge may lie within `radius` of `p`.
     pub fn for_each_obstacle_near(&self, p: Vec2, radius: f32, mut f: impl FnMut(&Obstacle)) {
         if self.obstacles.is_empty() {

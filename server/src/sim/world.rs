@@ -1248,18 +1248,64 @@ const CONTACT_MARGIN: f32 = 0.5;
 const CONTACT_TOLERANCE: f32 = 0.01;
 
 /// Whether some pair overlaps by more than [`CONTACT_TOLERANCE`] of its radii sum.
-fn deep_contact(agents: &[Agent], pairs: &[ContactPair]) -> bool {
-    pairs.iter().any(|&(_, _, ia, ib)| match (agents.get(ia as usize), agents.get(ib as usize)) {
+fn deep_contact(bodies: &[Body], pairs: &[ContactPair]) -> bool {
+    pairs.iter().any(|&(_, _, ia, ib)| match (bodies.get(ia as usize), bodies.get(ib as usize)) {
         (Some(a), Some(b)) => {
-            let rs = a.limits.radius + b.limits.radius;
+            let rs = a.radius + b.radius;
             a.position.distance(b.position) < rs * (1.0 - CONTACT_TOLERANCE)
         }
         _ => false,
     })
 }
 
+/// What contact settling reads of an agent, packed (16 bytes, by storage index) so that the
+/// rounds over a jam's pairs stay in cache: its position (kept equal to the agent's), radius
+/// and id.
+#[derive(Debug, Clone, Copy)]
+struct Body {
+    position: Vec2,
+    radius: f32,
+    id: AgentId,
+}
+
 /// A pair of agents in contact: (lower id, higher id, storage index of each).
 type ContactPair = (AgentId, AgentId, u32, u32);
+
+/// The sort key of a pair: its ids (a pair's storage indexes follow from them).
+fn pair_key(p: &ContactPair) -> u64 {
+    (u64::from(p.0) << 32) | u64::from(p.1)
+}
+
+/// Adds the pairs in `fresh` (emptied) that `cand` (sorted by ids, each once) lacks, keeping it
+/// sorted: the new ones are sorted alone and merged in.
+fn absorb(cand: &mut Vec<ContactPair>, fresh: &mut Vec<ContactPair>) {
+    if fresh.is_empty() {
+        return;
+    }
+    fresh.sort_unstable_by_key(pair_key);
+    fresh.dedup();
+    if cand.is_empty() {
+        std::mem::swap(cand, fresh);
+        return;
+    }
+    let old = std::mem::take(cand);
+    cand.reserve(old.len() + fresh.len());
+    let (mut i, mut j) = (0, 0);
+    while let (Some(o), Some(f)) = (old.get(i), fresh.get(j)) {
+        let (ko, kf) = (pair_key(o), pair_key(f));
+        if kf < ko {
+            cand.push(*f);
+            j += 1;
+        } else {
+            cand.push(*o);
+            i += 1;
+            j += usize::from(kf == ko);
+        }
+    }
+    cand.extend_from_slice(old.get(i..).unwrap_or(&[]));
+    cand.extend_from_slice(fresh.get(j..).unwrap_or(&[]));
+    fresh.clear();
+}
 
 /// What the agent contact rule reads: the grid of the tick (positions and velocities at its
 /// start, by rank) and every agent's compute-phase result (by rank), from which anyone can tell
@@ -1286,19 +1332,19 @@ impl Contacts<'_> {
 
     /// Adds to `cand` every agent that stands within the radii sum plus `margin` of agent `i`
     /// (a storage index), as a pair.
-    fn candidates_of(&self, agents: &[Agent], i: u32, margin: f32, cand: &mut Vec<ContactPair>) {
+    fn candidates_of(&self, bodies: &[Body], i: u32, margin: f32, cand: &mut Vec<ContactPair>) {
         let order = self.grid.order();
-        let Some(a) = agents.get(i as usize) else { return };
-        let r = a.limits.radius;
+        let Some(a) = bodies.get(i as usize) else { return };
+        let r = a.radius;
         // Everyone moved at most `reach − max radius` from the grid's positions, plus the push
         // (at most its radius).
         self.grid.for_each_in_box_ranked(a.position, 2.0 * r + 2.0 * self.reach + margin, |rank, n| {
             let Some(&j) = order.get(rank) else { return };
-            let Some(b) = agents.get(j as usize) else { return };
+            let Some(b) = bodies.get(j as usize) else { return };
             if n.id == a.id {
                 return;
             }
-            let rs = r + b.limits.radius + margin;
+            let rs = r + b.radius + margin;
             if a.position.distance_squared(b.position) < rs * rs {
                 cand.push(if a.id < b.id { (a.id, b.id, i, j) } else { (b.id, a.id, j, i) });
             }
@@ -1370,22 +1416,22 @@ fn wrap_axis(q: f32, size: f32) -> f32 {
 }
 
 impl ApplyCtx<'_> {
-    /// Relaxes the `pairs` in contact (sorted) [`CONTACT_RELAX_PASSES`] times, Gauss–Seidel: each
-    /// overlapping pair is moved apart, each half the overlap, in the pairs' order, so that a
-    /// cluster whose pushes cancelled in the parallel pass comes apart too. A move that would
-    /// cross a wall is not made; moved agents are kept out of obstacles and in bounds after.
+    /// Relaxes the candidate pairs in contact [`CONTACT_RELAX_PASSES`] times, Gauss–Seidel: each
+    /// overlapping pair is moved apart, each half the overlap, in the pairs' (sorted) order, so
+    /// that a cluster whose pushes cancelled in the parallel pass comes apart too. A move that
+    /// would cross a wall is not made; moved agents are kept out of obstacles and in bounds after.
     ///
     /// Returns the storage indexes of the agents it moved (sorted, each once).
-    fn relax(&self, agents: &mut [Agent], pairs: &[ContactPair]) -> Vec<u32> {
+    fn relax(&self, agents: &mut [Agent], bodies: &mut [Body], pairs: &[ContactPair]) -> Vec<u32> {
         // Which of each pair's agents a pass moved (bit 0: the first, bit 1: the second).
         let mut pair_moved = vec![0u8; pairs.len()];
         for _ in 0..CONTACT_RELAX_PASSES {
             let mut moved = false;
             for (&(id_a, id_b, ia, ib), pm) in pairs.iter().zip(pair_moved.iter_mut()) {
                 let (ia, ib) = (ia as usize, ib as usize);
-                let (Some(a), Some(b)) = (agents.get(ia), agents.get(ib)) else { continue };
+                let (Some(a), Some(b)) = (bodies.get(ia), bodies.get(ib)) else { continue };
                 let d = a.position - b.position;
-                let rs = a.limits.radius + b.limits.radius;
+                let rs = a.radius + b.radius;
                 let d2 = d.length_squared();
                 if d2 >= rs * rs {
                     continue;
@@ -1395,14 +1441,14 @@ impl ApplyCtx<'_> {
                 let corr = away * ((rs - dist) * 0.5);
                 let (pa, pb) = (a.position, b.position);
                 if self.count_crossings(pa, pa + corr) == 0 {
-                    if let Some(a) = agents.get_mut(ia) {
+                    if let Some(a) = bodies.get_mut(ia) {
                         a.position = pa + corr;
                         moved = true;
                         *pm |= 1;
                     }
                 }
                 if self.count_crossings(pb, pb - corr) == 0 {
-                    if let Some(b) = agents.get_mut(ib) {
+                    if let Some(b) = bodies.get_mut(ib) {
                         b.position = pb - corr;
                         moved = true;
                         *pm |= 2;
@@ -1425,18 +1471,20 @@ impl ApplyCtx<'_> {
         touched.sort_unstable();
         touched.dedup();
         for &i in &touched {
-            if let Some(a) = agents.get_mut(i as usize) {
+            if let (Some(a), Some(b)) = (agents.get_mut(i as usize), bodies.get_mut(i as usize)) {
+                a.position = b.position;
                 if self.solid {
                     self.resolve_obstacles(a);
                 }
                 self.apply_edge(a);
+                b.position = a.position;
             }
         }
         touched
     }
 
     /// Settles the contacts left after the parallel push. `moved`: the agents the push or the
-    /// wall and obstacle net moved (storage indexes); `cand`: the pairs the push found.
+    /// wall and obstacle net moved (storage indexes); `found`: the pairs the push found.
     ///
     /// Each round looks up the neighbours of the agents moved last round that it has not looked
     /// up yet (or that moved more than half of [`CONTACT_MARGIN`] since), keeping every pair
@@ -1446,28 +1494,35 @@ impl ApplyCtx<'_> {
     /// [`CONTACT_ROUNDS`] rounds, then more while a crush leaves some pair deeper than
     /// [`CONTACT_TOLERANCE`] of its radii sum, at most `rounds_max` in all. Each agent's
     /// neighbours are looked up about once per step, however many rounds a crush takes.
-    fn settle(&self, c: &Contacts, agents: &mut [Agent], mut moved: Vec<u32>, mut cand: Vec<ContactPair>, rounds_max: usize) {
+    fn settle(&self, c: &Contacts, agents: &mut [Agent], mut moved: Vec<u32>, found: Vec<ContactPair>, rounds_max: usize) {
+        if moved.is_empty() && found.is_empty() {
+            return;
+        }
         let margin = CONTACT_MARGIN * c.max_radius;
-        let mut looked: std::collections::HashMap<u32, Vec2> = std::collections::HashMap::new();
-        let mut sorted = 0;
+        // Where each agent (by storage index) was when its neighbours were last looked up.
+        let mut looked: Vec<Vec2> = Vec::new();
+        let mut cand: Vec<ContactPair> = Vec::new();
+        let mut bodies: Vec<Body> = agents.iter().map(|a| Body { position: a.position, radius: a.limits.radius, id: a.id }).collect();
+        let mut fresh = found;
         for round in 0..rounds_max {
             for &i in &moved {
-                let Some(p) = agents.get(i as usize).map(|a| a.position) else { continue };
-                if looked.get(&i).is_some_and(|q| q.distance_squared(p) <= 0.25 * margin * margin) {
+                let Some(p) = bodies.get(i as usize).map(|b| b.position) else { continue };
+                if looked.is_empty() {
+                    looked = vec![Vec2::NAN; agents.len()];
+                }
+                let Some(q) = looked.get_mut(i as usize) else { continue };
+                // NaN (never looked up) compares false.
+                if q.distance_squared(p) <= 0.25 * margin * margin {
                     continue;
                 }
-                looked.insert(i, p);
-                c.candidates_of(agents, i, margin, &mut cand);
+                *q = p;
+                c.candidates_of(&bodies, i, margin, &mut fresh);
             }
-            if cand.len() != sorted {
-                cand.sort_unstable();
-                cand.dedup();
-                sorted = cand.len();
-            }
-            if cand.is_empty() || (round >= CONTACT_ROUNDS && !deep_contact(agents, &cand)) {
+            absorb(&mut cand, &mut fresh);
+            if cand.is_empty() || (round >= CONTACT_ROUNDS && !deep_contact(&bodies, &cand)) {
                 break;
             }
-            moved = self.relax(agents, &cand);
+            moved = self.relax(agents, &mut bodies, &cand);
             if moved.is_empty() {
                 break;
             }
@@ -1665,6 +1720,21 @@ mod tests {
         fn wrap_axis_equals_rem_euclid(q in -1.0e6f32..1.0e6, size in 0.001f32..1.0e5) {
             proptest::prop_assert_eq!(wrap_axis(q, size).to_bits(), q.rem_euclid(size).to_bits());
         }
+    }
+
+    #[test]
+    fn absorb_merges_new_pairs_sorted_by_ids_each_once() {
+        let mut cand = vec![(1, 5, 0, 4), (2, 3, 1, 2), (7, 9, 6, 8)];
+        // Unsorted, with a duplicate of an old pair and one of a new pair.
+        let mut fresh = vec![(7, 8, 6, 7), (2, 3, 1, 2), (1, 2, 0, 1), (7, 8, 6, 7), (9, 10, 8, 9)];
+        super::absorb(&mut cand, &mut fresh);
+        assert_eq!(cand, vec![(1, 2, 0, 1), (1, 5, 0, 4), (2, 3, 1, 2), (7, 8, 6, 7), (7, 9, 6, 8), (9, 10, 8, 9)]);
+        assert!(fresh.is_empty());
+        // Into an empty set: sorted and deduplicated.
+        let mut empty = Vec::new();
+        let mut fresh = vec![(3, 4, 2, 3), (1, 2, 0, 1), (3, 4, 2, 3)];
+        super::absorb(&mut empty, &mut fresh);
+        assert_eq!(empty, vec![(1, 2, 0, 1), (3, 4, 2, 3)]);
     }
 
     #[test]

@@ -89,6 +89,12 @@ impl Nearest {
         Nearest { items: [(0.0, 0, 0); MAX_NEIGHBORS as usize], len: 0, k: k.min(MAX_NEIGHBORS as usize), radius: 0.0 }
     }
 
+    /// The squared distance beyond which no agent can be among the nearest any more: the k-th
+    /// nearest's once k are known.
+    fn reach2(&self) -> f32 {
+        if self.len == self.k { self.items.get(self.len.wrapping_sub(1)).map_or(f32::INFINITY, |l| l.0) } else { f32::INFINITY }
+    }
+
     fn offer(&mut self, d2: f32, id: u32, rank: u32) {
         let key = (d2, id);
         if self.len == self.k {
@@ -124,10 +130,11 @@ fn nearest(agent: &Agent, p: &ReciprocalAvoidanceParams, view: &WorldView) -> Ne
     loop {
         out.len = 0;
         out.radius = radius;
-        view.for_each_agent_near_ranked(pos, radius, |k, n| {
+        view.for_each_agent_nearest_ranked(pos, radius, |k, n| {
             if n.id != agent.id {
                 out.offer(n.position.distance_squared(pos), n.id, k as u32);
             }
+            out.reach2()
         });
         if out.len == out.k || radius >= full {
             return out;

@@ -34,6 +34,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU8, Ordering};
 
 use glam::Vec2;
+use rayon::prelude::*;
 
 use self::cache::FlowCache;
 use self::flowfield::FlowField;
@@ -513,13 +514,15 @@ impl NavState {
         // Goal resolution and slot claims depend on the order the agents are visited in: id
         // order, whatever order they are stored in.
         let (by_id, all) = roster.slots_and_storage_mut();
-        if !all.iter().any(|a| a.active_order().is_some()) {
+        let mut active = active_orders(&self.grid, all);
+        if active.is_empty() {
             for p in std::mem::take(&mut self.pending).into_values() {
                 p.cancel();
             }
             return;
         }
-        if self.resolved_version != self.grid.version() {
+        let resolve = self.resolved_version != self.grid.version();
+        if resolve {
             self.update_components();
             self.resolved_version = self.grid.version();
             let mut memo: BTreeMap<(u32, u32), Resolved> = BTreeMap::new();
@@ -553,20 +556,18 @@ impl NavState {
         // Fields for every active goal cell, shared by its agents: the active orders by (goal
         // cell, agent id), then per goal cell whether it needs a field.
         let version = self.grid.version();
-        let mut active: Vec<(u32, u32, u32)> = Vec::new();
-        let mut unclaimed = false;
-        for (i, a) in all.iter().enumerate() {
-            if let Some(o) = a.active_order() {
-                active.push((o.goal_cell, a.id, i as u32));
-                unclaimed |= o.slot.is_none();
-            }
+        if resolve {
+            // Goals were resolved again above: read the orders anew.
+            active = active_orders(&self.grid, all);
         }
-        active.sort_unstable();
+        let unclaimed = active.iter().any(|x| x.unclaimed);
+        // Keys are unique (one order per agent), so the order is the same on any thread count.
+        active.par_sort_unstable_by_key(|x| (x.goal_cell, x.id));
         // (goal cell, goal, agents), ascending goal cell.
         let mut users: Vec<(u32, Vec2, u64)> = Vec::new();
-        for group in active.chunk_by(|x, y| x.0 == y.0) {
-            let gc = group[0].0;
-            let Some(goal) = all.get(group[0].2 as usize).and_then(|a| a.order.as_deref()).map(|o| o.goal) else { continue };
+        for group in active.chunk_by(|x, y| x.goal_cell == y.goal_cell) {
+            let gc = group[0].goal_cell;
+            let goal = group[0].goal;
             let n = group.len() as u64;
             // A goal with neither field nor request, all of whose agents (at most
             // `straight_max`) see it, gets no field. An agent's sight is remembered with the
@@ -574,13 +575,13 @@ impl NavState {
             let unserved = self.cache.get(gc as usize).is_none() && !self.pending.contains_key(&gc);
             let sees = unserved
                 && n <= u64::from(straight_max)
-                && group.iter().all(|&(_, _, i)| {
-                    let Some(a) = all.get_mut(i as usize) else { return false };
-                    let (pos, cell) = (a.position, self.grid.cell_of(a.position) as u32);
-                    let Some(o) = a.order.as_deref_mut() else { return false };
-                    if o.sight == Some((version, cell)) {
+                && group.iter().all(|x| {
+                    if x.sight_holds {
                         return true;
                     }
+                    let Some(a) = all.get_mut(x.index as usize) else { return false };
+                    let (pos, cell) = (a.position, self.grid.cell_of(a.position) as u32);
+                    let Some(o) = a.order.as_deref_mut() else { return false };
                     let seen = self.grid.line_free_from(pos, o.goal);
                     o.sight = seen.then_some((version, cell));
                     seen
@@ -660,6 +661,42 @@ impl NavState {
             }
         }
     }
+}
+
+/// What [`NavState::prepare`] reads of one active order.
+struct ActiveOrder {
+    goal_cell: u32,
+    id: u32,
+    /// Storage index of the agent.
+    index: u32,
+    goal: Vec2,
+    /// The agent's remembered sight of its goal holds (same grid version and nav cell).
+    sight_holds: bool,
+    /// The order has no formation slot yet.
+    unclaimed: bool,
+}
+
+/// The active orders of `agents`, in storage order: one pass over the agents (each order is a
+/// heap box, so one read of each per tick), in parallel on the current rayon pool.
+fn active_orders(grid: &NavGrid, agents: &[Agent]) -> Vec<ActiveOrder> {
+    let version = grid.version();
+    agents
+        .par_iter()
+        .enumerate()
+        .with_min_len(1024)
+        .filter_map(|(i, a)| {
+            let o = a.active_order()?;
+            let cell = grid.cell_of(a.position) as u32;
+            Some(ActiveOrder {
+                goal_cell: o.goal_cell,
+                id: a.id,
+                index: i as u32,
+                goal: o.goal,
+                sight_holds: o.sight == Some((version, cell)),
+                unclaimed: o.slot.is_none(),
+            })
+        })
+        .collect()
 }
 
 #[cfg(test)]
