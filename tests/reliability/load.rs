@@ -413,7 +413,9 @@ async fn storm(addr: std::net::SocketAddr, n: usize, over: Duration) -> (Vec<Ws>
 /// Diagnostic for test 10 (`RELIABILITY_T10_MALLOC_STATS=1`, needs gdb): has the server print
 /// glibc's `malloc_stats()` (bytes the allocator holds from the system, and bytes in live
 /// allocations, per arena) and prints the totals beside its RSS. How README's evidence on test
-/// 10 was taken: live bytes vs RSS tell a leak from memory the allocator keeps.
+/// 10 was taken: live bytes vs RSS tell a leak from memory the allocator keeps. It reads glibc's
+/// arenas, so it applies to a build on glibc's malloc (a `crt-static` one); the `steerd`
+/// binary otherwise runs on jemalloc and the gate reads `steerd_heap_allocated_bytes`.
 fn malloc_stats(srv: &Server, what: &str) {
     let gdb = |call: &str| std::process::Command::new("gdb").args(["-p", &srv.pid().to_string(), "-batch", "-ex", call]).output().is_ok_and(|o| o.status.success());
     let ok = gdb("call (void)malloc_stats()");
