@@ -222,6 +222,10 @@ pub struct LimitSettings {
     /// Most area a world's agents may cover, as a multiple of its bounds' area (the sum of
     /// π·radius² over its agents): beyond it the crowd can never stop overlapping.
     pub max_agent_cover: f32,
+    /// Most entries of a world's obstacle and wall index: the sum over obstacles and walls of
+    /// the index cells each one's bounding box covers. The index is rebuilt on the tick after
+    /// every change, in time and memory proportional to this.
+    pub max_static_cells: u64,
     /// Largest inbound WebSocket message, bytes (and frame).
     pub max_message_bytes: usize,
     /// Largest REST body, bytes.
@@ -347,6 +351,7 @@ impl Default for LimitSettings {
             max_agent_speed: 100.0,
             max_spawn_overlaps: 100_000,
             max_agent_cover: 1.0,
+            max_static_cells: 1 << 20,
             max_message_bytes: 64 * 1024,
             max_body_bytes: 8 << 20,
             commands_per_sec: 50.0,
@@ -397,6 +402,7 @@ impl LimitSettings {
             max_agent_speed: self.max_agent_speed,
             max_spawn_overlaps: self.max_spawn_overlaps,
             max_agent_cover: self.max_agent_cover,
+            max_static_cells: self.max_static_cells,
         }
     }
 
@@ -447,6 +453,7 @@ impl Settings {
             ("limits.max_agent_speed", f64::from(l.max_agent_speed)),
             ("limits.max_spawn_overlaps", l.max_spawn_overlaps as f64),
             ("limits.max_agent_cover", f64::from(l.max_agent_cover)),
+            ("limits.max_static_cells", l.max_static_cells as f64),
             ("limits.max_message_bytes", l.max_message_bytes as f64),
             ("limits.max_body_bytes", l.max_body_bytes as f64),
             ("limits.commands_per_sec", l.commands_per_sec),

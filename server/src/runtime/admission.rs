@@ -19,10 +19,13 @@
 //! `max_spawn_overlaps`, `max_agent_cover`), and refused with `invalid_field` naming the field.
 //! Replays are not checked: they re-run what was admitted when it was recorded.
 
+use glam::Vec2;
+
 use crate::scenario::Scenario;
 use crate::sim::error::SimError;
+use crate::sim::spatial::GridShape;
 use crate::sim::view::Bounds;
-use crate::sim::world::{SpawnArea, SpawnSpec, World};
+use crate::sim::world::{SpawnArea, SpawnSpec, World, WorldConfig};
 
 /// The bounds (from `LimitSettings::crowding`).
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -35,6 +38,8 @@ pub struct Crowding {
     pub max_spawn_overlaps: u64,
     /// Most area the world's agents may cover, as a multiple of the world's area.
     pub max_agent_cover: f32,
+    /// Most entries of the world's obstacle and wall index (see [`static_shape`]).
+    pub max_static_cells: u64,
 }
 
 impl Default for Crowding {
@@ -65,11 +70,11 @@ pub fn check_spawn(spec: &SpawnSpec, bounds: Bounds, cover_now: f64, c: &Crowdin
     let (count, lo, hi) = match &spec.area {
         SpawnArea::Rect { min, max } => (spec.count, *min, *max),
         SpawnArea::Disc { center, radius } | SpawnArea::Ring { center, radius } => {
-            (spec.count, *center - glam::Vec2::splat(*radius), *center + glam::Vec2::splat(*radius))
+            (spec.count, *center - Vec2::splat(*radius), *center + Vec2::splat(*radius))
         }
         SpawnArea::Points(ps) => {
-            let lo = ps.iter().fold(glam::Vec2::splat(f32::INFINITY), |a, p| a.min(*p));
-            let hi = ps.iter().fold(glam::Vec2::splat(f32::NEG_INFINITY), |a, p| a.max(*p));
+            let lo = ps.iter().fold(Vec2::splat(f32::INFINITY), |a, p| a.min(*p));
+            let hi = ps.iter().fold(Vec2::splat(f32::NEG_INFINITY), |a, p| a.max(*p));
             (ps.len(), lo, hi)
         }
     };
@@ -126,8 +131,58 @@ pub fn check_spawn(spec: &SpawnSpec, bounds: Bounds, cover_now: f64, c: &Crowdin
     Ok(after)
 }
 
-/// Checks the groups of a scenario built into `world` (each as a spawn, in order).
+/// Cells of the sim's obstacle and wall index (`sim::spatial::StaticIndex::build`: a grid of
+/// `static_cell_size` over the bounds, coarsened to at most this many cells).
+pub const STATIC_INDEX_CELLS: usize = 1 << 20;
+
+/// The shape of a world's obstacle and wall index. Every obstacle and wall is bucketed into each
+/// cell its bounding box touches, and the index is rebuilt on the tick after any change: an
+/// obstacle as large as the world fills every cell. 400 obstacles of radius 1e6 in a world of
+/// ±1e6 (a 1,048,576-cell index) made each rebuild 4e8 entries: 12 s a tick and 6 GB.
+pub fn static_shape(config: &WorldConfig) -> GridShape {
+    GridShape::new(config.bounds, config.static_cell_size, STATIC_INDEX_CELLS)
+}
+
+/// Index cells a bounding box covers.
+pub fn box_cells(shape: &GridShape, lo: Vec2, hi: Vec2) -> u64 {
+    let (x0, y0) = shape.coords(lo);
+    let (x1, y1) = shape.coords(hi);
+    (u64::from(x1.saturating_sub(x0)) + 1) * (u64::from(y1.saturating_sub(y0)) + 1)
+}
+
+/// The box of an obstacle.
+pub fn obstacle_box(center: Vec2, radius: f32) -> (Vec2, Vec2) {
+    (center - Vec2::splat(radius), center + Vec2::splat(radius))
+}
+
+/// The index entries of the world's obstacles and walls now.
+pub fn static_cells(world: &World, shape: &GridShape) -> u64 {
+    let o: u64 = world.obstacles().iter().map(|o| {
+        let (lo, hi) = obstacle_box(o.center, o.radius);
+        box_cells(shape, lo, hi)
+    }).sum();
+    let w: u64 = world.walls().iter().map(|w| box_cells(shape, w.a.min(w.b), w.a.max(w.b))).sum();
+    o + w
+}
+
+/// Checks that `used` index entries stay within the bound; the refusal names `field`.
+pub fn check_static(used: u64, field: &str, c: &Crowding) -> Result<u64, SimError> {
+    if used > c.max_static_cells {
+        return Err(SimError::invalid(
+            field,
+            format!(
+                "the world's obstacles and walls would fill {used} cells of its obstacle index (limits.max_static_cells {}): each is counted in every cell its bounding box covers; make it smaller or remove some",
+                c.max_static_cells
+            ),
+        ));
+    }
+    Ok(used)
+}
+
+/// Checks the groups of a scenario built into `world` (each as a spawn, in order), and its
+/// obstacles and walls against the index bound.
 pub fn check_scenario(scenario: &Scenario, world: &World, c: &Crowding) -> Result<(), SimError> {
+    check_static(static_cells(world, &static_shape(world.config())), "obstacles", c)?;
     let bounds = world.config().bounds;
     let mut covered = 0.0;
     for (i, g) in scenario.groups.iter().enumerate() {
@@ -141,7 +196,6 @@ pub fn check_scenario(scenario: &Scenario, world: &World, c: &Crowding) -> Resul
 #[cfg(test)]
 mod tests {
     use super::*;
-    use glam::Vec2;
 
     fn bounds() -> Bounds {
         Bounds { min: Vec2::ZERO, max: Vec2::splat(200.0) }
@@ -196,6 +250,30 @@ mod tests {
         // 40,000 area: cover 39,999.5 plus one disc of 0.785 is over 1×.
         assert_eq!(field(check_spawn(&s, bounds(), 39_999.5, &c)), "count");
         assert!(check_spawn(&s, bounds(), 39_999.0, &c).is_ok());
+    }
+
+    #[test]
+    fn obstacle_index_entries_are_counted_per_covered_cell_and_bounded() {
+        // ±1e6 at cell 8 is coarsened: 2e6 / (8 · 1.5^k) per side until ≤ 1,048,576 cells.
+        let cfg = WorldConfig { bounds: Bounds { min: Vec2::splat(-1e6), max: Vec2::splat(1e6) }, ..WorldConfig::default() };
+        let shape = static_shape(&cfg);
+        assert!(shape.len() <= STATIC_INDEX_CELLS && shape.len() > STATIC_INDEX_CELLS / 4, "{}", shape.len());
+        let (lo, hi) = obstacle_box(Vec2::ZERO, 1e6);
+        assert_eq!(box_cells(&shape, lo, hi), shape.len() as u64, "a world-sized obstacle fills every cell");
+        let (lo, hi) = obstacle_box(Vec2::new(0.5, 0.5), 0.1);
+        assert_eq!(box_cells(&shape, lo, hi), 1);
+        // 200 × 200 at cell 8: 25 × 25 cells; an obstacle of radius 10 at (100, 100) spans
+        // x 90..110 → cells 11..13 on each axis: 9 cells.
+        let small = static_shape(&WorldConfig::default());
+        assert_eq!(small.len(), 625);
+        let (lo, hi) = obstacle_box(Vec2::splat(100.0), 10.0);
+        assert_eq!(box_cells(&small, lo, hi), 9);
+        let c = Crowding::default();
+        assert_eq!(check_static(1 << 20, "radius", &c).unwrap(), 1 << 20);
+        match check_static((1 << 20) + 1, "radius", &c) {
+            Err(SimError::InvalidField { field, .. }) => assert_eq!(field, "radius"),
+            other => panic!("{other:?}"),
+        }
     }
 
     #[test]

@@ -1443,14 +1443,38 @@ impl Runner {
     /// Checks the spawns among `cmds` against the crowding bounds (`admission.rs`), all of
     /// them before any is applied.
     fn admit(&self, cmds: &[Command]) -> Result<(), CmdError> {
-        if !cmds.iter().any(|c| matches!(c, Command::Spawn(_))) {
-            return Ok(());
+        use super::admission as adm;
+        if cmds.iter().any(|c| matches!(c, Command::Spawn(_))) {
+            let bounds = self.world.config().bounds;
+            let mut covered = adm::cover(&self.world);
+            for c in cmds {
+                if let Command::Spawn(spec) = c {
+                    covered = adm::check_spawn(spec, bounds, covered, &self.crowding)?;
+                }
+            }
         }
-        let bounds = self.world.config().bounds;
-        let mut covered = super::admission::cover(&self.world);
-        for c in cmds {
-            if let Command::Spawn(spec) = c {
-                covered = super::admission::check_spawn(spec, bounds, covered, &self.crowding)?;
+        if cmds.iter().any(|c| matches!(c, Command::AddObstacle { .. } | Command::MoveObstacle { .. } | Command::AddWall { .. })) {
+            let shape = adm::static_shape(self.world.config());
+            let mut used = adm::static_cells(&self.world, &shape);
+            for c in cmds {
+                match c {
+                    Command::AddObstacle { center, radius } => {
+                        let (lo, hi) = adm::obstacle_box(*center, *radius);
+                        used = adm::check_static(used + adm::box_cells(&shape, lo, hi), "radius", &self.crowding)?;
+                    }
+                    Command::MoveObstacle { id, center, radius } => {
+                        if let Some(o) = self.world.obstacles().iter().find(|o| o.id == *id) {
+                            let (lo, hi) = adm::obstacle_box(o.center, o.radius);
+                            let old = adm::box_cells(&shape, lo, hi);
+                            let (lo, hi) = adm::obstacle_box(*center, radius.unwrap_or(o.radius));
+                            used = adm::check_static(used.saturating_sub(old) + adm::box_cells(&shape, lo, hi), "radius", &self.crowding)?;
+                        }
+                    }
+                    Command::AddWall { a, b } => {
+                        used = adm::check_static(used + adm::box_cells(&shape, a.min(*b), a.max(*b)), "b", &self.crowding)?;
+                    }
+                    _ => {}
+                }
             }
         }
         Ok(())
@@ -1956,6 +1980,12 @@ impl Runner {
                     if placed.len() > room {
                         return Err(SimError::LimitExceeded { what: "obstacles".into(), max: self.world.config().max_obstacles });
                     }
+                    let shape = super::admission::static_shape(self.world.config());
+                    let adding: u64 = placed.iter().map(|&(c, r)| {
+                        let (lo, hi) = super::admission::obstacle_box(c, r);
+                        super::admission::box_cells(&shape, lo, hi)
+                    }).sum();
+                    super::admission::check_static(super::admission::static_cells(&self.world, &shape) + adding, "max_radius", &self.crowding)?;
                     placed
                         .into_iter()
                         .map(|(center, radius)| match self.apply(Command::AddObstacle { center, radius })? {

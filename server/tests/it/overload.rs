@@ -266,3 +266,26 @@ async fn ticks_on(http: &Http, world: &str, n: u64) {
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
 }
+
+/// Obstacles as large as a large world: each fills every cell of the world's obstacle index,
+/// which is rebuilt on the tick after each change. On the old code 400 of radius 1e6 in a world
+/// of ±1e6 made a tick take 12 s and the server 6 GB; now the index's entries are bounded
+/// (`limits.max_static_cells`): the second such obstacle, a wall across the world and a move
+/// that grows an obstacle are refused naming their field, and the world keeps ticking.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn world_sized_obstacles_cannot_wedge_a_world() {
+    let srv = Server::fresh("big-statics", Opts::default());
+    let http = srv.http();
+    let big = json!({"bounds": {"min": {"x": -1000000, "y": -1000000}, "max": {"x": 1000000, "y": 1000000}}});
+    create_world(&http, "big", "big", &big).await;
+    let huge = json!({"center": {"x": 0, "y": 0}, "radius": 1000000});
+    answered(&http, "POST", "/worlds/big/obstacles", Some(&huge)).await.expect(201);
+    refused(&answered(&http, "POST", "/worlds/big/obstacles", Some(&huge)).await, "radius");
+    let across = json!({"a": {"x": -1000000, "y": -1000000}, "b": {"x": 1000000, "y": 1000000}});
+    refused(&answered(&http, "POST", "/worlds/big/walls", Some(&across)).await, "b");
+    let small = answered(&http, "POST", "/worlds/big/obstacles", Some(&json!({"center": {"x": 5000, "y": 5000}, "radius": 10}))).await.ok();
+    let id = small["id"].as_u64().unwrap();
+    refused(&answered(&http, "PATCH", &format!("/worlds/big/obstacles/{id}"), Some(&json!({"center": {"x": 0, "y": 0}, "radius": 1000000}))).await, "radius");
+    assert_eq!(answered(&http, "GET", "/worlds/big", None).await.ok()["obstacles"], 2, "refused calls changed nothing");
+    ticks_on(&http, "big", 10).await;
+}
