@@ -210,6 +210,22 @@ pub struct LimitSettings {
     pub max_agents_per_world: usize,
     /// Most agents one spawn may create.
     pub max_spawn: usize,
+    /// Largest radius a spawned agent may have. The sim's contact query of *every* agent
+    /// reaches as far as the largest radius and top speed any agent of the world was spawned
+    /// with, so one huge or fast agent makes every tick cost agents² (see `runtime/admission.rs`).
+    pub max_agent_radius: f32,
+    /// Largest top speed (`limits.max_speed`, units/s) a spawned agent may have (as above).
+    pub max_agent_speed: f32,
+    /// Most pairs of agents a spawn may start overlapping (estimated from its count, radius and
+    /// area): a pile of agents on one spot costs the tick's contact pass pairs × rounds.
+    pub max_spawn_overlaps: u64,
+    /// Most area a world's agents may cover, as a multiple of its bounds' area (the sum of
+    /// π·radius² over its agents): beyond it the crowd can never stop overlapping.
+    pub max_agent_cover: f32,
+    /// Most entries of a world's obstacle and wall index: the sum over obstacles and walls of
+    /// the index cells each one's bounding box covers. The index is rebuilt on the tick after
+    /// every change, in time and memory proportional to this.
+    pub max_static_cells: u64,
     /// Largest inbound WebSocket message, bytes (and frame).
     pub max_message_bytes: usize,
     /// Largest REST body, bytes.
@@ -331,6 +347,11 @@ impl Default for LimitSettings {
             max_worlds: 64,
             max_agents_per_world: 200_000,
             max_spawn: 10_000,
+            max_agent_radius: 10.0,
+            max_agent_speed: 100.0,
+            max_spawn_overlaps: 100_000,
+            max_agent_cover: 1.0,
+            max_static_cells: 1 << 20,
             max_message_bytes: 64 * 1024,
             max_body_bytes: 8 << 20,
             commands_per_sec: 50.0,
@@ -374,6 +395,17 @@ impl Default for LimitSettings {
 }
 
 impl LimitSettings {
+    /// The bounds on what spawns may put into a world (`runtime/admission.rs`).
+    pub fn crowding(&self) -> crate::runtime::admission::Crowding {
+        crate::runtime::admission::Crowding {
+            max_agent_radius: self.max_agent_radius,
+            max_agent_speed: self.max_agent_speed,
+            max_spawn_overlaps: self.max_spawn_overlaps,
+            max_agent_cover: self.max_agent_cover,
+            max_static_cells: self.max_static_cells,
+        }
+    }
+
     /// The recording settings.
     pub fn recording(&self) -> crate::record::RecordSettings {
         crate::record::RecordSettings {
@@ -417,6 +449,11 @@ impl Settings {
             ("limits.max_worlds", l.max_worlds as f64),
             ("limits.max_agents_per_world", l.max_agents_per_world as f64),
             ("limits.max_spawn", l.max_spawn as f64),
+            ("limits.max_agent_radius", f64::from(l.max_agent_radius)),
+            ("limits.max_agent_speed", f64::from(l.max_agent_speed)),
+            ("limits.max_spawn_overlaps", l.max_spawn_overlaps as f64),
+            ("limits.max_agent_cover", f64::from(l.max_agent_cover)),
+            ("limits.max_static_cells", l.max_static_cells as f64),
             ("limits.max_message_bytes", l.max_message_bytes as f64),
             ("limits.max_body_bytes", l.max_body_bytes as f64),
             ("limits.commands_per_sec", l.commands_per_sec),

@@ -147,6 +147,7 @@ impl Metrics {
         registry.register("replay_seeks", "Seeks served by replay worlds", m.replay_seeks.clone());
         registry.register("replay_seek_ticks", "Ticks simulated by replay-world seeks", m.replay_seek_ticks.clone());
         registry.register("replay_divergences", "Recorded checkpoints a replay world did not reproduce", m.replay_divergences.clone());
+        registry.register_collector(Box::new(HeapCollector));
         let mut process = Registry::default();
         process.register_collector(Box::new(ProcessCollector));
         Metrics { registry, process, ..m }
@@ -180,6 +181,48 @@ impl Metrics {
             out.clear();
         }
         out
+    }
+}
+
+/// Bytes of the process heap, as the global allocator counts them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct HeapStats {
+    /// Bytes in live allocations: grows only while the program holds more (a leak does).
+    pub allocated: u64,
+    /// Bytes of physically resident pages the allocator holds (free ones too).
+    pub resident: u64,
+}
+
+/// Where [`HeapCollector`] reads the heap: set once by the binary whose global allocator can
+/// tell (jemalloc, see `main.rs`); unset, the two metrics are left out.
+static HEAP_PROBE: std::sync::OnceLock<fn() -> Option<HeapStats>> = std::sync::OnceLock::new();
+
+/// Installs the heap probe (first call wins).
+pub fn set_heap_probe(probe: fn() -> Option<HeapStats>) {
+    let _ = HEAP_PROBE.set(probe);
+}
+
+/// `steerd_heap_allocated_bytes` and `steerd_heap_resident_bytes`, read at each scrape from
+/// the probe the binary installed (left out without one, or when it fails). The reliability
+/// suite's leak gate (test 10) reads the allocated bytes: RSS also moves with what the
+/// allocator keeps, a busy host's timing included.
+#[derive(Debug)]
+struct HeapCollector;
+
+impl Collector for HeapCollector {
+    fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), std::fmt::Error> {
+        let Some(h) = HEAP_PROBE.get().and_then(|probe| probe()) else {
+            return Ok(());
+        };
+        for (name, help, v) in [
+            ("heap_allocated_bytes", "Bytes in live heap allocations (the global allocator's count)", h.allocated),
+            ("heap_resident_bytes", "Bytes of resident pages the heap allocator holds", h.resident),
+        ] {
+            let gauge = prometheus_client::metrics::gauge::ConstGauge::new(v as i64);
+            let metric = encoder.encode_descriptor(name, help, None, MetricType::Gauge)?;
+            gauge.encode(metric)?;
+        }
+        Ok(())
     }
 }
 

@@ -695,7 +695,8 @@ pub async fn put_scenario(State(state): State<AppState>, headers: HeaderMap, Pat
     let limits = state.settings.limits.clone();
     let store = state.store.clone();
     tokio::task::spawn_blocking(move || {
-        crate::runtime::world::build_world(&sc, limits.max_agents_per_world, limits.max_spawn).map_err(ApiError::from)?;
+        let w = crate::runtime::world::build_world(&sc, limits.max_agents_per_world, limits.max_spawn).map_err(ApiError::from)?;
+        crate::runtime::admission::check_scenario(&sc, &w, &limits.crowding()).map_err(ApiError::from)?;
         store.put(&name, &sc).map_err(ApiError::from)
     })
     .await

@@ -1,6 +1,7 @@
 //! The server's runtime: one thread per world, a registry of worlds, and the frames they share
 //! with subscribers.
 
+pub mod admission;
 pub mod fields;
 pub mod frames;
 pub mod players;

@@ -152,6 +152,7 @@ impl Registry {
                 max_aoi_cells: l.max_aoi_cells,
                 max_agents: l.max_agents_per_world,
                 max_spawn: l.max_spawn,
+                crowding: l.crowding(),
                 paused,
                 fields: self.fields.clone(),
                 sim_pool: self.sim_pool.clone(),

@@ -432,6 +432,8 @@ pub struct WorldSpawn {
     pub max_agents: usize,
     /// Spawn cap.
     pub max_spawn: usize,
+    /// What spawns may put into the world (`admission.rs`).
+    pub crowding: super::admission::Crowding,
     /// Start paused.
     pub paused: bool,
     /// Builds the world's flow fields off its thread.
@@ -562,7 +564,11 @@ impl WorldHandle {
         let mut scenario = spawn.scenario;
         let (world, replay) = match spawn.replay {
             Some(r) => (r.world, Some(ReplayState { player: r.player, recording: r.recording, speed: 1.0, max_speed: r.max_speed })),
-            None => (build_world(&scenario, spawn.max_agents, spawn.max_spawn)?, None),
+            None => {
+                let w = build_world(&scenario, spawn.max_agents, spawn.max_spawn)?;
+                super::admission::check_scenario(&scenario, &w, &spawn.crowding).map_err(CmdError::Sim)?;
+                (w, None)
+            }
         };
         if let Some(r) = &replay {
             let d = r.player.verification().divergences;
@@ -622,6 +628,7 @@ impl WorldHandle {
             max_catchup: spawn.max_catchup_ticks.max(1),
             max_agents: spawn.max_agents,
             max_spawn: spawn.max_spawn,
+            crowding: spawn.crowding,
             max_aoi_cells: spawn.max_aoi_cells,
             stats: stats.clone(),
             metrics,
@@ -864,6 +871,7 @@ struct Runner {
     max_catchup: u32,
     max_agents: usize,
     max_spawn: usize,
+    crowding: super::admission::Crowding,
     max_aoi_cells: u32,
     stats: Arc<WorldStats>,
     metrics: Arc<Metrics>,
@@ -1417,7 +1425,7 @@ impl Runner {
         // the field (`invalid_field`), before any quota is weighed.
         let oversize = cmds.iter().any(|c| spawn_count(std::slice::from_ref(c)) > self.max_spawn);
         let quota = if oversize { Ok(()) } else { self.check_spawn_quota(actor, asked) };
-        let r = self.check_owner(actor, &agents, &cmds).and(quota).and_then(|()| {
+        let r = self.check_owner(actor, &agents, &cmds).and(quota).and_then(|()| self.admit(&cmds)).and_then(|()| {
             let mut last = Outcome::Done;
             for c in cmds {
                 last = self.apply(c)?;
@@ -1430,6 +1438,46 @@ impl Runner {
         }
         self.metrics.command(kind, r.is_ok());
         r
+    }
+
+    /// Checks the spawns among `cmds` against the crowding bounds (`admission.rs`), all of
+    /// them before any is applied.
+    fn admit(&self, cmds: &[Command]) -> Result<(), CmdError> {
+        use super::admission as adm;
+        if cmds.iter().any(|c| matches!(c, Command::Spawn(_))) {
+            let bounds = self.world.config().bounds;
+            let mut covered = adm::cover(&self.world);
+            for c in cmds {
+                if let Command::Spawn(spec) = c {
+                    covered = adm::check_spawn(spec, bounds, covered, &self.crowding)?;
+                }
+            }
+        }
+        if cmds.iter().any(|c| matches!(c, Command::AddObstacle { .. } | Command::MoveObstacle { .. } | Command::AddWall { .. })) {
+            let shape = adm::static_shape(self.world.config());
+            let mut used = adm::static_cells(&self.world, &shape);
+            for c in cmds {
+                match c {
+                    Command::AddObstacle { center, radius } => {
+                        let (lo, hi) = adm::obstacle_box(*center, *radius);
+                        used = adm::check_static(used + adm::box_cells(&shape, lo, hi), "radius", &self.crowding)?;
+                    }
+                    Command::MoveObstacle { id, center, radius } => {
+                        if let Some(o) = self.world.obstacles().iter().find(|o| o.id == *id) {
+                            let (lo, hi) = adm::obstacle_box(o.center, o.radius);
+                            let old = adm::box_cells(&shape, lo, hi);
+                            let (lo, hi) = adm::obstacle_box(*center, radius.unwrap_or(o.radius));
+                            used = adm::check_static(used.saturating_sub(old) + adm::box_cells(&shape, lo, hi), "radius", &self.crowding)?;
+                        }
+                    }
+                    Command::AddWall { a, b } => {
+                        used = adm::check_static(used + adm::box_cells(&shape, a.min(*b), a.max(*b)), "b", &self.crowding)?;
+                    }
+                    _ => {}
+                }
+            }
+        }
+        Ok(())
     }
 
     /// Makes a player the owner of the agents it spawned (the admin's belong to nobody).
@@ -1756,8 +1804,13 @@ impl Runner {
         }
     }
 
-    fn replace_world(&mut self, scenario: Scenario, name: Option<String>) -> Result<u64, CmdError> {
+    /// Replaces the world by one built from `scenario`; with `admit`, its groups must pass the
+    /// crowding bounds (load and reset; a recording's re-base is the world as it is).
+    fn replace_world(&mut self, scenario: Scenario, name: Option<String>, admit: bool) -> Result<u64, CmdError> {
         let world = build_world(&scenario, self.max_agents, self.max_spawn)?;
+        if admit {
+            super::admission::check_scenario(&scenario, &world, &self.crowding).map_err(CmdError::Sim)?;
+        }
         self.tick_offset = self.wire_tick() + 1;
         self.world = world;
         // Fields still being built were for the old world: a new channel leaves them unheard.
@@ -1911,10 +1964,10 @@ impl Runner {
             Request::Reset { reply } => {
                 let sc = self.scenario.clone();
                 let name = self.scenario_name.clone();
-                let _ = reply.send(self.replace_world(sc, name));
+                let _ = reply.send(self.replace_world(sc, name, true));
             }
             Request::Load { scenario, name, reply } => {
-                let _ = reply.send(self.replace_world(*scenario, Some(name)));
+                let _ = reply.send(self.replace_world(*scenario, Some(name), true));
             }
             Request::Save { reply } => {
                 let _ = reply.send(Ok(Box::new(crate::scenario::snapshot_scenario(&self.world, &self.scenario))));
@@ -1927,6 +1980,12 @@ impl Runner {
                     if placed.len() > room {
                         return Err(SimError::LimitExceeded { what: "obstacles".into(), max: self.world.config().max_obstacles });
                     }
+                    let shape = super::admission::static_shape(self.world.config());
+                    let adding: u64 = placed.iter().map(|&(c, r)| {
+                        let (lo, hi) = super::admission::obstacle_box(c, r);
+                        super::admission::box_cells(&shape, lo, hi)
+                    }).sum();
+                    super::admission::check_static(super::admission::static_cells(&self.world, &shape) + adding, "max_radius", &self.crowding)?;
                     placed
                         .into_iter()
                         .map(|(center, radius)| match self.apply(Command::AddObstacle { center, radius })? {
@@ -1977,7 +2036,7 @@ impl Runner {
         }
         let snap = crate::scenario::snapshot_scenario(&self.world, &self.scenario);
         let (base, base_name) = (self.scenario.clone(), self.scenario_name.clone());
-        self.replace_world(snap.clone(), base_name.clone())?;
+        self.replace_world(snap.clone(), base_name.clone(), false)?;
         self.scenario = base.clone();
         if let Ok(mut o) = self.origin.lock() {
             *o = (base, base_name);

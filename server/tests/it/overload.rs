@@ -187,3 +187,105 @@ async fn one_session_cannot_fill_a_world() {
     let rid = b.rid();
     assert_eq!(spawned(b.request(&spawn_msg(rid, "demo", 10, [1.0, 1.0, 50.0, 50.0], steer_proto::Limits::default())).await).len(), 10);
 }
+
+/// The `error`, and the field the `message` names, of a REST refusal (422 `invalid_field`).
+fn refused(r: &Resp, field: &str) {
+    assert_eq!(r.status, 422, "expected 422 naming `{field}`: {}", r.text());
+    let v = r.json();
+    assert_eq!(v["error"], "invalid_field", "{v}");
+    assert!(v["message"].as_str().unwrap_or("").contains(&format!("`{field}`")), "the message names `{field}`: {v}");
+}
+
+/// Test 12's wedge (the `--long` schemathesis run): spawns into a rectangle lying almost wholly
+/// outside a 200×200 world, repeated with growing counts. The sim clamps such agents onto the
+/// world's edge, nearly all onto one corner, and its contact pass then costs agents² per round:
+/// on the old code, after ~4,000 agents a tick took seconds, then minutes, and the world
+/// answered nothing meanwhile (`POST /worlds/0/agents` not answered within 10 s). Every call is
+/// now answered at once, the pile refused naming `area`; the other spawns that made a tick cost
+/// agents² are refused naming their field (REST and an anonymous WebSocket player alike); and
+/// the world keeps answering and ticking.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pile_of_agents_cannot_wedge_a_world() {
+    let _heavy = heavy_lock().await;
+    let srv = Server::fresh("pile", Opts::default());
+    let http = srv.http();
+    answered(&http, "POST", "/worlds", Some(&json!({"name": "0"}))).await.expect(201);
+    // schemathesis's calls, in its order and with its values.
+    let outside = json!({"type": "rect", "min_x": -1.5, "min_y": -1000000.0, "max_x": 0.0, "max_y": 126333.45});
+    for count in [1, 2, 4, 7, 11, 16, 26, 46, 86, 166, 326, 646, 1286, 2566, 4486, 4486, 4486] {
+        let r = answered(&http, "POST", "/worlds/0/agents", Some(&json!({"group": "evaders", "count": count, "area": outside}))).await;
+        if r.status != 201 {
+            refused(&r, "area");
+        }
+        answered(&http, "GET", "/worlds/0", None).await.ok();
+    }
+    // The world ticks on and answers meanwhile (on the old code its tick took minutes here).
+    ticks_on(&http, "0", 10).await;
+    // A pile inside the bounds: 5,000 on one point.
+    let point = json!({"type": "rect", "min_x": 50, "min_y": 50, "max_x": 50, "max_y": 50});
+    refused(&answered(&http, "POST", "/worlds/0/agents", Some(&json!({"group": "p", "count": 5000, "area": point}))).await, "count");
+    // One huge agent, one fast agent: each would widen every agent's contact query for good.
+    let whole = json!({"type": "rect", "min_x": 0, "min_y": 0, "max_x": 200, "max_y": 200});
+    let one = |limits: serde_json::Value| json!({"group": "x", "count": 1, "area": whole, "limits": limits});
+    refused(&answered(&http, "POST", "/worlds/0/agents", Some(&one(json!({"radius": 1000})))).await, "limits.radius");
+    refused(&answered(&http, "POST", "/worlds/0/agents", Some(&one(json!({"max_speed": 1000000})))).await, "limits.max_speed");
+    // A crowd larger than its world: 100 of radius 10 cover 31,416 of 40,000; 200 would not fit.
+    let big = json!({"group": "big", "count": 100, "area": whole, "limits": {"radius": 10}});
+    answered(&http, "POST", "/worlds/0/agents", Some(&big)).await.expect(201);
+    let r = answered(&http, "POST", "/worlds/0/agents", Some(&big)).await;
+    refused(&r, "count");
+    assert!(r.text().contains("max_agent_cover"), "{}", r.text());
+    // An anonymous player over WebSocket is refused alike, naming the field.
+    let mut ws = srv.ws().await;
+    let rid = ws.rid();
+    let fast = steer_proto::Limits { max_speed: Some(1e6), ..Default::default() };
+    let e = error_of(ws.request(&spawn_msg(rid, "0", 1, [10.0, 10.0, 20.0, 20.0], fast)).await);
+    assert_eq!((e.code, e.field.as_deref()), (steer_proto::ErrorCode::InvalidField, Some("limits.max_speed")), "{e:?}");
+    let rid = ws.rid();
+    let huge = steer_proto::Limits { radius: Some(1000.0), ..Default::default() };
+    let e = error_of(ws.request(&spawn_msg(rid, "0", 1, [10.0, 10.0, 20.0, 20.0], huge)).await);
+    assert_eq!((e.code, e.field.as_deref()), (steer_proto::ErrorCode::InvalidField, Some("limits.radius")), "{e:?}");
+    // An ordinary spawn is still accepted, and the world keeps answering and ticking.
+    let rid = ws.rid();
+    assert_eq!(spawned(ws.request(&spawn_msg(rid, "0", 200, [1.0, 1.0, 199.0, 199.0], steer_proto::Limits::default())).await).len(), 200);
+    ticks_on(&http, "0", 10).await;
+}
+
+/// Waits until `world` has run `n` more ticks, each `GET` answered within [`WAIT`] and the
+/// whole within [`WAIT`] (a bound against a wedge, not a timing threshold).
+async fn ticks_on(http: &Http, world: &str, n: u64) {
+    let path = format!("/worlds/{world}");
+    let t0 = answered(http, "GET", &path, None).await.ok()["tick"].as_u64().unwrap();
+    let start = Instant::now();
+    loop {
+        let t = answered(http, "GET", &path, None).await.ok()["tick"].as_u64().unwrap();
+        if t >= t0 + n {
+            return;
+        }
+        assert!(start.elapsed() < WAIT, "world `{world}` ran {} ticks in {WAIT:?}", t - t0);
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// Obstacles as large as a large world: each fills every cell of the world's obstacle index,
+/// which is rebuilt on the tick after each change. On the old code 400 of radius 1e6 in a world
+/// of ±1e6 made a tick take 12 s and the server 6 GB; now the index's entries are bounded
+/// (`limits.max_static_cells`): the second such obstacle, a wall across the world and a move
+/// that grows an obstacle are refused naming their field, and the world keeps ticking.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn world_sized_obstacles_cannot_wedge_a_world() {
+    let srv = Server::fresh("big-statics", Opts::default());
+    let http = srv.http();
+    let big = json!({"bounds": {"min": {"x": -1000000, "y": -1000000}, "max": {"x": 1000000, "y": 1000000}}});
+    create_world(&http, "big", "big", &big).await;
+    let huge = json!({"center": {"x": 0, "y": 0}, "radius": 1000000});
+    answered(&http, "POST", "/worlds/big/obstacles", Some(&huge)).await.expect(201);
+    refused(&answered(&http, "POST", "/worlds/big/obstacles", Some(&huge)).await, "radius");
+    let across = json!({"a": {"x": -1000000, "y": -1000000}, "b": {"x": 1000000, "y": 1000000}});
+    refused(&answered(&http, "POST", "/worlds/big/walls", Some(&across)).await, "b");
+    let small = answered(&http, "POST", "/worlds/big/obstacles", Some(&json!({"center": {"x": 5000, "y": 5000}, "radius": 10}))).await.ok();
+    let id = small["id"].as_u64().unwrap();
+    refused(&answered(&http, "PATCH", &format!("/worlds/big/obstacles/{id}"), Some(&json!({"center": {"x": 0, "y": 0}, "radius": 1000000}))).await, "radius");
+    assert_eq!(answered(&http, "GET", "/worlds/big", None).await.ok()["obstacles"], 2, "refused calls changed nothing");
+    ticks_on(&http, "big", 10).await;
+}
