@@ -132,8 +132,9 @@ pub fn check_spawn(spec: &SpawnSpec, bounds: Bounds, cover_now: f64, c: &Crowdin
 }
 
 /// Cells of the sim's obstacle and wall index (`sim::spatial::StaticIndex::build`: a grid of
-/// `static_cell_size` over the bounds, coarsened to at most this many cells).
-pub const STATIC_INDEX_CELLS: usize = 1 << 20;
+/// `static_cell_size` over the bounds, coarsened to at most this many cells): the sim's own
+/// constant, so the check cannot drift from the index.
+pub use crate::sim::spatial::STATIC_INDEX_CELLS;
 
 /// The shape of a world's obstacle and wall index. Every obstacle and wall is bucketed into each
 /// cell its bounding box touches, and the index is rebuilt on the tick after any change: an

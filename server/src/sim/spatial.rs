@@ -16,6 +16,9 @@ use super::view::{Bounds, Obstacle, Wall};
 
 /// Most cells any grid may have; a finer grid is coarsened to fit.
 pub const MAX_CELLS: usize = 1 << 22;
+/// Most cells of the obstacle and wall index ([`StaticIndex::build`] coarsens its cells to fit);
+/// the runtime's admission checks bound the index's entries with the same shape.
+pub const STATIC_INDEX_CELLS: usize = 1 << 20;
 
 /// An agent grid has at most this many cells per agent (at least [`MIN_CELLS`]): a sparse world
 /// with a dense spot (a crowd converging in a large world) keeps cells small enough that a
@@ -554,7 +557,7 @@ pub struct StaticIndex {
 impl StaticIndex {
     /// Indexes `obstacles` and `walls` over `bounds` with cells of side `cell`.
     pub fn build(bounds: Bounds, cell: f32, obstacles: &[Obstacle], walls: &[Wall]) -> Self {
-        let shape = GridShape::new(bounds, cell, 1 << 20);
+        let shape = GridShape::new(bounds, cell, STATIC_INDEX_CELLS);
         let ob = obstacles
             .iter()
             .map(|o| (o.center - Vec2::splat(o.radius), o.center + Vec2::splat(o.radius)))
