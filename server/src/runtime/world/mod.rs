@@ -1,0 +1,789 @@
+//! The world thread: owns one [`World`], steps it at a fixed tick, applies commands from a
+//! bounded queue, and publishes each tick's frames to subscribers.
+//!
+//! **Invariant:** only this thread touches its `World`; everyone else talks to it through
+//! [`WorldHandle`] (a closed set of requests over a bounded channel).
+//!
+//! **Invariant:** the tick loop never bursts: when it is late by more than
+//! `max_catchup_ticks` it drops the missed time and counts it as an overrun.
+//!
+//! **Invariant:** the thread never stops answering. Every turn of its loop first serves up to
+//! `max_requests_per_turn` queued requests without waiting, however late the tick is, and only
+//! then ticks; so a request waits at most for the tick in progress and the requests queued ahead
+//! of it. A world whose tick takes longer than its period runs slower (its effective tick rate
+//! drops and it reports itself `overloaded`) but keeps serving reads, commands, PATCH, DELETE and
+//! shutdown. A `Step` of many ticks runs in chunks of about one period of work, one published
+//! frame per chunk, serving the queue between chunks.
+
+//!
+//! Files: `runner.rs` (the loop: serving the queue, ticking, replay), `requests.rs` (each
+//! request answered), `publish.rs` (a tick's frames for subscribers, AOI visibility),
+//! `ownership.rs` (who may command which agent, spawn quotas, orphans), `views.rs` (what REST
+//! and the debug endpoints show). The `Runner` is declared here so every part sees its state.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
+use std::sync::mpsc::{Receiver, RecvTimeoutError, SyncSender, TrySendError};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use steer_proto as proto;
+use tokio::sync::{broadcast, oneshot};
+
+use super::fields::FieldBuilder;
+use super::frames::{CellFrame, FrameEvent, Shared, TickFrame};
+use crate::convert;
+use crate::metrics::Metrics;
+use crate::scenario::Scenario;
+use crate::sim::nav::PipelineStats;
+use crate::sim::nav::flowfield::FlowField;
+use crate::sim::world::{Command, Outcome};
+use crate::sim::{AgentId, SimError, World};
+
+/// A connection's id.
+pub type SessionId = u64;
+
+/// Who issues a command.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Actor {
+    /// The player (`None` for the admin).
+    pub player: Option<Arc<str>>,
+    /// What it may do.
+    pub role: proto::Role,
+    /// Its team (shares vision under `owned` visibility).
+    pub team: Option<Arc<str>>,
+}
+
+impl Actor {
+    /// The admin (the admin token, or REST with no admin token configured): commands every
+    /// agent, owns none, has no quotas.
+    pub fn admin() -> Self {
+        Actor { player: None, role: proto::Role::Admin, team: None }
+    }
+
+    /// The actor of an authenticated identity.
+    pub fn of(id: &crate::auth::Identity) -> Self {
+        if id.role == proto::Role::Admin {
+            return Actor::admin();
+        }
+        Actor { player: Some(Arc::from(id.player.as_str())), role: id.role, team: id.team.as_deref().map(Arc::from) }
+    }
+
+    /// True for the admin.
+    pub fn is_admin(&self) -> bool {
+        self.role == proto::Role::Admin
+    }
+}
+
+/// Why a request failed.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum CmdError {
+    /// The sim refused it (names the field).
+    #[error(transparent)]
+    Sim(#[from] SimError),
+    /// The agent is not this actor's to command.
+    #[error("agent {0} is not yours to command")]
+    Forbidden(AgentId),
+    /// The actor's role may not do this.
+    #[error("{0}")]
+    NotAllowed(String),
+    /// A per-player or per-world quota would be exceeded (nothing changed).
+    #[error("{0}")]
+    Quota(String),
+    /// The world's queue is full.
+    #[error("world `{0}` is busy, try again")]
+    Busy(String),
+    /// The world thread is gone.
+    #[error("world `{0}` is not running")]
+    Dead(String),
+    /// Something else, with a reason.
+    #[error("{0}")]
+    Invalid(String),
+    /// The world is a read-only replay: it takes no command that would change it.
+    #[error("{0}")]
+    ReadOnly(String),
+    /// The request does not fit the world's state (e.g. replay controls on a live world).
+    #[error("{0}")]
+    Conflict(String),
+}
+
+impl CmdError {
+    /// The wire error body.
+    pub fn body(&self) -> proto::ErrorBody {
+        match self {
+            CmdError::Sim(e) => convert::error_body(e),
+            CmdError::Forbidden(_) => proto::ErrorBody { code: proto::ErrorCode::Forbidden, message: self.to_string(), field: Some("agents".into()) },
+            CmdError::NotAllowed(m) => proto::ErrorBody { code: proto::ErrorCode::Forbidden, message: m.clone(), field: None },
+            CmdError::Quota(m) => proto::ErrorBody { code: proto::ErrorCode::QuotaExceeded, message: m.clone(), field: Some("count".into()) },
+            CmdError::Busy(_) => proto::ErrorBody { code: proto::ErrorCode::Busy, message: self.to_string(), field: None },
+            CmdError::Dead(_) => proto::ErrorBody { code: proto::ErrorCode::Internal, message: self.to_string(), field: None },
+            CmdError::Invalid(m) => proto::ErrorBody { code: proto::ErrorCode::BadRequest, message: m.clone(), field: None },
+            CmdError::ReadOnly(m) => proto::ErrorBody { code: proto::ErrorCode::Forbidden, message: m.clone(), field: None },
+            CmdError::Conflict(m) => proto::ErrorBody { code: proto::ErrorCode::BadRequest, message: m.clone(), field: None },
+        }
+    }
+}
+
+mod ownership;
+mod publish;
+mod requests;
+mod runner;
+mod views;
+
+pub use views::{AgentView, AvoidanceView, FlowFieldView, HalfPlaneView, ObstacleView, ReplayOp, ReplaySpawn, ReplayView, Snapshot, WallView, WorldInfoView, Xy};
+use requests::{MAX_KNOWN_PLAYERS, ORPHAN_CHECK, command_agents, command_kind, spawn_count};
+
+type Reply<T> = oneshot::Sender<Result<T, CmdError>>;
+
+/// The closed set of requests a world thread serves.
+pub enum Request {
+    /// A sim command on behalf of an actor (ownership is checked here).
+    Apply { cmd: Command, actor: Actor, reply: Reply<Outcome> },
+    /// Several sim commands, checked for ownership all first, applied in order (stops at the
+    /// first error). Answers the last outcome.
+    ApplyMany { cmds: Vec<Command>, actor: Actor, reply: Reply<Outcome> },
+    /// Agents, up to a limit.
+    Agents { limit: usize, reply: Reply<Vec<AgentView>> },
+    /// One agent.
+    Agent { id: AgentId, reply: Reply<AgentView> },
+    /// The flow field of an agent's MoveTo, at most `max_side` blocks per side.
+    FlowField { agent: AgentId, max_side: u32, reply: Reply<FlowFieldView> },
+    /// What reciprocal avoidance sees and chooses for one agent now.
+    Avoidance { agent: AgentId, reply: Reply<AvoidanceView> },
+    /// Obstacles.
+    Obstacles { reply: Reply<Vec<ObstacleView>> },
+    /// Walls.
+    Walls { reply: Reply<Vec<WallView>> },
+    /// Full state.
+    Snapshot { reply: Reply<Snapshot> },
+    /// Summary.
+    Info { reply: Reply<WorldInfoView> },
+    /// Change tick rate / pause.
+    Patch { tick_rate: Option<f32>, paused: Option<bool>, autosave: Option<bool>, reply: Reply<WorldInfoView> },
+    /// Step N ticks now (also while paused).
+    Step { ticks: u32, reply: Reply<u64> },
+    /// Back to the scenario it was loaded from.
+    Reset { reply: Reply<u64> },
+    /// Replace the world by a scenario.
+    Load { scenario: Box<Scenario>, name: String, reply: Reply<u64> },
+    /// The current state as a scenario.
+    Save { reply: Reply<Box<Scenario>> },
+    /// Random non-overlapping obstacles (001); answers the new ids.
+    RandomObstacles { spec: crate::scenario::RandomObstacles, reply: Reply<Vec<u32>> },
+    /// Start or stop recording (issue 19); answers the summary.
+    Recording { on: bool, digests: Option<bool>, reply: Reply<WorldInfoView> },
+    /// The players of this world: those that own agents or commanded here.
+    Players { reply: Reply<Vec<WorldPlayer>> },
+    /// Kick a player: its agents follow the orphan policy now. Answers how many it owned.
+    Kick { player: String, reply: Reply<usize> },
+    /// Give an agent to a player (`None`: to nobody).
+    SetOwner { agent: AgentId, player: Option<String>, team: Option<String>, reply: Reply<()> },
+    /// A replay control; answers the replay's state (a world that is not a replay refuses).
+    Replay { op: ReplayOp, reply: Reply<ReplayView> },
+    /// Stop the thread.
+    Shutdown,
+    /// Panic the thread (fault injection: `POST /debug/panic`, served only with
+    /// `fault_injection` on), to check that the panic is contained and reported.
+    Panic,
+}
+
+/// A player as a world knows it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct WorldPlayer {
+    /// Player id.
+    pub player: String,
+    /// Agents it owns here.
+    pub agents: usize,
+    /// The orphan policy was applied to its agents (grace period over, or kicked).
+    pub orphaned: bool,
+}
+
+/// What a new world starts from.
+pub struct WorldSpawn {
+    /// Name.
+    pub name: String,
+    /// Numeric id (wire).
+    pub id: u32,
+    /// Scenario.
+    pub scenario: Scenario,
+    /// Name of the scenario it came from.
+    pub scenario_name: Option<String>,
+    /// Queue capacity.
+    pub queue: usize,
+    /// Frame buffer (broadcast capacity).
+    pub frame_buffer: usize,
+    /// Catch-up bound.
+    pub max_catchup_ticks: u32,
+    /// Most AOI cells.
+    pub max_aoi_cells: u32,
+    /// Agent cap.
+    pub max_agents: usize,
+    /// Spawn cap.
+    pub max_spawn: usize,
+    /// What spawns may put into the world (`admission.rs`).
+    pub crowding: super::admission::Crowding,
+    /// Start paused.
+    pub paused: bool,
+    /// Builds the world's flow fields off its thread.
+    pub fields: Arc<FieldBuilder>,
+    /// Steps worlds of at least `parallel_step_min_agents` agents (shared by every world).
+    pub sim_pool: Arc<rayon::ThreadPool>,
+    /// Smaller worlds step on a thread of their own.
+    pub parallel_step_min_agents: usize,
+    /// Frames carry checksums on ticks that are multiples of this.
+    pub checksum_every_ticks: u32,
+    /// Largest send rate (`every_n_ticks`) kept.
+    pub max_every_n_ticks: u32,
+    /// Shared `cells` messages per tick.
+    pub max_shared_messages: usize,
+    /// Requests served per turn of the loop before the next tick (≥ 1).
+    pub max_requests_per_turn: usize,
+    /// Where the world records, if the server records.
+    pub recorder: Option<Arc<crate::record::RecordHub>>,
+    /// The player rules of this world.
+    pub policy: crate::config::WorldPolicy,
+    /// Players and sessions of the server (connected? events to their connections).
+    pub players: Arc<super::players::Players>,
+    /// Play a recording instead of running `scenario` (a read-only replay world).
+    pub replay: Option<ReplaySpawn>,
+}
+
+/// The one-thread pool a world's runner runs on (named after it), if the OS gives a thread.
+fn solo_pool(world: &str) -> Option<rayon::ThreadPool> {
+    let name = format!("tick-{world}");
+    match rayon::ThreadPoolBuilder::new().num_threads(1).thread_name(move |_| name.clone()).build() {
+        Ok(p) => Some(p),
+        Err(e) => {
+            tracing::warn!(world, "no thread for single-threaded steps ({e}); using the shared pool");
+            None
+        }
+    }
+}
+
+/// Live counters of a world, readable without asking its thread.
+#[derive(Debug, Default)]
+pub struct WorldStats {
+    pub tick: AtomicU64,
+    pub agents: AtomicU64,
+    pub overruns: AtomicU64,
+    pub alive: AtomicBool,
+    /// Tick rate ×1000.
+    pub tick_rate_milli: AtomicU32,
+    /// Ticks per second actually run over the last measuring window (about 1 s), ×1000.
+    pub effective_tick_rate_milli: AtomicU32,
+    /// The world cannot keep its tick rate: it dropped ticks (overran) during the last
+    /// measuring window. It keeps answering; it ticks slower.
+    pub overloaded: AtomicBool,
+    /// Asks the thread to stop (seen at the next turn of its loop, even if its queue is full).
+    pub stop: AtomicBool,
+}
+
+/// A handle to a running world.
+#[derive(Clone)]
+pub struct WorldHandle {
+    /// Name.
+    pub name: String,
+    /// Wire id.
+    pub id: u32,
+    tx: SyncSender<Request>,
+    frames: broadcast::Sender<Arc<TickFrame>>,
+    /// AOI grid and bounds as announced to clients.
+    pub info: Arc<Mutex<proto::WorldInfo>>,
+    /// Live counters.
+    pub stats: Arc<WorldStats>,
+    /// Why the thread died, if it did.
+    pub death: Arc<Mutex<Option<String>>>,
+    /// The scenario the world was last loaded from (to restart a dead world).
+    pub origin: Arc<Mutex<(Scenario, Option<String>)>>,
+    /// The newest frame, so a new subscriber gets keyframes at once (also while paused).
+    pub latest: Arc<Mutex<Option<Arc<TickFrame>>>>,
+    /// Subscriptions per send rate (`every_n_ticks`, index = rate): the world keeps the cells
+    /// of each rate in use.
+    pub rates: Arc<RateUsers>,
+}
+
+/// How many subscriptions use each send rate; index 0 and 1 are unused (every tick is always
+/// kept).
+#[derive(Debug)]
+pub struct RateUsers(Vec<AtomicU32>);
+
+impl RateUsers {
+    fn new(max: u32) -> Self {
+        RateUsers((0..=max.max(1)).map(|_| AtomicU32::new(0)).collect())
+    }
+
+    /// The largest rate allowed.
+    pub fn max(&self) -> u32 {
+        (self.0.len() - 1) as u32
+    }
+
+    /// Registers one subscription of rate `n`, until the guard drops.
+    pub fn hold(self: &Arc<Self>, n: u32) -> RateGuard {
+        if let Some(c) = self.0.get(n as usize).filter(|_| n > 1) {
+            c.fetch_add(1, Ordering::Relaxed);
+        }
+        RateGuard { users: self.clone(), n }
+    }
+
+    /// Rates (> 1) with at least one subscription.
+    fn in_use(&self) -> impl Iterator<Item = u32> + '_ {
+        self.0.iter().enumerate().skip(2).filter(|(_, c)| c.load(Ordering::Relaxed) > 0).map(|(n, _)| n as u32)
+    }
+}
+
+/// One subscription's hold on a send rate.
+#[derive(Debug)]
+pub struct RateGuard {
+    users: Arc<RateUsers>,
+    n: u32,
+}
+
+impl Drop for RateGuard {
+    fn drop(&mut self) {
+        if let Some(c) = self.users.0.get(self.n as usize).filter(|_| self.n > 1) {
+            c.fetch_sub(1, Ordering::Relaxed);
+        }
+    }
+}
+
+impl WorldHandle {
+    /// Starts the world thread.
+    pub fn start(spawn: WorldSpawn, metrics: Arc<Metrics>) -> Result<Self, CmdError> {
+        let mut scenario = spawn.scenario;
+        let (world, replay) = match spawn.replay {
+            Some(r) => (r.world, Some(ReplayState { player: r.player, recording: r.recording, speed: 1.0, max_speed: r.max_speed })),
+            None => {
+                let w = build_world(&scenario, spawn.max_agents, spawn.max_spawn)?;
+                super::admission::check_scenario(&scenario, &w, &spawn.crowding).map_err(CmdError::Sim)?;
+                (w, None)
+            }
+        };
+        if let Some(r) = &replay {
+            let d = r.player.verification().divergences;
+            if d > 0 {
+                metrics.replay_divergences.inc_by(d);
+            }
+        }
+        // A replay world records nothing (it changes only as its recording says).
+        let recorder = if replay.is_some() { None } else { spawn.recorder };
+        if scenario.name.is_empty() {
+            scenario.name = spawn.name.clone();
+        }
+        let info = world_info(spawn.id, &spawn.name, &world, spawn.max_aoi_cells);
+        let (tx, rx) = std::sync::mpsc::sync_channel(spawn.queue.max(1));
+        let (frames, _) = broadcast::channel(spawn.frame_buffer.max(1));
+        let stats = Arc::new(WorldStats::default());
+        stats.alive.store(true, Ordering::SeqCst);
+        stats.tick_rate_milli.store((world.config().tick_rate * 1000.0) as u32, Ordering::Relaxed);
+        stats.effective_tick_rate_milli.store((world.config().tick_rate * 1000.0) as u32, Ordering::Relaxed);
+        stats.agents.store(world.agents().len() as u64, Ordering::Relaxed);
+        let handle = WorldHandle {
+            name: spawn.name.clone(),
+            id: spawn.id,
+            tx,
+            frames: frames.clone(),
+            info: Arc::new(Mutex::new(info.clone())),
+            stats: stats.clone(),
+            death: Arc::new(Mutex::new(None)),
+            origin: Arc::new(Mutex::new((scenario.clone(), spawn.scenario_name.clone()))),
+            latest: Arc::new(Mutex::new(None)),
+            rates: Arc::new(RateUsers::new(spawn.max_every_n_ticks)),
+        };
+        // Unbounded, but it holds at most the jobs in the builder's bounded queue.
+        let (field_tx, field_rx) = std::sync::mpsc::channel();
+        let runner = Runner {
+            name: spawn.name.clone(),
+            id: spawn.id,
+            world,
+            scenario,
+            scenario_name: spawn.scenario_name,
+            owners: HashMap::new(),
+            teams: HashMap::new(),
+            buckets: HashMap::new(),
+            gone: HashMap::new(),
+            next_orphan_check: Instant::now(),
+            policy: spawn.policy,
+            players: spawn.players,
+            encoders: Vec::new(),
+            keys: Vec::new(),
+            rate_sets: Vec::new(),
+            rate_users: handle.rates.clone(),
+            max_shared: spawn.max_shared_messages,
+            info,
+            frames,
+            paused: spawn.paused,
+            autosave: false,
+            max_catchup: spawn.max_catchup_ticks.max(1),
+            max_agents: spawn.max_agents,
+            max_spawn: spawn.max_spawn,
+            crowding: spawn.crowding,
+            max_aoi_cells: spawn.max_aoi_cells,
+            stats: stats.clone(),
+            metrics,
+            shared_info: handle.info.clone(),
+            origin: handle.origin.clone(),
+            latest: handle.latest.clone(),
+            tick_offset: 0,
+            reset_pending: false,
+            fields: spawn.fields,
+            field_tx,
+            field_rx,
+            pipeline: PipelineStats::default(),
+            sim_pool: spawn.sim_pool,
+            on_solo: false,
+            parallel_min: spawn.parallel_step_min_agents,
+            checksum_every: u64::from(spawn.checksum_every_ticks.max(1)),
+            max_requests_per_turn: spawn.max_requests_per_turn.max(1),
+            owned: HashMap::new(),
+            stepping: None,
+            window: RateWindow::new(Instant::now()),
+            rec: crate::record::Hook::new(recorder, spawn.max_agents, spawn.max_spawn),
+            replay,
+        };
+        let mut runner = runner;
+        if runner.replay.is_none() {
+            runner.rec.started(&runner.name, &runner.scenario);
+        }
+        let death = handle.death.clone();
+        let name = spawn.name;
+        std::thread::Builder::new()
+            .name(format!("world-{name}"))
+            .spawn(move || {
+                let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(move || {
+                    let mut r = runner;
+                    // The runner runs on a one-thread rayon pool of its own, so that a small
+                    // world's step runs its parallel loops inline: no hand-off to another
+                    // thread, and no wake-up of a sleeping one, on any tick.
+                    match solo_pool(&r.name) {
+                        Some(pool) => {
+                            r.on_solo = true;
+                            pool.install(move || {
+                                r.reset_encoders();
+                                r.run(rx);
+                            });
+                        }
+                        None => {
+                            r.reset_encoders();
+                            r.run(rx);
+                        }
+                    }
+                }));
+                stats.alive.store(false, Ordering::SeqCst);
+                if let Err(p) = result {
+                    let msg = p
+                        .downcast_ref::<&str>()
+                        .map(|s| s.to_string())
+                        .or_else(|| p.downcast_ref::<String>().cloned())
+                        .unwrap_or_else(|| "panic".into());
+                    tracing::error!(world = %name, "world thread panicked: {msg}");
+                    if let Ok(mut d) = death.lock() {
+                        *d = Some(msg);
+                    }
+                }
+            })
+            .map_err(|e| CmdError::Invalid(format!("cannot start world thread: {e}")))?;
+        Ok(handle)
+    }
+
+    /// Asks the world thread to panic (fault injection; see [`Request::Panic`]).
+    pub fn inject_panic(&self) -> Result<(), CmdError> {
+        self.send(Request::Panic)
+    }
+
+    /// True while the world thread runs.
+    pub fn alive(&self) -> bool {
+        self.stats.alive.load(Ordering::SeqCst)
+    }
+
+    /// A receiver of tick frames.
+    pub fn subscribe(&self) -> broadcast::Receiver<Arc<TickFrame>> {
+        self.frames.subscribe()
+    }
+
+    /// The newest published frame.
+    pub fn latest(&self) -> Option<Arc<TickFrame>> {
+        self.latest.lock().ok().and_then(|l| l.clone())
+    }
+
+    /// Number of frame receivers.
+    pub fn subscribers(&self) -> usize {
+        self.frames.receiver_count()
+    }
+
+    /// The AOI grid as announced.
+    pub fn world_info(&self) -> proto::WorldInfo {
+        self.info.lock().map(|i| i.clone()).unwrap_or_else(|p| p.into_inner().clone())
+    }
+
+    fn send(&self, req: Request) -> Result<(), CmdError> {
+        match self.tx.try_send(req) {
+            Ok(()) => Ok(()),
+            Err(TrySendError::Full(_)) => Err(CmdError::Busy(self.name.clone())),
+            Err(TrySendError::Disconnected(_)) => Err(CmdError::Dead(self.name.clone())),
+        }
+    }
+
+    /// Sends a request built around a reply channel and awaits the answer.
+    pub async fn ask<T>(&self, make: impl FnOnce(Reply<T>) -> Request) -> Result<T, CmdError> {
+        let (tx, rx) = oneshot::channel();
+        self.send(make(tx))?;
+        rx.await.map_err(|_| CmdError::Dead(self.name.clone()))?
+    }
+
+    /// Applies several sim commands for one actor (see [`Request::ApplyMany`]).
+    pub async fn apply_many(&self, cmds: Vec<Command>, actor: Actor) -> Result<Outcome, CmdError> {
+        self.ask(|reply| Request::ApplyMany { cmds, actor, reply }).await
+    }
+
+    /// Applies a sim command.
+    pub async fn apply(&self, cmd: Command, actor: Actor) -> Result<Outcome, CmdError> {
+        self.ask(|reply| Request::Apply { cmd, actor, reply }).await
+    }
+
+    /// Asks the thread to stop. The flag is seen at the next turn of its loop even when the
+    /// queue is full; the message only wakes a thread waiting for requests.
+    pub fn shutdown(&self) {
+        self.stats.stop.store(true, Ordering::SeqCst);
+        let _ = self.tx.try_send(Request::Shutdown);
+    }
+
+    /// True if the world cannot keep its tick rate (see [`WorldStats::overloaded`]).
+    pub fn overloaded(&self) -> bool {
+        self.stats.overloaded.load(Ordering::Relaxed)
+    }
+
+    /// Ticks per second the world actually ran over the last window (about 1 s).
+    pub fn effective_tick_rate(&self) -> f64 {
+        f64::from(self.stats.effective_tick_rate_milli.load(Ordering::Relaxed)) / 1000.0
+    }
+}
+
+/// The tick schedule's catch-up rule. A tick was due at `next`; it is now `now`. If the world
+/// is more than `max_catchup` whole periods late, the excess is dropped (counted, not run):
+/// returns the deadline to treat as this tick's (moved forward by the dropped periods) and how
+/// many ticks were dropped. At most `max_catchup` late ticks then run back to back, so there is
+/// never a burst (tokio's `interval` would burst by default).
+pub fn catch_up(next: Instant, now: Instant, period: Duration, max_catchup: u32) -> (Instant, u64) {
+    let late = now.saturating_duration_since(next);
+    let behind = (late.as_secs_f64() / period.as_secs_f64()) as u64;
+    if behind > u64::from(max_catchup) {
+        let dropped = behind - u64::from(max_catchup);
+        (next + period.mul_f64(dropped as f64), dropped)
+    } else {
+        (next, 0)
+    }
+}
+
+/// Builds a world from a scenario with the server's caps applied.
+pub fn build_world(scenario: &Scenario, max_agents: usize, max_spawn: usize) -> Result<World, CmdError> {
+    let total: usize = scenario.groups.iter().map(|g| g.agent_count()).sum();
+    if total > max_agents {
+        return Err(CmdError::Sim(SimError::LimitExceeded { what: "agents".into(), max: max_agents }));
+    }
+    let mut world = scenario.build().map_err(|e| CmdError::Invalid(e.to_string()))?;
+    world.set_caps(max_agents, max_spawn);
+    Ok(world)
+}
+
+/// AOI grid of a world: cells of 50 units, grown until there are at most `max_cells`.
+pub fn world_info(id: u32, name: &str, world: &World, max_cells: u32) -> proto::WorldInfo {
+    let b = world.config().bounds;
+    let rect = proto::Rect { min_x: b.min.x, min_y: b.min.y, max_x: b.max.x, max_y: b.max.y };
+    let mut cell = 50.0f32;
+    loop {
+        let info = proto::WorldInfo::new(id, name, rect, cell);
+        if u64::from(info.cols) * u64::from(info.rows) <= u64::from(max_cells.max(1)) {
+            return info;
+        }
+        cell *= 1.5;
+    }
+}
+
+
+/// A replay world's state on its thread.
+struct ReplayState {
+    player: Box<crate::record::player::Player>,
+    recording: String,
+    speed: f64,
+    max_speed: f64,
+}
+
+/// Longest a tick waits for a builder finishing a field it needs (then it builds the field).
+const FIELD_WAIT: Duration = Duration::from_secs(2);
+
+/// Longest the loop sleeps waiting for a request (so a stop flag is seen even at 0.1 Hz).
+const MAX_IDLE_WAIT: Duration = Duration::from_millis(100);
+
+/// Length of the window over which the effective tick rate and `overloaded` are measured.
+const RATE_WINDOW: Duration = Duration::from_secs(1);
+
+/// Ticks run and ticks dropped since `start` (the effective tick rate and overload window).
+struct RateWindow {
+    start: Instant,
+    ticks: u64,
+    dropped: u64,
+}
+
+impl RateWindow {
+    fn new(start: Instant) -> Self {
+        RateWindow { start, ticks: 0, dropped: 0 }
+    }
+}
+
+/// What the loop does after serving a request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Flow {
+    Go,
+    Stop,
+}
+
+struct Runner {
+    name: String,
+    id: u32,
+    world: World,
+    scenario: Scenario,
+    scenario_name: Option<String>,
+    /// The owner of each owned agent (agents of the scenario and of the admin have none).
+    owners: HashMap<AgentId, Arc<str>>,
+    /// The team of every player known here (owners, and players who commanded here).
+    teams: HashMap<Arc<str>, Option<Arc<str>>>,
+    /// Spawn-rate token bucket per player: (tokens, last refill).
+    buckets: HashMap<Arc<str>, (f64, Instant)>,
+    /// Owners without a connection: since when, and whether the orphan policy was applied.
+    gone: HashMap<Arc<str>, (Instant, bool)>,
+    next_orphan_check: Instant,
+    policy: crate::config::WorldPolicy,
+    players: Arc<super::players::Players>,
+    encoders: Vec<proto::CellEncoder>,
+    keys: Vec<Arc<Shared<proto::ServerMsg>>>,
+    /// Encoders and keys of each send rate in use other than 1.
+    rate_sets: Vec<RateSet>,
+    rate_users: Arc<RateUsers>,
+    max_shared: usize,
+    info: proto::WorldInfo,
+    shared_info: Arc<Mutex<proto::WorldInfo>>,
+    frames: broadcast::Sender<Arc<TickFrame>>,
+    paused: bool,
+    autosave: bool,
+    max_catchup: u32,
+    max_agents: usize,
+    max_spawn: usize,
+    crowding: super::admission::Crowding,
+    max_aoi_cells: u32,
+    stats: Arc<WorldStats>,
+    metrics: Arc<Metrics>,
+    origin: Arc<Mutex<(Scenario, Option<String>)>>,
+    latest: Arc<Mutex<Option<Arc<TickFrame>>>>,
+    /// Added to the world's tick on the wire, so that ticks never go back when a world is
+    /// replaced (load/reset) and clients' chains stay well ordered.
+    tick_offset: u64,
+    /// The next publish marks its frame as a reset.
+    reset_pending: bool,
+    fields: Arc<FieldBuilder>,
+    field_tx: std::sync::mpsc::Sender<FlowField>,
+    field_rx: std::sync::mpsc::Receiver<FlowField>,
+    /// Pipeline counters at the last tick (the metrics count the differences).
+    pipeline: PipelineStats,
+    /// Steps large worlds.
+    sim_pool: Arc<rayon::ThreadPool>,
+    /// The runner runs on a one-thread pool of its own, which steps this world while it is
+    /// small: a tick never hands work to, or waits at a parallel join for, a thread the OS has
+    /// given to someone else (false if that pool could not start: then the shared pool steps it).
+    on_solo: bool,
+    /// Agent count from which the shared pool steps this world.
+    parallel_min: usize,
+    /// Frames carry checksums on ticks that are multiples of this (≥ 1).
+    checksum_every: u64,
+    /// Requests served per turn of the loop (≥ 1).
+    max_requests_per_turn: usize,
+    /// Agents each player owns (the counts of `owners`).
+    owned: HashMap<Arc<str>, usize>,
+    /// A `Step` in progress: ticks left and whom to answer when they are done.
+    stepping: Option<(u32, Reply<u64>)>,
+    /// Effective tick rate and overload measurement.
+    window: RateWindow,
+    /// Recording: sees every change to `world` (commands, tick rate, pauses, steps, loads).
+    rec: crate::record::Hook,
+    /// Set for a read-only replay world: its recording, keyframes and playback speed.
+    replay: Option<ReplayState>,
+}
+
+/// The cells of one send rate: diffed every `span` ticks.
+struct RateSet {
+    span: u32,
+    encoders: Vec<proto::CellEncoder>,
+    keys: Vec<Arc<Shared<proto::ServerMsg>>>,
+}
+
+impl RateSet {
+    /// A rate whose cells start at the current state (their keyframes are what its subscribers
+    /// start from).
+    fn new(span: u32, world: u32, per_cell: &[Vec<proto::QAgent>], tick: u64, q: &proto::Quantization) -> Self {
+        let mut encoders: Vec<proto::CellEncoder> = (0..per_cell.len()).map(|c| proto::CellEncoder::new(proto::FrameScope { world, cell: c as u32 })).collect();
+        for (enc, cell) in encoders.iter_mut().zip(per_cell) {
+            if let Err(e) = enc.update(cell.clone(), tick, q, false) {
+                tracing::error!("cannot encode a cell of rate {span}: {e}");
+            }
+        }
+        let keys = encoders.iter().map(|e| Arc::new(Shared::new(proto::ServerMsg::Keyframe(e.keyframe(false))))).collect();
+        RateSet { span, encoders, keys }
+    }
+
+    /// This tick's cells of the rate: diffed when the tick is one of its ticks.
+    fn cells(&mut self, per_cell: &[Vec<proto::QAgent>], tick: u64, q: &proto::Quantization) -> super::frames::RateCells {
+        let due = tick % u64::from(self.span) == 0;
+        let mut cells = Vec::with_capacity(self.keys.len());
+        for (c, key) in self.keys.iter_mut().enumerate() {
+            let mut delta = None;
+            if let (true, Some(enc), Some(next)) = (due, self.encoders.get_mut(c), per_cell.get(c)) {
+                match enc.update(next.clone(), tick, q, false) {
+                    Ok(Some(d)) => {
+                        *key = Arc::new(Shared::new(proto::ServerMsg::Keyframe(enc.keyframe(false))));
+                        delta = Some(Arc::new(Shared::new(proto::ServerMsg::Delta(d))));
+                    }
+                    Ok(None) => {}
+                    Err(e) => tracing::error!("cell {c} of rate {}: cannot encode delta: {e}", self.span),
+                }
+            }
+            cells.push(CellFrame { delta, key: key.clone() });
+        }
+        super::frames::RateCells { span: self.span, due, cells }
+    }
+}
+
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn catch_up_runs_at_most_the_bound_and_drops_the_rest() {
+        let p = Duration::from_millis(50);
+        let t0 = Instant::now();
+        // On time, or less than a period late: nothing dropped.
+        assert_eq!(catch_up(t0, t0, p, 3), (t0, 0));
+        assert_eq!(catch_up(t0, t0 + Duration::from_millis(49), p, 3), (t0, 0));
+        // 3 periods late with bound 3: run them all (no drop).
+        assert_eq!(catch_up(t0, t0 + Duration::from_millis(150), p, 3), (t0, 0));
+        // A 2 s stall at 20 Hz = 40 periods late: keep 3, drop 37.
+        let (due, dropped) = catch_up(t0, t0 + Duration::from_secs(2), p, 3);
+        assert_eq!(dropped, 37);
+        assert_eq!(due, t0 + p * 37);
+        // After the dropped time, the remaining lateness is within the bound: at most 3 more
+        // ticks run back to back before the schedule is on time again.
+        let late_after = (t0 + Duration::from_secs(2)).duration_since(due);
+        assert!(late_after < p * 4, "{late_after:?}");
+    }
+
+    #[test]
+    fn world_info_grows_cells_to_fit_the_cap() {
+        let sc = crate::scenario::Scenario::from_json(r#"{"bounds": {"min": {"x": 0, "y": 0}, "max": {"x": 10000, "y": 10000}}}"#).unwrap();
+        let w = sc.build().unwrap();
+        let info = world_info(1, "w", &w, 1000);
+        assert!(info.cell_count() <= 1000, "{}", info.cell_count());
+        assert!(info.aoi_cell_size > 50.0);
+        let small = world_info(1, "w", &w, 1_000_000);
+        assert_eq!(small.aoi_cell_size, 50.0);
+        assert_eq!(small.cols, 200);
+    }
+}

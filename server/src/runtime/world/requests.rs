@@ -1,0 +1,352 @@
+//! Each request of the closed set answered on the world thread.
+
+use super::*;
+
+impl Runner {
+    /// Replaces the world by one built from `scenario`; with `admit`, its groups must pass the
+    /// crowding bounds (load and reset; a recording's re-base is the world as it is).
+    pub(super) fn replace_world(&mut self, scenario: Scenario, name: Option<String>, admit: bool) -> Result<u64, CmdError> {
+        let world = build_world(&scenario, self.max_agents, self.max_spawn)?;
+        if admit {
+            crate::runtime::admission::check_scenario(&scenario, &world, &self.crowding).map_err(CmdError::Sim)?;
+        }
+        self.tick_offset = self.wire_tick() + 1;
+        self.world = world;
+        // Fields still being built were for the old world: a new channel leaves them unheard.
+        (self.field_tx, self.field_rx) = std::sync::mpsc::channel();
+        self.pipeline = PipelineStats::default();
+        if let Ok(mut o) = self.origin.lock() {
+            *o = (scenario.clone(), name.clone());
+        }
+        self.rec.started(&self.name, &scenario);
+        self.scenario = scenario;
+        self.scenario_name = name;
+        self.owners.clear();
+        self.owned.clear();
+        self.reset_encoders();
+        // Subscribers resync from this frame's keyframes.
+        self.reset_pending = true;
+        self.publish();
+        Ok(self.wire_tick())
+    }
+
+    pub(super) fn handle(&mut self, req: Request) {
+        // A replay world refuses every change but play/pause, with the reason.
+        let refused = match &req {
+            Request::Apply { cmd, .. } => Some(command_kind(cmd)),
+            Request::ApplyMany { cmds, .. } => Some(cmds.first().map_or("a command", command_kind)),
+            Request::Patch { tick_rate: Some(_), .. } => Some("a tick-rate change"),
+            Request::Patch { autosave: Some(true), .. } => Some("autosave"),
+            Request::Step { .. } => Some("a step"),
+            Request::Reset { .. } => Some("a reset"),
+            Request::Load { .. } => Some("a load"),
+            Request::RandomObstacles { .. } => Some("random obstacles"),
+            Request::Recording { on: true, .. } => Some("recording"),
+            Request::Kick { .. } => Some("a kick"),
+            Request::SetOwner { .. } => Some("an owner change"),
+            _ => None,
+        };
+        if let Some(what) = refused
+            && let Err(e) = self.read_only(what)
+        {
+            self.metrics.command("replay_refused", false);
+            return refuse(req, e);
+        }
+        match req {
+            Request::Apply { cmd, actor, reply } => {
+                let r = self.apply_for(vec![cmd], &actor);
+                let _ = reply.send(r);
+            }
+            Request::ApplyMany { cmds, actor, reply } => {
+                let r = self.apply_for(cmds, &actor);
+                let _ = reply.send(r);
+            }
+            Request::Players { reply } => {
+                let mut v: Vec<WorldPlayer> = self
+                    .teams
+                    .keys()
+                    .map(|p| WorldPlayer {
+                        player: p.to_string(),
+                        agents: self.owned.get(p).copied().unwrap_or(0),
+                        orphaned: self.gone.get(p).is_some_and(|g| g.1),
+                    })
+                    .collect();
+                v.sort_by(|a, b| a.player.cmp(&b.player));
+                let _ = reply.send(Ok(v));
+            }
+            Request::Kick { player, reply } => {
+                let key: Arc<str> = Arc::from(player.as_str());
+                let n = self.owned.get(&key).copied().unwrap_or(0);
+                self.gone.insert(key.clone(), (Instant::now(), true));
+                self.apply_orphan_policy(&key);
+                let _ = reply.send(Ok(n));
+            }
+            Request::SetOwner { agent, player, team, reply } => {
+                let r = if self.world.agent(agent).is_none() {
+                    Err(CmdError::Sim(SimError::UnknownAgent(agent)))
+                } else {
+                    self.disown(agent);
+                    if let Some(p) = player {
+                        let key: Arc<str> = Arc::from(p.as_str());
+                        self.teams.insert(key.clone(), team.as_deref().map(Arc::from));
+                        self.own(agent, key);
+                    }
+                    Ok(())
+                };
+                let _ = reply.send(r);
+            }
+            Request::Agents { limit, reply } => {
+                let v = self.world.agents().iter().take(limit).map(|a| self.agent_view(a)).collect();
+                let _ = reply.send(Ok(v));
+            }
+            Request::Agent { id, reply } => {
+                let r = self.world.agent(id).map(|a| self.agent_view(a)).ok_or(CmdError::Sim(SimError::UnknownAgent(id)));
+                let _ = reply.send(r);
+            }
+            Request::FlowField { agent, max_side, reply } => {
+                let _ = reply.send(self.flow_field_view(agent, max_side));
+            }
+            Request::Avoidance { agent, reply } => {
+                let _ = reply.send(self.avoidance_view(agent));
+            }
+            Request::Obstacles { reply } => {
+                let v = self.world.obstacles().iter().map(|o| ObstacleView { id: o.id, center: o.center.to_array(), radius: o.radius }).collect();
+                let _ = reply.send(Ok(v));
+            }
+            Request::Walls { reply } => {
+                let v = self.world.walls().iter().map(|w| WallView { id: w.id, a: w.a.to_array(), b: w.b.to_array() }).collect();
+                let _ = reply.send(Ok(v));
+            }
+            Request::Snapshot { reply } => {
+                let q = self.quant();
+                let snap = Snapshot {
+                    world: self.name.clone(),
+                    tick: self.wire_tick(),
+                    agents: self.world.agents().iter().map(|a| self.agent_view(a)).collect(),
+                    obstacles: self.world.obstacles().iter().map(|o| ObstacleView { id: o.id, center: o.center.to_array(), radius: o.radius }).collect(),
+                    walls: self.world.walls().iter().map(|w| WallView { id: w.id, a: w.a.to_array(), b: w.b.to_array() }).collect(),
+                    quantized: self.world.agents().iter().map(|a| q.quantize(&convert::sample(a))).collect(),
+                };
+                let _ = reply.send(Ok(snap));
+            }
+            Request::Info { reply } => {
+                let _ = reply.send(Ok(self.info_view()));
+            }
+            Request::Patch { tick_rate, paused, autosave, reply } => {
+                let r = (|| {
+                    if let Some(rate) = tick_rate {
+                        self.world.set_tick_rate(rate).map_err(CmdError::Sim)?;
+                        self.rec.tick_rate(&self.world, rate);
+                        self.stats.tick_rate_milli.store((rate * 1000.0) as u32, Ordering::Relaxed);
+                    }
+                    if let Some(p) = paused {
+                        self.paused = p;
+                        self.rec.paused(&self.world, p);
+                    }
+                    if let Some(a) = autosave {
+                        self.autosave = a;
+                    }
+                    Ok(self.info_view())
+                })();
+                let _ = reply.send(r);
+            }
+            Request::Step { ticks, reply } => {
+                // Run in chunks by the loop, between which it serves requests.
+                if self.stepping.is_some() {
+                    let _ = reply.send(Err(CmdError::Busy(self.name.clone())));
+                } else if ticks == 0 {
+                    let _ = reply.send(Ok(self.wire_tick()));
+                } else {
+                    self.stepping = Some((ticks, reply));
+                }
+            }
+            Request::Reset { reply } => {
+                let sc = self.scenario.clone();
+                let name = self.scenario_name.clone();
+                let _ = reply.send(self.replace_world(sc, name, true));
+            }
+            Request::Load { scenario, name, reply } => {
+                let _ = reply.send(self.replace_world(*scenario, Some(name), true));
+            }
+            Request::Save { reply } => {
+                let _ = reply.send(Ok(Box::new(crate::scenario::snapshot_scenario(&self.world, &self.scenario))));
+            }
+            Request::RandomObstacles { spec, reply } => {
+                let r = (|| {
+                    let existing: Vec<(glam::Vec2, f32)> = self.world.obstacles().iter().map(|o| (o.center, o.radius)).collect();
+                    let placed = crate::scenario::place_random_obstacles(self.world.config().bounds, &spec, &existing, self.world.config().seed)?;
+                    let room = self.world.config().max_obstacles.saturating_sub(self.world.obstacles().len());
+                    if placed.len() > room {
+                        return Err(SimError::LimitExceeded { what: "obstacles".into(), max: self.world.config().max_obstacles });
+                    }
+                    let shape = crate::runtime::admission::static_shape(self.world.config());
+                    let adding: u64 = placed.iter().map(|&(c, r)| {
+                        let (lo, hi) = crate::runtime::admission::obstacle_box(c, r);
+                        crate::runtime::admission::box_cells(&shape, lo, hi)
+                    }).sum();
+                    crate::runtime::admission::check_static(crate::runtime::admission::static_cells(&self.world, &shape) + adding, "max_radius", &self.crowding)?;
+                    placed
+                        .into_iter()
+                        .map(|(center, radius)| match self.apply(Command::AddObstacle { center, radius })? {
+                            Outcome::Added(id) => Ok(id),
+                            other => Err(SimError::invalid("obstacles", format!("unexpected outcome {other:?}"))),
+                        })
+                        .collect::<Result<Vec<u32>, SimError>>()
+                })()
+                .map_err(CmdError::from);
+                self.metrics.command("random_obstacles", r.is_ok());
+                let _ = reply.send(r);
+            }
+            Request::Replay { op, reply } => {
+                let _ = reply.send(self.replay_op(op));
+            }
+            Request::Recording { on, digests, reply } => {
+                let r = self.set_recording(on, digests).map(|()| self.info_view());
+                let _ = reply.send(r);
+            }
+            Request::Shutdown => {}
+            Request::Panic => panic!("fault injection: a world thread panic was asked for"),
+        }
+    }
+
+    /// Applies a sim command: the one place commands reach the `World`, so the recording sees
+    /// every one (REST, WebSocket, admin edits, random obstacles).
+    pub(super) fn apply(&mut self, cmd: Command) -> Result<Outcome, SimError> {
+        self.rec.command(&self.world, &cmd);
+        self.world.apply(cmd)
+    }
+
+    /// Starts or stops recording. A world changed since its load cannot be rebuilt from its
+    /// scenario, and a snapshot (`snapshot_scenario`) keeps positions, not velocities, orders or
+    /// per-agent behaviour changes: so the world is first re-based on that snapshot (as a save
+    /// then load would do; subscribers get a reset), and the recording starts from it. The
+    /// world's scenario for `reset` stays the one it was loaded from.
+    pub(super) fn set_recording(&mut self, on: bool, digests: Option<bool>) -> Result<(), CmdError> {
+        if !on {
+            self.rec.stop(&self.world, "stopped by request");
+            return Ok(());
+        }
+        if self.rec.active() {
+            return Ok(());
+        }
+        if self.rec.pristine() {
+            let sc = self.scenario.clone();
+            return self.rec.start(&self.name, &sc, digests, false).map_err(CmdError::Invalid);
+        }
+        let snap = crate::scenario::snapshot_scenario(&self.world, &self.scenario);
+        let (base, base_name) = (self.scenario.clone(), self.scenario_name.clone());
+        self.replace_world(snap.clone(), base_name.clone(), false)?;
+        self.scenario = base.clone();
+        if let Ok(mut o) = self.origin.lock() {
+            *o = (base, base_name);
+        }
+        self.rec.start(&self.name, &snap, digests, true).map_err(CmdError::Invalid)
+    }
+}
+
+/// Answers a refused request with `e` (nothing was changed).
+pub(super) fn refuse(req: Request, e: CmdError) {
+    match req {
+        Request::Apply { reply, .. } | Request::ApplyMany { reply, .. } => {
+            let _ = reply.send(Err(e));
+        },
+        Request::Patch { reply, .. } | Request::Recording { reply, .. } => {
+            let _ = reply.send(Err(e));
+        },
+        Request::Step { reply, .. } | Request::Reset { reply } | Request::Load { reply, .. } => {
+            let _ = reply.send(Err(e));
+        },
+        Request::RandomObstacles { reply, .. } => {
+            let _ = reply.send(Err(e));
+        },
+        Request::Kick { reply, .. } => {
+            let _ = reply.send(Err(e));
+        },
+        Request::SetOwner { reply, .. } => {
+            let _ = reply.send(Err(e));
+        },
+        Request::Agents { reply, .. } => {
+            let _ = reply.send(Err(e));
+        },
+        Request::Agent { reply, .. } => {
+            let _ = reply.send(Err(e));
+        },
+        Request::FlowField { reply, .. } => {
+            let _ = reply.send(Err(e));
+        },
+        Request::Avoidance { reply, .. } => {
+            let _ = reply.send(Err(e));
+        },
+        Request::Obstacles { reply } => {
+            let _ = reply.send(Err(e));
+        },
+        Request::Walls { reply } => {
+            let _ = reply.send(Err(e));
+        },
+        Request::Snapshot { reply } => {
+            let _ = reply.send(Err(e));
+        },
+        Request::Info { reply } => {
+            let _ = reply.send(Err(e));
+        },
+        Request::Save { reply } => {
+            let _ = reply.send(Err(e));
+        },
+        Request::Players { reply } => {
+            let _ = reply.send(Err(e));
+        },
+        Request::Replay { reply, .. } => {
+            let _ = reply.send(Err(e));
+        },
+        Request::Shutdown | Request::Panic => {}
+    }
+}
+
+/// Most players a world remembers (owners, and players who commanded in it).
+pub(super) const MAX_KNOWN_PLAYERS: usize = 100_000;
+
+/// How often a world looks for owners whose grace period is over.
+pub(super) const ORPHAN_CHECK: Duration = Duration::from_millis(250);
+
+/// Agents the spawns among `cmds` create.
+pub(super) fn spawn_count(cmds: &[Command]) -> usize {
+    cmds.iter()
+        .map(|c| match c {
+            Command::Spawn(spec) => match &spec.area {
+                crate::sim::world::SpawnArea::Points(p) => p.len(),
+                _ => spec.count,
+            },
+            _ => 0,
+        })
+        .fold(0usize, usize::saturating_add)
+}
+
+/// The agents a command acts on (ownership is checked for these).
+pub(super) fn command_agents(c: &Command) -> Vec<AgentId> {
+    match c {
+        Command::Despawn(id) => vec![*id],
+        Command::SetBehaviors { agent, .. }
+        | Command::AddBehavior { agent, .. }
+        | Command::RemoveBehavior { agent, .. }
+        | Command::ResetBehaviors { agent } => vec![*agent],
+        Command::MoveTo { agents, .. } => agents.clone(),
+        Command::Spawn(_) | Command::AddObstacle { .. } | Command::MoveObstacle { .. } | Command::RemoveObstacle(_) | Command::AddWall { .. } | Command::RemoveWall(_) => Vec::new(),
+    }
+}
+
+pub(super) fn command_kind(c: &Command) -> &'static str {
+    match c {
+        Command::Spawn(_) => "spawn",
+        Command::Despawn(_) => "despawn",
+        Command::SetBehaviors { .. } => "set_behaviors",
+        Command::AddBehavior { .. } => "add_behavior",
+        Command::RemoveBehavior { .. } => "remove_behavior",
+        Command::ResetBehaviors { .. } => "reset_behaviors",
+        Command::AddObstacle { .. } => "add_obstacle",
+        Command::MoveObstacle { .. } => "move_obstacle",
+        Command::RemoveObstacle(_) => "remove_obstacle",
+        Command::AddWall { .. } => "add_wall",
+        Command::RemoveWall(_) => "remove_wall",
+        Command::MoveTo { .. } => "move_to",
+    }
+}

@@ -1,0 +1,329 @@
+//! The world thread's loop: serve the queue, tick on schedule, measure, replay.
+
+use super::*;
+
+impl Runner {
+    /// The tick as clients see it (monotonic across loads).
+    pub(super) fn wire_tick(&self) -> u64 {
+        self.tick_offset + self.world.tick()
+    }
+
+    /// The quantization of every world: fixed (the protocol default, announced in `Welcome`).
+    /// Its dead-reckoning predictor only has to be the same on both sides, so it must not follow
+    /// the world's tick rate, which can change at run time and differ between worlds.
+    pub(super) fn quant(&self) -> proto::Quantization {
+        proto::Quantization::default()
+    }
+
+    pub(super) fn period(&self) -> Duration {
+        let speed = self.replay.as_ref().map_or(1.0, |r| r.speed);
+        Duration::from_secs_f64(1.0 / (f64::from(self.world.config().tick_rate) * speed))
+    }
+
+    pub(super) fn run(&mut self, rx: Receiver<Request>) {
+        let _span = tracing::info_span!("world", name = %self.name).entered();
+        tracing::info!(agents = self.world.agents().len(), "world started");
+        let mut next = Instant::now() + self.period();
+        if self.replay.is_some() {
+            // A replay world may start paused: its subscribers get tick 0's keyframes at once.
+            self.publish();
+        }
+        loop {
+            if self.stats.stop.load(Ordering::SeqCst) {
+                break;
+            }
+            // Serve what is queued, a bounded number, without waiting: also (above all) when
+            // the tick is late, so that an overloaded world keeps answering.
+            if self.serve_queued(&rx) == Flow::Stop {
+                break;
+            }
+            self.check_orphans();
+            if self.stepping.is_some() {
+                self.step_chunk();
+                next = Instant::now() + self.period();
+                continue;
+            }
+            let now = Instant::now();
+            if self.paused {
+                self.measure(now, 0, 0);
+                if self.wait_for_request(&rx, now + self.period()) == Flow::Stop {
+                    break;
+                }
+                next = Instant::now() + self.period();
+                continue;
+            }
+            if now < next {
+                // On time: wait for requests until the tick is due.
+                if self.wait_for_request(&rx, next) == Flow::Stop {
+                    break;
+                }
+                continue;
+            }
+            let period = self.period();
+            let (due, dropped) = catch_up(next, now, period, self.max_catchup);
+            if dropped > 0 {
+                self.stats.overruns.fetch_add(dropped, Ordering::Relaxed);
+                self.metrics.overruns.inc_by(dropped);
+                // Said at once; cleared by a window without drops.
+                self.stats.overloaded.store(true, Ordering::Relaxed);
+            }
+            self.tick();
+            self.measure(Instant::now(), 1, dropped);
+            next = due + period;
+        }
+        if let Some((_, reply)) = self.stepping.take() {
+            let _ = reply.send(Err(CmdError::Dead(self.name.clone())));
+        }
+        self.rec.stop(&self.world, "world stopped");
+        tracing::info!("world stopped");
+    }
+
+    /// Serves up to `max_requests_per_turn` queued requests without waiting.
+    pub(super) fn serve_queued(&mut self, rx: &Receiver<Request>) -> Flow {
+        for _ in 0..self.max_requests_per_turn {
+            match rx.try_recv() {
+                Ok(Request::Shutdown) => return Flow::Stop,
+                Ok(req) => self.handle(req),
+                Err(std::sync::mpsc::TryRecvError::Empty) => return Flow::Go,
+                Err(std::sync::mpsc::TryRecvError::Disconnected) => return Flow::Stop,
+            }
+            if self.stats.stop.load(Ordering::SeqCst) {
+                return Flow::Stop;
+            }
+        }
+        Flow::Go
+    }
+
+    /// Waits until `until` (at most [`MAX_IDLE_WAIT`]) for one request and serves it.
+    pub(super) fn wait_for_request(&mut self, rx: &Receiver<Request>, until: Instant) -> Flow {
+        let wait = until.saturating_duration_since(Instant::now()).min(MAX_IDLE_WAIT);
+        match rx.recv_timeout(wait) {
+            Ok(Request::Shutdown) => Flow::Stop,
+            Ok(req) => {
+                self.handle(req);
+                Flow::Go
+            }
+            Err(RecvTimeoutError::Timeout) => Flow::Go,
+            Err(RecvTimeoutError::Disconnected) => Flow::Stop,
+        }
+    }
+
+    /// Counts ticks run and dropped; at the end of each window publishes the effective tick
+    /// rate and whether the world is overloaded (it dropped ticks during the window).
+    pub(super) fn measure(&mut self, now: Instant, ticks: u64, dropped: u64) {
+        self.window.ticks += ticks;
+        self.window.dropped += dropped;
+        let elapsed = now.saturating_duration_since(self.window.start);
+        if elapsed < RATE_WINDOW {
+            return;
+        }
+        let rate = self.window.ticks as f64 / elapsed.as_secs_f64();
+        self.stats.effective_tick_rate_milli.store((rate * 1000.0).min(f64::from(u32::MAX)) as u32, Ordering::Relaxed);
+        self.stats.overloaded.store(self.window.dropped > 0, Ordering::Relaxed);
+        self.window = RateWindow::new(now);
+    }
+
+    /// Runs a chunk of the `Step` in progress: ticks until about one period of work is done
+    /// (at least one tick), then publishes one frame. Answers when the last tick has run.
+    pub(super) fn step_chunk(&mut self) {
+        let Some((left, reply)) = self.stepping.take() else { return };
+        let budget = self.period();
+        let start = Instant::now();
+        let mut left = left;
+        let mut ran = 0;
+        while left > 0 {
+            self.advance();
+            left -= 1;
+            ran += 1;
+            if start.elapsed() >= budget {
+                break;
+            }
+        }
+        self.publish();
+        self.stats.tick.store(self.wire_tick(), Ordering::Relaxed);
+        self.stats.agents.store(self.world.agents().len() as u64, Ordering::Relaxed);
+        self.measure(Instant::now(), ran, 0);
+        if left == 0 {
+            let _ = reply.send(Ok(self.wire_tick()));
+        } else {
+            self.stepping = Some((left, reply));
+        }
+    }
+
+    /// One scheduled tick: step, then publish its frame.
+    pub(super) fn tick(&mut self) {
+        self.advance();
+        self.publish();
+        self.stats.tick.store(self.wire_tick(), Ordering::Relaxed);
+        self.stats.agents.store(self.world.agents().len() as u64, Ordering::Relaxed);
+    }
+
+    /// How this world's sim steps: inline on its own one-thread pool while small, else on the
+    /// shared pool.
+    pub(super) fn stepper(&self) -> impl FnMut(&mut World) + use<> {
+        let (pool, solo, min) = (self.sim_pool.clone(), self.on_solo, self.parallel_min);
+        move |w: &mut World| {
+            if solo && w.agents().len() < min {
+                let _ = w.step();
+            } else {
+                let _ = pool.install(|| w.step());
+            }
+        }
+    }
+
+    /// A replay world's tick: the recording's next step; at the end it pauses.
+    pub(super) fn advance_replay(&mut self) {
+        let start = Instant::now();
+        let mut run = self.stepper();
+        let Some(r) = self.replay.as_mut() else { return };
+        let before = r.player.verification().divergences;
+        match r.player.step_with(&mut self.world, &mut run) {
+            Ok(true) => {}
+            Ok(false) => self.paused = true,
+            Err(e) => {
+                tracing::error!("replay stopped: {e}");
+                self.paused = true;
+            }
+        }
+        if self.world.tick() >= r.player.end() {
+            self.paused = true;
+        }
+        let diverged = r.player.verification().divergences - before;
+        if diverged > 0 {
+            self.metrics.replay_divergences.inc_by(diverged);
+        }
+        self.stats.tick_rate_milli.store((self.world.config().tick_rate * 1000.0) as u32, Ordering::Relaxed);
+        self.metrics.tick_seconds.observe(start.elapsed().as_secs_f64());
+    }
+
+    /// Answers a replay control.
+    pub(super) fn replay_op(&mut self, op: ReplayOp) -> Result<ReplayView, CmdError> {
+        let mut run = self.stepper();
+        let Some(r) = self.replay.as_mut() else {
+            return Err(CmdError::Conflict(format!(
+                "world `{}` is not a replay world (create one with POST /worlds {{\"name\": ..., \"replay\": \"<recording>\"}})",
+                self.name
+            )));
+        };
+        match op {
+            ReplayOp::Get => {}
+            ReplayOp::Pause => self.paused = true,
+            // At the end there is nothing left to play: it stays paused there.
+            ReplayOp::Play => self.paused = self.world.tick() >= r.player.end(),
+            ReplayOp::Speed(s) => {
+                if !(s.is_finite() && s > 0.0 && s <= r.max_speed) {
+                    return Err(CmdError::Sim(SimError::invalid("speed", format!("must be above 0 and at most {} (limits.replay_max_speed)", r.max_speed))));
+                }
+                r.speed = s;
+            }
+            ReplayOp::Seek(t) => {
+                let before = r.player.verification().divergences;
+                let old_wire = self.tick_offset + self.world.tick();
+                let rep = r.player.seek_with(&mut self.world, t, &mut run).map_err(|e| CmdError::Invalid(e.to_string()))?;
+                let diverged = r.player.verification().divergences - before;
+                self.metrics.replay_divergences.inc_by(diverged);
+                self.metrics.replay_seeks.inc();
+                self.metrics.replay_seek_ticks.inc_by(rep.ticks_simulated);
+                if self.world.tick() >= r.player.end() {
+                    self.paused = true;
+                }
+                // The seek's events are history; the subscribers resync from keyframes.
+                drop(self.world.drain_events());
+                // Wire ticks never go back (as across a load): clients' chains stay ordered.
+                if self.tick_offset + self.world.tick() <= old_wire {
+                    self.tick_offset = old_wire + 1 - self.world.tick();
+                }
+                self.reset_encoders();
+                self.reset_pending = true;
+                self.publish();
+            }
+        }
+        self.replay_view().ok_or_else(|| CmdError::Conflict("not a replay world".into()))
+    }
+
+    pub(super) fn replay_view(&self) -> Option<ReplayView> {
+        let r = self.replay.as_ref()?;
+        let p = &r.player;
+        Some(ReplayView {
+            recording: r.recording.clone(),
+            tick: self.world.tick(),
+            end_tick: p.end(),
+            playing: !self.paused,
+            speed: r.speed,
+            max_speed: r.max_speed,
+            state_hash: format!("{:016x}", crate::sim::hash::state_hash(&self.world)),
+            keyframes: p.keyframes().len(),
+            keyframe_interval: p.keyframes().interval(),
+            keyframe_bytes: p.keyframes().bytes() as u64,
+            open_ticks: p.open_ticks,
+            seeks: p.seeks,
+            seek_ticks: p.seek_ticks,
+            last_seek: p.last_seek,
+            verification: p.verification().clone(),
+        })
+    }
+
+    /// Refuses what would change a replay world (it changes only as its recording says).
+    pub(super) fn read_only(&self, what: &str) -> Result<(), CmdError> {
+        match &self.replay {
+            Some(r) => Err(CmdError::ReadOnly(format!(
+                "world `{}` is a read-only replay of recording `{}`: {what} would change it (use /worlds/{}/replay/seek, play, pause, speed)",
+                self.name, r.recording, self.name
+            ))),
+            None => Ok(()),
+        }
+    }
+
+    /// Steps the world once (without publishing).
+    pub(super) fn advance(&mut self) {
+        if self.replay.is_some() {
+            self.advance_replay();
+            return;
+        }
+        let start = Instant::now();
+        self.collect_fields();
+        let world = &mut self.world;
+        if self.on_solo && world.agents().len() < self.parallel_min {
+            // On this world's own one-thread pool: the step's parallel loops run inline.
+            world.step();
+        } else {
+            self.sim_pool.install(|| world.step());
+        }
+        self.rec.after_step(&self.world);
+        for job in self.world.take_field_jobs() {
+            if !self.fields.submit(job, self.field_tx.clone()) {
+                self.metrics.field_builds_refused.inc();
+            }
+        }
+        let elapsed = start.elapsed();
+        if let Some(p) = self.world.nav().map(|n| n.pipeline_stats()) {
+            let last = std::mem::replace(&mut self.pipeline, p);
+            self.metrics.fields_requested.inc_by(p.requested.saturating_sub(last.requested));
+            self.metrics.fields_delivered.inc_by(p.delivered.saturating_sub(last.delivered));
+            self.metrics.fields_built_on_tick.inc_by(p.built_on_tick.saturating_sub(last.built_on_tick));
+        }
+        self.metrics.tick_seconds.observe(elapsed.as_secs_f64());
+    }
+
+    /// Hands the world the flow fields built since the last tick. For a field due now that a
+    /// builder is still building, waits for it (at most [`FIELD_WAIT`]) rather than build it a
+    /// second time; one not started yet is taken back, and the tick builds it.
+    pub(super) fn collect_fields(&mut self) {
+        let deadline = Instant::now() + FIELD_WAIT;
+        loop {
+            while let Ok(f) = self.field_rx.try_recv() {
+                self.world.deliver_field(f);
+            }
+            let mut awaited = self.world.awaited_fields();
+            awaited.retain(|t| !t.cancel_unstarted());
+            let now = Instant::now();
+            if awaited.is_empty() || now >= deadline {
+                return;
+            }
+            match self.field_rx.recv_timeout(deadline - now) {
+                Ok(f) => self.world.deliver_field(f),
+                Err(_) => return,
+            }
+        }
+    }
+}
