@@ -164,11 +164,11 @@ wire_struct! {
 }
 wire_struct! {
     #[openapi]
-    /// Arrive at random points within `radius` of `center`, re-drawn every
+    /// Arrive at random points within `radius` of `center` (default 10), re-drawn every
     /// `interval_min..interval_max` seconds (defaults 1 and 2). The arrive
     /// tuning of the walk is fixed server-side.
     pub struct RandomTarget {
-        pub radius: f32,
+        #[serde(default = "d::ten")] pub radius: f32,
         #[serde(default = "d::one")] pub interval_min: f32,
         #[serde(default = "d::two")] pub interval_max: f32,
         /// Centre of the picks; absent = the agent's position at pick time.
@@ -257,11 +257,15 @@ wire_struct! {
 wire_struct! {
     #[openapi]
     /// Follow a leader agent, staying `behind_distance` behind it (default 2)
-    /// and out of its way within `leader_sight_radius` (default 3).
+    /// and out of its way within `leader_sight_radius` (default 3), pushing apart from
+    /// followers closer than `separation_radius` (default 1.5) with `separation_weight`
+    /// (default 1; the last two since version 5).
     pub struct LeaderFollowing {
         pub leader: u32,
         #[serde(default = "d::two")] pub behind_distance: f32,
         #[serde(default = "d::three")] pub leader_sight_radius: f32,
+        #[serde(default = "d::one_half")] pub separation_radius: f32,
+        #[serde(default = "d::one")] pub separation_weight: f32,
     }
 }
 
@@ -395,6 +399,10 @@ mod tests {
         );
         let parse = |s: &str| serde_json::from_str::<Behavior>(s).unwrap();
         assert_eq!(
+            parse(r#"{"type":"random_target"}"#),
+            Behavior::RandomTarget(RandomTarget { radius: 10.0, interval_min: 1.0, interval_max: 2.0, center: None })
+        );
+        assert_eq!(
             parse(r#"{"type":"random_target","radius":20}"#),
             Behavior::RandomTarget(RandomTarget { radius: 20.0, interval_min: 1.0, interval_max: 2.0, center: None })
         );
@@ -418,7 +426,13 @@ mod tests {
         );
         assert_eq!(
             parse(r#"{"type":"leader_following","leader":4}"#),
-            Behavior::LeaderFollowing(LeaderFollowing { leader: 4, behind_distance: 2.0, leader_sight_radius: 3.0 })
+            Behavior::LeaderFollowing(LeaderFollowing {
+                leader: 4,
+                behind_distance: 2.0,
+                leader_sight_radius: 3.0,
+                separation_radius: 1.5,
+                separation_weight: 1.0
+            })
         );
         let e: BehaviorEntry = serde_json::from_str(r#"{"behavior":{"type":"look_where_you_are_going"}}"#).unwrap();
         assert_eq!(e.weight, 1.0);

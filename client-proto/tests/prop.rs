@@ -103,8 +103,8 @@ fn behavior() -> BoxedStrategy<Behavior> {
             let mode = [PathMode::Once, PathMode::Loop, PathMode::PingPong][usize::from(m)];
             Behavior::PathFollowing(PathFollowing { waypoints, path_radius, mode })
         }),
-        (any::<u32>(), fin(), fin()).prop_map(|(leader, behind_distance, leader_sight_radius)| {
-            Behavior::LeaderFollowing(LeaderFollowing { leader, behind_distance, leader_sight_radius })
+        (any::<u32>(), fin(), fin(), fin(), fin()).prop_map(|(leader, behind_distance, leader_sight_radius, separation_radius, separation_weight)| {
+            Behavior::LeaderFollowing(LeaderFollowing { leader, behind_distance, leader_sight_radius, separation_radius, separation_weight })
         }),
         reciprocal().prop_map(Behavior::ReciprocalAvoidance),
     ]

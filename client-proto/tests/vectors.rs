@@ -90,7 +90,13 @@ fn all_behaviors() -> Vec<BehaviorEntry> {
             path_radius: 1.0,
             mode: PathMode::PingPong,
         }),
-        Behavior::LeaderFollowing(LeaderFollowing { leader: 7, behind_distance: 2.0, leader_sight_radius: 3.0 }),
+        Behavior::LeaderFollowing(LeaderFollowing {
+            leader: 7,
+            behind_distance: 2.0,
+            leader_sight_radius: 3.0,
+            separation_radius: 1.25,
+            separation_weight: 0.5,
+        }),
         Behavior::ReciprocalAvoidance(ReciprocalAvoidance {
             time_horizon: 2.5,
             obstacle_time_horizon: 1.0,
@@ -98,6 +104,10 @@ fn all_behaviors() -> Vec<BehaviorEntry> {
             max_neighbors: 20,
         }),
     ];
+    // Every kind, in wire order: the SDKs' conformance tests (C#, TypeScript, and through the
+    // TypeScript build the viewer) decode and encode this vector, so a kind they lack fails there.
+    let kinds: Vec<BehaviorKind> = list.iter().map(Behavior::kind).collect();
+    assert_eq!(kinds, BehaviorKind::ALL, "client_set_behaviors must hold every behaviour kind once, in wire order");
     list.into_iter()
         .enumerate()
         .map(|(i, behavior)| BehaviorEntry { behavior, weight: 1.0 + i as f32 / 4.0, priority: (i % 3) as u8 })

@@ -9,7 +9,7 @@ use crate::sim::behaviors::{
     velocity_match, wall_avoidance, wander,
 };
 use crate::sim::error::SimError;
-use crate::sim::world::{Event, SpawnArea};
+use crate::sim::world::{Command, Event, SpawnArea, SpawnSpec};
 use crate::sim::agent::PathMode;
 use crate::sim::{Agent, Limits};
 
@@ -114,15 +114,22 @@ pub fn behavior(b: &proto::Behavior) -> Result<Behavior, SimError> {
             leader: p.leader,
             behind_distance: p.behind_distance,
             leader_sight_radius: p.leader_sight_radius,
+            separation_radius: p.separation_radius,
+            separation_weight: p.separation_weight,
             ..leader_following::LeaderFollowingParams::default()
         }),
-        W::ReciprocalAvoidance(p) => Behavior::ReciprocalAvoidance(reciprocal_avoidance::ReciprocalAvoidanceParams {
-            time_horizon: p.time_horizon,
-            obstacle_time_horizon: p.obstacle_time_horizon,
-            neighbor_dist: p.neighbor_dist,
-            max_neighbors: p.max_neighbors,
-        }),
+        W::ReciprocalAvoidance(p) => Behavior::ReciprocalAvoidance(reciprocal(p)),
     })
+}
+
+/// Wire reciprocal-avoidance parameters (a behaviour's, or a scenario's MoveTo avoidance).
+pub fn reciprocal(p: &proto::ReciprocalAvoidance) -> reciprocal_avoidance::ReciprocalAvoidanceParams {
+    reciprocal_avoidance::ReciprocalAvoidanceParams {
+        time_horizon: p.time_horizon,
+        obstacle_time_horizon: p.obstacle_time_horizon,
+        neighbor_dist: p.neighbor_dist,
+        max_neighbors: p.max_neighbors,
+    }
 }
 
 /// Wire behaviour entries as sim entries. The wire's own checks (`steer_proto::Validate`:
@@ -199,28 +206,41 @@ pub fn error_body(e: &SimError) -> proto::ErrorBody {
     proto::ErrorBody { code, message: e.to_string(), field }
 }
 
-/// A wire MoveTo as sim commands (one per agent is not needed: one command moves the group).
-pub fn move_to(m: &proto::MoveTo) -> Result<Vec<crate::sim::world::Command>, crate::runtime::CmdError> {
-    Ok(vec![crate::sim::world::Command::MoveTo { agents: m.agents.clone(), target: vec2(m.target), stopping_distance: m.stopping_distance }])
+/// A wire MoveTo as a sim command (one command moves the whole group).
+pub fn move_to(m: &proto::MoveTo) -> Command {
+    Command::MoveTo { agents: m.agents.clone(), target: vec2(m.target), stopping_distance: m.stopping_distance }
+}
+
+/// The sim spawn of a wire spawn (REST `POST …/agents` and the WebSocket `Spawn`).
+pub fn spawn_spec(group: &str, count: u32, area: &proto::SpawnArea, limits: &proto::Limits, behaviors: &[proto::BehaviorEntry]) -> Result<SpawnSpec, SimError> {
+    // A spawn of nothing is a mistake, not a success with no ids (the documented minimum is 1;
+    // schemathesis found `count: 0` answered 201 `{"agents": []}`). Scenario groups may still
+    // have count 0 (a `points` group ignores it), so this is checked here, not in the sim.
+    if count == 0 {
+        return Err(SimError::invalid("count", "must be at least 1"));
+    }
+    Ok(SpawnSpec {
+        limits: self::limits(limits),
+        behaviors: entries(behaviors).map_err(|e| e.within("behaviors"))?,
+        ..SpawnSpec::new(group, count as usize, spawn_area(area))
+    })
 }
 
 /// The sim commands of a WebSocket world command (`Spawn`, `Despawn`, the behaviour commands,
 /// `MoveTo`): the one conversion the WebSocket session applies through the world's runner, and
 /// that the `command_apply` fuzz target (`fuzz/`) applies to a world directly. `None` for the
 /// messages that are not world commands (`Hello`, `Ping`, `Subscribe`, `Unsubscribe`).
-pub fn world_commands(msg: &proto::ClientMsg) -> Option<Result<Vec<crate::sim::world::Command>, crate::runtime::CmdError>> {
-    use crate::runtime::CmdError;
-    use crate::sim::world::Command;
+pub fn world_commands(msg: &proto::ClientMsg) -> Option<Result<Vec<Command>, SimError>> {
     use proto::ClientMsg as M;
     Some(match msg {
         M::Hello(_) | M::Ping(_) | M::Subscribe(_) | M::Unsubscribe(_) => return None,
-        M::Spawn(s) => crate::http::rest::spawn_spec(&s.group, s.count, &s.area, &s.limits, &s.behaviors).map(|sp| vec![Command::Spawn(sp)]),
+        M::Spawn(s) => spawn_spec(&s.group, s.count, &s.area, &s.limits, &s.behaviors).map(|sp| vec![Command::Spawn(sp)]),
         M::Despawn(d) => Ok(d.agents.iter().map(|a| Command::Despawn(*a)).collect()),
         M::SetBehaviors(m) => entries(&m.behaviors)
-            .map_err(|e| CmdError::Sim(e.within("behaviors")))
+            .map_err(|e| e.within("behaviors"))
             .map(|entries| m.agents.iter().map(|a| Command::SetBehaviors { agent: *a, entries: entries.clone() }).collect()),
-        M::AddBehavior(m) => entries(std::slice::from_ref(&m.entry)).map_err(|e| CmdError::Sim(e.within("entry"))).and_then(|e| {
-            let entry = e.into_iter().next().ok_or_else(|| CmdError::Invalid("entry missing".into()))?;
+        M::AddBehavior(m) => entries(std::slice::from_ref(&m.entry)).map_err(|e| e.within("entry")).and_then(|e| {
+            let entry = e.into_iter().next().ok_or_else(|| SimError::invalid("entry", "missing"))?;
             Ok(m.agents.iter().map(|a| Command::AddBehavior { agent: *a, entry: entry.clone() }).collect())
         }),
         M::RemoveBehavior(m) => {
@@ -228,7 +248,7 @@ pub fn world_commands(msg: &proto::ClientMsg) -> Option<Result<Vec<crate::sim::w
             Ok(m.agents.iter().map(|a| Command::RemoveBehavior { agent: *a, kind: kind.clone() }).collect())
         }
         M::ResetBehaviors(m) => Ok(m.agents.iter().map(|a| Command::ResetBehaviors { agent: *a }).collect()),
-        M::MoveTo(m) => move_to(m),
+        M::MoveTo(m) => Ok(vec![move_to(m)]),
     })
 }
 
@@ -246,6 +266,64 @@ mod tests {
         }
     }
 
+    /// Defaults live once, in `steer-proto`: a behaviour written with only its required fields
+    /// converts to the sim's own `Default` parameters wherever the sim has them (the sim keeps
+    /// them for behaviours it builds itself: MoveTo's avoidance, tests). The match is exhaustive,
+    /// so a new behaviour is listed here by the compiler.
+    #[test]
+    fn wire_defaults_are_the_sims_defaults() {
+        use proto::BehaviorKind as K;
+        let lf = leader_following::LeaderFollowingParams::default();
+        for kind in proto::BehaviorKind::ALL {
+            let required = match kind {
+                K::Seek | K::Flee | K::Arrive | K::Face => r#","target":{"type":"point","x":1,"y":2}"#,
+                K::Pursue | K::Evade | K::VelocityMatch => r#","target_agent":3"#,
+                K::Align => r#","target":{"type":"orientation","radians":0.5}"#,
+                K::PathFollowing => r#","waypoints":[{"x":1,"y":2}]"#,
+                K::LeaderFollowing => r#","leader":3"#,
+                K::LookWhereYouAreGoing
+                | K::Wander
+                | K::RandomTarget
+                | K::ObstacleAvoidance
+                | K::AheadAvoidance
+                | K::WallAvoidance
+                | K::AgentAvoidance
+                | K::Separation
+                | K::Cohesion
+                | K::Alignment
+                | K::ReciprocalAvoidance => "",
+            };
+            let json = format!(r#"{{"type":"{}"{required}}}"#, kind.name());
+            let wire: proto::Behavior = serde_json::from_str(&json).unwrap();
+            let sim = behavior(&wire).unwrap();
+            let defaults_match = match &sim {
+                Behavior::Arrive(p) => p.tuning == arrive::ArriveTuning::default(),
+                Behavior::Align(p) => p.tuning == align::AlignTuning::default(),
+                Behavior::Face(p) => p.tuning == align::AlignTuning::default(),
+                Behavior::LookWhereYouAreGoing(p) => *p == look_where_you_are_going::LookParams::default(),
+                Behavior::Wander(p) => *p == wander::WanderParams::default(),
+                Behavior::RandomTarget(p) => *p == random_target::RandomTargetParams::default(),
+                Behavior::ObstacleAvoidance(p) => *p == obstacle_avoidance::ObstacleAvoidanceParams::default(),
+                Behavior::AheadAvoidance(p) => *p == ahead_avoidance::AheadAvoidanceParams::default(),
+                Behavior::WallAvoidance(p) => *p == wall_avoidance::WallAvoidanceParams::default(),
+                Behavior::AgentAvoidance(p) => *p == agent_avoidance::AgentAvoidanceParams::default(),
+                Behavior::LeaderFollowing(p) => *p == leader_following::LeaderFollowingParams { leader: 3, ..lf },
+                Behavior::ReciprocalAvoidance(p) => *p == reciprocal_avoidance::ReciprocalAvoidanceParams::default(),
+                // The sim has no defaults of its own for these: the wire's are the only ones.
+                Behavior::Seek(_)
+                | Behavior::Flee(_)
+                | Behavior::Pursue(_)
+                | Behavior::Evade(_)
+                | Behavior::VelocityMatch(_)
+                | Behavior::Separation(_)
+                | Behavior::Cohesion(_)
+                | Behavior::Alignment(_)
+                | Behavior::PathFollowing(_) => true,
+            };
+            assert!(defaults_match, "{json} converts to {sim:?}, not the sim's defaults");
+        }
+    }
+
     #[test]
     fn a_spawn_of_zero_agents_is_invalid_naming_count() {
         let spawn = |count| {
@@ -260,7 +338,7 @@ mod tests {
             })
         };
         match world_commands(&spawn(0)).unwrap() {
-            Err(crate::runtime::CmdError::Sim(e)) => assert!(e.to_string().contains("count"), "{e}"),
+            Err(e) => assert!(e.to_string().contains("count"), "{e}"),
             other => panic!("count 0 gave {other:?}"),
         }
         assert!(world_commands(&spawn(1)).unwrap().is_ok());

@@ -86,7 +86,7 @@ namespace Steerd.Client
 
     public static class Codec
     {
-        public const int ProtocolVersion = 4;
+        public const int ProtocolVersion = 5;
         /// <summary>Largest server frame a client should accept (§1).</summary>
         public const int DefaultServerLimit = 8 * 1024 * 1024;
         /// <summary>Default largest client frame (§1, Welcome.max_message_bytes).</summary>
@@ -125,7 +125,7 @@ namespace Steerd.Client
             V("look_where_you_are_going", Fd("align", AlignParams, AlignDefault)),
             V("velocity_match", F("target_agent", U32), F("time_to_target", F32, 0.1f)),
             V("wander", F("variant", new NamesT(new[] { "millington", "circle" }), "millington"), F("wander_offset", F32, 1.5f), F("wander_radius", F32, 1f), F("wander_rate", F32, 0.5f)),
-            V("random_target", F("radius", F32), F("interval_min", F32, 1f), F("interval_max", F32, 2f), F("center", new OptT(Point), null)),
+            V("random_target", F("radius", F32, 10f), F("interval_min", F32, 1f), F("interval_max", F32, 2f), F("center", new OptT(Point), null)),
             V("obstacle_avoidance", F("min_box_length", new OptT(F32), null), F("braking_weight", F32, 0.6f), F("lateral_base", F32, 1f)),
             V("ahead_avoidance", F("ahead_len", F32, 4f), F("max_avoid_force", F32, 0.4f), F("margin", F32, 0f)),
             V("wall_avoidance", F("look_ahead", F32, 5f), F("avoid_distance", F32, 3f)),
@@ -134,7 +134,7 @@ namespace Steerd.Client
             V("cohesion", F("neighbor_radius", F32, 3f)),
             V("alignment", F("neighbor_radius", F32, 3f), F("time_to_target", F32, 0.1f)),
             V("path_following", F("waypoints", new VecT(Point)), F("path_radius", F32, 1f), F("mode", new NamesT(new[] { "once", "loop", "ping_pong" }), "once")),
-            V("leader_following", F("leader", U32), F("behind_distance", F32, 2f), F("leader_sight_radius", F32, 3f)),
+            V("leader_following", F("leader", U32), F("behind_distance", F32, 2f), F("leader_sight_radius", F32, 3f), F("separation_radius", F32, 1.5f), F("separation_weight", F32, 1f)),
             V("reciprocal_avoidance", F("time_horizon", F32, 1f), F("obstacle_time_horizon", F32, 1f), F("neighbor_dist", F32, 10f), F("max_neighbors", U32, 10L)),
         };
         static readonly T Behavior = new TaggedT(Behaviors);

@@ -17,7 +17,7 @@
 
 import type { ClientMsg, ServerMsg, Hello, Encoding, ErrorCodeName, RoleName } from './types.js';
 
-export const PROTOCOL_VERSION = 4;
+export const PROTOCOL_VERSION = 5;
 /** Largest server frame a client should accept (§1). */
 export const DEFAULT_SERVER_LIMIT = 8 * 1024 * 1024;
 /** Default largest client frame (§1, `Welcome.max_message_bytes`). */
@@ -695,7 +695,7 @@ const BEHAVIORS: [string, Field[]][] = [
   ['look_where_you_are_going', [['align', AlignParams, alignDefault]]],
   ['velocity_match', [['target_agent', 'u32'], ['time_to_target', 'f32', 0.1]]],
   ['wander', [['variant', names(['millington', 'circle']), 'millington'], ['wander_offset', 'f32', 1.5], ['wander_radius', 'f32', 1], ['wander_rate', 'f32', 0.5]]],
-  ['random_target', [['radius', 'f32'], ['interval_min', 'f32', 1], ['interval_max', 'f32', 2], ['center', opt(Point), null]]],
+  ['random_target', [['radius', 'f32', 10], ['interval_min', 'f32', 1], ['interval_max', 'f32', 2], ['center', opt(Point), null]]],
   ['obstacle_avoidance', [['min_box_length', opt('f32'), null], ['braking_weight', 'f32', 0.6], ['lateral_base', 'f32', 1]]],
   ['ahead_avoidance', [['ahead_len', 'f32', 4], ['max_avoid_force', 'f32', 0.4], ['margin', 'f32', 0]]],
   ['wall_avoidance', [['look_ahead', 'f32', 5], ['avoid_distance', 'f32', 3]]],
@@ -704,7 +704,7 @@ const BEHAVIORS: [string, Field[]][] = [
   ['cohesion', [['neighbor_radius', 'f32', 3]]],
   ['alignment', [['neighbor_radius', 'f32', 3], ['time_to_target', 'f32', 0.1]]],
   ['path_following', [['waypoints', vec(Point)], ['path_radius', 'f32', 1], ['mode', names(['once', 'loop', 'ping_pong']), 'once']]],
-  ['leader_following', [['leader', 'u32'], ['behind_distance', 'f32', 2], ['leader_sight_radius', 'f32', 3]]],
+  ['leader_following', [['leader', 'u32'], ['behind_distance', 'f32', 2], ['leader_sight_radius', 'f32', 3], ['separation_radius', 'f32', 1.5], ['separation_weight', 'f32', 1]]],
   ['reciprocal_avoidance', [['time_horizon', 'f32', 1], ['obstacle_time_horizon', 'f32', 1], ['neighbor_dist', 'f32', 10], ['max_neighbors', 'u32', 10]]],
 ];
 const Behavior = tagged(BEHAVIORS);

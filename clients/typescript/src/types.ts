@@ -35,7 +35,7 @@ export type Behavior =
   | { type: 'look_where_you_are_going'; align?: AlignParams }
   | { type: 'velocity_match'; target_agent: number; time_to_target?: number }
   | { type: 'wander'; variant?: 'millington' | 'circle'; wander_offset?: number; wander_radius?: number; wander_rate?: number }
-  | { type: 'random_target'; radius: number; interval_min?: number; interval_max?: number; center?: Point | null }
+  | { type: 'random_target'; radius?: number; interval_min?: number; interval_max?: number; center?: Point | null }
   | { type: 'obstacle_avoidance'; min_box_length?: number | null; braking_weight?: number; lateral_base?: number }
   | { type: 'ahead_avoidance'; ahead_len?: number; max_avoid_force?: number; margin?: number }
   | { type: 'wall_avoidance'; look_ahead?: number; avoid_distance?: number }
@@ -44,7 +44,7 @@ export type Behavior =
   | { type: 'cohesion'; neighbor_radius?: number }
   | { type: 'alignment'; neighbor_radius?: number; time_to_target?: number }
   | { type: 'path_following'; waypoints: Point[]; path_radius?: number; mode?: 'once' | 'loop' | 'ping_pong' }
-  | { type: 'leader_following'; leader: number; behind_distance?: number; leader_sight_radius?: number }
+  | { type: 'leader_following'; leader: number; behind_distance?: number; leader_sight_radius?: number; separation_radius?: number; separation_weight?: number }
   | { type: 'reciprocal_avoidance'; time_horizon?: number; obstacle_time_horizon?: number; neighbor_dist?: number; max_neighbors?: number };
 export type BehaviorKind = Behavior['type'];
 export interface BehaviorEntry { behavior: Behavior; weight?: number; priority?: number }

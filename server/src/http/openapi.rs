@@ -397,8 +397,11 @@ mod tests {
         assert_eq!(sc["put"]["requestBody"]["content"]["application/json"]["schema"]["$ref"], "#/components/schemas/Scenario");
         assert_eq!(sc["get"]["responses"]["200"]["content"]["application/json"]["schema"]["$ref"], "#/components/schemas/Scenario");
         assert_eq!(schemas["Scenario"]["properties"]["groups"]["items"]["$ref"], "#/components/schemas/GroupSpec");
-        // A flattened align tuning must not forbid the variant's own fields.
-        assert!(schemas["AlignTuningSpec"].get("additionalProperties").is_none(), "{}", schemas["AlignTuningSpec"]);
+        // A scenario's behaviours and limits are the wire's own types (one definition).
+        let group = &schemas["GroupSpec"]["properties"];
+        assert_eq!(group["behaviors"]["items"]["$ref"], "#/components/schemas/BehaviorEntry", "{group}");
+        assert_eq!(group["limits"]["$ref"], "#/components/schemas/Limits", "{group}");
+        assert!(schemas.get("BehaviorSpec").is_none() && schemas.get("P").is_none());
         // No request or response body is a bare object any more.
         fn bare(v: &Value, at: &str, out: &mut Vec<String>) {
             match v {

@@ -17,8 +17,12 @@ use super::openapi as doc;
 use crate::convert;
 use crate::runtime::world::{Actor, AgentView, ObstacleView, ReplayOp, ReplayView, Request, Snapshot, WallView, WorldInfoView};
 use crate::runtime::{CmdError, WorldHandle};
-use crate::scenario::{P, RandomObstacles, Scenario};
-use crate::sim::world::{Command, Outcome, SpawnSpec};
+use crate::scenario::{RandomObstacles, Scenario};
+use crate::convert::vec2;
+use proto::Point;
+
+
+use crate::sim::world::{Command, Outcome};
 
 type Body<T> = Result<Json<T>, JsonRejection>;
 type ApiResult = Result<Response, ApiError>;
@@ -399,22 +403,6 @@ pub struct SpawnBody {
     pub behaviors: Vec<proto::BehaviorEntry>,
 }
 
-/// Builds the sim spawn of a wire spawn (shared with the WebSocket `Spawn`).
-pub fn spawn_spec(group: &str, count: u32, area: &proto::SpawnArea, limits: &proto::Limits, behaviors: &[proto::BehaviorEntry]) -> Result<SpawnSpec, CmdError> {
-    // A spawn of nothing is a mistake, not a success with no ids (the documented minimum is 1;
-    // schemathesis found `count: 0` answered 201 `{"agents": []}`). Scenario groups may still
-    // have count 0 (a `points` group ignores it), so this is checked here, not in the sim.
-    if count == 0 {
-        return Err(CmdError::Sim(crate::sim::error::SimError::invalid("count", "must be at least 1")));
-    }
-    let entries = convert::entries(behaviors).map_err(|e| CmdError::Sim(e.within("behaviors")))?;
-    Ok(SpawnSpec {
-        limits: convert::limits(limits),
-        behaviors: entries,
-        ..SpawnSpec::new(group, count as usize, convert::spawn_area(area))
-    })
-}
-
 /// `POST /worlds/{world}/agents`: spawns a group, answers the ids.
 #[utoipa::path(post, path = "/worlds/{world}/agents", tag = "agents", security(("bearer" = [])),
     params(("world" = String, Path, description = "World name")),
@@ -423,7 +411,7 @@ pub fn spawn_spec(group: &str, count: u32, area: &proto::SpawnArea, limits: &pro
 pub async fn spawn(State(state): State<AppState>, headers: HeaderMap, Path(name): Path<String>, body: Body<SpawnBody>) -> ApiResult {
     let actor = actor(&state, &headers, &name)?;
     let Json(b) = body?;
-    let spec = spawn_spec(&b.group, b.count, &b.area, &b.limits, &b.behaviors)?;
+    let spec = convert::spawn_spec(&b.group, b.count, &b.area, &b.limits, &b.behaviors).map_err(CmdError::Sim)?;
     match world(&state, &name)?.apply(Command::Spawn(spec), actor).await? {
         Outcome::Spawned(ids) => created(json!({"agents": ids})),
         other => ok(json!({"result": format!("{other:?}")})),
@@ -520,7 +508,7 @@ pub struct MoveToBody {
     /// Agents to send.
     pub agents: Vec<u32>,
     /// Destination.
-    pub target: P,
+    pub target: Point,
     /// Stop within this distance of the target (default 0: the formation decides).
     #[serde(default)]
     #[schema(minimum = 0, maximum = 1000000)]
@@ -535,7 +523,7 @@ pub struct MoveToBody {
 pub async fn move_to(State(state): State<AppState>, headers: HeaderMap, Path(name): Path<String>, body: Body<MoveToBody>) -> ApiResult {
     let actor = actor(&state, &headers, &name)?;
     let Json(b) = body?;
-    let cmd = Command::MoveTo { agents: b.agents, target: b.target.into(), stopping_distance: b.stopping_distance };
+    let cmd = Command::MoveTo { agents: b.agents, target: vec2(b.target), stopping_distance: b.stopping_distance };
     world(&state, &name)?.apply(cmd, actor).await?;
     ok(json!({"ok": true}))
 }
@@ -552,7 +540,7 @@ pub async fn list_obstacles(State(state): State<AppState>, Path(name): Path<Stri
 #[serde(deny_unknown_fields)]
 pub struct ObstacleBody {
     /// Centre.
-    pub center: P,
+    pub center: Point,
     /// Radius.
     #[schema(exclusive_minimum = 0, maximum = 1000000)]
     pub radius: f32,
@@ -566,7 +554,7 @@ pub struct ObstacleBody {
 pub async fn add_obstacle(State(state): State<AppState>, headers: HeaderMap, Path(name): Path<String>, body: Body<ObstacleBody>) -> ApiResult {
     let actor = admin(&state, &headers)?;
     let Json(b) = body?;
-    match world(&state, &name)?.apply(Command::AddObstacle { center: b.center.into(), radius: b.radius }, actor).await? {
+    match world(&state, &name)?.apply(Command::AddObstacle { center: vec2(b.center), radius: b.radius }, actor).await? {
         Outcome::Added(id) => created(json!({"id": id})),
         other => ok(json!({"result": format!("{other:?}")})),
     }
@@ -577,7 +565,7 @@ pub async fn add_obstacle(State(state): State<AppState>, headers: HeaderMap, Pat
 #[serde(deny_unknown_fields)]
 pub struct MoveObstacleBody {
     /// New centre.
-    pub center: P,
+    pub center: Point,
     /// New radius (default: unchanged).
     #[serde(default)]
     #[schema(exclusive_minimum = 0, maximum = 1000000)]
@@ -592,7 +580,7 @@ pub struct MoveObstacleBody {
 pub async fn move_obstacle(State(state): State<AppState>, headers: HeaderMap, Path((name, id)): Path<(String, u32)>, body: Body<MoveObstacleBody>) -> ApiResult {
     let actor = admin(&state, &headers)?;
     let Json(b) = body?;
-    world(&state, &name)?.apply(Command::MoveObstacle { id, center: b.center.into(), radius: b.radius }, actor).await?;
+    world(&state, &name)?.apply(Command::MoveObstacle { id, center: vec2(b.center), radius: b.radius }, actor).await?;
     ok(json!({"id": id}))
 }
 
@@ -630,9 +618,9 @@ pub async fn list_walls(State(state): State<AppState>, Path(name): Path<String>)
 #[serde(deny_unknown_fields)]
 pub struct WallBody {
     /// Start.
-    pub a: P,
+    pub a: Point,
     /// End.
-    pub b: P,
+    pub b: Point,
 }
 
 /// `POST /worlds/{world}/walls`.
@@ -643,7 +631,7 @@ pub struct WallBody {
 pub async fn add_wall(State(state): State<AppState>, headers: HeaderMap, Path(name): Path<String>, body: Body<WallBody>) -> ApiResult {
     let actor = admin(&state, &headers)?;
     let Json(b) = body?;
-    match world(&state, &name)?.apply(Command::AddWall { a: b.a.into(), b: b.b.into() }, actor).await? {
+    match world(&state, &name)?.apply(Command::AddWall { a: vec2(b.a), b: vec2(b.b) }, actor).await? {
         Outcome::Added(id) => created(json!({"id": id})),
         other => ok(json!({"result": format!("{other:?}")})),
     }

@@ -842,7 +842,10 @@ async fn recv_task(
 
 /// The sim commands of a world command (see [`crate::convert::world_commands`]).
 fn commands_of(cmd: &ClientMsg) -> Result<Vec<Command>, CmdError> {
-    crate::convert::world_commands(cmd).unwrap_or_else(|| Err(CmdError::Invalid("not a world command".into())))
+    match crate::convert::world_commands(cmd) {
+        Some(commands) => commands.map_err(CmdError::Sim),
+        None => Err(CmdError::Invalid("not a world command".into())),
+    }
 }
 
 impl Conn {

@@ -217,7 +217,7 @@ impl Player {
             return Err(OpenError::NoStart);
         }
         let Record::Start { max_agents, max_spawn, digests, scenario, .. } = records.remove(0) else { return Err(OpenError::NoStart) };
-        let sc = Scenario::from_json(&scenario).map_err(|e| OpenError::Scenario(e.to_string()))?;
+        let sc = Scenario::from_stored_json(&scenario).map_err(|e| OpenError::Scenario(e.to_string()))?;
         let caps = |v: u64| usize::try_from(v).unwrap_or(usize::MAX);
         let mut world = build_world(&sc, caps(max_agents), caps(max_spawn)).map_err(|e| OpenError::Scenario(e.to_string()))?;
         let mut last = 0;

@@ -160,7 +160,7 @@ pub fn replay(parsed: &Parsed, opts: &ReplayOptions, on_until: &mut dyn FnMut(&W
                     run.segment += 1;
                     // `--until` names a tick of the first segment that reaches it.
                 }
-                let sc = Scenario::from_json(scenario).map_err(|e| ReplayError::Scenario(run.segment, e.to_string()))?;
+                let sc = Scenario::from_stored_json(scenario).map_err(|e| ReplayError::Scenario(run.segment, e.to_string()))?;
                 let caps = |v: u64| usize::try_from(v).unwrap_or(usize::MAX);
                 let w = build_world(&sc, caps(*max_agents), caps(*max_spawn)).map_err(|e| ReplayError::Scenario(run.segment, e.to_string()))?;
                 run.world = Some(w);

@@ -18,7 +18,7 @@ fn head_on_scenario() -> Value {
             "initial_speed": 2,
             "orientation": orientation,
             // Scenario files write a point target as `{x, y}` (the wire as `{type: point, …}`).
-            "behaviors": [{"behavior": {"type": "seek", "target": {"x": goal_x, "y": 50}}}],
+            "behaviors": [{"behavior": {"type": "seek", "target": {"type": "point", "x": goal_x, "y": 50}}}],
         })
     };
     json!({
