@@ -104,8 +104,8 @@ test(`chain vectors (${chain.join(', ')}): decode, resolve base indices, apply, 
 });
 
 test(`cells vectors (${cellsChain.join(', ')}): decode == JSON twin, encode == hex, applied in order as the viewer does`, () => {
-  assert.equal(PROTOCOL_VERSION, 4);
-  assert.ok(cellsChain.length >= 2, 'protocol 4 has cells vectors (server_cells_*)');
+  assert.equal(PROTOCOL_VERSION, 5);
+  assert.ok(cellsChain.length >= 2, 'protocol 4 and later have cells vectors (server_cells_*)');
   const welcome = JSON.parse(readFileSync(join(dir, 'server_welcome.json'), 'utf8'));
   const predictNum = welcome.quantization.predict_num;
   const read = (name) => [hex(readFileSync(join(dir, `${name}.hex`), 'utf8')), JSON.parse(readFileSync(join(dir, `${name}.json`), 'utf8'))];
