@@ -403,6 +403,7 @@ impl LimitSettings {
             max_spawn_overlaps: self.max_spawn_overlaps,
             max_agent_cover: self.max_agent_cover,
             max_static_cells: self.max_static_cells,
+            max_spawn: self.max_spawn,
         }
     }
 

@@ -40,6 +40,9 @@ pub struct Crowding {
     pub max_agent_cover: f32,
     /// Most entries of the world's obstacle and wall index (see [`static_shape`]).
     pub max_static_cells: u64,
+    /// Most agents one spawn request may create (`limits.max_spawn`): a scenario group of
+    /// given points is checked in runs of this many, as the spawns that placed them were.
+    pub max_spawn: usize,
 }
 
 impl Default for Crowding {
@@ -189,7 +192,19 @@ pub fn check_scenario(scenario: &Scenario, world: &World, c: &Crowding) -> Resul
     for (i, g) in scenario.groups.iter().enumerate() {
         let at = format!("groups[{i}]");
         let spec = g.to_spawn(world).map_err(|e| e.within(&at))?;
-        covered = check_spawn(&spec, bounds, covered, c).map_err(|e| e.within(&at))?;
+        match &spec.area {
+            // Given positions, as a saved world writes them (one group holds what many spawns
+            // of at most `max_spawn` agents placed): checked in runs of that many, in the
+            // order written (spawn order), so a world the server built and saved loads again.
+            // A pile within any run is still refused; the cover bound is on the whole.
+            SpawnArea::Points(ps) if ps.len() > c.max_spawn.max(1) => {
+                for run in ps.chunks(c.max_spawn.max(1)) {
+                    let part = SpawnSpec { count: run.len(), area: SpawnArea::Points(run.to_vec()), ..spec.clone() };
+                    covered = check_spawn(&part, bounds, covered, c).map_err(|e| e.within(&at))?;
+                }
+            }
+            _ => covered = check_spawn(&spec, bounds, covered, c).map_err(|e| e.within(&at))?,
+        }
     }
     Ok(())
 }
@@ -234,6 +249,32 @@ mod tests {
         assert!(check_spawn(&rect(10_000, (10.0, 10.0), (290.0, 290.0)), big, 0.0, &c).is_ok());
         let tight = Crowding { max_spawn_overlaps: 1_900, ..c };
         assert_eq!(field(check_spawn(&rect(10_000, (10.0, 10.0), (290.0, 290.0)), big, 0.0, &tight)), "count");
+    }
+
+    /// The kill -9 test's world (8 spawns of 10,000 over 280×280, then saved as one group of
+    /// points) loads again; a pile written as points is still refused.
+    #[test]
+    fn a_saved_crowd_of_many_spawns_loads_but_a_pile_of_points_does_not() {
+        let c = Crowding::default();
+        let world = World::new(WorldConfig { bounds: Bounds { min: Vec2::ZERO, max: Vec2::splat(300.0) }, ..WorldConfig::default() }).unwrap();
+        let mut rng = crate::sim::rng::Rng::new(7);
+        let points: Vec<steer_proto::Point> =
+            (0..80_000).map(|_| steer_proto::Point { x: rng.range(10.0, 290.0), y: rng.range(10.0, 290.0) }).collect();
+        let scenario = |pts: Vec<steer_proto::Point>| {
+            let mut s = Scenario::from_json(r#"{"bounds": {"min": {"x": 0, "y": 0}, "max": {"x": 300, "y": 300}},
+                "groups": [{"name": "crowd", "area": {"points": []}, "limits": {"radius": 0.5}}]}"#).unwrap();
+            s.groups[0].area = crate::scenario::AreaSpec::Points(pts);
+            s
+        };
+        // As one spawn these would start ~128,000 overlapping pairs (over the default 100,000).
+        let whole = SpawnSpec::new("crowd", 80_000, SpawnArea::Points(points.iter().map(|p| Vec2::new(p.x, p.y)).collect()));
+        assert_eq!(field(check_spawn(&whole, world.config().bounds, 0.0, &c)), "count");
+        assert!(check_scenario(&scenario(points), &world, &c).is_ok());
+        let pile = vec![steer_proto::Point { x: 50.0, y: 50.0 }; 20_000];
+        match check_scenario(&scenario(pile), &world, &c) {
+            Err(SimError::InvalidField { field, .. }) => assert_eq!(field, "groups[0].count"),
+            other => panic!("a pile of points was admitted: {other:?}"),
+        }
     }
 
     #[test]
