@@ -124,14 +124,28 @@ wire_enum! {
     }
 }
 
+wire_struct! {
+    #[openapi]
+    /// Given spawn positions, one agent at each (at most `limits.max_spawn` in one spawn).
+    pub struct Points {
+        #[serde(deserialize_with = "crate::common::bounded::vec")] pub points: Vec<Point>,
+    }
+}
+
 wire_enum! {
     #[openapi]
-    /// Where a spawned group is placed (uniformly at random inside).
+    /// Where a spawned group is placed: the one spawn-area form of `Spawn`, REST
+    /// `POST …/agents` and scenario groups.
     pub enum SpawnArea / SpawnAreaKind {
-        /// Inside a rectangle.
+        /// Uniformly at random inside a rectangle.
         Rect(Rect) = "rect",
-        /// Inside a circle.
+        /// Uniformly at random inside a circle.
         Circle(Circle) = "circle",
+        /// Evenly spaced on a circle, facing its centre (since version 6).
+        Ring(Circle) = "ring",
+        /// At the given points, in order: the spawn's `count` must equal their number (since
+        /// version 6).
+        Points(Points) = "points",
     }
 }
 

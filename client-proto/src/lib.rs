@@ -45,4 +45,4 @@ pub use state::{ApplyError, CellState, ClientState, apply_change};
 pub use validate::{FieldError, FieldPath, Validate};
 
 /// The protocol version this crate speaks.
-pub const PROTOCOL_VERSION: u16 = 5;
+pub const PROTOCOL_VERSION: u16 = 6;

@@ -143,6 +143,15 @@ fn client_vectors() -> Vec<(&'static str, ClientMsg)> {
         })),
         ("client_remove_behavior", ClientMsg::RemoveBehavior(RemoveBehavior { request_id: 7, world: w(), agents: vec![9], kind: BehaviorKind::ObstacleAvoidance })),
         ("client_reset_behaviors", ClientMsg::ResetBehaviors(ResetBehaviors { request_id: 8, world: w(), agents: vec![] })),
+        ("client_spawn_rect", ClientMsg::Spawn(Spawn {
+            request_id: 14,
+            world: w(),
+            group: "blue".into(),
+            count: 3,
+            area: SpawnArea::Rect(Rect { min_x: -10.0, min_y: 0.0, max_x: 10.0, max_y: 5.5 }),
+            limits: Limits::default(),
+            behaviors: vec![],
+        })),
         ("client_spawn", ClientMsg::Spawn(Spawn {
             request_id: 9,
             world: w(),
@@ -156,6 +165,25 @@ fn client_vectors() -> Vec<(&'static str, ClientMsg)> {
                 wander_radius: 1.0,
                 wander_rate: 0.5,
             }))],
+        })),
+        // Since version 6: the spawn areas scenario groups place (every SpawnArea kind is in a vector).
+        ("client_spawn_ring", ClientMsg::Spawn(Spawn {
+            request_id: 12,
+            world: w(),
+            group: "walkers".into(),
+            count: 8,
+            area: SpawnArea::Ring(Circle { x: 100.0, y: 100.0, radius: 80.0 }),
+            limits: Limits::default(),
+            behaviors: vec![],
+        })),
+        ("client_spawn_points", ClientMsg::Spawn(Spawn {
+            request_id: 13,
+            world: w(),
+            group: "saved".into(),
+            count: 2,
+            area: SpawnArea::Points(Points { points: vec![Point { x: 1.5, y: 2.0 }, Point { x: -3.0, y: 40.25 }] }),
+            limits: Limits { radius: Some(0.5), ..Limits::default() },
+            behaviors: vec![],
         })),
         ("client_despawn", ClientMsg::Despawn(Despawn { request_id: 10, world: w(), agents: vec![5, 6] })),
         ("client_ping", ClientMsg::Ping(Ping { request_id: 11 })),
@@ -323,6 +351,17 @@ fn client_vectors_match() {
     for (name, m) in client_vectors() {
         check(name, &m, |_| {});
     }
+}
+
+#[test]
+fn client_vectors_hold_every_spawn_area_kind() {
+    // The SDKs' conformance tests decode and encode every client vector: a spawn area kind they
+    // lack fails there only if some vector carries it.
+    let kinds: Vec<SpawnAreaKind> = client_vectors()
+        .iter()
+        .filter_map(|(_, m)| if let ClientMsg::Spawn(s) = m { Some(s.area.kind()) } else { None })
+        .collect();
+    assert_eq!(kinds, SpawnAreaKind::ALL, "the spawn vectors must hold every SpawnArea kind once, in wire order");
 }
 
 #[test]

@@ -18,7 +18,7 @@ const SCENARIO: &str = r#"{
   "walls": [{"a": {"x": 10, "y": 150}, "b": {"x": 180, "y": 150}}],
   "groups": [{
     "name": "g", "count": 20,
-    "area": {"rect": {"min": {"x": 20, "y": 20}, "max": {"x": 180, "y": 140}}},
+    "area": {"type": "rect", "min_x": 20, "min_y": 20, "max_x": 180, "max_y": 140},
     "limits": {"max_speed": 5, "max_accel": 10, "radius": 0.5},
     "behaviors": [{"behavior": {"type": "wander"}, "weight": 1, "priority": 0}]
   }]

@@ -167,6 +167,8 @@ pub fn spawn_area(a: &proto::SpawnArea) -> SpawnArea {
     match a {
         proto::SpawnArea::Rect(r) => SpawnArea::Rect { min: Vec2::new(r.min_x, r.min_y), max: Vec2::new(r.max_x, r.max_y) },
         proto::SpawnArea::Circle(c) => SpawnArea::Disc { center: Vec2::new(c.x, c.y), radius: c.radius },
+        proto::SpawnArea::Ring(c) => SpawnArea::Ring { center: Vec2::new(c.x, c.y), radius: c.radius },
+        proto::SpawnArea::Points(p) => SpawnArea::Points(p.points.iter().map(|&q| vec2(q)).collect()),
     }
 }
 
@@ -218,6 +220,11 @@ pub fn spawn_spec(group: &str, count: u32, area: &proto::SpawnArea, limits: &pro
     // have count 0 (a `points` group ignores it), so this is checked here, not in the sim.
     if count == 0 {
         return Err(SimError::invalid("count", "must be at least 1"));
+    }
+    if let proto::SpawnArea::Points(p) = area {
+        if p.points.len() != count as usize {
+            return Err(SimError::invalid("count", format!("must equal the number of area.points ({})", p.points.len())));
+        }
     }
     Ok(SpawnSpec {
         limits: self::limits(limits),

@@ -123,10 +123,10 @@ pub async fn t03_headless_soak(cfg: Cfg) -> Outcome {
         "edge": "clamp", "tick_rate": 20, "seed": 1,
         "obstacles": obstacles,
         "groups": [
-            {"name": "crowd", "count": 900, "area": {"rect": {"min": {"x": 0, "y": 0}, "max": {"x": 400, "y": 400}}},
+            {"name": "crowd", "count": 900, "area": {"type": "rect", "min_x": 0, "min_y": 0, "max_x": 400, "max_y": 400},
              "limits": {"max_speed": 6, "max_accel": 12, "radius": 0.5},
              "behaviors": [{"behavior": {"type": "wander"}, "weight": 1, "priority": 1}]},
-            {"name": "stack", "count": 100, "area": {"rect": {"min": {"x": 200, "y": 200}, "max": {"x": 200, "y": 200}}},
+            {"name": "stack", "count": 100, "area": {"type": "rect", "min_x": 200, "min_y": 200, "max_x": 200, "max_y": 200},
              "limits": {"max_speed": 6, "max_accel": 12, "radius": 0.5},
              "behaviors": [{"behavior": {"type": "separation"}, "weight": 1, "priority": 0}]}
         ],

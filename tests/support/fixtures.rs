@@ -31,7 +31,7 @@ pub fn wander_scenario(size: f32, count: usize) -> Value {
         "groups": [{
             "name": "w",
             "count": count,
-            "area": {"rect": {"min": {"x": 0, "y": 0}, "max": {"x": size, "y": size}}},
+            "area": {"type": "rect", "min_x": 0, "min_y": 0, "max_x": size, "max_y": size},
             "limits": {"max_speed": 5, "max_accel": 10, "radius": 0.5},
             "initial_speed": 3,
             "behaviors": [{"behavior": {"type": "wander"}, "weight": 1, "priority": 0}],

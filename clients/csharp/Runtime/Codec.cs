@@ -86,7 +86,7 @@ namespace Steerd.Client
 
     public static class Codec
     {
-        public const int ProtocolVersion = 5;
+        public const int ProtocolVersion = 6;
         /// <summary>Largest server frame a client should accept (§1).</summary>
         public const int DefaultServerLimit = 8 * 1024 * 1024;
         /// <summary>Default largest client frame (§1, Welcome.max_message_bytes).</summary>
@@ -105,7 +105,8 @@ namespace Steerd.Client
         static readonly T Point = S(F("x", F32), F("y", F32));
         static readonly Field[] RectFields = { F("min_x", F32), F("min_y", F32), F("max_x", F32), F("max_y", F32) };
         static readonly T Area = new TaggedT(new[] { V("rect", RectFields), V("whole_world") });
-        static readonly T SpawnArea = new TaggedT(new[] { V("rect", RectFields), V("circle", F("x", F32), F("y", F32), F("radius", F32)) });
+        static readonly Field[] CircleFields = { F("x", F32), F("y", F32), F("radius", F32) };
+        static readonly T SpawnArea = new TaggedT(new[] { V("rect", RectFields), V("circle", CircleFields), V("ring", CircleFields), V("points", F("points", new VecT(Point))) });
         static readonly T Limits = S(F("max_speed", new OptT(F32), null), F("max_accel", new OptT(F32), null), F("max_rotation", new OptT(F32), null),
             F("max_angular_accel", new OptT(F32), null), F("radius", new OptT(F32), null), F("mass", new OptT(F32), null));
         static readonly T Target = new TaggedT(new[] { V("point", F("x", F32), F("y", F32)), V("agent", F("agent", U32)) });

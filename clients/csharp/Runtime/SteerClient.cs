@@ -54,6 +54,18 @@ namespace Steerd.Client
         {
             return new Dictionary<string, object> { { "type", "circle" }, { "x", x }, { "y", y }, { "radius", radius } };
         }
+        /// <summary>Evenly spaced on a circle, facing its centre (spawn only).</summary>
+        public static Dictionary<string, object> Ring(float x, float y, float radius)
+        {
+            return new Dictionary<string, object> { { "type", "ring" }, { "x", x }, { "y", y }, { "radius", radius } };
+        }
+        /// <summary>One agent at each of the given (x, y) points, in order (spawn only; count must equal their number).</summary>
+        public static Dictionary<string, object> Points(params (float x, float y)[] points)
+        {
+            var list = new List<object>();
+            foreach (var p in points) list.Add(new Dictionary<string, object> { { "x", p.Item1 }, { "y", p.Item2 } });
+            return new Dictionary<string, object> { { "type", "points" }, { "points", list } };
+        }
         public static Dictionary<string, object> Rect(float minX, float minY, float maxX, float maxY)
         {
             return new Dictionary<string, object> { { "type", "rect" }, { "min_x", minX }, { "min_y", minY }, { "max_x", maxX }, { "max_y", maxY } };

@@ -14,7 +14,7 @@ export interface Point { x: number; y: number }
 export interface Rect { min_x: number; min_y: number; max_x: number; max_y: number }
 
 export type Area = ({ type: 'rect' } & Rect) | { type: 'whole_world' };
-export type SpawnArea = ({ type: 'rect' } & Rect) | { type: 'circle'; x: number; y: number; radius: number };
+export type SpawnArea = ({ type: 'rect' } & Rect) | { type: 'circle' | 'ring'; x: number; y: number; radius: number } | { type: 'points'; points: Point[] };
 export interface Limits {
   max_speed?: number | null; max_accel?: number | null; max_rotation?: number | null;
   max_angular_accel?: number | null; radius?: number | null; mass?: number | null;

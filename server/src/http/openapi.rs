@@ -390,18 +390,21 @@ mod tests {
         let names: Vec<_> = steer_proto::BehaviorKind::ALL.iter().map(|k| k.name().to_string()).collect();
         assert_eq!(tags, names);
         let areas: Vec<_> = schemas["SpawnArea"]["oneOf"].as_array().unwrap().iter().filter_map(tag).collect();
-        assert_eq!(areas, ["rect", "circle"]);
+        let kinds: Vec<_> = steer_proto::SpawnAreaKind::ALL.iter().map(|k| k.name()).collect();
+        assert_eq!(areas, kinds);
+        assert_eq!(areas, ["rect", "circle", "ring", "points"]);
         assert_eq!(schemas["Rect"]["required"], serde_json::json!(["min_x", "min_y", "max_x", "max_y"]));
         // Scenario files in and out.
         let sc = &doc["paths"]["/scenarios/{name}"];
         assert_eq!(sc["put"]["requestBody"]["content"]["application/json"]["schema"]["$ref"], "#/components/schemas/Scenario");
         assert_eq!(sc["get"]["responses"]["200"]["content"]["application/json"]["schema"]["$ref"], "#/components/schemas/Scenario");
         assert_eq!(schemas["Scenario"]["properties"]["groups"]["items"]["$ref"], "#/components/schemas/GroupSpec");
-        // A scenario's behaviours and limits are the wire's own types (one definition).
+        // A scenario's behaviours, limits and areas are the wire's own types (one definition).
         let group = &schemas["GroupSpec"]["properties"];
+        assert_eq!(group["area"]["$ref"], "#/components/schemas/SpawnArea", "{group}");
         assert_eq!(group["behaviors"]["items"]["$ref"], "#/components/schemas/BehaviorEntry", "{group}");
         assert_eq!(group["limits"]["$ref"], "#/components/schemas/Limits", "{group}");
-        assert!(schemas.get("BehaviorSpec").is_none() && schemas.get("P").is_none());
+        assert!(schemas.get("BehaviorSpec").is_none() && schemas.get("P").is_none() && schemas.get("AreaSpec").is_none());
         // No request or response body is a bare object any more.
         fn bare(v: &Value, at: &str, out: &mut Vec<String>) {
             match v {

@@ -262,8 +262,8 @@ mod tests {
             (0..80_000).map(|_| steer_proto::Point { x: rng.range(10.0, 290.0), y: rng.range(10.0, 290.0) }).collect();
         let scenario = |pts: Vec<steer_proto::Point>| {
             let mut s = Scenario::from_json(r#"{"bounds": {"min": {"x": 0, "y": 0}, "max": {"x": 300, "y": 300}},
-                "groups": [{"name": "crowd", "area": {"points": []}, "limits": {"radius": 0.5}}]}"#).unwrap();
-            s.groups[0].area = crate::scenario::AreaSpec::Points(pts);
+                "groups": [{"name": "crowd", "area": {"type": "points", "points": []}, "limits": {"radius": 0.5}}]}"#).unwrap();
+            s.groups[0].area = steer_proto::SpawnArea::Points(steer_proto::Points { points: pts });
             s
         };
         // As one spawn these would start ~128,000 overlapping pairs (over the default 100,000).

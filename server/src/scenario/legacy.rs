@@ -1,14 +1,16 @@
-//! The scenario form of behaviours before protocol 5, rewritten into today's form.
+//! The scenario forms of behaviours before protocol 5 and of spawn areas before protocol 6,
+//! rewritten into today's form.
 //!
 //! Until protocol 5 scenarios wrote behaviours in a form of their own: untagged targets
 //! (`{"x": 1, "y": 2}`, `{"agent": 3}`), `target` for pursue/evade/velocity_match's agent, an
-//! align target as a bare number, align tuning flattened into align/face/look. Scenario files in
-//! that form are refused with the rewritten behaviour in the error (so the author sees how to
-//! write it now); recordings, which embed the scenario they started from and must replay as
-//! they were made, are rewritten on open. This works on JSON values: there is no second set of
-//! behaviour types.
+//! align target as a bare number, align tuning flattened into align/face/look; until protocol 6
+//! spawn areas were externally tagged with nested points (`{"rect": {"min": {..}, "max": {..}}}`, `disc`, `ring`,
+//! `points: [..]`). Scenario files in that form are refused with the rewritten part in the error
+//! (so the author sees how to write it now); recordings, which embed the scenario they started
+//! from and must replay as they were made, are rewritten on open. This works on JSON values:
+//! there is no second set of behaviour or area types.
 
-use serde_json::{Map, Value};
+use serde_json::{Map, Value, json};
 
 /// Rewrites every old-form behaviour of a scenario (`groups[*].behaviors[*].behavior`) in
 /// place; returns the path of the first one rewritten, if any.
@@ -16,6 +18,11 @@ pub fn migrate(scenario: &mut Value) -> Option<String> {
     let mut first = None;
     let groups = scenario.get_mut("groups").and_then(Value::as_array_mut)?;
     for (gi, g) in groups.iter_mut().enumerate() {
+        if let Some(a) = g.get_mut("area") {
+            if migrate_area(a) && first.is_none() {
+                first = Some(format!("groups[{gi}].area"));
+            }
+        }
         let Some(entries) = g.get_mut("behaviors").and_then(Value::as_array_mut) else { continue };
         for (bi, e) in entries.iter_mut().enumerate() {
             if let Some(b) = e.get_mut("behavior").and_then(Value::as_object_mut) {
@@ -26,6 +33,33 @@ pub fn migrate(scenario: &mut Value) -> Option<String> {
         }
     }
     first
+}
+
+/// Rewrites an old-form spawn area (`{"rect": {"min": p, "max": q}}`, `{"disc": {"center": c,
+/// "radius": r}}`, `{"ring": ..}`, `{"points": [..]}`) as the wire's `SpawnArea`; true if it
+/// was one.
+fn migrate_area(a: &mut Value) -> bool {
+    let Value::Object(o) = a else { return false };
+    if o.contains_key("type") || o.len() != 1 {
+        return false;
+    }
+    let Some((kind, inner)) = o.iter().next().map(|(k, v)| (k.clone(), v.clone())) else { return false };
+    let num = |v: &Value, k: &str| v.get(k).cloned().unwrap_or(Value::Null);
+    let new = match kind.as_str() {
+        "rect" => {
+            let (min, max) = (num(&inner, "min"), num(&inner, "max"));
+            json!({"type": "rect", "min_x": num(&min, "x"), "min_y": num(&min, "y"), "max_x": num(&max, "x"), "max_y": num(&max, "y")})
+        }
+        "disc" | "ring" => {
+            let c = num(&inner, "center");
+            let tag = if kind == "disc" { "circle" } else { "ring" };
+            json!({"type": tag, "x": num(&c, "x"), "y": num(&c, "y"), "radius": num(&inner, "radius")})
+        }
+        "points" if inner.is_array() => json!({"type": "points", "points": inner}),
+        _ => return false,
+    };
+    *a = new;
+    true
 }
 
 /// Rewrites one behaviour object; true if anything changed.
@@ -141,5 +175,34 @@ mod tests {
         let before = s.clone();
         assert_eq!(migrate(&mut s), None);
         assert_eq!(s, before);
+    }
+
+    #[test]
+    fn every_old_area_becomes_the_wire_form() {
+        use steer_proto::{Circle, Point, Points, Rect, SpawnArea};
+        let area = |old: Value| {
+            let mut s = json!({"groups": [{"area": old}]});
+            assert_eq!(migrate(&mut s).as_deref(), Some("groups[0].area"));
+            match serde_json::from_value::<SpawnArea>(s["groups"][0]["area"].clone()) {
+                Ok(a) => a,
+                Err(e) => panic!("{e}: {s}"),
+            }
+        };
+        assert_eq!(
+            area(json!({"rect": {"min": {"x": 1, "y": 2}, "max": {"x": 30, "y": 40.5}}})),
+            SpawnArea::Rect(Rect { min_x: 1.0, min_y: 2.0, max_x: 30.0, max_y: 40.5 })
+        );
+        assert_eq!(area(json!({"disc": {"center": {"x": 5, "y": 6}, "radius": 7}})), SpawnArea::Circle(Circle { x: 5.0, y: 6.0, radius: 7.0 }));
+        assert_eq!(area(json!({"ring": {"center": {"x": 5, "y": 6}, "radius": 7}})), SpawnArea::Ring(Circle { x: 5.0, y: 6.0, radius: 7.0 }));
+        assert_eq!(
+            area(json!({"points": [{"x": 1, "y": 2}, {"x": 3, "y": 4}]})),
+            SpawnArea::Points(Points { points: vec![Point { x: 1.0, y: 2.0 }, Point { x: 3.0, y: 4.0 }] })
+        );
+        // Today's form, and what is neither, are left alone.
+        for keep in [json!({"type": "ring", "x": 1, "y": 2, "radius": 3}), json!({"square": {"side": 2}}), json!({"rect": {}, "disc": {}})] {
+            let mut s = json!({"groups": [{"area": keep.clone()}]});
+            assert_eq!(migrate(&mut s), None, "{keep}");
+            assert_eq!(s["groups"][0]["area"], keep);
+        }
     }
 }

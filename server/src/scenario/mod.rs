@@ -17,7 +17,7 @@ mod spec;
 pub use placement::{PLACEMENT_TRIES, place_random_obstacles};
 pub use snapshot::snapshot_scenario;
 pub use spec::{
-    AreaSpec, BindingSpec, BoundsSpec, EdgeSpec, GroupSpec, MoveToAvoidanceSpec, ObstacleSpec, OrderSpec, RandomObstacles, ScalingSpec,
+    BindingSpec, BoundsSpec, EdgeSpec, GroupSpec, MoveToAvoidanceSpec, ObstacleSpec, OrderSpec, RandomObstacles, ScalingSpec,
     Scenario, WallSpec,
 };
 
@@ -29,7 +29,7 @@ use crate::convert::{self, vec2};
 use crate::sim::behaviors::move_to::MoveToParams;
 use crate::sim::error::SimError;
 use crate::sim::view::Bounds;
-use crate::sim::world::{EdgeRule, SpawnArea, SpawnSpec, TargetBinding, World, WorldConfig};
+use crate::sim::world::{EdgeRule, SpawnSpec, TargetBinding, World, WorldConfig};
 
 /// Largest scenario file accepted, bytes.
 pub const MAX_SCENARIO_BYTES: usize = 16 << 20;
@@ -40,12 +40,12 @@ pub enum ScenarioError {
     /// The JSON is malformed or a field has the wrong type; `path` is the field's path.
     #[error("scenario field `{path}`: {message}")]
     Parse { path: String, message: String },
-    /// A behaviour is written in the scenario form of steerd before protocol 5.
+    /// A behaviour (before protocol 5) or spawn area (before 6) is written in an older scenario form.
     #[error(
-        "scenario field `{path}`: this is the behaviour form scenarios used before protocol 5; behaviours are now written \
-         as in a `set_behaviors` message (PROTOCOL.md §4): targets tagged `{{\"type\":\"point\",\"x\":..,\"y\":..}}` or \
+        "scenario field `{path}`: this is an older scenario form (behaviours before protocol 5, areas before 6); both are now written \
+         as in `set_behaviors` and `spawn` messages (PROTOCOL.md §4): targets tagged `{{\"type\":\"point\",\"x\":..,\"y\":..}}` or \
          `{{\"type\":\"agent\",\"agent\":id}}`, `target_agent` for pursue/evade/velocity_match, align tuning inside \
-         `\"align\": {{..}}`; here: {rewritten}"
+         `\"align\": {{..}}`, areas tagged `{{\"type\":\"rect\",\"min_x\":..}}`, `circle`, `ring` or `points`; here: {rewritten}"
     )]
     OldForm { path: String, rewritten: String },
     /// A value is out of range; the message names the field's path.
@@ -62,7 +62,7 @@ pub enum ScenarioError {
 impl Scenario {
     /// Parses JSON; a bad field's path is in the error. A field no type has (in behaviours and
     /// limits too, whose wire types let JSON clients send more) is an error naming it; a
-    /// behaviour in the pre-protocol-5 scenario form is an error showing it rewritten.
+    /// behaviour or spawn area in an older scenario form is an error showing it rewritten.
     pub fn from_json(text: &str) -> Result<Self, ScenarioError> {
         if text.len() > MAX_SCENARIO_BYTES {
             return Err(ScenarioError::TooLarge);
@@ -85,8 +85,8 @@ impl Scenario {
         Ok(scenario)
     }
 
-    /// Parses a scenario stored by an older steerd (a recording's start): behaviours in the
-    /// pre-protocol-5 form are rewritten, not refused.
+    /// Parses a scenario stored by an older steerd (a recording's start): behaviours and areas in
+    /// older forms are rewritten, not refused.
     pub fn from_stored_json(text: &str) -> Result<Self, ScenarioError> {
         match Self::from_json(text) {
             Err(ScenarioError::OldForm { .. }) => {
@@ -122,7 +122,7 @@ impl Scenario {
         let raw_groups = raw.get("groups").and_then(Value::as_array).unwrap_or(&empty);
         let canon_groups = canonical.get("groups").and_then(Value::as_array).unwrap_or(&empty);
         for (i, (r, c)) in raw_groups.iter().zip(canon_groups).enumerate() {
-            for key in ["behaviors", "limits"] {
+            for key in ["area", "behaviors", "limits"] {
                 if let (Some(r), Some(c)) = (r.get(key), c.get(key)) {
                     wire_parts.push((format!("groups[{i}].{key}"), r, c));
                 }
@@ -267,19 +267,14 @@ impl GroupSpec {
     /// Number of agents this group spawns.
     pub fn agent_count(&self) -> usize {
         match &self.area {
-            AreaSpec::Points(p) => p.len(),
+            steer_proto::SpawnArea::Points(p) => p.points.len(),
             _ => self.count,
         }
     }
 
     /// The sim spawn spec (resolves a group binding against `world`).
     pub fn to_spawn(&self, world: &World) -> Result<SpawnSpec, SimError> {
-        let area = match &self.area {
-            AreaSpec::Rect { min, max } => SpawnArea::Rect { min: vec2(*min), max: vec2(*max) },
-            AreaSpec::Disc { center, radius } => SpawnArea::Disc { center: vec2(*center), radius: *radius },
-            AreaSpec::Ring { center, radius } => SpawnArea::Ring { center: vec2(*center), radius: *radius },
-            AreaSpec::Points(ps) => SpawnArea::Points(ps.iter().map(|&p| vec2(p)).collect()),
-        };
+        let area = convert::spawn_area(&self.area);
         let binding = match &self.binding {
             BindingSpec::AsGiven => TargetBinding::AsGiven,
             BindingSpec::Antipode { center } => TargetBinding::Antipode { center: vec2(*center) },
@@ -306,9 +301,32 @@ pub(crate) mod tests {
 
     pub(crate) const MINI: &str = r#"{
         "bounds": {"min": {"x": 0, "y": 0}, "max": {"x": 100, "y": 100}},
-        "groups": [{"name": "a", "count": 10, "area": {"rect": {"min": {"x": 10, "y": 10}, "max": {"x": 90, "y": 90}}},
+        "groups": [{"name": "a", "count": 10, "area": {"type": "rect", "min_x": 10, "min_y": 10, "max_x": 90, "max_y": 90},
                     "behaviors": [{"behavior": {"type": "wander"}}, {"behavior": {"type": "separation", "neighbor_radius": 2}, "weight": 2}]}]
     }"#;
+
+    #[test]
+    fn an_old_form_area_is_refused_with_its_rewrite_and_a_stored_one_is_rewritten() {
+        let old = MINI.replace(
+            r#"{"type": "rect", "min_x": 10, "min_y": 10, "max_x": 90, "max_y": 90}"#,
+            r#"{"rect": {"min": {"x": 10, "y": 10}, "max": {"x": 90, "y": 90}}}"#,
+        );
+        assert_ne!(old, MINI);
+        let e = Scenario::from_json(&old).unwrap_err();
+        let ScenarioError::OldForm { path, rewritten } = &e else { panic!("{e:?}") };
+        assert_eq!(path, "groups[0].area");
+        assert_eq!(
+            serde_json::from_str::<Value>(rewritten).unwrap(),
+            serde_json::json!({"type": "rect", "min_x": 10, "min_y": 10, "max_x": 90, "max_y": 90})
+        );
+        // A recording's scenario is rewritten and builds the same world as today's form.
+        let stored = Scenario::from_stored_json(&old).unwrap();
+        assert_eq!(stored, Scenario::from_json(MINI).unwrap());
+        // A misspelt area field is refused naming it (the wire type alone would ignore it).
+        let typo = MINI.replace(r#""max_y": 90}"#, r#""max_y": 90, "maxy": 9}"#);
+        let e = Scenario::from_json(&typo).unwrap_err().to_string();
+        assert!(e.contains("groups[0].area") && e.contains("maxy"), "{e}");
+    }
 
     #[test]
     fn parses_and_builds_with_defaults() {

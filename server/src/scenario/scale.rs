@@ -1,8 +1,8 @@
 //! `--agents N`: the same scenario with N agents in a proportionally larger area.
 
-use steer_proto::{Behavior, Point, Target};
+use steer_proto::{Behavior, Circle, Point, Rect, SpawnArea, Target};
 
-use super::{AreaSpec, BindingSpec, BoundsSpec, GroupSpec, ScalingSpec, Scenario};
+use super::{BindingSpec, BoundsSpec, GroupSpec, ScalingSpec, Scenario};
 
 impl Scenario {
     /// The same scenario with `n` agents in all, in an area scaled to keep the density: every
@@ -44,14 +44,15 @@ impl Scenario {
         for (i, g) in out.groups.iter_mut().enumerate() {
             let c = if i == last { n.saturating_sub(assigned) } else { ((g.agent_count() as f64) * k).round() as usize };
             assigned += c;
+            let circle = |c: &Circle| Circle { x: c.x * s, y: c.y * s, radius: c.radius * s };
             g.area = match &g.area {
-                AreaSpec::Rect { min, max } => AreaSpec::Rect { min: sp(*min), max: sp(*max) },
-                AreaSpec::Disc { center, radius } => AreaSpec::Disc { center: sp(*center), radius: radius * s },
-                AreaSpec::Ring { center, radius } => AreaSpec::Ring { center: sp(*center), radius: radius * s },
-                AreaSpec::Points(ps) => AreaSpec::Disc {
-                    center: sp(ps.first().copied().unwrap_or(Point { x: 0.0, y: 0.0 })),
-                    radius: s * 10.0,
-                },
+                SpawnArea::Rect(r) => SpawnArea::Rect(Rect { min_x: r.min_x * s, min_y: r.min_y * s, max_x: r.max_x * s, max_y: r.max_y * s }),
+                SpawnArea::Circle(c) => SpawnArea::Circle(circle(c)),
+                SpawnArea::Ring(c) => SpawnArea::Ring(circle(c)),
+                SpawnArea::Points(ps) => {
+                    let first = sp(ps.points.first().copied().unwrap_or(Point { x: 0.0, y: 0.0 }));
+                    SpawnArea::Circle(Circle { x: first.x, y: first.y, radius: s * 10.0 })
+                }
             };
             g.count = c;
             if let BindingSpec::Antipode { center } = &mut g.binding {

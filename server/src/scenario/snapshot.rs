@@ -1,8 +1,8 @@
 //! A running world written back as a scenario (saves and `GET …/scenario`).
 
-use steer_proto::{Limits, Point};
+use steer_proto::{Limits, Point, Points, SpawnArea};
 
-use super::{AreaSpec, BindingSpec, GroupSpec, ObstacleSpec, Scenario, WallSpec};
+use super::{BindingSpec, GroupSpec, ObstacleSpec, Scenario, WallSpec};
 use crate::convert::point;
 use crate::sim::world::World;
 
@@ -26,7 +26,7 @@ pub fn snapshot_scenario(world: &World, base: &Scenario) -> Scenario {
         let mut g = base.groups.iter().find(|g| &g.name == name).cloned().unwrap_or_else(|| GroupSpec {
             name: name.clone(),
             count: 0,
-            area: AreaSpec::Points(Vec::new()),
+            area: SpawnArea::Points(Points { points: Vec::new() }),
             limits: Limits::default(),
             binding: BindingSpec::AsGiven,
             initial_speed: 0.0,
@@ -45,7 +45,7 @@ pub fn snapshot_scenario(world: &World, base: &Scenario) -> Scenario {
             };
         }
         g.count = points.len();
-        g.area = AreaSpec::Points(points);
+        g.area = SpawnArea::Points(Points { points });
         // Agent-id bindings refer to ids of the old world; keep them only if the group they
         // name is kept too (ids are reassigned in order on load).
         groups.push(g);

@@ -3,7 +3,7 @@
 //! here exists only in scenarios (bounds, groups, spawn shapes, bindings, orders, settings).
 
 use serde::{Deserialize, Serialize};
-use steer_proto::{BehaviorEntry, Limits, Point, ReciprocalAvoidance};
+use steer_proto::{BehaviorEntry, Limits, Point, ReciprocalAvoidance, SpawnArea};
 
 /// A scenario file.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
@@ -232,11 +232,11 @@ fn default_border() -> f32 {
 pub struct GroupSpec {
     /// Group name.
     pub name: String,
-    /// Number of agents (ignored for `points`).
+    /// Number of agents (ignored for `points`: one agent per point).
     #[serde(default)]
     pub count: usize,
-    /// Where they spawn.
-    pub area: AreaSpec,
+    /// Where they spawn, written as in a `spawn` message (PROTOCOL.md §4).
+    pub area: SpawnArea,
     /// Limits, as in a `spawn` message (absent fields: 000's max speed 5, max accel 10, …).
     #[serde(default)]
     pub limits: Limits,
@@ -252,21 +252,6 @@ pub struct GroupSpec {
     /// Behaviours, written as in a `set_behaviors` message (PROTOCOL.md §4).
     #[serde(default)]
     pub behaviors: Vec<BehaviorEntry>,
-}
-
-/// Spawn area. `rect` and `disc` are what a `spawn` message's `rect` and `circle` place; `ring`
-/// and `points` exist only in scenarios (evenly spaced layouts and saved positions).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
-#[serde(rename_all = "snake_case", deny_unknown_fields)]
-pub enum AreaSpec {
-    /// Uniform in a rectangle.
-    Rect { min: Point, max: Point },
-    /// Uniform in a disc.
-    Disc { center: Point, radius: f32 },
-    /// Evenly on a circle.
-    Ring { center: Point, radius: f32 },
-    /// At these points.
-    Points(Vec<Point>),
 }
 
 /// Per-agent target binding.

@@ -13,7 +13,7 @@ fn head_on_scenario() -> Value {
         json!({
             "name": name,
             "count": 1,
-            "area": {"points": [{"x": x, "y": 50}]},
+            "area": {"type": "points", "points": [{"x": x, "y": 50}]},
             "limits": {"max_speed": 2, "max_accel": 4, "radius": 0.5},
             "initial_speed": 2,
             "orientation": orientation,

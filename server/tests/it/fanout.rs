@@ -158,7 +158,7 @@ async fn a_world_at_rest_sends_nothing() {
         "edge": "clamp",
         "tick_rate": 20,
         "seed": 1,
-        "groups": [{"name": "rocks", "count": 200, "area": {"rect": {"min": {"x": 10, "y": 10}, "max": {"x": 190, "y": 190}}}, "behaviors": []}],
+        "groups": [{"name": "rocks", "count": 200, "area": {"type": "rect", "min_x": 10, "min_y": 10, "max_x": 190, "max_y": 190}, "behaviors": []}],
     });
     http.put("/scenarios/still", &still).await.ok();
     http.post("/worlds", &json!({"name": "still", "scenario": "still"})).await.expect(201);

@@ -52,3 +52,40 @@ async fn openapi_document_is_served() {
     let err = &doc["paths"]["/worlds/{world}"]["get"]["responses"]["404"]["content"]["application/json"]["schema"]["$ref"];
     assert_eq!(err, "#/components/schemas/ErrorBody");
 }
+
+/// Issue 18: REST spawns take every spawn area a scenario group takes (protocol 6): `ring` places
+/// the agents evenly on the circle facing its centre, `points` one agent at each point in
+/// order; a `points` spawn whose `count` differs from the points is refused naming `count`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn spawn_areas_of_scenarios_spawn_over_rest() {
+    let srv = Server::fresh("areas", Opts::default());
+    let http = srv.http();
+    http.post("/worlds", &serde_json::json!({"name": "areas", "paused": true})).await.expect(201);
+    let ring = serde_json::json!({"group": "ring", "count": 4, "area": {"type": "ring", "x": 100, "y": 100, "radius": 20}});
+    let ids = http.post("/worlds/areas/agents", &ring).await.expect(201).json();
+    let ids: Vec<u64> = ids["agents"].as_array().unwrap().iter().map(|v| v.as_u64().unwrap()).collect();
+    assert_eq!(ids.len(), 4, "{ids:?}");
+    for id in &ids {
+        let a = http.get(&format!("/worlds/areas/agents/{id}")).await.expect(200).json();
+        let (x, y) = (a["position"][0].as_f64().unwrap(), a["position"][1].as_f64().unwrap());
+        let d = ((x - 100.0).powi(2) + (y - 100.0).powi(2)).sqrt();
+        assert!((d - 20.0).abs() < 1e-3, "agent {id} at ({x}, {y}) is {d} from the centre, not on the ring");
+        // Facing the centre.
+        let o = a["orientation"].as_f64().unwrap();
+        let to_centre = (100.0 - y).atan2(100.0 - x);
+        let diff = (o - to_centre + std::f64::consts::PI).rem_euclid(2.0 * std::f64::consts::PI) - std::f64::consts::PI;
+        assert!(diff.abs() < 1e-3, "agent {id} faces {o}, the centre is at {to_centre}");
+    }
+    let points = serde_json::json!({"group": "saved", "count": 2, "area": {"type": "points", "points": [{"x": 12.5, "y": 30}, {"x": 40, "y": 7.25}]}});
+    let got = http.post("/worlds/areas/agents", &points).await.expect(201).json();
+    let got: Vec<u64> = got["agents"].as_array().unwrap().iter().map(|v| v.as_u64().unwrap()).collect();
+    assert_eq!(got.len(), 2, "{got:?}");
+    for (id, want) in got.iter().zip([[12.5, 30.0], [40.0, 7.25]]) {
+        let a = http.get(&format!("/worlds/areas/agents/{id}")).await.expect(200).json();
+        assert_eq!(a["position"], serde_json::json!(want), "agent {id}");
+    }
+    let wrong = serde_json::json!({"group": "saved", "count": 3, "area": {"type": "points", "points": [{"x": 1, "y": 1}]}});
+    let body = http.post("/worlds/areas/agents", &wrong).await.expect(422).json();
+    assert_eq!(body["error"], "invalid_field", "{body}");
+    assert!(body["message"].as_str().unwrap().contains("count"), "{body}");
+}

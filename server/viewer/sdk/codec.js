@@ -14,7 +14,7 @@
 // The session handshake (Hello / Welcome) is defined once, in `HELLO_FIELDS` / `WELCOME_FIELDS`
 // and `helloMessage()`.
 // (Compiled by tsc into server/viewer/sdk/ for the viewer: edit this .ts, then `npm run build:viewer`.)
-export const PROTOCOL_VERSION = 5;
+export const PROTOCOL_VERSION = 6;
 /** Largest server frame a client should accept (§1). */
 export const DEFAULT_SERVER_LIMIT = 8 * 1024 * 1024;
 /** Default largest client frame (§1, `Welcome.max_message_bytes`). */
@@ -634,7 +634,7 @@ const Point = P([['x', 'f32'], ['y', 'f32']]);
 const RectFields = [['min_x', 'f32'], ['min_y', 'f32'], ['max_x', 'f32'], ['max_y', 'f32']];
 const CircleFields = [['x', 'f32'], ['y', 'f32'], ['radius', 'f32']];
 const Area = tagged([['rect', RectFields], ['whole_world', []]]);
-const SpawnArea = tagged([['rect', RectFields], ['circle', CircleFields]]);
+const SpawnArea = tagged([['rect', RectFields], ['circle', CircleFields], ['ring', CircleFields], ['points', [['points', vec(Point)]]]]);
 const Limits = P(['max_speed', 'max_accel', 'max_rotation', 'max_angular_accel', 'radius', 'mass'].map((n) => [n, opt('f32'), null]));
 const Target = tagged([['point', [['x', 'f32'], ['y', 'f32']]], ['agent', [['agent', 'u32']]]]);
 const AlignTarget = tagged([['orientation', [['radians', 'f32']]], ['agent', [['agent', 'u32']]]]);
