@@ -5,14 +5,48 @@
 //! pool and takes the built fields back before each tick; whatever has not arrived when due the
 //! tick builds itself, so the states never depend on the pool's timing. One pool serves every
 //! world of the process; its queue is bounded (`limits.max_queued_field_builds`), and a job the
-//! world stopped waiting for is skipped unbuilt.
+//! world stopped waiting for is skipped unbuilt: each submitted job has a [`BuildTicket`], the
+//! handshake between the world thread and the builder (the sim core knows requests only by id).
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU8, AtomicUsize, Ordering};
 use std::sync::mpsc::Sender;
 
 use crate::sim::nav::FieldJob;
 use crate::sim::nav::flowfield::FlowField;
+
+const QUEUED: u8 = 0;
+const BUILDING: u8 = 1;
+const CANCELLED: u8 = 2;
+
+/// Where a submitted job is, shared by the world thread and the builder holding the job.
+#[derive(Debug, Clone)]
+pub struct BuildTicket(Arc<AtomicU8>);
+
+impl BuildTicket {
+    fn new() -> Self {
+        BuildTicket(Arc::new(AtomicU8::new(QUEUED)))
+    }
+
+    /// Claims the job for building: false once the world took it back or cancelled it.
+    fn start(&self) -> bool {
+        self.0.compare_exchange(QUEUED, BUILDING, Ordering::AcqRel, Ordering::Acquire).is_ok()
+    }
+
+    /// Takes the job off the builder if nobody has started it (so the tick builds the field
+    /// itself). False when a builder is building it or has built it: it is worth waiting for.
+    pub fn cancel_unstarted(&self) -> bool {
+        match self.0.compare_exchange(QUEUED, CANCELLED, Ordering::AcqRel, Ordering::Acquire) {
+            Ok(_) => true,
+            Err(state) => state == CANCELLED,
+        }
+    }
+
+    /// The world no longer waits for the field: a builder that has not started skips it.
+    pub fn cancel(&self) {
+        let _ = self.0.compare_exchange(QUEUED, CANCELLED, Ordering::AcqRel, Ordering::Acquire);
+    }
+}
 
 /// The pool.
 pub struct FieldBuilder {
@@ -38,22 +72,24 @@ impl FieldBuilder {
         Ok(FieldBuilder { pool, queued: Arc::new(AtomicUsize::new(0)), max_queued: max_queued.max(1) })
     }
 
-    /// Queues `job`; the field goes to `done`. Returns false (the job is dropped, and the world
-    /// builds the field on its due tick) when the queue is full.
-    pub fn submit(&self, job: FieldJob, done: Sender<FlowField>) -> bool {
+    /// Queues `job`; the field goes to `done`. Returns the job's ticket, or `None` (the job is
+    /// dropped, and the world builds the field on its due tick) when the queue is full.
+    pub fn submit(&self, job: FieldJob, done: Sender<FlowField>) -> Option<BuildTicket> {
         if self.queued.fetch_add(1, Ordering::AcqRel) >= self.max_queued {
             self.queued.fetch_sub(1, Ordering::AcqRel);
-            return false;
+            return None;
         }
         let queued = self.queued.clone();
+        let ticket = BuildTicket::new();
+        let mine = ticket.clone();
         self.pool.spawn(move || {
-            if job.start() {
+            if mine.start() {
                 // The world may have gone; then nobody needs the field.
                 let _ = done.send(job.build());
             }
             queued.fetch_sub(1, Ordering::AcqRel);
         });
-        true
+        Some(ticket)
     }
 
     /// Jobs waiting or running.
@@ -102,7 +138,7 @@ mod tests {
             world.step();
             for job in world.take_field_jobs() {
                 if let Some(b) = builder {
-                    assert!(b.submit(job, tx.clone()));
+                    assert!(b.submit(job, tx.clone()).is_some());
                 }
             }
             // Give the pool time to finish, as a real tick period would.
@@ -174,9 +210,51 @@ mod tests {
         assert!(!jobs.is_empty());
         let (tx, _rx) = std::sync::mpsc::channel();
         for job in jobs {
-            assert!(!pool.submit(job, tx.clone()), "the queue holds one job and it is taken");
+            assert!(pool.submit(job, tx.clone()).is_none(), "the queue holds one job and it is taken");
         }
         let _ = release_tx.send(());
+    }
+
+    #[test]
+    fn a_job_taken_back_before_it_starts_is_skipped_and_a_kept_one_is_built() {
+        let pool = match FieldBuilder::new(1, 8, 0) {
+            Ok(p) => p,
+            Err(e) => panic!("{e}"),
+        };
+        // Hold the only builder thread until both jobs are queued behind it.
+        let (release_tx, release_rx) = std::sync::mpsc::channel::<()>();
+        pool.pool.spawn(move || {
+            let _ = release_rx.recv();
+        });
+        let (scenario, mut world) = maze();
+        let mut jobs = Vec::new();
+        for t in 0..5 {
+            if let Err(e) = scenario.apply_orders(&mut world, t) {
+                panic!("orders: {e}");
+            }
+            world.step();
+            jobs.extend(world.take_field_jobs());
+        }
+        // The same request submitted twice: two jobs, two tickets.
+        let Some(job) = jobs.first() else { panic!("no field requested") };
+        let (tx, rx) = std::sync::mpsc::channel();
+        let (skipped, kept) = (job.clone(), job.clone());
+        let Some(t_skip) = pool.submit(skipped, tx.clone()) else { panic!("queue full") };
+        let Some(t_keep) = pool.submit(kept.clone(), tx) else { panic!("queue full") };
+        assert!(t_skip.cancel_unstarted(), "not started: taken back");
+        assert!(t_skip.cancel_unstarted(), "taken back stays taken back");
+        let _ = release_tx.send(());
+        let built = match rx.recv_timeout(std::time::Duration::from_secs(30)) {
+            Ok(f) => f,
+            Err(e) => panic!("the kept job was not built: {e}"),
+        };
+        assert_eq!(built.goal_cell(), kept.build().goal_cell());
+        while pool.queued() > 0 {
+            std::thread::yield_now();
+        }
+        assert!(rx.try_recv().is_err(), "the job taken back was not built");
+        // Built: too late to take back (the world waits for it instead).
+        assert!(!t_keep.cancel_unstarted());
     }
 
     #[cfg(target_os = "linux")]

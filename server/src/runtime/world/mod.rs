@@ -21,7 +21,7 @@
 //! `ownership.rs` (who may command which agent, spawn quotas, orphans), `views.rs` (what REST
 //! and the debug endpoints show). The `Runner` is declared here so every part sees its state.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::mpsc::{Receiver, RecvTimeoutError, SyncSender, TrySendError};
 use std::sync::{Arc, Mutex};
@@ -30,7 +30,7 @@ use std::time::{Duration, Instant};
 use steer_proto as proto;
 use tokio::sync::{broadcast, oneshot};
 
-use super::fields::FieldBuilder;
+use super::fields::{BuildTicket, FieldBuilder};
 use super::frames::{CellFrame, FrameEvent, Shared, TickFrame};
 use crate::convert;
 use crate::metrics::Metrics;
@@ -428,6 +428,7 @@ impl WorldHandle {
             fields: spawn.fields,
             field_tx,
             field_rx,
+            field_tickets: BTreeMap::new(),
             pipeline: PipelineStats::default(),
             sim_pool: spawn.sim_pool,
             on_solo: false,
@@ -682,6 +683,9 @@ struct Runner {
     fields: Arc<FieldBuilder>,
     field_tx: std::sync::mpsc::Sender<FlowField>,
     field_rx: std::sync::mpsc::Receiver<FlowField>,
+    /// Tickets of the jobs submitted to `fields` whose fields the world still wants, by request
+    /// id (at most the builder's bounded queue: a refused job gets none).
+    field_tickets: BTreeMap<u64, BuildTicket>,
     /// Pipeline counters at the last tick (the metrics count the differences).
     pipeline: PipelineStats,
     /// Steps large worlds.

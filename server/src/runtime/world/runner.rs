@@ -290,9 +290,25 @@ impl Runner {
             self.sim_pool.install(|| world.step());
         }
         self.rec.after_step(&self.world);
+        // Jobs the world no longer waits for (built on the tick, handed back, or dropped) are
+        // skipped by the builder if not started; the new ones are submitted.
+        let world = &self.world;
+        self.field_tickets.retain(|&id, t| {
+            let wanted = world.field_requested(id);
+            if !wanted {
+                t.cancel();
+            }
+            wanted
+        });
         for job in self.world.take_field_jobs() {
-            if !self.fields.submit(job, self.field_tx.clone()) {
-                self.metrics.field_builds_refused.inc();
+            let id = job.id();
+            match self.fields.submit(job, self.field_tx.clone()) {
+                Some(t) => {
+                    self.field_tickets.insert(id, t);
+                }
+                None => {
+                    self.metrics.field_builds_refused.inc();
+                }
             }
         }
         let elapsed = start.elapsed();
@@ -314,8 +330,10 @@ impl Runner {
             while let Ok(f) = self.field_rx.try_recv() {
                 self.world.deliver_field(f);
             }
+            // A due field with no job at a builder (refused), or whose job was not started, is
+            // built by the tick; one being built is waited for.
             let mut awaited = self.world.awaited_fields();
-            awaited.retain(|t| !t.cancel_unstarted());
+            awaited.retain(|id| self.field_tickets.get(id).is_some_and(|t| !t.cancel_unstarted()));
             let now = Instant::now();
             if awaited.is_empty() || now >= deadline {
                 return;

@@ -31,7 +31,6 @@ mod scenario_tests;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU8, Ordering};
 
 use glam::Vec2;
 use rayon::prelude::*;
@@ -115,48 +114,22 @@ pub fn hex_slots(goal: Vec2, s: f32, n: usize, mut keep: impl FnMut(Vec2) -> boo
     pts.into_iter().map(|p| p.2).filter(|&p| keep(p)).take(n).collect()
 }
 
-const QUEUED: u8 = 0;
-const BUILDING: u8 = 1;
-const CANCELLED: u8 = 2;
-
-/// Where a requested field's job is, shared by the world and the builder holding the job.
-#[derive(Debug, Clone)]
-pub struct FieldTicket(Arc<AtomicU8>);
-
-impl FieldTicket {
-    fn new() -> Self {
-        FieldTicket(Arc::new(AtomicU8::new(QUEUED)))
-    }
-
-    /// Takes the job off the builder if nobody has started it (so the tick builds the field
-    /// itself). False when a builder is building it or has built it: it is worth waiting for.
-    pub fn cancel_unstarted(&self) -> bool {
-        match self.0.compare_exchange(QUEUED, CANCELLED, Ordering::AcqRel, Ordering::Acquire) {
-            Ok(_) => true,
-            Err(state) => state == CANCELLED,
-        }
-    }
-
-    fn cancel(&self) {
-        self.0.store(CANCELLED, Ordering::Release);
-    }
-}
-
-/// A flow field to build off the tick thread: everything [`FlowField::build`] reads.
+/// A flow field to build off the tick thread: everything [`FlowField::build`] reads, and the
+/// request's id. Plain data: how a host builds it, and how it tells a builder that the world no
+/// longer waits for it, is the host's (the world only answers [`NavState::requested`] and
+/// [`NavState::awaited`] by id).
 #[derive(Debug, Clone)]
 pub struct FieldJob {
+    id: u64,
     grid: Arc<NavGrid>,
     goal_cell: usize,
     goal: Vec2,
-    ticket: FieldTicket,
 }
 
 impl FieldJob {
-    /// Claims the job for building: false once the world no longer waits for this field (it
-    /// is built on its due tick, its goal was dropped, or the grid changed), and a builder
-    /// skips it.
-    pub fn start(&self) -> bool {
-        self.ticket.0.compare_exchange(QUEUED, BUILDING, Ordering::AcqRel, Ordering::Acquire).is_ok()
+    /// The request's id (unique within the world).
+    pub fn id(&self) -> u64 {
+        self.id
     }
 
     /// Builds the field (identical to the one the tick would build).
@@ -173,18 +146,14 @@ impl FieldJob {
 /// A requested field, used from tick `due`.
 #[derive(Debug, Clone)]
 struct Pending {
+    /// The request's id ([`FieldJob::id`]).
+    id: u64,
     goal: Vec2,
     due: u64,
     version: u64,
     field: Option<Arc<FlowField>>,
-    ticket: FieldTicket,
 }
 
-impl Pending {
-    fn cancel(&self) {
-        self.ticket.cancel();
-    }
-}
 
 /// Counters of the field pipeline.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -209,6 +178,8 @@ pub struct NavState {
     dirty: Vec<(Vec2, Vec2)>,
     resolved_version: u64,
     pending: BTreeMap<u32, Pending>,
+    /// Id of the next field request.
+    next_request: u64,
     jobs: Vec<FieldJob>,
     pipeline: PipelineStats,
     /// Nav cells the pipeline may still request (see [`NavState::prepare`]).
@@ -283,6 +254,7 @@ impl NavState {
             dirty: Vec::new(),
             resolved_version: 0,
             pending: BTreeMap::new(),
+            next_request: 0,
             jobs: Vec::new(),
             pipeline: PipelineStats::default(),
             credit: 0,
@@ -305,9 +277,7 @@ impl NavState {
         }
         self.cache.invalidate();
         // Requests were for the old grid: drop them (their goals are requested again).
-        for p in std::mem::take(&mut self.pending).into_values() {
-            p.cancel();
-        }
+        self.pending.clear();
         self.jobs.clear();
         true
     }
@@ -320,24 +290,18 @@ impl NavState {
         }
     }
 
-    /// The fields requested since the last tick's pre-pass, to build off the tick thread and
-    /// hand back with [`NavState::deliver`]. Jobs not taken before the next pre-pass are
-    /// dropped (their fields are then built on the tick they are due).
-    /// A copy that shares nothing mutable with `self`: every pending field gets a ticket of its
-    /// own, already cancelled, and no job is kept, so the copy builds each of its pending fields
-    /// on the tick it is due (the same field a builder would hand back: the states are the
-    /// same) and no builder holding one of `self`'s jobs can change the copy.
+    /// A copy without the jobs not yet taken: nobody builds the copy's pending fields for it,
+    /// so it builds each on the tick it is due (the same field a builder would hand back: the
+    /// states are the same).
     pub fn fork(&self) -> NavState {
         let mut n = self.clone();
         n.jobs.clear();
-        for p in n.pending.values_mut() {
-            let t = FieldTicket::new();
-            t.cancel();
-            p.ticket = t;
-        }
         n
     }
 
+    /// The fields requested since the last tick's pre-pass, to build off the tick thread and
+    /// hand back with [`NavState::deliver`]. Jobs not taken before the next pre-pass are
+    /// dropped (their fields are then built on the tick they are due).
     pub fn take_jobs(&mut self) -> Vec<FieldJob> {
         std::mem::take(&mut self.jobs)
     }
@@ -363,11 +327,18 @@ impl NavState {
         self.pending.contains_key(&goal_cell)
     }
 
-    /// Tickets of the fields the pre-pass of tick `tick` will need and that have not been
-    /// handed back: a host decides per ticket whether to wait for its builder or let the tick
-    /// build the field ([`FieldTicket::cancel_unstarted`]).
-    pub fn awaited(&self, tick: u64) -> Vec<FieldTicket> {
-        self.pending.values().filter(|p| p.due <= tick && p.field.is_none()).map(|p| p.ticket.clone()).collect()
+    /// Ids of the requests whose fields the pre-pass of tick `tick` will need and that have not
+    /// been handed back: a host decides per request whether to wait for its builder or let the
+    /// tick build the field.
+    pub fn awaited(&self, tick: u64) -> Vec<u64> {
+        self.pending.values().filter(|p| p.due <= tick && p.field.is_none()).map(|p| p.id).collect()
+    }
+
+    /// Whether request `id` is still waiting for its field: false once it was handed back,
+    /// built on its due tick, or dropped (its goal no longer needed, or the grid changed), after
+    /// which a host need not build it.
+    pub fn requested(&self, id: u64) -> bool {
+        self.pending.values().any(|p| p.id == id && p.field.is_none())
     }
 
     /// Counters of the field pipeline.
@@ -516,9 +487,7 @@ impl NavState {
         let (by_id, all) = roster.slots_and_storage_mut();
         let mut active = active_orders(&self.grid, all);
         if active.is_empty() {
-            for p in std::mem::take(&mut self.pending).into_values() {
-                p.cancel();
-            }
+            self.pending.clear();
             return;
         }
         let resolve = self.resolved_version != self.grid.version();
@@ -592,13 +561,7 @@ impl NavState {
         }
         self.cache.begin_round();
         // Requests whose goal nobody heads for any more are dropped.
-        self.pending.retain(|gc, p| {
-            let keep = users.binary_search_by_key(gc, |u| u.0).is_ok();
-            if !keep {
-                p.cancel();
-            }
-            keep
-        });
+        self.pending.retain(|gc, _| users.binary_search_by_key(gc, |u| u.0).is_ok());
         let mut requests = 0;
         for (gc, goal, n) in users {
             if self.cache.get(gc as usize).is_some() {
@@ -610,7 +573,6 @@ impl NavState {
                     continue;
                 }
                 let Some(p) = self.pending.remove(&gc) else { continue };
-                p.cancel();
                 let field = match p.field {
                     Some(f) => {
                         self.pipeline.delivered += 1;
@@ -635,11 +597,12 @@ impl NavState {
                 self.cache.fetch(&self.grid, gc as usize, goal, n);
                 continue;
             }
-            let ticket = FieldTicket::new();
+            let id = self.next_request;
+            self.next_request += 1;
             let version = self.grid.version();
             let due = tick + latency.max(cells.div_ceil(cells_per_tick));
-            self.pending.insert(gc, Pending { goal, due, version, field: None, ticket: ticket.clone() });
-            self.jobs.push(FieldJob { grid: self.grid.clone(), goal_cell: gc as usize, goal, ticket });
+            self.pending.insert(gc, Pending { id, goal, due, version, field: None });
+            self.jobs.push(FieldJob { id, grid: self.grid.clone(), goal_cell: gc as usize, goal });
         }
         // Slot claims, in id order (none to make when every active order has its slot, as a
         // lone agent's order has from the start).

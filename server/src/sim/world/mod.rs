@@ -41,7 +41,7 @@ use super::behaviors::{Behavior, BehaviorEntry, BehaviorSet, Scratch, Target};
 use super::error::{SimError, check_finite, check_positive, check_vec};
 use super::math::{clamp_len, closest_on_segment, dir, orientation_of, pair_dir, perp, segment_intersection, wrap_angle};
 use super::nav::flowfield::FlowField;
-use super::nav::{FieldJob, FieldTicket, NavState};
+use super::nav::{FieldJob, NavState};
 use super::rng::Rng;
 use super::roster::{ById, Roster};
 use super::spatial::{AgentGrid, Neighbor, StaticIndex};
@@ -361,10 +361,15 @@ impl World {
         self.nav.as_mut().map(NavState::take_jobs).unwrap_or_default()
     }
 
-    /// Tickets of the requested fields the next step needs and has not been handed (see
-    /// [`NavState::awaited`]).
-    pub fn awaited_fields(&self) -> Vec<FieldTicket> {
+    /// Request ids ([`FieldJob::id`]) of the fields the next step needs and has not been
+    /// handed (see [`NavState::awaited`]).
+    pub fn awaited_fields(&self) -> Vec<u64> {
         self.nav.as_ref().map(|n| n.awaited(self.tick)).unwrap_or_default()
+    }
+
+    /// Whether the field of request `id` is still wanted (see [`NavState::requested`]).
+    pub fn field_requested(&self, id: u64) -> bool {
+        self.nav.as_ref().is_some_and(|n| n.requested(id))
     }
 
     /// Hands back a field built from a [`FieldJob`] (ignored if no longer awaited).
