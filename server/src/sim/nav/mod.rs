@@ -530,8 +530,8 @@ impl NavState {
             active = active_orders(&self.grid, all);
         }
         let unclaimed = active.iter().any(|x| x.unclaimed);
-        // Keys are unique (one order per agent), so the order is the same on any thread count.
-        active.par_sort_unstable_by_key(|x| (x.goal_cell, x.id));
+        // Keys are unique (one order per agent): one order, whatever the storage order.
+        radix_sort_by_key(&mut active, |x| (u64::from(x.goal_cell) << 32) | u64::from(x.id));
         // (goal cell, goal, agents), ascending goal cell.
         let mut users: Vec<(u32, Vec2, u64)> = Vec::new();
         for group in active.chunk_by(|x, y| x.goal_cell == y.goal_cell) {
@@ -626,7 +626,43 @@ impl NavState {
     }
 }
 
+/// Sorts `v` by `key` with a least-significant-byte-first radix sort (stable), skipping the
+/// bytes every key shares: the active orders of a tick are sorted by (goal cell, id) in a few
+/// linear passes, where a comparison sort of the whole crowd was a visible part of the tick.
+fn radix_sort_by_key<T: Copy>(v: &mut Vec<T>, key: impl Fn(&T) -> u64) {
+    let Some(&first) = v.first() else { return };
+    // Every byte's histogram in one read.
+    let mut counts = [[0usize; 256]; 8];
+    for x in v.iter() {
+        let k = key(x);
+        for (b, c) in counts.iter_mut().enumerate() {
+            c[((k >> (8 * b)) & 0xff) as usize] += 1;
+        }
+    }
+    let mut other = vec![first; v.len()];
+    for (b, c) in counts.iter().enumerate() {
+        if c.contains(&v.len()) {
+            continue;
+        }
+        let mut starts = [0usize; 256];
+        let mut sum = 0;
+        for (s, &n) in starts.iter_mut().zip(c) {
+            *s = sum;
+            sum += n;
+        }
+        for x in v.iter() {
+            let d = ((key(x) >> (8 * b)) & 0xff) as usize;
+            if let Some(slot) = other.get_mut(starts[d]) {
+                *slot = *x;
+            }
+            starts[d] += 1;
+        }
+        std::mem::swap(v, &mut other);
+    }
+}
+
 /// What [`NavState::prepare`] reads of one active order.
+#[derive(Debug, Clone, Copy)]
 struct ActiveOrder {
     goal_cell: u32,
     id: u32,
@@ -665,6 +701,20 @@ fn active_orders(grid: &NavGrid, agents: &[Agent]) -> Vec<ActiveOrder> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        /// The radix sort orders as a comparison sort does (keys with shared and differing
+        /// bytes, duplicates kept in their order: it is stable).
+        #[test]
+        fn radix_sort_matches_a_stable_comparison_sort(keys in proptest::collection::vec((0u64..4, any::<u32>(), 0u64..300), 0..400)) {
+            let mut v: Vec<(u64, usize)> = keys.iter().enumerate().map(|(i, &(hi, mid, lo))| ((hi << 40) | (u64::from(mid) << 8) | lo, i)).collect();
+            let mut want = v.clone();
+            want.sort_by_key(|x| x.0);
+            radix_sort_by_key(&mut v, |x| x.0);
+            prop_assert_eq!(v, want);
+        }
+    }
 
     #[test]
     fn hex_slots_are_nearest_first_and_spaced() {
