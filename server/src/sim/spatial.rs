@@ -296,8 +296,11 @@ impl AgentGrid {
                 let mut scratch = Vec::new();
                 for s in starts.iter() {
                     let to = *s as usize;
-                    if let (Some(o), Some(p)) = (order.get_mut(from..to), packed.get_mut(from..to)) {
-                        sort_cell_by_id(o, p, &mut scratch);
+                    // Most cells of a sparse crowd hold none or one agent: nothing to order.
+                    if to > from + 1 {
+                        if let (Some(o), Some(p)) = (order.get_mut(from..to), packed.get_mut(from..to)) {
+                            sort_cell_by_id(o, p, &mut scratch);
+                        }
                     }
                     from = to;
                 }
