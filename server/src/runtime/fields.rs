@@ -153,6 +153,27 @@ mod tests {
         (crate::sim::hash::state_hash(&world), stats)
     }
 
+    /// The field jobs maze-moveto's first `ticks` steps request.
+    fn maze_jobs(ticks: u64) -> Vec<FieldJob> {
+        let (scenario, mut world) = maze();
+        let mut jobs = Vec::new();
+        for t in 0..ticks {
+            if let Err(e) = scenario.apply_orders(&mut world, t) {
+                panic!("orders: {e}");
+            }
+            world.step();
+            jobs.extend(world.take_field_jobs());
+        }
+        jobs
+    }
+
+    fn builder(threads: usize, max_queued: usize) -> FieldBuilder {
+        match FieldBuilder::new(threads, max_queued, 0) {
+            Ok(p) => p,
+            Err(e) => panic!("{e}"),
+        }
+    }
+
     fn maze() -> (Scenario, World) {
         let text = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../scenarios/maze-moveto.json"))
             .unwrap_or_default();
@@ -168,10 +189,7 @@ mod tests {
 
     #[test]
     fn background_builds_give_the_same_states_as_builds_on_the_tick() {
-        let pool = match FieldBuilder::new(1, 8, 0) {
-            Ok(p) => p,
-            Err(e) => panic!("{e}"),
-        };
+        let pool = builder(1, 8);
         let (inline_hash, inline) = run(None, 120);
         let (pool_hash, pooled) = run(Some(&pool), 120);
         assert_eq!(inline_hash, pool_hash);
@@ -186,10 +204,7 @@ mod tests {
 
     #[test]
     fn a_full_queue_refuses_jobs() {
-        let pool = match FieldBuilder::new(1, 1, 0) {
-            Ok(p) => p,
-            Err(e) => panic!("{e}"),
-        };
+        let pool = builder(1, 1);
         // Hold the only slot with a job that blocks until released.
         let (release_tx, release_rx) = std::sync::mpsc::channel::<()>();
         pool.queued.fetch_add(1, Ordering::AcqRel);
@@ -198,15 +213,7 @@ mod tests {
             let _ = release_rx.recv();
             q.fetch_sub(1, Ordering::AcqRel);
         });
-        let (scenario, mut world) = maze();
-        let mut jobs = Vec::new();
-        for t in 0..5 {
-            if let Err(e) = scenario.apply_orders(&mut world, t) {
-                panic!("orders: {e}");
-            }
-            world.step();
-            jobs.extend(world.take_field_jobs());
-        }
+        let jobs = maze_jobs(5);
         assert!(!jobs.is_empty());
         let (tx, _rx) = std::sync::mpsc::channel();
         for job in jobs {
@@ -217,24 +224,13 @@ mod tests {
 
     #[test]
     fn a_job_taken_back_before_it_starts_is_skipped_and_a_kept_one_is_built() {
-        let pool = match FieldBuilder::new(1, 8, 0) {
-            Ok(p) => p,
-            Err(e) => panic!("{e}"),
-        };
+        let pool = builder(1, 8);
         // Hold the only builder thread until both jobs are queued behind it.
         let (release_tx, release_rx) = std::sync::mpsc::channel::<()>();
         pool.pool.spawn(move || {
             let _ = release_rx.recv();
         });
-        let (scenario, mut world) = maze();
-        let mut jobs = Vec::new();
-        for t in 0..5 {
-            if let Err(e) = scenario.apply_orders(&mut world, t) {
-                panic!("orders: {e}");
-            }
-            world.step();
-            jobs.extend(world.take_field_jobs());
-        }
+        let jobs = maze_jobs(5);
         // The same request submitted twice: two jobs, two tickets.
         let Some(job) = jobs.first() else { panic!("no field requested") };
         let (tx, rx) = std::sync::mpsc::channel();
