@@ -114,6 +114,11 @@ fn all_behaviors() -> Vec<BehaviorEntry> {
         .collect()
 }
 
+/// A spawn into `arena` with no behaviours (the area vectors differ in area and limits only).
+fn bare_spawn(request_id: u32, group: &str, count: u32, area: SpawnArea, limits: Limits) -> ClientMsg {
+    ClientMsg::Spawn(Spawn { request_id, world: "arena".into(), group: group.into(), count, area, limits, behaviors: vec![] })
+}
+
 fn client_vectors() -> Vec<(&'static str, ClientMsg)> {
     let w = || "arena".to_string();
     vec![
@@ -143,15 +148,7 @@ fn client_vectors() -> Vec<(&'static str, ClientMsg)> {
         })),
         ("client_remove_behavior", ClientMsg::RemoveBehavior(RemoveBehavior { request_id: 7, world: w(), agents: vec![9], kind: BehaviorKind::ObstacleAvoidance })),
         ("client_reset_behaviors", ClientMsg::ResetBehaviors(ResetBehaviors { request_id: 8, world: w(), agents: vec![] })),
-        ("client_spawn_rect", ClientMsg::Spawn(Spawn {
-            request_id: 14,
-            world: w(),
-            group: "blue".into(),
-            count: 3,
-            area: SpawnArea::Rect(Rect { min_x: -10.0, min_y: 0.0, max_x: 10.0, max_y: 5.5 }),
-            limits: Limits::default(),
-            behaviors: vec![],
-        })),
+        ("client_spawn_rect", bare_spawn(14, "blue", 3, SpawnArea::Rect(Rect { min_x: -10.0, min_y: 0.0, max_x: 10.0, max_y: 5.5 }), Limits::default())),
         ("client_spawn", ClientMsg::Spawn(Spawn {
             request_id: 9,
             world: w(),
@@ -167,24 +164,8 @@ fn client_vectors() -> Vec<(&'static str, ClientMsg)> {
             }))],
         })),
         // Since version 6: the spawn areas scenario groups place (every SpawnArea kind is in a vector).
-        ("client_spawn_ring", ClientMsg::Spawn(Spawn {
-            request_id: 12,
-            world: w(),
-            group: "walkers".into(),
-            count: 8,
-            area: SpawnArea::Ring(Circle { x: 100.0, y: 100.0, radius: 80.0 }),
-            limits: Limits::default(),
-            behaviors: vec![],
-        })),
-        ("client_spawn_points", ClientMsg::Spawn(Spawn {
-            request_id: 13,
-            world: w(),
-            group: "saved".into(),
-            count: 2,
-            area: SpawnArea::Points(Points { points: vec![Point { x: 1.5, y: 2.0 }, Point { x: -3.0, y: 40.25 }] }),
-            limits: Limits { radius: Some(0.5), ..Limits::default() },
-            behaviors: vec![],
-        })),
+        ("client_spawn_ring", bare_spawn(12, "walkers", 8, SpawnArea::Ring(Circle { x: 100.0, y: 100.0, radius: 80.0 }), Limits::default())),
+        ("client_spawn_points", bare_spawn(13, "saved", 2, SpawnArea::Points(Points { points: vec![Point { x: 1.5, y: 2.0 }, Point { x: -3.0, y: 40.25 }] }), Limits { radius: Some(0.5), ..Limits::default() })),
         ("client_despawn", ClientMsg::Despawn(Despawn { request_id: 10, world: w(), agents: vec![5, 6] })),
         ("client_ping", ClientMsg::Ping(Ping { request_id: 11 })),
     ]
