@@ -133,15 +133,17 @@ impl WorldView<'_> {
         }
     }
 
-    /// Like [`WorldView::for_each_agent_near_ranked`] for a nearest-neighbours search: `f`
-    /// returns the squared distance beyond which it wants no more agents, and the grid stops
+    /// Like [`WorldView::for_each_agent_near_ranked`] for a nearest-neighbours search: `f` gets
+    /// each agent's squared distance from `p` too, and returns the squared distance beyond which
+    /// it wants no more agents; agents further than that are not offered, and the grid stops
     /// looking past it (see [`AgentGrid::for_each_in_rings_ranked`]).
-    pub fn for_each_agent_nearest_ranked(&self, p: Vec2, radius: f32, mut f: impl FnMut(usize, &Neighbor) -> f32) {
+    pub fn for_each_agent_nearest_ranked(&self, p: Vec2, radius: f32, mut f: impl FnMut(usize, &Neighbor, f32) -> f32) {
         let r2 = radius * radius;
         let mut want = r2;
         let mut visit = |k: usize, n: &Neighbor| {
-            if n.position.distance_squared(p) <= r2 {
-                want = f(k, n).min(r2);
+            let d2 = n.position.distance_squared(p);
+            if d2 <= want {
+                want = f(k, n, d2).min(r2);
             }
             want
         };

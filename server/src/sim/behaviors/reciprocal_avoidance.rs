@@ -74,10 +74,12 @@ impl ReciprocalAvoidanceParams {
     }
 }
 
-/// The `k` nearest neighbours by (squared distance, id), nearest first, as (squared distance,
-/// id, rank in the grid).
+/// The `k` nearest neighbours by (squared distance, id), nearest first: `keys[i]` packs the
+/// two so that one integer comparison orders them ([`Nearest::key`]), `ranks[i]` is that
+/// agent's rank in the grid. Plain zeroed arrays (cheap to make on every call).
 struct Nearest {
-    items: [(f32, u32, u32); MAX_NEIGHBORS as usize],
+    keys: [u64; MAX_NEIGHBORS as usize],
+    ranks: [u32; MAX_NEIGHBORS as usize],
     len: usize,
     k: usize,
     /// The radius searched.
@@ -86,58 +88,71 @@ struct Nearest {
 
 impl Nearest {
     fn new(k: usize) -> Self {
-        Nearest { items: [(0.0, 0, 0); MAX_NEIGHBORS as usize], len: 0, k: k.min(MAX_NEIGHBORS as usize), radius: 0.0 }
+        Nearest { keys: [0; MAX_NEIGHBORS as usize], ranks: [0; MAX_NEIGHBORS as usize], len: 0, k: k.min(MAX_NEIGHBORS as usize), radius: 0.0 }
+    }
+
+    /// (squared distance, id) as one integer with the same order: the bits of a finite
+    /// non-negative `f32` sort as the number does, and the id breaks ties.
+    fn key(d2: f32, id: u32) -> u64 {
+        (u64::from(d2.to_bits()) << 32) | u64::from(id)
+    }
+
+    /// The squared distance of a key.
+    fn dist2(key: u64) -> f32 {
+        f32::from_bits((key >> 32) as u32)
     }
 
     /// The squared distance beyond which no agent can be among the nearest any more: the k-th
     /// nearest's once k are known.
     fn reach2(&self) -> f32 {
-        if self.len == self.k { self.items.get(self.len.wrapping_sub(1)).map_or(f32::INFINITY, |l| l.0) } else { f32::INFINITY }
+        if self.len == self.k { self.keys.get(self.len.wrapping_sub(1)).map_or(f32::INFINITY, |&l| Self::dist2(l)) } else { f32::INFINITY }
     }
 
+    /// Offers an agent at squared distance `d2` (finite, non-negative: positions are finite).
     fn offer(&mut self, d2: f32, id: u32, rank: u32) {
-        let key = (d2, id);
+        let key = Self::key(d2, id);
         if self.len == self.k {
-            let last = &self.items[self.len - 1];
-            if (last.0, last.1) <= key {
+            if self.keys[self.len - 1] <= key {
                 return;
             }
             self.len -= 1;
         }
         let mut i = self.len;
-        while i > 0 && (self.items[i - 1].0, self.items[i - 1].1) > key {
-            self.items[i] = self.items[i - 1];
+        while i > 0 && self.keys[i - 1] > key {
+            self.keys[i] = self.keys[i - 1];
+            self.ranks[i] = self.ranks[i - 1];
             i -= 1;
         }
-        self.items[i] = (d2, id, rank);
+        self.keys[i] = key;
+        self.ranks[i] = rank;
         self.len += 1;
     }
 }
 
-/// The agent's neighbours for avoidance: the `max_neighbors` nearest within `neighbor_dist`.
+/// The agent's neighbours for avoidance, into `out` (made with `p.max_neighbors`): the
+/// `max_neighbors` nearest within `neighbor_dist`.
 /// Looks within six radii first (unless that is over half of `neighbor_dist`: then the whole
 /// distance at once), and doubles the radius up to `neighbor_dist` while fewer than
 /// `max_neighbors` are found: in a crowd the first look suffices, and a look never scans
 /// much more than the disc the nearest neighbours fill. The `k` nearest within any radius that
 /// holds `k` agents are the `k` nearest overall, so the result is the same as one full look.
-fn nearest(agent: &Agent, p: &ReciprocalAvoidanceParams, view: &WorldView) -> Nearest {
+fn nearest(agent: &Agent, p: &ReciprocalAvoidanceParams, view: &WorldView, out: &mut Nearest) {
     let pos = agent.position;
     let full = p.neighbor_dist;
     let short = 6.0 * agent.limits.radius;
     // A first look of more than half the distance saves little and costs a second scan.
     let mut radius = if short * 2.0 >= full { full } else { short };
-    let mut out = Nearest::new(p.max_neighbors as usize);
     loop {
         out.len = 0;
         out.radius = radius;
-        view.for_each_agent_nearest_ranked(pos, radius, |k, n| {
+        view.for_each_agent_nearest_ranked(pos, radius, |k, n, d2| {
             if n.id != agent.id {
-                out.offer(n.position.distance_squared(pos), n.id, k as u32);
+                out.offer(d2, n.id, k as u32);
             }
             out.reach2()
         });
         if out.len == out.k || radius >= full {
-            return out;
+            return;
         }
         radius = (radius * 2.0).min(full);
     }
@@ -173,15 +188,16 @@ fn half_planes(agent: &Agent, p: &ReciprocalAvoidanceParams, view: &WorldView, l
         }
     });
     let n_static = n;
-    let near = nearest(agent, p, view);
+    let mut near = Nearest::new(p.max_neighbors as usize);
+    nearest(agent, p, view, &mut near);
     let all = view.grid.all();
     // No contact is possible with a neighbour further than both radii plus both top speeds'
     // step; agents not found are beyond the search radius, or (k found) beyond the k-th.
     let own = r + max_speed * view.dt;
     let far = own + view.extent.0 + view.extent.1 * view.dt;
-    let beyond = if near.len < near.k { near.radius } else { near.items[near.len - 1].0.sqrt() };
+    let beyond = if near.len < near.k { near.radius } else { Nearest::dist2(near.keys[near.len - 1]).sqrt() };
     let mut clear = beyond > far;
-    for &(_, _, rank) in &near.items[..near.len] {
+    for &rank in &near.ranks[..near.len] {
         let Some(o) = all.get(rank as usize) else { continue };
         let lim = own + o.radius + o.max_speed * view.dt;
         clear &= o.position.distance_squared(pos) > lim * lim;
@@ -203,7 +219,7 @@ pub fn velocity(agent: &Agent, p: &ReciprocalAvoidanceParams, view: &WorldView, 
 
 /// [`velocity`], and whether no agent can touch this one after the step ([`NO_CONTACT`]).
 pub fn velocity_and_clearance(agent: &Agent, p: &ReciprocalAvoidanceParams, view: &WorldView, preferred: Vec2) -> (Vec2, bool) {
-    let mut lines = [HalfPlane { point: Vec2::ZERO, direction: Vec2::X }; MAX_LINES];
+    let mut lines = [HalfPlane::UNUSED; MAX_LINES];
     let (n, n_static, clear) = half_planes(agent, p, view, &mut lines);
     if n == 0 {
         return (crate::sim::math::clamp_len(preferred, agent.limits.max_speed), clear);
@@ -242,7 +258,7 @@ pub struct Explain {
 
 /// The avoidance of `agent` for `preferred`, with the half-planes it solved.
 pub fn explain(agent: &Agent, p: &ReciprocalAvoidanceParams, view: &WorldView, preferred: Vec2) -> Explain {
-    let mut lines = [HalfPlane { point: Vec2::ZERO, direction: Vec2::X }; MAX_LINES];
+    let mut lines = [HalfPlane::UNUSED; MAX_LINES];
     let (n, n_static, _) = half_planes(agent, p, view, &mut lines);
     Explain { preferred, chosen: velocity(agent, p, view, preferred), half_planes: lines[..n].to_vec(), n_static }
 }
@@ -289,14 +305,28 @@ mod tests {
         let view = w.view();
         let a = view.agent(1).unwrap();
         let p = ReciprocalAvoidanceParams { max_neighbors: 3, ..ReciprocalAvoidanceParams::default() };
-        let near = nearest(a, &p, &view);
-        let ids: Vec<u32> = near.items[..near.len].iter().map(|&(_, id, _)| id).collect();
+        let mut near = Nearest::new(3);
+        nearest(a, &p, &view, &mut near);
+        let ids: Vec<u32> = near.keys[..near.len].iter().map(|&key| key as u32).collect();
         // Distances 1 (id 3), 1 (id 5), 2 (id 4): ties by id.
         assert_eq!(ids, vec![3, 5, 4]);
         // Beyond neighbor_dist 8: id 6 never counts, even with room.
         let p = ReciprocalAvoidanceParams { max_neighbors: 10, neighbor_dist: 8.0, ..ReciprocalAvoidanceParams::default() };
-        let near = nearest(a, &p, &view);
+        let mut near = Nearest::new(10);
+        nearest(a, &p, &view, &mut near);
         assert_eq!(near.len, 4);
+    }
+
+    #[test]
+    fn nearest_keys_order_as_distance_then_id() {
+        // The packed key orders as the (distance, id) pair, including 0, subnormals and ties.
+        let pairs = [(0.0f32, 7u32), (0.0, 9), (f32::MIN_POSITIVE / 2.0, 0), (1.0, 2), (1.0, 3), (1.5, 1), (1e30, 0), (f32::MAX, u32::MAX)];
+        for w in pairs.windows(2) {
+            assert!(Nearest::key(w[0].0, w[0].1) < Nearest::key(w[1].0, w[1].1), "{:?} !< {:?}", w[0], w[1]);
+        }
+        for (d2, id) in pairs {
+            assert_eq!(Nearest::dist2(Nearest::key(d2, id)).to_bits(), d2.to_bits());
+        }
     }
 
     #[test]
