@@ -10,6 +10,16 @@ use axum::response::{IntoResponse, Response};
 const FILES: &[(&str, &str, &str)] = &[
     ("index.html", "text/html; charset=utf-8", include_str!("../../viewer/index.html")),
     ("app.js", "text/javascript; charset=utf-8", include_str!("../../viewer/app.js")),
+    ("state.js", "text/javascript; charset=utf-8", include_str!("../../viewer/state.js")),
+    ("rest.js", "text/javascript; charset=utf-8", include_str!("../../viewer/rest.js")),
+    ("stream.js", "text/javascript; charset=utf-8", include_str!("../../viewer/stream.js")),
+    ("world.js", "text/javascript; charset=utf-8", include_str!("../../viewer/world.js")),
+    ("overlays.js", "text/javascript; charset=utf-8", include_str!("../../viewer/overlays.js")),
+    ("view.js", "text/javascript; charset=utf-8", include_str!("../../viewer/view.js")),
+    ("input.js", "text/javascript; charset=utf-8", include_str!("../../viewer/input.js")),
+    ("replay.js", "text/javascript; charset=utf-8", include_str!("../../viewer/replay.js")),
+    ("status.js", "text/javascript; charset=utf-8", include_str!("../../viewer/status.js")),
+    ("draw.js", "text/javascript; charset=utf-8", include_str!("../../viewer/draw.js")),
     ("sdk/index.js", "text/javascript; charset=utf-8", include_str!("../../viewer/sdk/index.js")),
     ("sdk/codec.js", "text/javascript; charset=utf-8", include_str!("../../viewer/sdk/codec.js")),
     ("sdk/cell.js", "text/javascript; charset=utf-8", include_str!("../../viewer/sdk/cell.js")),
@@ -66,6 +76,26 @@ mod tests {
         assert_eq!(serve("../Cargo.toml").status(), StatusCode::NOT_FOUND);
         assert_eq!(serve("nope.js").status(), StatusCode::NOT_FOUND);
         assert_eq!(serve("sdk/../app.js").status(), StatusCode::NOT_FOUND);
+    }
+
+    #[test]
+    fn every_file_of_the_viewer_folder_is_embedded() {
+        // A module added to server/viewer/ but not to FILES would 404 in the page: list the
+        // folder (and sdk/) and compare.
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("viewer");
+        let mut on_disk = Vec::new();
+        for sub in ["", "sdk"] {
+            for e in std::fs::read_dir(dir.join(sub)).unwrap() {
+                let name = e.unwrap().file_name().into_string().unwrap();
+                if name.ends_with(".js") || name.ends_with(".html") || name.ends_with(".css") {
+                    on_disk.push(if sub.is_empty() { name } else { format!("{sub}/{name}") });
+                }
+            }
+        }
+        on_disk.sort();
+        let mut embedded: Vec<String> = FILES.iter().map(|(n, _, _)| n.to_string()).collect();
+        embedded.sort();
+        assert_eq!(embedded, on_disk);
     }
 
     #[test]

@@ -1,0 +1,172 @@
+// Pointer and keyboard input: tools, selection, obstacle drag, buttons.
+
+import { $, canvas, S } from './state.js';
+import { fail, toast } from './rest.js';
+import { connect, send, selectWorld, allAgents, toWorld } from './stream.js';
+import { refreshShapes, togglePause, step, moveTo, addObstacle, moveObstacle, deleteObstacle, loadScenario, saveScenario } from './world.js';
+import { w2s, s2w, fit, zoomAt, pan } from './view.js';
+
+// Input
+
+function localXY(ev) {
+  const r = canvas.getBoundingClientRect();
+  return [ev.clientX - r.left, ev.clientY - r.top];
+}
+
+function obstacleAt(sx, sy) {
+  const [wx, wy] = s2w(sx, sy);
+  let best = null;
+  for (const o of S.obstacles) {
+    const d = Math.hypot(o.center[0] - wx, o.center[1] - wy);
+    const r = Math.max(o.radius, 6 / S.view.scale);
+    if (d <= r && (!best || d < best.d)) best = { o, d };
+  }
+  return best ? best.o : null;
+}
+
+function boxSelect(x0, y0, x1, y1, add) {
+  const [ax, ay] = s2w(Math.min(x0, x1), Math.max(y0, y1));
+  const [bx, by] = s2w(Math.max(x0, x1), Math.min(y0, y1));
+  if (!add) S.selection.clear();
+  const small = Math.abs(x1 - x0) < 4 && Math.abs(y1 - y0) < 4;
+  if (small) {
+    // A click: the agent under the pointer, if any.
+    let best = null;
+    for (const a of allAgents().map(toWorld)) {
+      const [px, py] = w2s(a.x, a.y);
+      const d = Math.hypot(px - x1, py - y1);
+      if (d < 8 && (!best || d < best.d)) best = { a, d };
+    }
+    if (best) S.selection.add(best.a.id);
+  } else {
+    for (const a of allAgents().map(toWorld)) {
+      if (a.x >= ax && a.x <= bx && a.y >= ay && a.y <= by) S.selection.add(a.id);
+    }
+  }
+  updateSelectionText();
+}
+
+export function updateSelectionText() {
+  const n = S.selection.size;
+  if (!n) {
+    $('sel').textContent = 'none — drag a box around agents';
+    return;
+  }
+  let arrived = 0;
+  for (const id of S.selection) if (S.arrivedAt.has(id)) arrived++;
+  const moving = S.moveAgents && [...S.selection].some((id) => S.moveAgents.has(id));
+  $('sel').textContent = `${n} agent${n > 1 ? 's' : ''}${moving ? ` · ${arrived} arrived` : ' · right-click to send them'}`;
+}
+
+/** Binds this module's listeners and timers (app.js calls it once, after every module has loaded). */
+export function bindInput() {
+  canvas.addEventListener('contextmenu', (ev) => ev.preventDefault());
+
+  canvas.addEventListener('pointerdown', (ev) => {
+    canvas.focus();
+    const [sx, sy] = localXY(ev);
+    if (ev.button === 1 || (ev.button === 0 && (ev.altKey || S.spaceDown))) {
+      S.drag = { kind: 'pan', sx, sy };
+      canvas.classList.add('panning');
+    } else if (ev.button === 0) {
+      const o = obstacleAt(sx, sy);
+      if (o) S.drag = { kind: 'obstacle', o, sx, sy, moved: false };
+      else if (S.tool === 'obstacle') S.drag = { kind: 'place', sx, sy };
+      else S.drag = { kind: 'box', sx, sy, ex: sx, ey: sy, add: ev.shiftKey };
+    } else if (ev.button === 2) {
+      const [wx, wy] = s2w(sx, sy);
+      if (S.selection.size) moveTo(wx, wy);
+      else toast('select agents first (drag a box around them), then right-click where they should go', true);
+      return;
+    } else {
+      return;
+    }
+    canvas.setPointerCapture(ev.pointerId);
+    ev.preventDefault();
+  });
+
+  canvas.addEventListener('pointermove', (ev) => {
+    const [sx, sy] = localXY(ev);
+    S.mouse = [sx, sy];
+    const d = S.drag;
+    if (!d) {
+      S.hoverObstacle = obstacleAt(sx, sy);
+      canvas.classList.toggle('over-obstacle', !!S.hoverObstacle);
+      return;
+    }
+    if (d.kind === 'pan') {
+      pan(sx - d.sx, sy - d.sy);
+      d.sx = sx;
+      d.sy = sy;
+    } else if (d.kind === 'box') {
+      d.ex = sx;
+      d.ey = sy;
+    } else if (d.kind === 'obstacle') {
+      if (Math.hypot(sx - d.sx, sy - d.sy) > 3) d.moved = true;
+      d.ex = sx;
+      d.ey = sy;
+    }
+  });
+
+  canvas.addEventListener('pointerup', (ev) => {
+    const d = S.drag;
+    S.drag = null;
+    canvas.classList.remove('panning');
+    if (!d) return;
+    const [sx, sy] = localXY(ev);
+    if (d.kind === 'box') boxSelect(d.sx, d.sy, sx, sy, d.add);
+    else if (d.kind === 'place') {
+      const [wx, wy] = s2w(sx, sy);
+      const radius = Math.max(0.5, parseFloat($('obstacle-radius').value) || 6);
+      addObstacle(wx, wy, radius).then(() => refreshShapes()).catch(fail);
+    } else if (d.kind === 'obstacle' && d.moved) {
+      const [wx, wy] = s2w(sx, sy);
+      moveObstacle(d.o, wx, wy);
+    }
+  });
+
+  canvas.addEventListener('wheel', (ev) => {
+    ev.preventDefault();
+    const [sx, sy] = localXY(ev);
+    zoomAt(sx, sy, Math.exp(-ev.deltaY * 0.0015));
+  }, { passive: false });
+
+  window.addEventListener('keydown', (ev) => {
+    if (ev.target instanceof HTMLInputElement || ev.target instanceof HTMLSelectElement) return;
+    const k = ev.key;
+    const stepPx = 60;
+    if (k === ' ') { S.spaceDown = true; ev.preventDefault(); }
+    else if (k === 'ArrowLeft') pan(stepPx, 0);
+    else if (k === 'ArrowRight') pan(-stepPx, 0);
+    else if (k === 'ArrowUp') pan(0, stepPx);
+    else if (k === 'ArrowDown') pan(0, -stepPx);
+    else if (k === '+' || k === '=') zoomAt(canvas.clientWidth / 2, canvas.clientHeight / 2, 1.25);
+    else if (k === '-') zoomAt(canvas.clientWidth / 2, canvas.clientHeight / 2, 0.8);
+    else if (k === 'f' || k === 'F') fit();
+    else if (k === 'p' || k === 'P') togglePause();
+    else if (k === 'Escape') { S.selection.clear(); updateSelectionText(); }
+    else if ((k === 'Delete' || k === 'Backspace') && S.hoverObstacle) deleteObstacle(S.hoverObstacle);
+  });
+  window.addEventListener('keyup', (ev) => { if (ev.key === ' ') S.spaceDown = false; });
+
+  $('world').addEventListener('change', (ev) => selectWorld(ev.target.value));
+  $('pause').addEventListener('click', togglePause);
+  $('step').addEventListener('click', step);
+  $('fit').addEventListener('click', fit);
+  $('load').addEventListener('click', loadScenario);
+  $('save').addEventListener('click', saveScenario);
+  $('sel-clear').addEventListener('click', () => { S.selection.clear(); updateSelectionText(); });
+  for (const r of document.querySelectorAll('input[name="tool"]')) {
+    r.addEventListener('change', () => { S.tool = r.value; });
+  }
+  $('token-apply').addEventListener('click', () => {
+    S.token = $('token').value.trim();
+    S.resume = null; // another identity: a new session
+    if (S.token) sessionStorage.setItem('steerd-token', S.token);
+    else sessionStorage.removeItem('steerd-token');
+    connect();
+    toast(S.token ? 'token set' : 'token cleared', true);
+  });
+  $('token').value = S.token;
+
+}

@@ -1,0 +1,90 @@
+// The viewer's shared state: the page's elements, the stream and view state `S`, and the
+// figures `V` that the browser test reads (its methods are added by app.js).
+
+export const $ = (id) => document.getElementById(id);
+export const canvas = $('canvas');
+export const ctx = canvas.getContext('2d');
+
+const PALETTE = ['#4fa3ff', '#ff7a59', '#5fd38d', '#f5c542', '#c37cff', '#3fd0d4', '#ff5fa2', '#a3b1c6', '#9bd651', '#ff9f40'];
+export const groupColor = (g) => PALETTE[g % PALETTE.length];
+
+/** What more than one module reads or writes (a module's own state lives in that module). */
+export const S = {
+  token: sessionStorage.getItem('steerd-token') || '',
+  ws: null,
+  wsState: 'connecting',
+  welcome: null,
+  /** Welcome.resume_token: sent in the next Hello to resume the session. */
+  resume: null,
+  quant: { pos_step: 0.01, vel_step: 0.1, predict_num: 32768 },
+  tickRate: 20,
+  world: null, // selected WorldInfo
+  /** A replay world's timeline (null for a live world), and a scrub in progress. */
+  replay: null,
+  scrubbing: false,
+  restInfo: null, // GET /worlds/{w}
+  cells: new Map(), // cell -> CellMap
+  cellSeen: new Map(), // cell -> performance.now() of the last applied frame
+  subCells: new Set(), // cells of the current subscription (Subscribed answer)
+  nextRid: 1,
+  obstacles: [],
+  walls: [],
+  groupNames: new Map(), // group index -> name
+  neighborRadius: new Map(), // group name -> radius (from the scenario)
+  agentRadius: new Map(), // group index -> body radius
+  selection: new Set(),
+  arrivedAt: new Map(), // agent id -> performance.now() of DestinationReached
+  moveTarget: null, // {x, y, t}
+  view: { cx: 0, cy: 0, scale: 2 }, // world point at the canvas centre, pixels per world unit
+  fitted: false,
+  tool: 'select',
+  drag: null,
+  hoverObstacle: null,
+  mouse: null,
+  // Status counters
+  bytes: 0,
+  bytesWindow: [], // [t, bytes]
+  keyframes: 0,
+  chainBreaks: 0,
+  lateness: [], // [t, ms]
+  flow: null, // GET /worlds/{w}/flowfield answer for the selection's first agent
+  flowBusy: false,
+  avoid: null, // GET /worlds/{w}/agents/{id}/avoidance answer for the selection's first agent
+  avoidBusy: false,
+};
+
+// What the browser test (and a curious person in the console) can read.
+export const V = {
+  ready: false,
+  connected: false,
+  world: null,
+  tick: 0,
+  frames: 0,
+  keyframes: 0,
+  deltas: 0,
+  chainBreaks: 0,
+  resyncs: [],
+  destinationReached: 0,
+  arrived: [],
+  moveToSent: 0,
+  moveToAgents: [],
+  obstaclesPlaced: 0,
+  /** The flow-field overlay: the last answer ({status, goal, angles, …}) and arrows drawn. */
+  get flow() { return S.flow; },
+  flowArrows: 0,
+  /** The avoidance overlays: the last answer, how many fetches, and what the last frame drew. */
+  get avoid() { return S.avoid; },
+  avoidFetches: 0,
+  avoidDrawn: { planes: 0, arrows: 0 },
+  errors: [],
+  /** The replay world's timeline (GET /worlds/{w}/replay), null for a live world. */
+  get replay() { return S.replay; },
+  replaySeeks: 0,
+  /** Welcome.player_id of the stream's session (kept across a drop: the page resumes it). */
+  get player() { return S.welcome ? S.welcome.player_id : null; },
+  /** Closes the stream as a network failure would (the page reconnects and resumes). */
+  dropSocket() { if (S.ws) S.ws.close(4000, 'dropped by the page'); },
+  get selection() { return [...S.selection]; },
+  get obstacles() { return S.obstacles.slice(); },
+  get subscribedCells() { return [...S.subCells]; },
+};

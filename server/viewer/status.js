@@ -1,0 +1,109 @@
+// The event log and the status panel (stream figures, /metrics, legend).
+
+import { $, groupColor, S } from './state.js';
+import { allAgents } from './stream.js';
+import { refreshGroups } from './world.js';
+
+/** This module's own state. */
+const own = {
+  metrics: null,
+};
+
+// Event log
+
+export function escapeHtml(s) {
+  return String(s).replace(/[&<>"']/g, (c) => `&#${c.charCodeAt(0)};`);
+}
+
+export function logEvent(html, cls, tick) {
+  const li = document.createElement('li');
+  if (cls) li.className = cls;
+  li.innerHTML = `${tick !== undefined ? `<span>${tick}</span> ` : ''}${html}`;
+  const ol = $('events');
+  ol.prepend(li);
+  while (ol.children.length > 200) ol.lastChild.remove();
+}
+
+// ---------------------------------------------------------------------------------------------
+// Status panel
+
+function fmtBytes(n) {
+  if (n < 1024) return `${n.toFixed(0)} B`;
+  if (n < 1024 * 1024) return `${(n / 1024).toFixed(1)} KiB`;
+  return `${(n / 1024 / 1024).toFixed(2)} MiB`;
+}
+
+function parseMetrics(text) {
+  const out = {};
+  for (const line of text.split('\n')) {
+    if (!line || line[0] === '#') continue;
+    const m = line.match(/^([a-zA-Z_:][\w:]*)(\{[^}]*\})?\s+(\S+)/);
+    if (m && !m[2]) out[m[1]] = parseFloat(m[3]);
+  }
+  return out;
+}
+
+export async function refreshMetrics() {
+  const r = await fetch('/metrics');
+  if (!r.ok) return;
+  const m = parseMetrics(await r.text());
+  const prev = own.metrics;
+  own.metrics = m;
+  const sum = m.steerd_tick_duration_seconds_sum;
+  const count = m.steerd_tick_duration_seconds_count;
+  if (sum !== undefined && count !== undefined) {
+    let mean = count ? sum / count : 0;
+    if (prev && count > prev.steerd_tick_duration_seconds_count) {
+      mean = (sum - prev.steerd_tick_duration_seconds_sum) / (count - prev.steerd_tick_duration_seconds_count);
+    }
+    $('s-tickdur').textContent = `${(mean * 1000).toFixed(2)} ms`;
+  }
+  if (m.steerd_subscribers !== undefined) $('s-subs').textContent = String(m.steerd_subscribers);
+}
+
+export function updateStatus() {
+  const now = performance.now();
+  while (S.bytesWindow.length && S.bytesWindow[0][0] < now - 2000) S.bytesWindow.shift();
+  const b = S.bytesWindow.reduce((acc, [, n]) => acc + n, 0) / 2;
+  $('s-bytes').textContent = `${fmtBytes(b)}/s`;
+  $('s-bytes').title = `${fmtBytes(S.bytes)} in total`;
+  $('s-keys').textContent = `${S.keyframes}${S.chainBreaks ? ` · ${S.chainBreaks} resyncs` : ''}`;
+  while (S.lateness.length && S.lateness[0][0] < now - 5000) S.lateness.shift();
+  if (S.lateness.length) {
+    const v = S.lateness.map(([, x]) => x).sort((x, y) => x - y);
+    const p50 = v[Math.floor(v.length / 2)];
+    const max = v[v.length - 1];
+    $('s-late').textContent = `${p50.toFixed(1)} ms · max ${max.toFixed(1)}`;
+  } else {
+    $('s-late').textContent = S.restInfo && S.restInfo.paused ? 'paused' : '–';
+  }
+  if (S.restInfo) $('s-agents').textContent = `${S.restInfo.agents} (${allAgents().length} streamed)`;
+  updateLegend();
+}
+
+function updateLegend() {
+  const counts = new Map();
+  for (const a of allAgents()) counts.set(a.group, (counts.get(a.group) || 0) + 1);
+  const groups = [...counts.keys()].sort((a, b) => a - b);
+  const key = groups.map((g) => `${g}:${counts.get(g)}:${S.groupNames.get(g) || ''}`).join('|');
+  if (key === S.legendKey) return;
+  S.legendKey = key;
+  $('legend').replaceChildren(...groups.map((g) => {
+    const li = document.createElement('li');
+    const sw = document.createElement('span');
+    sw.className = 'sw';
+    sw.style.background = groupColor(g);
+    const name = document.createElement('span');
+    name.textContent = S.groupNames.get(g) || `group ${g}`;
+    const n = document.createElement('span');
+    n.className = 'n';
+    n.textContent = String(counts.get(g));
+    li.append(sw, name, n);
+    return li;
+  }));
+  if (groups.some((g) => !S.groupNames.has(g)) && !S.groupsPending && performance.now() - (S.groupsTried || 0) > 5000) {
+    S.groupsPending = true;
+    S.groupsTried = performance.now();
+    refreshGroups().catch(() => {}).finally(() => { S.groupsPending = false; });
+  }
+}
