@@ -291,11 +291,13 @@ impl AgentGrid {
                     }
                 }
                 // Each start was advanced to the next cell's start, which is where this cell
-                // ends: sort every cell by id, then shift the starts back and make them global.
+                // ends: in one pass, sort every cell by id and set its start back (to the
+                // previous cell's end), made global.
                 let mut from = 0usize;
                 let mut scratch = Vec::new();
-                for s in starts.iter() {
+                for s in starts.iter_mut() {
                     let to = *s as usize;
+                    *s = from as u32 + offset;
                     // Most cells of a sparse crowd hold none or one agent: nothing to order.
                     if to > from + 1 {
                         if let (Some(o), Some(p)) = (order.get_mut(from..to), packed.get_mut(from..to)) {
@@ -303,12 +305,6 @@ impl AgentGrid {
                         }
                     }
                     from = to;
-                }
-                for k in (1..starts.len()).rev() {
-                    starts[k] = starts[k - 1] + offset;
-                }
-                if let Some(first) = starts.first_mut() {
-                    *first = offset;
                 }
                 let mut breaks = 0;
                 for (k, &i) in order.iter().enumerate() {
