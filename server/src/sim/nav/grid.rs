@@ -158,13 +158,19 @@ impl NavGrid {
         self.blocked.len() + self.components.len() * 4 + self.clear.len() * 2
     }
 
-    /// Column and row of `p`, clamped onto the grid.
+    /// Column and row of `p`, clamped onto the grid (a non-finite coordinate maps to 0).
     #[inline]
     pub fn coords(&self, p: Vec2) -> (u32, u32) {
-        let c = ((p - self.origin) / self.cell).floor();
-        let cx = if c.x.is_finite() { c.x.clamp(0.0, (self.cols - 1) as f32) as u32 } else { 0 };
-        let cy = if c.y.is_finite() { c.y.clamp(0.0, (self.rows - 1) as f32) as u32 } else { 0 };
-        (cx, cy)
+        let c = (p - self.origin) / self.cell;
+        (Self::axis(c.x, self.cols), Self::axis(c.y, self.rows))
+    }
+
+    /// `floor(c)` clamped to `0..n`, without a `floor` call (a library call on the x86-64
+    /// baseline, 12 % of `NavState::prepare` at 10,000 orders): for `c ≥ 0` truncation is
+    /// floor, and every `c < 0` clamps to 0 either way.
+    #[inline]
+    fn axis(c: f32, n: u32) -> u32 {
+        if c.is_finite() { (c.max(0.0) as u32).min(n - 1) } else { 0 }
     }
 
     /// Index of the cell holding `p` (clamped onto the grid).
@@ -388,6 +394,14 @@ mod tests {
     }
 
     #[test]
+    fn coords_of_non_finite_points_are_zero() {
+        let g = NavGrid::empty(bounds(10.0, 10.0), 1.0, 0.5);
+        assert_eq!(g.coords(Vec2::new(f32::NAN, 5.5)), (0, 5));
+        assert_eq!(g.coords(Vec2::new(f32::INFINITY, f32::NEG_INFINITY)), (0, 0));
+        assert_eq!(g.coords(Vec2::new(1.0e30, -0.5)), (9, 0));
+    }
+
+    #[test]
     fn obstacles_block_cells_within_radius_plus_clearance() {
         // 10×10 cells of 1; obstacle r=1 at (5,5), clearance 0.5 → reach 1.5.
         // Cell (4,4) centre (4.5,4.5): distance 0.707 < 1.5 → blocked.
@@ -450,6 +464,20 @@ mod tests {
     }
 
     proptest::proptest! {
+        /// The floor-free `coords` gives what the floor formula gives, on and off the grid.
+        #[test]
+        fn coords_equal_the_floor_formula(x in -1.0e7f32..1.0e7, y in -1.0e7f32..1.0e7, cell in 0.05f32..50.0, w in 1.0f32..5000.0) {
+            let g = NavGrid::empty(Bounds { min: Vec2::new(-3.0, 7.0), max: Vec2::new(w, w + 10.0) }, cell, 0.5);
+            let p = Vec2::new(x, y);
+            let c = ((p - g.origin) / g.cell).floor();
+            let want = (c.x.clamp(0.0, (g.cols - 1) as f32) as u32, c.y.clamp(0.0, (g.rows - 1) as f32) as u32);
+            proptest::prop_assert_eq!(g.coords(p), want);
+            let near = g.origin + Vec2::splat(g.cell) * Vec2::new((x / 1e7).abs() * 3.0, (y / 1e7).abs() * 3.0);
+            let c = ((near - g.origin) / g.cell).floor();
+            let want = (c.x.clamp(0.0, (g.cols - 1) as f32) as u32, c.y.clamp(0.0, (g.rows - 1) as f32) as u32);
+            proptest::prop_assert_eq!(g.coords(near), want);
+        }
+
         #[test]
         fn clearance_jumps_give_the_answer_of_every_sample(
             blocked in proptest::collection::vec((0u32..40, 0u32..30), 0..25),
