@@ -28,8 +28,10 @@ pub const CELLS_PER_AGENT: usize = 8;
 /// Fewest cells an agent grid may be capped at.
 pub const MIN_CELLS: usize = 4096;
 
-/// Agent count from which [`AgentGrid::rebuild`] splits its work across the rayon pool.
-const PARALLEL_REBUILD_MIN: usize = 32_768;
+/// Agent count from which [`AgentGrid::rebuild`] splits its work across the rayon pool (at
+/// 10,000 agents on 2 threads the split makes circle's and swarm-10k's ticks ~7 % faster; at
+/// 1,000 a single band is faster than moving the grid between cores).
+const PARALLEL_REBUILD_MIN: usize = 8_192;
 
 /// Shape of a uniform grid over the world bounds.
 #[derive(Debug, Clone, Copy, PartialEq)]
