@@ -29,10 +29,6 @@ pub struct HalfPlane {
 }
 
 impl HalfPlane {
-    /// Filler for the unused slots of a fixed buffer of half-planes (all zero bits, so a buffer
-    /// of them is made by a memset); never a constraint: only the slots written are solved.
-    pub const UNUSED: HalfPlane = HalfPlane { point: Vec2::ZERO, direction: Vec2::ZERO };
-
     /// How far `v` lies outside (positive) or inside (negative or zero) the half-plane.
     pub fn violation(&self, v: Vec2) -> f32 {
         det(self.direction, self.point - v)

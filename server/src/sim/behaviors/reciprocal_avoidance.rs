@@ -16,6 +16,7 @@
 //! In a [`super::BehaviorSet`] the entry's weight and priority do not matter: the set blends
 //! its other entries and then filters the result (the first reciprocal entry's parameters win).
 
+use arrayvec::ArrayVec;
 use glam::Vec2;
 
 use crate::sim::agent::Agent;
@@ -34,6 +35,10 @@ pub const MAX_NEIGHBORS: u32 = 32;
 /// Most obstacles and walls one agent considers (the nearest ones the index yields first).
 pub const MAX_STATICS: usize = 16;
 const MAX_LINES: usize = MAX_NEIGHBORS as usize + MAX_STATICS;
+
+/// One agent's half-planes: at most [`MAX_STATICS`] static ones, then at most
+/// [`MAX_NEIGHBORS`] for agents, so a list never overflows.
+type Lines = ArrayVec<HalfPlane, MAX_LINES>;
 
 /// Parameters of reciprocal avoidance.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -76,11 +81,10 @@ impl ReciprocalAvoidanceParams {
 
 /// The `k` nearest neighbours by (squared distance, id), nearest first: `keys[i]` packs the
 /// two so that one integer comparison orders them ([`Nearest::key`]), `ranks[i]` is that
-/// agent's rank in the grid. Plain zeroed arrays (cheap to make on every call).
+/// agent's rank in the grid. Fixed-capacity lists, not initialised (cheap to make per agent).
 struct Nearest {
-    keys: [u64; MAX_NEIGHBORS as usize],
-    ranks: [u32; MAX_NEIGHBORS as usize],
-    len: usize,
+    keys: ArrayVec<u64, { MAX_NEIGHBORS as usize }>,
+    ranks: ArrayVec<u32, { MAX_NEIGHBORS as usize }>,
     k: usize,
     /// The radius searched.
     radius: f32,
@@ -88,7 +92,16 @@ struct Nearest {
 
 impl Nearest {
     fn new(k: usize) -> Self {
-        Nearest { keys: [0; MAX_NEIGHBORS as usize], ranks: [0; MAX_NEIGHBORS as usize], len: 0, k: k.min(MAX_NEIGHBORS as usize), radius: 0.0 }
+        Nearest { keys: ArrayVec::new(), ranks: ArrayVec::new(), k: k.min(MAX_NEIGHBORS as usize), radius: 0.0 }
+    }
+
+    fn len(&self) -> usize {
+        self.keys.len()
+    }
+
+    fn clear(&mut self) {
+        self.keys.clear();
+        self.ranks.clear();
     }
 
     /// (squared distance, id) as one integer with the same order: the bits of a finite
@@ -105,27 +118,30 @@ impl Nearest {
     /// The squared distance beyond which no agent can be among the nearest any more: the k-th
     /// nearest's once k are known.
     fn reach2(&self) -> f32 {
-        if self.len == self.k { self.keys.get(self.len.wrapping_sub(1)).map_or(f32::INFINITY, |&l| Self::dist2(l)) } else { f32::INFINITY }
+        if self.len() == self.k { self.keys.last().map_or(f32::INFINITY, |&l| Self::dist2(l)) } else { f32::INFINITY }
     }
 
     /// Offers an agent at squared distance `d2` (finite, non-negative: positions are finite).
     fn offer(&mut self, d2: f32, id: u32, rank: u32) {
         let key = Self::key(d2, id);
-        if self.len == self.k {
-            if self.keys[self.len - 1] <= key {
+        if self.len() == self.k {
+            if self.keys.last().is_none_or(|&last| last <= key) {
                 return;
             }
-            self.len -= 1;
+            self.keys.pop();
+            self.ranks.pop();
         }
-        let mut i = self.len;
+        // Never full here (at most k − 1 < capacity entries); appended, then moved down to its
+        // place (lists are short, and an agent offered later is usually further).
+        if self.keys.try_push(key).is_err() || self.ranks.try_push(rank).is_err() {
+            return;
+        }
+        let mut i = self.keys.len() - 1;
         while i > 0 && self.keys[i - 1] > key {
-            self.keys[i] = self.keys[i - 1];
-            self.ranks[i] = self.ranks[i - 1];
+            self.keys.swap(i, i - 1);
+            self.ranks.swap(i, i - 1);
             i -= 1;
         }
-        self.keys[i] = key;
-        self.ranks[i] = rank;
-        self.len += 1;
     }
 }
 
@@ -143,7 +159,7 @@ fn nearest(agent: &Agent, p: &ReciprocalAvoidanceParams, view: &WorldView, out: 
     // A first look of more than half the distance saves little and costs a second scan.
     let mut radius = if short * 2.0 >= full { full } else { short };
     loop {
-        out.len = 0;
+        out.clear();
         out.radius = radius;
         view.for_each_agent_nearest_ranked(pos, radius, |k, n, d2| {
             if n.id != agent.id {
@@ -151,43 +167,40 @@ fn nearest(agent: &Agent, p: &ReciprocalAvoidanceParams, view: &WorldView, out: 
             }
             out.reach2()
         });
-        if out.len == out.k || radius >= full {
+        if out.len() == out.k || radius >= full {
             return;
         }
         radius = (radius * 2.0).min(full);
     }
 }
 
-/// The half-planes of `agent`: static ones first; returns (all, static, whether no agent can
-/// touch it after this step — see [`NO_CONTACT`]).
-fn half_planes(agent: &Agent, p: &ReciprocalAvoidanceParams, view: &WorldView, lines: &mut [HalfPlane; MAX_LINES]) -> (usize, usize, bool) {
+/// The half-planes of `agent` into `lines` (empty), static ones first; returns (how many are
+/// static, whether no agent can touch it after this step — see [`NO_CONTACT`]).
+fn half_planes(agent: &Agent, p: &ReciprocalAvoidanceParams, view: &WorldView, lines: &mut Lines) -> (usize, bool) {
     let pos = agent.position;
     let r = agent.limits.radius;
     let max_speed = agent.limits.max_speed;
-    let mut n = 0usize;
     // Only surfaces the agent could reach within the horizon can constrain it.
     let reach = r + max_speed * p.obstacle_time_horizon;
     view.for_each_obstacle_near(pos, reach, |o| {
-        if n < MAX_STATICS {
+        if lines.len() < MAX_STATICS {
             let away = pos - o.center;
             let len = away.length();
             let closest = if len > 0.0 { o.center + away * (o.radius / len) } else { o.center + Vec2::X * o.radius };
             let gap = len - o.radius - r;
-            lines[n] = orca::static_half_plane(pos, closest, gap, p.obstacle_time_horizon, view.dt, max_speed);
-            n += 1;
+            let _ = lines.try_push(orca::static_half_plane(pos, closest, gap, p.obstacle_time_horizon, view.dt, max_speed));
         }
     });
     view.for_each_wall_near(pos, reach, |w| {
-        if n < MAX_STATICS {
+        if lines.len() < MAX_STATICS {
             let closest = closest_on_segment(pos, w.a, w.b);
             let gap = pos.distance(closest) - r;
             if gap < max_speed * p.obstacle_time_horizon {
-                lines[n] = orca::static_half_plane(pos, closest, gap, p.obstacle_time_horizon, view.dt, max_speed);
-                n += 1;
+                let _ = lines.try_push(orca::static_half_plane(pos, closest, gap, p.obstacle_time_horizon, view.dt, max_speed));
             }
         }
     });
-    let n_static = n;
+    let n_static = lines.len();
     let mut near = Nearest::new(p.max_neighbors as usize);
     nearest(agent, p, view, &mut near);
     let all = view.grid.all();
@@ -195,9 +208,12 @@ fn half_planes(agent: &Agent, p: &ReciprocalAvoidanceParams, view: &WorldView, l
     // step; agents not found are beyond the search radius, or (k found) beyond the k-th.
     let own = r + max_speed * view.dt;
     let far = own + view.extent.0 + view.extent.1 * view.dt;
-    let beyond = if near.len < near.k { near.radius } else { Nearest::dist2(near.keys[near.len - 1]).sqrt() };
+    let beyond = match near.keys.last() {
+        Some(&last) if near.len() == near.k => Nearest::dist2(last).sqrt(),
+        _ => near.radius,
+    };
     let mut clear = beyond > far;
-    for &rank in &near.ranks[..near.len] {
+    for &rank in &near.ranks {
         let Some(o) = all.get(rank as usize) else { continue };
         let lim = own + o.radius + o.max_speed * view.dt;
         clear &= o.position.distance_squared(pos) > lim * lim;
@@ -206,10 +222,9 @@ fn half_planes(agent: &Agent, p: &ReciprocalAvoidanceParams, view: &WorldView, l
             rel_pos = -pair_dir(agent.id, o.id) * 1e-3;
         }
         let share = if o.reciprocal { 0.5 } else { 1.0 };
-        lines[n] = orca::agent_half_plane(agent.velocity, rel_pos, agent.velocity - o.velocity, r + o.radius, p.time_horizon, view.dt, share);
-        n += 1;
+        let _ = lines.try_push(orca::agent_half_plane(agent.velocity, rel_pos, agent.velocity - o.velocity, r + o.radius, p.time_horizon, view.dt, share));
     }
-    (n, n_static, clear)
+    (n_static, clear)
 }
 
 /// The avoiding velocity for `preferred` (see the module docs).
@@ -219,12 +234,12 @@ pub fn velocity(agent: &Agent, p: &ReciprocalAvoidanceParams, view: &WorldView, 
 
 /// [`velocity`], and whether no agent can touch this one after the step ([`NO_CONTACT`]).
 pub fn velocity_and_clearance(agent: &Agent, p: &ReciprocalAvoidanceParams, view: &WorldView, preferred: Vec2) -> (Vec2, bool) {
-    let mut lines = [HalfPlane::UNUSED; MAX_LINES];
-    let (n, n_static, clear) = half_planes(agent, p, view, &mut lines);
-    if n == 0 {
+    let mut lines = Lines::new();
+    let (n_static, clear) = half_planes(agent, p, view, &mut lines);
+    if lines.is_empty() {
         return (crate::sim::math::clamp_len(preferred, agent.limits.max_speed), clear);
     }
-    (orca::solve(&lines[..n], n_static, preferred, agent.limits.max_speed, &mut Vec::new()), clear)
+    (orca::solve(&lines, n_static, preferred, agent.limits.max_speed, &mut Vec::new()), clear)
 }
 
 /// The preferred velocity one step of `wanted` steering gives (the integrator's rule).
@@ -258,9 +273,9 @@ pub struct Explain {
 
 /// The avoidance of `agent` for `preferred`, with the half-planes it solved.
 pub fn explain(agent: &Agent, p: &ReciprocalAvoidanceParams, view: &WorldView, preferred: Vec2) -> Explain {
-    let mut lines = [HalfPlane::UNUSED; MAX_LINES];
-    let (n, n_static, _) = half_planes(agent, p, view, &mut lines);
-    Explain { preferred, chosen: velocity(agent, p, view, preferred), half_planes: lines[..n].to_vec(), n_static }
+    let mut lines = Lines::new();
+    let (n_static, _) = half_planes(agent, p, view, &mut lines);
+    Explain { preferred, chosen: velocity(agent, p, view, preferred), half_planes: lines.to_vec(), n_static }
 }
 
 #[cfg(test)]
@@ -307,14 +322,14 @@ mod tests {
         let p = ReciprocalAvoidanceParams { max_neighbors: 3, ..ReciprocalAvoidanceParams::default() };
         let mut near = Nearest::new(3);
         nearest(a, &p, &view, &mut near);
-        let ids: Vec<u32> = near.keys[..near.len].iter().map(|&key| key as u32).collect();
+        let ids: Vec<u32> = near.keys.iter().map(|&key| key as u32).collect();
         // Distances 1 (id 3), 1 (id 5), 2 (id 4): ties by id.
         assert_eq!(ids, vec![3, 5, 4]);
         // Beyond neighbor_dist 8: id 6 never counts, even with room.
         let p = ReciprocalAvoidanceParams { max_neighbors: 10, neighbor_dist: 8.0, ..ReciprocalAvoidanceParams::default() };
         let mut near = Nearest::new(10);
         nearest(a, &p, &view, &mut near);
-        assert_eq!(near.len, 4);
+        assert_eq!(near.len(), 4);
     }
 
     #[test]
