@@ -79,14 +79,14 @@ mod tests {
     }
 
     #[test]
-    fn every_file_of_the_viewer_folder_is_embedded() {
+    fn every_file_of_the_viewer_folder_is_embedded() -> std::io::Result<()> {
         // A module added to server/viewer/ but not to FILES would 404 in the page: list the
         // folder (and sdk/) and compare.
         let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("viewer");
         let mut on_disk = Vec::new();
         for sub in ["", "sdk"] {
-            for e in std::fs::read_dir(dir.join(sub)).unwrap() {
-                let name = e.unwrap().file_name().into_string().unwrap();
+            for e in std::fs::read_dir(dir.join(sub))? {
+                let name = e?.file_name().to_string_lossy().into_owned();
                 if name.ends_with(".js") || name.ends_with(".html") || name.ends_with(".css") {
                     on_disk.push(if sub.is_empty() { name } else { format!("{sub}/{name}") });
                 }
@@ -96,6 +96,7 @@ mod tests {
         let mut embedded: Vec<String> = FILES.iter().map(|(n, _, _)| n.to_string()).collect();
         embedded.sort();
         assert_eq!(embedded, on_disk);
+        Ok(())
     }
 
     #[test]

@@ -12,6 +12,7 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use glam::Vec2;
 use rayon::prelude::*;
 
+use super::math::cell_axis;
 use super::view::{Bounds, Obstacle, Wall};
 
 /// Most cells any grid may have; a finer grid is coarsened to fit.
@@ -78,15 +79,7 @@ impl GridShape {
     #[inline]
     pub fn coords(&self, p: Vec2) -> (u32, u32) {
         let c = (p - self.origin) * self.inv_cell;
-        (Self::axis(c.x, self.cols), Self::axis(c.y, self.rows))
-    }
-
-    /// `floor(c)` clamped to `0..n`, without a `floor` call (the x86-64 baseline has no
-    /// rounding instruction, so `floor` is a library call and was 13 % of a tick): for `c ≥ 0`
-    /// truncation is floor, and every `c < 0` clamps to 0 either way.
-    #[inline]
-    fn axis(c: f32, n: u32) -> u32 {
-        if c.is_finite() { (c.max(0.0) as u32).min(n - 1) } else { 0 }
+        (cell_axis(c.x, self.cols), cell_axis(c.y, self.rows))
     }
 
     #[inline]
