@@ -184,6 +184,10 @@ pub struct NavState {
     pipeline: PipelineStats,
     /// Nav cells the pipeline may still request (see [`NavState::prepare`]).
     credit: u64,
+    /// The last pre-pass's active orders in (goal cell, id) order: most ticks the set of
+    /// active orders and their goal cells stay the same, and this order is reused instead of
+    /// sorted again (see [`NavState::reuse_active`]).
+    sorted: Vec<ActiveOrder>,
 }
 
 /// A resolved goal: (goal point, goal cell, unreachable).
@@ -258,6 +262,7 @@ impl NavState {
             jobs: Vec::new(),
             pipeline: PipelineStats::default(),
             credit: 0,
+            sorted: Vec::new(),
         }
     }
 
@@ -292,10 +297,12 @@ impl NavState {
 
     /// A copy without the jobs not yet taken: nobody builds the copy's pending fields for it,
     /// so it builds each on the tick it is due (the same field a builder would hand back: the
-    /// states are the same).
+    /// states are the same). Nor does it keep the last tick's sorted active orders: it reads
+    /// every order anew on its first tick (which gives the same order).
     pub fn fork(&self) -> NavState {
         let mut n = self.clone();
         n.jobs.clear();
+        n.sorted = Vec::new();
         n
     }
 
@@ -485,12 +492,15 @@ impl NavState {
         // Goal resolution and slot claims depend on the order the agents are visited in: id
         // order, whatever order they are stored in.
         let (by_id, all) = roster.slots_and_storage_mut();
-        let mut active = active_orders(&self.grid, all);
+        let resolve = self.resolved_version != self.grid.version();
+        let reused = if resolve { None } else { self.reuse_active(by_id, all) };
+        let sorted = reused.is_some();
+        let mut active = reused.unwrap_or_else(|| active_orders(&self.grid, by_id, all));
         if active.is_empty() {
+            self.sorted.clear();
             self.pending.clear();
             return;
         }
-        let resolve = self.resolved_version != self.grid.version();
         if resolve {
             self.update_components();
             self.resolved_version = self.grid.version();
@@ -527,38 +537,61 @@ impl NavState {
         let version = self.grid.version();
         if resolve {
             // Goals were resolved again above: read the orders anew.
-            active = active_orders(&self.grid, all);
+            active = active_orders(&self.grid, by_id, all);
         }
         let unclaimed = active.iter().any(|x| x.unclaimed);
-        // Keys are unique (one order per agent): one order, whatever the storage order.
-        radix_sort_by_key(&mut active, |x| (u64::from(x.goal_cell) << 32) | u64::from(x.id));
-        // (goal cell, goal, agents), ascending goal cell.
-        let mut users: Vec<(u32, Vec2, u64)> = Vec::new();
-        for group in active.chunk_by(|x, y| x.goal_cell == y.goal_cell) {
-            let gc = group[0].goal_cell;
-            let goal = group[0].goal;
-            let n = group.len() as u64;
-            // A goal with neither field nor request, all of whose agents (at most
-            // `straight_max`) see it, gets no field. An agent's sight is remembered with the
-            // grid version and its nav cell, and looked for again only when either changes.
-            let unserved = self.cache.get(gc as usize).is_none() && !self.pending.contains_key(&gc);
-            let sees = unserved
-                && n <= u64::from(straight_max)
-                && group.iter().all(|x| {
-                    if x.sight_holds {
-                        return true;
+        if !sorted {
+            // Built in id order: a stable sort by goal cell gives (goal cell, id) order. Keys
+            // are unique (one order per agent): one order, whatever the storage order.
+            radix_sort_by_key(&mut active, |x| u64::from(x.goal_cell));
+        }
+        // Per goal cell, in parallel: whether it needs a field. A goal with neither field nor
+        // request, all of whose agents (at most `straight_max`) see it, gets no field. An
+        // agent's sight is remembered with the grid version and its nav cell, and looked for
+        // again only when either changes; the group's agents are looked at in id order up to
+        // the first that does not see the goal, and that many are remembered below.
+        let grid = &*self.grid;
+        let (cache, pending, agents) = (&self.cache, &self.pending, &*all);
+        let groups: Vec<Group> = active
+            .par_chunk_by(|x, y| x.goal_cell == y.goal_cell)
+            .map(|group| {
+                let (gc, goal, n) = (group[0].goal_cell, group[0].goal, group.len());
+                let unserved = cache.get(gc as usize).is_none() && !pending.contains_key(&gc);
+                let mut looked = 0;
+                let mut sees = unserved && n <= straight_max as usize;
+                if sees {
+                    for x in group {
+                        looked += 1;
+                        if !x.sight_holds && !sees_goal(grid, agents, x) {
+                            sees = false;
+                            break;
+                        }
                     }
-                    let Some(a) = all.get_mut(x.index as usize) else { return false };
-                    let (pos, cell) = (a.position, self.grid.cell_of(a.position) as u32);
-                    let Some(o) = a.order.as_deref_mut() else { return false };
-                    let seen = self.grid.line_free_from(pos, o.goal);
+                }
+                Group { gc, goal, n: n as u64, sees, looked }
+            })
+            .collect();
+        // (goal cell, goal, agents) of the goals that need a field, ascending goal cell.
+        let mut users: Vec<(u32, Vec2, u64)> = Vec::new();
+        let mut at = 0;
+        for g in &groups {
+            for (k, x) in active[at..at + g.looked].iter().enumerate() {
+                if x.sight_holds {
+                    continue;
+                }
+                let Some(a) = all.get_mut(x.index as usize) else { continue };
+                let cell = self.grid.cell_of(a.position) as u32;
+                let seen = g.sees || k + 1 < g.looked;
+                if let Some(o) = a.order.as_deref_mut() {
                     o.sight = seen.then_some((version, cell));
-                    seen
-                });
-            if !sees {
-                users.push((gc, goal, n));
+                }
+            }
+            at += g.n as usize;
+            if !g.sees {
+                users.push((g.gc, g.goal, g.n));
             }
         }
+        self.sorted = active;
         self.cache.begin_round();
         // Requests whose goal nobody heads for any more are dropped.
         self.pending.retain(|gc, _| users.binary_search_by_key(gc, |u| u.0).is_ok());
@@ -627,8 +660,9 @@ impl NavState {
 }
 
 /// Sorts `v` by `key` with a least-significant-byte-first radix sort (stable), skipping the
-/// bytes every key shares: the active orders of a tick are sorted by (goal cell, id) in a few
-/// linear passes, where a comparison sort of the whole crowd was a visible part of the tick.
+/// bytes every key shares: the active orders of a tick, listed in id order, are sorted by goal
+/// cell in a few linear passes, where a comparison sort of the whole crowd was a visible part
+/// of the tick.
 fn radix_sort_by_key<T: Copy>(v: &mut Vec<T>, key: impl Fn(&T) -> u64) {
     let Some(&first) = v.first() else { return };
     // Every byte's histogram in one read.
@@ -666,6 +700,8 @@ fn radix_sort_by_key<T: Copy>(v: &mut Vec<T>, key: impl Fn(&T) -> u64) {
 struct ActiveOrder {
     goal_cell: u32,
     id: u32,
+    /// Rank of the agent's id (its place in the roster's id order).
+    rank: u32,
     /// Storage index of the agent.
     index: u32,
     goal: Vec2,
@@ -675,27 +711,75 @@ struct ActiveOrder {
     unclaimed: bool,
 }
 
-/// The active orders of `agents`, in storage order: one pass over the agents (each order is a
-/// heap box, so one read of each per tick), in parallel on the current rayon pool.
-fn active_orders(grid: &NavGrid, agents: &[Agent]) -> Vec<ActiveOrder> {
-    let version = grid.version();
-    agents
+impl ActiveOrder {
+    /// Agent `a` (id rank `rank`, storage index `index`) with its active order `o`.
+    fn new(grid: &NavGrid, rank: usize, index: u32, a: &Agent, o: &MoveOrder) -> Self {
+        let cell = grid.cell_of(a.position) as u32;
+        ActiveOrder {
+            goal_cell: o.goal_cell,
+            id: a.id,
+            rank: rank as u32,
+            index,
+            goal: o.goal,
+            sight_holds: o.sight == Some((grid.version(), cell)),
+            unclaimed: o.slot.is_none(),
+        }
+    }
+}
+
+/// One goal cell's active orders, as the pre-pass sees them.
+struct Group {
+    gc: u32,
+    goal: Vec2,
+    /// Agents heading for it.
+    n: u64,
+    /// No field is needed: every agent sees the goal.
+    sees: bool,
+    /// How many of its agents (in id order) were looked at.
+    looked: usize,
+}
+
+/// Whether the agent of `x` sees its goal along free cells (from where it stands now).
+fn sees_goal(grid: &NavGrid, agents: &[Agent], x: &ActiveOrder) -> bool {
+    agents.get(x.index as usize).is_some_and(|a| a.order.as_deref().is_some_and(|o| grid.line_free_from(a.position, o.goal)))
+}
+
+/// The active orders of `agents`, in id order (`by_id`: storage slots in id order): one pass
+/// over the agents (each order is a heap box, so one read of each per tick), in parallel on
+/// the current rayon pool.
+fn active_orders(grid: &NavGrid, by_id: &[u32], agents: &[Agent]) -> Vec<ActiveOrder> {
+    by_id
         .par_iter()
         .enumerate()
         .with_min_len(1024)
-        .filter_map(|(i, a)| {
-            let o = a.active_order()?;
-            let cell = grid.cell_of(a.position) as u32;
-            Some(ActiveOrder {
-                goal_cell: o.goal_cell,
-                id: a.id,
-                index: i as u32,
-                goal: o.goal,
-                sight_holds: o.sight == Some((version, cell)),
-                unclaimed: o.slot.is_none(),
-            })
+        .filter_map(|(r, &slot)| {
+            let a = agents.get(slot as usize)?;
+            Some(ActiveOrder::new(grid, r, slot, a, a.active_order()?))
         })
         .collect()
+}
+
+impl NavState {
+    /// Last tick's active orders, read again, if they are still exactly the active orders
+    /// with the same goal cells: each still names an agent of the same id rank with an active
+    /// order for the same goal cell, and no other agent has one (the counts agree). Then their
+    /// (goal cell, id) order holds and they need no sort. `None` otherwise.
+    fn reuse_active(&mut self, by_id: &[u32], all: &[Agent]) -> Option<Vec<ActiveOrder>> {
+        let mut v = std::mem::take(&mut self.sorted);
+        if v.is_empty() {
+            return None;
+        }
+        let grid = &*self.grid;
+        let same = v.par_iter_mut().with_min_len(1024).all(|x| {
+            let Some(&slot) = by_id.get(x.rank as usize) else { return false };
+            let Some(a) = all.get(slot as usize).filter(|a| a.id == x.id) else { return false };
+            let Some(o) = a.active_order().filter(|o| o.goal_cell == x.goal_cell) else { return false };
+            *x = ActiveOrder::new(grid, x.rank as usize, slot, a, o);
+            true
+        });
+        let count = all.par_iter().with_min_len(1024).filter(|a| a.active_order().is_some()).count();
+        (same && count == v.len()).then_some(v)
+    }
 }
 
 #[cfg(test)]

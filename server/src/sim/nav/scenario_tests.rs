@@ -418,3 +418,62 @@ fn goals_in_plain_sight_need_no_field_and_hidden_ones_do() {
     assert_eq!(nav.pipeline_stats().requested, 1, "(80, 20) is behind the wall");
     assert_eq!(nav.cache.len(), 1, "latency 0: built within the tick");
 }
+
+/// The pre-pass reuses the last tick's sorted active orders while they are still exactly the
+/// active orders (`NavState::reuse_active`); a fork starts without them and reads every order
+/// anew. Orders are issued, redirected into another goal's cell (so that its group outgrows
+/// `straight_line_max_agents` and needs a field only if grouped whole), given to agents that
+/// had none, completed, and dropped with their agents, on separate ticks: the world and a fork
+/// taken before every tick must step bit-identically and request the same fields.
+#[test]
+fn reused_active_orders_step_as_orders_read_anew() {
+    let mut cfg = WorldConfig { bounds: Bounds { min: Vec2::ZERO, max: Vec2::splat(100.0) }, flow_build_ticks: 0, ..WorldConfig::default() };
+    cfg.move_to.straight_line_max_agents = 8;
+    let mut w = World::new(cfg).expect("config");
+    w.add_wall(Vec2::new(50.0, 0.0), Vec2::new(50.0, 80.0)).expect("wall");
+    let ids = w.spawn(SpawnSpec::new("g", 40, SpawnArea::Disc { center: Vec2::new(25.0, 40.0), radius: 8.0 })).expect("spawn");
+    let order = |w: &mut World, agents: &[u32], target: Vec2| {
+        w.apply(Command::MoveTo { agents: agents.to_vec(), target, stopping_distance: 1.0 }).expect("order");
+    };
+    let (open, hidden) = (Vec2::new(30.0, 15.0), Vec2::new(80.0, 60.0));
+    let mut requested = Vec::new();
+    for tick in 0..300u64 {
+        match tick {
+            // Six agents to a goal in plain sight (no field: 6 <= 8), one order per agent for
+            // eight more (x 30: in sight, x 75: behind the wall).
+            5 => {
+                order(&mut w, &ids[..6], open);
+                for (k, &id) in ids.iter().enumerate().take(14).skip(6) {
+                    order(&mut w, &[id], Vec2::new(if k % 2 == 0 { 30.0 } else { 75.0 }, 30.0 + 3.0 * k as f32));
+                }
+            }
+            // Four of the single agents join the first goal's cell: ten agents, over the limit.
+            30 => {
+                for &id in &ids[8..12] {
+                    order(&mut w, &[id], open);
+                }
+            }
+            // Agents that had no order get one, to a goal behind the wall.
+            50 => order(&mut w, &ids[20..26], hidden),
+            // Agents with active orders leave.
+            70 => {
+                for &id in &[ids[2], ids[13]] {
+                    w.despawn(id).expect("despawn");
+                }
+            }
+            _ => {}
+        }
+        let mut anew = w.fork();
+        w.step();
+        anew.step();
+        assert_eq!(exact_hash(&w), exact_hash(&anew), "tick {tick}");
+        let requests = |w: &World| w.nav().map_or(0, |n| n.pipeline_stats().requested);
+        assert_eq!(requests(&w), requests(&anew), "tick {tick}");
+        requested.push(requests(&w));
+    }
+    // Each change was seen: the grown group's field on tick 30, the hidden goal's on tick 50.
+    assert!(requested[30] > requested[29], "fields requested: {requested:?}");
+    assert!(requested[50] > requested[49], "fields requested: {requested:?}");
+    let done = w.agents().iter().filter(|a| a.order.as_ref().is_some_and(|o| o.done)).count();
+    assert!(done > 0, "some orders completed");
+}
