@@ -371,13 +371,14 @@ async fn shutdown_signal() {
 /// jemalloc, for its count of live heap bytes (`steerd_heap_allocated_bytes`, the leak gate of
 /// reliability test 10): glibc's malloc keeps freed memory in its arenas, so RSS alone cannot
 /// tell a leak from the allocator's high-water mark. Not in static (`crt-static`) builds,
-/// which keep the C library's malloc (the container image; see README, Deploy).
-#[cfg(all(target_os = "linux", not(target_feature = "crt-static")))]
+/// which keep the C library's malloc (the container image; see README, Deploy), nor without
+/// the default `jemalloc` feature.
+#[cfg(all(feature = "jemalloc", target_os = "linux", not(target_feature = "crt-static")))]
 #[global_allocator]
 static GLOBAL: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 
 /// The heap figures of jemalloc (refreshed by an epoch advance; `None` if any read fails).
-#[cfg(all(target_os = "linux", not(target_feature = "crt-static")))]
+#[cfg(all(feature = "jemalloc", target_os = "linux", not(target_feature = "crt-static")))]
 fn heap_stats() -> Option<steerd::metrics::HeapStats> {
     tikv_jemalloc_ctl::epoch::advance().ok()?;
     let allocated = tikv_jemalloc_ctl::stats::allocated::read().ok()?;
@@ -386,7 +387,7 @@ fn heap_stats() -> Option<steerd::metrics::HeapStats> {
 }
 
 fn main() -> anyhow::Result<()> {
-    #[cfg(all(target_os = "linux", not(target_feature = "crt-static")))]
+    #[cfg(all(feature = "jemalloc", target_os = "linux", not(target_feature = "crt-static")))]
     steerd::metrics::set_heap_probe(heap_stats);
     let cli = Cli::parse();
     match cli.command {
