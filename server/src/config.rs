@@ -251,6 +251,11 @@ pub struct LimitSettings {
     pub hello_timeout_ms: u64,
     /// Longest a single send to a client may take before it is closed as slow, ms.
     pub write_timeout_ms: u64,
+    /// After the server sends a WebSocket Close, how long it keeps reading (and dropping) what
+    /// the client still sends, until the client closes too, ms. Closing a socket with unread
+    /// bytes makes the kernel send a reset, which can destroy the Close frame before the
+    /// client reads it. Also bounded by 4 × `max_message_bytes` bytes.
+    pub close_linger_ms: u64,
     /// Kernel send buffer of every accepted socket (SO_SNDBUF; Linux doubles it), bytes; 0 =
     /// the kernel's auto-tuning. Small, so that a client that stops reading is seen within a
     /// few ticks (resynced with keyframes, or closed 4008 after `write_timeout_ms`).
@@ -364,6 +369,7 @@ impl Default for LimitSettings {
             max_catchup_ticks: 3,
             hello_timeout_ms: 5_000,
             write_timeout_ms: 5_000,
+            close_linger_ms: 1_000,
             socket_send_buffer_bytes: 64 * 1024,
             header_timeout_ms: 10_000,
             body_timeout_ms: 10_000,

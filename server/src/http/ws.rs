@@ -517,13 +517,13 @@ async fn session(socket: WebSocket, state: AppState, url_enc: Encoding, batch: b
     async move {
         let enc = Arc::new(SharedEncoding::new(url_enc));
         state.metrics.connections.inc();
-        let (sink, stream) = socket.split();
+        let (sink, mut stream) = socket.split();
         let (ctl_tx, ctl_rx) = mpsc::channel::<Ctl>(state.settings.limits.connection_queue.max(1));
         let cancel = state.cancel.child_token();
         let (ev_tx, ev_rx) = mpsc::channel::<Direct>(state.settings.limits.connection_queue.max(1));
         let handle = ConnHandle { events: ev_tx, kick: CancellationToken::new(), bytes_per_sec: Arc::default() };
         let send = tokio::spawn(send_task(sink, ctl_rx, ev_rx, state.clone(), enc.clone(), cancel.clone(), batch, handle.bytes_per_sec.clone()).instrument(send_span));
-        let conn = recv_task(stream, ctl_tx, state.clone(), url_enc, enc, id, cancel.clone(), handle).await;
+        let conn = recv_task(&mut stream, ctl_tx, state.clone(), url_enc, enc, id, cancel.clone(), handle).await;
         if let (Some(who), Some(token)) = (&conn.identity, &conn.resume_token) {
             state.registry.players.leave(&who.player, id, token, conn.subs.clone());
         }
@@ -531,11 +531,35 @@ async fn session(socket: WebSocket, state: AppState, url_enc: Encoding, batch: b
         if tokio::time::timeout(Duration::from_secs(2), send).await.is_err() {
             tracing::debug!("send task did not finish in time");
         }
+        let l = &state.settings.limits;
+        linger(&mut stream, Duration::from_millis(l.close_linger_ms), l.max_message_bytes.saturating_mul(4)).await;
         cancel.cancel();
         state.metrics.connections.dec();
     }
     .instrument(span)
     .await;
+}
+
+/// A lingering close: after our Close frame, reads and drops what the peer still sends until it
+/// closes too, for at most `time` and about `max_bytes`. Dropping a socket with unread bytes in
+/// its receive buffer makes the kernel answer with a reset instead of a FIN, and a reset can
+/// destroy our Close frame in the peer's buffer before the peer reads it: a client that flooded
+/// us would then see a bare connection reset instead of the close code that says why.
+async fn linger(stream: &mut futures_util::stream::SplitStream<WebSocket>, time: Duration, max_bytes: usize) {
+    let drain = async {
+        let mut read = 0usize;
+        while let Some(Ok(m)) = stream.next().await {
+            read = read.saturating_add(match &m {
+                Message::Binary(b) | Message::Ping(b) | Message::Pong(b) => b.len(),
+                Message::Text(t) => t.len(),
+                Message::Close(_) => return,
+            });
+            if read > max_bytes {
+                return;
+            }
+        }
+    };
+    let _ = tokio::time::timeout(time, drain).await;
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -708,7 +732,7 @@ struct Conn {
 
 #[allow(clippy::too_many_arguments)]
 async fn recv_task(
-    mut stream: futures_util::stream::SplitStream<WebSocket>,
+    stream: &mut futures_util::stream::SplitStream<WebSocket>,
     ctl: mpsc::Sender<Ctl>,
     state: AppState,
     url_enc: Encoding,
