@@ -376,9 +376,16 @@ async fn sweep_and_lookahead_lengths_are_bounded() {
 /// (Before, 759k pings in 10 s were all answered.)
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn ping_floods_are_rate_limited() {
-    let srv = Server::fresh("ping-flood", Opts::default());
+    // The bucket refills one ping per 10 s (default: 10 per second), so the close below does not
+    // depend on the speed of this machine: at 10 per second the 1,000 refusals in a row that
+    // close a client had to fit between two refills, 100 ms, which a debug build on a busy
+    // machine missed.
+    let dir = TempDir::new("ping-flood-cfg");
+    let cfg = dir.path().join("steerd.toml");
+    std::fs::write(&cfg, "[limits]\npings_per_sec = 0.1\n").unwrap();
+    let srv = Server::fresh("ping-flood", Opts::default().arg("--config", cfg.to_string_lossy().to_string()));
     let mut ws = srv.ws().await;
-    // 200 pings back to back (the bucket holds 20 and refills 10 per second).
+    // 200 pings back to back (the bucket holds 20).
     let first = 1000u32;
     for i in 0..200u32 {
         let m = proto::encode_binary(&ClientMsg::Ping(proto::Ping { request_id: first + i })).unwrap();
