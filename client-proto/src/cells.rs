@@ -270,6 +270,47 @@ impl<'de> Deserialize<'de> for RawBytes {
     }
 }
 
+/// `ServerMsg::Cells`' variant index in the binary encoding.
+const CELLS_VARIANT: u32 = 7;
+
+/// A binary `cells` message's head, read by [`skim_cells_binary`] without its entries.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CellsHead {
+    /// World id.
+    pub world: u32,
+    /// The simulation tick of the message.
+    pub tick: u64,
+    /// The subscription's `every_n_ticks`.
+    pub span: u32,
+    /// The message checksum, if it carries one.
+    pub checksum: Option<u64>,
+    /// Bytes of its packed entries.
+    pub entries_len: usize,
+    /// The whole message's encoded length: a batched frame's next message starts there.
+    pub len: usize,
+}
+
+/// Reads the head of the binary `cells` message at the start of `bytes` and steps over its
+/// entries without unpacking them: `None` when `bytes` does not start with a whole `cells`
+/// message. For a client that only counts what it receives (a load generator's receive-only
+/// bots); nothing is checked beyond the head and the entries' length, so a client that keeps
+/// state must decode the message.
+pub fn skim_cells_binary(bytes: &[u8]) -> Option<CellsHead> {
+    #[derive(Deserialize)]
+    struct Head {
+        variant: u32,
+        world: u32,
+        tick: u64,
+        span: u32,
+        checksum: Option<Checksum>,
+        entries_len: u64,
+    }
+    let (h, used): (Head, usize) = bincode::serde::decode_from_slice(bytes, crate::codec::bincode_config()).ok()?;
+    let entries_len = usize::try_from(h.entries_len).ok()?;
+    let len = used.checked_add(entries_len).filter(|&n| n <= bytes.len())?;
+    (h.variant == CELLS_VARIANT).then_some(CellsHead { world: h.world, tick: h.tick, span: h.span, checksum: h.checksum.map(|c| c.0), entries_len, len })
+}
+
 /// The binary encoding of a whole `cells` message (`ServerMsg` variant 7) from entries already
 /// packed by an [`EntriesWriter`]: exactly what [`crate::encode_binary`] makes of the same
 /// message.
@@ -289,7 +330,7 @@ pub fn encode_cells_binary(world: u32, tick: u64, span: u32, checksum: Option<u6
             s.serialize_bytes(self.0)
         }
     }
-    let raw = Raw { variant: 7, world, tick, span, checksum: checksum.map(Checksum), entries: RawRef(entries) };
+    let raw = Raw { variant: CELLS_VARIANT, world, tick, span, checksum: checksum.map(Checksum), entries: RawRef(entries) };
     bincode::serde::encode_to_vec(&raw, crate::codec::bincode_config()).map_err(|e| crate::frames::EncodeError::Serialize(e.to_string()))
 }
 
@@ -475,6 +516,15 @@ mod tests {
         let crate::ServerMsg::Cells(c) = &msg else { panic!() };
         assert_eq!(encode_cells_binary(1, 42, 2, Some(7), &c.pack_entries().unwrap()).unwrap(), bin);
         let back: crate::ServerMsg = crate::decode_binary(&bin, 1 << 20).unwrap();
+        // Skimmed: the head as encoded, and the length of the whole message, also at the start
+        // of a batch; a cut message, or another message, is not a cells message.
+        let head = CellsHead { world: 1, tick: 42, span: 2, checksum: Some(7), entries_len: c.pack_entries().unwrap().len(), len: bin.len() };
+        assert_eq!(skim_cells_binary(&bin), Some(head));
+        let mut batch = bin.clone();
+        batch.extend(crate::encode_binary(&crate::ServerMsg::Pong(crate::Pong { request_id: 3, server_tick: 42 })).unwrap());
+        assert_eq!(skim_cells_binary(&batch), Some(head));
+        assert_eq!(skim_cells_binary(&bin[..bin.len() - 1]), None);
+        assert_eq!(skim_cells_binary(&batch[bin.len()..]), None);
         // Binary changes carry base indices only.
         d.changed.iter_mut().for_each(|c| c.id = None);
         let want = crate::ServerMsg::Cells(Cells { world: 1, tick: 42, span: 2, checksum: Some(Checksum(7)), entries: vec![CellEntry::Keyframe(key), CellEntry::Delta(d)] });

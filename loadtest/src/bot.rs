@@ -45,6 +45,11 @@ pub struct BotConfig {
     /// How many of them are active (spawn, command, pan); the rest are passive: they only
     /// receive, decode, verify and count (see [`is_active`]).
     pub active_bots: usize,
+    /// Passive bots but the first [`VERIFYING_PASSIVE`] only skim: of a frame that is one whole
+    /// `cells` message they read the head (tick, length) and count it, without decoding,
+    /// applying or verifying its entries. Receive-and-count load, so one box can carry more
+    /// subscribers.
+    pub skim: bool,
     /// Start of the measured window, ns since `epoch` (`u64::MAX`: none): bytes, moved agents
     /// and ticks of messages arriving from then on are counted as `Window*`.
     pub window_ns: u64,
@@ -106,6 +111,10 @@ pub fn is_active(index: usize, bots: usize, active: usize) -> bool {
     let (i, n, a) = (index as u128, bots as u128, active as u128);
     (i + 1) * a / n > i * a / n
 }
+
+/// Passive bots with an index below this still decode and verify everything under `--skim`,
+/// and send pings (the tick clock that lateness is measured with).
+pub const VERIFYING_PASSIVE: usize = 4;
 
 /// Agents that moved in a delta: those present before and after whose quantized state
 /// changed, and those that entered the cell (an agent crossing cells enters one and leaves
@@ -305,7 +314,8 @@ pub async fn run(cfg: Arc<BotConfig>, index: usize) {
     bot.active = is_active(index, cfg.bots, cfg.active_bots);
     // Passive bots leave the tick-clock estimate to the active ones, except the first few
     // (so that a fully passive swarm still measures lateness).
-    bot.pinging = bot.active || index < 4;
+    bot.pinging = bot.active || index < VERIFYING_PASSIVE;
+    bot.skimming = cfg.skim && !bot.pinging;
     let end = bot.session(ws).await;
     if let End::Lost(cause) = end {
         stats.disconnect(cause);
@@ -366,6 +376,8 @@ struct Bot {
     active: bool,
     /// Sends pings (tick clock, ping RTT).
     pinging: bool,
+    /// Only skims `cells` messages (see [`BotConfig::skim`]).
+    skimming: bool,
     /// Counted in the `Subscribed` gauge.
     counted_subscribed: bool,
     join: Join,
@@ -399,6 +411,7 @@ impl Bot {
             outbox: Vec::new(),
             active: true,
             pinging: true,
+            skimming: false,
             counted_subscribed: false,
             join: Join::default(),
             in_window: false,
@@ -618,9 +631,18 @@ impl Bot {
     fn on_message(&mut self, m: &Message) {
         let arrival = self.now_ns();
         self.last_rx = Instant::now();
+        if self.skimming {
+            if let Message::Binary(b) = m {
+                if let Some(head) = proto::skim_cells_binary(b).filter(|h| h.len == b.len()) {
+                    self.on_skimmed(b.len(), head.tick, arrival);
+                    return;
+                }
+            }
+        }
         let Some((len, decoded)) = decode(m, self.cfg.batch) else { return };
         self.rec.add(C::BytesIn, len as u64);
-        self.in_window = arrival >= self.cfg.window_ns;
+        // Window figures (bytes, ticks, moved agents) come from bots that decode everything.
+        self.in_window = !self.skimming && arrival >= self.cfg.window_ns;
         if self.in_window {
             self.rec.add(C::WindowBytes, len as u64);
         }
@@ -644,6 +666,38 @@ impl Bot {
         }
     }
 
+    /// A skimmed `cells` message of `len` bytes for `tick`: its bytes, tick (gaps) and lateness
+    /// are counted; it adds nothing to the window's bytes, ticks and moved agents or to the
+    /// join figures, which verifying bots measure.
+    fn on_skimmed(&mut self, len: usize, tick: u64, arrival: u64) {
+        self.in_window = false;
+        self.rec.add(C::BytesIn, len as u64);
+        self.skimmed_tick(tick, arrival);
+    }
+
+    /// A skimming bot's `cells` message for `tick` (skimmed, or decoded from a frame that held
+    /// more than it): counted, never applied.
+    fn skimmed_tick(&mut self, tick: u64, arrival: u64) {
+        self.rec.add(C::Skimmed, 1);
+        let joined = self.last_tick.is_some();
+        self.note_tick(tick, true);
+        // The first message is the join's keyframes, whose lateness verifying bots do not count.
+        if joined {
+            self.lateness(tick, arrival);
+        }
+    }
+
+    /// Records how late the message of `tick` that arrived at `arrival` is, by the tick clock.
+    fn lateness(&mut self, tick: u64, arrival: u64) {
+        if let Some((late, err)) = self.cfg.clock.get().and_then(|c| c.lateness_ns(tick, arrival)) {
+            if late < 0.0 {
+                self.rec.add(C::NegativeLateness, 1);
+            }
+            self.rec.record(H::LatenessUs, (late.max(0.0) / 1e3) as u64, &self.stats);
+            self.rec.record(H::ClockErrorUs, (err / 1e3) as u64, &self.stats);
+        }
+    }
+
     /// One server message of `len` encoded bytes, from a WebSocket message that arrived at
     /// `arrival`.
     fn on_server_msg(&mut self, msg: ServerMsg, len: usize, arrival: u64) {
@@ -654,19 +708,25 @@ impl Bot {
             }
             ServerMsg::Delta(d) => {
                 self.frame(len, d.changed.len() + d.entered.len());
-                self.on_delta(&d, arrival);
+                self.lateness(d.tick, arrival);
+                self.on_delta(&d);
             }
+            ServerMsg::Cells(c) if self.skimming => self.skimmed_tick(c.tick, arrival),
             ServerMsg::Cells(c) => {
                 let updates = c.entries.iter().map(|e| match e {
                     proto::CellEntry::Keyframe(k) => k.agents.len(),
                     proto::CellEntry::Delta(d) => d.changed.len() + d.entered.len(),
                 });
                 self.frame(len, updates.sum());
+                // One lateness sample per message (not per cell entry), as a skimming bot takes.
+                if c.entries.iter().any(|e| matches!(e, proto::CellEntry::Delta(_))) {
+                    self.lateness(c.tick, arrival);
+                }
                 let mut ok = true;
                 for e in &c.entries {
                     ok &= match e {
                         proto::CellEntry::Keyframe(k) => self.on_keyframe(k),
-                        proto::CellEntry::Delta(d) => self.on_delta(d, arrival),
+                        proto::CellEntry::Delta(d) => self.on_delta(d),
                     };
                 }
                 // The message checksum covers every entry's cell after the message.
@@ -706,19 +766,12 @@ impl Bot {
         self.applied(r, k.cell, k.tick)
     }
 
-    fn on_delta(&mut self, d: &proto::Delta, arrival: u64) -> bool {
+    fn on_delta(&mut self, d: &proto::Delta) -> bool {
         self.rec.add(C::Deltas, 1);
         if self.in_window {
             self.rec.add(C::WindowMoved, moved_agents(d) as u64);
         }
         self.note_tick(d.tick, true);
-        if let Some((late, err)) = self.cfg.clock.get().and_then(|c| c.lateness_ns(d.tick, arrival)) {
-            if late < 0.0 {
-                self.rec.add(C::NegativeLateness, 1);
-            }
-            self.rec.record(H::LatenessUs, (late.max(0.0) / 1e3) as u64, &self.stats);
-            self.rec.record(H::ClockErrorUs, (err / 1e3) as u64, &self.stats);
-        }
         let r = self.state.apply_delta(d);
         self.applied(r, d.cell, d.tick)
     }

@@ -86,6 +86,12 @@ struct Cli {
     /// first 4 bots) pings.
     #[arg(long, default_value_t = 0.0)]
     passive: f64,
+    /// Passive bots (but the first 4, which still verify) only skim: of each `cells` message
+    /// they read the head (tick, length) and count its bytes, tick and lateness, without
+    /// decoding, applying or verifying it; receive-and-count load, so one box carries more
+    /// subscribers. Binary frames only.
+    #[arg(long)]
+    skim: bool,
     /// Start of the measured window (server CPU per subscriber, bytes per moving agent) after
     /// the first bot's start [default: --ramp + 3s, at most half of --duration].
     #[arg(long, value_parser = parse_duration)]
@@ -241,6 +247,9 @@ fn run(cli: Cli) -> anyhow::Result<i32> {
     if !(0.0..=1.0).contains(&cli.passive) {
         bail!("--passive must be a share between 0 and 1");
     }
+    if cli.skim && (cli.passive <= 0.0 || cli.format != Format::Binary) {
+        bail!("--skim needs --passive above 0 and binary frames (--format binary)");
+    }
     if cli.whole_world && cli.pan_every.is_some() {
         bail!("--pan-every has nothing to move with --whole-world");
     }
@@ -313,6 +322,7 @@ async fn swarm(cli: &Cli, metrics_url: Option<String>) -> anyhow::Result<Report>
         whole_world: cli.whole_world,
         bots: cli.bots,
         active_bots,
+        skim: cli.skim,
         window_ns: if warmup < cli.duration { warmup.as_nanos() as u64 } else { u64::MAX },
         encoding: match cli.format {
             Format::Binary => Encoding::Binary,
@@ -448,6 +458,7 @@ async fn swarm(cli: &Cli, metrics_url: Option<String>) -> anyhow::Result<Report>
     r.swarm_cpu_pct = cpu(swarm0, swarm1);
     r.swarm_rss_mib = mib(peak.1);
     r.passive_bots = (cli.bots - active_bots) as u64;
+    r.skim = cli.skim;
     r.whole_world = cli.whole_world;
     if let Some(w) = &window {
         window_figures(&mut r, w);
@@ -562,6 +573,7 @@ fn build_report(cli: &Cli, s: &Stats, secs: f64, tick_mean_ms: f64) -> Report {
         window_moved_agents: g(C::WindowMoved),
         window_ticks_seen: g(C::WindowTicks),
         joins: g(C::Joins),
+        skimmed_messages: g(C::Skimmed),
         join_bytes_per_agent: report::per_moving_agent(g(C::JoinBytes), g(C::JoinAgents)).map(report::round3),
         join_bytes_per_bot: (g(C::Joins) > 0).then(|| report::round3(g(C::JoinBytes) as f64 / g(C::Joins) as f64)),
         ..Report::default()
@@ -626,7 +638,7 @@ mod tests {
         assert_eq!(warmup(&cli), Duration::from_secs(6));
         let cli = Cli::try_parse_from(["steer-swarm", "--warmup", "1s"]).unwrap();
         assert_eq!(warmup(&cli), Duration::from_secs(1));
-        for bad in [vec!["--passive", "1.5"], vec!["--passive=-0.1"], vec!["--whole-world", "--pan-every", "1s"]] {
+        for bad in [vec!["--passive", "1.5"], vec!["--passive=-0.1"], vec!["--whole-world", "--pan-every", "1s"], vec!["--skim"], vec!["--skim", "--passive", "0.5", "--format", "json"]] {
             let cli = Cli::try_parse_from(std::iter::once("steer-swarm").chain(bad.iter().copied())).unwrap();
             assert!(run(cli).is_err(), "{bad:?}");
         }

@@ -104,6 +104,10 @@ pub struct Report {
     pub bots: u64,
     /// Of them passive (`--passive`): they only receive, decode, verify and count.
     pub passive_bots: u64,
+    /// Passive bots but the first 4 only skimmed `cells` messages (`--skim`).
+    pub skim: bool,
+    /// `cells` messages skimmed (head read, bytes, tick and lateness counted; not decoded).
+    pub skimmed_messages: u64,
     /// Every bot subscribed to the whole world (`--whole-world`).
     pub whole_world: bool,
     /// Bots that completed Hello → Welcome.
@@ -359,7 +363,7 @@ impl Report {
         row(&mut s, "server cpu % / rss MiB", format!("{} / {}", fmt_opt(self.server_cpu_pct), fmt_opt(self.server_rss_mib)));
         row(&mut s, "swarm cpu % / rss MiB", format!("{} / {}", fmt_opt(self.swarm_cpu_pct), fmt_opt(self.swarm_rss_mib)));
         let _ = writeln!(s, "{:-<78}", "");
-        row(&mut s, "bots passive / mode", format!("{} / {}", self.passive_bots, if self.whole_world { "whole world" } else { "own area" }));
+        row(&mut s, "bots passive / mode", format!("{} / {}{}", self.passive_bots, if self.whole_world { "whole world" } else { "own area" }, if self.skim { format!(" (skimming: {} messages skimmed)", self.skimmed_messages) } else { String::new() }));
         row(&mut s, "window s / subscribers", format!("{} / {} ({} server ticks)", fmt_opt(self.window_s), fmt_opt(self.window_subscribers), fmt_opt(self.window_server_ticks)));
         row(&mut s, "server cpu in window", format!("{} % of a core, {} CPU-s", fmt_opt(self.window_server_cpu_pct), fmt_opt(self.window_server_cpu_s)));
         row(&mut s, "server cpu-µs per sub·tick", format!("{} ({} per tick)", fmt_opt(self.server_cpu_us_per_subscriber_tick), fmt_opt(self.server_cpu_us_per_tick)));

@@ -84,11 +84,13 @@ pub enum C {
     JoinBytes,
     /// Agents in those first keyframes.
     JoinAgents,
+    /// `cells` messages whose head only was read (`--skim`), not decoded or verified.
+    Skimmed,
 }
 
 impl C {
     /// Number of counters.
-    pub const N: usize = C::JoinAgents as usize + 1;
+    pub const N: usize = C::Skimmed as usize + 1;
 }
 
 /// Histogram metrics, one per variant.
