@@ -374,21 +374,27 @@ async fn shutdown_signal() {
 /// which keep the C library's malloc (the container image; see README, Deploy), nor without
 /// the default `jemalloc` feature.
 #[cfg(all(feature = "jemalloc", target_os = "linux", not(target_feature = "crt-static")))]
-#[global_allocator]
-static GLOBAL: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
+mod heap {
+    #[global_allocator]
+    static GLOBAL: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 
-/// The heap figures of jemalloc (refreshed by an epoch advance; `None` if any read fails).
-#[cfg(all(feature = "jemalloc", target_os = "linux", not(target_feature = "crt-static")))]
-fn heap_stats() -> Option<steerd::metrics::HeapStats> {
-    tikv_jemalloc_ctl::epoch::advance().ok()?;
-    let allocated = tikv_jemalloc_ctl::stats::allocated::read().ok()?;
-    let resident = tikv_jemalloc_ctl::stats::resident::read().ok()?;
-    Some(steerd::metrics::HeapStats { allocated: allocated as u64, resident: resident as u64 })
+    /// The heap figures of jemalloc (refreshed by an epoch advance; `None` if any read fails).
+    fn stats() -> Option<steerd::metrics::HeapStats> {
+        tikv_jemalloc_ctl::epoch::advance().ok()?;
+        let allocated = tikv_jemalloc_ctl::stats::allocated::read().ok()?;
+        let resident = tikv_jemalloc_ctl::stats::resident::read().ok()?;
+        Some(steerd::metrics::HeapStats { allocated: allocated as u64, resident: resident as u64 })
+    }
+
+    /// Gives `/metrics` its heap figures.
+    pub fn install() {
+        steerd::metrics::set_heap_probe(stats);
+    }
 }
 
 fn main() -> anyhow::Result<()> {
     #[cfg(all(feature = "jemalloc", target_os = "linux", not(target_feature = "crt-static")))]
-    steerd::metrics::set_heap_probe(heap_stats);
+    heap::install();
     let cli = Cli::parse();
     match cli.command {
         Some(Cmd::Simulate { scenario, ticks, agents, threads, seed, audit_every, json }) => {

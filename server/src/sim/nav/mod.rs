@@ -568,7 +568,7 @@ impl NavState {
                         }
                     }
                 }
-                Group { gc, goal, n: n as u64, sees, looked }
+                Group { gc, goal, n, sees, looked }
             })
             .collect();
         // (goal cell, goal, agents) of the goals that need a field, ascending goal cell.
@@ -586,9 +586,9 @@ impl NavState {
                     o.sight = seen.then_some((version, cell));
                 }
             }
-            at += g.n as usize;
+            at += g.n;
             if !g.sees {
-                users.push((g.gc, g.goal, g.n));
+                users.push((g.gc, g.goal, g.n as u64));
             }
         }
         self.sorted = active;
@@ -656,6 +656,27 @@ impl NavState {
                 o.stop_point = f.slots[s];
             }
         }
+    }
+
+    /// Last tick's active orders, read again, if they are still exactly the active orders
+    /// with the same goal cells: each still names an agent of the same id rank with an active
+    /// order for the same goal cell, and no other agent has one (the counts agree). Then their
+    /// (goal cell, id) order holds and they need no sort. `None` otherwise.
+    fn reuse_active(&mut self, by_id: &[u32], all: &[Agent]) -> Option<Vec<ActiveOrder>> {
+        let mut v = std::mem::take(&mut self.sorted);
+        if v.is_empty() {
+            return None;
+        }
+        let grid = &*self.grid;
+        let same = v.par_iter_mut().with_min_len(1024).all(|x| {
+            let Some(&slot) = by_id.get(x.rank as usize) else { return false };
+            let Some(a) = all.get(slot as usize).filter(|a| a.id == x.id) else { return false };
+            let Some(o) = a.active_order().filter(|o| o.goal_cell == x.goal_cell) else { return false };
+            *x = ActiveOrder::new(grid, x.rank as usize, slot, a, o);
+            true
+        });
+        let count = all.par_iter().with_min_len(1024).filter(|a| a.active_order().is_some()).count();
+        (same && count == v.len()).then_some(v)
     }
 }
 
@@ -732,7 +753,7 @@ struct Group {
     gc: u32,
     goal: Vec2,
     /// Agents heading for it.
-    n: u64,
+    n: usize,
     /// No field is needed: every agent sees the goal.
     sees: bool,
     /// How many of its agents (in id order) were looked at.
@@ -741,7 +762,7 @@ struct Group {
 
 /// Whether the agent of `x` sees its goal along free cells (from where it stands now).
 fn sees_goal(grid: &NavGrid, agents: &[Agent], x: &ActiveOrder) -> bool {
-    agents.get(x.index as usize).is_some_and(|a| a.order.as_deref().is_some_and(|o| grid.line_free_from(a.position, o.goal)))
+    agents.get(x.index as usize).is_some_and(|a| grid.line_free_from(a.position, x.goal))
 }
 
 /// The active orders of `agents`, in id order (`by_id`: storage slots in id order): one pass
@@ -759,28 +780,6 @@ fn active_orders(grid: &NavGrid, by_id: &[u32], agents: &[Agent]) -> Vec<ActiveO
         .collect()
 }
 
-impl NavState {
-    /// Last tick's active orders, read again, if they are still exactly the active orders
-    /// with the same goal cells: each still names an agent of the same id rank with an active
-    /// order for the same goal cell, and no other agent has one (the counts agree). Then their
-    /// (goal cell, id) order holds and they need no sort. `None` otherwise.
-    fn reuse_active(&mut self, by_id: &[u32], all: &[Agent]) -> Option<Vec<ActiveOrder>> {
-        let mut v = std::mem::take(&mut self.sorted);
-        if v.is_empty() {
-            return None;
-        }
-        let grid = &*self.grid;
-        let same = v.par_iter_mut().with_min_len(1024).all(|x| {
-            let Some(&slot) = by_id.get(x.rank as usize) else { return false };
-            let Some(a) = all.get(slot as usize).filter(|a| a.id == x.id) else { return false };
-            let Some(o) = a.active_order().filter(|o| o.goal_cell == x.goal_cell) else { return false };
-            *x = ActiveOrder::new(grid, x.rank as usize, slot, a, o);
-            true
-        });
-        let count = all.par_iter().with_min_len(1024).filter(|a| a.active_order().is_some()).count();
-        (same && count == v.len()).then_some(v)
-    }
-}
 
 #[cfg(test)]
 mod tests {
