@@ -7,7 +7,6 @@
 
 use libfuzzer_sys::fuzz_target;
 use steer_proto::{ClientMsg, DEFAULT_CLIENT_LIMIT, Validate, decode_binary};
-use steerd::runtime::world::build_world;
 use steerd::scenario::Scenario;
 
 const SCENARIO: &str = r#"{
@@ -32,9 +31,11 @@ fuzz_target!(|data: &[u8]| {
     }
     let Some(Ok(cmds)) = steerd::convert::world_commands(&msg) else { return };
     let scenario = Scenario::from_json(SCENARIO).expect("the fuzz scenario parses");
-    // The server's default caps would allow big spawns; a small cap keeps each run fast and
-    // still exercises the limit path.
-    let mut world = build_world(&scenario, 400, 200).expect("the fuzz world builds");
+    // As the runtime's `build_world` does (its agent-count check passes: 20 agents). The
+    // server's default caps would allow big spawns; small caps keep each run fast and still
+    // exercise the limit path.
+    let mut world = scenario.build().expect("the fuzz world builds");
+    world.set_caps(400, 200);
     for c in cmds {
         let _ = world.apply(c);
     }

@@ -12,22 +12,36 @@
 //! * [`store`]: scenario files, written atomically. [`config`]: every setting with its
 //!   default. [`metrics`]: Prometheus metrics. [`agones`]: the Agones SDK sidecar client.
 //!
+//! Without the default `server` feature the library is the pure core alone (`sim`,
+//! `scenario`, `convert`, `simulate`), as the fuzz targets build it.
+//!
 //! See `ARCHITECTURE.md` for the code map and the invariants.
 
 // Tests may unwrap: a panic there is a failed test, not a crash reachable by a peer.
 #![cfg_attr(test, allow(clippy::unwrap_used, clippy::expect_used))]
 
-pub mod agones;
-pub mod auth;
-pub mod config;
+// The pure core: what the fuzz targets build (`default-features = false`).
 pub mod convert;
-pub mod http;
-pub mod metrics;
-pub mod record;
-pub mod runtime;
 pub mod scenario;
 pub mod sim;
 pub mod simulate;
+
+// The server (feature `server`, on by default).
+#[cfg(feature = "server")]
+pub mod agones;
+#[cfg(feature = "server")]
+pub mod auth;
+#[cfg(feature = "server")]
+pub mod config;
+#[cfg(feature = "server")]
+pub mod http;
+#[cfg(feature = "server")]
+pub mod metrics;
+#[cfg(feature = "server")]
+pub mod record;
+#[cfg(feature = "server")]
+pub mod runtime;
+#[cfg(feature = "server")]
 pub mod store;
 
 #[cfg(test)]
