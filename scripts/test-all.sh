@@ -75,7 +75,10 @@ after() {
   "$@"
 }
 
-step "cargo test" cargo test --workspace --all-targets --release
+# `--tests` (not `--all-targets`: its `--lib --bins`, like `--benches`, select every library and
+# binary whatever their `test = false`, and build each a second time as an empty test harness),
+# the bench targets (criterion runs each benchmark once) and the examples.
+step "cargo test" cargo test --workspace --release --tests --bench '*' --examples
 # Two builds of their own profiles start now, in the background, while the quieter suites below
 # wait on sockets, installs and browsers: the container's static binaries (target/container)
 # and the reliability suite's tools and fuzz targets (target/fuzz). Their logs are in target/.
