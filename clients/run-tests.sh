@@ -7,6 +7,7 @@
 #     its tests with mcs, runs them with nunit-console: the same conformance and end-to-end test.
 # steerd is built (release) unless STEERD_BIN is set. Correctness gates only: no timing asserts.
 # Ends with `N passed, N failed` (suites); exit 1 on any failure. `--ts` / `--cs` run one SDK.
+# `--install-only`: the TypeScript SDK's npm packages and mono + NUnit, then stop.
 set -uo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 root="$(cd "$here/.." && pwd)"
@@ -16,8 +17,11 @@ run_cs=1
 case "${1:-}" in
   --ts) run_cs=0 ;;
   --cs) run_ts=0 ;;
+  --install-only)
+    (cd "$here/typescript" && npm ci --no-audit --no-fund) || exit 1
+    exec "$here/csharp/run-tests.sh" --install-only ;;
   "") ;;
-  *) echo "usage: $0 [--ts|--cs]" >&2; exit 2 ;;
+  *) echo "usage: $0 [--ts|--cs|--install-only]" >&2; exit 2 ;;
 esac
 
 passed=0

@@ -75,23 +75,27 @@ after() {
   "$@"
 }
 
+# The suites' installs (Debian chromium, mono + NUnit, podman; the npm packages) wait on the
+# network and dpkg, not the CPU: they run in the background while step 1 compiles, and the first
+# suite that needs them waits for them. Each suite still installs what is missing when run alone.
+mkdir -p target
+{ ./tests/browser/run.sh --install-only && ./clients/run-tests.sh --install-only \
+    && ./tests/container/run.sh --install-only; } >target/prepare.log 2>&1 &
+prepare=$!
 # `--tests` (not `--all-targets`: its `--lib --bins`, like `--benches`, select every library and
 # binary whatever their `test = false`, and build each a second time as an empty test harness),
 # the bench targets (criterion runs each benchmark once) and the examples.
 step "cargo test" cargo test --workspace --release --tests --bench '*' --examples
-# Two builds of their own profiles start now, in the background, while the quieter suites below
-# wait on sockets, installs and browsers: the container's static binaries (target/container)
-# and the reliability suite's tools and fuzz targets (target/fuzz). Their logs are in target/.
-mkdir -p target
-./tests/container/run.sh --build-only >target/prebuild-container.log 2>&1 &
-pre_container=$!
+# The reliability suite's tools and fuzz targets (a profile of their own, in target/fuzz) build
+# now, in the background, while the quieter suites below wait on sockets and browsers; its log is
+# target/prebuild-reliability.log. The container image holds the release binaries step 1 built.
 ./tests/reliability/run.sh --build-only >target/prebuild-reliability.log 2>&1 &
 pre_reliability=$!
 step "one build per profile" no_rebuild
 step "swarm smoke" ./loadtest/smoke.sh
-step "viewer (browser)" ./tests/browser/run.sh
+step "viewer (browser)" after "$prepare" ./tests/browser/run.sh
 step "client SDKs" ./clients/run-tests.sh
-step "container (podman)" after "$pre_container" ./tests/container/run.sh
+step "container (podman)" ./tests/container/run.sh
 step "reliability (short)" after "$pre_reliability" ./tests/reliability/run.sh
 echo
 echo "suite                     wall   result"

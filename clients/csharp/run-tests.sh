@@ -4,6 +4,7 @@
 # Debian's mcs accepts, a subset of Unity's C#) with warnings as errors, compiles Tests~/ and runs
 # them: golden vectors, frame chain, view/clock unit tests, and the end-to-end test against a real
 # steerd (STEERD_BIN, default target/release/steerd — clients/run-tests.sh builds it).
+# `--install-only`: mono and NUnit, then stop.
 set -uo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 root="$(cd "$here/../.." && pwd)"
@@ -20,6 +21,7 @@ if ! command -v mcs >/dev/null || ! command -v nunit-console >/dev/null || [ -z 
 fi
 NUNIT="$(nunit_dll)"
 [ -n "$NUNIT" ] || { echo "csharp: nunit.framework.dll not found"; exit 1; }
+[ "${1:-}" = "--install-only" ] && { echo "csharp: mono and NUnit installed"; exit 0; }
 
 export STEERD_BIN="${STEERD_BIN:-$root/target/release/steerd}"
 [ -x "$STEERD_BIN" ] || { echo "csharp: no steerd binary at $STEERD_BIN"; exit 1; }

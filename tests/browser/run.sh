@@ -3,7 +3,8 @@
 # headless Chromium. Installs what it needs (Debian `chromium` when /usr/bin/chromium is
 # missing, the npm packages from the lockfile), builds steerd (release) unless STEERD_BIN is
 # set, runs both suites, and ends with a plain line `N passed, N failed` (exit 1 on failure).
-# The screenshot is kept in tests/artifacts/viewer.png.
+# The screenshot is kept in tests/artifacts/viewer.png. `--install-only`: the installs, then stop
+# (scripts/test-all.sh runs them in the background while it compiles).
 set -uo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 root="$(cd "$here/../.." && pwd)"
@@ -26,6 +27,7 @@ command -v node >/dev/null || fail_setup "node is not installed"
 
 echo "== npm packages (tests/browser)"
 (cd "$here" && if [ -f package-lock.json ]; then npm ci --no-audit --no-fund; else npm install --no-audit --no-fund; fi) || fail_setup "npm install"
+[ "${1:-}" = "--install-only" ] && { echo "viewer tests: installed"; exit 0; }
 
 if [ -z "${STEERD_BIN:-}" ]; then
   echo "== cargo build --release -p steerd"

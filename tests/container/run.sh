@@ -1,15 +1,16 @@
 #!/usr/bin/env bash
 # Container test (issue 8): builds the runtime image of docker/Dockerfile with podman, with the
-# `build` stage substituted by host-built static binaries (no registry is reachable, so no base
-# image can be pulled), runs it, checks /health and a WebSocket subscribe, sends SIGTERM and
-# checks a clean exit and the autosaved data in the volume. Also parses docker/compose.yaml.
+# `build` stage substituted by the host's release build staged by docker/stage.sh (no registry
+# is reachable, so no base image can be pulled), runs it, checks /health and a WebSocket
+# subscribe, sends SIGTERM and checks a clean exit and the autosaved data in the volume. Also
+# parses docker/compose.yaml.
 #
 # Skips (exit 0, with the reason printed) only where podman cannot be installed.
-# `--build-only`: install podman and build the static binaries, then stop (scripts/test-all.sh
-# runs this in the background while other suites run).
+# `--install-only`: install podman, then stop (scripts/test-all.sh runs this in the background
+# while it compiles). The binaries are the release build `cargo test --release` already
+# made: the `cargo build` below compiles nothing after it.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-ROOT=$(pwd)
 pass=0; fail=0
 ok() { echo "ok   - $*"; pass=$((pass+1)); }
 bad() { echo "FAIL - $*"; fail=$((fail+1)); }
@@ -26,18 +27,15 @@ if ! command -v podman >/dev/null 2>&1 || ! command -v runc >/dev/null 2>&1; the
   exit 0
 fi
 
-build_only=false
-[ "${1:-}" = "--build-only" ] && build_only=true
-# 1. Static binaries (glibc crt-static, as the Dockerfile's build stage makes them).
-TARGET_DIR=${CONTAINER_TARGET_DIR:-$ROOT/target/container}
-RUSTFLAGS="-C target-feature=+crt-static" CARGO_PROFILE_RELEASE_DEBUG=false CARGO_PROFILE_RELEASE_STRIP=true cargo build --release --locked --quiet \
-  --target x86_64-unknown-linux-gnu --target-dir "$TARGET_DIR" -p steerd -p steer-swarm
-if $build_only; then echo "container: static binaries built in $TARGET_DIR"; exit 0; fi
+[ "${1:-}" = "--install-only" ] && { echo "container: podman ready"; exit 0; }
+# 1. The release binaries and the libraries they load, staged as the Dockerfile's build stage
+#    stages them.
+cargo build --release --locked --quiet -p steerd -p steer-swarm
 CTX=$(mktemp -d)
 trap 'rm -rf "$CTX"' EXIT
-mkdir -p "$CTX/out/data"
-cp "$TARGET_DIR/x86_64-unknown-linux-gnu/release/steerd" "$TARGET_DIR/x86_64-unknown-linux-gnu/release/steer-swarm" "$CTX/out/"
-if ldd "$CTX/out/steerd" 2>&1 | grep -q "not a dynamic executable\|statically linked"; then ok "steerd is statically linked"; else bad "steerd is not static: $(ldd "$CTX/out/steerd" 2>&1 | head -2)"; fi
+sh docker/stage.sh "$CTX/out" target/release/steerd target/release/steer-swarm
+libs=$(cd "$CTX/out/root" && find . -type f | sed 's|^\.||' | sort | tr '\n' ' ')
+echo "     staged libraries: $libs"
 
 # 2. Build the runtime image with the build stage substituted by the folder.
 PODMAN=(podman --runtime runc --storage-driver vfs --cgroup-manager cgroupfs --events-backend none)
@@ -61,6 +59,14 @@ NAME=steerd-test-$$
 # modest ones that fit (16384 files covers the default 4096 connections).
 nofile=$(( $(ulimit -Hn) < 16384 ? $(ulimit -Hn) : 16384 ))
 ULIMITS=(--ulimit "nofile=$nofile:$nofile" --ulimit "nproc=4096:4096")
+# The binaries load only what the image holds (scratch has no other library).
+if v=$("${PODMAN[@]}" run --rm "${ULIMITS[@]}" --entrypoint /steerd "$IMAGE" --version 2>&1) && \
+   w=$("${PODMAN[@]}" run --rm "${ULIMITS[@]}" --entrypoint /steer-swarm "$IMAGE" --version 2>&1); then
+  ok "both binaries start in the image on its staged libraries ($v; $w)"
+else
+  bad "a binary does not start in the image: $v ${w:-}"
+fi
+
 "${PODMAN[@]}" run -d --name "$NAME" --network host "${ULIMITS[@]}" -v "$VOL:/data" \
   -e STEERD_LISTEN=127.0.0.1:$PORT -e STEERD_ADMIN_TOKEN=secret "$IMAGE" >/dev/null
 cleanup() { "${PODMAN[@]}" rm -f "$NAME" >/dev/null 2>&1 || true; rm -rf "$CTX" "$VOL"; }
