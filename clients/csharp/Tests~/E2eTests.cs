@@ -174,7 +174,8 @@ namespace Steerd.Client.Tests
                 Assert.AreEqual(3, ids.Count);
                 Until("the spawned agents in the view", () => { lock (client.SyncRoot) return ids.All(id => view.Agent(id) != null); });
 
-                Assert.AreEqual("ok", Wait(client.MoveTo(world, ids, 70, 50, 1)).Type);
+                // Walks of ~16 units: long enough to be a walk, short enough not to idle the suite.
+                Assert.AreEqual("ok", Wait(client.MoveTo(world, ids, 45, 36, 1)).Type);
                 Until("destination_reached for every agent", () => { lock (reached) return ids.All(reached.Contains); }, 30000);
                 Assert.AreEqual("unknown_world", Fails(client.MoveTo("no-such-world", ids, 1, 1)).Code);
 
@@ -192,7 +193,7 @@ namespace Steerd.Client.Tests
 
                 // Continue: the resumed player still owns its agents, so MoveTo on them succeeds.
                 lock (reached) reached.Clear();
-                Assert.AreEqual("ok", Wait(client.MoveTo(world, ids, 40, 90, 1)).Type);
+                Assert.AreEqual("ok", Wait(client.MoveTo(world, ids, 36, 48, 1)).Type);
                 Until("destination_reached after the reconnect", () => { lock (reached) return ids.All(reached.Contains); }, 30000);
 
                 // Clock synced from Ping/Pong; Sample() renders every agent near its state.

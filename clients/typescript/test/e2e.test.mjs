@@ -48,8 +48,9 @@ async function scenario(encoding) {
     const ids = spawned.agents;
     await until('the spawned agents in the view', () => ids.every((id) => view.agent(id)));
 
-    // Walk to a point; every agent reports DestinationReached.
-    assert.equal((await client.moveTo(world, ids, { x: 70, y: 50 }, { stoppingDistance: 1 })).type, 'ok');
+    // Walk to a point (~16 units: long enough to be a walk, short enough not to idle the suite);
+    // every agent reports DestinationReached.
+    assert.equal((await client.moveTo(world, ids, { x: 45, y: 36 }, { stoppingDistance: 1 })).type, 'ok');
     await until('destination_reached for every agent', () => ids.every((id) => reached.has(id)), 30000);
     const before = sortById(view.agents());
     assert.equal(before.length, 3);
@@ -73,7 +74,7 @@ async function scenario(encoding) {
 
     // Continue: the resumed player still owns its agents, so MoveTo on them succeeds.
     reached.clear();
-    assert.equal((await client.moveTo(world, ids, { x: 40, y: 90 }, { stoppingDistance: 1 })).type, 'ok');
+    assert.equal((await client.moveTo(world, ids, { x: 36, y: 48 }, { stoppingDistance: 1 })).type, 'ok');
     await until('destination_reached after the reconnect', () => ids.every((id) => reached.has(id)), 30000);
 
     // The clock is synced from Ping/Pong and sample() renders every agent near its state.
