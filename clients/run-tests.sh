@@ -14,11 +14,17 @@ root="$(cd "$here/.." && pwd)"
 cd "$root"
 run_ts=1
 run_cs=1
+# The TypeScript SDK's npm packages, from the lockfile.
+ts_packages() {
+  command -v node >/dev/null || { echo "node is not installed"; return 1; }
+  (cd "$here/typescript" && npm ci --no-audit --no-fund)
+}
+
 case "${1:-}" in
   --ts) run_cs=0 ;;
   --cs) run_ts=0 ;;
   --install-only)
-    (cd "$here/typescript" && npm ci --no-audit --no-fund) || exit 1
+    ts_packages || exit 1
     exec "$here/csharp/run-tests.sh" --install-only ;;
   "") ;;
   *) echo "usage: $0 [--ts|--cs|--install-only]" >&2; exit 2 ;;
@@ -43,8 +49,7 @@ if [ -z "${STEERD_BIN:-}" ]; then
 fi
 
 ts_install() {
-  command -v node >/dev/null || { echo "node is not installed"; return 1; }
-  (cd "$here/typescript" && npm ci --no-audit --no-fund && npx tsc -p tsconfig.json)
+  ts_packages && (cd "$here/typescript" && npx tsc -p tsconfig.json)
 }
 
 ts_viewer_copy() {
