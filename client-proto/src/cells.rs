@@ -2,9 +2,9 @@
 //! one message, one small entry per cell.
 //!
 //! A server builds it from per-cell pieces made once per tick ([`keyframe_body`],
-//! [`delta_body`]) with an [`EntriesWriter`], which only adds each entry's head (its cell gap and
-//! flags) and age: the pieces do not depend on which message they go into, so the same bytes
-//! serve every subscriber. A client decodes a [`Cells`] (its entries are ordinary [`Keyframe`]s
+//! [`delta_body`]) with an [`EntriesWriter`], which adds each entry's head (its cell gap and
+//! flags) and age and re-codes the one position of a piece that chains on the message's previous
+//! record: everything else of a piece is the same bytes in every message it goes into. A client decodes a [`Cells`] (its entries are ordinary [`Keyframe`]s
 //! and [`Delta`]s) and applies it with [`crate::ClientState::apply_cells`].
 
 use crate::frames::{AgentChange, Checksum, Delta, Keyframe};
@@ -64,36 +64,78 @@ const B_AGE: u64 = 1;
 const L_LEFT: u64 = 2;
 const E_ENTERED: u64 = 1;
 
-fn put(out: &mut Vec<u8>, mut v: u64) {
-    while v >= 0x80 {
-        out.push((v as u8) | 0x80);
-        v >>= 7;
+/// A cell's entry body, made once per cell and tick by [`keyframe_body`] or [`delta_body`] and
+/// written into any number of messages by an [`EntriesWriter`]. Positions of absolute records
+/// chain through a whole message (PROTOCOL.md §6.8), so a body holds its first absolute record's
+/// position as is, and the writer rewrites those bytes relative to the message's previous record.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct EntryBody {
+    bytes: Vec<u8>,
+    chain: Option<Splice>,
+}
+
+/// The first absolute record's position in an [`EntryBody`]: its bytes, and the positions of the
+/// body's first and last absolute records.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Splice {
+    at: usize,
+    len: usize,
+    first: [i32; 2],
+    last: [i32; 2],
+}
+
+impl EntryBody {
+    /// The body of a keyframe entry of an empty cell.
+    pub fn empty_keyframe() -> Self {
+        EntryBody { bytes: vec![0], chain: None }
     }
-    out.push(v as u8);
+
+    /// Bytes in the body (a message may re-code its first position in a few more or fewer).
+    pub fn len(&self) -> usize {
+        self.bytes.len()
+    }
+
+    /// Whether the body has no bytes (a body made by this module never is).
+    pub fn is_empty(&self) -> bool {
+        self.bytes.is_empty()
+    }
+
+    /// Appends `records` to `out` as chained absolute records, the first one's position as is, and
+    /// returns the body with what a writer needs to re-chain it.
+    fn with_records(mut out: Vec<u8>, records: &[QAgent]) -> Result<Self, PackError> {
+        let (Some(first), Some(last)) = (records.first(), records.last()) else {
+            return Ok(EntryBody { bytes: out, chain: None });
+        };
+        let start = out.len();
+        pack::write_records(records, Some(&mut [0, 0]), &mut out)?;
+        let (at, len) = pack::record_pos_span(&out, start)?;
+        Ok(EntryBody { bytes: out, chain: Some(Splice { at, len, first: first.pos, last: last.pos }) })
+    }
 }
 
 /// The part of a keyframe entry after its head and age: the record count and the records
 /// (sorted by id, positions chained).
-pub fn keyframe_body(agents: &[QAgent], out: &mut Vec<u8>) -> Result<(), PackError> {
-    put(out, agents.len() as u64);
-    pack::write_records(agents, true, out)
+pub fn keyframe_body(agents: &[QAgent]) -> Result<EntryBody, PackError> {
+    let mut out = Vec::with_capacity(2 + 10 * agents.len());
+    pack::put(&mut out, agents.len() as u64);
+    EntryBody::with_records(out, agents)
 }
 
 /// The part of a delta entry after its head and age: counts and flags, changes (each with its
 /// base index), then `left` and `entered` when not empty.
-pub fn delta_body(left: &[u32], changed: &[AgentChange], entered: &[QAgent], out: &mut Vec<u8>) -> Result<(), PackError> {
+pub fn delta_body(left: &[u32], changed: &[AgentChange], entered: &[QAgent]) -> Result<EntryBody, PackError> {
+    let mut out = Vec::with_capacity(2 + 4 * changed.len() + 10 * entered.len());
     let flags = if left.is_empty() { 0 } else { L_LEFT } | if entered.is_empty() { 0 } else { E_ENTERED };
-    put(out, ((changed.len() as u64) << 2) | flags);
-    pack::pack_changes(changed, out)?;
+    pack::put(&mut out, ((changed.len() as u64) << 2) | flags);
+    pack::pack_changes(changed, &mut out)?;
     if !left.is_empty() {
-        put(out, left.len() as u64);
-        pack::pack_ids(left, out)?;
+        pack::put(&mut out, left.len() as u64);
+        pack::pack_ids(left, &mut out)?;
     }
     if !entered.is_empty() {
-        put(out, entered.len() as u64);
-        pack::write_records(entered, true, out)?;
+        pack::put(&mut out, entered.len() as u64);
     }
-    Ok(())
+    EntryBody::with_records(out, entered)
 }
 
 /// Why an entry could not be added to a message.
@@ -114,43 +156,59 @@ pub struct EntriesWriter {
     tick: u64,
     span: u32,
     prev: i64,
+    /// The position of the last absolute record written (the chain of §6.8).
+    pos: [i32; 2],
     out: Vec<u8>,
 }
 
 impl EntriesWriter {
     /// An empty message body.
     pub fn new(tick: u64, span: u32, capacity: usize) -> Self {
-        EntriesWriter { tick, span, prev: -1, out: Vec::with_capacity(capacity) }
+        EntriesWriter { tick, span, prev: -1, pos: [0, 0], out: Vec::with_capacity(capacity) }
     }
 
     fn head(&mut self, cell: u32, flags: u64) -> Result<(), EntryError> {
         let gap = i64::from(cell) - self.prev - 1;
         let gap = u64::try_from(gap).map_err(|_| EntryError::Unordered(cell))?;
         self.prev = i64::from(cell);
-        put(&mut self.out, (gap << 2) | flags);
+        pack::put(&mut self.out, (gap << 2) | flags);
         Ok(())
     }
 
+    /// Appends a body, its first position re-chained from the message's previous record.
+    fn body(&mut self, b: &EntryBody) {
+        let Some(c) = b.chain else {
+            self.out.extend_from_slice(&b.bytes);
+            return;
+        };
+        self.out.extend_from_slice(b.bytes.get(..c.at).unwrap_or_default());
+        for (v, p) in c.first.into_iter().zip(self.pos) {
+            pack::put(&mut self.out, pack::zigzag(v.wrapping_sub(p)).into());
+        }
+        self.out.extend_from_slice(b.bytes.get(c.at + c.len..).unwrap_or_default());
+        self.pos = c.last;
+    }
+
     /// Adds a keyframe entry of `cell` whose state tick is `state_tick`.
-    pub fn keyframe(&mut self, cell: u32, state_tick: u64, body: &[u8]) -> Result<(), EntryError> {
+    pub fn keyframe(&mut self, cell: u32, state_tick: u64, body: &EntryBody) -> Result<(), EntryError> {
         let age = self.tick.checked_sub(state_tick).ok_or(EntryError::Tick(state_tick))?;
         self.head(cell, K_KEYFRAME | if age > 0 { B_AGE } else { 0 })?;
         if age > 0 {
-            put(&mut self.out, age);
+            pack::put(&mut self.out, age);
         }
-        self.out.extend_from_slice(body);
+        self.body(body);
         Ok(())
     }
 
     /// Adds a delta entry of `cell` from `base_tick` to the message tick.
-    pub fn delta(&mut self, cell: u32, base_tick: u64, body: &[u8]) -> Result<(), EntryError> {
+    pub fn delta(&mut self, cell: u32, base_tick: u64, body: &EntryBody) -> Result<(), EntryError> {
         let age = self.tick.checked_sub(base_tick).filter(|&a| a > 0).ok_or(EntryError::Tick(base_tick))?;
         let implied = age == u64::from(self.span);
         self.head(cell, if implied { 0 } else { B_AGE })?;
         if !implied {
-            put(&mut self.out, age);
+            pack::put(&mut self.out, age);
         }
-        self.out.extend_from_slice(body);
+        self.body(body);
         Ok(())
     }
 
@@ -169,19 +227,17 @@ impl Cells {
     /// The `entries` bytes of this message.
     pub fn pack_entries(&self) -> Result<Vec<u8>, String> {
         let mut w = EntriesWriter::new(self.tick, self.span, 64 * self.entries.len());
-        let mut body = Vec::new();
         for e in &self.entries {
-            body.clear();
             match e {
                 CellEntry::Keyframe(k) => {
-                    keyframe_body(&k.agents, &mut body).map_err(|e| e.to_string())?;
+                    let body = keyframe_body(&k.agents).map_err(|e| e.to_string())?;
                     w.keyframe(k.cell, k.tick, &body).map_err(|e| e.to_string())?;
                 }
                 CellEntry::Delta(d) => {
                     if d.tick != self.tick {
                         return Err(format!("delta of cell {} is for tick {}, not the message tick {}", d.cell, d.tick, self.tick));
                     }
-                    delta_body(&d.left, &d.changed, &d.entered, &mut body).map_err(|e| e.to_string())?;
+                    let body = delta_body(&d.left, &d.changed, &d.entered).map_err(|e| e.to_string())?;
                     w.delta(d.cell, d.base_tick, &body).map_err(|e| e.to_string())?;
                 }
             }
@@ -196,6 +252,8 @@ impl Cells {
         }
         let mut r = Reader { buf, pos: 0 };
         let mut prev = -1i64;
+        // The position chain of §6.8, through every absolute record of the message.
+        let mut pos = [0i32, 0];
         let mut out = Vec::new();
         let read_age = |r: &mut Reader, present: bool, implied: u64| -> Result<u64, PackError> {
             let age = if present { r.u64()? } else { implied };
@@ -210,7 +268,7 @@ impl Cells {
                 let state_tick = read_age(&mut r, flags & B_AGE != 0, 0)?;
                 let n = r.u64()?;
                 let n = usize::try_from(n).map_err(|_| PackError::OutOfRange("count"))?;
-                let agents = pack::read_records(&mut r, Some(n), true)?;
+                let agents = pack::read_records(&mut r, Some(n), Some(&mut pos))?;
                 out.push(CellEntry::Keyframe(Keyframe { world, cell, tick: state_tick, checksum: None, agents }));
             } else {
                 let base_tick = read_age(&mut r, flags & B_AGE != 0, u64::from(span))?;
@@ -225,7 +283,7 @@ impl Cells {
                 };
                 let entered = if c & E_ENTERED != 0 {
                     let n = usize::try_from(r.u64()?).map_err(|_| PackError::OutOfRange("count"))?;
-                    pack::read_records(&mut r, Some(n), true)?
+                    pack::read_records(&mut r, Some(n), Some(&mut pos))?
                 } else {
                     Vec::new()
                 };
@@ -464,30 +522,37 @@ mod tests {
 
     #[test]
     fn entry_heads_fold_gap_and_flags_and_positions_chain() {
-        let mut body = Vec::new();
-        keyframe_body(&[a(5, 1000, 2000), a(9, 1003, 1998)], &mut body).unwrap();
+        let body = keyframe_body(&[a(5, 1000, 2000), a(9, 1003, 1998)]).unwrap();
         // count 2; record id 5: head (5<<2)|S0 F0 = 20, group 1, pos zz(1000)=2000 -> d0 0f,
         // zz(2000)=4000 -> a0 1f, vel 0 0, orient 0; record id 9: gap 3 -> 12|S=2 = 14,
         // pos chained (+3, -2) -> zz 6, 3, vel 0 0, orient 0.
-        assert_eq!(body, [2, 20, 1, 0xd0, 0x0f, 0xa0, 0x1f, 0, 0, 0, 14, 6, 3, 0, 0, 0]);
+        assert_eq!(body.bytes, [2, 20, 1, 0xd0, 0x0f, 0xa0, 0x1f, 0, 0, 0, 14, 6, 3, 0, 0, 0]);
+        // Alone, a body's first position is absolute: zz(1010)=2020 -> e4 0f, zz(1990)=3980 -> 8c 1f.
+        let next = keyframe_body(&[a(2, 1010, 1990)]).unwrap();
+        assert_eq!(next.bytes, [1, 8, 1, 0xe4, 0x0f, 0x8c, 0x1f, 0, 0, 0]);
         let mut w = EntriesWriter::new(100, 1, 0);
         w.keyframe(3, 100, &body).unwrap();
-        w.keyframe(4, 97, &[0]).unwrap();
-        w.delta(6, 99, &[0]).unwrap();
-        w.delta(7, 90, &[0]).unwrap();
-        assert_eq!(w.delta(7, 99, &[0]), Err(EntryError::Unordered(7)));
-        assert_eq!(w.delta(8, 100, &[0]), Err(EntryError::Tick(100)));
+        w.keyframe(4, 97, &EntryBody::empty_keyframe()).unwrap();
+        w.keyframe(5, 100, &next).unwrap();
+        let empty_delta = delta_body(&[], &[], &[]).unwrap();
+        w.delta(6, 99, &empty_delta).unwrap();
+        w.delta(7, 90, &empty_delta).unwrap();
+        assert_eq!(w.delta(7, 99, &empty_delta), Err(EntryError::Unordered(7)));
+        assert_eq!(w.delta(8, 100, &empty_delta), Err(EntryError::Tick(100)));
         let bytes = w.finish();
-        // cell 3: gap 3, K -> 14; cell 4: gap 0, K|B -> 3, age 3; cell 6: gap 1, implied base
-        // -> 4; cell 7: gap 0, B -> 1, age 10.
+        // cell 3: gap 3, K -> 14, then the body as it is (the message's first record); cell 4:
+        // gap 0, K|B -> 3, age 3, no records; cell 5: gap 0, K -> 2, its record chained on the
+        // last one of cell 3: (1010-1003, 1990-1998) = (7, -8) -> zz 14, 15; cell 6: gap 0,
+        // implied base -> 0; cell 7: gap 0, B -> 1, age 10.
         assert_eq!(bytes.get(..1), Some(&[14u8][..]));
-        assert_eq!(bytes.get(17..), Some(&[3u8, 3, 0, 4, 0, 1, 10, 0][..]));
+        assert_eq!(bytes.get(17..), Some(&[3u8, 3, 0, 2, 1, 8, 1, 14, 15, 0, 0, 0, 0, 0, 1, 10, 0][..]));
         let e = Cells::unpack_entries(2, 100, 1, &bytes).unwrap();
-        assert_eq!(e.len(), 4);
+        assert_eq!(e.len(), 5);
         assert_eq!(e[0], CellEntry::Keyframe(Keyframe { world: 2, cell: 3, tick: 100, checksum: None, agents: vec![a(5, 1000, 2000), a(9, 1003, 1998)] }));
         assert!(matches!(&e[1], CellEntry::Keyframe(k) if k.tick == 97 && k.agents.is_empty()));
-        assert!(matches!(&e[2], CellEntry::Delta(d) if d.base_tick == 99 && d.tick == 100 && d.cell == 6));
-        assert!(matches!(&e[3], CellEntry::Delta(d) if d.base_tick == 90 && d.cell == 7));
+        assert_eq!(e[2], CellEntry::Keyframe(Keyframe { world: 2, cell: 5, tick: 100, checksum: None, agents: vec![a(2, 1010, 1990)] }));
+        assert!(matches!(&e[3], CellEntry::Delta(d) if d.base_tick == 99 && d.tick == 100 && d.cell == 6));
+        assert!(matches!(&e[4], CellEntry::Delta(d) if d.base_tick == 90 && d.cell == 7));
     }
 
     #[test]

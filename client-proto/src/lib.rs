@@ -25,7 +25,7 @@ pub mod state;
 pub mod validate;
 
 pub use behavior::*;
-pub use cells::{CellEntry, Cells, CellsHead, EntriesWriter, EntryError, delta_body, encode_cells_binary, fold_checksums, keyframe_body, skim_cells_binary};
+pub use cells::{CellEntry, Cells, CellsHead, EntriesWriter, EntryBody, EntryError, delta_body, encode_cells_binary, fold_checksums, keyframe_body, skim_cells_binary};
 pub use codec::{
     DEFAULT_CLIENT_LIMIT, DEFAULT_SERVER_LIMIT, DecodeError, HARD_LIMIT, bincode_config, decode_binary, decode_binary_batch, peek_hello_version,
     decode_json, encode_binary, encode_json,
@@ -45,4 +45,4 @@ pub use state::{ApplyError, CellState, ClientState, apply_change};
 pub use validate::{FieldError, FieldPath, Validate};
 
 /// The protocol version this crate speaks.
-pub const PROTOCOL_VERSION: u16 = 6;
+pub const PROTOCOL_VERSION: u16 = 7;

@@ -320,10 +320,11 @@ wire_struct! {
 }
 
 wire_struct! {
-    /// Success of `Subscribe`: the world id and the cells now covered.
+    /// Success of `Subscribe`: the world id and the cells now covered (ascending; binary:
+    /// runs of consecutive cells, PROTOCOL.md §5.2).
     pub struct Subscribed {
         pub world: u32,
-        #[serde(deserialize_with = "crate::common::bounded::vec")] pub cells: Vec<u32>,
+        #[serde(with = "crate::pack::runs")] pub cells: Vec<u32>,
     }
 }
 

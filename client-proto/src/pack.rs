@@ -36,6 +36,15 @@ pub enum PackError {
     Inconsistent(&'static str),
 }
 
+/// Appends a minimal LEB128 varint.
+pub(crate) fn put(out: &mut Vec<u8>, mut v: u64) {
+    while v >= 0x80 {
+        out.push((v as u8) | 0x80);
+        v >>= 7;
+    }
+    out.push(v as u8);
+}
+
 pub(crate) fn zigzag(n: i32) -> u32 {
     ((n << 1) ^ (n >> 31)) as u32
 }
@@ -198,14 +207,14 @@ const MAX_RECORD_BYTES: usize = 10 + 3 + 4 * 5 + 3;
 
 /// Packs absolute records (keyframe agents, delta `entered`).
 pub fn pack_records(agents: &[QAgent], out: &mut Vec<u8>) -> Result<(), PackError> {
-    write_records(agents, false, out)
+    write_records(agents, None, out)
 }
 
-/// Packs absolute records; with `chained`, each record's position after the first is the
-/// difference from the record before it (the `cells` entries of PROTOCOL.md §6.8).
-pub(crate) fn write_records(agents: &[QAgent], chained: bool, out: &mut Vec<u8>) -> Result<(), PackError> {
+/// Packs absolute records. With `chain` (the entries of a `cells` message, PROTOCOL.md §6.8),
+/// each record's position is the difference from the position in `chain`, which then becomes
+/// the record's own: positions chain from record to record through the whole message.
+pub(crate) fn write_records(agents: &[QAgent], mut chain: Option<&mut [i32; 2]>, out: &mut Vec<u8>) -> Result<(), PackError> {
     let (mut prev, mut group) = (-1i64, 0u16);
-    let mut last: Option<[i32; 2]> = None;
     packed(agents, MAX_RECORD_BYTES, out, |a, w| {
         let d = gap(&mut prev, a.id)?;
         let face = a.vel != [0, 0] && robust_heading(a.vel) == Some(a.orient);
@@ -216,11 +225,13 @@ pub(crate) fn write_records(agents: &[QAgent], chained: bool, out: &mut Vec<u8>)
             w.put(a.group.into());
             group = a.group;
         }
-        let pos = match last {
-            Some(p) if chained => [a.pos[0].wrapping_sub(p[0]), a.pos[1].wrapping_sub(p[1])],
-            _ => a.pos,
+        let pos = match chain.as_deref_mut() {
+            Some(p) => [a.pos[0].wrapping_sub(p[0]), a.pos[1].wrapping_sub(p[1])],
+            None => a.pos,
         };
-        last = Some(a.pos);
+        if let Some(p) = chain.as_deref_mut() {
+            *p = a.pos;
+        }
         for v in [pos[0], pos[1], a.vel[0], a.vel[1]] {
             w.put(zigzag(v).into());
         }
@@ -234,13 +245,13 @@ pub(crate) fn write_records(agents: &[QAgent], chained: bool, out: &mut Vec<u8>)
 /// Unpacks absolute records.
 pub fn unpack_records(buf: &[u8]) -> Result<Vec<QAgent>, PackError> {
     let mut r = Reader { buf, pos: 0 };
-    read_records(&mut r, None, false)
+    read_records(&mut r, None, None)
 }
 
-/// Reads `count` absolute records (or until the reader ends when `None`), chained or not.
-pub(crate) fn read_records(r: &mut Reader, count: Option<usize>, chained: bool) -> Result<Vec<QAgent>, PackError> {
+/// Reads `count` absolute records (or until the reader ends when `None`); with `chain`, positions
+/// are differences chained through `chain` (see [`write_records`]).
+pub(crate) fn read_records(r: &mut Reader, count: Option<usize>, mut chain: Option<&mut [i32; 2]>) -> Result<Vec<QAgent>, PackError> {
     let (mut prev, mut group) = (-1i64, 0u16);
-    let mut last: Option<[i32; 2]> = None;
     // A record takes at least 5 bytes: a count beyond that is malformed, never an allocation.
     let room = r.buf.len().saturating_sub(r.pos);
     let mut out = Vec::with_capacity(count.map_or(room / 6, |n| n.min(room / 5)));
@@ -252,10 +263,10 @@ pub(crate) fn read_records(r: &mut Reader, count: Option<usize>, chained: bool) 
             group = r.u16("group")?;
         }
         let mut pos = [r.i32("pos.x")?, r.i32("pos.y")?];
-        if let (Some(p), true) = (last, chained) {
+        if let Some(p) = chain.as_deref_mut() {
             pos = [p[0].wrapping_add(pos[0]), p[1].wrapping_add(pos[1])];
+            *p = pos;
         }
-        last = Some(pos);
         let vel = [r.i32("vel.x")?, r.i32("vel.y")?];
         let orient = if flags & F_FACE != 0 {
             heading(vel).ok_or(PackError::FaceWithoutVelocity(id))?
@@ -265,6 +276,20 @@ pub(crate) fn read_records(r: &mut Reader, count: Option<usize>, chained: bool) 
         out.push(QAgent { id, group, pos, vel, orient });
     }
     Ok(out)
+}
+
+/// Where the position of the absolute record that starts at `at` sits in `buf`: its offset and
+/// byte length (the two zig-zag varints after the record's head and group).
+pub(crate) fn record_pos_span(buf: &[u8], at: usize) -> Result<(usize, usize), PackError> {
+    let mut r = Reader { buf, pos: at };
+    let (_, flags) = r.header(&mut -1i64, 2, "agent id")?;
+    if flags & F_SAME_GROUP == 0 {
+        r.u16("group")?;
+    }
+    let start = r.pos;
+    r.i32("pos.x")?;
+    r.i32("pos.y")?;
+    Ok((start, r.pos - start))
 }
 
 const M_NONE: u64 = 0;
@@ -379,6 +404,50 @@ pub(crate) fn read_ids(r: &mut Reader, count: Option<usize>) -> Result<Vec<u32>,
     Ok(out)
 }
 
+/// Most cells a run list may expand to (PROTOCOL.md §5.2 `subscribed`): a decoder refuses more
+/// instead of allocating them.
+pub const MAX_RUN_CELLS: u64 = 1 << 20;
+
+/// Packs strictly increasing cell numbers as runs of consecutive cells: per run `varint start -
+/// next` (`next` = the cell after the previous run, initially 0) and `varint length - 1`.
+pub fn pack_runs(cells: &[u32], out: &mut Vec<u8>) -> Result<(), PackError> {
+    let mut next = 0u64;
+    let mut k = 0;
+    while let Some(&start) = cells.get(k) {
+        let start = u64::from(start);
+        if start < next {
+            return Err(PackError::Unsorted(start as u32));
+        }
+        let mut len = 1u64;
+        while cells.get(k + len as usize).is_some_and(|&c| u64::from(c) == start + len) {
+            len += 1;
+        }
+        put(out, start - next);
+        put(out, len - 1);
+        next = start + len;
+        k += len as usize;
+    }
+    Ok(())
+}
+
+/// Unpacks a run list (see [`pack_runs`]); more than [`MAX_RUN_CELLS`] cells, or a cell past
+/// `u32::MAX`, is malformed.
+pub fn unpack_runs(buf: &[u8]) -> Result<Vec<u32>, PackError> {
+    let mut r = Reader { buf, pos: 0 };
+    let (mut next, mut out) = (0u64, Vec::new());
+    while !r.done() {
+        let start = next.checked_add(r.u64()?).ok_or(PackError::OutOfRange("cell"))?;
+        let len = r.u64()?.checked_add(1).ok_or(PackError::OutOfRange("run length"))?;
+        let end = start.checked_add(len).filter(|&e| e <= u64::from(u32::MAX) + 1).ok_or(PackError::OutOfRange("cell"))?;
+        if out.len() as u64 + len > MAX_RUN_CELLS {
+            return Err(PackError::OutOfRange("cell count"));
+        }
+        out.extend((start..end).map(|c| c as u32));
+        next = end;
+    }
+    Ok(out)
+}
+
 /// Generates a serde `with` module: packed bytes in binary, a plain array in JSON.
 macro_rules! packed_with {
     ($module:ident, $t:ty, $pack:ident, $unpack:ident) => {
@@ -420,6 +489,7 @@ macro_rules! packed_with {
 packed_with!(records, QAgent, pack_records, unpack_records);
 packed_with!(changes, AgentChange, pack_changes, unpack_changes);
 packed_with!(ids, u32, pack_ids, unpack_ids);
+packed_with!(runs, u32, pack_runs, unpack_runs);
 
 #[cfg(test)]
 mod tests {

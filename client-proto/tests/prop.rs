@@ -124,6 +124,30 @@ fn ids() -> impl Strategy<Value = Vec<u32>> {
     vec(any::<u32>(), 0..5)
 }
 
+/// Sorted without repeats (a `subscribed` cell list).
+fn ascending(mut v: Vec<u32>) -> Vec<u32> {
+    v.sort_unstable();
+    v.dedup();
+    v
+}
+
+/// Cell lists as subscriptions make them: runs of consecutive cells with gaps, some near the top
+/// of the u32 range.
+fn cell_runs() -> impl Strategy<Value = Vec<u32>> {
+    (prop_oneof![Just(0u32), any::<u32>()], vec((0u32..50, 1u32..40), 0..8)).prop_map(|(start, runs)| {
+        let mut out = Vec::new();
+        let mut next = u64::from(start);
+        for (gap, len) in runs {
+            let first = next + u64::from(gap);
+            for c in first..(first + u64::from(len)).min(1 << 32) {
+                out.push(c as u32);
+            }
+            next = first + u64::from(len);
+        }
+        out
+    })
+}
+
 fn client_msg() -> BoxedStrategy<ClientMsg> {
     prop_oneof![
         (any::<u16>(), proptest::option::of(name()), any::<bool>(), proptest::option::of(name())).prop_map(|(protocol_version, token, j, resume)| {
@@ -243,7 +267,7 @@ fn server_msg() -> BoxedStrategy<ServerMsg> {
             |(request_id, c, message, field, agents)| {
                 let result = match c % 4 {
                     0 => Outcome::Ok(Done {}),
-                    1 => Outcome::Subscribed(Subscribed { world: request_id, cells: agents }),
+                    1 => Outcome::Subscribed(Subscribed { world: request_id, cells: ascending(agents) }),
                     2 => Outcome::Spawned(Spawned { agents }),
                     _ => Outcome::Error(ErrorBody { code: ErrorCode::ALL[c], message, field }),
                 };
@@ -313,6 +337,19 @@ where
 
 proptest! {
     #![proptest_config(ProptestConfig { cases: 256, ..ProptestConfig::default() })]
+
+    #[test]
+    fn cell_runs_roundtrip_in_few_bytes(cells in cell_runs()) {
+        let mut bytes = Vec::new();
+        pack::pack_runs(&cells, &mut bytes).unwrap();
+        prop_assert_eq!(pack::unpack_runs(&bytes).unwrap(), cells.clone());
+        // Two varints per run, never more than a gap-coded list would take plus one byte.
+        let runs = cells.windows(2).filter(|w| w[1] != w[0] + 1).count() + usize::from(!cells.is_empty());
+        prop_assert!(bytes.len() <= runs * 10);
+        let mut ids = Vec::new();
+        pack::pack_ids(&cells, &mut ids).unwrap();
+        prop_assert!(bytes.len() <= ids.len() + 5);
+    }
 
     #[test]
     fn client_msgs_roundtrip_both_encodings(m in client_msg()) {

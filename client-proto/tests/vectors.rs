@@ -227,8 +227,14 @@ fn other_cell_states() -> [(u64, Vec<QAgent>); 2] {
     ]
 }
 
+/// Cell 35's state at tick 102, when it comes into a message (one agent).
+fn third_cell_state() -> (u64, Vec<QAgent>) {
+    (102, vec![QAgent { id: 40, group: 0, pos: [-2400, 1000], vel: [10, 0], orient: 0 }])
+}
+
 /// `cells` messages of world 1: tick 100 (keyframes of cells 36 and 37, cell 36 idle since 95),
-/// 101 (cell 37's delta), 102 (both cells: cell 36's delta from 95, cell 37's left + entered),
+/// 101 (cell 37's delta), 102 (a keyframe of cell 35, then both cells: cell 36's delta from 95,
+/// cell 37's left + entered, whose position chains on cell 35's record),
 /// then 105 with span 3 (cell 37's delta from 102, its base implied by the span). Each with the
 /// bases of its deltas by cell.
 /// A message with the base state of its deltas, by cell.
@@ -238,6 +244,7 @@ fn cells_frames() -> Vec<WithBases> {
     let q = Quantization::default();
     let c37 = chain_states();
     let c36 = other_cell_states();
+    let c35 = third_cell_state();
     let s36 = FrameScope { world: 1, cell: 36 };
     let key = |scope: FrameScope, (t, s): &(u64, Vec<QAgent>)| CellEntry::Keyframe(Keyframe { world: 1, cell: scope.cell, tick: *t, checksum: None, agents: s.clone() });
     let delta = |scope, (bt, b): &(u64, Vec<QAgent>), (t, n): &(u64, Vec<QAgent>)| {
@@ -253,7 +260,12 @@ fn cells_frames() -> Vec<WithBases> {
         (msg(100, 1, vec![key(s36, &c36[0]), key(CHAIN_SCOPE, &c37[0])], vec![&c36[0].1, &c37[0].1]), vec![]),
         (msg(101, 1, vec![delta(CHAIN_SCOPE, &c37[0], &c37[1])], vec![&c37[1].1]), vec![(37, c37[0].1.clone())]),
         (
-            msg(102, 1, vec![delta(s36, &c36[0], &c36[1]), delta(CHAIN_SCOPE, &c37[1], &c37[2])], vec![&c36[1].1, &c37[2].1]),
+            msg(
+                102,
+                1,
+                vec![key(FrameScope { world: 1, cell: 35 }, &c35), delta(s36, &c36[0], &c36[1]), delta(CHAIN_SCOPE, &c37[1], &c37[2])],
+                vec![&c35.1, &c36[1].1, &c37[2].1],
+            ),
             vec![(36, c36[0].1.clone()), (37, c37[1].1.clone())],
         ),
         (msg(105, 3, vec![delta(CHAIN_SCOPE, &c37[2], &c37[3])], vec![&c37[3].1]), vec![(37, c37[2].1.clone())]),
@@ -371,6 +383,9 @@ fn cells_vectors_match_and_chain() {
     let [_, (t36, s36)] = other_cell_states();
     let cell = client.cell(1, 36).unwrap();
     assert_eq!((cell.tick(), cell.agents()), (t36, s36.as_slice()));
+    let (t35, s35) = third_cell_state();
+    let cell = client.cell(1, 35).unwrap();
+    assert_eq!((cell.tick(), cell.agents()), (t35, s35.as_slice()));
     // A wrong message checksum is reported.
     let (ServerMsg::Cells(mut c), _) = cells_frames().swap_remove(0) else { panic!() };
     c.checksum = Some(Checksum(1));
@@ -469,6 +484,11 @@ fn invalid_vectors() -> Vec<(&'static str, &'static str, String, &'static str)> 
         ("cells_age_zero", "server", "070105010003030000".into(), "malformed"),
         // `cells` with span 0.
         ("cells_span_zero", "server", "070105000000".into(), "malformed"),
+        // `subscribed` (request 1, world 1) whose one run, from cell 0, is 2^20 + 1 cells long:
+        // more than a run list may hold.
+        ("subscribed_too_many_cells", "server", "040101010400808040".into(), "malformed"),
+        // `subscribed` whose run starts at cell 2^32 - 1 and is 2 cells long: past the last cell.
+        ("subscribed_cell_past_u32", "server", "0401010106ffffffff0f01".into(), "malformed"),
     ]
 }
 

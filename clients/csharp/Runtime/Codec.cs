@@ -3,9 +3,10 @@
 // Messages are decoded to trees shaped like the protocol's JSON form (§4): a message or struct
 // is a Dictionary<string, object> (enum variants carry "type"), lists are List<object>, integers
 // are long, f32 are float, checksums are 16 lowercase hex digits, absent options are null. Packed
-// sections become List<QAgent> (records), List<object> of long (ids) and, for a delta's
-// `changed`, either entries {index, dpos, dvel, face | dorient} or — with rawChanges — the packed
-// bytes as an ArraySegment<byte> that CellMap applies without intermediate objects.
+// sections become List<QAgent> (records), List<object> of long (ids, and the cells of
+// `subscribed`, runs in binary) and, for a delta's `changed`, either entries {index, dpos, dvel,
+// face | dorient} or — with rawChanges — the packed bytes as an ArraySegment<byte> that CellMap
+// applies without intermediate objects.
 //
 // Errors are ProtoExceptions whose Kind is one of malformed, unexpected_end, trailing_bytes,
 // too_large (the kinds of client-proto/tests/vectors/invalid.json) or checksum (CellMap).
@@ -86,7 +87,7 @@ namespace Steerd.Client
 
     public static class Codec
     {
-        public const int ProtocolVersion = 6;
+        public const int ProtocolVersion = 7;
         /// <summary>Largest server frame a client should accept (§1).</summary>
         public const int DefaultServerLimit = 8 * 1024 * 1024;
         /// <summary>Default largest client frame (§1, Welcome.max_message_bytes).</summary>
@@ -195,7 +196,7 @@ namespace Steerd.Client
             V("keyframe", F("world", U32), F("cell", U32), F("tick", U64), F("checksum", Checksum, null), F("agents", new PackedT("records"))),
             V("delta", F("world", U32), F("cell", U32), F("tick", U64), F("base_tick", U64), F("checksum", Checksum, null), F("left", new PackedT("ids")), F("changed", new PackedT("changes")), F("entered", new PackedT("records"))),
             V("event", F("world", U32), F("tick", U64), F("event", new TaggedT(new[] { V("destination_reached", F("agent", U32)), V("path_completed", F("agent", U32)), V("spawned", F("group", Str), Agents), V("despawned", Agents) }))),
-            V("command_result", Rid, F("result", new TaggedT(new[] { V("ok"), V("subscribed", F("world", U32), F("cells", new VecT(U32))), V("spawned", Agents), new Variant("error", ErrorFields) }))),
+            V("command_result", Rid, F("result", new TaggedT(new[] { V("ok"), V("subscribed", F("world", U32), F("cells", new PackedT("runs"))), V("spawned", Agents), new Variant("error", ErrorFields) }))),
             new Variant("error", ErrorFields),
             V("pong", Rid, F("server_tick", U64)),
             V("cells", F("world", U32), F("tick", U64), F("span", U32), F("checksum", Checksum, null), F("entries", new PackedT("entries"))),
@@ -308,6 +309,7 @@ namespace Steerd.Client
             r.P += len;
             if (pk.Kind == "records") return Packed.DecodeRecords(r.B, at, len);
             if (pk.Kind == "ids") return Packed.DecodeIds(r.B, at, len);
+            if (pk.Kind == "runs") return Packed.DecodeRuns(r.B, at, len);
             if (pk.Kind == "entries") return Packed.DecodeEntries(r.B, at, len, (long)ctx["tick"], (long)ctx["span"], r.Raw);
             if (r.Raw) return new ArraySegment<byte>(r.B, at, len);
             return Packed.DecodeChanges(r.B, at, len);
@@ -480,6 +482,7 @@ namespace Steerd.Client
             byte[] bytes;
             if (pk.Kind == "records") bytes = Packed.EncodeRecords((IList<QAgent>)v);
             else if (pk.Kind == "ids") bytes = Packed.EncodeIds((System.Collections.IList)v);
+            else if (pk.Kind == "runs") bytes = Packed.EncodeRuns((System.Collections.IList)v);
             else if (pk.Kind == "entries")
                 bytes = Packed.EncodeEntries((System.Collections.IList)v, Convert.ToInt64(ctx["tick"], CultureInfo.InvariantCulture), Convert.ToInt64(ctx["span"], CultureInfo.InvariantCulture));
             else bytes = Packed.EncodeChanges((System.Collections.IList)v);
@@ -597,7 +600,7 @@ namespace Steerd.Client
         }
     }
 
-    /// <summary>Packed sections (§6.7): LEB128 varints, zig-zag, absolute / change records, id lists.</summary>
+    /// <summary>Packed sections (§6.7): LEB128 varints, zig-zag, absolute / change records, id lists, cell runs (§5.2).</summary>
     public static class Packed
     {
         /// <summary>Minimal LEB128 (at most 10 bytes) at b[p], bounded by end; advances p.</summary>
@@ -635,16 +638,20 @@ namespace Steerd.Client
         static int Unzz4(int n) { return (n >> 1) ^ -(n & 1); }
 
         /// <summary>
-        /// Reads absolute records at b[p]: `count` of them, or (count &lt; 0) until `end`. `chained`
-        /// (the entries of a cells message, §6.8): every position after the first is the difference
-        /// from the record before it (32-bit wrapping).
+        /// Reads absolute records at b[p]: `count` of them, or (count &lt; 0) until `end`. With
+        /// `chain` (the entries of a cells message, §6.8: {x, y}, one for the whole message, initially
+        /// (0, 0)), each position is the difference (32-bit wrapping) from the position in `chain`,
+        /// which then becomes the record's own: positions chain from record to record through the
+        /// whole message, across entries. Id gaps and the S flag's group restart with each list.
+        /// Null: positions as they are (§6.7).
         /// </summary>
-        public static List<QAgent> ReadRecords(byte[] b, ref int p, int end, long count, bool chained)
+        public static List<QAgent> ReadRecords(byte[] b, ref int p, int end, long count, int[] chain)
         {
             var list = new List<QAgent>(count >= 0 ? (int)Math.Min(count, (end - p) / 5 + 1) : 16);
             long prev = -1;
             ushort group = 0;
-            int lx = 0, ly = 0;
+            bool chained = chain != null;
+            int lx = chained ? chain[0] : 0, ly = chained ? chain[1] : 0;
             for (long k = 0; count < 0 ? p < end : k < count; k++)
             {
                 ulong head = Leb(b, ref p, end);
@@ -660,8 +667,7 @@ namespace Steerd.Client
                     group = (ushort)g;
                 }
                 int px = Zz32(b, ref p, end, "pos.x"), py = Zz32(b, ref p, end, "pos.y");
-                if (chained && k > 0) { px = unchecked(lx + px); py = unchecked(ly + py); }
-                lx = px; ly = py;
+                if (chained) { px = unchecked(lx + px); py = unchecked(ly + py); lx = px; ly = py; }
                 int vx = Zz32(b, ref p, end, "vel.x"), vy = Zz32(b, ref p, end, "vel.y");
                 ushort orient;
                 if ((head & 1) == 1) orient = Codec.Heading(vx, vy);
@@ -673,13 +679,14 @@ namespace Steerd.Client
                 }
                 list.Add(new QAgent((uint)id, group, px, py, vx, vy, orient));
             }
+            if (chained) { chain[0] = lx; chain[1] = ly; }
             return list;
         }
 
         public static List<QAgent> DecodeRecords(byte[] b, int off, int len)
         {
             int p = off;
-            return ReadRecords(b, ref p, off + len, -1, false);
+            return ReadRecords(b, ref p, off + len, -1, null);
         }
 
         /// <summary>Reads gap-coded ids at b[p]: `count` of them, or (count &lt; 0) until `end`.</summary>
@@ -703,6 +710,35 @@ namespace Steerd.Client
         {
             int p = off;
             return ReadIds(b, ref p, off + len, -1);
+        }
+
+        /// <summary>Most cells a run list may expand to (§5.2 `subscribed`): a decoder refuses more instead of allocating them.</summary>
+        public const long MaxRunCells = 1 << 20;
+
+        /// <summary>
+        /// Decodes the cells of a binary `subscribed` (§5.2): runs of consecutive cells, each a LEB128
+        /// `start - next` then `length - 1`, where `next` is the cell after the previous run (initially
+        /// 0). Returns the cells in ascending order as longs. Malformed: a run going past cell
+        /// 2^32 - 1, or more than MaxRunCells cells in all (refused before they are allocated).
+        /// </summary>
+        public static List<object> DecodeRuns(byte[] b, int off, int len)
+        {
+            const ulong cells = 1UL << 32;
+            var list = new List<object>();
+            int p = off, end = off + len;
+            ulong next = 0;
+            while (p < end)
+            {
+                ulong gap = Leb(b, ref p, end);
+                ulong more = Leb(b, ref p, end);
+                if (next >= cells || gap > cells - 1 - next) throw ProtoException.Malformed("subscribed run starts past cell 2^32 - 1");
+                ulong start = next + gap;
+                if (more > cells - 1 - start) throw ProtoException.Malformed("subscribed run of cell " + start + " goes past cell 2^32 - 1");
+                if ((ulong)list.Count + more + 1 > (ulong)MaxRunCells) throw ProtoException.Malformed("subscribed runs of more than " + MaxRunCells + " cells");
+                next = start + more + 1;
+                for (ulong c = start; c < next; c++) list.Add((long)c);
+            }
+            return list;
         }
 
         /// <summary>One change record (§6.7). M: 0 none, else dpos/dvel; O: 0 keep, 1 face, 2 turn by D.</summary>
@@ -784,8 +820,10 @@ namespace Steerd.Client
         /// Decodes the entries of a cells message (§6.8) of message tick `tick` and `span`: a list of
         /// {"keyframe": {cell, tick, agents}} and {"delta": {cell, base_tick, left, changed, entered}}
         /// (the JSON form; changed by base index, or with `raw` the validated packed change records as
-        /// an ArraySegment&lt;byte&gt;). Malformed: a span of 0, an age of 0, a base or state tick below 0,
-        /// a count past the end, any §6.7 rule. A cell outside the world is checked by the view.
+        /// an ArraySegment&lt;byte&gt;). Positions of absolute records (keyframe agents, entered) chain
+        /// through the whole message, from (0, 0). Malformed: a span of 0, an age of 0, a base or state
+        /// tick below 0, a count past the end, any §6.7 rule. A cell outside the world is checked by
+        /// the view.
         /// </summary>
         public static List<object> DecodeEntries(byte[] b, int off, int len, long tick, long span, bool raw)
         {
@@ -793,6 +831,8 @@ namespace Steerd.Client
             var list = new List<object>();
             int p = off, end = off + len;
             long prev = -1;
+            // The position chain of §6.8, through every absolute record of the message.
+            var chain = new int[2];
             var scratch = new Change();
             while (p < end)
             {
@@ -813,7 +853,7 @@ namespace Steerd.Client
                 {
                     ulong n = Leb(b, ref p, end);
                     Fits(p, end, n, 5, "record");
-                    var agents = ReadRecords(b, ref p, end, (long)n, true);
+                    var agents = ReadRecords(b, ref p, end, (long)n, chain);
                     list.Add(new Dictionary<string, object> { { "keyframe", new Dictionary<string, object> { { "cell", cell }, { "tick", tick - (long)age }, { "agents", agents } } } });
                 }
                 else
@@ -845,7 +885,7 @@ namespace Steerd.Client
                     {
                         ulong ne = Leb(b, ref p, end);
                         Fits(p, end, ne, 5, "entered");
-                        entered = ReadRecords(b, ref p, end, (long)ne, true);
+                        entered = ReadRecords(b, ref p, end, (long)ne, chain);
                     }
                     else entered = new List<QAgent>();
                     list.Add(new Dictionary<string, object> { { "delta", new Dictionary<string, object> {
@@ -875,11 +915,11 @@ namespace Steerd.Client
             return (int)((long)Math.Floor(u + 0.5) % 65536);
         }
 
-        static void WriteRecords(PW w, IList<QAgent> list, bool chained)
+        /// <summary>Writes absolute records; `chain` as in ReadRecords (null: positions as they are).</summary>
+        static void WriteRecords(PW w, IList<QAgent> list, int[] chain)
         {
             long prev = -1;
             int group = 0;
-            int lx = 0, ly = 0;
             for (int k = 0; k < list.Count; k++)
             {
                 var r = list[k];
@@ -889,9 +929,12 @@ namespace Steerd.Client
                 int f = RobustHeading(r.VelX, r.VelY) == r.Orient ? 1 : 0;
                 w.Leb((ulong)(gap * 4 + s * 2 + f));
                 if (s == 0) w.Leb(r.Group);
-                int px = chained && k > 0 ? unchecked(r.PosX - lx) : r.PosX;
-                int py = chained && k > 0 ? unchecked(r.PosY - ly) : r.PosY;
-                lx = r.PosX; ly = r.PosY;
+                int px = r.PosX, py = r.PosY;
+                if (chain != null)
+                {
+                    px = unchecked(px - chain[0]); py = unchecked(py - chain[1]);
+                    chain[0] = r.PosX; chain[1] = r.PosY;
+                }
                 w.Zz(px); w.Zz(py); w.Zz(r.VelX); w.Zz(r.VelY);
                 if (f == 0) w.Leb(r.Orient);
                 prev = r.Id;
@@ -902,7 +945,7 @@ namespace Steerd.Client
         public static byte[] EncodeRecords(IList<QAgent> list)
         {
             var w = new PW();
-            WriteRecords(w, list, false);
+            WriteRecords(w, list, null);
             return w.A.ToArray();
         }
 
@@ -917,6 +960,32 @@ namespace Steerd.Client
             var w = new PW();
             WriteIds(w, ids);
             return w.A.ToArray();
+        }
+
+        /// <summary>Encodes strictly increasing cell numbers (u32) as runs of consecutive cells (see DecodeRuns).</summary>
+        public static byte[] EncodeRuns(System.Collections.IList cells)
+        {
+            var w = new PW();
+            long next = 0;
+            for (int k = 0; k < cells.Count;)
+            {
+                long start = RunCell(cells[k]);
+                if (start < next) throw ProtoException.Malformed("subscribed cells must be in increasing order (" + start + " after " + (next - 1) + ")");
+                int n = 1;
+                while (k + n < cells.Count && RunCell(cells[k + n]) == start + n) n++;
+                w.Leb((ulong)(start - next));
+                w.Leb((ulong)(n - 1));
+                next = start + n;
+                k += n;
+            }
+            return w.A.ToArray();
+        }
+
+        static long RunCell(object o)
+        {
+            long c = Convert.ToInt64(o, CultureInfo.InvariantCulture);
+            if (c < 0 || c > 0xffffffffL) throw ProtoException.Malformed("cell " + c + " out of u32 range");
+            return c;
         }
 
         static void WriteChanges(PW w, System.Collections.IList entries)
@@ -964,13 +1033,15 @@ namespace Steerd.Client
         /// <summary>
         /// Encodes the entries of a cells message of `tick` and `span` (§6.8): {"keyframe": {cell,
         /// tick, agents}} with their state tick, {"delta": {cell, base_tick, left, changed, entered}}
-        /// with changed entries by base "index". Entries in increasing cell order.
+        /// with changed entries by base "index". Entries in increasing cell order. Positions of absolute
+        /// records chain through the whole message (from (0, 0), across entries).
         /// </summary>
         public static byte[] EncodeEntries(System.Collections.IList entries, long tick, long span)
         {
             if (span < 1) throw ProtoException.Malformed("cells span " + span + " (must be at least 1)");
             var w = new PW();
             long prev = -1;
+            var chain = new int[2];
             foreach (Dictionary<string, object> e in entries)
             {
                 object v;
@@ -987,7 +1058,7 @@ namespace Steerd.Client
                     if (age > 0) w.Leb((ulong)age);
                     var agents = (IList<QAgent>)k["agents"];
                     w.Leb((ulong)agents.Count);
-                    WriteRecords(w, agents, true);
+                    WriteRecords(w, agents, chain);
                 }
                 else
                 {
@@ -1009,7 +1080,7 @@ namespace Steerd.Client
                     w.Leb((ulong)changed.Count * 4 + (ulong)(hl * 2 + he));
                     WriteChanges(w, changed);
                     if (hl == 1) { w.Leb((ulong)left.Count); WriteIds(w, left); }
-                    if (he == 1) { w.Leb((ulong)entered.Count); WriteRecords(w, entered, true); }
+                    if (he == 1) { w.Leb((ulong)entered.Count); WriteRecords(w, entered, chain); }
                 }
             }
             return w.A.ToArray();

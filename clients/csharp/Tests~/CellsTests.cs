@@ -3,7 +3,9 @@
 // keyframe and delta entries, spans and ages: decode == the message, re-encode == the bytes,
 // applied through a WorldView equal to the truth with every message checksum), all-or-nothing
 // (a chain break, a bad entry or a checksum mismatch leaves every cell as it was and resyncs), the
-// malformed encodings the decoder refuses, and Subscribe.every_n_ticks.
+// malformed encodings the decoder refuses, Subscribe.every_n_ticks, and the protocol-7 codings:
+// positions chained through a whole message (keyframe → keyframe, keyframe → entered, entered →
+// keyframe) and the runs of subscribed.cells (with the run lists a decoder refuses).
 using System;
 using System.Collections;
 using System.Collections.Generic;
@@ -306,12 +308,130 @@ namespace Steerd.Client.Tests
         public void ChainedPositionsWrap()
         {
             var agents = new List<QAgent> { new QAgent(2, 0, int.MaxValue, int.MinValue, 0, 0, 0), new QAgent(3, 0, int.MinValue, int.MaxValue, 0, 0, 0) };
-            var bytes = Codec.EncodeServer(Msg(0, 5, 1, null, new List<object> { Kf(0, 5, agents) }));
+            var next = new List<QAgent> { new QAgent(1, 0, 0, 0, 0, 0, 0) };
+            var bytes = Codec.EncodeServer(Msg(0, 5, 1, null, new List<object> { Kf(0, 5, agents), Kf(1, 5, next) }));
             var h = ToHex(bytes);
             StringAssert.StartsWith("0700050100", h);
-            StringAssert.EndsWith("020201000000", h, "second record chained: +1, -1 after wrapping");
+            // Cell 0's second record: id 3 (gap 0, S) -> 02, chained +1, -1 after wrapping -> zz 02 01,
+            // vel 0 0, orient 0. Cell 1 (gap 0, K -> 02, one record): id 1 (gap 1, S) -> 06, chained on
+            // cell 0's last record: 0 - int.MinValue wraps to int.MinValue -> zz 2^32 - 1 = ff ff ff ff 0f,
+            // 0 - int.MaxValue -> zz 2^32 - 3 = fd ff ff ff 0f.
+            StringAssert.EndsWith("020201000000" + "0201" + "06ffffffff0ffdffffff0f000000", h, "chained after wrapping, also from one entry to the next");
             var back = Tree.Cells(Codec.DecodeServer(bytes));
             SameAgents(back.Entries[0].Agents, agents, "decoded");
+            SameAgents(back.Entries[1].Agents, next, "decoded next entry");
+        }
+
+        [Test]
+        public void PositionsChainThroughTheWholeMessage()
+        {
+            // Protocol 7 (§6.8): one position register per message, from (0, 0), through keyframe
+            // agents and delta entered records alike; id gaps and the S flag's group restart per list.
+            var k0 = new List<QAgent> { new QAgent(5, 1, 1000, 2000, 0, 0, 0), new QAgent(9, 1, 1003, 1998, 0, 0, 0) };
+            var k2 = new List<QAgent> { new QAgent(2, 1, 1010, 1990, 0, 0, 0) };
+            var e3 = new List<QAgent> { new QAgent(7, 3, 1000, 2010, 0, 0, 0) };
+            var k4 = new List<QAgent> { new QAgent(1, 0, 1000, 2010, 10, 0, 0) };
+            var msg = Msg(Info.Id, 100, 1, null, new List<object>
+            {
+                Kf(0, 100, k0), Kf(1, 97, new List<QAgent>()), Kf(2, 100, k2),
+                Dl(3, 99, new List<object>(), new List<object>(), e3), Kf(4, 100, k4),
+            });
+            var expected =
+                // cell 0: gap 0, K -> 02; 2 records. id 5: gap 5, S=0, F=0 -> 14, group 1, pos from
+                // (0, 0): zz 1000 = 2000 -> d0 0f, zz 2000 = 4000 -> a0 1f, vel 0 0, orient 0. id 9:
+                // gap 3, S=1 -> 0e, pos (+3, -2) -> zz 06 03, vel 0 0, orient 0.
+                "0202" + "1401d00fa01f000000" + "0e0603000000" +
+                // cell 1: gap 0, K|B -> 03, age 3, no records (the register stays at (1003, 1998)).
+                "030300" +
+                // cell 2: gap 0, K -> 02; 1 record. id 2: its gap and group restart with the list
+                // (gap 2, S=0 -> 08, group 1), pos chained on cell 0's last record: (7, -8) -> zz 0e 0f
+                // (version 6 restarted here: zz 1010, zz 1990 = e4 0f 8c 1f).
+                "0201" + "08010e0f000000" +
+                // cell 3: delta, base implied by the span -> 00; c = E -> 01; 1 entered: id 7 (gap 7,
+                // S=0 -> 1c), group 3, pos chained on cell 2's record: (-10, 20) -> zz 13 28.
+                "0001" + "01" + "1c031328000000" +
+                // cell 4: gap 0, K -> 02; 1 record. id 1 (gap 1, S=1, F=1 -> 07), pos chained on the
+                // entered record: (0, 0) -> 00 00, vel zz 10 = 14, 0, orient heading(vel).
+                "0201" + "0700001400";
+            var bytes = Codec.EncodeServer(msg);
+            Assert.AreEqual("07036401" + "00" + (expected.Length / 2).ToString("x2") + expected, ToHex(bytes));
+            var back = Codec.DecodeServer(bytes);
+            SameTree(back, msg, "decoded");
+            var c = Tree.Cells(Codec.DecodeServer(bytes, Codec.DefaultServerLimit, true));
+            Assert.AreEqual(5, c.Entries.Count);
+            SameAgents(c.Entries[2].Agents, k2, "keyframe after keyframe");
+            SameAgents(c.Entries[3].Agents, e3, "entered after keyframe");
+            SameAgents(c.Entries[4].Agents, k4, "keyframe after entered");
+            // The same entries through Packed directly.
+            var entries = Hex(expected);
+            SameTree(Packed.DecodeEntries(entries, 0, entries.Length, 100, 1, false), msg["entries"], "entries");
+            Assert.AreEqual(expected, ToHex(Packed.EncodeEntries((IList)msg["entries"], 100, 1)));
+            // Applied through a view: every cell holds its agents at their positions.
+            var view = new WorldView(Info, Quant, 20, null) { InterpDelayMs = 0 };
+            var reasons = new List<string>();
+            view.OnResync = reasons.Add;
+            view.Subscribed(Enumerable.Range(0, NCells).Select(x => (uint)x).ToList());
+            view.ApplyCells(Tree.Cells(Codec.DecodeServer(Codec.EncodeServer(Msg(Info.Id, 99, 1, null, new List<object> { Kf(3, 99, new List<QAgent>()) })), Codec.DefaultServerLimit, true)), 0);
+            var sum = Codec.CellsChecksum(new List<List<QAgent>> { k0, new List<QAgent>(), k2, e3, k4 });
+            msg["checksum"] = sum.ToString("x16");
+            view.ApplyCells(Tree.Cells(Codec.DecodeServer(Codec.EncodeServer(msg), Codec.DefaultServerLimit, true)), 0);
+            CollectionAssert.IsEmpty(reasons);
+            SameAgents(view.Agents(), k0.Concat(k2).Concat(e3).Concat(k4).OrderBy(a => a.Id).ToList(), "view");
+        }
+
+        static Dictionary<string, object> SubscribedMsg(long world, List<object> cells)
+        {
+            return new Dictionary<string, object>
+            {
+                { "type", "command_result" }, { "request_id", 7L },
+                { "result", new Dictionary<string, object> { { "type", "subscribed" }, { "world", world }, { "cells", cells } } },
+            };
+        }
+
+        static List<object> CellsOf(Dictionary<string, object> msg) { return (List<object>)((Dictionary<string, object>)msg["result"])["cells"]; }
+
+        [Test]
+        public void SubscribedCellsAreRuns()
+        {
+            // Protocol 7 (§5.2): per run `start - next`, `length - 1`, `next` the cell after the previous
+            // run (initially 0). Runs (0, 3 cells), (5 = 3 + 2, 1), (9 = 6 + 3, 2), then the last cell
+            // 2^32 - 1 = 11 + 4294967284 (f4 ff ff ff 0f), 1 cell: 12 bytes.
+            var cells = new List<object> { 0L, 1L, 2L, 5L, 9L, 10L, 4294967295L };
+            var bytes = Codec.EncodeServer(SubscribedMsg(2, cells));
+            Assert.AreEqual("04070102" + "0c" + "0002" + "0200" + "0301" + "f4ffffff0f00", ToHex(bytes));
+            var back = Codec.DecodeServer(bytes);
+            SameTree(back, SubscribedMsg(2, cells), "decoded");
+            CollectionAssert.AreEqual(new uint[] { 0, 1, 2, 5, 9, 10, uint.MaxValue }, Tree.U32s(CellsOf(back)), "as the client reads them");
+            // None: no bytes. A whole 10 x 10 world: one run, (0, 100 cells).
+            Assert.AreEqual("0407010200", ToHex(Codec.EncodeServer(SubscribedMsg(2, new List<object>()))));
+            CollectionAssert.IsEmpty(CellsOf(Codec.DecodeServer(Hex("0407010200"))));
+            var world = Enumerable.Range(0, 100).Select(c => (object)(long)c).ToList();
+            Assert.AreEqual("04070102020063", ToHex(Codec.EncodeServer(SubscribedMsg(2, world))));
+            CollectionAssert.AreEqual(world, CellsOf(Codec.DecodeServer(Hex("04070102020063"))));
+            // A rectangle of a 10-column grid, rows 3..4, columns 6..7: one run per row.
+            Assert.AreEqual("04070102" + "04" + "2401" + "0801", ToHex(Codec.EncodeServer(SubscribedMsg(2, new List<object> { 36L, 37L, 46L, 47L }))));
+            // 2^20 cells are the most a run list may hold (here one run, length - 1 = ff ff 3f).
+            var most = CellsOf(Codec.DecodeServer(Hex("04070102" + "04" + "00ffff3f")));
+            Assert.AreEqual(Packed.MaxRunCells, most.Count);
+            Assert.AreEqual((long)Packed.MaxRunCells - 1, most[most.Count - 1]);
+            // Not ascending, repeated or out of u32: the encoder refuses them.
+            foreach (var bad in new[] { new List<object> { 3L, 2L }, new List<object> { 3L, 3L }, new List<object> { -1L }, new List<object> { 4294967296L } })
+                Assert.AreEqual(ProtoErrorKind.Malformed, Assert.Throws<ProtoException>(() => Codec.EncodeServer(SubscribedMsg(2, bad))).Kind, string.Join(",", bad));
+        }
+
+        [TestCase("0401010104" + "00808040", TestName = "MalformedRuns(one run of 2^20 + 1 cells)")]
+        [TestCase("0401010106" + "00ffff3f" + "0000", TestName = "MalformedRuns(2^20 cells, then one more)")]
+        [TestCase("040101010a" + "00" + "ffffffffffffffff7f", TestName = "MalformedRuns(a run of 2^63 cells, refused before allocating)")]
+        [TestCase("040101010b" + "00" + "ffffffffffffffffff01", TestName = "MalformedRuns(length - 1 of 2^64 - 1)")]
+        [TestCase("0401010106" + "ffffffff0f01", TestName = "MalformedRuns(run from cell 2^32 - 1, 2 cells)")]
+        [TestCase("0401010106" + "808080801000", TestName = "MalformedRuns(run from cell 2^32)")]
+        [TestCase("0401010108" + "ffffffff0f00" + "0000", TestName = "MalformedRuns(a run after the one ending at cell 2^32 - 1)")]
+        [TestCase("040101010d" + "0000" + "ffffffffffffffffff01" + "00", TestName = "MalformedRuns(start - next overflowing 64 bits)")]
+        [TestCase("0401010101" + "00", TestName = "MalformedRuns(a run cut short)")]
+        public void MalformedSubscribedRunsAreRefused(string hex)
+        {
+            var e = Assert.Throws<ProtoException>(() => Codec.DecodeServer(Hex(hex)));
+            Assert.AreEqual(ProtoErrorKind.Malformed, e.Kind, e.Message);
         }
 
         [TestCase("07000a000000", "malformed", TestName = "Malformed(span 0)")]

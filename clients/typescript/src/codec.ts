@@ -17,7 +17,7 @@
 
 import type { ClientMsg, ServerMsg, Hello, Encoding, ErrorCodeName, RoleName } from './types.js';
 
-export const PROTOCOL_VERSION = 6;
+export const PROTOCOL_VERSION = 7;
 /** Largest server frame a client should accept (§1). */
 export const DEFAULT_SERVER_LIMIT = 8 * 1024 * 1024;
 /** Default largest client frame (§1, `Welcome.max_message_bytes`). */
@@ -273,16 +273,26 @@ export interface ChangeEntry {
 }
 
 /**
- * Reads absolute records from `p`: `count` of them, or (count < 0) until the section ends.
- * `chained` (the entries of a `cells` message, §6.8): every position after the first is the
- * difference from the record before it (32-bit wrapping).
+ * The position register of a `cells` message (§6.8): the position of the last absolute record
+ * read or written in the message, `(0, 0)` before its first one. One per message: positions
+ * chain through every list of the message (keyframe agents and delta `entered`, in order).
  */
-export function readRecords(p: Packed, count: number, chained: boolean): QAgent[] {
+export interface PosChain {
+  x: number;
+  y: number;
+}
+
+/**
+ * Reads absolute records from `p`: `count` of them, or (count < 0) until the section ends.
+ * With `chain` (the entries of a `cells` message, §6.8), every position is the difference from
+ * the position in `chain` (32-bit wrapping), which then becomes the record's own: positions chain
+ * from record to record through the whole message. Id gaps and the same-group flag restart with
+ * each list.
+ */
+export function readRecords(p: Packed, count: number, chain: PosChain | null): QAgent[] {
   const out: QAgent[] = [];
   let prev = -1;
   let group = 0;
-  let lx = 0;
-  let ly = 0;
   for (let k = 0; count < 0 ? !p.done() : k < count; k++) {
     const head = p.leb();
     // head may exceed 2^32: use arithmetic, not bit operators.
@@ -295,12 +305,12 @@ export function readRecords(p: Packed, count: number, chained: boolean): QAgent[
     if (sBit === 0) group = p.uint(0xffff, 'group');
     let px = p.zz32('pos.x');
     let py = p.zz32('pos.y');
-    if (chained && k > 0) {
-      px = (lx + px) | 0;
-      py = (ly + py) | 0;
+    if (chain) {
+      px = (chain.x + px) | 0;
+      py = (chain.y + py) | 0;
+      chain.x = px;
+      chain.y = py;
     }
-    lx = px;
-    ly = py;
     const vx = p.zz32('vel.x');
     const vy = p.zz32('vel.y');
     const orient = f === 1 ? heading(vx, vy) : p.uint(0xffff, 'orient');
@@ -310,7 +320,7 @@ export function readRecords(p: Packed, count: number, chained: boolean): QAgent[
 }
 
 export function decodeRecords(bytes: Uint8Array): QAgent[] {
-  return readRecords(new Packed(bytes), -1, false);
+  return readRecords(new Packed(bytes), -1, null);
 }
 
 /** Reads gap-coded ids: `count` of them, or (count < 0) until the section ends. */
@@ -328,6 +338,32 @@ export function readIds(p: Packed, count: number): number[] {
 
 export function decodeIds(bytes: Uint8Array): number[] {
   return readIds(new Packed(bytes), -1);
+}
+
+/** Most cells a run list may hold (§5.2 `subscribed.cells`): a decoder refuses more. */
+export const MAX_RUN_CELLS = 1 << 20;
+
+/**
+ * Decodes a run list (binary `subscribed.cells`, §5.2, since protocol 7): per run of consecutive
+ * cells `start - next` (`next` = the cell after the previous run, initially 0), then `length - 1`.
+ * A run going past cell 2^32 - 1, or more than `MAX_RUN_CELLS` cells in all, is malformed, and
+ * refused before its cells are made.
+ */
+export function decodeRuns(bytes: Uint8Array): number[] {
+  const p = new Packed(bytes);
+  const out: number[] = [];
+  let next = 0;
+  while (!p.done()) {
+    // Beyond 2^53 these sums round, but only ever far past 2^32: refused all the same.
+    const start = next + p.leb();
+    const len = p.leb() + 1;
+    const end = start + len;
+    if (end > U32_MAX + 1) throw malformed(`run of ${len} cells from cell ${start} goes past cell ${U32_MAX}`);
+    if (out.length + len > MAX_RUN_CELLS) throw malformed(`run list of more than ${MAX_RUN_CELLS} cells`);
+    for (let c = start; c < end; c++) out.push(c);
+    next = end;
+  }
+  return out;
 }
 
 /**
@@ -451,6 +487,8 @@ export function decodeEntries(bytes: Uint8Array, tick: number, span: number, raw
   const p = new Packed(bytes);
   const out: CellsEntry[] = [];
   let prev = -1;
+  // The position chain of §6.8, through every absolute record of the message.
+  const chain: PosChain = { x: 0, y: 0 };
   while (!p.done()) {
     const head = p.leb();
     const b = head % 2;
@@ -468,7 +506,7 @@ export function decodeEntries(bytes: Uint8Array, tick: number, span: number, raw
       if (stateTick < 0) throw malformed(`keyframe entry of cell ${cell}: state tick below 0`);
       const n = p.leb();
       fits(p, n, 5, 'record');
-      out.push({ keyframe: { cell, tick: stateTick, agents: readRecords(p, n, true) } });
+      out.push({ keyframe: { cell, tick: stateTick, agents: readRecords(p, n, chain) } });
     } else {
       const base = b === 1 ? tick - age : tick - span;
       if (base < 0) throw malformed(`delta entry of cell ${cell}: base tick below 0`);
@@ -488,7 +526,7 @@ export function decodeEntries(bytes: Uint8Array, tick: number, span: number, raw
       if (hasEntered) {
         const ne = p.leb();
         fits(p, ne, 5, 'entered');
-        entered = readRecords(p, ne, true);
+        entered = readRecords(p, ne, chain);
       }
       out.push({ delta: { cell, base_tick: base, left, changed, entered } });
     }
@@ -524,32 +562,39 @@ export function robustHeading(vx: number, vy: number): number | null {
   return Math.floor(u + 0.5) % 65536;
 }
 
-function writeRecords(w: PackedWriter, list: readonly QAgent[], chained: boolean): void {
+/**
+ * Writes absolute records. With `chain` (the entries of a `cells` message, §6.8), each position
+ * is the difference from the position in `chain`, which then becomes the record's own (see
+ * `readRecords`).
+ */
+function writeRecords(w: PackedWriter, list: readonly QAgent[], chain: PosChain | null): void {
   let prev = -1;
   let group = 0;
-  let lx = 0;
-  let ly = 0;
-  list.forEach((r, k) => {
+  for (const r of list) {
     const gap = r.id - prev - 1;
     if (gap < 0) throw malformed('records must be sorted by id');
     const s = r.group === group ? 1 : 0;
     const f = robustHeading(r.vel[0], r.vel[1]) === r.orient ? 1 : 0;
     w.leb(gap * 4 + s * 2 + f);
     if (!s) w.leb(r.group);
-    const px = chained && k > 0 ? (r.pos[0] - lx) | 0 : r.pos[0];
-    const py = chained && k > 0 ? (r.pos[1] - ly) | 0 : r.pos[1];
-    lx = r.pos[0];
-    ly = r.pos[1];
+    let px = r.pos[0];
+    let py = r.pos[1];
+    if (chain) {
+      px = (px - chain.x) | 0;
+      py = (py - chain.y) | 0;
+      chain.x = r.pos[0];
+      chain.y = r.pos[1];
+    }
     for (const v of [px, py, r.vel[0], r.vel[1]]) w.leb(zz(v));
     if (!f) w.leb(r.orient);
     prev = r.id;
     group = r.group;
-  });
+  }
 }
 
 export function encodeRecords(list: QAgent[]): Uint8Array {
   const w = new PackedWriter();
-  writeRecords(w, list, false);
+  writeRecords(w, list, null);
   return w.bytes();
 }
 
@@ -564,6 +609,30 @@ function writeIds(w: PackedWriter, list: readonly number[]): void {
 export function encodeIds(list: number[]): Uint8Array {
   const w = new PackedWriter();
   writeIds(w, list);
+  return w.bytes();
+}
+
+/** Writes strictly increasing cell numbers as runs of consecutive cells (see `decodeRuns`). */
+function writeRuns(w: PackedWriter, cells: readonly number[]): void {
+  let next = 0;
+  let k = 0;
+  while (k < cells.length) {
+    const start = cells[k];
+    if (!Number.isInteger(start) || start < next || start > U32_MAX) {
+      throw malformed(`cells must be increasing u32 cell numbers (${start} after ${next - 1})`);
+    }
+    let len = 1;
+    while (k + len < cells.length && cells[k + len] === start + len) len++;
+    w.leb(start - next);
+    w.leb(len - 1);
+    next = start + len;
+    k += len;
+  }
+}
+
+export function encodeRuns(cells: number[]): Uint8Array {
+  const w = new PackedWriter();
+  writeRuns(w, cells);
   return w.bytes();
 }
 
@@ -606,6 +675,8 @@ export function encodeEntries(entries: readonly CellsEntry[], tick: number, span
   if (!Number.isInteger(span) || span < 1) throw malformed(`cells span ${span} (must be at least 1)`);
   const w = new PackedWriter();
   let prev = -1;
+  // The position chain of §6.8, through every absolute record of the message.
+  const chain: PosChain = { x: 0, y: 0 };
   for (const e of entries) {
     if ('keyframe' in e) {
       const k = e.keyframe;
@@ -617,7 +688,7 @@ export function encodeEntries(entries: readonly CellsEntry[], tick: number, span
       w.leb(gap * 4 + 2 + (age > 0 ? 1 : 0));
       if (age > 0) w.leb(age);
       w.leb(k.agents.length);
-      writeRecords(w, k.agents, true);
+      writeRecords(w, k.agents, chain);
     } else {
       const d = e.delta;
       const gap = d.cell - prev - 1;
@@ -639,7 +710,7 @@ export function encodeEntries(entries: readonly CellsEntry[], tick: number, span
       }
       if (hasEntered) {
         w.leb(d.entered.length);
-        writeRecords(w, d.entered, true);
+        writeRecords(w, d.entered, chain);
       }
     }
   }
@@ -651,9 +722,10 @@ export function encodeEntries(entries: readonly CellsEntry[], tick: number, span
 //   {struct: [[name, type, default?], ...]}, {opt: T}, {vec: T},
 //   {tagged: [[name, structFields], ...]}   internally tagged enum: {"type": name, ...fields}
 //   {names: [...]}                          fieldless enum: a string
-//   {packed: 'records' | 'ids' | 'changes' | 'entries'} packed section (entries: §6.8, the
-//                                         `cells` message's entries; they need the message's
-//                                         `tick` and `span`, read before them)
+//   {packed: 'records' | 'ids' | 'changes' | 'entries' | 'runs'} packed section (entries: §6.8,
+//                                         the `cells` message's entries; they need the message's
+//                                         `tick` and `span`, read before them; runs: §5.2, the
+//                                         cells of `subscribed`)
 
 type Prim = 'u8' | 'u16' | 'u32' | 'u64' | 'i32' | 'f32' | 'bool' | 'string' | 'checksum';
 type Default = unknown | (() => unknown);
@@ -665,7 +737,7 @@ type Type =
   | { vec: Type }
   | { tagged: [string, Field[]][] }
   | { names: readonly string[] }
-  | { packed: 'records' | 'ids' | 'changes' | 'entries' };
+  | { packed: 'records' | 'ids' | 'changes' | 'entries' | 'runs' };
 
 const P = (fields: Field[]): Type => ({ struct: fields });
 const opt = (t: Type): Type => ({ opt: t });
@@ -778,7 +850,8 @@ const EventKind = tagged([
 const ErrorFields: Field[] = [['code', ErrorCode], ['message', 'string'], ['field', opt('string'), null]];
 const Outcome = tagged([
   ['ok', []],
-  ['subscribed', [['world', 'u32'], ['cells', vec('u32')]]],
+  // Since protocol 7 the cells are runs in binary (a byte string), still a plain array in JSON.
+  ['subscribed', [['world', 'u32'], ['cells', { packed: 'runs' }]]],
   ['spawned', [agents]],
   ['error', ErrorFields],
 ]);
@@ -850,6 +923,7 @@ function read(r: Reader, t: Type, raw: boolean, ctx?: Obj): unknown {
     const bytes = r.bytes(n);
     if (t.packed === 'records') return decodeRecords(bytes);
     if (t.packed === 'ids') return decodeIds(bytes);
+    if (t.packed === 'runs') return decodeRuns(bytes);
     if (t.packed === 'entries') return decodeEntries(bytes, (ctx as Obj).tick as number, (ctx as Obj).span as number, raw);
     return raw ? bytes : decodeChanges(bytes);
   }
@@ -921,6 +995,7 @@ function write(w: Writer, t: Type, v: unknown, name: string, ctx?: Obj): void {
     if (!Array.isArray(v)) throw malformed(`${name}: array expected`);
     const bytes = t.packed === 'records' ? encodeRecords(v as QAgent[])
       : t.packed === 'ids' ? encodeIds(v as number[])
+      : t.packed === 'runs' ? encodeRuns(v as number[])
       : t.packed === 'entries' ? encodeEntries(v as CellsEntry[], (ctx as Obj).tick as number, (ctx as Obj).span as number)
       : encodeChanges(v as ChangeEntry[]);
     w.varint(bytes.length, 8, 'packed length');

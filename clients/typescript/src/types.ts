@@ -103,6 +103,7 @@ export type EventKind =
   | { type: 'despawned'; agents: number[] };
 export interface EventMsg { type: 'event'; world: number; tick: number; event: EventKind }
 export interface OkOutcome { type: 'ok' }
+/** The cells now covered, ascending (binary: runs of consecutive cells since protocol v7, §5.2). */
 export interface SubscribedOutcome { type: 'subscribed'; world: number; cells: number[] }
 export interface SpawnedOutcome { type: 'spawned'; agents: number[] }
 export interface ErrorOutcome { type: 'error'; code: ErrorCodeName; message: string; field: string | null }

@@ -3,7 +3,9 @@
 // messages with keyframe and delta entries, spans and ages; decode == the message, re-encode ==
 // the bytes, applied through a WorldView equal to the truth with every message checksum), the
 // all-or-nothing rule (a chain break, a malformed entry or a checksum mismatch leaves every cell
-// as it was and resyncs), and the malformed encodings the decoder must refuse.
+// as it was and resyncs), positions chained through the whole message (protocol v7, by hand),
+// and the malformed encodings the decoder must refuse; and the run coding of `subscribed.cells`
+// (protocol v7, §5.2) with its two malformed cases.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 
@@ -251,20 +253,129 @@ test('message checksum: FNV-1a 64 over the cells\' 8-byte little-endian checksum
   assert.notEqual(cellsChecksum([lists[0], lists[2]]), cellsChecksum([lists[2], lists[0]]));
 });
 
-test('chained positions: each record after the first carries the difference (32-bit wrapping)', () => {
+test('chained positions: every record carries the difference from the one before it in the message (32-bit wrapping)', () => {
   const agents = [
     { id: 2, group: 0, pos: [2147483647, -2147483648], vel: [0, 0], orient: 0 },
     { id: 3, group: 0, pos: [-2147483648, 2147483647], vel: [0, 0], orient: 0 },
   ];
-  const msg = { type: 'cells', world: 0, tick: 5, span: 1, checksum: null, entries: [{ keyframe: { cell: 0, tick: 5, agents } }] };
+  const next = [{ id: 1, group: 0, pos: [2147483647, -2147483648], vel: [0, 0], orient: 0 }];
+  const msg = { type: 'cells', world: 0, tick: 5, span: 1, checksum: null, entries: [{ keyframe: { cell: 0, tick: 5, agents } }, { keyframe: { cell: 1, tick: 5, agents: next } }] };
   const bytes = encodeServer(msg);
-  // 07 world 0 tick 5 span 1 no checksum; entries: len, head 02 (K=1 B=0 cell 0), n 2,
-  // record 1: 0a (gap 2, S=1: group 0 as initially, F=0), zz pos absolute; record 2: 02 (gap 0,
-  // S=1), zz of the wrapped differences (+1, -1) = 02 01, vel 00 00, orient 00.
-  const hexs = Buffer.from(bytes).toString('hex');
-  assert.ok(hexs.startsWith('0700050100'), hexs);
-  assert.ok(hexs.endsWith('020201000000'), `second record chained: ${hexs}`);
+  // 07 world 0 tick 5 span 1 no checksum; entries: 30 bytes. Cell 0: head 02 (K=1 B=0 cell 0),
+  // n 2, record 1: 0a (gap 2, S=1: group 0 as initially, F=0), zz pos from (0, 0) (the message's
+  // first record) = fe ff ff ff 0f, ff ff ff ff 0f, vel 00 00, orient 00; record 2: 02 (gap 0,
+  // S=1), zz of the wrapped differences (+1, -1) = 02 01, vel 00 00, orient 00. Cell 1: head 02
+  // (gap 0), n 1, record: 06 (gap 1 from -1: ids restart with each list, S=1), zz of the wrapped
+  // differences from cell 0's last record (-1, +1) = 01 02, vel 00 00, orient 00.
+  assert.equal(Buffer.from(bytes).toString('hex'), '07000501001e' + '02020afeffffff0fffffffff0f000000' + '020201000000' + '0201060102000000');
   assert.deepEqual(decodeServer(bytes), msg);
+});
+
+test('chained positions across entries: keyframe -> keyframe -> delta entered, one chain per message (v7)', () => {
+  const a = [{ id: 2, group: 2, pos: [1000, 2000], vel: [0, 0], orient: 0 }, { id: 3, group: 2, pos: [1003, 1998], vel: [0, 0], orient: 0 }];
+  const b = [{ id: 1, group: 0, pos: [1010, 1990], vel: [0, 0], orient: 0 }];
+  const entered = [{ id: 9, group: 1, pos: [995, 2005], vel: [0, 0], orient: 0 }];
+  const msg = {
+    type: 'cells', world: 0, tick: 5, span: 1, checksum: null,
+    entries: [
+      { keyframe: { cell: 0, tick: 5, agents: a } },
+      { keyframe: { cell: 1, tick: 5, agents: b } },
+      { delta: { cell: 2, base_tick: 4, left: [], changed: [], entered } },
+    ],
+  };
+  const bytes = encodeServer(msg);
+  // entries: 35 bytes.
+  // Cell 0: head 02 (K=1), n 2; id 2: 08 (gap 2, S=0) group 02, pos from (0, 0): zz 1000 = 2000
+  //   -> d0 0f, zz 2000 = 4000 -> a0 1f, vel 00 00, orient 00; id 3: 02 (gap 0, S=1), (+3, -2) ->
+  //   06 03, 00 00 00.
+  // Cell 1: head 02 (gap 0, K=1), n 1; id 1: 06 (gap 1: ids restart; S=1: the group register
+  //   restarts at 0 with each list), pos chained on cell 0's last record (1003, 1998): (+7, -8) ->
+  //   0e 0f (version 6 restarted here: e4 0f 8c 1f), 00 00 00.
+  // Cell 2: head 00 (gap 0, K=0, B=0: base = tick - span), c = 0 << 2 | E -> 01, 1 entered; id 9:
+  //   24 (gap 9, S=0) group 01, pos chained on cell 1's record (1010, 1990): (-15, +15) -> 1d 1e,
+  //   00 00 00.
+  const entriesHex = '020208' + '02d00fa01f000000' + '020603000000' + '0201060e0f000000' + '000101' + '24011d1e000000';
+  assert.equal(Buffer.from(bytes).toString('hex'), '0700050100' + '23' + entriesHex);
+  assert.deepEqual(decodeServer(bytes), msg);
+  assert.deepEqual(Buffer.from(encodeServer(decodeServer(bytes))), Buffer.from(bytes));
+  // The same keyframe entry as the message's first: its position is from (0, 0), i.e. absolute.
+  const alone = encodeServer({ ...msg, entries: [msg.entries[1]] });
+  // head 06 (gap 1, K=1), n 1, id 1: 06, zz 1010 = 2020 -> e4 0f, zz 1990 = 3980 -> 8c 1f, 00 00 00.
+  assert.equal(Buffer.from(alone).toString('hex'), '07000501000a' + '060106e40f8c1f000000');
+  assert.deepEqual(decodeServer(alone).entries, [msg.entries[1]]);
+  // An empty keyframe entry in between leaves the chain where it was.
+  const withEmpty = { ...msg, entries: [msg.entries[0], { keyframe: { cell: 1, tick: 5, agents: [] } }, { delta: { cell: 2, base_tick: 4, left: [], changed: [], entered: b.map((r) => ({ ...r, id: 4 })) } }] };
+  const h = Buffer.from(encodeServer(withEmpty)).toString('hex');
+  // ... cell 1: 02 00; cell 2: 00 01 01, id 4: 12 (gap 4, S=1), (+7, -8) from cell 0's last record.
+  assert.ok(h.endsWith('0200' + '000101' + '120e0f000000'), h);
+  assert.deepEqual(decodeServer(encodeServer(withEmpty)), withEmpty);
+  // Applied through a view: the entries decode to the absolute positions (cell 2 held at 4).
+  const view = new WorldView(INFO, QUANT, 20, { type: 'whole_world' }, { interpDelayMs: 0 });
+  view.subscribed([...Array(NCELLS).keys()]);
+  const reasons = [];
+  view.onResync = (why) => reasons.push(why);
+  view.applyCells(decodeServer(encodeServer({ type: 'cells', world: INFO.id, tick: 4, span: 1, checksum: null, entries: [{ keyframe: { cell: 2, tick: 4, agents: [] } }] }), { rawChanges: true }), 0);
+  const sum = cellsChecksum([a, b, entered]);
+  view.applyCells(decodeServer(encodeServer({ ...msg, world: INFO.id, checksum: sum }), { rawChanges: true }), 0);
+  assert.deepEqual(reasons, []);
+  assert.deepEqual(view.agents().map(copy), [...b, ...a, ...entered]);
+});
+
+test('subscribed.cells: runs of consecutive cells in binary (v7), a plain array in JSON', () => {
+  const hex = (s) => Uint8Array.from(s.match(/../g), (h) => parseInt(h, 16));
+  const sub = (cells) => ({ type: 'command_result', request_id: 7, result: { type: 'subscribed', world: 2, cells } });
+  const cases = [
+    // The spec's example: (36, 2 cells), (38 + 18 = 56, 2 cells).
+    [[36, 37, 56, 57], '0424011201'],
+    // (0, 3 cells) -> 00 02, next 3; (3 + 7 = 10, 1) -> 07 00, next 11; (11 + 1 = 12, 2) -> 01 01,
+    // next 14; the last cell 2^32 - 1 = 14 + 4294967281 (f1 ff ff ff 0f), 1 cell -> 00.
+    [[0, 1, 2, 10, 12, 13, 4294967295], '0c' + '0002' + '0700' + '0101' + 'f1ffffff0f00'],
+    // No cell: an empty byte string.
+    [[], '00'],
+  ];
+  for (const [cells, runs] of cases) {
+    const bytes = encodeServer(sub(cells));
+    assert.equal(Buffer.from(bytes).toString('hex'), '04070102' + runs, `cells ${cells}`);
+    assert.deepEqual(decodeServer(bytes), sub(cells));
+  }
+  // The whole of 2^20 cells is one run (00, 2^20 - 1 = ff ff 3f): at the limit, accepted.
+  const all = decodeServer(hex('0401010104' + '00ffff3f'));
+  assert.equal(all.result.cells.length, 1 << 20);
+  assert.equal(all.result.cells[(1 << 20) - 1], (1 << 20) - 1);
+  assert.equal(Buffer.from(encodeServer(all)).toString('hex'), '040101010400ffff3f');
+  // JSON keeps the plain array.
+  const json = JSON.stringify(sub([36, 37, 56, 57]));
+  assert.deepEqual(decodeServerJson(json), sub([36, 37, 56, 57]));
+  // The encoder needs increasing cells.
+  for (const bad of [[3, 3], [5, 2], [-1], [4294967296], [1.5]]) {
+    assert.throws(() => encodeServer(sub(bad)), (e) => e instanceof ProtoError && e.kind === 'malformed', `cells ${bad}`);
+  }
+});
+
+test('subscribed.cells: a run past cell 2^32 - 1 or more than 2^20 cells in all is malformed, refused before allocating', () => {
+  const hex = (s) => Uint8Array.from(s.match(/../g), (h) => parseInt(h, 16));
+  const kinds = [
+    // One run of 2^20 + 1 cells from cell 0 (00, 80 80 40): the invalid vector subscribed_too_many_cells.
+    ['one run of 2^20 + 1 cells', '040101010400808040', 'malformed'],
+    // Two runs, 2^20 + 1 cells in all: (0, 2^20 cells), (2^20 + 5, 1 cell).
+    ['2^20 + 1 cells in two runs', '040101010600ffff3f0500', 'malformed'],
+    // A run of 2^32 - 1 cells (length - 1 = fe ff ff ff 0f): refused, not made.
+    ['a run of 2^32 - 1 cells', '040101010600feffffff0f', 'malformed'],
+    // From cell 2^32 - 1, 2 cells: the invalid vector subscribed_cell_past_u32.
+    ['a run past cell 2^32 - 1', '0401010106ffffffff0f01', 'malformed'],
+    // (0, 1 cell), then a run starting at 1 + (2^32 - 1) = 2^32.
+    ['a run starting past cell 2^32 - 1', '04010101080000ffffffff0f00', 'malformed'],
+    // A length of 2^52 + 1.
+    ['a run of 2^52 + 1 cells', '0401010109' + '00' + '80'.repeat(7) + '08', 'malformed'],
+    // A start without its length.
+    ['a run cut short', '040101010105', 'malformed'],
+    // The byte string longer than the frame.
+    ['runs longer than the frame', '04010101030001', 'unexpected_end'],
+  ];
+  // (Made, the run of 2^32 - 1 cells would exhaust the heap: this test would not end.)
+  for (const [what, h, kind] of kinds) {
+    assert.throws(() => decodeServer(hex(h)), (e) => e instanceof ProtoError && e.kind === kind, what);
+  }
 });
 
 test('malformed cells messages are refused whole', () => {

@@ -29,7 +29,7 @@ async function scenario(encoding) {
   const reached = new Set();
   client.on('destination_reached', (agent, w) => { if (w === world) reached.add(agent); });
   try {
-    assert.equal(client.welcome.protocol_version, 6);
+    assert.equal(client.welcome.protocol_version, 7);
     assert.equal(client.playerId, player);
     assert.equal(client.role, 'player');
     assert.match(client.resumeToken, /^[0-9a-f]{32}$/);
@@ -39,6 +39,8 @@ async function scenario(encoding) {
     assert.equal(sub.type, 'subscribed');
     assert.ok(sub.cells.length > 0);
     const { view } = sub;
+    // The whole world: every cell (protocol v7: one run in binary, a plain array in JSON).
+    assert.deepEqual(sub.cells, [...Array(view.info.cols * view.info.rows).keys()]);
     // every_n_ticks 0 is refused by the server, naming the field (the subscription stays).
     await assert.rejects(client.subscribe(world, { type: 'whole_world' }, { everyNTicks: 0 }), (e) => e.code === 'invalid_field' && /every_n_ticks/.test(e.field ?? ''));
 

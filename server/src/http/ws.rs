@@ -344,17 +344,17 @@ fn build_cells(frame: &TickFrame, span: u32, cells: &[crate::runtime::CellFrame]
             Want::Key => {
                 has_key = true;
                 after.push(Some(cf));
-                w.keyframe(c, frame_ticks(&cf.key.msg), &cf.key.body())
+                w.keyframe(c, frame_ticks(&cf.key.msg), cf.key.body())
             }
             Want::Empty => {
                 has_key = true;
                 after.push(None);
-                w.keyframe(c, frame.tick, &[0])
+                w.keyframe(c, frame.tick, &proto::EntryBody::empty_keyframe())
             }
             Want::Delta => match &cf.delta {
                 Some(d) => {
                     after.push(Some(cf));
-                    w.delta(c, frame_ticks(&d.msg), &d.body())
+                    w.delta(c, frame_ticks(&d.msg), d.body())
                 }
                 None => continue,
             },

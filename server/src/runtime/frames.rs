@@ -5,8 +5,9 @@
 //! encoding, lazily, by whichever connection needs it first ([`OnceLock`]), and then shared as
 //! [`Bytes`]. A tick therefore costs O(agents) to encode however many clients watch.
 //!
-//! Binary connections (protocol 4) receive a tick as one `cells` message built from per-cell
-//! entry bodies ([`Shared::body`]), also made once per cell and tick. Subscriptions that cover
+//! Binary connections (protocol 4 on) receive a tick as one `cells` message built from per-cell
+//! entry bodies ([`Shared::body`]), also made once per cell and tick (a message re-codes only the
+//! first position of each, which chains on the message's previous record). Subscriptions that cover
 //! the same cells at the same rate, that need no keyframe and that see everything get the very
 //! same message: the first send task that needs it builds it, the others clone its `Bytes`
 //! ([`TickFrame::shared_message`]).
@@ -30,7 +31,7 @@ pub struct Shared<T> {
     bin: OnceLock<Bytes>,
     json: OnceLock<Bytes>,
     /// A keyframe's or delta's body as an entry of a `cells` message.
-    body: OnceLock<Bytes>,
+    body: OnceLock<proto::EntryBody>,
     /// A keyframe's cell checksum.
     sum: OnceLock<u64>,
 }
@@ -59,24 +60,18 @@ impl Shared<proto::ServerMsg> {
 
     /// The entry body of a keyframe or delta in a `cells` message (PROTOCOL.md §6.8), made once;
     /// empty for other messages.
-    pub fn body(&self) -> Bytes {
-        self.body
-            .get_or_init(|| {
-                let mut out = Vec::new();
-                let r = match &self.msg {
-                    proto::ServerMsg::Keyframe(k) => proto::keyframe_body(&k.agents, &mut out),
-                    proto::ServerMsg::Delta(d) => proto::delta_body(&d.left, &d.changed, &d.entered, &mut out),
-                    _ => Ok(()),
-                };
-                match r {
-                    Ok(()) => Bytes::from(out),
-                    Err(e) => {
-                        tracing::error!("cannot encode a cell entry: {e}");
-                        Bytes::new()
-                    }
-                }
+    pub fn body(&self) -> &proto::EntryBody {
+        self.body.get_or_init(|| {
+            let r = match &self.msg {
+                proto::ServerMsg::Keyframe(k) => proto::keyframe_body(&k.agents),
+                proto::ServerMsg::Delta(d) => proto::delta_body(&d.left, &d.changed, &d.entered),
+                _ => Ok(proto::EntryBody::default()),
+            };
+            r.unwrap_or_else(|e| {
+                tracing::error!("cannot encode a cell entry: {e}");
+                proto::EntryBody::default()
             })
-            .clone()
+        })
     }
 
     /// The checksum of a keyframe's cell state, made once (the frame's own when it has one).

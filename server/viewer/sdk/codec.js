@@ -14,7 +14,7 @@
 // The session handshake (Hello / Welcome) is defined once, in `HELLO_FIELDS` / `WELCOME_FIELDS`
 // and `helloMessage()`.
 // (Compiled by tsc into server/viewer/sdk/ for the viewer: edit this .ts, then `npm run build:viewer`.)
-export const PROTOCOL_VERSION = 6;
+export const PROTOCOL_VERSION = 7;
 /** Largest server frame a client should accept (§1). */
 export const DEFAULT_SERVER_LIMIT = 8 * 1024 * 1024;
 /** Default largest client frame (§1, `Welcome.max_message_bytes`). */
@@ -263,15 +263,15 @@ export function heading(vx, vy) {
 }
 /**
  * Reads absolute records from `p`: `count` of them, or (count < 0) until the section ends.
- * `chained` (the entries of a `cells` message, §6.8): every position after the first is the
- * difference from the record before it (32-bit wrapping).
+ * With `chain` (the entries of a `cells` message, §6.8), every position is the difference from
+ * the position in `chain` (32-bit wrapping), which then becomes the record's own: positions chain
+ * from record to record through the whole message. Id gaps and the same-group flag restart with
+ * each list.
  */
-export function readRecords(p, count, chained) {
+export function readRecords(p, count, chain) {
     const out = [];
     let prev = -1;
     let group = 0;
-    let lx = 0;
-    let ly = 0;
     for (let k = 0; count < 0 ? !p.done() : k < count; k++) {
         const head = p.leb();
         // head may exceed 2^32: use arithmetic, not bit operators.
@@ -286,12 +286,12 @@ export function readRecords(p, count, chained) {
             group = p.uint(0xffff, 'group');
         let px = p.zz32('pos.x');
         let py = p.zz32('pos.y');
-        if (chained && k > 0) {
-            px = (lx + px) | 0;
-            py = (ly + py) | 0;
+        if (chain) {
+            px = (chain.x + px) | 0;
+            py = (chain.y + py) | 0;
+            chain.x = px;
+            chain.y = py;
         }
-        lx = px;
-        ly = py;
         const vx = p.zz32('vel.x');
         const vy = p.zz32('vel.y');
         const orient = f === 1 ? heading(vx, vy) : p.uint(0xffff, 'orient');
@@ -300,7 +300,7 @@ export function readRecords(p, count, chained) {
     return out;
 }
 export function decodeRecords(bytes) {
-    return readRecords(new Packed(bytes), -1, false);
+    return readRecords(new Packed(bytes), -1, null);
 }
 /** Reads gap-coded ids: `count` of them, or (count < 0) until the section ends. */
 export function readIds(p, count) {
@@ -317,6 +317,33 @@ export function readIds(p, count) {
 }
 export function decodeIds(bytes) {
     return readIds(new Packed(bytes), -1);
+}
+/** Most cells a run list may hold (§5.2 `subscribed.cells`): a decoder refuses more. */
+export const MAX_RUN_CELLS = 1 << 20;
+/**
+ * Decodes a run list (binary `subscribed.cells`, §5.2, since protocol 7): per run of consecutive
+ * cells `start - next` (`next` = the cell after the previous run, initially 0), then `length - 1`.
+ * A run going past cell 2^32 - 1, or more than `MAX_RUN_CELLS` cells in all, is malformed, and
+ * refused before its cells are made.
+ */
+export function decodeRuns(bytes) {
+    const p = new Packed(bytes);
+    const out = [];
+    let next = 0;
+    while (!p.done()) {
+        // Beyond 2^53 these sums round, but only ever far past 2^32: refused all the same.
+        const start = next + p.leb();
+        const len = p.leb() + 1;
+        const end = start + len;
+        if (end > U32_MAX + 1)
+            throw malformed(`run of ${len} cells from cell ${start} goes past cell ${U32_MAX}`);
+        if (out.length + len > MAX_RUN_CELLS)
+            throw malformed(`run list of more than ${MAX_RUN_CELLS} cells`);
+        for (let c = start; c < end; c++)
+            out.push(c);
+        next = end;
+    }
+    return out;
 }
 /** Reads the next change record of `p` into `c`; `prev` is the previous base index (-1 first). */
 export function readChange(p, prev, c) {
@@ -410,6 +437,8 @@ export function decodeEntries(bytes, tick, span, raw) {
     const p = new Packed(bytes);
     const out = [];
     let prev = -1;
+    // The position chain of §6.8, through every absolute record of the message.
+    const chain = { x: 0, y: 0 };
     while (!p.done()) {
         const head = p.leb();
         const b = head % 2;
@@ -430,7 +459,7 @@ export function decodeEntries(bytes, tick, span, raw) {
                 throw malformed(`keyframe entry of cell ${cell}: state tick below 0`);
             const n = p.leb();
             fits(p, n, 5, 'record');
-            out.push({ keyframe: { cell, tick: stateTick, agents: readRecords(p, n, true) } });
+            out.push({ keyframe: { cell, tick: stateTick, agents: readRecords(p, n, chain) } });
         }
         else {
             const base = b === 1 ? tick - age : tick - span;
@@ -452,7 +481,7 @@ export function decodeEntries(bytes, tick, span, raw) {
             if (hasEntered) {
                 const ne = p.leb();
                 fits(p, ne, 5, 'entered');
-                entered = readRecords(p, ne, true);
+                entered = readRecords(p, ne, chain);
             }
             out.push({ delta: { cell, base_tick: base, left, changed, entered } });
         }
@@ -491,12 +520,15 @@ export function robustHeading(vx, vy) {
         return null;
     return Math.floor(u + 0.5) % 65536;
 }
-function writeRecords(w, list, chained) {
+/**
+ * Writes absolute records. With `chain` (the entries of a `cells` message, §6.8), each position
+ * is the difference from the position in `chain`, which then becomes the record's own (see
+ * `readRecords`).
+ */
+function writeRecords(w, list, chain) {
     let prev = -1;
     let group = 0;
-    let lx = 0;
-    let ly = 0;
-    list.forEach((r, k) => {
+    for (const r of list) {
         const gap = r.id - prev - 1;
         if (gap < 0)
             throw malformed('records must be sorted by id');
@@ -505,21 +537,25 @@ function writeRecords(w, list, chained) {
         w.leb(gap * 4 + s * 2 + f);
         if (!s)
             w.leb(r.group);
-        const px = chained && k > 0 ? (r.pos[0] - lx) | 0 : r.pos[0];
-        const py = chained && k > 0 ? (r.pos[1] - ly) | 0 : r.pos[1];
-        lx = r.pos[0];
-        ly = r.pos[1];
+        let px = r.pos[0];
+        let py = r.pos[1];
+        if (chain) {
+            px = (px - chain.x) | 0;
+            py = (py - chain.y) | 0;
+            chain.x = r.pos[0];
+            chain.y = r.pos[1];
+        }
         for (const v of [px, py, r.vel[0], r.vel[1]])
             w.leb(zz(v));
         if (!f)
             w.leb(r.orient);
         prev = r.id;
         group = r.group;
-    });
+    }
 }
 export function encodeRecords(list) {
     const w = new PackedWriter();
-    writeRecords(w, list, false);
+    writeRecords(w, list, null);
     return w.bytes();
 }
 function writeIds(w, list) {
@@ -532,6 +568,29 @@ function writeIds(w, list) {
 export function encodeIds(list) {
     const w = new PackedWriter();
     writeIds(w, list);
+    return w.bytes();
+}
+/** Writes strictly increasing cell numbers as runs of consecutive cells (see `decodeRuns`). */
+function writeRuns(w, cells) {
+    let next = 0;
+    let k = 0;
+    while (k < cells.length) {
+        const start = cells[k];
+        if (!Number.isInteger(start) || start < next || start > U32_MAX) {
+            throw malformed(`cells must be increasing u32 cell numbers (${start} after ${next - 1})`);
+        }
+        let len = 1;
+        while (k + len < cells.length && cells[k + len] === start + len)
+            len++;
+        w.leb(start - next);
+        w.leb(len - 1);
+        next = start + len;
+        k += len;
+    }
+}
+export function encodeRuns(cells) {
+    const w = new PackedWriter();
+    writeRuns(w, cells);
     return w.bytes();
 }
 function writeChanges(w, list) {
@@ -578,6 +637,8 @@ export function encodeEntries(entries, tick, span) {
         throw malformed(`cells span ${span} (must be at least 1)`);
     const w = new PackedWriter();
     let prev = -1;
+    // The position chain of §6.8, through every absolute record of the message.
+    const chain = { x: 0, y: 0 };
     for (const e of entries) {
         if ('keyframe' in e) {
             const k = e.keyframe;
@@ -592,7 +653,7 @@ export function encodeEntries(entries, tick, span) {
             if (age > 0)
                 w.leb(age);
             w.leb(k.agents.length);
-            writeRecords(w, k.agents, true);
+            writeRecords(w, k.agents, chain);
         }
         else {
             const d = e.delta;
@@ -619,7 +680,7 @@ export function encodeEntries(entries, tick, span) {
             }
             if (hasEntered) {
                 w.leb(d.entered.length);
-                writeRecords(w, d.entered, true);
+                writeRecords(w, d.entered, chain);
             }
         }
     }
@@ -726,7 +787,8 @@ const EventKind = tagged([
 const ErrorFields = [['code', ErrorCode], ['message', 'string'], ['field', opt('string'), null]];
 const Outcome = tagged([
     ['ok', []],
-    ['subscribed', [['world', 'u32'], ['cells', vec('u32')]]],
+    // Since protocol 7 the cells are runs in binary (a byte string), still a plain array in JSON.
+    ['subscribed', [['world', 'u32'], ['cells', { packed: 'runs' }]]],
     ['spawned', [agents]],
     ['error', ErrorFields],
 ]);
@@ -801,6 +863,8 @@ function read(r, t, raw, ctx) {
             return decodeRecords(bytes);
         if (t.packed === 'ids')
             return decodeIds(bytes);
+        if (t.packed === 'runs')
+            return decodeRuns(bytes);
         if (t.packed === 'entries')
             return decodeEntries(bytes, ctx.tick, ctx.span, raw);
         return raw ? bytes : decodeChanges(bytes);
@@ -885,8 +949,9 @@ function write(w, t, v, name, ctx) {
             throw malformed(`${name}: array expected`);
         const bytes = t.packed === 'records' ? encodeRecords(v)
             : t.packed === 'ids' ? encodeIds(v)
-                : t.packed === 'entries' ? encodeEntries(v, ctx.tick, ctx.span)
-                    : encodeChanges(v);
+                : t.packed === 'runs' ? encodeRuns(v)
+                    : t.packed === 'entries' ? encodeEntries(v, ctx.tick, ctx.span)
+                        : encodeChanges(v);
         w.varint(bytes.length, 8, 'packed length');
         return w.raw(bytes);
     }

@@ -1,4 +1,4 @@
-// steerd-client: the TypeScript / JavaScript SDK of steerd (wire protocol v6).
+// steerd-client: the TypeScript / JavaScript SDK of steerd (wire protocol v7).
 // (Compiled by tsc into server/viewer/sdk/ for the viewer: edit this .ts, then `npm run build:viewer`.)
 export * from './codec.js';
 export * from './cell.js';
