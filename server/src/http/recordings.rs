@@ -33,8 +33,13 @@ fn io_error(e: std::io::Error) -> ApiError {
     ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, ErrorCode::Internal, format!("storage error: {e}"))
 }
 
-/// `GET /worlds/{world}/recording`: the world's current (or last) recording file as written so
-/// far. A chunk still being written may be cut short at the end; readers drop it.
+/// How long a download waits for the writer thread to write what the world queued before it.
+const WRITER_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// `GET /worlds/{world}/recording`: the world's current (or last) recording file, with everything
+/// the world handed to the writer before the request (so a stopped recording ends with its `End`
+/// record; waiting at most 5 s for a busy writer, then as written so far). A chunk still being
+/// written may be cut short at the end; readers drop it.
 #[utoipa::path(get, path = "/worlds/{world}/recording", tag = "recordings", params(("world" = String, Path, description = "World name")),
     responses(
         (status = 200, description = "The recording file (`application/octet-stream`, format in server/RECORDING.md)", content_type = "application/octet-stream", body = Vec<u8>),
@@ -44,7 +49,11 @@ pub async fn get_recording(State(state): State<AppState>, Path(name): Path<Strin
     let w = state.registry.get(&name)?;
     let info = w.ask(|reply| Request::Info { reply }).await?;
     let Some(rec) = info.recording.name else { return Err(ApiError::not_found(format!("world `{name}` has no recording"))) };
-    let path = hub(&state)?.path_of(&rec).ok_or_else(|| ApiError::not_found(format!("no recording `{rec}`")))?;
+    let hub = hub(&state)?.clone();
+    let path = hub.path_of(&rec).ok_or_else(|| ApiError::not_found(format!("no recording `{rec}`")))?;
+    // The stop that answered `"active": false` queued the last chunk and `End`; the writer
+    // thread may not have written them yet.
+    let _ = tokio::task::spawn_blocking(move || hub.drain(WRITER_WAIT)).await;
     let bytes = tokio::fs::read(&path).await.map_err(|e| match e.kind() {
         std::io::ErrorKind::NotFound => ApiError::not_found(format!("recording `{rec}` is not on disk (deleted or not written yet)")),
         _ => io_error(e),
