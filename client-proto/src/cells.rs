@@ -4,8 +4,9 @@
 //! A server builds it from per-cell pieces made once per tick ([`keyframe_body`],
 //! [`delta_body`]) with an [`EntriesWriter`], which adds each entry's head (its cell gap and
 //! flags) and age and re-codes the one position of a piece that chains on the message's previous
-//! record: everything else of a piece is the same bytes in every message it goes into. A client decodes a [`Cells`] (its entries are ordinary [`Keyframe`]s
-//! and [`Delta`]s) and applies it with [`crate::ClientState::apply_cells`].
+//! record: everything else of a piece is the same bytes in every message it goes into. A client
+//! decodes a [`Cells`] (its entries are ordinary [`Keyframe`]s and [`Delta`]s) and applies it with
+//! [`crate::ClientState::apply_cells`].
 
 use crate::frames::{AgentChange, Checksum, Delta, Keyframe};
 use crate::pack::{self, PackError, Reader};
@@ -88,16 +89,6 @@ impl EntryBody {
     /// The body of a keyframe entry of an empty cell.
     pub fn empty_keyframe() -> Self {
         EntryBody { bytes: vec![0], chain: None }
-    }
-
-    /// Bytes in the body (a message may re-code its first position in a few more or fewer).
-    pub fn len(&self) -> usize {
-        self.bytes.len()
-    }
-
-    /// Whether the body has no bytes (a body made by this module never is).
-    pub fn is_empty(&self) -> bool {
-        self.bytes.is_empty()
     }
 
     /// Appends `records` to `out` as chained absolute records, the first one's position as is, and

@@ -226,12 +226,13 @@ pub(crate) fn write_records(agents: &[QAgent], mut chain: Option<&mut [i32; 2]>,
             group = a.group;
         }
         let pos = match chain.as_deref_mut() {
-            Some(p) => [a.pos[0].wrapping_sub(p[0]), a.pos[1].wrapping_sub(p[1])],
+            Some(p) => {
+                let d = [a.pos[0].wrapping_sub(p[0]), a.pos[1].wrapping_sub(p[1])];
+                *p = a.pos;
+                d
+            }
             None => a.pos,
         };
-        if let Some(p) = chain.as_deref_mut() {
-            *p = a.pos;
-        }
         for v in [pos[0], pos[1], a.vel[0], a.vel[1]] {
             w.put(zigzag(v).into());
         }
