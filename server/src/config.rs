@@ -273,6 +273,10 @@ pub struct LimitSettings {
     pub max_bad_messages: u32,
     /// Most world subscriptions per connection.
     pub max_subscriptions: usize,
+    /// Fan-out writer tasks per world: they send steady binary subscribers' frames (the same
+    /// bytes to every subscriber of a rectangle and rate) without waking each connection's
+    /// task; 0 = none, every connection's task sends its own frames.
+    pub fanout_writers: usize,
     /// Graceful shutdown deadline, ms: within it SIGTERM writes the autosaves, closes the
     /// connections and stops the worlds, however loaded they are.
     pub shutdown_timeout_ms: u64,
@@ -377,6 +381,7 @@ impl Default for LimitSettings {
             max_aoi_cells: 16_384,
             max_bad_messages: 16,
             max_subscriptions: 8,
+            fanout_writers: 2,
             shutdown_timeout_ms: 10_000,
             max_requests_per_turn: 256,
             nav_threads: 1,
@@ -506,6 +511,9 @@ impl Settings {
         }
         if l.replay_max_speed > 1000.0 {
             return Err("limits.replay_max_speed must be at most 1000".into());
+        }
+        if l.fanout_writers > 64 {
+            return Err("limits.fanout_writers must be at most 64".into());
         }
         if l.nav_threads > 64 {
             return Err("limits.nav_threads must be at most 64".into());

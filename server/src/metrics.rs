@@ -56,6 +56,13 @@ pub struct Metrics {
     pub send_micros: Counter,
     /// WebSocket messages written to sockets (one per write of a batch).
     pub ws_messages: Counter,
+    /// Subscriptions whose frames the worlds' fan-out writers send (steady ones).
+    pub fanout_members: Gauge,
+    /// Socket writes made by the fan-out writers.
+    pub fanout_writes: Counter,
+    /// Fan-out members given back to their connection's own send task (a frame not steady for
+    /// them, a write the socket did not take at once, a writer that lagged or stopped).
+    pub fanout_handbacks: Counter,
     /// Connections refused (limits) or closed for abuse.
     pub connections_refused: Counter,
     /// WebSocket clients closed as slow consumers (4008: a write blocked past the timeout).
@@ -107,6 +114,9 @@ impl Metrics {
             cells_shared_hits: Counter::default(),
             send_micros: Counter::default(),
             ws_messages: Counter::default(),
+            fanout_members: Gauge::default(),
+            fanout_writes: Counter::default(),
+            fanout_handbacks: Counter::default(),
             connections_refused: Counter::default(),
             slow_closes: Counter::default(),
             commands: Family::default(),
@@ -135,6 +145,9 @@ impl Metrics {
         registry.register("cells_shared_hits", "Cells messages sent as built by another connection (shared)", m.cells_shared_hits.clone());
         registry.register("send_microseconds", "Microseconds spent writing messages to client sockets", m.send_micros.clone());
         registry.register("ws_messages_sent", "WebSocket messages written to client sockets", m.ws_messages.clone());
+        registry.register("fanout_members", "Subscriptions sent by the worlds' fan-out writers", m.fanout_members.clone());
+        registry.register("fanout_writes", "Socket writes made by the fan-out writers", m.fanout_writes.clone());
+        registry.register("fanout_handbacks", "Fan-out members given back to their connection's send task", m.fanout_handbacks.clone());
         registry.register("connections_refused", "Connections refused or closed by limits", m.connections_refused.clone());
         registry.register("slow_consumers_closed", "WebSocket clients closed as slow consumers (4008)", m.slow_closes.clone());
         registry.register("commands", "Commands by kind and result", m.commands.clone());

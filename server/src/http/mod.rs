@@ -6,7 +6,9 @@ pub mod openapi;
 pub mod recordings;
 pub mod rest;
 pub mod viewer;
+pub mod fanout;
 pub mod ws;
+pub mod wsio;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -44,6 +46,8 @@ pub struct AppState {
     pub next_session: Arc<std::sync::atomic::AtomicU64>,
     /// Token checker (admin token, player JWTs, dev mode).
     pub auth: Arc<crate::auth::Auth>,
+    /// The worlds' fan-out writers, by world id (started at a world's first steady subscriber).
+    pub fanouts: Arc<std::sync::Mutex<std::collections::HashMap<u32, Arc<fanout::Fanout>>>>,
 }
 
 impl AppState {
@@ -67,7 +71,26 @@ impl AppState {
             cancel: CancellationToken::new(),
             tracker: TaskTracker::new(),
             next_session: Arc::new(std::sync::atomic::AtomicU64::new(1)),
+            fanouts: Arc::default(),
         })
+    }
+
+    /// The fan-out of `world`, started if it is not running; `None` when
+    /// `limits.fanout_writers` is 0 or the server is shutting down.
+    pub fn fanout(&self, world: &crate::runtime::WorldHandle) -> Option<Arc<fanout::Fanout>> {
+        let writers = self.settings.limits.fanout_writers;
+        if writers == 0 || self.cancel.is_cancelled() {
+            return None;
+        }
+        let mut all = self.fanouts.lock().ok()?;
+        if let Some(f) = all.get(&world.id).filter(|f| !f.stopped()) {
+            return Some(f.clone());
+        }
+        // Ended worlds' fan-outs go with the first new one.
+        all.retain(|_, f| !f.stopped());
+        let f = fanout::Fanout::start(world, writers, self.metrics.clone(), &self.tracker, self.cancel.clone());
+        all.insert(world.id, f.clone());
+        Some(f)
     }
 }
 

@@ -1,7 +1,10 @@
 //! `/ws`: the steer-proto WebSocket endpoint.
 //!
 //! Per connection a receive task (decode, validate, rate-limit, dispatch to worlds) and a send
-//! task (tick frames from the worlds' broadcast, command results from a bounded queue). A send
+//! task (tick frames from the worlds' broadcast, command results from a bounded queue). While a
+//! subscription is steady (nothing in its frames is per connection), the send task hands it to
+//! the world's fan-out writers (`fanout.rs`), which send its frames, and takes it back when it
+//! is not. WebSocket frames are written by hand and read by tungstenite (`wsio.rs`). A send
 //! task that falls behind the broadcast ring does not buffer: it skips to the newest frame and
 //! sends keyframes for its cells. A send that takes longer than the write timeout closes the
 //! connection. So a slow reader never slows a world or other clients, and its memory is bounded
@@ -19,20 +22,21 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use axum::extract::ws::{CloseFrame, Message, Utf8Bytes, WebSocket, WebSocketUpgrade};
 use axum::extract::{Query, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use bytes::Bytes;
-use futures_util::{SinkExt, StreamExt};
+use futures_util::StreamExt;
 use steer_proto::{self as proto, ClientMsg, Encoding, ErrorCode, ServerMsg, Validate};
 use tokio::sync::mpsc;
 use tokio_stream::StreamMap;
 use tokio_stream::wrappers::BroadcastStream;
 use tokio_stream::wrappers::errors::BroadcastStreamRecvError;
+use tokio_tungstenite::tungstenite::Message;
 use tokio_util::sync::CancellationToken;
 
 use super::AppState;
+use super::wsio::{self, Frames, queue_messages};
 use crate::auth::Identity;
 use crate::config::Visibility;
 use crate::runtime::players::{ConnHandle, Direct, JoinError};
@@ -74,48 +78,12 @@ pub struct WsQuery {
     pub batch: Option<String>,
 }
 
-/// Largest batched WebSocket message the server builds; a batch beyond it is split (a single
-/// larger message still goes alone).
-const MAX_BATCH_BYTES: usize = 256 * 1024;
-
-/// The `batch` query parameter: absent, `0`/`false` or `1`/`true`.
 fn parse_batch(v: Option<&str>) -> Result<bool, crate::http::error::ApiError> {
     match v {
         None | Some("0" | "false") => Ok(false),
         Some("1" | "true") => Ok(true),
         Some(other) => Err(crate::http::error::ApiError::bad_request(format!("batch: expected 1, true, 0 or false, got `{other}`"))),
     }
-}
-
-/// Groups `batch` into WebSocket messages: with `combine`, runs of binary messages are
-/// concatenated (up to [`MAX_BATCH_BYTES`] each); everything else goes one message per item.
-fn into_messages(batch: Vec<(Bytes, Encoding)>, combine: bool) -> Vec<Message> {
-    if !combine {
-        return batch.into_iter().filter_map(|(b, e)| to_message(b, e)).collect();
-    }
-    // One binary message (a tick's `cells` alone, often a shared one) goes as it is, uncopied.
-    if let [(_, Encoding::Binary)] = batch.as_slice() {
-        return batch.into_iter().filter_map(|(b, e)| to_message(b, e)).collect();
-    }
-    let mut out = Vec::new();
-    let mut run: Vec<u8> = Vec::new();
-    for (b, e) in batch {
-        if e != Encoding::Binary {
-            if !run.is_empty() {
-                out.push(Message::Binary(std::mem::take(&mut run).into()));
-            }
-            out.extend(to_message(b, e));
-            continue;
-        }
-        if !run.is_empty() && run.len() + b.len() > MAX_BATCH_BYTES {
-            out.push(Message::Binary(std::mem::take(&mut run).into()));
-        }
-        run.extend_from_slice(&b);
-    }
-    if !run.is_empty() {
-        out.push(Message::Binary(run.into()));
-    }
-    out
 }
 
 /// The host part of a `Host` header value or an origin's authority (`name`, `name:port`,
@@ -181,8 +149,12 @@ pub async fn upgrade(
     headers: HeaderMap,
     slot: Option<axum::Extension<super::ConnSlot>>,
     Query(q): Query<WsQuery>,
-    ws: WebSocketUpgrade,
+    mut req: axum::extract::Request,
 ) -> Response {
+    let key = match wsio::check_handshake(req.method(), &headers) {
+        Ok(k) => k,
+        Err(e) => return crate::http::error::ApiError::bad_request(format!("not a WebSocket upgrade: {e}")).into_response(),
+    };
     if !origin_allowed(&state, &headers) {
         state.metrics.connections_refused.inc();
         return (StatusCode::FORBIDDEN, axum::Json(serde_json::json!({"error": "forbidden", "message": "Origin not allowed"}))).into_response();
@@ -190,32 +162,33 @@ pub async fn upgrade(
     if state.cancel.is_cancelled() {
         return (StatusCode::SERVICE_UNAVAILABLE, axum::Json(serde_json::json!({"error": "busy", "message": "shutting down"}))).into_response();
     }
-    let Ok(permit) = state.connections.clone().try_acquire_owned() else {
-        state.metrics.connections_refused.inc();
-        return (StatusCode::SERVICE_UNAVAILABLE, axum::Json(serde_json::json!({"error": "busy", "message": "too many connections"}))).into_response();
-    };
     let json = matches!(q.format.as_deref(), Some("json"));
     let batch = match parse_batch(q.batch.as_deref()) {
         Ok(b) => b,
         Err(e) => return e.into_response(),
     };
+    let Some(on_upgrade) = req.extensions_mut().remove::<hyper::upgrade::OnUpgrade>() else {
+        return crate::http::error::ApiError::bad_request("not a WebSocket upgrade: this connection cannot be upgraded").into_response();
+    };
+    let Ok(permit) = state.connections.clone().try_acquire_owned() else {
+        state.metrics.connections_refused.inc();
+        return (StatusCode::SERVICE_UNAVAILABLE, axum::Json(serde_json::json!({"error": "busy", "message": "too many connections"}))).into_response();
+    };
     let max = state.settings.limits.max_message_bytes;
-    ws.max_message_size(max)
-        .max_frame_size(max)
-        .read_buffer_size(4096)
-        .write_buffer_size(16 * 1024)
-        .max_write_buffer_size(1 << 20)
-        .on_upgrade(move |socket| async move {
-            let tracker = state.tracker.clone();
-            tracker
-                .track_future(async move {
-                    session(socket, state, if json { Encoding::Json } else { Encoding::Binary }, batch).await;
-                    drop(permit);
-                    // The socket's slot of `limits.max_http_connections`, held until now.
-                    drop(slot);
-                })
-                .await;
-        })
+    let tracker = state.tracker.clone();
+    tracker.spawn(async move {
+        match on_upgrade.await {
+            Ok(upgraded) => {
+                let (reader, writer) = wsio::open(upgraded, max).await;
+                session(reader, writer, state, if json { Encoding::Json } else { Encoding::Binary }, batch).await;
+            }
+            Err(e) => tracing::debug!("WebSocket upgrade failed: {e}"),
+        }
+        drop(permit);
+        // The socket's slot of `limits.max_http_connections`, held until now.
+        drop(slot);
+    });
+    wsio::switching(&key)
 }
 
 /// What the receive task tells the send task.
@@ -231,12 +204,16 @@ enum Ctl {
     Direct(Direct),
     /// Stop a subscription.
     Unsubscribe { world: u32, result: Bytes },
+    /// Answer a WebSocket ping with this payload.
+    Pong(Bytes),
     /// Close with a code and reason.
     Close(u16, &'static str),
 }
 
 struct Sub {
-    cells: Vec<u32>,
+    /// The world.
+    world: WorldHandle,
+    cells: Arc<[u32]>,
     /// `every_n_ticks`.
     span: u32,
     /// Its shared messages' key.
@@ -251,6 +228,19 @@ struct Sub {
     shown: Vec<bool>,
     /// Frames up to this tick are already covered by keyframes sent.
     after: u64,
+    /// Frames up to this sequence number ([`TickFrame::seq`]) are handled.
+    seq: u64,
+    /// Its membership of the world's fan-out, while the fan-out sends its frames (left when
+    /// the subscription is dropped).
+    fast: Option<(Arc<super::fanout::Fanout>, u64)>,
+    /// Its connection.
+    conn: SessionId,
+}
+
+impl Drop for Sub {
+    fn drop(&mut self) {
+        self.leave_fanout();
+    }
 }
 
 /// What the send task filters frames and events by.
@@ -278,8 +268,13 @@ impl Viewer {
         }
     }
 
+    /// Admins and spectators see every cell and every event.
+    pub(super) fn sees_all(&self) -> bool {
+        self.sees_all
+    }
+
     /// Should this event of the broadcast go to this viewer?
-    fn wants(&self, frame: &TickFrame, e: &crate::runtime::FrameEvent) -> bool {
+    pub(super) fn wants(&self, frame: &TickFrame, e: &crate::runtime::FrameEvent) -> bool {
         if e.owner.is_some() && e.owner.as_deref() == self.player.as_deref() {
             // Delivered to every connection of the owner directly.
             return false;
@@ -371,7 +366,56 @@ fn build_cells(frame: &TickFrame, span: u32, cells: &[crate::runtime::CellFrame]
     proto::encode_cells_binary(frame.world, frame.tick, span, checksum, &w.finish()).map(Bytes::from).unwrap_or_default()
 }
 
+/// The `cells` message of a subscription with nothing per connection (no keyframe owed, every
+/// cell in sight) at `frame`, if this tick has one for its rate: the message shared by every
+/// subscription of the same rectangle and rate (`key`), built by the first to ask.
+pub(super) fn steady_cells(frame: &TickFrame, span: u32, key: crate::runtime::SetKey, sub_cells: &[u32], m: &crate::metrics::Metrics) -> Option<Bytes> {
+    let (cells, due) = frame.cells_at(span)?;
+    if !due {
+        return None;
+    }
+    let build = || build_cells(frame, span, cells, sub_cells, |_, _, _| Want::Delta);
+    let (b, built) = frame.shared_message(key, build).unwrap_or_else(|| (build(), true));
+    if built {
+        m.cells_built.inc();
+    } else {
+        m.cells_shared_hits.inc();
+    }
+    (!b.is_empty()).then_some(b)
+}
+
 impl Sub {
+    /// Takes the subscription off the world's fan-out, if it is on it. Returns the sequence
+    /// number the fan-out sent up to (`None`: not a member, or a handback is on its way).
+    fn leave_fanout(&mut self) -> Option<u64> {
+        let (fan, join) = self.fast.take()?;
+        fan.leave(self.conn, join)
+    }
+
+    /// Handles a frame of its world: skips what is covered, resyncs after a gap, and adds the
+    /// frame's messages to `batch`. Returns the keyframes sent.
+    fn on_frame(&mut self, frame: &TickFrame, viewer: &Viewer, enc: Encoding, batch: &mut Vec<(Bytes, Encoding)>, m: &crate::metrics::Metrics) -> u64 {
+        if frame.seq <= self.seq {
+            return 0;
+        }
+        // A frame this subscription never saw (its receiver was made anew after a fan-out
+        // membership): the chain is broken, keyframes resync it.
+        let gap = frame.seq > self.seq + 1;
+        self.seq = frame.seq;
+        if frame.tick <= self.after {
+            return 0;
+        }
+        if gap {
+            self.owe_all();
+        }
+        self.frame(frame, viewer, enc, batch, true, m)
+    }
+
+    /// Whether the fan-out may send its frames from now on (nothing per connection).
+    fn steady(&self, frame: &TickFrame, viewer: &Viewer, enc: Encoding) -> bool {
+        self.fast.is_none() && !self.owed && enc == Encoding::Binary && (frame.vision.is_none() || viewer.sees_all) && !frame.reset
+    }
+
     /// This frame's state for the viewer: keyframes where owed, deltas on the subscription's
     /// ticks; under `owned` visibility only cells in sight, and an empty keyframe for a cell
     /// leaving it. Binary connections get one `cells` message (shared with every subscription
@@ -420,22 +464,13 @@ impl Sub {
     fn cells_message(&mut self, frame: &TickFrame, cells: &[crate::runtime::CellFrame], due: bool, vision: Option<Option<&Vec<bool>>>, owed: bool, batch: &mut Vec<(Bytes, Encoding)>, m: &crate::metrics::Metrics) -> u64 {
         let span = self.span;
         if vision.is_none() && !owed {
-            // Nothing per connection: the message every subscription of this rectangle and rate
-            // gets.
-            let build = || build_cells(frame, span, cells, &self.cells, |_, _, _| Want::Delta);
-            let (b, built) = frame.shared_message(self.key, build).unwrap_or_else(|| (build_cells(frame, span, cells, &self.cells, |_, _, _| Want::Delta), true));
-            if built {
-                m.cells_built.inc();
-            } else {
-                m.cells_shared_hits.inc();
-            }
-            if !b.is_empty() {
-                batch.push((b, Encoding::Binary));
-            }
+            // Nothing per connection (`due`, since `owed` is not set): the message every
+            // subscription of this rectangle and rate gets.
+            batch.extend(steady_cells(frame, span, self.key, &self.cells, m).map(|b| (b, Encoding::Binary)));
             return 0;
         }
         let mut keys = 0;
-        let sub_cells = std::mem::take(&mut self.cells);
+        let sub_cells = self.cells.clone();
         let b = build_cells(frame, span, cells, &sub_cells, |k, c, _| {
             if let Some(w) = self.hidden(k, c, vision) {
                 return w;
@@ -449,7 +484,6 @@ impl Sub {
                 Want::Skip
             }
         });
-        self.cells = sub_cells;
         self.owed = self.need_key.iter().any(|&k| k);
         m.cells_built.inc();
         if !b.is_empty() {
@@ -498,14 +532,7 @@ fn encode(msg: &ServerMsg, enc: Encoding) -> Bytes {
     r.unwrap_or_default()
 }
 
-fn to_message(b: Bytes, enc: Encoding) -> Option<Message> {
-    match enc {
-        Encoding::Binary => Some(Message::Binary(b)),
-        Encoding::Json => Utf8Bytes::try_from(b).ok().map(Message::Text),
-    }
-}
-
-async fn session(socket: WebSocket, state: AppState, url_enc: Encoding, batch: bool) {
+async fn session(mut stream: wsio::Reader, writer: wsio::Writer, state: AppState, url_enc: Encoding, batch: bool) {
     use tracing::Instrument;
     let id: SessionId = state.next_session.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     // The span is attached to the futures (`instrument`), entered only while they are polled:
@@ -517,12 +544,11 @@ async fn session(socket: WebSocket, state: AppState, url_enc: Encoding, batch: b
     async move {
         let enc = Arc::new(SharedEncoding::new(url_enc));
         state.metrics.connections.inc();
-        let (sink, mut stream) = socket.split();
         let (ctl_tx, ctl_rx) = mpsc::channel::<Ctl>(state.settings.limits.connection_queue.max(1));
         let cancel = state.cancel.child_token();
         let (ev_tx, ev_rx) = mpsc::channel::<Direct>(state.settings.limits.connection_queue.max(1));
         let handle = ConnHandle { events: ev_tx, kick: CancellationToken::new(), bytes_per_sec: Arc::default() };
-        let send = tokio::spawn(send_task(sink, ctl_rx, ev_rx, state.clone(), enc.clone(), cancel.clone(), batch, handle.bytes_per_sec.clone()).instrument(send_span));
+        let send = tokio::spawn(send_task(writer, ctl_rx, ev_rx, state.clone(), enc.clone(), cancel.clone(), batch, handle.bytes_per_sec.clone(), id).instrument(send_span));
         let conn = recv_task(&mut stream, ctl_tx, state.clone(), url_enc, enc, id, cancel.clone(), handle).await;
         if let (Some(who), Some(token)) = (&conn.identity, &conn.resume_token) {
             state.registry.players.leave(&who.player, id, token, conn.subs.clone());
@@ -545,13 +571,14 @@ async fn session(socket: WebSocket, state: AppState, url_enc: Encoding, batch: b
 /// its receive buffer makes the kernel answer with a reset instead of a FIN, and a reset can
 /// destroy our Close frame in the peer's buffer before the peer reads it: a client that flooded
 /// us would then see a bare connection reset instead of the close code that says why.
-async fn linger(stream: &mut futures_util::stream::SplitStream<WebSocket>, time: Duration, max_bytes: usize) {
+async fn linger(stream: &mut wsio::Reader, time: Duration, max_bytes: usize) {
     let drain = async {
         let mut read = 0usize;
         while let Some(Ok(m)) = stream.next().await {
             read = read.saturating_add(match &m {
                 Message::Binary(b) | Message::Ping(b) | Message::Pong(b) => b.len(),
                 Message::Text(t) => t.len(),
+                Message::Frame(f) => f.len(),
                 Message::Close(_) => return,
             });
             if read > max_bytes {
@@ -564,7 +591,7 @@ async fn linger(stream: &mut futures_util::stream::SplitStream<WebSocket>, time:
 
 #[allow(clippy::too_many_arguments)]
 async fn send_task(
-    mut sink: futures_util::stream::SplitSink<WebSocket, Message>,
+    mut writer: wsio::Writer,
     mut ctl: mpsc::Receiver<Ctl>,
     mut direct: mpsc::Receiver<Direct>,
     state: AppState,
@@ -572,64 +599,79 @@ async fn send_task(
     cancel: CancellationToken,
     combine: bool,
     bytes_per_sec: Arc<std::sync::atomic::AtomicU64>,
+    id: SessionId,
 ) {
     let mut viewer = Viewer::nobody();
     let mut window = (Instant::now(), 0u64);
     let write_timeout = state.settings.limits.write_timeout();
+    // Frames of the worlds whose fan-out does not send this connection's frames.
     let mut streams: StreamMap<u32, BroadcastStream<Arc<TickFrame>>> = StreamMap::new();
     let mut subs: HashMap<u32, Sub> = HashMap::new();
+    // A handback per membership at most, and a membership per subscription.
+    let (back_tx, mut back_rx) = mpsc::channel::<super::fanout::Handback>(state.settings.limits.max_subscriptions.max(1));
     let m = &state.metrics;
     // Made once: a `cancelled()` made anew per message would lock the token and register a
     // waiter for every frame sent.
     let cancelled = cancel.cancelled();
     tokio::pin!(cancelled);
+    let mut frames = Frames::default();
     let closing: Option<(u16, &'static str)> = loop {
         let mut batch: Vec<(Bytes, Encoding)> = Vec::new();
         // Set once, by Hello, before any subscription exists.
         let enc = shared_enc.get();
+        // A world whose last frame left its subscription steady: it may join the fan-out
+        // once this turn's write is done.
+        let mut steady: Option<(u32, Arc<TickFrame>)> = None;
+        // Finish what a fan-out writer left on the socket even if this turn adds nothing.
+        let mut flush = false;
         tokio::select! {
             biased;
             () = &mut cancelled => break Some((close::GOING_AWAY, "server shutting down")),
             c = ctl.recv() => match c {
                 None => break None,
                 Some(Ctl::Close(code, reason)) => break Some((code, reason)),
+                Some(Ctl::Pong(p)) => frames.push_one(wsio::OP_PONG, p),
                 Some(Ctl::Send(b, e)) => batch.push((b, e)),
                 Some(Ctl::Direct(d)) => batch.push((d.encoded(enc), enc)),
                 Some(Ctl::Viewer(v)) => viewer = v,
                 Some(Ctl::Subscribe { world, cells, span, result }) => {
                     batch.extend(result.map(|r| (r, enc)));
-                    if !streams.contains_key(&world.id) {
-                        m.subscribers.inc();
-                    }
                     // Receiver first, then the newest frame: any frame published in between
                     // is in the receiver and is skipped by `after` if the keyframes cover it.
                     streams.insert(world.id, BroadcastStream::new(world.subscribe()));
                     let key = (span, cells.first().copied().unwrap_or(0), cells.last().copied().unwrap_or(0), cells.len());
-                    let mut sub = Sub { need_key: vec![true; cells.len()], owed: true, shown: vec![false; cells.len()], span, key, _rate: world.rates.hold(span), cells, after: 0 };
+                    let n = cells.len();
+                    let mut sub = Sub { need_key: vec![true; n], owed: true, shown: vec![false; n], span, key, _rate: world.rates.hold(span), cells: cells.into(), after: 0, seq: 0, fast: None, conn: id, world: world.clone() };
                     if let Some(latest) = world.latest() {
                         // Keyframes now (at the newest frame's tick); a rate the world does not
                         // keep yet starts with its first frame.
                         let n = sub.frame(&latest, &viewer, enc, &mut batch, false, m);
                         m.keyframes_sent.inc_by(n);
                         sub.after = latest.tick;
+                        sub.seq = latest.seq;
                     }
-                    subs.insert(world.id, sub);
+                    // The subscription it replaces (if any) leaves the fan-out as it drops.
+                    if subs.insert(world.id, sub).is_none() {
+                        m.subscribers.inc();
+                    }
                 }
                 Some(Ctl::Unsubscribe { world, result }) => {
                     batch.push((result, enc));
-                    if streams.remove(&world).is_some() {
+                    streams.remove(&world);
+                    if subs.remove(&world).is_some() {
                         m.subscribers.dec();
                     }
-                    subs.remove(&world);
                 }
             },
             Some((wid, item)) = streams.next(), if !streams.is_empty() => {
                 let Some(sub) = subs.get_mut(&wid) else { continue };
                 match item {
-                    Ok(frame) if frame.tick <= sub.after => {}
                     Ok(frame) => {
-                        let n = sub.frame(&frame, &viewer, enc, &mut batch, true, m);
+                        let n = sub.on_frame(&frame, &viewer, enc, &mut batch, m);
                         m.keyframes_sent.inc_by(n);
+                        if sub.steady(&frame, &viewer, enc) {
+                            steady = Some((wid, frame));
+                        }
                     }
                     Err(BroadcastStreamRecvError::Lagged(n)) => {
                         // Skipped frames: the next frame sends keyframes instead of a broken chain.
@@ -638,30 +680,40 @@ async fn send_task(
                     }
                 }
             }
+            Some(h) = back_rx.recv() => {
+                // The fan-out gave the subscription back: read the world's frames again, from
+                // the one it did not send (if any); a gap in between is resynced by keyframes.
+                let Some(sub) = subs.get_mut(&h.world) else { continue };
+                if sub.fast.as_ref().map(|f| f.1) != Some(h.join) {
+                    continue;
+                }
+                sub.fast = None;
+                sub.seq = sub.seq.max(h.after);
+                streams.insert(h.world, BroadcastStream::new(sub.world.subscribe()));
+                if let Some(frame) = h.frame {
+                    let n = sub.on_frame(&frame, &viewer, enc, &mut batch, m);
+                    m.keyframes_sent.inc_by(n);
+                }
+                flush = true;
+            }
             Some(d) = direct.recv() => batch.push((d.encoded(enc), enc)),
         }
-        if batch.is_empty() {
+        let items = batch.len() as u64;
+        queue_messages(batch, combine, &mut frames);
+        if frames.is_empty() && !flush {
             continue;
         }
-        let bytes: usize = batch.iter().map(|(b, _)| b.len()).sum();
-        let n = batch.len();
-        let msgs = into_messages(batch, combine);
-        let ws_messages = msgs.len() as u64;
+        let bytes = frames.payload_bytes() as u64;
+        let ws_messages = frames.messages() as u64;
         let started = Instant::now();
-        let write = async {
-            for msg in msgs {
-                sink.feed(msg).await?;
-            }
-            sink.flush().await
-        };
-        let written = tokio::time::timeout(write_timeout, write).await;
+        let written = tokio::time::timeout(write_timeout, writer.write(&mut frames)).await;
         m.send_micros.inc_by(started.elapsed().as_micros() as u64);
         match written {
             Ok(Ok(())) => {
                 m.ws_messages.inc_by(ws_messages);
-                m.frames_sent.inc_by(n as u64);
-                m.bytes_sent.inc_by(bytes as u64);
-                window.1 += bytes as u64;
+                m.frames_sent.inc_by(items);
+                m.bytes_sent.inc_by(bytes);
+                window.1 += bytes;
                 let elapsed = window.0.elapsed();
                 if elapsed >= Duration::from_secs(1) {
                     bytes_per_sec.store((window.1 as f64 / elapsed.as_secs_f64()) as u64, std::sync::atomic::Ordering::Relaxed);
@@ -675,13 +727,64 @@ async fn send_task(
                 break Some((close::SLOW, "slow consumer"));
             }
         }
+        if let Some((wid, frame)) = steady {
+            join_fanout(&state, &writer, &mut subs, &mut streams, wid, &frame, &viewer, combine, &back_tx, &bytes_per_sec);
+        }
     };
-    m.subscribers.dec_by(streams.len() as i64);
+    m.subscribers.dec_by(subs.len() as i64);
+    // Off every fan-out before the close frame: no writer writes after it.
+    subs.clear();
     if let Some((code, reason)) = closing {
-        let frame = CloseFrame { code, reason: Utf8Bytes::from_static(reason) };
-        let _ = tokio::time::timeout(Duration::from_millis(500), sink.send(Message::Close(Some(frame)))).await;
+        // After what a timed-out write left (the writer finishes a frame it began), if the
+        // client takes it in time.
+        frames.clear();
+        frames.close(code, reason);
+        let _ = tokio::time::timeout(Duration::from_millis(500), writer.write(&mut frames)).await;
     }
     cancel.cancel();
+}
+
+/// Hands world `wid`'s subscription to the world's fan-out, which sends its frames after
+/// `frame` from now on, if the socket can be shared and has nothing left to write. Stays with
+/// this task when the fan-out already passed a later frame (the next frame tries again).
+#[allow(clippy::too_many_arguments)]
+fn join_fanout(
+    state: &AppState,
+    writer: &wsio::Writer,
+    subs: &mut HashMap<u32, Sub>,
+    streams: &mut StreamMap<u32, BroadcastStream<Arc<TickFrame>>>,
+    wid: u32,
+    frame: &TickFrame,
+    viewer: &Viewer,
+    combine: bool,
+    back: &mpsc::Sender<super::fanout::Handback>,
+    bytes_per_sec: &Arc<std::sync::atomic::AtomicU64>,
+) {
+    let (Some(out), Some(sub)) = (writer.shared(), subs.get_mut(&wid)) else { return };
+    if sub.seq != frame.seq || !out.idle() {
+        return;
+    }
+    let Some(fan) = state.fanout(&sub.world) else { return };
+    let join = fan.next_join();
+    let member = super::fanout::Member {
+        world: wid,
+        conn: sub.conn,
+        join,
+        out: out.clone(),
+        key: sub.key,
+        span: sub.span,
+        cells: sub.cells.clone(),
+        viewer: viewer.clone(),
+        combine,
+        after: sub.seq,
+        back: back.clone(),
+        bytes_per_sec: bytes_per_sec.clone(),
+        window: (Instant::now(), 0),
+    };
+    if fan.join(member) {
+        sub.fast = Some((fan, join));
+        streams.remove(&wid);
+    }
 }
 
 /// Token bucket of one connection.
@@ -732,7 +835,7 @@ struct Conn {
 
 #[allow(clippy::too_many_arguments)]
 async fn recv_task(
-    stream: &mut futures_util::stream::SplitStream<WebSocket>,
+    stream: &mut wsio::Reader,
     ctl: mpsc::Sender<Ctl>,
     state: AppState,
     url_enc: Encoding,
@@ -821,8 +924,14 @@ async fn recv_task(
                 let _ = conn.ctl.send(Ctl::Close(close::NORMAL, "bye")).await;
                 return conn;
             }
-            Message::Ping(_) | Message::Pong(_) => {
-                // tungstenite answers pings itself; a flood of them still costs a write each.
+            Message::Ping(_) | Message::Pong(_) | Message::Frame(_) => {
+                // Each ping is answered (by the send task, which alone writes); a flood of them
+                // still costs a write each, so they draw on the ping bucket.
+                if let Message::Ping(p) = &msg {
+                    if conn.ctl.send(Ctl::Pong(p.clone())).await.is_err() {
+                        return conn;
+                    }
+                }
                 if !ping_bucket.take() {
                     conn.limited += 1;
                     conn.state.metrics.command("rate_limited", false);

@@ -124,6 +124,10 @@ pub struct TickFrame {
     pub world: u32,
     /// Tick number.
     pub tick: u64,
+    /// This world's frames published before it, plus one: consecutive frames (a frame may
+    /// cover several ticks when the world catches up) have consecutive numbers, so a receiver
+    /// tells a frame it missed from a tick the world ran without publishing.
+    pub seq: u64,
     /// Per AOI cell (every tick: span 1).
     pub cells: Vec<CellFrame>,
     /// Cells of the other send rates in use.

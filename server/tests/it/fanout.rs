@@ -172,3 +172,63 @@ async fn a_world_at_rest_sends_nothing() {
     assert!(later.is_empty(), "a world at rest sent {} messages", later.len());
     assert_eq!(ws.agents().len(), 200);
 }
+
+/// Reads every client in turn for `wait`.
+async fn read_all(clients: &mut [Ws], wait: Duration) {
+    let t0 = Instant::now();
+    while t0.elapsed() < wait {
+        for ws in clients.iter_mut() {
+            cells_for(ws, Duration::from_millis(50)).await;
+        }
+    }
+}
+
+/// Steady whole-world subscribers are sent their frames by the world's fan-out writers (the
+/// metrics count them as members and count the writers' socket writes); a world reset is not
+/// steady, so the writers hand them back to their send tasks, which resync them from keyframes,
+/// and they join again. With `limits.fanout_writers = 0` the send tasks send everything. Either
+/// way no chain breaks (the test client panics on one), every checksum holds and every view
+/// ends equal to the snapshot.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fanout_writers_send_steady_subscribers_and_hand_them_back_on_a_reset() {
+    for writers in [2u32, 0] {
+        let dir = TempDir::new("fanout-writers-cfg");
+        let cfg = dir.path().join("steerd.toml");
+        std::fs::write(&cfg, format!("[limits]\nfanout_writers = {writers}\n")).unwrap();
+        let srv = Server::fresh("fanout-writers", Opts::default().arg("--config", cfg.to_string_lossy().to_string()));
+        let http = srv.http();
+        let mut clients = Vec::new();
+        for _ in 0..4 {
+            let mut ws = srv.ws().await;
+            ws.subscribe("demo", whole_world()).await;
+            clients.push(ws);
+        }
+        read_all(&mut clients, Duration::from_secs(2)).await;
+        let (members, writes) = (metric(&http, "fanout_members").await, metric(&http, "fanout_writes").await);
+        if writers == 0 {
+            assert_eq!((members, writes), (0.0, 0.0), "no fan-out writers");
+        } else {
+            assert_eq!(members, 4.0, "every steady subscriber is a fan-out member");
+            assert!(writes >= 4.0, "{writes} fan-out writes");
+        }
+        let keys_before: Vec<u64> = clients.iter().map(|ws| ws.keyframes).collect();
+        let msgs_before: Vec<u64> = clients.iter().map(|ws| ws.cells_messages).collect();
+        http.post("/worlds/demo/reset", &json!({})).await.ok();
+        read_all(&mut clients, Duration::from_secs(2)).await;
+        for (k, ws) in clients.iter().enumerate() {
+            assert!(ws.keyframes > keys_before[k], "client {k}: keyframes after the reset ({} before, {} after)", keys_before[k], ws.keyframes);
+            assert!(ws.cells_messages > msgs_before[k] + 10, "client {k}: frames after the reset");
+        }
+        if writers > 0 {
+            assert!(metric(&http, "fanout_handbacks").await >= 4.0, "the reset handed every member back");
+            assert_eq!(metric(&http, "fanout_members").await, 4.0, "and they joined again");
+        }
+        pause_on_multiple(&http, "demo", 1).await;
+        read_all(&mut clients, Duration::from_millis(800)).await;
+        let expected = quantized(&http.get("/worlds/demo/snapshot").await.ok());
+        assert!(expected.len() > 50, "the demo world has agents");
+        for (k, ws) in clients.iter().enumerate() {
+            assert_eq!(ws.agents(), expected, "fanout_writers = {writers}, client {k}: view differs from the snapshot");
+        }
+    }
+}

@@ -394,6 +394,7 @@ impl WorldHandle {
         let runner = Runner {
             name: spawn.name.clone(),
             id: spawn.id,
+            published: 0,
             world,
             scenario,
             scenario_name: spawn.scenario_name,
@@ -641,6 +642,8 @@ enum Flow {
 struct Runner {
     name: String,
     id: u32,
+    /// Frames published (the last one's `seq`).
+    published: u64,
     world: World,
     scenario: Scenario,
     scenario_name: Option<String>,

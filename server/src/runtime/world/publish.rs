@@ -113,9 +113,11 @@ impl Runner {
             })
             .collect();
         let vision = self.vision();
+        self.published += 1;
         let frame = Arc::new(TickFrame {
             world: self.id,
             tick,
+            seq: self.published,
             cells,
             rates,
             checksum_every: self.checksum_every,

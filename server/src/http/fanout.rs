@@ -1,0 +1,287 @@
+//! The world's fan-out writers: one pass per tick frame writes the same bytes to every steady
+//! subscriber's socket, instead of waking each connection's send task to do it.
+//!
+//! A subscriber is *steady* when nothing about its next frames is per connection: binary, on a
+//! TCP socket, no keyframe owed, every cell in sight (no `owned` visibility filter for it), and
+//! nothing left unwritten on its socket. Its send task then *joins* the world's fan-out with
+//! the frame sequence number it has sent up to, and stops reading the world's frames itself.
+//! Per frame a writer (a task of the world's, `limits.fanout_writers` of them, each with its
+//! share of the members) takes the subscription's shared `cells` message
+//! ([`TickFrame::shared_message`], the same one the send task would take), frames it once per
+//! rectangle and rate, adds the events the viewer may see, and offers it to the socket without
+//! waiting ([`TcpOut::offer`]).
+//!
+//! The member goes back to its send task (a [`Handback`]) when a frame is not steady for it (a
+//! world reset, a vision filter, a rate not kept), when the socket does not take a whole write
+//! at once (the rest stays queued in [`TcpOut`]; the send task finishes it under the write
+//! timeout, so the slow-reader rules are the send task's, unchanged), or when the writer missed
+//! frames (lagged) or stops. The send task resubscribes and resumes after the handed-back
+//! sequence number; any frame it missed in between shows as a gap in `seq` and is covered by
+//! keyframes, as after a lag.
+//!
+//! **Invariant:** a member's socket is written by its writer only while it is a member, and
+//! [`Fanout::leave`] returns only once the writer is not writing to it: after it, the send task
+//! may write a close frame knowing nothing follows.
+//! **Invariant:** a member gets every frame after its `after` sequence number exactly once, by
+//! its writer or, after a handback, by its send task (or a keyframe resync where a gap shows).
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+
+use bytes::Bytes;
+use steer_proto::Encoding;
+use tokio::sync::{broadcast, mpsc};
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+
+use super::ws::{Viewer, steady_cells};
+use super::wsio::{Frames, TcpOut, queue_messages};
+use crate::metrics::Metrics;
+use crate::runtime::{SessionId, SetKey, TickFrame, WorldHandle};
+
+/// A member given back to its send task.
+#[derive(Debug)]
+pub struct Handback {
+    /// The world.
+    pub world: u32,
+    /// Which membership (a send task ignores handbacks of one it already left).
+    pub join: u64,
+    /// Frames up to this sequence number were sent.
+    pub after: u64,
+    /// The frame the writer did not send (it is the send task's to send), if any.
+    pub frame: Option<Arc<TickFrame>>,
+}
+
+/// A steady subscriber as its send task hands it over.
+pub struct Member {
+    /// The world.
+    pub world: u32,
+    /// The connection.
+    pub conn: SessionId,
+    /// Its membership number (from [`Fanout::next_join`]).
+    pub join: u64,
+    /// Its socket.
+    pub out: Arc<TcpOut>,
+    /// Its subscription: shared-message key, rate and cells.
+    pub key: SetKey,
+    /// `every_n_ticks`.
+    pub span: u32,
+    /// The subscription's cells.
+    pub cells: Arc<[u32]>,
+    /// Whom the frames' events are filtered for.
+    pub(crate) viewer: Viewer,
+    /// `?batch=1`: a tick's messages go as one WebSocket message.
+    pub combine: bool,
+    /// Frames up to this sequence number were sent.
+    pub after: u64,
+    /// Where handbacks go (the send task's queue, one slot per world it may subscribe to).
+    pub back: mpsc::Sender<Handback>,
+    /// The connection's outgoing bytes per second, as its send task keeps it.
+    pub bytes_per_sec: Arc<AtomicU64>,
+    /// Bytes since `window_start`, for `bytes_per_sec`.
+    pub window: (Instant, u64),
+}
+
+impl Member {
+    fn hand_back(self, frame: Option<Arc<TickFrame>>) {
+        let h = Handback { world: self.world, join: self.join, after: self.after, frame };
+        // The queue has a slot per subscription the connection may hold, and a membership
+        // hands back at most once: full means the send task is gone.
+        let _ = self.back.try_send(h);
+    }
+}
+
+struct Shard {
+    members: Vec<Member>,
+    /// The newest frame this writer has passed (a member joining after it would miss it).
+    seen: u64,
+    /// The writer stopped: nobody may join.
+    stopped: bool,
+}
+
+/// A world's fan-out writers.
+pub struct Fanout {
+    shards: Vec<Arc<Mutex<Shard>>>,
+    joins: AtomicU64,
+    metrics: Arc<Metrics>,
+}
+
+impl Fanout {
+    /// Starts `writers` writer tasks on `tracker` for `world`, until `cancel` or the world ends.
+    pub fn start(world: &WorldHandle, writers: usize, metrics: Arc<Metrics>, tracker: &TaskTracker, cancel: CancellationToken) -> Arc<Fanout> {
+        let shards: Vec<_> = (0..writers.max(1)).map(|_| Arc::new(Mutex::new(Shard { members: Vec::new(), seen: 0, stopped: false }))).collect();
+        for shard in &shards {
+            tracker.spawn(writer(world.subscribe(), shard.clone(), metrics.clone(), cancel.clone()));
+        }
+        Arc::new(Fanout { shards, joins: AtomicU64::new(0), metrics })
+    }
+
+    /// A fresh membership number.
+    pub fn next_join(&self) -> u64 {
+        self.joins.fetch_add(1, Ordering::Relaxed) + 1
+    }
+
+    /// Takes `m` on, to be sent the frames after `m.after`. Refuses (false) when a writer has
+    /// already passed a frame after that one (the send task has it; it tries again later) or
+    /// the writers stopped.
+    pub fn join(&self, m: Member) -> bool {
+        let Some(shard) = self.shards.iter().min_by_key(|s| s.lock().map_or(usize::MAX, |s| s.members.len())) else { return false };
+        let Ok(mut s) = shard.lock() else { return false };
+        if s.stopped || s.seen > m.after {
+            return false;
+        }
+        s.members.push(m);
+        self.metrics.fanout_members.inc();
+        true
+    }
+
+    /// Whether its writers stopped (the world ended): a new one is needed.
+    pub fn stopped(&self) -> bool {
+        self.shards.iter().all(|s| s.lock().map_or(true, |s| s.stopped))
+    }
+
+    /// Takes the membership `join` of `conn` off its writer. Returns the sequence number sent
+    /// up to, or `None` if it was no longer a member (a handback is on its way, or it never
+    /// joined). Once it returns, no writer writes to the member's socket.
+    pub fn leave(&self, conn: SessionId, join: u64) -> Option<u64> {
+        for shard in &self.shards {
+            let Ok(mut s) = shard.lock() else { continue };
+            if let Some(i) = s.members.iter().position(|m| m.conn == conn && m.join == join) {
+                self.metrics.fanout_members.dec();
+                return Some(s.members.swap_remove(i).after);
+            }
+        }
+        None
+    }
+}
+
+/// One writer: per frame, sends it to its members.
+async fn writer(mut rx: broadcast::Receiver<Arc<TickFrame>>, shard: Arc<Mutex<Shard>>, m: Arc<Metrics>, cancel: CancellationToken) {
+    loop {
+        let frame = tokio::select! {
+            () = cancel.cancelled() => None,
+            r = rx.recv() => match r {
+                Ok(f) => Some(f),
+                // Frames this writer never saw: its members resync from their send tasks.
+                Err(broadcast::error::RecvError::Lagged(n)) => {
+                    m.frames_dropped.inc_by(n);
+                    hand_back_all(&shard, false, &m);
+                    continue;
+                }
+                Err(broadcast::error::RecvError::Closed) => None,
+            },
+        };
+        let Some(frame) = frame else { break };
+        let Ok(mut s) = shard.lock() else { break };
+        s.seen = frame.seq;
+        if s.members.is_empty() {
+            continue;
+        }
+        let started = Instant::now();
+        let mut pass = Pass::default();
+        let members = std::mem::take(&mut s.members);
+        for mut mb in members {
+            if frame.seq <= mb.after {
+                s.members.push(mb);
+                continue;
+            }
+            let steady = frame.seq == mb.after + 1 && !frame.reset && (frame.vision.is_none() || mb.viewer.sees_all()) && frame.cells_at(mb.span).is_some();
+            if !steady {
+                m.fanout_members.dec();
+                m.fanout_handbacks.inc();
+                mb.hand_back(Some(frame.clone()));
+                continue;
+            }
+            let done = pass.send(&frame, &mut mb, &m, started);
+            mb.after = frame.seq;
+            match done {
+                Ok(true) => s.members.push(mb),
+                // The socket did not take it all (the rest stays queued), or failed: its send
+                // task takes over.
+                Ok(false) | Err(_) => {
+                    m.fanout_members.dec();
+                    m.fanout_handbacks.inc();
+                    mb.hand_back(None);
+                }
+            }
+        }
+        m.send_micros.inc_by(started.elapsed().as_micros() as u64);
+        m.ws_messages.inc_by(pass.ws_messages);
+        m.frames_sent.inc_by(pass.items);
+        m.bytes_sent.inc_by(pass.bytes);
+        m.fanout_writes.inc_by(pass.sockets);
+        m.cells_shared_hits.inc_by(pass.hits);
+    }
+    hand_back_all(&shard, true, &m);
+}
+
+/// Gives every member back (with nothing unsent: the next frame is theirs); `stop`: for good.
+fn hand_back_all(shard: &Mutex<Shard>, stop: bool, m: &Metrics) {
+    let Ok(mut s) = shard.lock() else { return };
+    s.stopped |= stop;
+    for mb in std::mem::take(&mut s.members) {
+        m.fanout_members.dec();
+        m.fanout_handbacks.inc();
+        mb.hand_back(None);
+    }
+}
+
+/// One frame's pass over a writer's members: the framed messages made so far, by rectangle and
+/// rate (a member whose viewer takes any of the frame's events gets its own).
+#[derive(Default)]
+struct Pass {
+    /// Framed messages and the items (messages before batching) in them.
+    framed: HashMap<SetKey, (Frames, u64)>,
+    ws_messages: u64,
+    items: u64,
+    /// Members sent a `cells` message this pass framed for another member.
+    hits: u64,
+    bytes: u64,
+    sockets: u64,
+}
+
+impl Pass {
+    fn send(&mut self, frame: &TickFrame, mb: &mut Member, m: &Metrics, now: Instant) -> std::io::Result<bool> {
+        let events: Vec<Bytes> = frame.events.iter().filter(|e| mb.viewer.wants(frame, e)).map(|e| e.msg.encoded(Encoding::Binary)).collect();
+        let own;
+        let (frames, items) = if events.is_empty() {
+            if self.framed.get(&mb.key).is_some_and(|(_, items)| *items > 0) {
+                self.hits += 1;
+            }
+            let (f, items) = self.framed.entry(mb.key).or_insert_with(|| {
+                let mut f = Frames::default();
+                let cells = steady_cells(frame, mb.span, mb.key, &mb.cells, m);
+                let items = u64::from(cells.is_some());
+                queue_messages(cells.into_iter().map(|b| (b, Encoding::Binary)).collect(), mb.combine, &mut f);
+                (f, items)
+            });
+            (&*f, *items)
+        } else {
+            let mut batch: Vec<(Bytes, Encoding)> = steady_cells(frame, mb.span, mb.key, &mb.cells, m).into_iter().map(|b| (b, Encoding::Binary)).collect();
+            batch.extend(events.into_iter().map(|b| (b, Encoding::Binary)));
+            let items = batch.len() as u64;
+            let mut f = Frames::default();
+            queue_messages(batch, mb.combine, &mut f);
+            own = f;
+            (&own, items)
+        };
+        if frames.is_empty() {
+            return Ok(true);
+        }
+        let sent = mb.out.offer(frames)?;
+        let bytes = frames.payload_bytes() as u64;
+        self.ws_messages += frames.messages() as u64;
+        self.items += items;
+        self.bytes += bytes;
+        self.sockets += 1;
+        mb.window.1 += bytes;
+        let elapsed = now.saturating_duration_since(mb.window.0);
+        if elapsed >= std::time::Duration::from_secs(1) {
+            mb.bytes_per_sec.store((mb.window.1 as f64 / elapsed.as_secs_f64()) as u64, Ordering::Relaxed);
+            mb.window = (now, 0);
+        }
+        Ok(sent)
+    }
+}
