@@ -85,7 +85,7 @@ pub struct Member {
 }
 
 impl Member {
-    fn hand_back(self, frame: Option<Arc<TickFrame>>) {
+    fn hand_back(&self, frame: Option<Arc<TickFrame>>) {
         let h = Handback { world: self.world, join: self.join, after: self.after, frame };
         // The queue has a slot per subscription the connection may hold, and a membership
         // hands back at most once: full means the send task is gone.
@@ -181,32 +181,29 @@ async fn writer(mut rx: broadcast::Receiver<Arc<TickFrame>>, shard: Arc<Mutex<Sh
         }
         let started = Instant::now();
         let mut pass = Pass::default();
-        let members = std::mem::take(&mut s.members);
-        for mut mb in members {
+        s.members.retain_mut(|mb| {
             if frame.seq <= mb.after {
-                s.members.push(mb);
-                continue;
+                return true;
             }
             let steady = frame.seq == mb.after + 1 && !frame.reset && (frame.vision.is_none() || mb.viewer.sees_all()) && frame.cells_at(mb.span).is_some();
             if !steady {
                 m.fanout_members.dec();
                 m.fanout_handbacks.inc();
                 mb.hand_back(Some(frame.clone()));
-                continue;
+                return false;
             }
-            let done = pass.send(&frame, &mut mb, &m, started);
+            let done = pass.send(&frame, mb, &m, started);
             mb.after = frame.seq;
-            match done {
-                Ok(true) => s.members.push(mb),
-                // The socket did not take it all (the rest stays queued), or failed: its send
-                // task takes over.
-                Ok(false) | Err(_) => {
-                    m.fanout_members.dec();
-                    m.fanout_handbacks.inc();
-                    mb.hand_back(None);
-                }
+            if matches!(done, Ok(true)) {
+                return true;
             }
-        }
+            // The socket did not take it all (the rest stays queued), or failed: its send task
+            // takes over.
+            m.fanout_members.dec();
+            m.fanout_handbacks.inc();
+            mb.hand_back(None);
+            false
+        });
         m.send_micros.inc_by(started.elapsed().as_micros() as u64);
         m.ws_messages.inc_by(pass.ws_messages);
         m.frames_sent.inc_by(pass.items);
@@ -228,12 +225,32 @@ fn hand_back_all(shard: &Mutex<Shard>, stop: bool, m: &Metrics) {
     }
 }
 
-/// One frame's pass over a writer's members: the framed messages made so far, by rectangle and
-/// rate (a member whose viewer takes any of the frame's events gets its own).
+/// A member's messages of one frame as they go on the wire.
+struct Wire {
+    /// WebSocket frames, heads and payloads back to back.
+    bytes: Bytes,
+    /// Messages before batching.
+    items: u64,
+    /// WebSocket messages.
+    messages: u64,
+    /// Payload bytes.
+    payload: u64,
+}
+
+impl Wire {
+    fn new(batch: Vec<Bytes>, combine: bool) -> Wire {
+        let items = batch.len() as u64;
+        let mut f = Frames::default();
+        queue_messages(batch.into_iter().map(|b| (b, Encoding::Binary)).collect(), combine, &mut f);
+        Wire { bytes: f.to_bytes(), items, messages: f.messages() as u64, payload: f.payload_bytes() as u64 }
+    }
+}
+
+/// One frame's pass over a writer's members: the wire bytes made so far, by rectangle and rate
+/// (a member whose viewer takes any of the frame's events gets its own).
 #[derive(Default)]
 struct Pass {
-    /// Framed messages and the items (messages before batching) in them.
-    framed: HashMap<SetKey, (Frames, u64)>,
+    framed: HashMap<SetKey, Wire>,
     ws_messages: u64,
     items: u64,
     /// Members sent a `cells` message this pass framed for another member.
@@ -246,34 +263,30 @@ impl Pass {
     fn send(&mut self, frame: &TickFrame, mb: &mut Member, m: &Metrics, now: Instant) -> std::io::Result<bool> {
         let events: Vec<Bytes> = frame.events.iter().filter(|e| mb.viewer.wants(frame, e)).map(|e| e.msg.encoded(Encoding::Binary)).collect();
         let own;
-        let (frames, items) = if events.is_empty() {
-            if self.framed.get(&mb.key).is_some_and(|(_, items)| *items > 0) {
-                self.hits += 1;
+        let wire = if events.is_empty() {
+            match self.framed.entry(mb.key) {
+                std::collections::hash_map::Entry::Occupied(e) => {
+                    self.hits += e.get().items;
+                    e.into_mut()
+                }
+                std::collections::hash_map::Entry::Vacant(e) => {
+                    let cells = steady_cells(frame, mb.span, mb.key, &mb.cells, m);
+                    e.insert(Wire::new(cells.into_iter().collect(), mb.combine))
+                }
             }
-            let (f, items) = self.framed.entry(mb.key).or_insert_with(|| {
-                let mut f = Frames::default();
-                let cells = steady_cells(frame, mb.span, mb.key, &mb.cells, m);
-                let items = u64::from(cells.is_some());
-                queue_messages(cells.into_iter().map(|b| (b, Encoding::Binary)).collect(), mb.combine, &mut f);
-                (f, items)
-            });
-            (&*f, *items)
         } else {
-            let mut batch: Vec<(Bytes, Encoding)> = steady_cells(frame, mb.span, mb.key, &mb.cells, m).into_iter().map(|b| (b, Encoding::Binary)).collect();
-            batch.extend(events.into_iter().map(|b| (b, Encoding::Binary)));
-            let items = batch.len() as u64;
-            let mut f = Frames::default();
-            queue_messages(batch, mb.combine, &mut f);
-            own = f;
-            (&own, items)
+            let mut batch: Vec<Bytes> = steady_cells(frame, mb.span, mb.key, &mb.cells, m).into_iter().collect();
+            batch.extend(events);
+            own = Wire::new(batch, mb.combine);
+            &own
         };
-        if frames.is_empty() {
+        if wire.bytes.is_empty() {
             return Ok(true);
         }
-        let sent = mb.out.offer(frames)?;
-        let bytes = frames.payload_bytes() as u64;
-        self.ws_messages += frames.messages() as u64;
-        self.items += items;
+        let sent = mb.out.offer_bytes(&wire.bytes)?;
+        let bytes = wire.payload;
+        self.ws_messages += wire.messages;
+        self.items += wire.items;
         self.bytes += bytes;
         self.sockets += 1;
         mb.window.1 += bytes;

@@ -150,6 +150,16 @@ impl Frames {
         self.push_one(OP_CLOSE, Bytes::from(payload));
     }
 
+    /// The frames as one buffer: what goes on the wire, heads and bodies back to back (made
+    /// once, for a message many sockets are sent).
+    pub fn to_bytes(&self) -> Bytes {
+        let mut out = Vec::with_capacity(self.segs.iter().map(|s| s.bytes().len()).sum());
+        for s in &self.segs {
+            out.extend_from_slice(s.bytes());
+        }
+        Bytes::from(out)
+    }
+
     /// Payload bytes queued (heads not counted).
     pub fn payload_bytes(&self) -> usize {
         self.bytes
@@ -230,8 +240,19 @@ impl TcpOut {
         }
         let total: usize = frames.segs.iter().map(|s| s.bytes().len()).sum();
         let n = if frames.segs.len() <= MAX_IOV {
-            let iov: Vec<IoSlice<'_>> = frames.segs.iter().map(|s| IoSlice::new(s.bytes())).collect();
-            match self.half.try_write_vectored(&iov) {
+            // A tick's message is a head and a body or two: no allocation for those.
+            let mut few = [IoSlice::new(&[]); 4];
+            let many: Vec<IoSlice<'_>>;
+            let iov: &[IoSlice<'_>] = if frames.segs.len() <= few.len() {
+                for (slot, seg) in few.iter_mut().zip(&frames.segs) {
+                    *slot = IoSlice::new(seg.bytes());
+                }
+                &few[..frames.segs.len()]
+            } else {
+                many = frames.segs.iter().map(|s| IoSlice::new(s.bytes())).collect();
+                &many
+            };
+            match self.half.try_write_vectored(iov) {
                 Ok(n) => n,
                 Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => 0,
                 Err(e) => return Err(e),
@@ -245,6 +266,43 @@ impl TcpOut {
         q.extend(frames.segs.iter().cloned());
         consume(&mut q, n);
         Ok(false)
+    }
+
+    /// Sends `wire` (whole frames, as [`Frames::to_bytes`] makes them) now, without waiting,
+    /// by one `send`: `Ok(true)` if it is all written, `Ok(false)` if some of it (or what an
+    /// earlier write left) stays queued for [`TcpOut::flush`].
+    pub fn offer_bytes(&self, wire: &Bytes) -> std::io::Result<bool> {
+        let Ok(mut q) = self.queued.lock() else { return Err(std::io::Error::other("writer poisoned")) };
+        if !q.is_empty() {
+            q.push(Seg::Body(wire.clone()));
+            return Ok(false);
+        }
+        let n = match self.send_now(wire) {
+            Ok(n) => n,
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => 0,
+            Err(e) => return Err(e),
+        };
+        if n == wire.len() {
+            return Ok(true);
+        }
+        q.push(Seg::Body(wire.slice(n..)));
+        Ok(false)
+    }
+
+    /// One non-blocking `send(2)`: no `writev` and file-position machinery of `write(2)`, and
+    /// no look at tokio's readiness of the socket (a cache miss per socket and tick). A
+    /// would-block leaves that readiness stale, which is harmless: [`TcpOut::flush`] then
+    /// writes through tokio, whose own would-block clears it before it waits.
+    #[cfg(target_os = "linux")]
+    fn send_now(&self, buf: &[u8]) -> std::io::Result<usize> {
+        use rustix::net::SendFlags;
+        let tcp: &tokio::net::TcpStream = self.half.as_ref();
+        rustix::net::send(tcp, buf, SendFlags::DONTWAIT | SendFlags::NOSIGNAL).map_err(std::io::Error::from)
+    }
+
+    #[cfg(not(target_os = "linux"))]
+    fn send_now(&self, buf: &[u8]) -> std::io::Result<usize> {
+        self.half.try_write(buf)
     }
 
     /// Nothing is queued.
@@ -529,6 +587,55 @@ mod tests {
             assert_eq!(f[..2], [0x82, 4]);
             assert_eq!(f[2..], (i as u32).to_le_bytes());
         }
+    }
+
+    /// The socket shared by a send task and a fan-out writer: offers that the kernel does not
+    /// take whole stay queued, later offers queue behind them, and a flush delivers every
+    /// frame whole and in order (the client, reading only later, decodes each).
+    #[tokio::test]
+    async fn offers_the_socket_does_not_take_queue_in_order_and_flush() {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let client = tokio::net::TcpStream::connect(addr).await.unwrap();
+        let (server, _) = listener.accept().await.unwrap();
+        // Small buffers, as the server sets them (`limits.socket_send_buffer_bytes`).
+        rustix::net::sockopt::set_socket_send_buffer_size(&server, 16 * 1024).unwrap();
+        rustix::net::sockopt::set_socket_recv_buffer_size(&client, 16 * 1024).unwrap();
+        let (_r, w) = server.into_split();
+        let writer = Writer::tcp(w);
+        let out = writer.shared().unwrap().clone();
+        // 40 messages of 64 KiB: more than loopback buffers hold while nobody reads.
+        let msgs: Vec<Bytes> = (0..40u8).map(|i| Bytes::from(vec![i; 64 * 1024])).collect();
+        let mut queued_at = None;
+        for (i, b) in msgs.iter().enumerate() {
+            let mut f = Frames::default();
+            if i % 2 == 0 {
+                f.push_one(OP_BINARY, b.clone());
+                let whole = out.offer_bytes(&f.to_bytes()).unwrap();
+                queued_at = queued_at.or((!whole).then_some(i));
+            } else {
+                f.push_one(OP_BINARY, b.clone());
+                let whole = out.offer(&f).unwrap();
+                queued_at = queued_at.or((!whole).then_some(i));
+            }
+        }
+        let at = queued_at.expect("the socket stopped taking whole messages");
+        assert!(!out.idle(), "something is queued");
+        let reader = tokio::spawn(async move {
+            let mut ws = tokio_tungstenite::WebSocketStream::from_raw_socket(client, Role::Client, None).await;
+            let mut got = Vec::new();
+            while got.len() < 40 {
+                match ws.next().await {
+                    Some(Ok(Message::Binary(b))) => got.push(b),
+                    other => panic!("expected a binary message, got {other:?}"),
+                }
+            }
+            got
+        });
+        out.flush().await.unwrap();
+        assert!(out.idle());
+        let got = reader.await.unwrap();
+        assert_eq!(got, msgs, "every message whole and in order (queueing began at message {at})");
     }
 
     #[test]
