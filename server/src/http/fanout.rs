@@ -87,9 +87,11 @@ pub struct Member {
 impl Member {
     fn hand_back(&self, frame: Option<Arc<TickFrame>>) {
         let h = Handback { world: self.world, join: self.join, after: self.after, frame };
-        // The queue has a slot per subscription the connection may hold, and a membership
-        // hands back at most once: full means the send task is gone.
-        let _ = self.back.try_send(h);
+        // The queue has room for every handback a connection can have queued (see
+        // `send_task`); closed means the send task is gone.
+        if let Err(mpsc::error::TrySendError::Full(_)) = self.back.try_send(h) {
+            tracing::error!(world = self.world, "a fan-out handback found its connection's queue full");
+        }
     }
 }
 

@@ -607,8 +607,11 @@ async fn send_task(
     // Frames of the worlds whose fan-out does not send this connection's frames.
     let mut streams: StreamMap<u32, BroadcastStream<Arc<TickFrame>>> = StreamMap::new();
     let mut subs: HashMap<u32, Sub> = HashMap::new();
-    // A handback per membership at most, and a membership per subscription.
-    let (back_tx, mut back_rx) = mpsc::channel::<super::fanout::Handback>(state.settings.limits.max_subscriptions.max(1));
+    // A membership hands back at most once, and a subscription joins only after a frame of its
+    // world, which this loop reads only when no handback is waiting (handbacks come first in
+    // its `select!`): so at most one handback per subscription, and one of each subscription a
+    // (re)subscribe replaced since, is ever queued. Twice the subscriptions, with room to spare.
+    let (back_tx, mut back_rx) = mpsc::channel::<super::fanout::Handback>(2 * state.settings.limits.max_subscriptions.max(1) + 2);
     let m = &state.metrics;
     // Made once: a `cancelled()` made anew per message would lock the token and register a
     // waiter for every frame sent.
@@ -663,6 +666,22 @@ async fn send_task(
                     }
                 }
             },
+            Some(h) = back_rx.recv() => {
+                // The fan-out gave the subscription back: read the world's frames again, from
+                // the one it did not send (if any); a gap in between is resynced by keyframes.
+                let Some(sub) = subs.get_mut(&h.world) else { continue };
+                if sub.fast.as_ref().map(|f| f.1) != Some(h.join) {
+                    continue;
+                }
+                sub.fast = None;
+                sub.seq = sub.seq.max(h.after);
+                streams.insert(h.world, BroadcastStream::new(sub.world.subscribe()));
+                if let Some(frame) = h.frame {
+                    let n = sub.on_frame(&frame, &viewer, enc, &mut batch, m);
+                    m.keyframes_sent.inc_by(n);
+                }
+                flush = true;
+            }
             Some((wid, item)) = streams.next(), if !streams.is_empty() => {
                 let Some(sub) = subs.get_mut(&wid) else { continue };
                 match item {
@@ -679,22 +698,6 @@ async fn send_task(
                         sub.owe_all();
                     }
                 }
-            }
-            Some(h) = back_rx.recv() => {
-                // The fan-out gave the subscription back: read the world's frames again, from
-                // the one it did not send (if any); a gap in between is resynced by keyframes.
-                let Some(sub) = subs.get_mut(&h.world) else { continue };
-                if sub.fast.as_ref().map(|f| f.1) != Some(h.join) {
-                    continue;
-                }
-                sub.fast = None;
-                sub.seq = sub.seq.max(h.after);
-                streams.insert(h.world, BroadcastStream::new(sub.world.subscribe()));
-                if let Some(frame) = h.frame {
-                    let n = sub.on_frame(&frame, &viewer, enc, &mut batch, m);
-                    m.keyframes_sent.inc_by(n);
-                }
-                flush = true;
             }
             Some(d) = direct.recv() => batch.push((d.encoded(enc), enc)),
         }
