@@ -17,6 +17,10 @@
 //! join bytes per agent. `steer-swarm --fit a.json b.json …` fits server CPU-µs per tick over
 //! subscribers across reports (see `scripts/fanout-figures.sh`).
 
+#[cfg(all(target_os = "linux", not(target_feature = "crt-static")))]
+#[global_allocator]
+static GLOBAL: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
+
 mod bot;
 mod clock;
 mod metrics;
