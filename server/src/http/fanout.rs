@@ -113,9 +113,14 @@ pub struct Fanout {
 impl Fanout {
     /// Starts `writers` writer tasks on `tracker` for `world`, until `cancel` or the world ends.
     pub fn start(world: &WorldHandle, writers: usize, metrics: Arc<Metrics>, tracker: &TaskTracker, cancel: CancellationToken) -> Arc<Fanout> {
+        Fanout::over(|| world.subscribe(), writers, metrics, tracker, cancel)
+    }
+
+    /// Starts `writers` writer tasks, each reading the frames of its own `subscribe()`.
+    fn over(subscribe: impl Fn() -> broadcast::Receiver<Arc<TickFrame>>, writers: usize, metrics: Arc<Metrics>, tracker: &TaskTracker, cancel: CancellationToken) -> Arc<Fanout> {
         let shards: Vec<_> = (0..writers.max(1)).map(|_| Arc::new(Mutex::new(Shard { members: Vec::new(), seen: 0, stopped: false }))).collect();
         for shard in &shards {
-            tracker.spawn(writer(world.subscribe(), shard.clone(), metrics.clone(), cancel.clone()));
+            tracker.spawn(writer(subscribe(), shard.clone(), metrics.clone(), cancel.clone()));
         }
         Arc::new(Fanout { shards, joins: AtomicU64::new(0), metrics })
     }
@@ -298,5 +303,116 @@ impl Pass {
             mb.window = (now, 0);
         }
         Ok(sent)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    fn frame(seq: u64, reset: bool) -> Arc<TickFrame> {
+        Arc::new(TickFrame {
+            world: 1,
+            tick: 100 + seq,
+            seq,
+            cells: Vec::new(),
+            rates: Vec::new(),
+            checksum_every: 10,
+            shared: Default::default(),
+            max_shared: 4,
+            events: Vec::new(),
+            reset,
+            vision: None,
+        })
+    }
+
+    async fn socket() -> (Arc<TcpOut>, tokio::net::TcpStream) {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let client = tokio::net::TcpStream::connect(listener.local_addr().unwrap()).await.unwrap();
+        let (server, _) = listener.accept().await.unwrap();
+        let (_r, w) = server.into_split();
+        (super::super::wsio::Writer::tcp(w).shared().unwrap().clone(), client)
+    }
+
+    fn member(out: Arc<TcpOut>, join: u64, after: u64, back: mpsc::Sender<Handback>) -> Member {
+        Member {
+            world: 1,
+            conn: 7,
+            join,
+            out,
+            key: (1, 0, 0, 0),
+            span: 1,
+            cells: Arc::from(Vec::<u32>::new()),
+            viewer: Viewer::nobody(),
+            combine: true,
+            after,
+            back,
+            bytes_per_sec: Arc::default(),
+            window: (Instant::now(), 0),
+        }
+    }
+
+    /// Waits until the writer has passed frame `seq`.
+    async fn passed(fan: &Fanout, seq: u64) {
+        for _ in 0..500 {
+            if fan.shards.iter().all(|s| s.lock().unwrap().seen >= seq) {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(2)).await;
+        }
+        panic!("the writer never passed frame {seq}");
+    }
+
+    /// The membership rules: a join after a frame the writer already passed is refused (the
+    /// member would miss it); frames up to `after` are the send task's; a reset hands the member
+    /// back with the frame it did not send; leave says what was sent, and only once.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn joins_skips_handbacks_and_leaves() {
+        let (tx, _keep) = broadcast::channel::<Arc<TickFrame>>(16);
+        let metrics = Arc::new(Metrics::new());
+        let tracker = TaskTracker::new();
+        let cancel = CancellationToken::new();
+        let fan = Fanout::over(|| tx.subscribe(), 1, metrics.clone(), &tracker, cancel.clone());
+        let (out, _client) = socket().await;
+        let (back_tx, mut back_rx) = mpsc::channel(4);
+
+        tx.send(frame(1, false)).unwrap();
+        tx.send(frame(2, false)).unwrap();
+        passed(&fan, 2).await;
+        assert!(!fan.join(member(out.clone(), 1, 1, back_tx.clone())), "frame 2 already passed: a member sent up to 1 would miss it");
+        assert!(fan.join(member(out.clone(), 2, 3, back_tx.clone())), "a member ahead of the writer");
+        assert_eq!(metrics.fanout_members.get(), 1);
+        // Frame 3 is the member's own (sent by its task); frame 4 the writer sends.
+        tx.send(frame(3, false)).unwrap();
+        tx.send(frame(4, false)).unwrap();
+        passed(&fan, 4).await;
+        assert!(back_rx.try_recv().is_err(), "steady frames are not handed back");
+        // A reset is not steady: handed back with the reset frame, after = 4.
+        tx.send(frame(5, true)).unwrap();
+        let h = tokio::time::timeout(Duration::from_secs(5), back_rx.recv()).await.unwrap().unwrap();
+        assert_eq!((h.world, h.join, h.after), (1, 2, 4));
+        assert_eq!(h.frame.map(|f| f.seq), Some(5));
+        assert_eq!(metrics.fanout_members.get(), 0);
+        assert_eq!(metrics.fanout_handbacks.get(), 1);
+        assert_eq!(fan.leave(7, 2), None, "handed back: no longer a member");
+
+        // A new membership, left by its send task: leave reports the frames sent up to.
+        assert!(fan.join(member(out.clone(), 3, 5, back_tx.clone())));
+        tx.send(frame(6, false)).unwrap();
+        passed(&fan, 6).await;
+        assert_eq!(fan.leave(7, 3), Some(6));
+        assert_eq!(fan.leave(7, 3), None);
+        assert_eq!(metrics.fanout_members.get(), 0);
+
+        // Shutdown hands every member back and stops the writers for good.
+        assert!(fan.join(member(out, 4, 6, back_tx)));
+        cancel.cancel();
+        let h = tokio::time::timeout(Duration::from_secs(5), back_rx.recv()).await.unwrap().unwrap();
+        assert_eq!((h.join, h.after), (4, 6));
+        assert!(h.frame.is_none());
+        tracker.close();
+        tracker.wait().await;
+        assert!(fan.stopped());
     }
 }

@@ -255,7 +255,7 @@ pub(crate) struct Viewer {
 }
 
 impl Viewer {
-    fn nobody() -> Self {
+    pub(super) fn nobody() -> Self {
         Viewer { player: None, sees_all: false, key: String::new() }
     }
 
