@@ -15,9 +15,10 @@
 //! world reset, a vision filter, a rate not kept), when the socket does not take a whole write
 //! at once (the rest stays queued in [`TcpOut`]; the send task finishes it under the write
 //! timeout, so the slow-reader rules are the send task's, unchanged), or when the writer missed
-//! frames (lagged) or stops. The send task resubscribes and resumes after the handed-back
-//! sequence number; any frame it missed in between shows as a gap in `seq` and is covered by
-//! keyframes, as after a lag.
+//! frames (lagged) or stops (a panic included: its shard's lock is taken back from the
+//! poison). The send task resubscribes and resumes after the handed-back sequence number; any
+//! frame it missed in between shows as a gap in `seq` and is covered by keyframes, as after a
+//! lag.
 //!
 //! **Invariant:** a member's socket is written by its writer only while it is a member, and
 //! [`Fanout::leave`] returns only once the writer is not writing to it: after it, the send task
@@ -95,6 +96,12 @@ impl Member {
     }
 }
 
+/// A writer's shard, also after a panic while it was held (its members are then handed back:
+/// see [`Stop`]).
+fn lock(shard: &Mutex<Shard>) -> std::sync::MutexGuard<'_, Shard> {
+    shard.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
 struct Shard {
     members: Vec<Member>,
     /// The newest frame this writer has passed (a member joining after it would miss it).
@@ -134,8 +141,8 @@ impl Fanout {
     /// already passed a frame after that one (the send task has it; it tries again later) or
     /// the writers stopped.
     pub fn join(&self, m: Member) -> bool {
-        let Some(shard) = self.shards.iter().min_by_key(|s| s.lock().map_or(usize::MAX, |s| s.members.len())) else { return false };
-        let Ok(mut s) = shard.lock() else { return false };
+        let Some(shard) = self.shards.iter().min_by_key(|s| lock(s).members.len()) else { return false };
+        let mut s = lock(shard);
         if s.stopped || s.seen > m.after {
             return false;
         }
@@ -144,9 +151,9 @@ impl Fanout {
         true
     }
 
-    /// Whether its writers stopped (the world ended): a new one is needed.
+    /// Whether a writer stopped (the world ended, or it failed): a new fan-out is needed.
     pub fn stopped(&self) -> bool {
-        self.shards.iter().all(|s| s.lock().map_or(true, |s| s.stopped))
+        self.shards.iter().any(|s| lock(s).stopped)
     }
 
     /// Takes the membership `join` of `conn` off its writer. Returns the sequence number sent
@@ -154,7 +161,7 @@ impl Fanout {
     /// joined). Once it returns, no writer writes to the member's socket.
     pub fn leave(&self, conn: SessionId, join: u64) -> Option<u64> {
         for shard in &self.shards {
-            let Ok(mut s) = shard.lock() else { continue };
+            let mut s = lock(shard);
             if let Some(i) = s.members.iter().position(|m| m.conn == conn && m.join == join) {
                 self.metrics.fanout_members.dec();
                 return Some(s.members.swap_remove(i).after);
@@ -166,6 +173,8 @@ impl Fanout {
 
 /// One writer: per frame, sends it to its members.
 async fn writer(mut rx: broadcast::Receiver<Arc<TickFrame>>, shard: Arc<Mutex<Shard>>, m: Arc<Metrics>, cancel: CancellationToken) {
+    // However the writer ends, a panic included, its members go back to their send tasks.
+    let _stop = Stop { shard: shard.clone(), metrics: m.clone() };
     loop {
         let frame = tokio::select! {
             () = cancel.cancelled() => None,
@@ -181,7 +190,7 @@ async fn writer(mut rx: broadcast::Receiver<Arc<TickFrame>>, shard: Arc<Mutex<Sh
             },
         };
         let Some(frame) = frame else { break };
-        let Ok(mut s) = shard.lock() else { break };
+        let mut s = lock(&shard);
         s.seen = frame.seq;
         if s.members.is_empty() {
             continue;
@@ -218,12 +227,24 @@ async fn writer(mut rx: broadcast::Receiver<Arc<TickFrame>>, shard: Arc<Mutex<Sh
         m.fanout_writes.inc_by(pass.sockets);
         m.cells_shared_hits.inc_by(pass.hits);
     }
-    hand_back_all(&shard, true, &m);
+}
+
+/// Ends a writer: hands its members back and stops its shard for good (on drop, so also when
+/// the writer panics).
+struct Stop {
+    shard: Arc<Mutex<Shard>>,
+    metrics: Arc<Metrics>,
+}
+
+impl Drop for Stop {
+    fn drop(&mut self) {
+        hand_back_all(&self.shard, true, &self.metrics);
+    }
 }
 
 /// Gives every member back (with nothing unsent: the next frame is theirs); `stop`: for good.
 fn hand_back_all(shard: &Mutex<Shard>, stop: bool, m: &Metrics) {
-    let Ok(mut s) = shard.lock() else { return };
+    let mut s = lock(shard);
     s.stopped |= stop;
     for mb in std::mem::take(&mut s.members) {
         m.fanout_members.dec();
@@ -356,7 +377,7 @@ mod tests {
     /// Waits until the writer has passed frame `seq`.
     async fn passed(fan: &Fanout, seq: u64) {
         for _ in 0..500 {
-            if fan.shards.iter().all(|s| s.lock().unwrap().seen >= seq) {
+            if fan.shards.iter().all(|s| lock(s).seen >= seq) {
                 return;
             }
             tokio::time::sleep(Duration::from_millis(2)).await;
