@@ -37,7 +37,7 @@ use tokio::sync::{broadcast, mpsc};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
-use super::ws::{Viewer, steady_cells};
+use super::ws::{ByteRate, Viewer, steady_cells};
 use super::wsio::{Frames, TcpOut, queue_messages};
 use crate::metrics::Metrics;
 use crate::runtime::{SessionId, SetKey, TickFrame, WorldHandle};
@@ -79,10 +79,8 @@ pub struct Member {
     pub after: u64,
     /// Where handbacks go (the send task's queue, one slot per world it may subscribe to).
     pub back: mpsc::Sender<Handback>,
-    /// The connection's outgoing bytes per second, as its send task keeps it.
-    pub bytes_per_sec: Arc<AtomicU64>,
-    /// Bytes since `window_start`, for `bytes_per_sec`.
-    pub window: (Instant, u64),
+    /// The connection's outgoing bytes per second.
+    pub(crate) rate: Arc<ByteRate>,
 }
 
 impl Member {
@@ -317,12 +315,7 @@ impl Pass {
         self.items += wire.items;
         self.bytes += bytes;
         self.sockets += 1;
-        mb.window.1 += bytes;
-        let elapsed = now.saturating_duration_since(mb.window.0);
-        if elapsed >= std::time::Duration::from_secs(1) {
-            mb.bytes_per_sec.store((mb.window.1 as f64 / elapsed.as_secs_f64()) as u64, Ordering::Relaxed);
-            mb.window = (now, 0);
-        }
+        mb.rate.add(bytes, now);
         Ok(sent)
     }
 }
@@ -369,8 +362,7 @@ mod tests {
             combine: true,
             after,
             back,
-            bytes_per_sec: Arc::default(),
-            window: (Instant::now(), 0),
+            rate: Arc::new(ByteRate::new(Arc::default())),
         }
     }
 

@@ -78,6 +78,7 @@ pub struct WsQuery {
     pub batch: Option<String>,
 }
 
+/// The `batch` query parameter: absent, `0`/`false` or `1`/`true`.
 fn parse_batch(v: Option<&str>) -> Result<bool, crate::http::error::ApiError> {
     match v {
         None | Some("0" | "false") => Ok(false),
@@ -385,11 +386,12 @@ pub(super) fn steady_cells(frame: &TickFrame, span: u32, key: crate::runtime::Se
 }
 
 impl Sub {
-    /// Takes the subscription off the world's fan-out, if it is on it. Returns the sequence
-    /// number the fan-out sent up to (`None`: not a member, or a handback is on its way).
-    fn leave_fanout(&mut self) -> Option<u64> {
-        let (fan, join) = self.fast.take()?;
-        fan.leave(self.conn, join)
+    /// Takes the subscription off the world's fan-out, if it is on it (a handback already on
+    /// its way is then ignored: it names a membership that is gone).
+    fn leave_fanout(&mut self) {
+        if let Some((fan, join)) = self.fast.take() {
+            fan.leave(self.conn, join);
+        }
     }
 
     /// Handles a frame of its world: skips what is covered, resyncs after a gap, and adds the
@@ -548,7 +550,7 @@ async fn session(mut stream: wsio::Reader, writer: wsio::Writer, state: AppState
         let cancel = state.cancel.child_token();
         let (ev_tx, ev_rx) = mpsc::channel::<Direct>(state.settings.limits.connection_queue.max(1));
         let handle = ConnHandle { events: ev_tx, kick: CancellationToken::new(), bytes_per_sec: Arc::default() };
-        let send = tokio::spawn(send_task(writer, ctl_rx, ev_rx, state.clone(), enc.clone(), cancel.clone(), batch, handle.bytes_per_sec.clone(), id).instrument(send_span));
+        let send = tokio::spawn(send_task(writer, ctl_rx, ev_rx, state.clone(), enc.clone(), cancel.clone(), batch, Arc::new(ByteRate::new(handle.bytes_per_sec.clone())), id).instrument(send_span));
         let conn = recv_task(&mut stream, ctl_tx, state.clone(), url_enc, enc, id, cancel.clone(), handle).await;
         if let (Some(who), Some(token)) = (&conn.identity, &conn.resume_token) {
             state.registry.players.leave(&who.player, id, token, conn.subs.clone());
@@ -598,11 +600,10 @@ async fn send_task(
     shared_enc: Arc<SharedEncoding>,
     cancel: CancellationToken,
     combine: bool,
-    bytes_per_sec: Arc<std::sync::atomic::AtomicU64>,
+    rate: Arc<ByteRate>,
     id: SessionId,
 ) {
     let mut viewer = Viewer::nobody();
-    let mut window = (Instant::now(), 0u64);
     let write_timeout = state.settings.limits.write_timeout();
     // Frames of the worlds whose fan-out does not send this connection's frames.
     let mut streams: StreamMap<u32, BroadcastStream<Arc<TickFrame>>> = StreamMap::new();
@@ -716,12 +717,7 @@ async fn send_task(
                 m.ws_messages.inc_by(ws_messages);
                 m.frames_sent.inc_by(items);
                 m.bytes_sent.inc_by(bytes);
-                window.1 += bytes;
-                let elapsed = window.0.elapsed();
-                if elapsed >= Duration::from_secs(1) {
-                    bytes_per_sec.store((window.1 as f64 / elapsed.as_secs_f64()) as u64, std::sync::atomic::Ordering::Relaxed);
-                    window = (Instant::now(), 0);
-                }
+                rate.add(bytes, Instant::now());
             }
             Ok(Err(_)) => break None,
             Err(_) => {
@@ -731,7 +727,7 @@ async fn send_task(
             }
         }
         if let Some((wid, frame)) = steady {
-            join_fanout(&state, &writer, &mut subs, &mut streams, wid, &frame, &viewer, combine, &back_tx, &bytes_per_sec);
+            join_fanout(&state, &writer, &mut subs, &mut streams, wid, &frame, &viewer, combine, &back_tx, &rate);
         }
     };
     m.subscribers.dec_by(subs.len() as i64);
@@ -761,7 +757,7 @@ fn join_fanout(
     viewer: &Viewer,
     combine: bool,
     back: &mpsc::Sender<super::fanout::Handback>,
-    bytes_per_sec: &Arc<std::sync::atomic::AtomicU64>,
+    rate: &Arc<ByteRate>,
 ) {
     let (Some(out), Some(sub)) = (writer.shared(), subs.get_mut(&wid)) else { return };
     if sub.seq != frame.seq || !out.idle() {
@@ -781,12 +777,35 @@ fn join_fanout(
         combine,
         after: sub.seq,
         back: back.clone(),
-        bytes_per_sec: bytes_per_sec.clone(),
-        window: (Instant::now(), 0),
+        rate: rate.clone(),
     };
     if fan.join(member) {
         sub.fast = Some((fan, join));
         streams.remove(&wid);
+    }
+}
+
+/// A connection's outgoing bytes per second (`ConnHandle::bytes_per_sec`), over windows of about
+/// a second, fed by everyone who writes to it: its send task and the world's fan-out.
+pub(crate) struct ByteRate {
+    window: std::sync::Mutex<(Instant, u64)>,
+    per_sec: Arc<std::sync::atomic::AtomicU64>,
+}
+
+impl ByteRate {
+    pub(crate) fn new(per_sec: Arc<std::sync::atomic::AtomicU64>) -> Self {
+        ByteRate { window: std::sync::Mutex::new((Instant::now(), 0)), per_sec }
+    }
+
+    /// Counts `bytes` written at `now`.
+    pub(crate) fn add(&self, bytes: u64, now: Instant) {
+        let Ok(mut w) = self.window.lock() else { return };
+        w.1 += bytes;
+        let elapsed = now.saturating_duration_since(w.0);
+        if elapsed >= Duration::from_secs(1) {
+            self.per_sec.store((w.1 as f64 / elapsed.as_secs_f64()) as u64, std::sync::atomic::Ordering::Relaxed);
+            *w = (now, 0);
+        }
     }
 }
 

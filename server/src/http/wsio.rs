@@ -3,13 +3,14 @@
 //!
 //! Why by hand: a server frame is not masked, so a message's frame is its payload behind a
 //! 2-to-10-byte head, and the payload — often a `cells` message shared by every subscriber of
-//! the same cells — is handed to the kernel as it is, in one vectored write with the head
-//! (`writev`), never copied into a per-connection buffer. The read side is tungstenite's, over
-//! the socket's read half: it unmasks, reassembles fragments, checks UTF-8 and sizes. Its own
-//! writes (the automatic pong and close echo) go nowhere; the send task answers pings and
-//! closes itself (see `ws.rs`).
+//! the same cells — is handed to the kernel as it is (a vectored write with the head, or the
+//! fan-out's one buffer per rectangle), never copied into a per-connection buffer. The read side
+//! is tungstenite's, over the socket's read half: it unmasks, reassembles fragments, checks UTF-8
+//! and sizes. Its own writes (the automatic pong and close echo) go nowhere; the send task
+//! answers pings and closes itself (see `ws.rs`).
 //!
-//! **Invariant:** only the connection's send task writes to the socket, whole frames at a time.
+//! **Invariant:** only whole frames reach the socket, in order: the send task and the world's
+//! fan-out writer both write through the connection's one [`TcpOut`], whose queue goes first.
 
 use std::io::IoSlice;
 use std::pin::Pin;
@@ -70,7 +71,6 @@ impl Head {
 /// larger message still goes alone).
 const MAX_BATCH_BYTES: usize = 256 * 1024;
 
-/// The `batch` query parameter: absent, `0`/`false` or `1`/`true`.
 /// Queues `batch` as WebSocket messages: with `combine`, runs of binary messages go as one
 /// message each (up to [`MAX_BATCH_BYTES`], parts uncopied); everything else one message per
 /// item. A JSON item that is not UTF-8 (never made by the encoder) is dropped.
@@ -229,43 +229,30 @@ pub struct TcpOut {
 }
 
 impl TcpOut {
-    /// Writes `frames` (uncopied) now, without waiting: `Ok(true)` if they are all written,
-    /// `Ok(false)` if some of them (or what an earlier write left) stay queued for
-    /// [`TcpOut::flush`].
-    pub fn offer(&self, frames: &Frames) -> std::io::Result<bool> {
+    /// Queues `frames` (which it takes, leaving it empty; payloads uncopied) behind what an
+    /// earlier write left, and writes what it can now, without waiting: `Ok(true)` if all is
+    /// written, `Ok(false)` if some stays queued for [`TcpOut::flush`].
+    pub fn offer(&self, frames: &mut Frames) -> std::io::Result<bool> {
         let Ok(mut q) = self.queued.lock() else { return Err(std::io::Error::other("writer poisoned")) };
-        if !q.is_empty() {
-            q.extend(frames.segs.iter().cloned());
-            return Ok(false);
-        }
-        let total: usize = frames.segs.iter().map(|s| s.bytes().len()).sum();
-        let n = if frames.segs.len() <= MAX_IOV {
-            // A tick's message is a head and a body or two: no allocation for those.
-            let mut few = [IoSlice::new(&[]); 4];
-            let many: Vec<IoSlice<'_>>;
-            let iov: &[IoSlice<'_>] = if frames.segs.len() <= few.len() {
-                for (slot, seg) in few.iter_mut().zip(&frames.segs) {
-                    *slot = IoSlice::new(seg.bytes());
-                }
-                &few[..frames.segs.len()]
-            } else {
-                many = frames.segs.iter().map(|s| IoSlice::new(s.bytes())).collect();
-                &many
-            };
-            match self.half.try_write_vectored(iov) {
+        q.append(&mut frames.segs);
+        frames.clear();
+        self.drain(&mut q)
+    }
+
+    /// Writes from the queue until it is empty (`Ok(true)`) or the socket would block.
+    fn drain(&self, q: &mut Vec<Seg>) -> std::io::Result<bool> {
+        while !q.is_empty() {
+            let iov: Vec<IoSlice<'_>> = q.iter().take(MAX_IOV).map(|s| IoSlice::new(s.bytes())).collect();
+            let n = match self.half.try_write_vectored(&iov) {
+                Ok(0) => return Err(std::io::ErrorKind::WriteZero.into()),
                 Ok(n) => n,
-                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => 0,
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => return Ok(false),
                 Err(e) => return Err(e),
-            }
-        } else {
-            0
-        };
-        if n == total {
-            return Ok(true);
+            };
+            drop(iov);
+            consume(q, n);
         }
-        q.extend(frames.segs.iter().cloned());
-        consume(&mut q, n);
-        Ok(false)
+        Ok(true)
     }
 
     /// Sends `wire` (whole frames, as [`Frames::to_bytes`] makes them) now, without waiting,
@@ -315,19 +302,8 @@ impl TcpOut {
         loop {
             {
                 let Ok(mut q) = self.queued.lock() else { return Err(std::io::Error::other("writer poisoned")) };
-                if q.is_empty() {
+                if self.drain(&mut q)? {
                     return Ok(());
-                }
-                let iov: Vec<IoSlice<'_>> = q.iter().take(MAX_IOV).map(|s| IoSlice::new(s.bytes())).collect();
-                match self.half.try_write_vectored(&iov) {
-                    Ok(0) => return Err(std::io::ErrorKind::WriteZero.into()),
-                    Ok(n) => {
-                        drop(iov);
-                        consume(&mut q, n);
-                        continue;
-                    }
-                    Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
-                    Err(e) => return Err(e),
                 }
             }
             self.half.writable().await?;
@@ -372,12 +348,8 @@ impl Writer {
     pub async fn write(&mut self, frames: &mut Frames) -> std::io::Result<()> {
         match &mut self.out {
             Out::Tcp(t) => {
-                if !frames.is_empty() {
-                    let done = t.offer(frames);
-                    frames.clear();
-                    if done? {
-                        return Ok(());
-                    }
+                if t.offer(frames)? {
+                    return Ok(());
                 }
                 t.flush().await
             }
@@ -400,7 +372,8 @@ impl Writer {
 }
 
 /// The read half as tungstenite's stream: reads from the socket; writes (tungstenite's
-/// automatic pong and close echo) are dropped, since [`Writer`] alone writes to the socket.
+/// automatic pong and close echo) are dropped, since only whole frames of [`Writer`] and the
+/// fan-out may reach the socket.
 pub struct ReadSide {
     io: Box<dyn AsyncRead + Send + Unpin>,
 }
@@ -615,7 +588,7 @@ mod tests {
                 queued_at = queued_at.or((!whole).then_some(i));
             } else {
                 f.push_one(OP_BINARY, b.clone());
-                let whole = out.offer(&f).unwrap();
+                let whole = out.offer(&mut f).unwrap();
                 queued_at = queued_at.or((!whole).then_some(i));
             }
         }
