@@ -238,50 +238,141 @@ impl Cells {
 
     /// Decodes `entries` bytes of a message (PROTOCOL.md §6.8).
     pub fn unpack_entries(world: u32, tick: u64, span: u32, buf: &[u8]) -> Result<Vec<CellEntry>, PackError> {
+        let mut r = EntryReader::new(tick, span, buf)?;
+        let mut out = Vec::new();
+        while let Some(head) = r.head()? {
+            out.push(match head {
+                EntryHead::Keyframe { cell, state_tick, count } => {
+                    CellEntry::Keyframe(Keyframe { world, cell, tick: state_tick, checksum: None, agents: r.records(count)? })
+                }
+                EntryHead::Delta { cell, base_tick, changes, left, entered } => {
+                    let mut changed = Vec::new();
+                    r.changes_into(changes, &mut changed)?;
+                    let left = if left { r.ids()? } else { Vec::new() };
+                    let entered = if entered { r.entered()? } else { Vec::new() };
+                    CellEntry::Delta(Delta { world, cell, tick, base_tick, checksum: None, left, changed, entered })
+                }
+            });
+        }
+        Ok(out)
+    }
+}
+
+/// An entry's head as [`EntryReader::head`] reads it; its records follow.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum EntryHead {
+    /// A keyframe of `count` records for the state at `state_tick`.
+    Keyframe { cell: u32, state_tick: u64, count: usize },
+    /// A delta from `base_tick`: `changes` change records, then the `left` ids and the `entered`
+    /// records when flagged.
+    Delta { cell: u32, base_tick: u64, changes: usize, left: bool, entered: bool },
+}
+
+/// Reads the entries of a `cells` message in order (PROTOCOL.md §6.8): after each [`head`]
+/// the caller reads that entry's parts, in order, before the next head. The one reader of the
+/// layout: [`Cells::unpack_entries`] and [`crate::ClientState::apply_cells_binary`] both walk it.
+///
+/// [`head`]: EntryReader::head
+pub(crate) struct EntryReader<'a> {
+    pub(crate) r: Reader<'a>,
+    tick: u64,
+    span: u32,
+    /// The previous entry's cell (−1 before the first).
+    prev: i64,
+    /// The position chain of §6.8, through every absolute record of the message.
+    pos: [i32; 2],
+}
+
+impl<'a> EntryReader<'a> {
+    /// A reader of the entries `buf` of a message at `tick` with `span`.
+    pub(crate) fn new(tick: u64, span: u32, buf: &'a [u8]) -> Result<Self, PackError> {
         if span == 0 {
             return Err(PackError::OutOfRange("span"));
         }
-        let mut r = Reader { buf, pos: 0 };
-        let mut prev = -1i64;
-        // The position chain of §6.8, through every absolute record of the message.
-        let mut pos = [0i32, 0];
-        let mut out = Vec::new();
-        let read_age = |r: &mut Reader, present: bool, implied: u64| -> Result<u64, PackError> {
-            let age = if present { r.u64()? } else { implied };
-            if present && age == 0 {
-                return Err(PackError::OutOfRange("age"));
-            }
-            tick.checked_sub(age).ok_or(PackError::OutOfRange("age"))
-        };
-        while !r.done() {
-            let (cell, flags) = r.header(&mut prev, 2, "cell")?;
-            if flags & K_KEYFRAME != 0 {
-                let state_tick = read_age(&mut r, flags & B_AGE != 0, 0)?;
-                let n = r.u64()?;
-                let n = usize::try_from(n).map_err(|_| PackError::OutOfRange("count"))?;
-                let agents = pack::read_records(&mut r, Some(n), Some(&mut pos))?;
-                out.push(CellEntry::Keyframe(Keyframe { world, cell, tick: state_tick, checksum: None, agents }));
-            } else {
-                let base_tick = read_age(&mut r, flags & B_AGE != 0, u64::from(span))?;
-                let c = r.u64()?;
-                let nc = usize::try_from(c >> 2).map_err(|_| PackError::OutOfRange("count"))?;
-                let changed = pack::read_changes(&mut r, Some(nc))?;
-                let left = if c & L_LEFT != 0 {
-                    let n = usize::try_from(r.u64()?).map_err(|_| PackError::OutOfRange("count"))?;
-                    pack::read_ids(&mut r, Some(n))?
-                } else {
-                    Vec::new()
-                };
-                let entered = if c & E_ENTERED != 0 {
-                    let n = usize::try_from(r.u64()?).map_err(|_| PackError::OutOfRange("count"))?;
-                    pack::read_records(&mut r, Some(n), Some(&mut pos))?
-                } else {
-                    Vec::new()
-                };
-                out.push(CellEntry::Delta(Delta { world, cell, tick, base_tick, checksum: None, left, changed, entered }));
-            }
+        Ok(EntryReader { r: Reader { buf, pos: 0 }, tick, span, prev: -1, pos: [0, 0] })
+    }
+
+    fn age(&mut self, present: bool, implied: u64) -> Result<u64, PackError> {
+        let age = if present { self.r.u64()? } else { implied };
+        if present && age == 0 {
+            return Err(PackError::OutOfRange("age"));
         }
+        self.tick.checked_sub(age).ok_or(PackError::OutOfRange("age"))
+    }
+
+    fn count(&mut self) -> Result<usize, PackError> {
+        usize::try_from(self.r.u64()?).map_err(|_| PackError::OutOfRange("count"))
+    }
+
+    /// The next entry's head, or `None` at the end of the entries.
+    pub(crate) fn head(&mut self) -> Result<Option<EntryHead>, PackError> {
+        if self.r.done() {
+            return Ok(None);
+        }
+        let (cell, flags) = self.r.header(&mut self.prev, 2, "cell")?;
+        Ok(Some(if flags & K_KEYFRAME != 0 {
+            let state_tick = self.age(flags & B_AGE != 0, 0)?;
+            EntryHead::Keyframe { cell, state_tick, count: self.count()? }
+        } else {
+            let base_tick = self.age(flags & B_AGE != 0, u64::from(self.span))?;
+            let c = self.r.u64()?;
+            let changes = usize::try_from(c >> 2).map_err(|_| PackError::OutOfRange("count"))?;
+            EntryHead::Delta { cell, base_tick, changes, left: c & L_LEFT != 0, entered: c & E_ENTERED != 0 }
+        }))
+    }
+
+    /// `count` absolute records, their positions chained.
+    pub(crate) fn records(&mut self, count: usize) -> Result<Vec<QAgent>, PackError> {
+        pack::read_records(&mut self.r, Some(count), Some(&mut self.pos))
+    }
+
+    /// A delta's `left` ids (their count first).
+    pub(crate) fn ids(&mut self) -> Result<Vec<u32>, PackError> {
+        let mut out = Vec::new();
+        self.ids_into(true, &mut out)?;
         Ok(out)
+    }
+
+    /// A delta's `entered` records (their count first).
+    pub(crate) fn entered(&mut self) -> Result<Vec<QAgent>, PackError> {
+        let mut out = Vec::new();
+        self.entered_into(true, &mut out)?;
+        Ok(out)
+    }
+
+    /// A delta's `count` change records into `out` (cleared first).
+    pub(crate) fn changes_into(&mut self, count: usize, out: &mut Vec<AgentChange>) -> Result<(), PackError> {
+        out.clear();
+        pack::read_changes_into(&mut self.r, Some(count), out)
+    }
+
+    /// A delta's `left` ids into `out` (cleared first; left empty when the delta has none).
+    pub(crate) fn ids_into(&mut self, present: bool, out: &mut Vec<u32>) -> Result<(), PackError> {
+        out.clear();
+        if present {
+            let n = self.count()?;
+            pack::read_ids_into(&mut self.r, Some(n), out)?;
+        }
+        Ok(())
+    }
+
+    /// A delta's `entered` records into `out` (cleared first; left empty when it has none).
+    pub(crate) fn entered_into(&mut self, present: bool, out: &mut Vec<QAgent>) -> Result<(), PackError> {
+        out.clear();
+        if present {
+            let n = self.count()?;
+            pack::read_records_into(&mut self.r, Some(n), Some(&mut self.pos), out)?;
+        }
+        Ok(())
+    }
+}
+
+impl EntryHead {
+    /// The entry's cell.
+    pub(crate) fn cell(&self) -> u32 {
+        match *self {
+            EntryHead::Keyframe { cell, .. } | EntryHead::Delta { cell, .. } => cell,
+        }
     }
 }
 

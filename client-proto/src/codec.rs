@@ -100,15 +100,22 @@ pub fn decode_binary_batch<T: DeserializeOwned>(bytes: &[u8], limit: usize) -> R
     let mut out = Vec::new();
     let mut rest = bytes;
     while !rest.is_empty() {
-        let (msg, used): (T, usize) = bincode::serde::decode_from_slice(rest, bincode_config()).map_err(|e| match e {
-            bincode::error::DecodeError::UnexpectedEnd { .. } | bincode::error::DecodeError::LimitExceeded => DecodeError::UnexpectedEnd,
-            other => DecodeError::Malformed(other.to_string()),
-        })?;
+        let (msg, used) = decode_binary_first(rest)?;
         // Every message takes at least one byte, so this ends.
         rest = rest.get(used.max(1)..).unwrap_or(&[]);
         out.push((msg, used));
     }
     Ok(out)
+}
+
+/// Decodes the message at the start of `bytes`, a batched frame's rest (the frame's size
+/// already checked against its limit), and returns it with its encoded length: where the next
+/// message starts.
+pub fn decode_binary_first<T: DeserializeOwned>(bytes: &[u8]) -> Result<(T, usize), DecodeError> {
+    bincode::serde::decode_from_slice(bytes, bincode_config()).map_err(|e| match e {
+        bincode::error::DecodeError::UnexpectedEnd { .. } | bincode::error::DecodeError::LimitExceeded => DecodeError::UnexpectedEnd,
+        other => DecodeError::Malformed(other.to_string()),
+    })
 }
 
 /// Encodes a message for a text frame.

@@ -27,7 +27,7 @@ pub mod validate;
 pub use behavior::*;
 pub use cells::{CellEntry, Cells, CellsHead, EntriesWriter, EntryBody, EntryError, delta_body, encode_cells_binary, fold_checksums, keyframe_body, skim_cells_binary};
 pub use codec::{
-    DEFAULT_CLIENT_LIMIT, DEFAULT_SERVER_LIMIT, DecodeError, HARD_LIMIT, bincode_config, decode_binary, decode_binary_batch, peek_hello_version,
+    DEFAULT_CLIENT_LIMIT, DEFAULT_SERVER_LIMIT, DecodeError, HARD_LIMIT, bincode_config, decode_binary, decode_binary_batch, decode_binary_first, peek_hello_version,
     decode_json, encode_binary, encode_json,
 };
 pub use common::*;
@@ -41,7 +41,7 @@ pub use quant::{
     AgentSample, FNV_OFFSET, PREDICT_SHIFT, QAgent, Quantization, checksum, heading, orient_from_radians, quantize,
     robust_heading,
 };
-pub use state::{ApplyError, CellState, ClientState, apply_change};
+pub use state::{AppliedEntry, ApplyError, CellState, CellsError, ClientState, apply_change};
 pub use validate::{FieldError, FieldPath, Validate};
 
 /// The protocol version this crate speaks.

@@ -251,11 +251,18 @@ pub fn unpack_records(buf: &[u8]) -> Result<Vec<QAgent>, PackError> {
 
 /// Reads `count` absolute records (or until the reader ends when `None`); with `chain`, positions
 /// are differences chained through `chain` (see [`write_records`]).
-pub(crate) fn read_records(r: &mut Reader, count: Option<usize>, mut chain: Option<&mut [i32; 2]>) -> Result<Vec<QAgent>, PackError> {
+pub(crate) fn read_records(r: &mut Reader, count: Option<usize>, chain: Option<&mut [i32; 2]>) -> Result<Vec<QAgent>, PackError> {
+    let mut out = Vec::new();
+    read_records_into(r, count, chain, &mut out)?;
+    Ok(out)
+}
+
+/// [`read_records`], appending to `out`.
+pub(crate) fn read_records_into(r: &mut Reader, count: Option<usize>, mut chain: Option<&mut [i32; 2]>, out: &mut Vec<QAgent>) -> Result<(), PackError> {
     let (mut prev, mut group) = (-1i64, 0u16);
     // A record takes at least 5 bytes: a count beyond that is malformed, never an allocation.
     let room = r.buf.len().saturating_sub(r.pos);
-    let mut out = Vec::with_capacity(count.map_or(room / 6, |n| n.min(room / 5)));
+    out.reserve(count.map_or(room / 6, |n| n.min(room / 5)));
     let mut left = count;
     while left.map_or(!r.done(), |n| n > 0) {
         left = left.map(|n| n - 1);
@@ -276,7 +283,7 @@ pub(crate) fn read_records(r: &mut Reader, count: Option<usize>, mut chain: Opti
         };
         out.push(QAgent { id, group, pos, vel, orient });
     }
-    Ok(out)
+    Ok(())
 }
 
 /// Where the position of the absolute record that starts at `at` sits in `buf`: its offset and
@@ -343,38 +350,53 @@ pub fn unpack_changes(buf: &[u8]) -> Result<Vec<AgentChange>, PackError> {
 
 /// Reads `count` change records (or until the reader ends when `None`).
 pub(crate) fn read_changes(r: &mut Reader, count: Option<usize>) -> Result<Vec<AgentChange>, PackError> {
+    let mut out = Vec::new();
+    read_changes_into(r, count, &mut out)?;
+    Ok(out)
+}
+
+/// [`read_changes`], appending to `out`.
+pub(crate) fn read_changes_into(r: &mut Reader, count: Option<usize>, out: &mut Vec<AgentChange>) -> Result<(), PackError> {
     let mut prev = -1i64;
+    // A record takes at least 1 byte: a count beyond that is malformed, never an allocation.
     let room = r.buf.len().saturating_sub(r.pos);
-    let mut out = Vec::with_capacity(count.map_or(room / 3, |n| n.min(room)));
+    out.reserve(count.map_or(room / 3, |n| n.min(room)));
     let mut left = count;
     while left.map_or(!r.done(), |n| n > 0) {
         left = left.map(|n| n - 1);
-        let (index, flags) = r.header(&mut prev, 4, "base index")?;
-        let motion = match flags & 3 {
-            M_NONE => None,
-            M_NIBBLES => {
-                let (a, b) = (r.byte()?, r.byte()?);
-                let n = |x: u8| unzigzag(u32::from(x & 15));
-                Some(Motion { dpos: [n(a), n(a >> 4)], dvel: [n(b), n(b >> 4)] })
-            }
-            M_VARINTS => Some(Motion {
-                dpos: [r.i32("dpos.x")?, r.i32("dpos.y")?],
-                dvel: [r.i32("dvel.x")?, r.i32("dvel.y")?],
-            }),
-            _ => return Err(PackError::Reserved("motion")),
-        };
-        let orient = match flags >> 2 {
-            O_KEEP => OrientChange::Keep,
-            O_FACE => OrientChange::Face,
-            O_TURN => {
-                let t = r.i32("dorient")?;
-                OrientChange::Turn(i16::try_from(t).map_err(|_| PackError::OutOfRange("dorient"))?)
-            }
-            _ => return Err(PackError::Reserved("orientation")),
-        };
-        out.push(AgentChange { id: None, index: Some(index), motion, orient });
+        out.push(read_change(r, &mut prev)?);
     }
-    Ok(out)
+    Ok(())
+}
+
+/// Reads one change record (its `index` set, `id` unknown); `prev` is the previous record's base
+/// index (−1 before the first).
+#[inline]
+pub(crate) fn read_change(r: &mut Reader, prev: &mut i64) -> Result<AgentChange, PackError> {
+    let (index, flags) = r.header(prev, 4, "base index")?;
+    let motion = match flags & 3 {
+        M_NONE => None,
+        M_NIBBLES => {
+            let (a, b) = (r.byte()?, r.byte()?);
+            let n = |x: u8| unzigzag(u32::from(x & 15));
+            Some(Motion { dpos: [n(a), n(a >> 4)], dvel: [n(b), n(b >> 4)] })
+        }
+        M_VARINTS => Some(Motion {
+            dpos: [r.i32("dpos.x")?, r.i32("dpos.y")?],
+            dvel: [r.i32("dvel.x")?, r.i32("dvel.y")?],
+        }),
+        _ => return Err(PackError::Reserved("motion")),
+    };
+    let orient = match flags >> 2 {
+        O_KEEP => OrientChange::Keep,
+        O_FACE => OrientChange::Face,
+        O_TURN => {
+            let t = r.i32("dorient")?;
+            OrientChange::Turn(i16::try_from(t).map_err(|_| PackError::OutOfRange("dorient"))?)
+        }
+        _ => return Err(PackError::Reserved("orientation")),
+    };
+    Ok(AgentChange { id: None, index: Some(index), motion, orient })
 }
 
 /// Packs sorted ids as gaps.
@@ -394,15 +416,22 @@ pub fn unpack_ids(buf: &[u8]) -> Result<Vec<u32>, PackError> {
 
 /// Reads `count` id gaps (or until the reader ends when `None`).
 pub(crate) fn read_ids(r: &mut Reader, count: Option<usize>) -> Result<Vec<u32>, PackError> {
+    let mut out = Vec::new();
+    read_ids_into(r, count, &mut out)?;
+    Ok(out)
+}
+
+/// [`read_ids`], appending to `out`.
+pub(crate) fn read_ids_into(r: &mut Reader, count: Option<usize>, out: &mut Vec<u32>) -> Result<(), PackError> {
     let mut prev = -1i64;
     let room = r.buf.len().saturating_sub(r.pos);
-    let mut out = Vec::with_capacity(count.map_or(room, |n| n.min(room)));
+    out.reserve(count.map_or(room, |n| n.min(room)));
     let mut left = count;
     while left.map_or(!r.done(), |n| n > 0) {
         left = left.map(|n| n - 1);
         out.push(r.header(&mut prev, 0, "agent id")?.0);
     }
-    Ok(out)
+    Ok(())
 }
 
 /// Most cells a run list may expand to (PROTOCOL.md §5.2 `subscribed`): a decoder refuses more

@@ -137,6 +137,24 @@ impl Delta {
     }
 }
 
+/// Why one entry of a binary `cells` message failed: its bytes, or its application.
+enum EntryError {
+    Pack(crate::PackError),
+    Apply(ApplyError),
+}
+
+impl From<crate::PackError> for EntryError {
+    fn from(e: crate::PackError) -> Self {
+        EntryError::Pack(e)
+    }
+}
+
+impl From<ApplyError> for EntryError {
+    fn from(e: ApplyError) -> Self {
+        EntryError::Apply(e)
+    }
+}
+
 /// One cell's agents as the client holds them.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct CellState {
@@ -169,94 +187,120 @@ impl CellState {
 
     /// Applies a delta; on error the state is unchanged.
     pub fn apply_delta(&mut self, d: &Delta, q: &Quantization) -> Result<(), ApplyError> {
-        if d.base_tick != self.tick {
-            return Err(ApplyError::ChainBreak {
-                world: d.world,
-                cell: d.cell,
-                held: Some(self.tick),
-                base_tick: d.base_tick,
-                tick: d.tick,
-            });
-        }
-        if d.tick <= d.base_tick {
-            return Err(ApplyError::TickNotAfterBase { tick: d.tick, base_tick: d.base_tick });
-        }
+        let parts = DeltaParts { world: d.world, cell: d.cell, base_tick: d.base_tick, tick: d.tick, left: &d.left, changed: &d.changed, entered: &d.entered };
+        self.apply_parts(&parts, d.checksum.map(|c| c.0), q, &mut Vec::new())
+    }
+
+    /// Applies a delta given by its parts, building the new state in `spare` (any contents; on
+    /// success it holds the previous state's buffer, for the next call to reuse). On error the
+    /// state is unchanged.
+    fn apply_parts(&mut self, d: &DeltaParts, checksum: Option<u64>, q: &Quantization, spare: &mut Vec<QAgent>) -> Result<(), ApplyError> {
+        self.check_chain(d.world, d.cell, d.base_tick, d.tick)?;
         check_sorted("left", d.left.iter().copied())?;
         check_sorted("entered", d.entered.iter().map(|a| a.id))?;
         let base = &self.agents;
+        let out = spare;
+        out.clear();
         if d.left.is_empty() && d.entered.is_empty() {
             // The common case: patch a copy of the base state in place.
-            let agents = apply_changes_only(base, &d.changed, q)?;
-            verify(d.checksum.map(|c| c.0), &agents)?;
-            self.agents = agents;
-            self.tick = d.tick;
-            return Ok(());
+            out.extend_from_slice(base);
+            apply_changes_only(base, d.changed.iter().map(|c| Ok(*c)), q, out)?;
+        } else {
+            merge(base, d, q, out)?;
         }
-        // Afterwards every change names an agent of `base` (by a base index
-        // below `base.len()` or by an id it holds), in increasing order.
-        check_changes(base, &d.changed)?;
-
-        // One merge pass over the base state, the sorted `left` ids, the
-        // changes (in base order) and the sorted `entered` agents.
-        let mut out = Vec::with_capacity(base.len() + d.entered.len());
-        let mut left = d.left.iter().copied().peekable();
-        let mut changes = d.changed.iter().peekable();
-        let mut entered = d.entered.iter().peekable();
-        // Reported after the errors of the base pass, as if `entered` were merged last.
-        let mut duplicate = None;
-        for (i, a) in base.iter().enumerate() {
-            let change = changes.next_if(|c| match c.index {
-                Some(index) => index as usize == i,
-                None => c.id == Some(a.id),
-            });
-            while let Some(n) = entered.next_if(|n| n.id < a.id) {
-                out.push(*n);
-            }
-            match left.peek() {
-                Some(&id) if id < a.id => return Err(ApplyError::UnknownLeft(id)),
-                Some(&id) if id == a.id => {
-                    if change.is_some() {
-                        return Err(ApplyError::UnknownChanged(id));
-                    }
-                    left.next();
-                    continue;
-                }
-                _ => {}
-            }
-            if duplicate.is_none() && entered.peek().is_some_and(|n| n.id == a.id) {
-                duplicate = Some(a.id);
-            }
-            out.push(match change {
-                Some(c) => apply_change(a, c, q)?,
-                None => *a,
-            });
-        }
-        if let Some(id) = left.next() {
-            return Err(ApplyError::UnknownLeft(id));
-        }
-        if let Some(id) = duplicate {
-            return Err(ApplyError::DuplicateEntered(id));
-        }
-        out.extend(entered);
-        verify(d.checksum.map(|c| c.0), &out)?;
-        self.agents = out;
+        verify(checksum, out)?;
+        std::mem::swap(&mut self.agents, out);
         self.tick = d.tick;
+        Ok(())
+    }
+
+    /// Whether a delta from `base_tick` to `tick` chains on the held state.
+    fn check_chain(&self, world: u32, cell: u32, base_tick: u64, tick: u64) -> Result<(), ApplyError> {
+        if base_tick != self.tick {
+            return Err(ApplyError::ChainBreak { world, cell, held: Some(self.tick), base_tick, tick });
+        }
+        if tick <= base_tick {
+            return Err(ApplyError::TickNotAfterBase { tick, base_tick });
+        }
         Ok(())
     }
 }
 
-/// The state after `changes` alone (no agent left or entered): a copy of
-/// `base` with each changed agent replaced. Errors as [`check_changes`] then
-/// [`apply_change`] in base order would report them.
-fn apply_changes_only(base: &[QAgent], changes: &[AgentChange], q: &Quantization) -> Result<Vec<QAgent>, ApplyError> {
-    let mut out = base.to_vec();
+/// A delta's parts, borrowed from a [`Delta`] or from buffers a decoder reuses.
+struct DeltaParts<'a> {
+    world: u32,
+    cell: u32,
+    base_tick: u64,
+    tick: u64,
+    left: &'a [u32],
+    changed: &'a [AgentChange],
+    entered: &'a [QAgent],
+}
+
+/// Appends to `out` the state after `d` with agents leaving or entering: one merge pass over
+/// the base state, the sorted `left` ids, the changes (in base order) and the sorted `entered`
+/// agents.
+fn merge(base: &[QAgent], d: &DeltaParts, q: &Quantization, out: &mut Vec<QAgent>) -> Result<(), ApplyError> {
+    // Afterwards every change names an agent of `base` (by a base index
+    // below `base.len()` or by an id it holds), in increasing order.
+    check_changes(base, d.changed)?;
+    out.reserve(base.len() + d.entered.len());
+    let mut left = d.left.iter().copied().peekable();
+    let mut changes = d.changed.iter().peekable();
+    let mut entered = d.entered.iter().peekable();
+    // Reported after the errors of the base pass, as if `entered` were merged last.
+    let mut duplicate = None;
+    for (i, a) in base.iter().enumerate() {
+        let change = changes.next_if(|c| match c.index {
+            Some(index) => index as usize == i,
+            None => c.id == Some(a.id),
+        });
+        while let Some(n) = entered.next_if(|n| n.id < a.id) {
+            out.push(*n);
+        }
+        match left.peek() {
+            Some(&id) if id < a.id => return Err(ApplyError::UnknownLeft(id)),
+            Some(&id) if id == a.id => {
+                if change.is_some() {
+                    return Err(ApplyError::UnknownChanged(id));
+                }
+                left.next();
+                continue;
+            }
+            _ => {}
+        }
+        if duplicate.is_none() && entered.peek().is_some_and(|n| n.id == a.id) {
+            duplicate = Some(a.id);
+        }
+        out.push(match change {
+            Some(c) => apply_change(a, c, q)?,
+            None => *a,
+        });
+    }
+    if let Some(id) = left.next() {
+        return Err(ApplyError::UnknownLeft(id));
+    }
+    if let Some(id) = duplicate {
+        return Err(ApplyError::DuplicateEntered(id));
+    }
+    out.extend(entered);
+    Ok(())
+}
+
+/// Patches `out` (a copy of `base`) with `changes` alone (no agent left or entered): each
+/// changed agent replaced. Errors as [`check_changes`] then [`apply_change`] in base order would
+/// report them.
+///
+/// The changes come as they are read: an `Err` item (a malformed record) ends it at once.
+fn apply_changes_only<E: From<ApplyError>>(base: &[QAgent], changes: impl Iterator<Item = Result<AgentChange, E>>, q: &Quantization, out: &mut [QAgent]) -> Result<(), E> {
     // The first `apply_change` error, reported only if every key checks out.
     let mut apply_error = None;
     let mut prev: Option<usize> = None;
     for c in changes {
-        let i = next_position(base, c, &mut prev)?;
+        let c = c?;
+        let i = next_position(base, &c, &mut prev)?;
         if let (Some(a), Some(slot)) = (base.get(i), out.get_mut(i)) {
-            match apply_change(a, c, q) {
+            match apply_change(a, &c, q) {
                 Ok(next) => *slot = next,
                 Err(e) => {
                     apply_error.get_or_insert(e);
@@ -265,8 +309,8 @@ fn apply_changes_only(base: &[QAgent], changes: &[AgentChange], q: &Quantization
         }
     }
     match apply_error {
-        Some(e) => Err(e),
-        None => Ok(out),
+        Some(e) => Err(e.into()),
+        None => Ok(()),
     }
 }
 
@@ -284,13 +328,85 @@ fn verify(expected: Option<u64>, agents: &[QAgent]) -> Result<(), ApplyError> {
 #[derive(Debug, Clone, Default)]
 pub struct ClientState {
     quant: Quantization,
-    cells: HashMap<(u32, u32), CellState>,
+    cells: HashMap<(u32, u32), CellState, CellKeyHasher>,
+    /// Buffers reused from message to message, so that applying a tick allocates nothing.
+    scratch: Scratch,
+}
+
+#[derive(Debug, Clone, Default)]
+struct Scratch {
+    /// The next state of the cell being applied (the previous state's buffer afterwards).
+    agents: Vec<QAgent>,
+    /// A decoded delta's changes, left ids and entered agents.
+    changed: Vec<AgentChange>,
+    left: Vec<u32>,
+    entered: Vec<QAgent>,
+    /// The cells of the message being applied, for its checksum.
+    cells: Vec<u32>,
+}
+
+/// Hashes a `(world, cell)` key with one multiply (SipHash is several times slower, and a client
+/// looks a cell up for every entry it applies). The keys come from the server the client chose
+/// to trust, and their number is bounded by its subscription.
+#[derive(Debug, Clone, Copy, Default)]
+struct CellKeyHasher;
+
+impl std::hash::BuildHasher for CellKeyHasher {
+    type Hasher = CellKeyHash;
+    fn build_hasher(&self) -> CellKeyHash {
+        CellKeyHash(0)
+    }
+}
+
+#[derive(Debug, Clone, Copy)]
+struct CellKeyHash(u64);
+
+impl std::hash::Hasher for CellKeyHash {
+    fn finish(&self) -> u64 {
+        // Fibonacci hashing; the high bits (which hashbrown uses for its control bytes) mix
+        // every input bit.
+        self.0.wrapping_mul(0x9e37_79b9_7f4a_7c15)
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.0 = (self.0.rotate_left(8) ^ u64::from(b)).wrapping_mul(0x100_0000_01b3);
+        }
+    }
+
+    fn write_u32(&mut self, n: u32) {
+        self.0 = self.0.rotate_left(32) ^ u64::from(n);
+    }
+}
+
+/// One entry of a `cells` message applied by [`ClientState::apply_cells_binary`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct AppliedEntry {
+    /// The cell.
+    pub cell: u32,
+    /// A keyframe (the cell's whole state) rather than a delta.
+    pub keyframe: bool,
+    /// The state tick the cell holds now.
+    pub tick: u64,
+    /// Records applied: a keyframe's agents, or a delta's changed plus entered agents.
+    pub records: usize,
+}
+
+/// Why a binary `cells` message could not be applied by [`ClientState::apply_cells_binary`].
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+pub enum CellsError {
+    /// The message's entries are malformed.
+    #[error("malformed cells entries: {0}")]
+    Malformed(#[from] crate::PackError),
+    /// An entry does not apply to its cell (`cell` is `None` for the message checksum).
+    #[error("cell {cell:?} tick {tick}: {error}")]
+    Apply { cell: Option<u32>, tick: u64, error: ApplyError },
 }
 
 impl ClientState {
     /// Empty state using the quantization announced in `Welcome`.
     pub fn new(quant: Quantization) -> Self {
-        ClientState { quant, cells: HashMap::new() }
+        ClientState { quant, ..ClientState::default() }
     }
 
     /// The quantization in use.
@@ -307,8 +423,13 @@ impl ClientState {
 
     /// Applies a delta to its cell.
     pub fn apply_delta(&mut self, d: &Delta) -> Result<(), ApplyError> {
+        let parts = DeltaParts { world: d.world, cell: d.cell, base_tick: d.base_tick, tick: d.tick, left: &d.left, changed: &d.changed, entered: &d.entered };
+        self.apply_parts(&parts, d.checksum.map(|c| c.0))
+    }
+
+    fn apply_parts(&mut self, d: &DeltaParts, checksum: Option<u64>) -> Result<(), ApplyError> {
         match self.cells.get_mut(&(d.world, d.cell)) {
-            Some(cell) => cell.apply_delta(d, &self.quant),
+            Some(cell) => cell.apply_parts(d, checksum, &self.quant, &mut self.scratch.agents),
             None => Err(ApplyError::ChainBreak {
                 world: d.world,
                 cell: d.cell,
@@ -317,6 +438,88 @@ impl ClientState {
                 tick: d.tick,
             }),
         }
+    }
+
+    /// Applies the binary `cells` message at the start of `bytes` (a frame holds one message, or
+    /// several back to back when batched), whose head [`crate::skim_cells_binary`] read,
+    /// straight from its bytes: what [`crate::decode_binary`] then [`ClientState::apply_cells`]
+    /// do, without building a [`crate::Cells`] and, once its buffers have grown, without
+    /// allocating. `each` hears of every entry applied. The frame's next message starts at
+    /// `head.len`.
+    ///
+    /// Entries apply in order as they are read, so on an error the entries before it stay
+    /// applied (as with [`ClientState::apply_cells`]) and a malformed entry is found only after
+    /// them; either way the client resyncs.
+    pub fn apply_cells_binary(&mut self, head: &crate::CellsHead, bytes: &[u8], mut each: impl FnMut(AppliedEntry)) -> Result<(), CellsError> {
+        let entries = bytes.get(head.len.saturating_sub(head.entries_len)..head.len).ok_or(crate::PackError::Truncated)?;
+        let mut r = crate::cells::EntryReader::new(head.tick, head.span, entries)?;
+        let mut cells = std::mem::take(&mut self.scratch.cells);
+        cells.clear();
+        let result = (|| {
+            while let Some(entry) = r.head()? {
+                let applied = self.apply_entry(head.world, head.tick, &mut r, entry).map_err(|e| match e {
+                    EntryError::Pack(e) => CellsError::Malformed(e),
+                    EntryError::Apply(error) => CellsError::Apply { cell: Some(entry.cell()), tick: head.tick, error },
+                })?;
+                cells.push(applied.cell);
+                each(applied);
+            }
+            if let Some(expected) = head.checksum {
+                let actual = self.fold_cells(head.world, &cells);
+                if actual != expected {
+                    return Err(CellsError::Apply { cell: None, tick: head.tick, error: ApplyError::ChecksumMismatch { expected, actual } });
+                }
+            }
+            Ok(())
+        })();
+        self.scratch.cells = cells;
+        result
+    }
+
+    /// Reads and applies one entry of a `cells` message of `world` at `tick`.
+    fn apply_entry(&mut self, world: u32, tick: u64, r: &mut crate::cells::EntryReader, entry: crate::cells::EntryHead) -> Result<AppliedEntry, EntryError> {
+        use crate::cells::EntryHead;
+        match entry {
+            EntryHead::Keyframe { cell, state_tick, count } => {
+                let agents = r.records(count)?;
+                let k = Keyframe { world, cell, tick: state_tick, checksum: None, agents };
+                self.apply_keyframe(&k)?;
+                Ok(AppliedEntry { cell, keyframe: true, tick: state_tick, records: count })
+            }
+            EntryHead::Delta { cell, base_tick, changes, left, entered } => {
+                let ClientState { quant, cells, scratch } = self;
+                let held = cells.get_mut(&(world, cell)).ok_or(ApplyError::ChainBreak { world, cell, held: None, base_tick, tick })?;
+                held.check_chain(world, cell, base_tick, tick)?;
+                let out = &mut scratch.agents;
+                if !left && !entered {
+                    // The common case: each change record is read and applied in one pass.
+                    let mut prev = -1i64;
+                    let records = (0..changes).map(|_| crate::pack::read_change(&mut r.r, &mut prev).map_err(EntryError::Pack));
+                    out.clear();
+                    out.extend_from_slice(&held.agents);
+                    apply_changes_only(&held.agents, records, quant, out)?;
+                    std::mem::swap(&mut held.agents, out);
+                    held.tick = tick;
+                    return Ok(AppliedEntry { cell, keyframe: false, tick, records: changes });
+                }
+                r.changes_into(changes, &mut scratch.changed)?;
+                r.ids_into(left, &mut scratch.left)?;
+                r.entered_into(entered, &mut scratch.entered)?;
+                let parts = DeltaParts { world, cell, base_tick, tick, left: &scratch.left, changed: &scratch.changed, entered: &scratch.entered };
+                held.apply_parts(&parts, None, quant, out)?;
+                Ok(AppliedEntry { cell, keyframe: false, tick, records: scratch.changed.len() + scratch.entered.len() })
+            }
+        }
+    }
+
+    /// [`crate::cells::fold_checksums`] of `cells` of `world` as held now.
+    fn fold_cells(&self, world: u32, cells: &[u32]) -> u64 {
+        crate::cells::fold_checksums(cells.iter().map(|&c| self.cell_checksum(world, c)))
+    }
+
+    /// The checksum of a cell as held ([`crate::FNV_OFFSET`], the empty state's, if not held).
+    fn cell_checksum(&self, world: u32, cell: u32) -> u64 {
+        self.cells.get(&(world, cell)).map_or(crate::quant::FNV_OFFSET, CellState::checksum)
     }
 
     /// Applies `Keyframe`/`Delta`, adopts `Welcome`'s quantization (and drops
@@ -357,7 +560,7 @@ impl ClientState {
     /// The message checksum of `c`'s cells as held now (PROTOCOL.md §6.8): what a `cells`
     /// message's `checksum` must equal once its entries are applied.
     pub fn cells_checksum(&self, c: &crate::cells::Cells) -> u64 {
-        crate::cells::fold_checksums(c.entries.iter().map(|e| self.cells.get(&(c.world, e.cell())).map_or(crate::quant::FNV_OFFSET, CellState::checksum)))
+        crate::cells::fold_checksums(c.entries.iter().map(|e| self.cell_checksum(c.world, e.cell())))
     }
 
     /// The cell, if held.

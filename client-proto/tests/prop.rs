@@ -452,3 +452,79 @@ proptest! {
         }
     }
 }
+
+/// The binary `cells` messages of three cells stepped by `steps` (tick 1: keyframes; then one
+/// delta entry per changed cell), every other message with its checksum.
+fn cells_stream(starts: [Vec<QAgent>; 3], steps: &[Vec<(u8, i32, i32, u16)>]) -> Vec<Vec<u8>> {
+    let q = Quantization::default();
+    let mut encoders: Vec<CellEncoder> = (0..3).map(|c| CellEncoder::new(FrameScope { world: 4, cell: 10 + 3 * c })).collect();
+    let mut entries = Vec::new();
+    for (e, start) in encoders.iter_mut().zip(starts) {
+        e.update(start, 1, &q, false).unwrap();
+        entries.push(CellEntry::Keyframe(e.keyframe(false)));
+    }
+    let mut out = vec![encode_binary(&ServerMsg::Cells(Cells { world: 4, tick: 1, span: 1, checksum: None, entries })).unwrap()];
+    for (i, ops) in steps.iter().enumerate() {
+        let tick = i as u64 + 2;
+        let mut entries = Vec::new();
+        let mut sums = Vec::new();
+        for (c, e) in encoders.iter_mut().enumerate() {
+            let next = if (i + c) % 4 == 3 { e.agents().to_vec() } else { step(e.agents(), &ops[c * ops.len() / 3..], tick) };
+            if let Some(mut d) = e.update(next, tick, &q, false).unwrap() {
+                // An entry's base tick is the cell's previous state, which may be older.
+                d.checksum = None;
+                entries.push(CellEntry::Delta(d));
+                sums.push(checksum(e.agents()));
+            }
+        }
+        let sum = (i % 2 == 0).then(|| Checksum(fold_checksums(sums)));
+        out.push(encode_binary(&ServerMsg::Cells(Cells { world: 4, tick, span: 1, checksum: sum, entries })).unwrap());
+    }
+    out
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 256, ..ProptestConfig::default() })]
+
+    /// `apply_cells_binary` (straight from the bytes) agrees with decoding then `apply`: both
+    /// take or both refuse every message, intact or damaged, and hold the same cells after each.
+    #[test]
+    fn cells_applied_from_bytes_match_decode_then_apply(
+        starts in [qagent_set(30), qagent_set(30), qagent_set(30)],
+        steps in vec(vec((any::<u8>(), any::<i32>(), any::<i32>(), any::<u16>()), 3..15), 1..8),
+        flip in proptest::option::weighted(0.3, (any::<prop::sample::Index>(), any::<prop::sample::Index>(), 1u8..=255)),
+    ) {
+        let mut msgs = cells_stream(starts, &steps);
+        if let Some((which, at, x)) = flip {
+            let k = which.index(msgs.len());
+            let i = at.index(msgs[k].len());
+            msgs[k][i] ^= x;
+        }
+        let mut decoded = ClientState::new(Quantization::default());
+        let mut direct = ClientState::new(Quantization::default());
+        for m in &msgs {
+            let a = decode_binary::<ServerMsg>(m, HARD_LIMIT).map_err(|_| ()).and_then(|msg| decoded.apply(&msg).map_err(|_| ()));
+            let mut seen = Vec::new();
+            let b = match skim_cells_binary(m).filter(|h| h.len == m.len()) {
+                Some(head) => direct.apply_cells_binary(&head, m, |e| seen.push(e)).map_err(|_| ()),
+                None => Err(()),
+            };
+            prop_assert_eq!(a.is_ok(), b.is_ok(), "decode-then-apply {:?}, from bytes {:?}", a, b);
+            if a.is_err() {
+                break;
+            }
+            let Ok(ServerMsg::Cells(c)) = decode_binary::<ServerMsg>(m, HARD_LIMIT) else { unreachable!() };
+            prop_assert_eq!(seen.len(), c.entries.len());
+            for (e, s) in c.entries.iter().zip(&seen) {
+                let (cell, keyframe, tick, records) = match e {
+                    CellEntry::Keyframe(k) => (k.cell, true, k.tick, k.agents.len()),
+                    CellEntry::Delta(d) => (d.cell, false, d.tick, d.changed.len() + d.entered.len()),
+                };
+                prop_assert_eq!(*s, AppliedEntry { cell, keyframe, tick, records });
+            }
+            for cell in [10, 13, 16] {
+                prop_assert_eq!(decoded.cell(4, cell), direct.cell(4, cell));
+            }
+        }
+    }
+}

@@ -361,6 +361,8 @@ fn client_vectors_hold_every_spawn_area_kind() {
 fn cells_vectors_match_and_chain() {
     let names = ["server_cells_0", "server_cells_1", "server_cells_2", "server_cells_3"];
     let mut client = ClientState::new(Quantization::default());
+    // A second client applies the same bytes without decoding them into a `Cells`.
+    let mut direct = ClientState::new(Quantization::default());
     for (name, (m, bases)) in names.into_iter().zip(cells_frames()) {
         check(name, &m, |m| {
             if let ServerMsg::Cells(c) = m {
@@ -376,6 +378,15 @@ fn cells_vectors_match_and_chain() {
         let bytes = encode_binary(&m).unwrap();
         let decoded: ServerMsg = decode_binary(&bytes, HARD_LIMIT).unwrap();
         client.apply(&decoded).unwrap();
+        let head = skim_cells_binary(&bytes).unwrap();
+        assert_eq!(head.len, bytes.len());
+        let mut applied = 0;
+        direct.apply_cells_binary(&head, &bytes, |_| applied += 1).unwrap();
+        let ServerMsg::Cells(c) = &decoded else { panic!("{name} is not a cells message") };
+        assert_eq!(applied, c.entries.len());
+        for e in &c.entries {
+            assert_eq!(direct.cell(1, e.cell()), client.cell(1, e.cell()), "{name}: cell {}", e.cell());
+        }
     }
     let (t37, s37) = chain_states().pop().unwrap();
     let cell = client.cell(1, 37).unwrap();
@@ -390,6 +401,10 @@ fn cells_vectors_match_and_chain() {
     let (ServerMsg::Cells(mut c), _) = cells_frames().swap_remove(0) else { panic!() };
     c.checksum = Some(Checksum(1));
     assert!(matches!(ClientState::new(Quantization::default()).apply_cells(&c), Err(ApplyError::ChecksumMismatch { .. })));
+    let bytes = encode_binary(&ServerMsg::Cells(c)).unwrap();
+    let head = skim_cells_binary(&bytes).unwrap();
+    let r = ClientState::new(Quantization::default()).apply_cells_binary(&head, &bytes, |_| {});
+    assert!(matches!(r, Err(CellsError::Apply { cell: None, error: ApplyError::ChecksumMismatch { .. }, .. })), "{r:?}");
 }
 
 #[test]
@@ -511,5 +526,10 @@ fn invalid_vectors_are_rejected() {
             _ => decode_binary::<ServerMsg>(&bytes, DEFAULT_SERVER_LIMIT).unwrap_err(),
         };
         assert_eq!(err.kind(), v["error"].as_str().unwrap(), "{}: {err}", v["name"]);
+        // A malformed `cells` message is refused when applied straight from its bytes too.
+        if let Some(head) = skim_cells_binary(&bytes) {
+            let r = ClientState::new(Quantization::default()).apply_cells_binary(&head, &bytes, |_| {});
+            assert!(matches!(r, Err(CellsError::Malformed(_))), "{}: {r:?}", v["name"]);
+        }
     }
 }

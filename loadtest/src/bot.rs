@@ -383,6 +383,8 @@ struct Bot {
     join: Join,
     /// The current message arrived inside the measured window.
     in_window: bool,
+    /// The entries of the `cells` message being applied (a buffer reused from tick to tick).
+    entries: Vec<proto::AppliedEntry>,
 }
 
 impl Bot {
@@ -415,6 +417,7 @@ impl Bot {
             counted_subscribed: false,
             join: Join::default(),
             in_window: false,
+            entries: Vec::new(),
         }
     }
 
@@ -639,7 +642,25 @@ impl Bot {
                 }
             }
         }
+        if let (Message::Binary(b), true, false) = (m, self.cfg.batch, self.skimming) {
+            self.on_batch(b, arrival);
+            return;
+        }
         let Some((len, decoded)) = decode(m, self.cfg.batch) else { return };
+        self.on_bytes(len, arrival);
+        match decoded {
+            Ok(msgs) => {
+                for (msg, len) in msgs {
+                    self.on_server_msg(msg, len, arrival);
+                }
+                self.joined();
+            }
+            Err(e) => self.decode_error(&e.to_string()),
+        }
+    }
+
+    /// Counts a data message of `len` bytes that arrived at `arrival`.
+    fn on_bytes(&mut self, len: usize, arrival: u64) {
         self.rec.add(C::BytesIn, len as u64);
         // Window figures (bytes, ticks, moved agents) come from bots that decode everything.
         self.in_window = !self.skimming && arrival >= self.cfg.window_ns;
@@ -647,22 +668,83 @@ impl Bot {
             self.rec.add(C::WindowBytes, len as u64);
         }
         self.join.on_bytes(len);
-        match decoded {
-            Ok(msgs) => {
-                for (msg, len) in msgs {
-                    self.on_server_msg(msg, len, arrival);
+    }
+
+    /// A batched binary frame of a verifying bot: its `cells` messages are applied straight
+    /// from the bytes ([`ClientState::apply_cells_binary`]), any other message is decoded.
+    fn on_batch(&mut self, b: &[u8], arrival: u64) {
+        self.on_bytes(b.len(), arrival);
+        if b.len() > proto::DEFAULT_SERVER_LIMIT || b.is_empty() {
+            self.decode_error(&format!("binary frame of {} bytes", b.len()));
+            return;
+        }
+        let mut rest = b;
+        while !rest.is_empty() {
+            let used = match proto::skim_cells_binary(rest) {
+                Some(head) => {
+                    let mut entries = std::mem::take(&mut self.entries);
+                    entries.clear();
+                    let r = self.state.apply_cells_binary(&head, rest, |e| entries.push(e));
+                    self.on_cells(&head, &entries, arrival);
+                    self.entries = entries;
+                    match r {
+                        Ok(()) => {}
+                        Err(proto::CellsError::Malformed(e)) => return self.decode_error(&e.to_string()),
+                        Err(proto::CellsError::Apply { cell, tick, error }) => {
+                            self.applied(Err(error), cell.unwrap_or(u32::MAX), tick);
+                        }
+                    }
+                    head.len
                 }
-                if let Some((bytes, agents)) = self.join.complete() {
-                    self.rec.add(C::Joins, 1);
-                    self.rec.add(C::JoinBytes, bytes);
-                    self.rec.add(C::JoinAgents, agents);
+                None => match proto::decode_binary_first::<ServerMsg>(rest) {
+                    Ok((msg, used)) => {
+                        self.on_server_msg(msg, used, arrival);
+                        used
+                    }
+                    Err(e) => return self.decode_error(&e.to_string()),
+                },
+            };
+            // Every message takes at least one byte, so this ends.
+            rest = rest.get(used.max(1)..).unwrap_or_default();
+        }
+        self.joined();
+    }
+
+    /// Counts the `entries` applied of the `cells` message `head` (all of them unless it failed).
+    fn on_cells(&mut self, head: &proto::CellsHead, entries: &[proto::AppliedEntry], arrival: u64) {
+        self.frame(head.len, entries.iter().map(|e| e.records).sum());
+        // One lateness sample per message (not per cell entry), as a skimming bot takes.
+        if entries.iter().any(|e| !e.keyframe) {
+            self.lateness(head.tick, arrival);
+        }
+        for e in entries {
+            if e.keyframe {
+                self.rec.add(C::Keyframes, 1);
+                self.join.on_keyframe(e.cell, e.records);
+            } else {
+                self.rec.add(C::Deltas, 1);
+                if self.in_window {
+                    self.rec.add(C::WindowMoved, e.records as u64);
                 }
             }
-            Err(e) => {
-                self.rec.add(C::DecodeErrors, 1);
-                self.stats.note(format!("decode error: {e}"));
-                self.resync();
-            }
+            self.note_tick(e.tick, !e.keyframe);
+            self.check_effect(e.cell, e.tick);
+        }
+    }
+
+    /// A frame that does not decode: counted, and the bot resyncs.
+    fn decode_error(&mut self, e: &str) {
+        self.rec.add(C::DecodeErrors, 1);
+        self.stats.note(format!("decode error: {e}"));
+        self.resync();
+    }
+
+    /// Counts the join once a keyframe of every subscribed cell has arrived.
+    fn joined(&mut self) {
+        if let Some((bytes, agents)) = self.join.complete() {
+            self.rec.add(C::Joins, 1);
+            self.rec.add(C::JoinBytes, bytes);
+            self.rec.add(C::JoinAgents, agents);
         }
     }
 
