@@ -188,30 +188,68 @@ impl CellState {
     /// Applies a delta; on error the state is unchanged.
     pub fn apply_delta(&mut self, d: &Delta, q: &Quantization) -> Result<(), ApplyError> {
         let parts = DeltaParts { world: d.world, cell: d.cell, base_tick: d.base_tick, tick: d.tick, left: &d.left, changed: &d.changed, entered: &d.entered };
-        self.apply_parts(&parts, d.checksum.map(|c| c.0), q, &mut Vec::new())
+        self.apply_parts(&parts, d.checksum.map(|c| c.0), q, &mut Spare::default())
     }
 
-    /// Applies a delta given by its parts, building the new state in `spare` (any contents; on
-    /// success it holds the previous state's buffer, for the next call to reuse). On error the
+    /// Applies a delta given by its parts, with `spare`'s buffers (any contents). On error the
     /// state is unchanged.
-    fn apply_parts(&mut self, d: &DeltaParts, checksum: Option<u64>, q: &Quantization, spare: &mut Vec<QAgent>) -> Result<(), ApplyError> {
+    fn apply_parts(&mut self, d: &DeltaParts, checksum: Option<u64>, q: &Quantization, spare: &mut Spare) -> Result<(), ApplyError> {
         self.check_chain(d.world, d.cell, d.base_tick, d.tick)?;
         check_sorted("left", d.left.iter().copied())?;
         check_sorted("entered", d.entered.iter().map(|a| a.id))?;
-        let base = &self.agents;
-        let out = spare;
-        out.clear();
         if d.left.is_empty() && d.entered.is_empty() {
-            // The common case: patch a copy of the base state in place.
-            out.extend_from_slice(base);
-            apply_changes_only(base, d.changed.iter().map(|c| Ok(*c)), q, out)?;
+            // The common case: patch the state in place.
+            self.patch(d.changed.iter().map(|c| Ok(*c)), q, &mut spare.undo)?;
+            if let Err(e) = verify(checksum, &self.agents) {
+                undo(&mut self.agents, &spare.undo);
+                return Err(e);
+            }
         } else {
-            merge(base, d, q, out)?;
+            // Agents leave or enter: the next state is built beside the held one.
+            let out = &mut spare.agents;
+            out.clear();
+            merge(&self.agents, d, q, out)?;
+            verify(checksum, out)?;
+            std::mem::swap(&mut self.agents, out);
         }
-        verify(checksum, out)?;
-        std::mem::swap(&mut self.agents, out);
         self.tick = d.tick;
         Ok(())
+    }
+
+    /// Patches the held agents with `changes` alone (no agent left or entered), in place, noting
+    /// in `log` each agent's state before it changed; on error the agents are as before. Errors
+    /// as [`check_changes`] then [`apply_change`] in base order would report them. The changes
+    /// come as they are read: an `Err` item (a malformed record) ends it at once.
+    fn patch<E: From<ApplyError>>(&mut self, mut changes: impl Iterator<Item = Result<AgentChange, E>>, q: &Quantization, log: &mut Vec<(usize, QAgent)>) -> Result<(), E> {
+        log.clear();
+        let agents = &mut self.agents;
+        // The first `apply_change` error, reported only if every key checks out.
+        let mut apply_error = None;
+        let mut prev: Option<usize> = None;
+        let mut step = |c: Result<AgentChange, E>| -> Result<(), E> {
+            let c = c?;
+            // Keys resolve against the patched agents as against the base: patches keep every
+            // id, and each position is patched once, after it resolved.
+            let i = next_position(agents, &c, &mut prev)?;
+            if let Some(slot) = agents.get_mut(i) {
+                match apply_change(slot, &c, q) {
+                    Ok(next) => {
+                        log.push((i, *slot));
+                        *slot = next;
+                    }
+                    Err(e) => {
+                        apply_error.get_or_insert(e);
+                    }
+                }
+            }
+            Ok(())
+        };
+        let r = changes.try_for_each(&mut step);
+        let r = r.and_then(|()| apply_error.map_or(Ok(()), |e| Err(e.into())));
+        if r.is_err() {
+            undo(agents, log);
+        }
+        r
     }
 
     /// Whether a delta from `base_tick` to `tick` chains on the held state.
@@ -224,6 +262,15 @@ impl CellState {
         }
         Ok(())
     }
+}
+
+/// The buffers a cell's apply works in, reused from apply to apply.
+#[derive(Debug, Clone, Default)]
+struct Spare {
+    /// The next state, when agents leave or enter (the previous state's buffer afterwards).
+    agents: Vec<QAgent>,
+    /// The agents a patch in place changed, as they were (for an undo).
+    undo: Vec<(usize, QAgent)>,
 }
 
 /// A delta's parts, borrowed from a [`Delta`] or from buffers a decoder reuses.
@@ -287,30 +334,12 @@ fn merge(base: &[QAgent], d: &DeltaParts, q: &Quantization, out: &mut Vec<QAgent
     Ok(())
 }
 
-/// Patches `out` (a copy of `base`) with `changes` alone (no agent left or entered): each
-/// changed agent replaced. Errors as [`check_changes`] then [`apply_change`] in base order would
-/// report them.
-///
-/// The changes come as they are read: an `Err` item (a malformed record) ends it at once.
-fn apply_changes_only<E: From<ApplyError>>(base: &[QAgent], changes: impl Iterator<Item = Result<AgentChange, E>>, q: &Quantization, out: &mut [QAgent]) -> Result<(), E> {
-    // The first `apply_change` error, reported only if every key checks out.
-    let mut apply_error = None;
-    let mut prev: Option<usize> = None;
-    for c in changes {
-        let c = c?;
-        let i = next_position(base, &c, &mut prev)?;
-        if let (Some(a), Some(slot)) = (base.get(i), out.get_mut(i)) {
-            match apply_change(a, &c, q) {
-                Ok(next) => *slot = next,
-                Err(e) => {
-                    apply_error.get_or_insert(e);
-                }
-            }
+/// Puts back the agents `log` noted before a patch.
+fn undo(agents: &mut [QAgent], log: &[(usize, QAgent)]) {
+    for &(i, a) in log.iter().rev() {
+        if let Some(slot) = agents.get_mut(i) {
+            *slot = a;
         }
-    }
-    match apply_error {
-        Some(e) => Err(e.into()),
-        None => Ok(()),
     }
 }
 
@@ -335,8 +364,8 @@ pub struct ClientState {
 
 #[derive(Debug, Clone, Default)]
 struct Scratch {
-    /// The next state of the cell being applied (the previous state's buffer afterwards).
-    agents: Vec<QAgent>,
+    /// What a cell's apply works in.
+    spare: Spare,
     /// A decoded delta's changes, left ids and entered agents.
     changed: Vec<AgentChange>,
     left: Vec<u32>,
@@ -429,7 +458,7 @@ impl ClientState {
 
     fn apply_parts(&mut self, d: &DeltaParts, checksum: Option<u64>) -> Result<(), ApplyError> {
         match self.cells.get_mut(&(d.world, d.cell)) {
-            Some(cell) => cell.apply_parts(d, checksum, &self.quant, &mut self.scratch.agents),
+            Some(cell) => cell.apply_parts(d, checksum, &self.quant, &mut self.scratch.spare),
             None => Err(ApplyError::ChainBreak {
                 world: d.world,
                 cell: d.cell,
@@ -490,15 +519,11 @@ impl ClientState {
                 let ClientState { quant, cells, scratch } = self;
                 let held = cells.get_mut(&(world, cell)).ok_or(ApplyError::ChainBreak { world, cell, held: None, base_tick, tick })?;
                 held.check_chain(world, cell, base_tick, tick)?;
-                let out = &mut scratch.agents;
                 if !left && !entered {
-                    // The common case: each change record is read and applied in one pass.
+                    // The common case: each change record is read and patched in in one pass.
                     let mut prev = -1i64;
                     let records = (0..changes).map(|_| crate::pack::read_change(&mut r.r, &mut prev).map_err(EntryError::Pack));
-                    out.clear();
-                    out.extend_from_slice(&held.agents);
-                    apply_changes_only(&held.agents, records, quant, out)?;
-                    std::mem::swap(&mut held.agents, out);
+                    held.patch(records, quant, &mut scratch.spare.undo)?;
                     held.tick = tick;
                     return Ok(AppliedEntry { cell, keyframe: false, tick, records: changes });
                 }
@@ -506,7 +531,7 @@ impl ClientState {
                 r.ids_into(left, &mut scratch.left)?;
                 r.entered_into(entered, &mut scratch.entered)?;
                 let parts = DeltaParts { world, cell, base_tick, tick, left: &scratch.left, changed: &scratch.changed, entered: &scratch.entered };
-                held.apply_parts(&parts, None, quant, out)?;
+                held.apply_parts(&parts, None, quant, &mut scratch.spare)?;
                 Ok(AppliedEntry { cell, keyframe: false, tick, records: scratch.changed.len() + scratch.entered.len() })
             }
         }
@@ -588,6 +613,7 @@ impl ClientState {
 mod tests {
     use super::*;
     use crate::frames::{Checksum, FrameScope, encode_delta, encode_keyframe};
+    use crate::frames::AgentChange;
 
     fn a(id: u32, x: i32) -> QAgent {
         QAgent { id, group: 0, pos: [x, 0], vel: [0, 0], orient: 0 }
@@ -673,6 +699,40 @@ mod tests {
         twice.changed.push(twice.changed[0]);
         assert_eq!(cell.apply_delta(&twice, &q), Err(ApplyError::Unsorted { list: "changed", id: 9 }));
         assert_eq!(cell.agents(), base.as_slice());
+    }
+
+    #[test]
+    fn a_failed_patch_in_place_is_undone() {
+        // Agent 1 moves (+5 in x, patched in place first), then agent 2 asks to face along a
+        // zero velocity: the delta fails and agent 1 must be back at x = 0. Likewise when every
+        // change applies but the checksum does not match.
+        let q = Quantization::default();
+        let base = [a(1, 0), a(2, 0), a(3, 0)];
+        let key = encode_keyframe(FrameScope::default(), 1, &base, false).unwrap();
+        let moved = AgentChange { id: None, index: Some(0), motion: Some(crate::frames::Motion { dpos: [5, 0], dvel: [0, 0] }), orient: OrientChange::Keep };
+        let face = AgentChange { id: None, index: Some(1), motion: None, orient: OrientChange::Face };
+        let d = Delta { world: 0, cell: 0, tick: 2, base_tick: 1, checksum: None, left: vec![], changed: vec![moved, face], entered: vec![] };
+        let mut cell = CellState::from_keyframe(&key).unwrap();
+        assert_eq!(cell.apply_delta(&d, &q), Err(ApplyError::FaceWithoutVelocity(2)));
+        assert_eq!((cell.agents(), cell.tick()), (&base[..], 1));
+        let good = Delta { changed: vec![moved], checksum: Some(Checksum(1)), ..d.clone() };
+        assert!(matches!(cell.apply_delta(&good, &q), Err(ApplyError::ChecksumMismatch { .. })));
+        assert_eq!((cell.agents(), cell.tick()), (&base[..], 1));
+        // The same two deltas as `cells` entries applied from their bytes.
+        let mut client = ClientState::new(q);
+        client.apply_keyframe(&key).unwrap();
+        for (changes, sum) in [(vec![moved, face], None), (vec![moved], Some(1))] {
+            let body = crate::cells::delta_body(&[], &changes, &[]).unwrap();
+            let mut w = crate::cells::EntriesWriter::new(2, 1, 64);
+            w.delta(0, 1, &body).unwrap();
+            let bytes = crate::cells::encode_cells_binary(0, 2, 1, sum, &w.finish()).unwrap();
+            let head = crate::cells::skim_cells_binary(&bytes).unwrap();
+            assert!(client.apply_cells_binary(&head, &bytes, |_| {}).is_err());
+            // The checksum fails after the entry applied (the entries before an error stay
+            // applied); the face error leaves the cell as it was.
+            let want: &[QAgent] = if sum.is_none() { &base } else { &[a(1, 5), a(2, 0), a(3, 0)] };
+            assert_eq!(client.cell(0, 0).unwrap().agents(), want);
+        }
     }
 
     #[test]
