@@ -220,34 +220,11 @@ impl CellState {
     /// in `log` each agent's state before it changed; on error the agents are as before. Errors
     /// as [`check_changes`] then [`apply_change`] in base order would report them. The changes
     /// come as they are read: an `Err` item (a malformed record) ends it at once.
-    fn patch<E: From<ApplyError>>(&mut self, mut changes: impl Iterator<Item = Result<AgentChange, E>>, q: &Quantization, log: &mut Vec<(usize, QAgent)>) -> Result<(), E> {
+    fn patch<E: From<ApplyError>>(&mut self, changes: impl Iterator<Item = Result<AgentChange, E>>, q: &Quantization, log: &mut Vec<(usize, QAgent)>) -> Result<(), E> {
         log.clear();
-        let agents = &mut self.agents;
-        // The first `apply_change` error, reported only if every key checks out.
-        let mut apply_error = None;
-        let mut prev: Option<usize> = None;
-        let mut step = |c: Result<AgentChange, E>| -> Result<(), E> {
-            let c = c?;
-            // Keys resolve against the patched agents as against the base: patches keep every
-            // id, and each position is patched once, after it resolved.
-            let i = next_position(agents, &c, &mut prev)?;
-            if let Some(slot) = agents.get_mut(i) {
-                match apply_change(slot, &c, q) {
-                    Ok(next) => {
-                        log.push((i, *slot));
-                        *slot = next;
-                    }
-                    Err(e) => {
-                        apply_error.get_or_insert(e);
-                    }
-                }
-            }
-            Ok(())
-        };
-        let r = changes.try_for_each(&mut step);
-        let r = r.and_then(|()| apply_error.map_or(Ok(()), |e| Err(e.into())));
+        let r = patch_logged(&mut self.agents, changes, q, log);
         if r.is_err() {
-            undo(agents, log);
+            undo(&mut self.agents, log);
         }
         r
     }
@@ -332,6 +309,35 @@ fn merge(base: &[QAgent], d: &DeltaParts, q: &Quantization, out: &mut Vec<QAgent
     }
     out.extend(entered);
     Ok(())
+}
+
+/// [`CellState::patch`]'s loop: patches `agents`, noting each agent's state before it changed.
+#[inline]
+fn patch_logged<E: From<ApplyError>>(agents: &mut [QAgent], changes: impl Iterator<Item = Result<AgentChange, E>>, q: &Quantization, log: &mut Vec<(usize, QAgent)>) -> Result<(), E> {
+    // The first `apply_change` error, reported only if every key checks out.
+    let mut apply_error = None;
+    let mut prev: Option<usize> = None;
+    for c in changes {
+        let c = c?;
+        // Keys resolve against the patched agents as against the base: patches keep every id,
+        // and each position is patched once, after it resolved.
+        let i = next_position(agents, &c, &mut prev)?;
+        if let Some(slot) = agents.get_mut(i) {
+            match apply_change(slot, &c, q) {
+                Ok(next) => {
+                    log.push((i, *slot));
+                    *slot = next;
+                }
+                Err(e) => {
+                    apply_error.get_or_insert(e);
+                }
+            }
+        }
+    }
+    match apply_error {
+        Some(e) => Err(e.into()),
+        None => Ok(()),
+    }
 }
 
 /// Puts back the agents `log` noted before a patch.
