@@ -246,11 +246,11 @@ impl Cells {
                     CellEntry::Keyframe(Keyframe { world, cell, tick: state_tick, checksum: None, agents: r.records(count)? })
                 }
                 EntryHead::Delta { cell, base_tick, changes, left, entered } => {
-                    let mut changed = Vec::new();
-                    r.changes_into(changes, &mut changed)?;
-                    let left = if left { r.ids()? } else { Vec::new() };
-                    let entered = if entered { r.entered()? } else { Vec::new() };
-                    CellEntry::Delta(Delta { world, cell, tick, base_tick, checksum: None, left, changed, entered })
+                    let mut d = Delta { world, cell, tick, base_tick, checksum: None, left: Vec::new(), changed: Vec::new(), entered: Vec::new() };
+                    r.changes_into(changes, &mut d.changed)?;
+                    r.ids_into(left, &mut d.left)?;
+                    r.entered_into(entered, &mut d.entered)?;
+                    CellEntry::Delta(d)
                 }
             });
         }
@@ -324,20 +324,6 @@ impl<'a> EntryReader<'a> {
     /// `count` absolute records, their positions chained.
     pub(crate) fn records(&mut self, count: usize) -> Result<Vec<QAgent>, PackError> {
         pack::read_records(&mut self.r, Some(count), Some(&mut self.pos))
-    }
-
-    /// A delta's `left` ids (their count first).
-    pub(crate) fn ids(&mut self) -> Result<Vec<u32>, PackError> {
-        let mut out = Vec::new();
-        self.ids_into(true, &mut out)?;
-        Ok(out)
-    }
-
-    /// A delta's `entered` records (their count first).
-    pub(crate) fn entered(&mut self) -> Result<Vec<QAgent>, PackError> {
-        let mut out = Vec::new();
-        self.entered_into(true, &mut out)?;
-        Ok(out)
     }
 
     /// A delta's `count` change records into `out` (cleared first).

@@ -363,7 +363,7 @@ fn verify(expected: Option<u64>, agents: &[QAgent]) -> Result<(), ApplyError> {
 #[derive(Debug, Clone, Default)]
 pub struct ClientState {
     quant: Quantization,
-    cells: HashMap<(u32, u32), CellState, CellKeyHasher>,
+    cells: HashMap<(u32, u32), CellState>,
     /// Buffers reused from message to message, so that applying a tick allocates nothing.
     scratch: Scratch,
 }
@@ -378,40 +378,6 @@ struct Scratch {
     entered: Vec<QAgent>,
     /// The cells of the message being applied, for its checksum.
     cells: Vec<u32>,
-}
-
-/// Hashes a `(world, cell)` key with one multiply (SipHash is several times slower, and a client
-/// looks a cell up for every entry it applies). The keys come from the server the client chose
-/// to trust, and their number is bounded by its subscription.
-#[derive(Debug, Clone, Copy, Default)]
-struct CellKeyHasher;
-
-impl std::hash::BuildHasher for CellKeyHasher {
-    type Hasher = CellKeyHash;
-    fn build_hasher(&self) -> CellKeyHash {
-        CellKeyHash(0)
-    }
-}
-
-#[derive(Debug, Clone, Copy)]
-struct CellKeyHash(u64);
-
-impl std::hash::Hasher for CellKeyHash {
-    fn finish(&self) -> u64 {
-        // Fibonacci hashing; the high bits (which hashbrown uses for its control bytes) mix
-        // every input bit.
-        self.0.wrapping_mul(0x9e37_79b9_7f4a_7c15)
-    }
-
-    fn write(&mut self, bytes: &[u8]) {
-        for &b in bytes {
-            self.0 = (self.0.rotate_left(8) ^ u64::from(b)).wrapping_mul(0x100_0000_01b3);
-        }
-    }
-
-    fn write_u32(&mut self, n: u32) {
-        self.0 = self.0.rotate_left(32) ^ u64::from(n);
-    }
 }
 
 /// One entry of a `cells` message applied by [`ClientState::apply_cells_binary`].
@@ -524,9 +490,9 @@ impl ClientState {
             EntryHead::Delta { cell, base_tick, changes, left, entered } => {
                 let ClientState { quant, cells, scratch } = self;
                 let held = cells.get_mut(&(world, cell)).ok_or(ApplyError::ChainBreak { world, cell, held: None, base_tick, tick })?;
-                held.check_chain(world, cell, base_tick, tick)?;
                 if !left && !entered {
                     // The common case: each change record is read and patched in in one pass.
+                    held.check_chain(world, cell, base_tick, tick)?;
                     let mut prev = -1i64;
                     let records = (0..changes).map(|_| crate::pack::read_change(&mut r.r, &mut prev).map_err(EntryError::Pack));
                     held.patch(records, quant, &mut scratch.spare.undo)?;

@@ -718,18 +718,24 @@ impl Bot {
             self.lateness(head.tick, arrival);
         }
         for e in entries {
-            if e.keyframe {
-                self.rec.add(C::Keyframes, 1);
-                self.join.on_keyframe(e.cell, e.records);
-            } else {
-                self.rec.add(C::Deltas, 1);
-                if self.in_window {
-                    self.rec.add(C::WindowMoved, e.records as u64);
-                }
-            }
-            self.note_tick(e.tick, !e.keyframe);
+            self.count_entry(e.cell, e.keyframe, e.tick, e.records);
             self.check_effect(e.cell, e.tick);
         }
+    }
+
+    /// Counts a keyframe or delta of `cell` for `tick` with `records` agent records, before or
+    /// after it is applied.
+    fn count_entry(&mut self, cell: u32, keyframe: bool, tick: u64, records: usize) {
+        if keyframe {
+            self.rec.add(C::Keyframes, 1);
+            self.join.on_keyframe(cell, records);
+        } else {
+            self.rec.add(C::Deltas, 1);
+            if self.in_window {
+                self.rec.add(C::WindowMoved, records as u64);
+            }
+        }
+        self.note_tick(tick, !keyframe);
     }
 
     /// A frame that does not decode: counted, and the bot resyncs.
@@ -841,19 +847,13 @@ impl Bot {
     }
 
     fn on_keyframe(&mut self, k: &proto::Keyframe) -> bool {
-        self.rec.add(C::Keyframes, 1);
-        self.join.on_keyframe(k.cell, k.agents.len());
-        self.note_tick(k.tick, false);
+        self.count_entry(k.cell, true, k.tick, k.agents.len());
         let r = self.state.apply_keyframe(k);
         self.applied(r, k.cell, k.tick)
     }
 
     fn on_delta(&mut self, d: &proto::Delta) -> bool {
-        self.rec.add(C::Deltas, 1);
-        if self.in_window {
-            self.rec.add(C::WindowMoved, moved_agents(d) as u64);
-        }
-        self.note_tick(d.tick, true);
+        self.count_entry(d.cell, false, d.tick, moved_agents(d));
         let r = self.state.apply_delta(d);
         self.applied(r, d.cell, d.tick)
     }
