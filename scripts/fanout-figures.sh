@@ -20,7 +20,9 @@
 # checksums and count, and send nothing but Subscribe and, for 4 of them, pings). With --skim,
 # all but those 4 only skim (`steer-swarm --skim`: each message's head is read and its bytes,
 # tick and lateness counted, without decoding it), so the swarm's own CPU no longer caps the
-# ladder; bytes and join figures then come from the 4 that verify. CPU, bytes and
+# ladder; bytes and join figures then come from the 4 that verify. In e the bots stay active
+# (they spawn, command and ping as ever) but all except the first 4 skim too: the server's
+# ceiling with a client that costs next to nothing, not the verifying ladder. CPU, bytes and
 # subscriber counts come from the report's window (after the ramp and the joins). Every run is
 # bounded by `timeout`; correctness failures in a–c are reported in the table, not hidden.
 #
@@ -30,7 +32,7 @@
 #   --steps      which steps to run (default abcde)
 #   --window     seconds measured per run after the ramp and warm-up (default 12)
 #   --max-subs   top of ladder d (default 5000); --max-bots: top of ladder e (default 6000)
-#   --skim       subscribers of a–d skim instead of verifying (all but 4, see above)
+#   --skim       subscribers of a–d and bots of e skim instead of verifying (all but 4, see above)
 #   --out DIR    keep every run's JSON report and server log there (default: a temp dir, removed)
 # Needs python3. Raises the open-files limit to its hard limit; both processes need one
 # descriptor per connection.
@@ -166,6 +168,10 @@ EOF
 }
 
 uptime_before="$(uptime)"
+# Whether the kernel tracks loopback connections (conntrack, e.g. once a NAT table exists): it
+# costs the server ~10 % more CPU in ladder e, so the summary says which way the runs were made.
+conntrack_file=/proc/sys/net/netfilter/nf_conntrack_count
+conntrack_before="$(cat "$conntrack_file" 2>/dev/null || echo -)"
 commit="$(git rev-parse --short HEAD 2>/dev/null || echo unknown)$(git diff --quiet 2>/dev/null || echo '+dirty')"
 
 # Step a waits until the world is past tick 251: bincode writes a tick (and a base tick) below
@@ -186,13 +192,14 @@ case "$steps" in *e*)
     n=1000
     while [ "$n" -le "$max_bots" ]; do
         # README Performance's capacity command (issue #6), with the window figures on top.
-        run "e-$n" scenarios/swarm-10k.json "$n" 10 20 --commands-per-sec 1 --aoi 100x100 --format binary --seed 3
+        run "e-$n" scenarios/swarm-10k.json "$n" 10 20 --commands-per-sec 1 --aoi 100x100 --format binary --seed 3 "${skim[@]}"
         pass "e-$n" lateness || break
         n=$((n + 500))
     done ;;
 esac
 
 uptime_after="$(uptime)"
+conntrack_after="$(cat "$conntrack_file" 2>/dev/null || echo -)"
 fit_b=""
 if [[ "$steps" == *b* ]]; then
     fit_b="$("$swarm" --fit "$out"/b-*.json 2>&1 || true)"
@@ -203,9 +210,9 @@ if [[ "$steps" == *e* ]] && [ -e "${e_reports[0]}" ]; then
     fit_e="$("$swarm" --fit "${e_reports[@]}" 2>&1 || true)"
 fi
 
-SKIM="${skim[*]}" python3 - "$out" "$commit" "$uptime_before" "$uptime_after" "$fit_b" "$fit_e" "$max_subs" "$max_bots" <<'EOF'
+SKIM="${skim[*]}" python3 - "$out" "$commit" "$uptime_before" "$uptime_after" "$fit_b" "$fit_e" "$max_subs" "$max_bots" "$conntrack_before" "$conntrack_after" <<'EOF'
 import glob, json, os, sys
-out, commit, up0, up1, fit_b, fit_e, max_subs, max_bots = sys.argv[1:9]
+out, commit, up0, up1, fit_b, fit_e, max_subs, max_bots, ct0, ct1 = sys.argv[1:11]
 def load(name):
     try:
         return json.load(open(os.path.join(out, name + ".json")))
@@ -223,9 +230,10 @@ def fit(text):
         return json.loads(text)
     except ValueError:
         return None
-print(f"\nfan-out figures at {commit}" + (" (subscribers of a-d skimming but 4)" if os.environ.get("SKIM") else ""))
+print(f"\nfan-out figures at {commit}" + (" (subscribers of a-d and bots of e skimming but 4)" if os.environ.get("SKIM") else ""))
 print(f"load before: {up0.strip()}")
-print(f"load after:  {up1.strip()}\n")
+print(f"load after:  {up1.strip()}")
+print(f"conntrack entries before/after: {ct0}/{ct1} (a rise: the kernel tracked the runs' loopback connections)\n")
 print("| figure | value | run |")
 print("|---|---|---|")
 r = load("a-50")

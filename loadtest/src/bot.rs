@@ -45,10 +45,13 @@ pub struct BotConfig {
     /// How many of them are active (spawn, command, pan); the rest are passive: they only
     /// receive, decode, verify and count (see [`is_active`]).
     pub active_bots: usize,
-    /// Passive bots but the first [`VERIFYING_PASSIVE`] only skim: of a frame that is one whole
-    /// `cells` message they read the head (tick, length) and count it, without decoding,
-    /// applying or verifying its entries. Receive-and-count load, so one box can carry more
-    /// subscribers.
+    /// Bots but the first [`VERIFYING`] only skim: of a frame that is one whole `cells` message
+    /// they read the head (tick, length) and count it, without decoding, applying or verifying
+    /// its entries. Receive-and-count load, so one box can carry more subscribers. Active bots
+    /// that skim still spawn, command, pan and ping, and time each command's result, but hold
+    /// no state to aim by: their MoveTo targets are their area's centre (see `pick_target`),
+    /// and the command-to-effect latency, which needs the decoded state, comes from the first
+    /// ones.
     pub skim: bool,
     /// Start of the measured window, ns since `epoch` (`u64::MAX`: none): bytes, moved agents
     /// and ticks of messages arriving from then on are counted as `Window*`.
@@ -112,9 +115,9 @@ pub fn is_active(index: usize, bots: usize, active: usize) -> bool {
     (i + 1) * a / n > i * a / n
 }
 
-/// Passive bots with an index below this still decode and verify everything under `--skim`,
-/// and send pings (the tick clock that lateness is measured with).
-pub const VERIFYING_PASSIVE: usize = 4;
+/// Bots with an index below this still decode and verify everything under `--skim`, and send
+/// pings even when passive (the tick clock that lateness is measured with).
+pub const VERIFYING: usize = 4;
 
 /// Agents that moved in a delta: those present before and after whose quantized state
 /// changed, and those that entered the cell (an agent crossing cells enters one and leaves
@@ -314,8 +317,8 @@ pub async fn run(cfg: Arc<BotConfig>, index: usize) {
     bot.active = is_active(index, cfg.bots, cfg.active_bots);
     // Passive bots leave the tick-clock estimate to the active ones, except the first few
     // (so that a fully passive swarm still measures lateness).
-    bot.pinging = bot.active || index < VERIFYING_PASSIVE;
-    bot.skimming = cfg.skim && !bot.pinging;
+    bot.pinging = bot.active || index < VERIFYING;
+    bot.skimming = cfg.skim && index >= VERIFYING;
     let end = bot.session(ws).await;
     if let End::Lost(cause) = end {
         stats.disconnect(cause);

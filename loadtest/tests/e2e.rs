@@ -134,8 +134,8 @@ fn twenty_bots_for_three_seconds() {
     assert!(json["server_tick_ms_p99"].as_f64().is_some(), "{json:#}");
 }
 
-/// `--skim`: 12 whole-world subscribers, 9 of them passive; 5 of those skim (the first 4 bots
-/// still verify). Every message is counted, every tick seen, and the verifying bots still
+/// `--skim`: 12 whole-world subscribers, 9 of them passive; all but the first 4 bots skim (the
+/// 4 still verify). Every message is counted, every tick seen, and the verifying bots still
 /// decode and check what the server sends.
 #[test]
 fn skimming_bots_count_every_tick() {
@@ -158,12 +158,45 @@ fn skimming_bots_count_every_tick() {
     for k in ["disconnects", "decode_errors", "checksum_errors", "chain_breaks", "tick_gaps"] {
         assert_eq!(n(k), 0.0, "{k}: {json:#}\n{stderr}");
     }
-    // 5 skimming bots for about 2.5 s at 20 Hz each; the 7 others decoded their messages.
+    // 8 skimming bots for about 2.5 s at 20 Hz each; the 4 others decoded their messages.
     let (skimmed, ticks) = (n("skimmed_messages"), n("ticks_seen"));
-    assert!(skimmed > 5.0 * 20.0, "{skimmed} messages skimmed: {json:#}");
-    assert!(ticks > skimmed + 7.0 * 20.0, "{ticks} ticks seen, {skimmed} skimmed: {json:#}");
-    assert!(n("keyframes") >= 7.0 && n("deltas") > 0.0, "{json:#}");
+    assert!(skimmed > 8.0 * 20.0, "{skimmed} messages skimmed: {json:#}");
+    assert!(ticks > skimmed + 4.0 * 20.0, "{ticks} ticks seen, {skimmed} skimmed: {json:#}");
+    assert!(n("keyframes") >= 4.0 && n("deltas") > 0.0, "{json:#}");
     assert!(json["frame_lateness_ms"]["p99"].as_f64().is_some(), "{json:#}");
+}
+
+/// `--skim` with active bots (the capacity ladder's server ceiling): the 4 that skim still
+/// spawn their agents and command them, every tick is seen, and the first 4 verify.
+#[test]
+fn active_bots_skim_and_still_command() {
+    let server = start_server(&["--admin-token", "e2e-token"]);
+    let report = std::env::temp_dir().join(format!("steer-swarm-e2e-skim-active-{}.json", std::process::id()));
+    let out = Command::new(env!("CARGO_BIN_EXE_steer-swarm"))
+        .args(["--url", &format!("ws://{}/ws", server.addr), "--world", "demo", "--bots", "8", "--ramp", "300ms"])
+        .args(["--duration", "3s", "--aoi", "100x100", "--spawn-per-bot", "1", "--commands-per-sec", "2", "--skim"])
+        .args(["--admin-token", "e2e-token", "--seed", "5", "--quiet"])
+        .arg("--report")
+        .arg(&report)
+        .output()
+        .expect("running steer-swarm");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "steer-swarm failed ({:?}):\n{stderr}", out.status);
+    let json: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&report).unwrap()).unwrap();
+    let _ = std::fs::remove_file(&report);
+    let n = |k: &str| json[k].as_f64().unwrap_or_else(|| panic!("{k} missing in {json:#}"));
+    assert_eq!(n("bots_connected"), 8.0, "{json:#}");
+    assert_eq!(n("passive_bots"), 0.0, "{json:#}");
+    for k in ["disconnects", "decode_errors", "checksum_errors", "chain_breaks", "tick_gaps", "command_errors", "command_timeouts"] {
+        assert_eq!(n(k), 0.0, "{k}: {json:#}\n{stderr}");
+    }
+    // Every bot spawned its agent, the 4 skimming ones too.
+    assert_eq!(n("agents_spawned"), 8.0, "{json:#}");
+    assert!(n("commands_sent") > 0.0 && n("command_results") > 0.0, "{json:#}");
+    let (skimmed, ticks) = (n("skimmed_messages"), n("ticks_seen"));
+    assert!(skimmed > 4.0 * 20.0, "{skimmed} messages skimmed: {json:#}");
+    assert!(ticks > skimmed + 4.0 * 20.0, "{ticks} ticks seen, {skimmed} skimmed: {json:#}");
+    assert!(n("keyframes") >= 4.0 && n("deltas") > 0.0, "{json:#}");
 }
 
 #[test]
