@@ -374,6 +374,14 @@ pub(crate) fn read_changes_into(r: &mut Reader, count: Option<usize>, out: &mut 
 #[inline]
 pub(crate) fn read_change(r: &mut Reader, prev: &mut i64) -> Result<AgentChange, PackError> {
     let (index, flags) = r.header(prev, 4, "base index")?;
+    let (motion, orient) = read_change_body(r, flags)?;
+    Ok(AgentChange { id: None, index: Some(index), motion, orient })
+}
+
+/// A change record's motion and orientation change, read after its header (which gave
+/// `flags`).
+#[inline(always)]
+pub(crate) fn read_change_body(r: &mut Reader, flags: u64) -> Result<(Option<Motion>, OrientChange), PackError> {
     let motion = match flags & 3 {
         M_NONE => None,
         M_NIBBLES => {
@@ -396,7 +404,7 @@ pub(crate) fn read_change(r: &mut Reader, prev: &mut i64) -> Result<AgentChange,
         }
         _ => return Err(PackError::Reserved("orientation")),
     };
-    Ok(AgentChange { id: None, index: Some(index), motion, orient })
+    Ok((motion, orient))
 }
 
 /// Packs sorted ids as gaps.

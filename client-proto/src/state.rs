@@ -1,6 +1,6 @@
 //! Client-side state: one agent map per (world, cell), fed by keyframes and deltas.
 
-use crate::frames::{AgentChange, Delta, Keyframe, OrientChange};
+use crate::frames::{AgentChange, Delta, Keyframe, Motion, OrientChange};
 use crate::messages::ServerMsg;
 use crate::quant::{QAgent, Quantization, checksum, heading};
 use std::collections::HashMap;
@@ -58,14 +58,20 @@ fn check_sorted(list: &'static str, ids: impl Iterator<Item = u32>) -> Result<()
 
 /// Applies one change to the previous state of that agent.
 pub fn apply_change(prev: &QAgent, c: &AgentChange, q: &Quantization) -> Result<QAgent, ApplyError> {
+    changed(prev, c.motion, c.orient, q)
+}
+
+/// [`apply_change`] of a change given by its motion and orientation change.
+#[inline(always)]
+fn changed(prev: &QAgent, motion: Option<Motion>, orient: OrientChange, q: &Quantization) -> Result<QAgent, ApplyError> {
     let mut a = *prev;
-    if let Some(m) = c.motion {
+    if let Some(m) = motion {
         for i in 0..2 {
             a.vel[i] = prev.vel[i].wrapping_add(m.dvel[i]);
             a.pos[i] = prev.pos[i].wrapping_add(q.predict(a.vel[i])).wrapping_add(m.dpos[i]);
         }
     }
-    a.orient = match c.orient {
+    a.orient = match orient {
         OrientChange::Keep => prev.orient,
         OrientChange::Face => heading(a.vel).ok_or(ApplyError::FaceWithoutVelocity(prev.id))?,
         OrientChange::Turn(t) => prev.orient.wrapping_add(t as u16),
@@ -323,21 +329,45 @@ fn patch_logged<E: From<ApplyError>>(agents: &mut [QAgent], changes: impl Iterat
         // and each position is patched once, after it resolved.
         let i = next_position(agents, &c, &mut prev)?;
         if let Some(slot) = agents.get_mut(i) {
-            match apply_change(slot, &c, q) {
-                Ok(next) => {
-                    log.push((i, *slot));
-                    *slot = next;
-                }
-                Err(e) => {
-                    apply_error.get_or_insert(e);
-                }
-            }
+            let next = apply_change(slot, &c, q);
+            patch_slot(i, slot, next, log, &mut apply_error);
         }
     }
-    match apply_error {
-        Some(e) => Err(e.into()),
-        None => Ok(()),
+    apply_error.map_or(Ok(()), |e| Err(e.into()))
+}
+
+/// Patches the agent at position `i` with its `next` state, noting the state before in `log`;
+/// or, if `next` is an error, keeps the first such error in `apply_error`.
+#[inline(always)]
+fn patch_slot(i: usize, slot: &mut QAgent, next: Result<QAgent, ApplyError>, log: &mut Vec<(usize, QAgent)>, apply_error: &mut Option<ApplyError>) {
+    match next {
+        Ok(next) => {
+            log.push((i, *slot));
+            *slot = next;
+        }
+        Err(e) => {
+            apply_error.get_or_insert(e);
+        }
     }
+}
+
+/// A binary changes-only delta's `count` change records, read from `r` and patched into
+/// `agents` as they are read, noting in `log` what [`patch_logged`] of
+/// [`crate::pack::read_change`]'s records would, with the same errors; without building the
+/// records (a change's parts stay in registers).
+fn patch_packed(agents: &mut [QAgent], r: &mut crate::pack::Reader, count: usize, q: &Quantization, log: &mut Vec<(usize, QAgent)>) -> Result<(), EntryError> {
+    let mut apply_error = None;
+    let mut prev = -1i64;
+    for _ in 0..count {
+        let (index, flags) = r.header(&mut prev, 4, "base index")?;
+        let (motion, orient) = crate::pack::read_change_body(r, flags)?;
+        // Gap coding makes the indices strictly increase: only their range is left to check.
+        let len = agents.len();
+        let slot = agents.get_mut(index as usize).ok_or(ApplyError::ChangedIndexOutOfRange { index, len })?;
+        let next = changed(slot, motion, orient, q);
+        patch_slot(index as usize, slot, next, log, &mut apply_error);
+    }
+    apply_error.map_or(Ok(()), |e| Err(e.into()))
 }
 
 /// Puts back the agents `log` noted before a patch.
@@ -493,9 +523,12 @@ impl ClientState {
                 if !left && !entered {
                     // The common case: each change record is read and patched in in one pass.
                     held.check_chain(world, cell, base_tick, tick)?;
-                    let mut prev = -1i64;
-                    let records = (0..changes).map(|_| crate::pack::read_change(&mut r.r, &mut prev).map_err(EntryError::Pack));
-                    held.patch(records, quant, &mut scratch.spare.undo)?;
+                    let log = &mut scratch.spare.undo;
+                    log.clear();
+                    if let Err(e) = patch_packed(&mut held.agents, &mut r.r, changes, quant, log) {
+                        undo(&mut held.agents, log);
+                        return Err(e);
+                    }
                     held.tick = tick;
                     return Ok(AppliedEntry { cell, keyframe: false, tick, records: changes });
                 }
@@ -690,18 +723,25 @@ mod tests {
         let good = Delta { changed: vec![moved], checksum: Some(Checksum(1)), ..d.clone() };
         assert!(matches!(cell.apply_delta(&good, &q), Err(ApplyError::ChecksumMismatch { .. })));
         assert_eq!((cell.agents(), cell.tick()), (&base[..], 1));
-        // The same two deltas as `cells` entries applied from their bytes.
+        // The same two deltas as `cells` entries applied from their bytes, and one whose second
+        // change names a position past the cell's agents.
         let mut client = ClientState::new(q);
         client.apply_keyframe(&key).unwrap();
-        for (changes, sum) in [(vec![moved, face], None), (vec![moved], Some(1))] {
+        let past_end = AgentChange { index: Some(3), ..moved };
+        let cases = [
+            (vec![moved, face], None, Some(0), ApplyError::FaceWithoutVelocity(2)),
+            (vec![moved, past_end], None, Some(0), ApplyError::ChangedIndexOutOfRange { index: 3, len: 3 }),
+            (vec![moved], Some(1), None, ApplyError::ChecksumMismatch { expected: 1, actual: crate::cells::fold_checksums([checksum(&[a(1, 5), a(2, 0), a(3, 0)])]) }),
+        ];
+        for (changes, sum, cell, error) in cases {
             let body = crate::cells::delta_body(&[], &changes, &[]).unwrap();
             let mut w = crate::cells::EntriesWriter::new(2, 1, 64);
             w.delta(0, 1, &body).unwrap();
             let bytes = crate::cells::encode_cells_binary(0, 2, 1, sum, &w.finish()).unwrap();
             let head = crate::cells::skim_cells_binary(&bytes).unwrap();
-            assert!(client.apply_cells_binary(&head, &bytes, |_| {}).is_err());
+            assert_eq!(client.apply_cells_binary(&head, &bytes, |_| {}), Err(CellsError::Apply { cell, tick: 2, error }));
             // The checksum fails after the entry applied (the entries before an error stay
-            // applied); the face error leaves the cell as it was.
+            // applied); the other errors leave the cell as it was.
             let want: &[QAgent] = if sum.is_none() { &base } else { &[a(1, 5), a(2, 0), a(3, 0)] };
             assert_eq!(client.cell(0, 0).unwrap().agents(), want);
         }
