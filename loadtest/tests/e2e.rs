@@ -101,25 +101,60 @@ fn start_server(extra: &[&str]) -> Server {
     Server { child, addr, _data: data }
 }
 
+/// Runs steer-swarm against `server` with `args` (its `--url` and `--report` added) and returns
+/// the report and stderr, once it exited with success.
+fn swarm(server: &Server, tag: &str, args: &[&str]) -> (serde_json::Value, String) {
+    let report = std::env::temp_dir().join(format!("steer-swarm-e2e-{tag}-{}.json", std::process::id()));
+    let out = Command::new(env!("CARGO_BIN_EXE_steer-swarm"))
+        .args(["--url", &format!("ws://{}/ws", server.addr)])
+        .args(args)
+        .arg("--report")
+        .arg(&report)
+        .output()
+        .expect("running steer-swarm");
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(out.status.success(), "steer-swarm failed ({:?}):\n{stderr}", out.status);
+    let json = serde_json::from_str(&std::fs::read_to_string(&report).unwrap()).unwrap();
+    let _ = std::fs::remove_file(&report);
+    (json, stderr)
+}
+
+/// The report's figure `k` (a missing one fails the test, showing the report).
+fn num(json: &serde_json::Value, k: &str) -> f64 {
+    json[k].as_f64().unwrap_or_else(|| panic!("{k} missing in {json:#}"))
+}
+
+/// Checks a `--skim` report of `bots` bots (`passive` of them passive) for about 2.5 s at
+/// 20 Hz: every bot connected, no error, disconnect or missed tick (beyond `more_zeros`), all
+/// but the first 4 skimming, and those 4 decoding and verifying what the server sent.
+fn check_skim(json: &serde_json::Value, stderr: &str, bots: f64, passive: f64, more_zeros: &[&str]) {
+    let n = |k: &str| num(json, k);
+    assert_eq!(n("bots_connected"), bots, "{json:#}");
+    assert_eq!(n("passive_bots"), passive, "{json:#}");
+    for k in ["disconnects", "decode_errors", "checksum_errors", "chain_breaks", "tick_gaps"].iter().chain(more_zeros) {
+        assert_eq!(n(k), 0.0, "{k}: {json:#}\n{stderr}");
+    }
+    let (skimmed, ticks) = (n("skimmed_messages"), n("ticks_seen"));
+    assert!(skimmed > (bots - 4.0) * 20.0, "{skimmed} messages skimmed: {json:#}");
+    assert!(ticks > skimmed + 4.0 * 20.0, "{ticks} ticks seen, {skimmed} skimmed: {json:#}");
+    assert!(n("keyframes") >= 4.0 && n("deltas") > 0.0, "{json:#}");
+    assert!(json["frame_lateness_ms"]["p99"].as_f64().is_some(), "{json:#}");
+}
+
 #[test]
 fn twenty_bots_for_three_seconds() {
     let server = start_server(&["--admin-token", "e2e-token"]);
-    let report = std::env::temp_dir().join(format!("steer-swarm-e2e-{}.json", std::process::id()));
-    let out = Command::new(env!("CARGO_BIN_EXE_steer-swarm"))
-        .args(["--url", &format!("ws://{}/ws", server.addr), "--world", "demo", "--bots", "20", "--ramp", "500ms"])
-        .args(["--duration", "3s", "--commands-per-sec", "0.5", "--spawn-per-bot", "1", "--aoi", "100x100"])
-        .args(["--pan-every", "1s", "--admin-token", "e2e-token", "--seed", "42", "--quiet"])
-        .args(["--server-pid", &server.child.id().to_string()])
-        .arg("--report")
-        .arg(&report)
-        .args(["--fail-if", "decode_errors>0,checksum_errors>0,disconnects>0,connect_failures>0"])
-        .output()
-        .expect("running steer-swarm");
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "steer-swarm failed ({:?}):\n{stderr}", out.status);
-    let json: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&report).unwrap()).unwrap();
-    let _ = std::fs::remove_file(&report);
-    let n = |k: &str| json[k].as_f64().unwrap_or_else(|| panic!("{k} missing in {json:#}"));
+    let pid = server.child.id().to_string();
+    let (json, stderr) = swarm(
+        &server,
+        "twenty",
+        &[
+            "--world", "demo", "--bots", "20", "--ramp", "500ms", "--duration", "3s", "--commands-per-sec", "0.5",
+            "--spawn-per-bot", "1", "--aoi", "100x100", "--pan-every", "1s", "--admin-token", "e2e-token", "--seed", "42",
+            "--quiet", "--server-pid", &pid, "--fail-if", "decode_errors>0,checksum_errors>0,disconnects>0,connect_failures>0",
+        ],
+    );
+    let n = |k: &str| num(&json, k);
     assert_eq!(n("bots_connected"), 20.0, "{json:#}");
     for k in ["disconnects", "decode_errors", "checksum_errors", "chain_breaks", "command_errors"] {
         assert_eq!(n(k), 0.0, "{k}: {json:#}\n{stderr}");
@@ -140,30 +175,12 @@ fn twenty_bots_for_three_seconds() {
 #[test]
 fn skimming_bots_count_every_tick() {
     let server = start_server(&["--admin-token", "e2e-token"]);
-    let report = std::env::temp_dir().join(format!("steer-swarm-e2e-skim-{}.json", std::process::id()));
-    let out = Command::new(env!("CARGO_BIN_EXE_steer-swarm"))
-        .args(["--url", &format!("ws://{}/ws", server.addr), "--world", "demo", "--bots", "12", "--ramp", "300ms"])
-        .args(["--duration", "3s", "--whole-world", "--passive", "0.75", "--skim", "--admin-token", "e2e-token", "--quiet"])
-        .arg("--report")
-        .arg(&report)
-        .output()
-        .expect("running steer-swarm");
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "steer-swarm failed ({:?}):\n{stderr}", out.status);
-    let json: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&report).unwrap()).unwrap();
-    let _ = std::fs::remove_file(&report);
-    let n = |k: &str| json[k].as_f64().unwrap_or_else(|| panic!("{k} missing in {json:#}"));
-    assert_eq!(n("bots_connected"), 12.0, "{json:#}");
-    assert_eq!(n("passive_bots"), 9.0, "{json:#}");
-    for k in ["disconnects", "decode_errors", "checksum_errors", "chain_breaks", "tick_gaps"] {
-        assert_eq!(n(k), 0.0, "{k}: {json:#}\n{stderr}");
-    }
-    // 8 skimming bots for about 2.5 s at 20 Hz each; the 4 others decoded their messages.
-    let (skimmed, ticks) = (n("skimmed_messages"), n("ticks_seen"));
-    assert!(skimmed > 8.0 * 20.0, "{skimmed} messages skimmed: {json:#}");
-    assert!(ticks > skimmed + 4.0 * 20.0, "{ticks} ticks seen, {skimmed} skimmed: {json:#}");
-    assert!(n("keyframes") >= 4.0 && n("deltas") > 0.0, "{json:#}");
-    assert!(json["frame_lateness_ms"]["p99"].as_f64().is_some(), "{json:#}");
+    let (json, stderr) = swarm(
+        &server,
+        "skim",
+        &["--world", "demo", "--bots", "12", "--ramp", "300ms", "--duration", "3s", "--whole-world", "--passive", "0.75", "--skim", "--admin-token", "e2e-token", "--quiet"],
+    );
+    check_skim(&json, &stderr, 12.0, 9.0, &[]);
 }
 
 /// `--skim` with active bots (the capacity ladder's server ceiling): the 4 that skim still
@@ -171,32 +188,18 @@ fn skimming_bots_count_every_tick() {
 #[test]
 fn active_bots_skim_and_still_command() {
     let server = start_server(&["--admin-token", "e2e-token"]);
-    let report = std::env::temp_dir().join(format!("steer-swarm-e2e-skim-active-{}.json", std::process::id()));
-    let out = Command::new(env!("CARGO_BIN_EXE_steer-swarm"))
-        .args(["--url", &format!("ws://{}/ws", server.addr), "--world", "demo", "--bots", "8", "--ramp", "300ms"])
-        .args(["--duration", "3s", "--aoi", "100x100", "--spawn-per-bot", "1", "--commands-per-sec", "2", "--skim"])
-        .args(["--admin-token", "e2e-token", "--seed", "5", "--quiet"])
-        .arg("--report")
-        .arg(&report)
-        .output()
-        .expect("running steer-swarm");
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "steer-swarm failed ({:?}):\n{stderr}", out.status);
-    let json: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&report).unwrap()).unwrap();
-    let _ = std::fs::remove_file(&report);
-    let n = |k: &str| json[k].as_f64().unwrap_or_else(|| panic!("{k} missing in {json:#}"));
-    assert_eq!(n("bots_connected"), 8.0, "{json:#}");
-    assert_eq!(n("passive_bots"), 0.0, "{json:#}");
-    for k in ["disconnects", "decode_errors", "checksum_errors", "chain_breaks", "tick_gaps", "command_errors", "command_timeouts"] {
-        assert_eq!(n(k), 0.0, "{k}: {json:#}\n{stderr}");
-    }
-    // Every bot spawned its agent, the 4 skimming ones too.
-    assert_eq!(n("agents_spawned"), 8.0, "{json:#}");
-    assert!(n("commands_sent") > 0.0 && n("command_results") > 0.0, "{json:#}");
-    let (skimmed, ticks) = (n("skimmed_messages"), n("ticks_seen"));
-    assert!(skimmed > 4.0 * 20.0, "{skimmed} messages skimmed: {json:#}");
-    assert!(ticks > skimmed + 4.0 * 20.0, "{ticks} ticks seen, {skimmed} skimmed: {json:#}");
-    assert!(n("keyframes") >= 4.0 && n("deltas") > 0.0, "{json:#}");
+    let (json, stderr) = swarm(
+        &server,
+        "skim-active",
+        &[
+            "--world", "demo", "--bots", "8", "--ramp", "300ms", "--duration", "3s", "--aoi", "100x100", "--spawn-per-bot", "1",
+            "--commands-per-sec", "2", "--skim", "--admin-token", "e2e-token", "--seed", "5", "--quiet",
+        ],
+    );
+    check_skim(&json, &stderr, 8.0, 0.0, &["command_errors", "command_timeouts"]);
+    // Every bot spawned its agent, the 4 skimming ones too, and commanded it.
+    assert_eq!(num(&json, "agents_spawned"), 8.0, "{json:#}");
+    assert!(num(&json, "commands_sent") > 0.0 && num(&json, "command_results") > 0.0, "{json:#}");
 }
 
 #[test]
