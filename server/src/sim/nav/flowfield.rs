@@ -145,16 +145,7 @@ impl FlowField {
                 let d = if let Some(centre) = (!far_row).then(|| grid.center_of(x as u32, y as u32)).filter(sees_goal) {
                     dir(self.goal - centre)
                 } else {
-                    let slope = |lo: f32, hi: f32| {
-                        // Upwind: towards the smaller neighbour, if it is below the cell.
-                        if lo <= hi && lo < c {
-                            c - lo
-                        } else if hi < c {
-                            hi - c
-                        } else {
-                            0.0
-                        }
-                    };
+                    let slope = |lo: f32, hi: f32| upwind_slope(c, lo, hi);
                     // Gradient of T (pointing uphill); the flow goes downhill.
                     let g = Vec2::new(slope(v[p - 1].t, v[p + 1].t), slope(v[p - w].t, v[p + w].t));
                     -dir(g)
@@ -596,6 +587,18 @@ pub fn step_of(d: Vec2) -> (i32, i32) {
     (s(d.x), s(d.y))
 }
 
+/// One axis of T's upwind gradient at a cell of time `c` whose neighbours on that axis have
+/// times `lo` (the lower side) and `hi`: towards the smaller neighbour, if it is below the cell.
+fn upwind_slope(c: f32, lo: f32, hi: f32) -> f32 {
+    if lo <= hi && lo < c {
+        c - lo
+    } else if hi < c {
+        hi - c
+    } else {
+        0.0
+    }
+}
+
 /// First-order eikonal update from the smaller accepted neighbours `a` (x) and `b` (y), cell `h`.
 pub fn eikonal_update(a: f32, b: f32, h: f32) -> f32 {
     if a.is_finite() && b.is_finite() && (a - b).abs() < h {
@@ -605,8 +608,9 @@ pub fn eikonal_update(a: f32, b: f32, h: f32) -> f32 {
     }
 }
 
-/// The implementation before the bucket queue and the padded direction pass, kept verbatim as
-/// the reference the fast one must equal bit for bit (T and stored angle of every cell).
+/// The implementation before the bucket queue and the padded direction pass, kept verbatim (but
+/// for the helpers the rewrite left unchanged, which it shares) as the reference the fast one
+/// must equal bit for bit (T and stored angle of every cell).
 #[cfg(test)]
 mod reference {
     use std::cmp::Reverse;
@@ -615,17 +619,12 @@ mod reference {
 
     use glam::Vec2;
 
-    use super::FlowField;
-    use crate::sim::math::{dir, heading};
+    // Unchanged by the rewrite, so shared: the constants, `decode`, the neighbour order, the
+    // step of a direction, the eikonal update and the upwind slope. Only `encode` (its rounding)
+    // differs.
+    use super::{ANGLE_SCALE, FlowField, LOS_RADIUS_CELLS, NEIGHBOURS8, NO_DIR, decode, eikonal_update, step_of, upwind_slope};
+    use crate::sim::math::dir;
     use crate::sim::nav::grid::NavGrid;
-
-    /// Cells within this many cells of the goal get the line-of-sight shortcut.
-    pub const LOS_RADIUS_CELLS: f32 = 24.0;
-
-    /// Stored angle meaning "no direction" (blocked, unreachable, or the goal cell itself).
-    pub const NO_DIR: u16 = u16::MAX;
-
-    const ANGLE_SCALE: f32 = 65535.0 / std::f32::consts::TAU;
 
     fn encode(d: Vec2) -> u16 {
         if d == Vec2::ZERO {
@@ -637,34 +636,6 @@ mod reference {
         ((a * ANGLE_SCALE).round() as u32 % 65535) as u16
     }
 
-    fn decode(a: u16) -> Vec2 {
-        if a == NO_DIR { Vec2::ZERO } else { heading(f32::from(a) / ANGLE_SCALE) }
-    }
-
-    const NEIGHBOURS8: [(i32, i32); 8] = [(1, 0), (-1, 0), (0, 1), (0, -1), (1, 1), (1, -1), (-1, 1), (-1, -1)];
-
-    /// The 8-neighbour offset a unit direction points into (the cell holding centre + d·cell).
-    pub fn step_of(d: Vec2) -> (i32, i32) {
-        let s = |v: f32| {
-            if v > 0.5 {
-                1
-            } else if v < -0.5 {
-                -1
-            } else {
-                0
-            }
-        };
-        (s(d.x), s(d.y))
-    }
-
-    /// First-order eikonal update from the smaller accepted neighbours `a` (x) and `b` (y), cell `h`.
-    pub fn eikonal_update(a: f32, b: f32, h: f32) -> f32 {
-        if a.is_finite() && b.is_finite() && (a - b).abs() < h {
-            (a + b + (2.0 * h * h - (a - b) * (a - b)).sqrt()) * 0.5
-        } else {
-            a.min(b) + h
-        }
-    }
 
     /// The old `FlowField::build`.
     pub fn build(grid: &NavGrid, goal_cell: usize, goal: Vec2) -> FlowField {
@@ -707,16 +678,7 @@ mod reference {
                     dir(self.goal - centre)
                 } else {
                     let t = |dx: i32, dy: i32| grid.offset(cx, cy, dx, dy).map_or(f32::INFINITY, |j| self.cost[j]);
-                    let slope = |lo: f32, hi: f32| {
-                        // Upwind: towards the smaller neighbour, if it is below the cell.
-                        if lo <= hi && lo < c {
-                            c - lo
-                        } else if hi < c {
-                            hi - c
-                        } else {
-                            0.0
-                        }
-                    };
+                    let slope = |lo: f32, hi: f32| upwind_slope(c, lo, hi);
                     // Gradient of T (pointing uphill); the flow goes downhill.
                     let g = Vec2::new(slope(t(-1, 0), t(1, 0)), slope(t(0, -1), t(0, 1)));
                     -dir(g)
