@@ -205,7 +205,7 @@ impl CellState {
         check_sorted("entered", d.entered.iter().map(|a| a.id))?;
         if d.left.is_empty() && d.entered.is_empty() {
             // The common case: patch the state in place.
-            self.patch(d.changed.iter().map(|c| Ok(*c)), q, &mut spare.undo)?;
+            self.patch(&mut spare.undo, |agents, log| patch_logged(agents, d.changed, q, log))?;
             if let Err(e) = verify(checksum, &self.agents) {
                 undo(&mut self.agents, &spare.undo);
                 return Err(e);
@@ -222,13 +222,13 @@ impl CellState {
         Ok(())
     }
 
-    /// Patches the held agents with `changes` alone (no agent left or entered), in place, noting
-    /// in `log` each agent's state before it changed; on error the agents are as before. Errors
-    /// as [`check_changes`] then [`apply_change`] in base order would report them. The changes
-    /// come as they are read: an `Err` item (a malformed record) ends it at once.
-    fn patch<E: From<ApplyError>>(&mut self, changes: impl Iterator<Item = Result<AgentChange, E>>, q: &Quantization, log: &mut Vec<(usize, QAgent)>) -> Result<(), E> {
+    /// Patches the held agents in place with `patch` (changes alone: no agent left or entered),
+    /// which notes in `log` each agent's state before it changed; on error the agents are put
+    /// back as before.
+    #[inline(always)]
+    fn patch<E>(&mut self, log: &mut Vec<(usize, QAgent)>, patch: impl FnOnce(&mut [QAgent], &mut Vec<(usize, QAgent)>) -> Result<(), E>) -> Result<(), E> {
         log.clear();
-        let r = patch_logged(&mut self.agents, changes, q, log);
+        let r = patch(&mut self.agents, log);
         if r.is_err() {
             undo(&mut self.agents, log);
         }
@@ -317,23 +317,22 @@ fn merge(base: &[QAgent], d: &DeltaParts, q: &Quantization, out: &mut Vec<QAgent
     Ok(())
 }
 
-/// [`CellState::patch`]'s loop: patches `agents`, noting each agent's state before it changed.
-#[inline]
-fn patch_logged<E: From<ApplyError>>(agents: &mut [QAgent], changes: impl Iterator<Item = Result<AgentChange, E>>, q: &Quantization, log: &mut Vec<(usize, QAgent)>) -> Result<(), E> {
+/// Patches `agents` with `changes`, noting each agent's state before it changed; errors as
+/// [`check_changes`] then [`apply_change`] in base order would report them.
+fn patch_logged(agents: &mut [QAgent], changes: &[AgentChange], q: &Quantization, log: &mut Vec<(usize, QAgent)>) -> Result<(), ApplyError> {
     // The first `apply_change` error, reported only if every key checks out.
     let mut apply_error = None;
     let mut prev: Option<usize> = None;
     for c in changes {
-        let c = c?;
         // Keys resolve against the patched agents as against the base: patches keep every id,
         // and each position is patched once, after it resolved.
-        let i = next_position(agents, &c, &mut prev)?;
+        let i = next_position(agents, c, &mut prev)?;
         if let Some(slot) = agents.get_mut(i) {
-            let next = apply_change(slot, &c, q);
+            let next = apply_change(slot, c, q);
             patch_slot(i, slot, next, log, &mut apply_error);
         }
     }
-    apply_error.map_or(Ok(()), |e| Err(e.into()))
+    apply_error.map_or(Ok(()), Err)
 }
 
 /// Patches the agent at position `i` with its `next` state, noting the state before in `log`;
@@ -353,8 +352,8 @@ fn patch_slot(i: usize, slot: &mut QAgent, next: Result<QAgent, ApplyError>, log
 
 /// A binary changes-only delta's `count` change records, read from `r` and patched into
 /// `agents` as they are read, noting in `log` what [`patch_logged`] of
-/// [`crate::pack::read_change`]'s records would, with the same errors; without building the
-/// records (a change's parts stay in registers).
+/// [`crate::pack::read_change`]'s records would, with the same errors (a malformed record ends
+/// it at once); without building the records (a change's parts stay in registers).
 fn patch_packed(agents: &mut [QAgent], r: &mut crate::pack::Reader, count: usize, q: &Quantization, log: &mut Vec<(usize, QAgent)>) -> Result<(), EntryError> {
     let mut apply_error = None;
     let mut prev = -1i64;
@@ -523,12 +522,7 @@ impl ClientState {
                 if !left && !entered {
                     // The common case: each change record is read and patched in in one pass.
                     held.check_chain(world, cell, base_tick, tick)?;
-                    let log = &mut scratch.spare.undo;
-                    log.clear();
-                    if let Err(e) = patch_packed(&mut held.agents, &mut r.r, changes, quant, log) {
-                        undo(&mut held.agents, log);
-                        return Err(e);
-                    }
+                    held.patch(&mut scratch.spare.undo, |agents, log| patch_packed(agents, &mut r.r, changes, quant, log))?;
                     held.tick = tick;
                     return Ok(AppliedEntry { cell, keyframe: false, tick, records: changes });
                 }
