@@ -4,13 +4,21 @@
 //! Player tokens are issued by the game's own backend: HS256 with `auth.player_jwt_secret`, or
 //! RS256 / EdDSA with the public key file `auth.player_jwt_public_key`. Claims: `sub` (the
 //! player id), `role` (`player` or `spectator`; default `player`), optional `worlds` (the world
-//! names the token is good for), optional `team`, and `exp` (required).
+//! names the token is good for), optional `team`, `exp` (required), and optional `nbf`, `iat`,
+//! `iss` and `aud`.
+//!
+//! Checks beyond the signature, each with [`LEEWAY_SECS`] of clock skew: `exp` not passed, `nbf`
+//! and `iat` not in the future, `exp` at most `auth.max_token_lifetime_secs` beyond now and
+//! beyond `iat`; `iss` equal to `auth.jwt_issuer` and `aud` naming `auth.jwt_audience` when
+//! those are set (then the claim is required; unset, it is not checked).
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use jsonwebtoken::{Algorithm, DecodingKey, EncodingKey, Header, Validation};
 use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
 use steer_proto::Role;
+use subtle::ConstantTimeEq;
 
 use crate::config::AuthSettings;
 
@@ -18,8 +26,8 @@ use crate::config::AuthSettings;
 pub const MAX_ID_LEN: usize = 64;
 /// Most world names in a token's `worlds`.
 pub const MAX_TOKEN_WORLDS: usize = 64;
-/// Clock skew tolerated on `exp`, seconds.
-const LEEWAY_SECS: u64 = 5;
+/// Clock skew tolerated on `exp`, `nbf` and `iat` (and on a session's token expiry), seconds.
+pub const LEEWAY_SECS: u64 = 5;
 
 /// The claims of a player token.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -37,6 +45,12 @@ pub struct Claims {
     pub team: Option<String>,
     /// Expiry, seconds since the Unix epoch.
     pub exp: u64,
+    /// Not valid before, seconds since the Unix epoch.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub nbf: Option<u64>,
+    /// Issued at, seconds since the Unix epoch.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub iat: Option<u64>,
 }
 
 /// An authenticated client.
@@ -50,12 +64,26 @@ pub struct Identity {
     pub team: Option<String>,
     /// Worlds it may use (`None`: all).
     pub worlds: Option<Vec<String>>,
+    /// Expiry of its player token (`exp`), seconds since the Unix epoch; `None` for the admin
+    /// and anonymous dev-mode players.
+    pub expires: Option<u64>,
 }
 
 impl Identity {
     /// The admin.
     pub fn admin() -> Self {
-        Identity { player: "admin".into(), role: Role::Admin, team: None, worlds: None }
+        Identity { player: "admin".into(), role: Role::Admin, team: None, worlds: None, expires: None }
+    }
+
+    /// An anonymous dev-mode player: a player without a token expiry (every player token has
+    /// an `exp`).
+    pub fn is_anonymous(&self) -> bool {
+        self.role == Role::Player && self.expires.is_none()
+    }
+
+    /// Has its token expired at `now` (seconds since the Unix epoch), beyond [`LEEWAY_SECS`]?
+    pub fn expired_at(&self, now: u64) -> bool {
+        self.expires.is_some_and(|e| now > e.saturating_add(LEEWAY_SECS))
     }
 
     /// May this identity use world `name`? Err: the reason for `unauthorized`.
@@ -87,8 +115,12 @@ pub struct AuthError(pub String);
 
 /// The server's token checker.
 pub struct Auth {
-    admin_token: Option<String>,
+    /// SHA-256 of the admin token: compared by digest, so the compare takes the same time
+    /// whatever the length or content of the token presented.
+    admin_digest: Option<[u8; 32]>,
     key: Option<(DecodingKey, Validation)>,
+    /// `auth.max_token_lifetime_secs`.
+    max_lifetime: u64,
     anon: AtomicU64,
     /// Random prefix of anonymous ids, so ids are not reused across restarts.
     anon_prefix: String,
@@ -124,20 +156,21 @@ impl Auth {
     pub fn new(admin_token: Option<String>, s: &AuthSettings) -> Result<Self, String> {
         let key = match (&s.player_jwt_secret, &s.player_jwt_public_key) {
             (Some(_), Some(_)) => return Err("set one of auth.player_jwt_secret and auth.player_jwt_public_key, not both".into()),
-            (Some(secret), None) => Some((DecodingKey::from_secret(secret.as_bytes()), validation(&[Algorithm::HS256]))),
+            (Some(secret), None) => Some((DecodingKey::from_secret(secret.as_bytes()), validation(&[Algorithm::HS256], s))),
             (None, Some(path)) => {
                 let pem = std::fs::read(path).map_err(|e| format!("auth.player_jwt_public_key: cannot read {}: {e}", path.display()))?;
                 if let Ok(k) = DecodingKey::from_rsa_pem(&pem) {
-                    Some((k, validation(&[Algorithm::RS256])))
+                    Some((k, validation(&[Algorithm::RS256], s)))
                 } else if let Ok(k) = DecodingKey::from_ed_pem(&pem) {
-                    Some((k, validation(&[Algorithm::EdDSA])))
+                    Some((k, validation(&[Algorithm::EdDSA], s)))
                 } else {
                     return Err(format!("auth.player_jwt_public_key: {} is neither an RSA nor an Ed25519 public key in PEM", path.display()));
                 }
             }
             (None, None) => None,
         };
-        Ok(Auth { admin_token, key, anon: AtomicU64::new(1), anon_prefix: random_hex(3) })
+        let admin_digest = admin_token.map(|t| Sha256::digest(t.as_bytes()).into());
+        Ok(Auth { admin_digest, key, max_lifetime: s.max_token_lifetime_secs, anon: AtomicU64::new(1), anon_prefix: random_hex(3) })
     }
 
     /// True without a player key: tokenless clients are anonymous players.
@@ -145,9 +178,11 @@ impl Auth {
         self.key.is_none()
     }
 
-    /// True if `given` is the admin token (compared in constant time).
+    /// True if `given` is the admin token: their SHA-256 digests compared in constant time, so
+    /// neither the token's content nor its length shows in the time taken.
     pub fn is_admin_token(&self, given: &str) -> bool {
-        self.admin_token.as_deref().is_some_and(|t| given.len() == t.len() && given.bytes().zip(t.bytes()).fold(0u8, |a, (x, y)| a | (x ^ y)) == 0)
+        let d = Sha256::digest(given.as_bytes());
+        self.admin_digest.as_ref().is_some_and(|t| bool::from(t.as_slice().ct_eq(d.as_slice())))
     }
 
     /// Who presents `token` (none: anonymous in dev mode).
@@ -155,7 +190,7 @@ impl Auth {
         match token {
             Some(t) if self.is_admin_token(t) => Ok(Identity::admin()),
             Some(t) => match &self.key {
-                Some((key, validation)) => verify(t, key, validation),
+                Some((key, validation)) => verify(t, key, validation, self.max_lifetime, now_secs()),
                 None => Err(AuthError("unknown token: this server has no player key (dev mode), so the only token it accepts is the admin token".into())),
             },
             None if self.key.is_some() => Err(AuthError("a player token is required".into())),
@@ -166,24 +201,49 @@ impl Auth {
     /// A fresh anonymous player (dev mode).
     pub fn anonymous(&self) -> Identity {
         let n = self.anon.fetch_add(1, Ordering::Relaxed);
-        Identity { player: format!("anon-{}-{n}", self.anon_prefix), role: Role::Player, team: None, worlds: None }
+        Identity { player: format!("anon-{}-{n}", self.anon_prefix), role: Role::Player, team: None, worlds: None, expires: None }
     }
 }
 
-fn validation(algs: &[Algorithm]) -> Validation {
+/// What jsonwebtoken checks: the algorithms, `exp` and `nbf` with [`LEEWAY_SECS`], and `iss` /
+/// `aud` when configured (then required). Without `auth.jwt_audience`, `aud` is not checked at
+/// all (jsonwebtoken would refuse every token that carries one).
+fn validation(algs: &[Algorithm], s: &AuthSettings) -> Validation {
     let mut v = Validation::new(algs[0]);
     v.algorithms = algs.to_vec();
     v.leeway = LEEWAY_SECS;
     v.validate_exp = true;
-    v.set_required_spec_claims(&["exp", "sub"]);
+    v.validate_nbf = true;
+    let mut required = vec!["exp", "sub"];
+    if let Some(iss) = &s.jwt_issuer {
+        v.set_issuer(&[iss]);
+        required.push("iss");
+    }
+    match &s.jwt_audience {
+        Some(aud) => {
+            v.set_audience(&[aud]);
+            v.validate_aud = true;
+            required.push("aud");
+        }
+        None => {
+            v.aud = None;
+            v.validate_aud = false;
+        }
+    }
+    v.set_required_spec_claims(&required);
     v
 }
 
-fn verify(token: &str, key: &DecodingKey, validation: &Validation) -> Result<Identity, AuthError> {
+/// Checks `token` at `now` (seconds since the Unix epoch); `max_lifetime`:
+/// `auth.max_token_lifetime_secs`.
+fn verify(token: &str, key: &DecodingKey, validation: &Validation, max_lifetime: u64, now: u64) -> Result<Identity, AuthError> {
     use jsonwebtoken::errors::ErrorKind;
     let data = jsonwebtoken::decode::<Claims>(token, key, validation).map_err(|e| {
         AuthError(match e.kind() {
             ErrorKind::ExpiredSignature => "token expired".into(),
+            ErrorKind::ImmatureSignature => "token not yet valid (its `nbf` is in the future)".into(),
+            ErrorKind::InvalidIssuer => "token issuer (`iss`) is not the one this server accepts (auth.jwt_issuer)".into(),
+            ErrorKind::InvalidAudience => "token audience (`aud`) does not name this server (auth.jwt_audience)".into(),
             ErrorKind::InvalidSignature => "token signature is not valid (forged, or signed with another key)".into(),
             ErrorKind::InvalidAlgorithm => "token algorithm is not the one configured".into(),
             ErrorKind::MissingRequiredClaim(c) => format!("token lacks the `{c}` claim"),
@@ -191,6 +251,12 @@ fn verify(token: &str, key: &DecodingKey, validation: &Validation) -> Result<Ide
         })
     })?;
     let c = data.claims;
+    if c.iat.is_some_and(|iat| iat > now.saturating_add(LEEWAY_SECS)) {
+        return Err(AuthError("token issued in the future (its `iat`); check the issuer's clock".into()));
+    }
+    if c.exp > now.saturating_add(max_lifetime).saturating_add(LEEWAY_SECS) || c.iat.is_some_and(|iat| c.exp.saturating_sub(iat) > max_lifetime) {
+        return Err(AuthError(format!("token lifetime exceeds auth.max_token_lifetime_secs ({max_lifetime} s)")));
+    }
     let good_id = |s: &str| !s.is_empty() && s.len() <= MAX_ID_LEN && s.chars().all(|ch| !ch.is_control());
     if !good_id(&c.sub) {
         return Err(AuthError(format!("token `sub` must be 1 to {MAX_ID_LEN} printable characters")));
@@ -209,7 +275,7 @@ fn verify(token: &str, key: &DecodingKey, validation: &Validation) -> Result<Ide
         Some("spectator") => Role::Spectator,
         Some(other) => return Err(AuthError(format!("token `role` must be `player` or `spectator`, not `{other}`"))),
     };
-    Ok(Identity { player: c.sub, role, team: c.team, worlds: c.worlds })
+    Ok(Identity { player: c.sub, role, team: c.team, worlds: c.worlds, expires: Some(c.exp) })
 }
 
 /// Seconds since the Unix epoch.
@@ -247,7 +313,7 @@ mod tests {
     }
 
     fn claims(sub: &str, exp: u64) -> Claims {
-        Claims { sub: sub.into(), role: None, worlds: Some(vec!["a".into()]), team: Some("red".into()), exp }
+        Claims { sub: sub.into(), role: None, worlds: Some(vec!["a".into()]), team: Some("red".into()), exp, nbf: None, iat: None }
     }
 
     #[test]
@@ -311,6 +377,91 @@ mod tests {
         assert_ne!(x.player, y.player);
         assert_eq!(x.role, Role::Player);
         assert!(a.authenticate(Some("anything")).is_err());
+    }
+
+    /// A token of arbitrary claims (HS256 with [`SECRET`]).
+    fn raw(claims: &serde_json::Value) -> String {
+        jsonwebtoken::encode(&Header::new(Algorithm::HS256), claims, &EncodingKey::from_secret(SECRET.as_bytes())).unwrap()
+    }
+
+    #[test]
+    fn a_token_not_yet_valid_is_refused() {
+        let (a, now) = (auth(), now_secs());
+        let e = a.authenticate(Some(&raw(&serde_json::json!({"sub": "alice", "exp": now + 600, "nbf": now + 60})))).unwrap_err();
+        assert!(e.0.contains("not yet valid"), "{e}");
+        // Within the leeway, and in the past: accepted.
+        assert!(a.authenticate(Some(&raw(&serde_json::json!({"sub": "alice", "exp": now + 600, "nbf": now + 3})))).is_ok());
+        assert!(a.authenticate(Some(&raw(&serde_json::json!({"sub": "alice", "exp": now + 600, "nbf": now - 60})))).is_ok());
+    }
+
+    #[test]
+    fn a_token_issued_in_the_future_is_refused() {
+        let (a, now) = (auth(), now_secs());
+        let e = a.authenticate(Some(&raw(&serde_json::json!({"sub": "alice", "exp": now + 600, "iat": now + 60})))).unwrap_err();
+        assert!(e.0.contains("`iat`"), "{e}");
+        // A few seconds of clock skew pass, as on `exp`.
+        let id = a.authenticate(Some(&raw(&serde_json::json!({"sub": "alice", "exp": now + 600, "iat": now + 3})))).unwrap();
+        assert_eq!(id.expires, Some(now + 600));
+        assert!(a.authenticate(Some(&raw(&serde_json::json!({"sub": "alice", "exp": now - 3})))).is_ok(), "expired within the leeway");
+        assert!(!id.expired_at(now + 600 + LEEWAY_SECS) && id.expired_at(now + 601 + LEEWAY_SECS));
+    }
+
+    #[test]
+    fn issuer_and_audience_are_checked_when_configured() {
+        let now = now_secs();
+        let s = AuthSettings { player_jwt_secret: Some(SECRET.into()), jwt_issuer: Some("backend".into()), jwt_audience: Some("steerd-eu".into()), ..AuthSettings::default() };
+        let a = Auth::new(None, &s).unwrap();
+        let tok = |iss: serde_json::Value, aud: serde_json::Value| {
+            let mut c = serde_json::json!({"sub": "alice", "exp": now + 600});
+            for (k, v) in [("iss", iss), ("aud", aud)] {
+                if !v.is_null() {
+                    c[k] = v;
+                }
+            }
+            a.authenticate(Some(&raw(&c)))
+        };
+        use serde_json::{Value::Null, json};
+        assert!(tok(json!("backend"), json!("steerd-eu")).is_ok());
+        assert!(tok(json!("backend"), json!(["other", "steerd-eu"])).is_ok(), "an array naming the audience");
+        assert!(tok(json!("mallory"), json!("steerd-eu")).unwrap_err().0.contains("auth.jwt_issuer"));
+        assert!(tok(json!("backend"), json!("steerd-us")).unwrap_err().0.contains("auth.jwt_audience"));
+        assert!(tok(json!("backend"), json!(["a", "b"])).unwrap_err().0.contains("auth.jwt_audience"));
+        assert!(tok(Null, json!("steerd-eu")).unwrap_err().0.contains("lacks the `iss` claim"));
+        assert!(tok(json!("backend"), Null).unwrap_err().0.contains("lacks the `aud` claim"));
+        // Not configured: neither is checked, and a token with an `aud` is accepted.
+        let plain = auth();
+        assert!(plain.authenticate(Some(&raw(&json!({"sub": "alice", "exp": now + 600, "aud": "anyone", "iss": "anybody"})))).is_ok());
+        assert!(plain.authenticate(Some(&raw(&json!({"sub": "alice", "exp": now + 600, "aud": ["x", "y"]})))).is_ok());
+    }
+
+    #[test]
+    fn a_token_living_longer_than_the_maximum_is_refused() {
+        let now = now_secs();
+        let a = Auth::new(None, &AuthSettings { player_jwt_secret: Some(SECRET.into()), max_token_lifetime_secs: 3600, ..AuthSettings::default() }).unwrap();
+        let e = a.authenticate(Some(&raw(&serde_json::json!({"sub": "alice", "exp": now + 7200})))).unwrap_err();
+        assert!(e.0.contains("auth.max_token_lifetime_secs"), "{e}");
+        // Measured from `iat` too: issued an hour ago for two hours.
+        let e = a.authenticate(Some(&raw(&serde_json::json!({"sub": "alice", "iat": now - 3600, "exp": now + 3601})))).unwrap_err();
+        assert!(e.0.contains("auth.max_token_lifetime_secs"), "{e}");
+        assert!(a.authenticate(Some(&raw(&serde_json::json!({"sub": "alice", "iat": now - 1800, "exp": now + 1800})))).is_ok());
+        assert!(a.authenticate(Some(&raw(&serde_json::json!({"sub": "alice", "exp": now + 3600})))).is_ok());
+        // The default is a day.
+        let e = auth().authenticate(Some(&mint(SECRET, &claims("alice", now + 2 * 86_400)).unwrap())).unwrap_err();
+        assert!(e.0.contains("86400"), "{e}");
+    }
+
+    #[test]
+    fn the_admin_token_compares_by_digest_whatever_the_length() {
+        let a = auth();
+        assert!(a.is_admin_token("adm"));
+        for other in ["", "ad", "adm ", "admin", "bdm", &"a".repeat(10_000)] {
+            assert!(!a.is_admin_token(other), "{other:?} taken for the admin token");
+        }
+        assert_eq!(a.authenticate(Some("adm")).unwrap(), Identity::admin());
+        assert!(Identity::admin().expires.is_none() && !Identity::admin().is_anonymous());
+        let dev = Auth::new(None, &AuthSettings::default()).unwrap();
+        assert!(!dev.is_admin_token("") && !dev.is_admin_token("adm"), "no admin token: nothing is one");
+        assert!(dev.anonymous().is_anonymous());
     }
 
     #[test]

@@ -18,8 +18,12 @@ pub struct Settings {
     /// Scenario to load into world `demo` at start (a file path or a shipped name); `None` = the
     /// built-in demo.
     pub scenario: Option<String>,
-    /// Admin token; when set, mutating calls need it.
+    /// Admin token. With it (or a player key) the server is secured: every call but the
+    /// public ones needs a token, and admin calls this one (SECURITY.md).
     pub admin_token: Option<String>,
+    /// Lets a dev-mode server (no admin token, no player key: everything open) listen on an
+    /// address that is not loopback. Off: such a server refuses to start.
+    pub allow_dev_on_network: bool,
     /// Log format: `text` or `json`.
     pub log_format: String,
     /// Limits.
@@ -29,9 +33,10 @@ pub struct Settings {
     /// Browser origins allowed to open `/ws` (empty = only clients without an Origin header and
     /// the server's own pages under a loopback or `same_origin_hosts` name).
     pub allowed_origins: Vec<String>,
-    /// Host names (optionally `name:port`) under which the server's own pages may open `/ws`
-    /// (Origin equal to the request's Host). Loopback names always may; any other Host needs
-    /// to be listed, so that DNS rebinding cannot pass the Origin check.
+    /// Host names (optionally `name:port`) the server answers under besides loopback names and
+    /// IP addresses (any other `Host` is refused on every route, so that DNS rebinding finds
+    /// nothing); its own pages under these names may open `/ws` and change state (Origin equal
+    /// to the request's Host).
     pub same_origin_hosts: Vec<String>,
     /// Record every world from its start (`serve --record`); files go to `<data_dir>/recordings`.
     pub record: bool,
@@ -55,10 +60,26 @@ pub struct AuthSettings {
     pub player_jwt_secret: Option<String>,
     /// PEM public key file (RSA → RS256, Ed25519 → EdDSA) of player tokens.
     pub player_jwt_public_key: Option<PathBuf>,
+    /// Required `iss` of player tokens (none: `iss` is not checked).
+    pub jwt_issuer: Option<String>,
+    /// Required audience of player tokens: their `aud` (a string, or an array) must name it.
+    /// None: `aud` is not checked, and tokens with or without one are accepted.
+    pub jwt_audience: Option<String>,
+    /// Longest lifetime of a player token, seconds: its `exp` may lie at most this far beyond
+    /// now and beyond its `iat`.
+    pub max_token_lifetime_secs: u64,
     /// Most sessions (live or waiting to be resumed) and known players kept at once.
     pub max_sessions: usize,
     /// Most simultaneous connections of one player (the admin token is exempt).
     pub max_connections_per_player: usize,
+    /// Most sessions (live or waiting to be resumed) of one player. A join at the cap evicts the
+    /// player's oldest resumable session; with every one of them live it is refused. The admin's
+    /// resumable sessions are evicted the same way, but its joins are never refused by this.
+    pub max_sessions_per_player: usize,
+    /// Most sessions (live or waiting to be resumed) of anonymous dev-mode players from one IP
+    /// address (the socket's peer: behind a proxy, the proxy's), each of which has a fresh
+    /// player id. Evicted and refused as `max_sessions_per_player`.
+    pub max_sessions_per_ip: usize,
     /// Events about its agents kept for a player while it has no connection (given on its
     /// next connection).
     pub pending_events_per_player: usize,
@@ -131,8 +152,13 @@ impl Default for AuthSettings {
         AuthSettings {
             player_jwt_secret: None,
             player_jwt_public_key: None,
+            jwt_issuer: None,
+            jwt_audience: None,
+            max_token_lifetime_secs: 86_400,
             max_sessions: 10_000,
             max_connections_per_player: 8,
+            max_sessions_per_player: 8,
+            max_sessions_per_ip: 32,
             pending_events_per_player: 256,
         }
     }
@@ -345,6 +371,7 @@ impl Default for Settings {
             auth: AuthSettings::default(),
             players: PlayerSettings::default(),
             fault_injection: false,
+            allow_dev_on_network: false,
         }
     }
 }
@@ -537,9 +564,19 @@ impl Settings {
             ("auth.max_sessions", self.auth.max_sessions),
             ("auth.max_connections_per_player", self.auth.max_connections_per_player),
             ("auth.pending_events_per_player", self.auth.pending_events_per_player),
+            ("auth.max_sessions_per_player", self.auth.max_sessions_per_player),
+            ("auth.max_sessions_per_ip", self.auth.max_sessions_per_ip),
         ] {
             if v == 0 {
                 return Err(format!("{name} must be positive"));
+            }
+        }
+        if self.auth.max_token_lifetime_secs == 0 || self.auth.max_token_lifetime_secs > 366 * 86_400 {
+            return Err("auth.max_token_lifetime_secs must be from 1 to 31622400 (366 days)".into());
+        }
+        for (name, v) in [("auth.jwt_issuer", &self.auth.jwt_issuer), ("auth.jwt_audience", &self.auth.jwt_audience)] {
+            if v.as_deref().is_some_and(str::is_empty) {
+                return Err(format!("{name} must not be empty when set"));
             }
         }
         self.players.default.validate("players")?;
@@ -571,5 +608,32 @@ mod player_settings_tests {
         let mut bad = s.clone();
         bad.players.default.vision_radius = f32::NAN;
         assert!(bad.validate().unwrap_err().contains("players.vision_radius"));
+    }
+
+    #[test]
+    fn auth_section_parses_and_bad_values_name_the_setting() {
+        let s: Settings = toml::from_str(
+            "[auth]\njwt_issuer = \"backend\"\njwt_audience = \"steerd\"\nmax_token_lifetime_secs = 3600\nmax_sessions_per_player = 4\nmax_sessions_per_ip = 16\n",
+        )
+        .unwrap();
+        assert_eq!((s.auth.jwt_issuer.as_deref(), s.auth.jwt_audience.as_deref()), (Some("backend"), Some("steerd")));
+        assert_eq!((s.auth.max_token_lifetime_secs, s.auth.max_sessions_per_player, s.auth.max_sessions_per_ip), (3600, 4, 16));
+        assert!(s.validate().is_ok());
+        let d = AuthSettings::default();
+        assert_eq!((d.jwt_issuer, d.jwt_audience, d.max_token_lifetime_secs, d.max_sessions_per_player, d.max_sessions_per_ip), (None, None, 86_400, 8, 32));
+        type Break = fn(&mut AuthSettings);
+        let cases: [(Break, &str); 5] = [
+            (|a| a.max_sessions_per_player = 0, "auth.max_sessions_per_player"),
+            (|a| a.max_sessions_per_ip = 0, "auth.max_sessions_per_ip"),
+            (|a| a.max_token_lifetime_secs = 0, "auth.max_token_lifetime_secs"),
+            (|a| a.jwt_issuer = Some(String::new()), "auth.jwt_issuer"),
+            (|a| a.jwt_audience = Some(String::new()), "auth.jwt_audience"),
+        ];
+        for (break_it, name) in cases {
+            let mut bad = s.clone();
+            break_it(&mut bad.auth);
+            let e = bad.validate().unwrap_err();
+            assert!(e.contains(name), "{e} does not name {name}");
+        }
     }
 }

@@ -9,9 +9,18 @@
 //! **Invariant:** every map here is bounded: sessions and known players by
 //! `auth.max_sessions`, connections per player by `auth.max_connections_per_player` (an
 //! admin's only by `auth.max_sessions`: every connection holds a session), events kept for a
-//! disconnected player by `auth.pending_events_per_player`.
+//! disconnected player by `auth.pending_events_per_player`. The sessions of one player are
+//! bounded by `auth.max_sessions_per_player`, and those of anonymous dev-mode players from one
+//! IP address by `auth.max_sessions_per_ip`: a join at such a cap evicts the oldest resumable
+//! session under it, so that one client cycling connections never fills the server's table.
+//!
+//! **Resume rules:** a session is taken over only after its connection dropped, within the
+//! grace period, and while the player token it was opened with is valid (`exp`, with
+//! [`crate::auth::LEEWAY_SECS`]); a token presented with the resume must be the session's
+//! player's. A refused resume leaves the session as it was (an expired one is removed).
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::{HashMap, HashSet, VecDeque};
+use std::net::IpAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -22,7 +31,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::frames::Shared;
 use super::world::SessionId;
-use crate::auth::{Identity, random_hex};
+use crate::auth::{Identity, now_secs, random_hex};
 use crate::config::AuthSettings;
 
 /// A message to one connection, encoded by its send task.
@@ -58,17 +67,33 @@ struct Session {
     subs: Vec<(String, proto::Area, u32)>,
     /// The connection using it, if any.
     conn: Option<SessionId>,
-    /// When it stops being resumable (set at the drop).
-    expires: Option<Instant>,
+    /// When it stops being resumable (set at the drop; also what orders the resumable sessions
+    /// by age).
+    until: Option<Instant>,
+    /// The peer address of an anonymous dev-mode player's connection (what
+    /// `auth.max_sessions_per_ip` counts); none for everyone else.
+    ip: Option<IpAddr>,
 }
 
-/// A resumed session: who, and what it watched.
-#[derive(Debug, Clone)]
-pub struct Resumed {
-    /// The session's identity.
+impl Session {
+    /// Resumable: its connection dropped (it may have expired all the same).
+    fn dropped(&self) -> bool {
+        self.conn.is_none()
+    }
+}
+
+/// A connection that joined: who, the subscriptions to restore (a resume), its resume token, and
+/// the events kept for the player while it was away.
+#[derive(Debug)]
+pub struct Joined {
+    /// Who it is.
     pub identity: Identity,
-    /// Its subscriptions.
+    /// The resumed session's subscriptions (none for a fresh join).
     pub subs: Vec<(String, proto::Area, u32)>,
+    /// Its new resume token.
+    pub token: String,
+    /// Events about the player's agents kept while it had no connection.
+    pub pending: Vec<Direct>,
 }
 
 /// Why a connection could not join.
@@ -77,12 +102,36 @@ pub enum JoinError {
     /// Resume token unknown or expired.
     #[error("resume token unknown or expired")]
     BadResume,
+    /// The session of the resume token still has its connection.
+    #[error("the session of this resume token is still connected; resume once its connection has closed")]
+    SessionInUse,
+    /// The player token the session was opened with has expired.
+    #[error("the player token of this session has expired; connect with a fresh token")]
+    SessionExpired,
+    /// The token presented with the resume is another player's.
+    #[error("the resume token belongs to another player")]
+    OtherPlayer,
     /// Too many connections of the player.
     #[error("player `{0}` has {1} connections already (auth.max_connections_per_player)")]
     TooManyConnections(String, usize),
+    /// Every session of the player is live, and there are as many as allowed.
+    #[error("player `{0}` has {1} live sessions already (auth.max_sessions_per_player)")]
+    TooManyPlayerSessions(String, usize),
     /// Too many sessions on the server.
     #[error("the server keeps {0} sessions already (auth.max_sessions); try again later")]
     TooManySessions(usize),
+}
+
+impl JoinError {
+    /// A per-player or per-address quota (answered `quota_exceeded`).
+    pub fn is_quota(&self) -> bool {
+        matches!(self, JoinError::TooManyConnections(..) | JoinError::TooManyPlayerSessions(..))
+    }
+
+    /// A refused resume token (answered `unauthorized`, field `resume`).
+    pub fn is_resume(&self) -> bool {
+        matches!(self, JoinError::BadResume | JoinError::SessionInUse | JoinError::SessionExpired | JoinError::OtherPlayer)
+    }
 }
 
 /// One row of `GET /worlds/{w}/players` (the registry's part).
@@ -120,33 +169,139 @@ impl Players {
         self.inner.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// Takes over a dropped session (its identity and subscriptions).
-    pub fn resume(&self, token: &str) -> Result<Resumed, JoinError> {
+    /// Registers a connection of `identity` from `peer`: a new session, its resume token, and
+    /// the events kept for the player while it was away. At `auth.max_sessions_per_player` (or,
+    /// for an anonymous player, `auth.max_sessions_per_ip` sessions of anonymous players from
+    /// `peer`) the oldest resumable session under that cap is evicted; with every one of them
+    /// live the join is refused (the admin's never is).
+    pub fn join(&self, identity: &Identity, id: SessionId, conn: ConnHandle, peer: Option<IpAddr>) -> Result<Joined, JoinError> {
+        let mut g = self.lock();
+        Self::prune(&mut g, Instant::now(), self.grace, now_secs());
+        self.admit(&mut g, identity, peer, None)?;
+        Ok(Self::register(&mut g, identity.clone(), Vec::new(), id, conn, peer))
+    }
+
+    /// Takes over the session of resume token `token` for a new connection from `peer`, with its
+    /// subscriptions; answers as [`Players::join`]. `presented`: who the token sent with the
+    /// resume (if any) authenticated as, checked before the session is touched.
+    ///
+    /// Refused, leaving the session as it was: while the session still has its connection
+    /// ([`JoinError::SessionInUse`]: a resume takes over a *dropped* session only, so a stolen
+    /// resume token cannot take a live session away from its owner); when `presented` is
+    /// another player ([`JoinError::OtherPlayer`]); when a quota refuses the connection.
+    /// Refused and removed: after the grace period ([`JoinError::BadResume`]), or once the
+    /// player token the session was opened with has expired ([`JoinError::SessionExpired`],
+    /// with [`crate::auth::LEEWAY_SECS`] of leeway), so chained resumes never outlive it.
+    ///
+    /// The new session goes on under `presented` when given (a fresh token of the same player
+    /// brings its own expiry), else under the session's identity (and its expiry).
+    pub fn resume(&self, token: &str, presented: Option<&Identity>, id: SessionId, conn: ConnHandle, peer: Option<IpAddr>) -> Result<Joined, JoinError> {
         let mut g = self.lock();
         let now = Instant::now();
+        let secs = now_secs();
         let s = g.sessions.get(token).ok_or(JoinError::BadResume)?;
-        if s.expires.is_some_and(|e| e <= now) {
+        if !s.dropped() {
+            return Err(JoinError::SessionInUse);
+        }
+        if presented.is_some_and(|p| p.player != s.identity.player) {
+            return Err(JoinError::OtherPlayer);
+        }
+        if s.until.is_some_and(|e| e <= now) {
             g.sessions.remove(token);
             return Err(JoinError::BadResume);
         }
-        let s = g.sessions.remove(token).ok_or(JoinError::BadResume)?;
-        Ok(Resumed { identity: s.identity, subs: s.subs })
+        if s.identity.expired_at(secs) {
+            g.sessions.remove(token);
+            return Err(JoinError::SessionExpired);
+        }
+        let identity = presented.cloned().unwrap_or_else(|| s.identity.clone());
+        Self::prune(&mut g, now, self.grace, secs);
+        self.admit(&mut g, &identity, peer, Some(token))?;
+        let subs = g.sessions.remove(token).map(|s| s.subs).unwrap_or_default();
+        Ok(Self::register(&mut g, identity, subs, id, conn, peer))
     }
 
-    /// Registers a connection of `identity`; answers its new resume token and the events kept
-    /// for the player while it was away.
-    pub fn join(&self, identity: &Identity, id: SessionId, conn: ConnHandle) -> Result<(String, Vec<Direct>), JoinError> {
-        let mut g = self.lock();
-        let now = Instant::now();
-        Self::prune(&mut g, now, self.grace);
+    /// Checks the caps for one more session of `identity` from `peer` (`replacing`: a session
+    /// it takes the place of, not counted) and evicts the resumable sessions that make room
+    /// under the per-player and per-address caps. Nothing changes when it refuses.
+    fn admit(&self, g: &mut Inner, identity: &Identity, peer: Option<IpAddr>, replacing: Option<&str>) -> Result<(), JoinError> {
+        let st = &self.settings;
         let admin = identity.role == proto::Role::Admin;
-        if g.sessions.len() >= self.settings.max_sessions || (!g.players.contains_key(&identity.player) && g.players.len() >= self.settings.max_sessions) {
-            return Err(JoinError::TooManySessions(self.settings.max_sessions));
-        }
         let have = g.players.get(&identity.player).map_or(0, |p| p.conns.len());
-        if !admin && have >= self.settings.max_connections_per_player {
+        if !admin && have >= st.max_connections_per_player {
             return Err(JoinError::TooManyConnections(identity.player.clone(), have));
         }
+        let mut victims = Vec::new();
+        if !Self::make_room(g, |s| s.identity.player == identity.player, st.max_sessions_per_player, replacing, !admin, &mut victims) {
+            return Err(JoinError::TooManyPlayerSessions(identity.player.clone(), st.max_sessions_per_player));
+        }
+        let ip = peer.filter(|_| identity.is_anonymous());
+        if let Some(ip) = ip {
+            // Live anonymous connections are bounded by `limits.max_connections` (a dev-mode
+            // swarm on loopback is all one address): this cap evicts resumable ones only.
+            Self::make_room(g, |s| s.ip == Some(ip), st.max_sessions_per_ip, replacing, false, &mut victims);
+        }
+        let replaced = replacing.is_some_and(|t| g.sessions.contains_key(t));
+        if g.sessions.len() - victims.len() - usize::from(replaced) >= st.max_sessions {
+            return Err(JoinError::TooManySessions(st.max_sessions));
+        }
+        if !g.players.contains_key(&identity.player) && g.players.len() - Self::freed_players(g, &victims) >= st.max_sessions {
+            return Err(JoinError::TooManySessions(st.max_sessions));
+        }
+        for t in &victims {
+            Self::evict(g, t);
+        }
+        Ok(())
+    }
+
+    /// Adds to `victims` the oldest resumable sessions matching `of` (not already there, nor
+    /// `replacing`) that must go for one more to fit under `cap`. False, adding none, if the
+    /// live ones leave no room and `refuse`; without `refuse` every resumable one goes then.
+    fn make_room(g: &Inner, of: impl Fn(&Session) -> bool, cap: usize, replacing: Option<&str>, refuse: bool, victims: &mut Vec<String>) -> bool {
+        let mut live = 0usize;
+        let mut dropped: Vec<(Option<Instant>, &String)> = Vec::new();
+        for (t, s) in &g.sessions {
+            if Some(t.as_str()) == replacing || victims.contains(t) || !of(s) {
+                continue;
+            }
+            if s.dropped() {
+                dropped.push((s.until, t));
+            } else {
+                live += 1;
+            }
+        }
+        let need = (live + dropped.len() + 1).saturating_sub(cap);
+        if need > dropped.len() && refuse {
+            return false;
+        }
+        dropped.sort_unstable();
+        victims.extend(dropped.into_iter().take(need).map(|(_, t)| t.clone()));
+        true
+    }
+
+    /// Players whose entry evicting `victims` removes (see [`Players::evict`]).
+    fn freed_players(g: &Inner, victims: &[String]) -> usize {
+        let anon: HashSet<&str> = victims.iter().filter_map(|t| g.sessions.get(t)).filter(|s| s.identity.is_anonymous()).map(|s| s.identity.player.as_str()).collect();
+        anon.into_iter()
+            .filter(|p| g.players.get(*p).is_some_and(|pl| pl.conns.is_empty()))
+            .filter(|p| !g.sessions.iter().any(|(t, s)| s.identity.player == *p && !victims.contains(t)))
+            .count()
+    }
+
+    /// Removes a session; an anonymous player left with no session and no connection goes too
+    /// (it cannot come back: a new anonymous connection is a new player).
+    fn evict(g: &mut Inner, token: &str) {
+        let Some(s) = g.sessions.remove(token) else { return };
+        if s.identity.is_anonymous()
+            && g.players.get(&s.identity.player).is_some_and(|p| p.conns.is_empty())
+            && !g.sessions.values().any(|o| o.identity.player == s.identity.player)
+        {
+            g.players.remove(&s.identity.player);
+        }
+    }
+
+    /// Adds the session of a connection that was admitted.
+    fn register(g: &mut Inner, identity: Identity, subs: Vec<(String, proto::Area, u32)>, id: SessionId, conn: ConnHandle, peer: Option<IpAddr>) -> Joined {
         let p = g.players.entry(identity.player.clone()).or_insert_with(|| Player {
             role: identity.role,
             team: identity.team.clone(),
@@ -161,8 +316,9 @@ impl Players {
         p.gone_since = None;
         let pending: Vec<Direct> = p.pending.drain(..).collect();
         let token = random_hex(16);
-        g.sessions.insert(token.clone(), Session { identity: identity.clone(), subs: Vec::new(), conn: Some(id), expires: None });
-        Ok((token, pending))
+        let ip = peer.filter(|_| identity.is_anonymous());
+        g.sessions.insert(token.clone(), Session { identity: identity.clone(), subs: Vec::new(), conn: Some(id), until: None, ip });
+        Joined { identity, subs, token, pending }
     }
 
     /// A connection ended: its session becomes resumable for the grace period with `subs`.
@@ -172,7 +328,7 @@ impl Players {
         if let Some(s) = g.sessions.get_mut(token).filter(|s| s.conn == Some(id)) {
             s.conn = None;
             s.subs = subs;
-            s.expires = Some(now + self.grace);
+            s.until = Some(now + self.grace);
         }
         if let Some(p) = g.players.get_mut(player) {
             p.conns.remove(&id);
@@ -182,9 +338,11 @@ impl Players {
         }
     }
 
-    /// Drops expired sessions and players gone for long, with nothing pending.
-    fn prune(g: &mut Inner, now: Instant, grace: Duration) {
-        g.sessions.retain(|_, s| s.expires.is_none_or(|e| e > now));
+    /// Drops sessions past their grace period or, dropped, past their player token's expiry
+    /// (`secs`: now, seconds since the Unix epoch), and players gone for long, with nothing
+    /// pending.
+    fn prune(g: &mut Inner, now: Instant, grace: Duration, secs: u64) {
+        g.sessions.retain(|_, s| s.until.is_none_or(|e| e > now) && !(s.dropped() && s.identity.expired_at(secs)));
         // A player's entry (and the events kept for it) outlives its sessions by a grace
         // period more, so that a player who comes back after its agents were despawned still
         // hears of it.
@@ -267,53 +425,215 @@ mod tests {
         (ConnHandle { events: tx, kick: CancellationToken::new(), bytes_per_sec: Arc::default() }, rx)
     }
 
+    fn player(name: &str, expires: u64) -> Identity {
+        Identity { player: name.into(), role: proto::Role::Player, team: None, worlds: None, expires: Some(expires) }
+    }
+
     fn alice() -> Identity {
-        Identity { player: "alice".into(), role: proto::Role::Player, team: None, worlds: None }
+        player("alice", now_secs() + 3600)
+    }
+
+    fn anon(n: u32) -> Identity {
+        Identity { player: format!("anon-t-{n}"), role: proto::Role::Player, team: None, worlds: None, expires: None }
     }
 
     fn ev(a: u32) -> Direct {
         Arc::new(Shared::new(proto::ServerMsg::Event(proto::Event { world: 1, tick: 1, event: proto::EventKind::DestinationReached(proto::AgentEvent { agent: a }) })))
     }
 
+    fn ip(last: u8) -> Option<IpAddr> {
+        Some(IpAddr::from([10, 0, 0, last]))
+    }
+
+    /// Joins `who` as connection `id` and drops it at once; answers the resume token.
+    fn join_and_leave(p: &Players, who: &Identity, id: SessionId, peer: Option<IpAddr>) -> String {
+        let (c, _rx) = conn();
+        let j = p.join(who, id, c, peer).unwrap();
+        p.leave(&who.player, id, &j.token, vec![]);
+        // Distinct drop times: the eviction order is by age.
+        std::thread::sleep(Duration::from_millis(2));
+        j.token
+    }
+
     #[test]
     fn sessions_resume_once_within_grace_and_events_wait_for_the_player() {
         let p = Players::new(AuthSettings { max_connections_per_player: 2, pending_events_per_player: 2, ..AuthSettings::default() }, 30);
         let (c, mut rx) = conn();
-        let (tok, pending) = p.join(&alice(), 1, c).unwrap();
-        assert!(pending.is_empty() && p.connected("alice"));
+        let j = p.join(&alice(), 1, c, None).unwrap();
+        assert!(j.pending.is_empty() && j.subs.is_empty() && p.connected("alice"));
         p.deliver("alice", &ev(1));
         assert!(rx.try_recv().is_ok());
-        p.leave("alice", 1, &tok, vec![("demo".into(), proto::Area::WholeWorld(proto::WholeWorld {}), 1)]);
+        p.leave("alice", 1, &j.token, vec![("demo".into(), proto::Area::WholeWorld(proto::WholeWorld {}), 1)]);
         assert!(!p.connected("alice"));
         for a in 0..3 {
             p.deliver("alice", &ev(a));
         }
-        let r = p.resume(&tok).unwrap();
-        assert_eq!((r.identity.player.as_str(), r.subs.len()), ("alice", 1));
-        assert_eq!(p.resume(&tok).unwrap_err(), JoinError::BadResume, "a resume token works once");
         let (c, _rx) = conn();
-        let (_, pending) = p.join(&r.identity, 2, c).unwrap();
-        assert_eq!(pending.len(), 2, "bounded by pending_events_per_player");
+        let r = p.resume(&j.token, None, 2, c, None).unwrap();
+        assert_eq!((r.identity.player.as_str(), r.subs.len()), ("alice", 1));
+        assert_eq!(r.pending.len(), 2, "bounded by pending_events_per_player");
+        assert_ne!(r.token, j.token);
+        let (c, _rx) = conn();
+        assert_eq!(p.resume(&j.token, None, 3, c, None).unwrap_err(), JoinError::BadResume, "a resume token works once");
         let (c3, _r3) = conn();
-        p.join(&alice(), 3, c3).unwrap();
+        p.join(&alice(), 3, c3, None).unwrap();
         let (c4, _r4) = conn();
-        assert!(matches!(p.join(&alice(), 4, c4), Err(JoinError::TooManyConnections(..))));
+        assert!(matches!(p.join(&alice(), 4, c4, None), Err(JoinError::TooManyConnections(..))));
         assert!(p.kick("alice") && !p.connected("alice"));
+        assert_eq!(p.sessions(), 0, "a kick voids the player's sessions");
     }
 
     #[test]
     fn expired_sessions_do_not_resume_and_the_count_is_bounded() {
         let p = Players::new(AuthSettings { max_sessions: 2, ..AuthSettings::default() }, 0);
-        let (c, _rx) = conn();
-        let (tok, _) = p.join(&alice(), 1, c).unwrap();
-        p.leave("alice", 1, &tok, vec![]);
+        let tok = join_and_leave(&p, &alice(), 1, None);
         std::thread::sleep(Duration::from_millis(5));
-        assert_eq!(p.resume(&tok).unwrap_err(), JoinError::BadResume);
+        let (c, _rx) = conn();
+        assert_eq!(p.resume(&tok, None, 9, c, None).unwrap_err(), JoinError::BadResume);
         let (c, _r1) = conn();
-        p.join(&alice(), 2, c).unwrap();
+        p.join(&alice(), 2, c, None).unwrap();
         let (c, _r2) = conn();
-        p.join(&alice(), 3, c).unwrap();
+        p.join(&player("bob", now_secs() + 60), 3, c, None).unwrap();
         let (c, _r3) = conn();
-        assert!(matches!(p.join(&alice(), 4, c), Err(JoinError::TooManySessions(2))));
+        assert!(matches!(p.join(&player("carol", now_secs() + 60), 4, c, None), Err(JoinError::TooManySessions(2))));
+    }
+
+    #[test]
+    fn a_live_session_is_not_resumed_and_stays_as_it_was() {
+        let p = Players::new(AuthSettings::default(), 30);
+        let (c, _rx) = conn();
+        let j = p.join(&alice(), 1, c, None).unwrap();
+        let (c, _rx2) = conn();
+        assert_eq!(p.resume(&j.token, None, 2, c, None).unwrap_err(), JoinError::SessionInUse);
+        let (c, _rx2) = conn();
+        assert_eq!(p.resume(&j.token, Some(&alice()), 2, c, None).unwrap_err(), JoinError::SessionInUse, "its own player's token does not help");
+        assert_eq!(p.info("alice").map(|i| i.connections), Some(1), "the refused resume registered no connection");
+        // Once its connection dropped, the same token resumes, with what it watched.
+        p.leave("alice", 1, &j.token, vec![("demo".into(), proto::Area::WholeWorld(proto::WholeWorld {}), 2)]);
+        let (c, _rx3) = conn();
+        let r = p.resume(&j.token, None, 3, c, None).unwrap();
+        assert_eq!((r.identity.player.as_str(), r.subs.len()), ("alice", 1));
+        assert!(p.connected("alice"));
+    }
+
+    #[test]
+    fn another_players_token_leaves_the_victims_session_valid() {
+        let p = Players::new(AuthSettings::default(), 30);
+        let tok = join_and_leave(&p, &alice(), 1, None);
+        let (c, _rx) = conn();
+        assert_eq!(p.resume(&tok, Some(&player("mallory", now_secs() + 60)), 2, c, None).unwrap_err(), JoinError::OtherPlayer);
+        assert!(p.info("mallory").is_none(), "mallory was not registered");
+        assert_eq!(p.sessions(), 1);
+        let (c, _rx) = conn();
+        let r = p.resume(&tok, Some(&alice()), 3, c, None).unwrap();
+        assert_eq!(r.identity.player, "alice");
+    }
+
+    #[test]
+    fn a_resume_after_the_token_expiry_is_refused_and_chains_keep_the_expiry() {
+        let p = Players::new(AuthSettings::default(), 30);
+        let now = now_secs();
+        // Expired, but within the leeway: resumes, and the new session keeps the same expiry.
+        let soon = player("alice", now - crate::auth::LEEWAY_SECS + 2);
+        let tok = join_and_leave(&p, &soon, 1, None);
+        let (c, _rx) = conn();
+        let r = p.resume(&tok, None, 2, c, None).unwrap();
+        assert_eq!(r.identity.expires, soon.expires, "a resume does not extend the token's expiry");
+        p.leave("alice", 2, &r.token, vec![]);
+        let (c, _rx) = conn();
+        let r2 = p.resume(&r.token, None, 3, c, None).unwrap();
+        assert_eq!(r2.identity.expires, soon.expires);
+        p.leave("alice", 3, &r2.token, vec![]);
+        // A fresh token of the same player brings its own expiry.
+        let fresh = player("alice", now + 600);
+        let (c, _rx) = conn();
+        let r3 = p.resume(&r2.token, Some(&fresh), 4, c, None).unwrap();
+        assert_eq!(r3.identity.expires, Some(now + 600));
+        // Expired beyond the leeway: refused, and the session is gone.
+        let old = player("bob", now - crate::auth::LEEWAY_SECS - 2);
+        let tok = join_and_leave(&p, &old, 5, None);
+        let (c, _rx) = conn();
+        assert_eq!(p.resume(&tok, None, 6, c, None).unwrap_err(), JoinError::SessionExpired);
+        let (c, _rx) = conn();
+        assert_eq!(p.resume(&tok, None, 6, c, None).unwrap_err(), JoinError::BadResume);
+        // And pruned with the next join.
+        let tok = join_and_leave(&p, &old, 7, None);
+        let before = p.sessions();
+        let (c, _rx) = conn();
+        p.join(&player("carol", now + 60), 8, c, None).unwrap();
+        assert_eq!(p.sessions(), before, "bob's expired session pruned, carol's added");
+        let (c, _rx) = conn();
+        assert_eq!(p.resume(&tok, None, 9, c, None).unwrap_err(), JoinError::BadResume);
+    }
+
+    #[test]
+    fn a_player_at_its_session_cap_evicts_its_oldest_dropped_session() {
+        let p = Players::new(AuthSettings { max_sessions_per_player: 3, ..AuthSettings::default() }, 30);
+        let toks: Vec<String> = (1..=3).map(|id| join_and_leave(&p, &alice(), id, None)).collect();
+        assert_eq!(p.sessions(), 3);
+        let (c, _rx) = conn();
+        p.join(&alice(), 4, c, None).unwrap();
+        assert_eq!(p.sessions(), 3);
+        let (c, _rx) = conn();
+        assert_eq!(p.resume(&toks[0], None, 5, c, None).unwrap_err(), JoinError::BadResume, "the oldest dropped session was evicted");
+        let (c, _rx2) = conn();
+        p.resume(&toks[1], None, 6, c, None).unwrap();
+        let (c, _rx3) = conn();
+        p.resume(&toks[2], None, 7, c, None).unwrap();
+        // Three live sessions: a fourth is refused and nothing changes.
+        let (c, _rx4) = conn();
+        assert_eq!(p.join(&alice(), 8, c, None).unwrap_err(), JoinError::TooManyPlayerSessions("alice".into(), 3));
+        assert_eq!((p.sessions(), p.info("alice").map(|i| i.connections)), (3, Some(3)));
+        // The admin is exempt from the refusal, but its dropped sessions are evicted all the same.
+        let admin = Identity::admin();
+        for id in 10..13 {
+            join_and_leave(&p, &admin, id, None);
+        }
+        let mut live = Vec::new();
+        for id in 20..25 {
+            let (c, rx) = conn();
+            live.push((p.join(&admin, id, c, None).unwrap(), rx));
+        }
+        assert_eq!(p.sessions(), 3 + 5, "alice's 3, and the admin's 5 live ones (its dropped ones evicted)");
+    }
+
+    #[test]
+    fn cycling_connections_leave_room_for_others() {
+        let p = Players::new(AuthSettings { max_sessions: 10, max_sessions_per_player: 4, ..AuthSettings::default() }, 30);
+        for id in 0..50 {
+            join_and_leave(&p, &alice(), id, None);
+            assert!(p.sessions() <= 4, "{} sessions after {id} cycles", p.sessions());
+        }
+        let (c, _rx) = conn();
+        p.join(&player("bob", now_secs() + 60), 100, c, None).unwrap();
+    }
+
+    #[test]
+    fn anonymous_sessions_are_capped_per_address() {
+        let p = Players::new(AuthSettings { max_sessions_per_ip: 2, ..AuthSettings::default() }, 30);
+        let t1 = join_and_leave(&p, &anon(1), 1, ip(1));
+        join_and_leave(&p, &anon(2), 2, ip(1));
+        let (c, _rx) = conn();
+        p.join(&anon(3), 3, c, ip(1)).unwrap();
+        assert_eq!(p.sessions(), 2);
+        let (c, _rx1) = conn();
+        assert_eq!(p.resume(&t1, None, 4, c, ip(1)).unwrap_err(), JoinError::BadResume, "the oldest dropped session of the address was evicted");
+        assert!(p.info("anon-t-1").is_none(), "an evicted anonymous player is forgotten");
+        assert!(p.info("anon-t-2").is_some());
+        // Another address, and a player with a token from the same one, are not counted.
+        let (c, _rx2) = conn();
+        p.join(&anon(4), 5, c, ip(2)).unwrap();
+        let (c, _rx3) = conn();
+        p.join(&alice(), 6, c, ip(1)).unwrap();
+        // Two live anonymous sessions from 10.0.0.1 (anon 2 resumed, anon 3): a third joins too
+        // (live connections are bounded by the connection cap), evicting no live one.
+        let t2 = p.lock().sessions.iter().find(|(_, s)| s.identity.player == "anon-t-2").map(|(t, _)| t.clone()).unwrap_or_default();
+        let (c, _rx4) = conn();
+        p.resume(&t2, None, 7, c, ip(1)).unwrap();
+        let before = p.sessions();
+        let (c, _rx5) = conn();
+        p.join(&anon(5), 8, c, ip(1)).unwrap();
+        assert_eq!(p.sessions(), before + 1);
+        assert!(p.info("anon-t-2").is_some() && p.info("anon-t-3").is_some(), "live sessions are never evicted");
     }
 }
