@@ -42,7 +42,8 @@ enum Cmd {
         /// `player` or `spectator`.
         #[arg(long, default_value = "player")]
         role: String,
-        /// Lifetime: e.g. 90s, 15m, 1h, 2d.
+        /// Lifetime: e.g. 90s, 15m, 1h, 2d (the server refuses more than its
+        /// `auth.max_token_lifetime_secs`, default 1 day).
         #[arg(long, default_value = "1h")]
         ttl: String,
         /// Team (team-mates share vision in `owned` worlds).
@@ -130,8 +131,8 @@ struct ServeArgs {
     /// Browser origins allowed on /ws (comma separated).
     #[arg(long, env = "STEERD_ALLOWED_ORIGINS", value_delimiter = ',')]
     allowed_origins: Option<Vec<String>>,
-    /// Host names under which the server's own pages may open /ws (comma separated; loopback
-    /// names always may).
+    /// Host names the server answers under besides loopback names and IP addresses, whose own
+    /// pages may open /ws (comma separated).
     #[arg(long, env = "STEERD_SAME_ORIGIN_HOSTS", value_delimiter = ',')]
     same_origin_hosts: Option<Vec<String>>,
     /// Most agents per world.
@@ -185,6 +186,10 @@ struct ServeArgs {
     /// Record every world from its start into <data_dir>/recordings (see server/RECORDING.md).
     #[arg(long, env = "STEERD_RECORD")]
     record: bool,
+    /// Let a dev-mode server (no admin token, no player key: everything open) listen on a
+    /// non-loopback address.
+    #[arg(long, env = "STEERD_ALLOW_DEV_ON_NETWORK")]
+    allow_dev_on_network: bool,
     /// Serve `POST /debug/panic` (admin only) for the reliability suite's panic test.
     #[arg(long, env = "STEERD_FAULT_INJECTION", hide = true)]
     fault_injection: bool,
@@ -219,6 +224,9 @@ impl ServeArgs {
         }
         if let Some(v) = &self.same_origin_hosts {
             s.same_origin_hosts = v.clone();
+        }
+        if self.allow_dev_on_network {
+            s.allow_dev_on_network = true;
         }
         if self.fault_injection {
             s.fault_injection = true;
@@ -299,12 +307,31 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
             (store.get(s).with_context(|| format!("scenario `{s}`"))?.0, Some(s.clone()))
         }
     };
+    let mode = steerd::authz::Mode::new(settings.admin_token.is_some(), settings.auth.player_jwt_secret.is_some() || settings.auth.player_jwt_public_key.is_some());
+    if mode == steerd::authz::Mode::Dev && !settings.listen.ip().is_loopback() && !settings.allow_dev_on_network {
+        anyhow::bail!(
+            "refusing to listen on {} in dev mode (no admin token, no player key: every REST call is open and WebSocket clients are anonymous players); \
+             set an admin token (--admin-token / STEERD_ADMIN_TOKEN) or a player key, listen on a loopback address, or pass --allow-dev-on-network",
+            settings.listen
+        );
+    }
     let listener = tokio::net::TcpListener::bind(settings.listen).await.with_context(|| format!("binding {}", settings.listen))?;
     let state = AppState::new(settings)?;
-    if state.auth.dev_mode() {
-        tracing::warn!("dev mode: no player key (auth.player_jwt_secret / auth.player_jwt_public_key); clients without a token are anonymous players (quotas still hold)");
-    } else {
-        tracing::info!("player tokens required (JWT)");
+    match state.mode {
+        steerd::authz::Mode::Dev => tracing::warn!(
+            "dev mode: no admin token and no player key; every REST call is open, WebSocket clients without a token are anonymous players (quotas still hold). Set admin_token and auth.player_jwt_secret for production (SECURITY.md)"
+        ),
+        steerd::authz::Mode::Secured { admin, players } => {
+            tracing::info!("secured: every call but /health, /metrics, /openapi.json, the viewer's files and /ws needs a token");
+            if players {
+                tracing::info!("player tokens required (JWT)");
+            } else {
+                tracing::info!("no player key: WebSocket clients without a token are anonymous players; REST takes the admin token only");
+            }
+            if !admin {
+                tracing::warn!("admin calls are disabled: no admin token is configured (they answer 401)");
+            }
+        }
     }
     let reg = state.registry.clone();
     tokio::task::spawn_blocking(move || reg.create("demo", scenario, name, false)).await??;
@@ -426,7 +453,8 @@ fn main() -> anyhow::Result<()> {
                 anyhow::bail!("--role: expected player or spectator, got `{role}`");
             }
             let ttl = steerd::auth::parse_ttl(&ttl).map_err(anyhow::Error::msg)?;
-            let claims = steerd::auth::Claims { sub, role: Some(role), worlds, team, exp: steerd::auth::now_secs() + ttl };
+            let now = steerd::auth::now_secs();
+            let claims = steerd::auth::Claims { sub, role: Some(role), worlds, team, exp: now.saturating_add(ttl), nbf: None, iat: Some(now) };
             println!("{}", steerd::auth::mint(&secret, &claims).map_err(anyhow::Error::msg)?);
             Ok(())
         }

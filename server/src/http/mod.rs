@@ -46,6 +46,8 @@ pub struct AppState {
     pub next_session: Arc<std::sync::atomic::AtomicU64>,
     /// Token checker (admin token, player JWTs, dev mode).
     pub auth: Arc<crate::auth::Auth>,
+    /// Dev or secured (`authz::Mode`), from the settings.
+    pub mode: crate::authz::Mode,
     /// The worlds' fan-out writers, by world id (started at a world's first steady subscriber).
     pub fanouts: Arc<std::sync::Mutex<std::collections::HashMap<u32, Arc<fanout::Fanout>>>>,
 }
@@ -58,6 +60,7 @@ impl AppState {
         let auth = crate::auth::Auth::new(settings.admin_token.clone(), &settings.auth).map_err(anyhow::Error::msg)?;
         let players = Arc::new(crate::runtime::Players::new(settings.auth.clone(), settings.players.max_grace_secs()));
         Ok(AppState {
+            mode: crate::authz::Mode::new(settings.admin_token.is_some(), !auth.dev_mode()),
             auth: Arc::new(auth),
             registry: Arc::new(
                 Registry::new(settings.limits.clone(), settings.players.clone(), players, metrics.clone())?.with_recorder(
@@ -197,7 +200,7 @@ pub async fn autosave(state: &AppState, deadline: tokio::time::Instant) {
         if !w.alive() {
             continue;
         }
-        let info = match ask_until(&w, deadline, |reply| crate::runtime::world::Request::Info { reply }).await {
+        let info = match ask_until(&w, deadline, |reply| crate::runtime::world::Request::Info { sight: crate::authz::Sight::All, reply }).await {
             Ok(i) => i,
             Err(e) => {
                 tracing::error!(world = %w.name, "autosave: {e}");
@@ -308,7 +311,7 @@ async fn serve(
     let conns = TaskTracker::new();
     let refusing = Arc::new(tokio::sync::Semaphore::new(REFUSING));
     loop {
-        let (stream, _addr) = tokio::select! {
+        let (stream, addr) = tokio::select! {
             r = listener.accept() => match r {
                 Ok(x) => x,
                 Err(e) => {
@@ -331,6 +334,8 @@ async fn serve(
         let svc = hyper::service::service_fn(move |req: hyper::Request<hyper::body::Incoming>| {
             let mut req = req.map(axum::body::Body::new);
             req.extensions_mut().insert(slot.clone());
+            // The peer's address (`ws::upgrade` reads it: `auth.max_sessions_per_ip`).
+            req.extensions_mut().insert(addr);
             tower::ServiceExt::oneshot(router.clone(), req)
         });
         let conn = hyper::server::conn::http1::Builder::new()

@@ -17,9 +17,11 @@ use crate::runtime::world::WorldInfoView;
     info(
         title = "steerd",
         version = env!("CARGO_PKG_VERSION"),
-        description = "Authoritative 2-D steering-simulation server. Mutating calls need \
-                       `Authorization: Bearer <admin token>` when the server has an admin token; \
-                       without one they are open. Live state streams over the WebSocket at `/ws`."
+        description = "Authoritative 2-D steering-simulation server. A server with an admin token \
+                       or a player key (secured mode) answers every call but `/health`, `/metrics`, \
+                       this document and `/ws` only with `Authorization: Bearer <token>`: the admin \
+                       token, or a player or spectator token with the rights for the call (SECURITY.md). \
+                       A server with neither (dev mode) is open. Live state streams over the WebSocket at `/ws`."
     ),
     paths(
         openapi_json,
@@ -110,7 +112,12 @@ impl Modify for BearerAuth {
 #[utoipa::path(get, path = "/openapi.json", tag = "ops",
     responses((status = 200, description = "The OpenAPI document of this API", body = Object)))]
 pub async fn openapi_json() -> Json<utoipa::openapi::OpenApi> {
-    Json(ApiDoc::openapi())
+    Json(document())
+}
+
+/// The OpenAPI document of the HTTP API.
+pub fn document() -> utoipa::openapi::OpenApi {
+    ApiDoc::openapi()
 }
 
 // Schemas of bodies the handlers build with `json!` (documentation only; see `rest.rs`).

@@ -2,14 +2,13 @@
 //! Starting and stopping is `PATCH /worlds/{world} {"recording": true|false}`.
 
 use axum::extract::{Path, State};
-use axum::http::{HeaderMap, StatusCode, header};
+use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use steer_proto::ErrorCode;
 
 use super::AppState;
 use super::error::ApiError;
 use super::openapi as doc;
-use super::rest::admin;
 use crate::runtime::world::Request;
 
 type ApiResult = Result<Response, ApiError>;
@@ -47,7 +46,7 @@ const WRITER_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
         (status = 503, description = "The world's queue is full or its thread is dead", body = doc::ErrorBody)))]
 pub async fn get_recording(State(state): State<AppState>, Path(name): Path<String>) -> ApiResult {
     let w = state.registry.get(&name)?;
-    let info = w.ask(|reply| Request::Info { reply }).await?;
+    let info = w.ask(|reply| Request::Info { sight: crate::authz::Sight::All, reply }).await?;
     let Some(rec) = info.recording.name else { return Err(ApiError::not_found(format!("world `{name}` has no recording"))) };
     let hub = hub(&state)?.clone();
     let path = hub.path_of(&rec).ok_or_else(|| ApiError::not_found(format!("no recording `{rec}`")))?;
@@ -89,8 +88,7 @@ pub async fn list_recordings(State(state): State<AppState>) -> ApiResult {
         (status = 404, description = "No such recording (`not_found`)", body = doc::ErrorBody),
         (status = 409, description = "A world is recording into it (stop it first)", body = doc::ErrorBody),
         doc::AdminErrors))]
-pub async fn delete_recording(State(state): State<AppState>, headers: HeaderMap, Path(name): Path<String>) -> ApiResult {
-    admin(&state, &headers)?;
+pub async fn delete_recording(State(state): State<AppState>, Path(name): Path<String>) -> ApiResult {
     let hub = hub(&state)?;
     let path = hub.path_of(&name).ok_or_else(|| ApiError::bad_request("invalid recording name: use 1 to 64 of A-Z a-z 0-9 _ -"))?;
     if hub.is_active(&name) {

@@ -3,8 +3,8 @@
 
 use axum::Json;
 use axum::extract::rejection::JsonRejection;
-use axum::extract::{Path, Query, State};
-use axum::http::{HeaderMap, StatusCode};
+use axum::extract::{Extension, Path, Query, State};
+use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use serde::Deserialize;
 use serde_json::json;
@@ -14,6 +14,7 @@ use utoipa::ToSchema;
 use super::AppState;
 use super::error::ApiError;
 use super::openapi as doc;
+use crate::authz::{Grant, Sight};
 use crate::convert;
 use crate::runtime::world::{Actor, AgentView, ObstacleView, ReplayOp, ReplayView, Request, Snapshot, WallView, WorldInfoView};
 use crate::runtime::{CmdError, WorldHandle};
@@ -27,46 +28,9 @@ use crate::sim::world::{Command, Outcome};
 type Body<T> = Result<Json<T>, JsonRejection>;
 type ApiResult = Result<Response, ApiError>;
 
-fn bearer(headers: &HeaderMap) -> Option<&str> {
-    headers.get(axum::http::header::AUTHORIZATION).and_then(|v| v.to_str().ok()).and_then(|v| v.strip_prefix("Bearer "))
-}
-
-/// The actor of an admin-only REST call: admin when no admin token is configured or the Bearer
-/// token matches; 401 without a token, 403 with another one (a player token included).
-pub fn admin(state: &AppState, headers: &HeaderMap) -> Result<Actor, ApiError> {
-    if state.settings.admin_token.is_none() {
-        return Ok(Actor::admin());
-    }
-    match bearer(headers) {
-        None => Err(ApiError::new(StatusCode::UNAUTHORIZED, proto::ErrorCode::Unauthorized, "this call needs `Authorization: Bearer <admin token>`")),
-        Some(g) if state.auth.is_admin_token(g) => Ok(Actor::admin()),
-        Some(_) => Err(ApiError::new(StatusCode::FORBIDDEN, proto::ErrorCode::Forbidden, "wrong admin token")),
-    }
-}
-
-/// The actor of a REST call a player may make too (spawn, command or despawn its own agents
-/// in `world`): the admin token (or none configured, without a Bearer token) is the admin; a
-/// valid player token is that player, within the world's quotas and its own agents. A bad or
-/// expired player token: 401 with the reason.
-pub fn actor(state: &AppState, headers: &HeaderMap, world: &str) -> Result<Actor, ApiError> {
-    let Some(g) = bearer(headers) else { return admin(state, headers) };
-    if state.auth.is_admin_token(g) || (state.settings.admin_token.is_none() && state.auth.dev_mode()) {
-        return Ok(Actor::admin());
-    }
-    let id = state.auth.authenticate(Some(g)).map_err(|e| ApiError::new(StatusCode::UNAUTHORIZED, proto::ErrorCode::Unauthorized, e.0))?;
-    id.check_world(world).map_err(|m| ApiError::new(StatusCode::UNAUTHORIZED, proto::ErrorCode::Unauthorized, m))?;
-    Ok(Actor::of(&id))
-}
-
-/// The guard's check before a mutating call's body is read: the admin, or any valid player
-/// token (the handler then checks what that player may do).
-pub fn any_actor(state: &AppState, headers: &HeaderMap) -> Result<(), ApiError> {
-    match bearer(headers) {
-        Some(g) if !state.auth.is_admin_token(g) && !state.auth.dev_mode() => {
-            state.auth.authenticate(Some(g)).map(|_| ()).map_err(|e| ApiError::new(StatusCode::UNAUTHORIZED, proto::ErrorCode::Unauthorized, e.0))
-        }
-        _ => admin(state, headers).map(|_| ()),
-    }
+/// The actor of a granted call (a public call's caller, if it reached here, commands nothing).
+fn actor_of(grant: &Grant) -> Actor {
+    grant.identity.as_ref().map_or_else(|| Actor { player: None, role: proto::Role::Spectator, team: None }, Actor::of)
 }
 
 fn world(state: &AppState, name: &str) -> Result<WorldHandle, ApiError> {
@@ -114,8 +78,10 @@ pub async fn health(State(state): State<AppState>) -> Response {
         );
     }
     let status = if dead.is_empty() { StatusCode::OK } else { StatusCode::SERVICE_UNAVAILABLE };
-    let auth = if state.auth.dev_mode() { "dev" } else { "jwt" };
-    let body = json!({"status": if dead.is_empty() { "ok" } else { "degraded" }, "dead_worlds": dead, "overloaded_worlds": overloaded, "worlds": worlds, "auth": auth, "sessions": state.registry.players.sessions()});
+    let mut body = json!({"status": if dead.is_empty() { "ok" } else { "degraded" }, "dead_worlds": dead, "overloaded_worlds": overloaded, "worlds": worlds, "auth": state.mode.name(), "sessions": state.registry.players.sessions()});
+    if state.mode == crate::authz::Mode::Dev {
+        body["warning"] = json!("dev mode: no admin token and no player key, every REST call is open");
+    }
     (status, Json(body)).into_response()
 }
 
@@ -134,10 +100,16 @@ pub async fn metrics(State(state): State<AppState>) -> Response {
 /// `GET /worlds`.
 #[utoipa::path(get, path = "/worlds", tag = "worlds",
     responses((status = 200, description = "Every world (a dead one shows only `name`, `id` and `alive: false`)", body = [WorldInfoView])))]
-pub async fn list_worlds(State(state): State<AppState>) -> ApiResult {
+pub async fn list_worlds(State(state): State<AppState>, Extension(grant): Extension<Grant>) -> ApiResult {
     let mut out = Vec::new();
     for w in state.registry.list() {
-        match w.ask(|reply| Request::Info { reply }).await {
+        // The worlds of the caller's token, each counted as far as the caller sees it.
+        let sight = match &grant.identity {
+            Some(id) if id.check_world(&w.name).is_err() => continue,
+            Some(id) => crate::authz::sight_of(id, state.registry.policy(&w.name).visibility),
+            None => Sight::All,
+        };
+        match w.ask(|reply| Request::Info { sight, reply }).await {
             Ok(i) => out.push(serde_json::to_value(i).unwrap_or_default()),
             Err(_) => out.push(json!({"name": w.name, "id": w.id, "alive": false})),
         }
@@ -209,8 +181,7 @@ pub fn empty_scenario() -> Result<Scenario, ApiError> {
         (status = 409, description = "A world of that name exists (`bad_request`)", body = doc::ErrorBody),
         (status = 422, description = "`scenario` and `replay` both given, or the recording cannot be replayed: corrupt, several segments, a scenario that does not build (`invalid_field`, names `replay`)", body = doc::ErrorBody),
         doc::AdminErrors, doc::BodyErrors))]
-pub async fn create_world(State(state): State<AppState>, headers: HeaderMap, body: Body<CreateWorld>) -> ApiResult {
-    admin(&state, &headers)?;
+pub async fn create_world(State(state): State<AppState>, body: Body<CreateWorld>) -> ApiResult {
     let Json(b) = body?;
     if let Some(rec) = &b.replay {
         if b.scenario.is_some() {
@@ -228,7 +199,7 @@ pub async fn create_world(State(state): State<AppState>, headers: HeaderMap, bod
         let h = tokio::task::spawn_blocking(move || reg.create_replay(&name, spawn, b.paused))
             .await
             .map_err(|e| ApiError::bad_request(e.to_string()))??;
-        let info = h.ask(|reply| Request::Info { reply }).await?;
+        let info = h.ask(|reply| Request::Info { sight: Sight::All, reply }).await?;
         return created(info);
     }
     let (scenario, sname) = match &b.scenario {
@@ -240,15 +211,15 @@ pub async fn create_world(State(state): State<AppState>, headers: HeaderMap, bod
     let h = tokio::task::spawn_blocking(move || reg.create(&name, scenario, sname, b.paused))
         .await
         .map_err(|e| ApiError::bad_request(e.to_string()))??;
-    let info = h.ask(|reply| Request::Info { reply }).await?;
+    let info = h.ask(|reply| Request::Info { sight: Sight::All, reply }).await?;
     created(info)
 }
 
 /// `GET /worlds/{world}`.
 #[utoipa::path(get, path = "/worlds/{world}", tag = "worlds", params(("world" = String, Path, description = "World name")),
     responses((status = 200, description = "The world", body = WorldInfoView), doc::WorldErrors))]
-pub async fn get_world(State(state): State<AppState>, Path(name): Path<String>) -> ApiResult {
-    ok(world(&state, &name)?.ask(|reply| Request::Info { reply }).await?)
+pub async fn get_world(State(state): State<AppState>, Extension(grant): Extension<Grant>, Path(name): Path<String>) -> ApiResult {
+    ok(world(&state, &name)?.ask(|reply| Request::Info { sight: grant.sight, reply }).await?)
 }
 
 /// Body of `PATCH /worlds/{world}`.
@@ -279,8 +250,7 @@ pub struct PatchWorld {
     params(("world" = String, Path, description = "World name")),
     request_body = PatchWorld,
     responses((status = 200, description = "The world after the change", body = WorldInfoView), doc::WorldErrors, doc::AdminErrors, doc::BodyErrors))]
-pub async fn patch_world(State(state): State<AppState>, headers: HeaderMap, Path(name): Path<String>, body: Body<PatchWorld>) -> ApiResult {
-    admin(&state, &headers)?;
+pub async fn patch_world(State(state): State<AppState>, Path(name): Path<String>, body: Body<PatchWorld>) -> ApiResult {
     let Json(b) = body?;
     let w = world(&state, &name)?;
     let info = w.ask(|reply| Request::Patch { tick_rate: b.tick_rate, paused: b.paused, autosave: b.autosave, reply }).await?;
@@ -298,8 +268,7 @@ pub async fn patch_world(State(state): State<AppState>, headers: HeaderMap, Path
         (status = 204, description = "Stopped and removed"),
         (status = 404, description = "No such world (`unknown_world`)", body = doc::ErrorBody),
         doc::AdminErrors))]
-pub async fn delete_world(State(state): State<AppState>, headers: HeaderMap, Path(name): Path<String>) -> ApiResult {
-    admin(&state, &headers)?;
+pub async fn delete_world(State(state): State<AppState>, Path(name): Path<String>) -> ApiResult {
     state.registry.remove(&name)?;
     Ok(StatusCode::NO_CONTENT.into_response())
 }
@@ -318,8 +287,7 @@ pub struct StepBody {
     params(("world" = String, Path, description = "World name")),
     request_body = StepBody,
     responses((status = 200, description = "Stepped", body = doc::Tick), doc::WorldErrors, doc::AdminErrors, doc::BodyErrors))]
-pub async fn step(State(state): State<AppState>, headers: HeaderMap, Path(name): Path<String>, body: Body<StepBody>) -> ApiResult {
-    admin(&state, &headers)?;
+pub async fn step(State(state): State<AppState>, Path(name): Path<String>, body: Body<StepBody>) -> ApiResult {
     let Json(b) = body?;
     if !(1..=10_000).contains(&b.ticks) {
         return Err(ApiError::invalid("field `ticks`: must be between 1 and 10000"));
@@ -335,8 +303,7 @@ pub async fn step(State(state): State<AppState>, headers: HeaderMap, Path(name):
     responses(
         (status = 200, description = "Reset (`{\"tick\": n}`), or a dead world restarted (its summary)", body = doc::ResetAnswer),
         doc::WorldErrors, doc::AdminErrors))]
-pub async fn reset(State(state): State<AppState>, headers: HeaderMap, Path(name): Path<String>) -> ApiResult {
-    admin(&state, &headers)?;
+pub async fn reset(State(state): State<AppState>, Path(name): Path<String>) -> ApiResult {
     let w = world(&state, &name)?;
     if !w.alive() {
         return restart_dead(&state, &w).await;
@@ -355,14 +322,14 @@ async fn restart_dead(state: &AppState, w: &WorldHandle) -> ApiResult {
     let h = tokio::task::spawn_blocking(move || reg.restart(&name, scenario, sname))
         .await
         .map_err(|e| ApiError::bad_request(e.to_string()))??;
-    ok(h.ask(|reply| Request::Info { reply }).await?)
+    ok(h.ask(|reply| Request::Info { sight: Sight::All, reply }).await?)
 }
 
 /// `GET /worlds/{world}/snapshot`.
 #[utoipa::path(get, path = "/worlds/{world}/snapshot", tag = "worlds", params(("world" = String, Path, description = "World name")),
     responses((status = 200, description = "Full state", body = Snapshot), doc::WorldErrors))]
-pub async fn snapshot(State(state): State<AppState>, Path(name): Path<String>) -> ApiResult {
-    ok(world(&state, &name)?.ask(|reply| Request::Snapshot { reply }).await?)
+pub async fn snapshot(State(state): State<AppState>, Extension(grant): Extension<Grant>, Path(name): Path<String>) -> ApiResult {
+    ok(world(&state, &name)?.ask(|reply| Request::Snapshot { sight: grant.sight, reply }).await?)
 }
 
 /// Query of `GET /worlds/{world}/agents`.
@@ -379,9 +346,9 @@ pub struct ListQuery {
         ("world" = String, Path, description = "World name"),
         ("limit" = Option<usize>, Query, description = "Most agents returned (default 1000, at most 100000)")),
     responses((status = 200, description = "Agents", body = [AgentView]), doc::WorldErrors))]
-pub async fn list_agents(State(state): State<AppState>, Path(name): Path<String>, Query(q): Query<ListQuery>) -> ApiResult {
+pub async fn list_agents(State(state): State<AppState>, Extension(grant): Extension<Grant>, Path(name): Path<String>, Query(q): Query<ListQuery>) -> ApiResult {
     let limit = q.limit.unwrap_or(1000).min(100_000);
-    ok(world(&state, &name)?.ask(|reply| Request::Agents { limit, reply }).await?)
+    ok(world(&state, &name)?.ask(|reply| Request::Agents { limit, sight: grant.sight, reply }).await?)
 }
 
 /// Body of `POST /worlds/{world}/agents` (a group).
@@ -408,8 +375,8 @@ pub struct SpawnBody {
     params(("world" = String, Path, description = "World name")),
     request_body = SpawnBody,
     responses((status = 201, description = "Spawned", body = doc::Spawned), doc::WorldErrors, doc::AdminErrors, doc::BodyErrors))]
-pub async fn spawn(State(state): State<AppState>, headers: HeaderMap, Path(name): Path<String>, body: Body<SpawnBody>) -> ApiResult {
-    let actor = actor(&state, &headers, &name)?;
+pub async fn spawn(State(state): State<AppState>, Extension(grant): Extension<Grant>, Path(name): Path<String>, body: Body<SpawnBody>) -> ApiResult {
+    let actor = actor_of(&grant);
     let Json(b) = body?;
     let spec = convert::spawn_spec(&b.group, b.count, &b.area, &b.limits, &b.behaviors).map_err(CmdError::Sim)?;
     match world(&state, &name)?.apply(Command::Spawn(spec), actor).await? {
@@ -422,16 +389,16 @@ pub async fn spawn(State(state): State<AppState>, headers: HeaderMap, Path(name)
 #[utoipa::path(get, path = "/worlds/{world}/agents/{id}", tag = "agents",
     params(("world" = String, Path, description = "World name"), ("id" = u32, Path, description = "Agent id")),
     responses((status = 200, description = "The agent", body = AgentView), doc::WorldErrors))]
-pub async fn get_agent(State(state): State<AppState>, Path((name, id)): Path<(String, u32)>) -> ApiResult {
-    ok(world(&state, &name)?.ask(|reply| Request::Agent { id, reply }).await?)
+pub async fn get_agent(State(state): State<AppState>, Extension(grant): Extension<Grant>, Path((name, id)): Path<(String, u32)>) -> ApiResult {
+    ok(world(&state, &name)?.ask(|reply| Request::Agent { id, sight: grant.sight, reply }).await?)
 }
 
 /// `DELETE /worlds/{world}/agents/{id}`.
 #[utoipa::path(delete, path = "/worlds/{world}/agents/{id}", tag = "agents", security(("bearer" = [])),
     params(("world" = String, Path, description = "World name"), ("id" = u32, Path, description = "Agent id")),
     responses((status = 204, description = "Despawned"), doc::WorldErrors, doc::AdminErrors))]
-pub async fn delete_agent(State(state): State<AppState>, headers: HeaderMap, Path((name, id)): Path<(String, u32)>) -> ApiResult {
-    let actor = actor(&state, &headers, &name)?;
+pub async fn delete_agent(State(state): State<AppState>, Extension(grant): Extension<Grant>, Path((name, id)): Path<(String, u32)>) -> ApiResult {
+    let actor = actor_of(&grant);
     world(&state, &name)?.apply(Command::Despawn(id), actor).await?;
     Ok(StatusCode::NO_CONTENT.into_response())
 }
@@ -460,6 +427,7 @@ pub struct FlowFieldQuery {
         doc::WorldErrors))]
 pub async fn flow_field(
     State(state): State<AppState>,
+    Extension(grant): Extension<Grant>,
     Path(name): Path<String>,
     q: Result<Query<FlowFieldQuery>, axum::extract::rejection::QueryRejection>,
 ) -> ApiResult {
@@ -468,7 +436,7 @@ pub async fn flow_field(
     if !(1..=256).contains(&max_side) {
         return Err(ApiError::invalid("max_side: must be between 1 and 256"));
     }
-    ok(world(&state, &name)?.ask(|reply| Request::FlowField { agent: q.agent, max_side, reply }).await?)
+    ok(world(&state, &name)?.ask(|reply| Request::FlowField { agent: q.agent, max_side, sight: grant.sight, reply }).await?)
 }
 
 /// `GET /worlds/{world}/agents/{id}/avoidance`: what reciprocal avoidance (ORCA) sees and
@@ -493,8 +461,8 @@ pub struct BehaviorsBody {
     params(("world" = String, Path, description = "World name"), ("id" = u32, Path, description = "Agent id")),
     request_body = BehaviorsBody,
     responses((status = 200, description = "Set", body = doc::AgentRef), doc::WorldErrors, doc::AdminErrors, doc::BodyErrors))]
-pub async fn put_behaviors(State(state): State<AppState>, headers: HeaderMap, Path((name, id)): Path<(String, u32)>, body: Body<BehaviorsBody>) -> ApiResult {
-    let actor = actor(&state, &headers, &name)?;
+pub async fn put_behaviors(State(state): State<AppState>, Extension(grant): Extension<Grant>, Path((name, id)): Path<(String, u32)>, body: Body<BehaviorsBody>) -> ApiResult {
+    let actor = actor_of(&grant);
     let Json(b) = body?;
     let entries = convert::entries(&b.behaviors).map_err(|e| ApiError::from(e.within("behaviors")))?;
     world(&state, &name)?.apply(Command::SetBehaviors { agent: id, entries }, actor).await?;
@@ -520,8 +488,8 @@ pub struct MoveToBody {
     params(("world" = String, Path, description = "World name")),
     request_body = MoveToBody,
     responses((status = 200, description = "Ordered", body = doc::OkBody), doc::WorldErrors, doc::AdminErrors, doc::BodyErrors))]
-pub async fn move_to(State(state): State<AppState>, headers: HeaderMap, Path(name): Path<String>, body: Body<MoveToBody>) -> ApiResult {
-    let actor = actor(&state, &headers, &name)?;
+pub async fn move_to(State(state): State<AppState>, Extension(grant): Extension<Grant>, Path(name): Path<String>, body: Body<MoveToBody>) -> ApiResult {
+    let actor = actor_of(&grant);
     let Json(b) = body?;
     let cmd = Command::MoveTo { agents: b.agents, target: vec2(b.target), stopping_distance: b.stopping_distance };
     world(&state, &name)?.apply(cmd, actor).await?;
@@ -551,8 +519,8 @@ pub struct ObstacleBody {
     params(("world" = String, Path, description = "World name")),
     request_body = ObstacleBody,
     responses((status = 201, description = "Added", body = doc::Id), doc::WorldErrors, doc::AdminErrors, doc::BodyErrors))]
-pub async fn add_obstacle(State(state): State<AppState>, headers: HeaderMap, Path(name): Path<String>, body: Body<ObstacleBody>) -> ApiResult {
-    let actor = admin(&state, &headers)?;
+pub async fn add_obstacle(State(state): State<AppState>, Path(name): Path<String>, body: Body<ObstacleBody>) -> ApiResult {
+    let actor = Actor::admin();
     let Json(b) = body?;
     match world(&state, &name)?.apply(Command::AddObstacle { center: vec2(b.center), radius: b.radius }, actor).await? {
         Outcome::Added(id) => created(json!({"id": id})),
@@ -577,8 +545,8 @@ pub struct MoveObstacleBody {
     params(("world" = String, Path, description = "World name"), ("id" = u32, Path, description = "Obstacle id")),
     request_body = MoveObstacleBody,
     responses((status = 200, description = "Moved", body = doc::Id), doc::WorldErrors, doc::AdminErrors, doc::BodyErrors))]
-pub async fn move_obstacle(State(state): State<AppState>, headers: HeaderMap, Path((name, id)): Path<(String, u32)>, body: Body<MoveObstacleBody>) -> ApiResult {
-    let actor = admin(&state, &headers)?;
+pub async fn move_obstacle(State(state): State<AppState>, Path((name, id)): Path<(String, u32)>, body: Body<MoveObstacleBody>) -> ApiResult {
+    let actor = Actor::admin();
     let Json(b) = body?;
     world(&state, &name)?.apply(Command::MoveObstacle { id, center: vec2(b.center), radius: b.radius }, actor).await?;
     ok(json!({"id": id}))
@@ -588,8 +556,8 @@ pub async fn move_obstacle(State(state): State<AppState>, headers: HeaderMap, Pa
 #[utoipa::path(delete, path = "/worlds/{world}/obstacles/{id}", tag = "obstacles", security(("bearer" = [])),
     params(("world" = String, Path, description = "World name"), ("id" = u32, Path, description = "Obstacle id")),
     responses((status = 204, description = "Removed"), doc::WorldErrors, doc::AdminErrors))]
-pub async fn delete_obstacle(State(state): State<AppState>, headers: HeaderMap, Path((name, id)): Path<(String, u32)>) -> ApiResult {
-    let actor = admin(&state, &headers)?;
+pub async fn delete_obstacle(State(state): State<AppState>, Path((name, id)): Path<(String, u32)>) -> ApiResult {
+    let actor = Actor::admin();
     world(&state, &name)?.apply(Command::RemoveObstacle(id), actor).await?;
     Ok(StatusCode::NO_CONTENT.into_response())
 }
@@ -599,8 +567,7 @@ pub async fn delete_obstacle(State(state): State<AppState>, headers: HeaderMap, 
     params(("world" = String, Path, description = "World name")),
     request_body = RandomObstacles,
     responses((status = 201, description = "Placed", body = doc::Ids), doc::WorldErrors, doc::AdminErrors, doc::BodyErrors))]
-pub async fn random_obstacles(State(state): State<AppState>, headers: HeaderMap, Path(name): Path<String>, body: Body<RandomObstacles>) -> ApiResult {
-    admin(&state, &headers)?;
+pub async fn random_obstacles(State(state): State<AppState>, Path(name): Path<String>, body: Body<RandomObstacles>) -> ApiResult {
     let Json(spec) = body?;
     let ids = world(&state, &name)?.ask(|reply| Request::RandomObstacles { spec, reply }).await?;
     created(json!({"ids": ids}))
@@ -628,8 +595,8 @@ pub struct WallBody {
     params(("world" = String, Path, description = "World name")),
     request_body = WallBody,
     responses((status = 201, description = "Added", body = doc::Id), doc::WorldErrors, doc::AdminErrors, doc::BodyErrors))]
-pub async fn add_wall(State(state): State<AppState>, headers: HeaderMap, Path(name): Path<String>, body: Body<WallBody>) -> ApiResult {
-    let actor = admin(&state, &headers)?;
+pub async fn add_wall(State(state): State<AppState>, Path(name): Path<String>, body: Body<WallBody>) -> ApiResult {
+    let actor = Actor::admin();
     let Json(b) = body?;
     match world(&state, &name)?.apply(Command::AddWall { a: vec2(b.a), b: vec2(b.b) }, actor).await? {
         Outcome::Added(id) => created(json!({"id": id})),
@@ -641,8 +608,8 @@ pub async fn add_wall(State(state): State<AppState>, headers: HeaderMap, Path(na
 #[utoipa::path(delete, path = "/worlds/{world}/walls/{id}", tag = "walls", security(("bearer" = [])),
     params(("world" = String, Path, description = "World name"), ("id" = u32, Path, description = "Wall id")),
     responses((status = 204, description = "Removed"), doc::WorldErrors, doc::AdminErrors))]
-pub async fn delete_wall(State(state): State<AppState>, headers: HeaderMap, Path((name, id)): Path<(String, u32)>) -> ApiResult {
-    let actor = admin(&state, &headers)?;
+pub async fn delete_wall(State(state): State<AppState>, Path((name, id)): Path<(String, u32)>) -> ApiResult {
+    let actor = Actor::admin();
     world(&state, &name)?.apply(Command::RemoveWall(id), actor).await?;
     Ok(StatusCode::NO_CONTENT.into_response())
 }
@@ -676,8 +643,7 @@ pub async fn get_scenario(State(state): State<AppState>, Path(name): Path<String
         (status = 422, description = "Not a valid scenario (`invalid_field`)", body = doc::ErrorBody),
         (status = 500, description = "Could not write (`internal`)", body = doc::ErrorBody),
         doc::AdminErrors))]
-pub async fn put_scenario(State(state): State<AppState>, headers: HeaderMap, Path(name): Path<String>, body: axum::body::Bytes) -> ApiResult {
-    admin(&state, &headers)?;
+pub async fn put_scenario(State(state): State<AppState>, Path(name): Path<String>, body: axum::body::Bytes) -> ApiResult {
     let text = std::str::from_utf8(&body).map_err(|_| ApiError::bad_request("body must be UTF-8 JSON"))?;
     let sc = Scenario::from_json(text).map_err(|e| ApiError::invalid(e.to_string()))?;
     let limits = state.settings.limits.clone();
@@ -701,8 +667,7 @@ pub async fn put_scenario(State(state): State<AppState>, headers: HeaderMap, Pat
         (status = 404, description = "No such scenario (`not_found`)", body = doc::ErrorBody),
         (status = 500, description = "Could not delete (`internal`)", body = doc::ErrorBody),
         doc::AdminErrors))]
-pub async fn delete_scenario(State(state): State<AppState>, headers: HeaderMap, Path(name): Path<String>) -> ApiResult {
-    admin(&state, &headers)?;
+pub async fn delete_scenario(State(state): State<AppState>, Path(name): Path<String>) -> ApiResult {
     state.store.delete(&name)?;
     Ok(StatusCode::NO_CONTENT.into_response())
 }
@@ -721,8 +686,7 @@ pub struct ScenarioRef {
     params(("world" = String, Path, description = "World name")),
     request_body = ScenarioRef,
     responses((status = 200, description = "Loaded", body = doc::Loaded), doc::WorldErrors, doc::AdminErrors, doc::BodyErrors))]
-pub async fn load(State(state): State<AppState>, headers: HeaderMap, Path(name): Path<String>, body: Body<ScenarioRef>) -> ApiResult {
-    admin(&state, &headers)?;
+pub async fn load(State(state): State<AppState>, Path(name): Path<String>, body: Body<ScenarioRef>) -> ApiResult {
     let Json(b) = body?;
     let (sc, _) = state.store.get(&b.scenario)?;
     let tick = world(&state, &name)?.ask(|reply| Request::Load { scenario: Box::new(sc), name: b.scenario.clone(), reply }).await?;
@@ -737,8 +701,7 @@ pub async fn load(State(state): State<AppState>, headers: HeaderMap, Path(name):
         (status = 200, description = "Saved", body = doc::Saved),
         (status = 500, description = "Could not write (`internal`)", body = doc::ErrorBody),
         doc::WorldErrors, doc::AdminErrors, doc::BodyErrors))]
-pub async fn save(State(state): State<AppState>, headers: HeaderMap, Path(name): Path<String>, body: Body<ScenarioRef>) -> ApiResult {
-    admin(&state, &headers)?;
+pub async fn save(State(state): State<AppState>, Path(name): Path<String>, body: Body<ScenarioRef>) -> ApiResult {
     let Json(b) = body?;
     let sc = world(&state, &name)?.ask(|reply| Request::Save { reply }).await?;
     let store = state.store.clone();
@@ -770,8 +733,7 @@ pub struct PlayerView {
 #[utoipa::path(get, path = "/worlds/{world}/players", tag = "players", security(("bearer" = [])),
     params(("world" = String, Path, description = "World name")),
     responses((status = 200, description = "Players", body = [PlayerView]), doc::WorldErrors, doc::AdminErrors))]
-pub async fn list_players(State(state): State<AppState>, headers: HeaderMap, Path(name): Path<String>) -> ApiResult {
-    admin(&state, &headers)?;
+pub async fn list_players(State(state): State<AppState>, Path(name): Path<String>) -> ApiResult {
     let rows = world(&state, &name)?.ask(|reply| Request::Players { reply }).await?;
     let hub = &state.registry.players;
     let out: Vec<PlayerView> = rows
@@ -798,8 +760,7 @@ pub async fn list_players(State(state): State<AppState>, headers: HeaderMap, Pat
 #[utoipa::path(delete, path = "/worlds/{world}/players/{player}", tag = "players", security(("bearer" = [])),
     params(("world" = String, Path, description = "World name"), ("player" = String, Path, description = "Player id")),
     responses((status = 200, description = "Kicked: the agents it owned here", body = doc::Kicked), doc::WorldErrors, doc::AdminErrors))]
-pub async fn kick_player(State(state): State<AppState>, headers: HeaderMap, Path((name, player)): Path<(String, String)>) -> ApiResult {
-    admin(&state, &headers)?;
+pub async fn kick_player(State(state): State<AppState>, Path((name, player)): Path<(String, String)>) -> ApiResult {
     let w = world(&state, &name)?;
     let connected = state.registry.players.kick(&player);
     let p = player.clone();
@@ -826,8 +787,7 @@ pub struct OwnerBody {
     params(("world" = String, Path, description = "World name"), ("id" = u32, Path, description = "Agent id")),
     request_body = OwnerBody,
     responses((status = 200, description = "The new owner", body = doc::Owner), doc::WorldErrors, doc::AdminErrors, doc::BodyErrors))]
-pub async fn put_owner(State(state): State<AppState>, headers: HeaderMap, Path((name, id)): Path<(String, u32)>, body: Body<OwnerBody>) -> ApiResult {
-    admin(&state, &headers)?;
+pub async fn put_owner(State(state): State<AppState>, Path((name, id)): Path<(String, u32)>, body: Body<OwnerBody>) -> ApiResult {
     let Json(b) = body?;
     let good = |s: &str| !s.is_empty() && s.len() <= crate::auth::MAX_ID_LEN && !s.chars().any(char::is_control);
     if b.player.as_deref().is_some_and(|p| !good(p) || p == "admin") {
@@ -872,11 +832,10 @@ pub enum PanicTarget {
         (status = 404, description = "Fault injection is off (the default), or no such world", body = doc::ErrorBody),
         doc::AdminErrors, doc::BodyErrors,
         (status = 503, description = "The world's queue is full or its thread is dead", body = doc::ErrorBody)))]
-pub async fn debug_panic(State(state): State<AppState>, headers: HeaderMap, body: Body<PanicBody>) -> ApiResult {
+pub async fn debug_panic(State(state): State<AppState>, body: Body<PanicBody>) -> ApiResult {
     if !state.settings.fault_injection {
         return Err(ApiError::not_found("no route /debug/panic (fault injection is off)"));
     }
-    admin(&state, &headers)?;
     let Json(b) = body?;
     match b.target {
         PanicTarget::Connection => panic!("fault injection: a connection task panic was asked for"),
@@ -906,8 +865,7 @@ pub struct SpeedBody {
     pub speed: f64,
 }
 
-async fn replay_control(state: &AppState, headers: &HeaderMap, name: &str, op: ReplayOp) -> ApiResult {
-    admin(state, headers)?;
+async fn replay_control(state: &AppState, name: &str, op: ReplayOp) -> ApiResult {
     ok(world(state, name)?.ask(|reply| Request::Replay { op, reply }).await?)
 }
 
@@ -932,10 +890,9 @@ pub async fn get_replay(State(state): State<AppState>, Path(name): Path<String>)
         (status = 200, description = "The replay after the seek", body = ReplayView),
         (status = 409, description = "Not a replay world (`bad_request`)", body = doc::ErrorBody),
         doc::WorldErrors, doc::AdminErrors, doc::BodyErrors))]
-pub async fn replay_seek(State(state): State<AppState>, headers: HeaderMap, Path(name): Path<String>, body: Body<SeekBody>) -> ApiResult {
-    admin(&state, &headers)?;
+pub async fn replay_seek(State(state): State<AppState>, Path(name): Path<String>, body: Body<SeekBody>) -> ApiResult {
     let Json(b) = body?;
-    replay_control(&state, &headers, &name, ReplayOp::Seek(b.tick)).await
+    replay_control(&state, &name, ReplayOp::Seek(b.tick)).await
 }
 
 /// `POST /worlds/{world}/replay/play`: plays from the current tick at the current speed; it
@@ -946,8 +903,8 @@ pub async fn replay_seek(State(state): State<AppState>, headers: HeaderMap, Path
         (status = 200, description = "The replay", body = ReplayView),
         (status = 409, description = "Not a replay world (`bad_request`)", body = doc::ErrorBody),
         doc::WorldErrors, doc::AdminErrors))]
-pub async fn replay_play(State(state): State<AppState>, headers: HeaderMap, Path(name): Path<String>) -> ApiResult {
-    replay_control(&state, &headers, &name, ReplayOp::Play).await
+pub async fn replay_play(State(state): State<AppState>, Path(name): Path<String>) -> ApiResult {
+    replay_control(&state, &name, ReplayOp::Play).await
 }
 
 /// `POST /worlds/{world}/replay/pause`.
@@ -957,8 +914,8 @@ pub async fn replay_play(State(state): State<AppState>, headers: HeaderMap, Path
         (status = 200, description = "The replay", body = ReplayView),
         (status = 409, description = "Not a replay world (`bad_request`)", body = doc::ErrorBody),
         doc::WorldErrors, doc::AdminErrors))]
-pub async fn replay_pause(State(state): State<AppState>, headers: HeaderMap, Path(name): Path<String>) -> ApiResult {
-    replay_control(&state, &headers, &name, ReplayOp::Pause).await
+pub async fn replay_pause(State(state): State<AppState>, Path(name): Path<String>) -> ApiResult {
+    replay_control(&state, &name, ReplayOp::Pause).await
 }
 
 /// `POST /worlds/{world}/replay/speed`.
@@ -970,8 +927,7 @@ pub async fn replay_pause(State(state): State<AppState>, headers: HeaderMap, Pat
         (status = 409, description = "Not a replay world (`bad_request`)", body = doc::ErrorBody),
         (status = 422, description = "Speed not above 0 or above `limits.replay_max_speed` (`invalid_field`, names `speed`)", body = doc::ErrorBody),
         doc::WorldErrors, doc::AdminErrors, doc::BodyErrors))]
-pub async fn replay_speed(State(state): State<AppState>, headers: HeaderMap, Path(name): Path<String>, body: Body<SpeedBody>) -> ApiResult {
-    admin(&state, &headers)?;
+pub async fn replay_speed(State(state): State<AppState>, Path(name): Path<String>, body: Body<SpeedBody>) -> ApiResult {
     let Json(b) = body?;
-    replay_control(&state, &headers, &name, ReplayOp::Speed(b.speed)).await
+    replay_control(&state, &name, ReplayOp::Speed(b.speed)).await
 }

@@ -87,55 +87,6 @@ fn parse_batch(v: Option<&str>) -> Result<bool, crate::http::error::ApiError> {
     }
 }
 
-/// The host part of a `Host` header value or an origin's authority (`name`, `name:port`,
-/// `[v6]:port`), lower-cased, without the port.
-fn host_name(authority: &str) -> String {
-    let a = authority.trim().to_ascii_lowercase();
-    if let Some(rest) = a.strip_prefix('[') {
-        return rest.split(']').next().unwrap_or("").to_string();
-    }
-    a.rsplit_once(':').filter(|(_, port)| port.bytes().all(|b| b.is_ascii_digit())).map_or(a.clone(), |(h, _)| h.to_string())
-}
-
-/// True for `localhost` and loopback addresses.
-fn is_loopback(host: &str) -> bool {
-    host == "localhost" || host.ends_with(".localhost") || host.parse::<std::net::IpAddr>().is_ok_and(|ip| ip.is_loopback())
-}
-
-/// The Origin check of the upgrade. Allowed: no `Origin` (not a browser); an origin of
-/// `allowed_origins`; and the server's own pages (Origin = `http(s)://` + Host) **only** when
-/// that Host is a loopback name or one of `same_origin_hosts`. Comparing against the request's
-/// own Host alone would let DNS rebinding through (`Host: evil.example` with `Origin:
-/// http://evil.example`, the attacker's page talking to a server its name now resolves to).
-fn origin_allowed(state: &AppState, headers: &HeaderMap) -> bool {
-    let Some(origin) = headers.get(axum::http::header::ORIGIN).and_then(|v| v.to_str().ok()) else { return true };
-    if state.settings.allowed_origins.iter().any(|o| o == origin) {
-        return true;
-    }
-    let host = headers.get(axum::http::header::HOST).and_then(|v| v.to_str().ok()).unwrap_or("");
-    let same = origin == format!("http://{host}") || origin == format!("https://{host}");
-    if !same {
-        return false;
-    }
-    let name = host_name(host);
-    is_loopback(&name) || state.settings.same_origin_hosts.iter().any(|h| host_name(h) == name)
-}
-
-#[cfg(test)]
-mod origin_tests {
-    use super::{host_name, is_loopback};
-
-    #[test]
-    fn host_names_and_loopback() {
-        assert_eq!(host_name("127.0.0.1:8080"), "127.0.0.1");
-        assert_eq!(host_name("[::1]:80"), "::1");
-        assert_eq!(host_name("LocalHost"), "localhost");
-        assert_eq!(host_name("evil.example:1234"), "evil.example");
-        assert!(is_loopback("127.0.0.1") && is_loopback("127.5.6.7") && is_loopback("::1") && is_loopback("localhost"));
-        assert!(!is_loopback("evil.example") && !is_loopback("10.0.0.1") && !is_loopback("localhost.evil.example"));
-    }
-}
-
 /// `GET /ws`: checks Origin and connection slots before upgrading.
 #[utoipa::path(get, path = "/ws", tag = "ops",
     params(("format" = Option<String>, Query, description = "`json` for JSON text frames; binary frames otherwise"),
@@ -149,6 +100,7 @@ pub async fn upgrade(
     State(state): State<AppState>,
     headers: HeaderMap,
     slot: Option<axum::Extension<super::ConnSlot>>,
+    peer: Option<axum::Extension<std::net::SocketAddr>>,
     Query(q): Query<WsQuery>,
     mut req: axum::extract::Request,
 ) -> Response {
@@ -156,7 +108,7 @@ pub async fn upgrade(
         Ok(k) => k,
         Err(e) => return crate::http::error::ApiError::bad_request(format!("not a WebSocket upgrade: {e}")).into_response(),
     };
-    if !origin_allowed(&state, &headers) {
+    if !super::guard::origin_allowed(&state, &headers) {
         state.metrics.connections_refused.inc();
         return (StatusCode::FORBIDDEN, axum::Json(serde_json::json!({"error": "forbidden", "message": "Origin not allowed"}))).into_response();
     }
@@ -176,12 +128,13 @@ pub async fn upgrade(
         return (StatusCode::SERVICE_UNAVAILABLE, axum::Json(serde_json::json!({"error": "busy", "message": "too many connections"}))).into_response();
     };
     let max = state.settings.limits.max_message_bytes;
+    let peer = peer.map(|axum::Extension(a)| a.ip());
     let tracker = state.tracker.clone();
     tracker.spawn(async move {
         match on_upgrade.await {
             Ok(upgraded) => {
                 let (reader, writer) = wsio::open(upgraded, max).await;
-                session(reader, writer, state, if json { Encoding::Json } else { Encoding::Binary }, batch).await;
+                session(reader, writer, state, if json { Encoding::Json } else { Encoding::Binary }, batch, peer).await;
             }
             Err(e) => tracing::debug!("WebSocket upgrade failed: {e}"),
         }
@@ -534,7 +487,8 @@ fn encode(msg: &ServerMsg, enc: Encoding) -> Bytes {
     r.unwrap_or_default()
 }
 
-async fn session(mut stream: wsio::Reader, writer: wsio::Writer, state: AppState, url_enc: Encoding, batch: bool) {
+/// One WebSocket connection from `peer` (the client's address, if the accept loop gave it).
+async fn session(mut stream: wsio::Reader, writer: wsio::Writer, state: AppState, url_enc: Encoding, batch: bool, peer: Option<std::net::IpAddr>) {
     use tracing::Instrument;
     let id: SessionId = state.next_session.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     // The span is attached to the futures (`instrument`), entered only while they are polled:
@@ -551,7 +505,7 @@ async fn session(mut stream: wsio::Reader, writer: wsio::Writer, state: AppState
         let (ev_tx, ev_rx) = mpsc::channel::<Direct>(state.settings.limits.connection_queue.max(1));
         let handle = ConnHandle { events: ev_tx, kick: CancellationToken::new(), bytes_per_sec: Arc::default() };
         let send = tokio::spawn(send_task(writer, ctl_rx, ev_rx, state.clone(), enc.clone(), cancel.clone(), batch, Arc::new(ByteRate::new(handle.bytes_per_sec.clone())), id).instrument(send_span));
-        let conn = recv_task(&mut stream, ctl_tx, state.clone(), url_enc, enc, id, cancel.clone(), handle).await;
+        let conn = recv_task(&mut stream, ctl_tx, state.clone(), url_enc, enc, id, cancel.clone(), handle, peer).await;
         if let (Some(who), Some(token)) = (&conn.identity, &conn.resume_token) {
             state.registry.players.leave(&who.player, id, token, conn.subs.clone());
         }
@@ -848,6 +802,8 @@ struct Conn {
     resume_token: Option<String>,
     /// Its registration with the players registry (taken at Hello).
     handle: Option<ConnHandle>,
+    /// The client's address (what `auth.max_sessions_per_ip` counts).
+    peer: Option<std::net::IpAddr>,
     bad: u32,
     limited: u32,
     subscribed: Vec<u32>,
@@ -865,6 +821,7 @@ async fn recv_task(
     id: SessionId,
     cancel: CancellationToken,
     handle: ConnHandle,
+    peer: Option<std::net::IpAddr>,
 ) -> Conn {
     let l = &state.settings.limits;
     let mut bucket = Bucket { tokens: l.command_burst, rate: l.commands_per_sec, burst: l.command_burst, last: Instant::now() };
@@ -885,6 +842,7 @@ async fn recv_task(
         identity: None,
         resume_token: None,
         handle: Some(handle),
+        peer,
         bad: 0,
         limited: 0,
         subscribed: Vec::new(),
@@ -1003,6 +961,22 @@ fn commands_of(cmd: &ClientMsg) -> Result<Vec<Command>, CmdError> {
     }
 }
 
+/// The world a message names, if any.
+fn world_of(cmd: &ClientMsg) -> Option<&str> {
+    match cmd {
+        ClientMsg::Hello(_) | ClientMsg::Ping(_) => None,
+        ClientMsg::Subscribe(m) => Some(&m.world),
+        ClientMsg::Unsubscribe(m) => Some(&m.world),
+        ClientMsg::MoveTo(m) => Some(&m.world),
+        ClientMsg::SetBehaviors(m) => Some(&m.world),
+        ClientMsg::AddBehavior(m) => Some(&m.world),
+        ClientMsg::RemoveBehavior(m) => Some(&m.world),
+        ClientMsg::ResetBehaviors(m) => Some(&m.world),
+        ClientMsg::Spawn(m) => Some(&m.world),
+        ClientMsg::Despawn(m) => Some(&m.world),
+    }
+}
+
 impl Conn {
     async fn send(&self, msg: ServerMsg) -> bool {
         self.ctl.send(Ctl::Send(encode(&msg, self.enc), self.enc)).await.is_ok()
@@ -1049,6 +1023,11 @@ impl Conn {
             self.reply_error(Some(rid), ErrorCode::InvalidField, &format!("invalid field `{}`: {}", e.field, e.reason), Some(e.field)).await;
             return true;
         }
+        // The one authorization step, as for every REST route.
+        if let Err(d) = self.authorize(&cmd) {
+            self.reply_error(Some(rid), d.code, &d.message, world_of(&cmd).map(|_| "world".to_string())).await;
+            return true;
+        }
         let result = match &cmd {
             ClientMsg::Hello(_) => return true,
             ClientMsg::Ping(p) => {
@@ -1083,6 +1062,15 @@ impl Conn {
         self.reply(rid, result).await
     }
 
+    /// Decides a message with `authz::decide`, for the session's identity and the world it
+    /// names.
+    fn authorize(&self, cmd: &ClientMsg) -> Result<crate::authz::Grant, crate::authz::Denial> {
+        use crate::authz::{Caller, Target};
+        let caller = self.identity.clone().map_or(Caller::Nobody, Caller::Known);
+        let target = world_of(cmd).map(|name| Target { name, visibility: self.state.registry.policy(name).visibility });
+        crate::authz::decide(self.state.mode, &caller, crate::authz::rule_of_msg(cmd.kind()), target)
+    }
+
     /// Builds the sim commands and applies them in the named world.
     async fn run(&self, world: &str, build: impl FnOnce(&WorldHandle) -> Result<Vec<Command>, CmdError>) -> proto::Outcome {
         let w = match self.world(world) {
@@ -1114,32 +1102,31 @@ impl Conn {
             return false;
         }
         if !self.hello {
-            // Who: a resumed session, or the token (none: anonymous in dev mode).
-            let mut restore = Vec::new();
-            let identity = match h.resume.as_deref() {
-                Some(r) => match self.state.registry.players.resume(r) {
-                    Ok(resumed) => {
-                        if let Some(t) = h.token.as_deref() {
-                            match self.state.auth.authenticate(Some(t)) {
-                                Ok(id) if id.player == resumed.identity.player => {}
-                                Ok(_) => return self.refuse(ErrorCode::Unauthorized, "the resume token belongs to another player", "resume", close::UNAUTHORIZED, "unauthorized").await,
-                                Err(e) => return self.refuse(ErrorCode::Unauthorized, &e.0, "token", close::UNAUTHORIZED, "unauthorized").await,
-                            }
-                        }
-                        restore = resumed.subs;
-                        resumed.identity
-                    }
-                    Err(e) => return self.refuse(ErrorCode::Unauthorized, &e.to_string(), "resume", close::UNAUTHORIZED, "unauthorized").await,
-                },
-                None => match self.state.auth.authenticate(h.token.as_deref()) {
-                    Ok(id) => id,
+            // Who: the token first (none: anonymous in dev mode), so that a resume with a bad
+            // token or another player's leaves the session alone; then a resumed session (a
+            // resume without a token takes the session's identity), or a new one.
+            let presented = match (h.token.as_deref(), h.resume.is_some()) {
+                (None, true) => None,
+                (token, _) => match self.state.auth.authenticate(token) {
+                    Ok(id) => Some(id),
                     Err(e) => return self.refuse(ErrorCode::Unauthorized, &e.0, "token", close::UNAUTHORIZED, "unauthorized").await,
                 },
             };
             let Some(handle) = self.handle.take() else { return false };
-            let (token, pending) = match self.state.registry.players.join(&identity, self.id, handle) {
-                Ok(x) => x,
-                Err(e @ JoinError::TooManyConnections(..)) => return self.refuse(ErrorCode::QuotaExceeded, &e.to_string(), "token", close::UNAUTHORIZED, "too many connections").await,
+            let players = &self.state.registry.players;
+            let joined = match (h.resume.as_deref(), &presented) {
+                (Some(r), p) => players.resume(r, p.as_ref(), self.id, handle, self.peer),
+                (None, Some(id)) => players.join(id, self.id, handle, self.peer),
+                // Without a resume the token was authenticated above.
+                (None, None) => return false,
+            };
+            let crate::runtime::players::Joined { identity, subs: restore, token, pending } = match joined {
+                Ok(j) => j,
+                Err(e) if e.is_resume() => return self.refuse(ErrorCode::Unauthorized, &e.to_string(), "resume", close::UNAUTHORIZED, "unauthorized").await,
+                Err(e) if e.is_quota() => {
+                    let reason = if matches!(e, JoinError::TooManyConnections(..)) { "too many connections" } else { "too many sessions" };
+                    return self.refuse(ErrorCode::QuotaExceeded, &e.to_string(), "token", close::UNAUTHORIZED, reason).await;
+                }
                 Err(e) => return self.refuse(ErrorCode::Busy, &e.to_string(), "token", close::POLICY, "too many sessions").await,
             };
             tracing::debug!(player = %identity.player, role = %identity.role, resumed = h.resume.is_some(), "hello");

@@ -6,15 +6,16 @@ use tokio_tungstenite::tungstenite::Error as WsError;
 
 const TOKEN: &str = "s3cret-token";
 
-/// Issue 5 (5): with `--admin-token`, REST mutations answer 401 without the token, 403 with a
-/// wrong one and 2xx with the right one (and the refused ones change nothing); reads need none.
+/// With `--admin-token` (secured mode), REST mutations answer 401 without a token and with a
+/// token the server does not know, and 2xx with the right one (the refused ones change
+/// nothing); reads need a token too.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn admin_token_guards_rest_mutations() {
     let srv = Server::fresh("token-rest", Opts::default().arg("--admin-token", TOKEN));
     let anon = srv.http();
     let wrong = anon.with_token("not-the-token");
     let right = anon.with_token(TOKEN);
-    let mut before = shape(&anon, "demo").await;
+    let mut before = shape(&right, "demo").await;
     let spawn = json!({"group": "t", "count": 3, "area": {"type": "rect", "min_x": 1, "min_y": 1, "max_x": 9, "max_y": 9}});
     let calls: Vec<(&str, String, Option<serde_json::Value>)> = vec![
         ("PATCH", "/worlds/demo".into(), Some(json!({"tick_rate": 20}))),
@@ -38,16 +39,19 @@ async fn admin_token_guards_rest_mutations() {
         assert_eq!(r.status, 401, "{method} {path} without token: {}", r.text());
         assert_eq!(r.json()["error"], "unauthorized");
         let r = send(&wrong).await;
-        assert_eq!(r.status, 403, "{method} {path} with a wrong token: {}", r.text());
-        assert_eq!(r.json()["error"], "forbidden");
-        assert_eq!(shape(&anon, "demo").await, before, "a refused {method} {path} changed the world");
+        assert_eq!(r.status, 401, "{method} {path} with a wrong token: {}", r.text());
+        assert_eq!(r.json()["error"], "unauthorized");
+        assert_eq!(shape(&right, "demo").await, before, "a refused {method} {path} changed the world");
         let r = send(&right).await;
         assert!((200..300).contains(&r.status), "{method} {path} with the token: {} {}", r.status, r.text());
-        before = shape(&anon, "demo").await;
+        before = shape(&right, "demo").await;
     }
-    // Reads are open.
-    anon.get("/worlds/demo").await.expect(200);
-    anon.get("/scenarios").await.expect(200);
+    // Reads need a token too; the public routes do not.
+    assert_eq!(anon.get("/worlds/demo").await.status, 401);
+    assert_eq!(anon.get("/scenarios").await.status, 401);
+    right.get("/worlds/demo").await.expect(200);
+    right.get("/scenarios").await.expect(200);
+    anon.get("/health").await.expect(200);
     // A Bearer prefix is required.
     let r = anon.raw("PATCH", "/worlds/demo", Some(b"{}"), &[("Authorization", TOKEN)]).await;
     assert_eq!(r.status, 401, "a token without `Bearer ` is no token");
@@ -80,7 +84,7 @@ async fn admin_token_guards_ws_spawn() {
     let ids = spawned(admin.request(&spawn_msg(rid, "demo", 2, [1.0, 1.0, 5.0, 5.0], proto::Limits::default())).await);
     assert_eq!(ids.len(), 2);
     // The admin commands anyone's agents, e.g. one of the scenario's.
-    let scenario_agent = first_agent(&srv.http(), "demo").await;
+    let scenario_agent = first_agent(&srv.http().with_token(TOKEN), "demo").await;
     let rid = admin.rid();
     let r = admin.request(&move_to_msg(rid, "demo", vec![scenario_agent], 100.0, 100.0, 1.0)).await;
     assert!(r.is_ok(), "{r:?}");

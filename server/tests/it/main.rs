@@ -11,6 +11,8 @@
 //! * `auth` — admin token, agent ownership, Origin check.
 //! * `players` — player tokens, dev mode, ownership by player, resume, orphan policy, quotas,
 //!   `owned` visibility (every frame decoded), the players REST calls.
+//! * `sessions` — a resume takes only a dropped session, never past its token's expiry, and a
+//!   failed one leaves the victim's session; per-player and per-address session caps.
 //! * `http_guard` — auth before the body, body timeout, socket cap, JSON error bodies.
 //! * `persist` — save/load across a restart, kill -9 while saving.
 //! * `limits` — 100 subscribers with 20 that never read.
@@ -33,6 +35,7 @@ mod players;
 mod record;
 mod record_replay;
 mod rest;
+mod sessions;
 mod ws;
 
 /// The support library runs the binary Cargo built for this suite, not a stale or foreign one.

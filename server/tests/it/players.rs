@@ -18,6 +18,8 @@ fn token_with(secret: &str, sub: &str, role: &str, ttl: i64, worlds: Option<&[&s
         worlds: worlds.map(|w| w.iter().map(|s| s.to_string()).collect()),
         team: team.map(str::to_string),
         exp,
+        nbf: None,
+        iat: None,
     };
     steerd::auth::mint(secret, &claims).unwrap()
 }
@@ -223,7 +225,7 @@ async fn bad_tokens_are_unauthorized() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_257th_agent_is_a_quota_error() {
     let srv = server("quota", "");
-    let http = srv.http();
+    let http = srv.http().with_token("adm");
     let (mut a, _) = player(&srv, "alice").await;
     let msg = spawn_at(&mut a, "demo", 200, [1.0, 1.0, 100.0, 100.0]);
     assert_eq!(spawned(a.request(&msg).await).len(), 200);

@@ -37,6 +37,7 @@ use crate::metrics::Metrics;
 use crate::scenario::Scenario;
 use crate::sim::nav::PipelineStats;
 use crate::sim::nav::flowfield::FlowField;
+use crate::authz::Sight;
 use crate::sim::world::{Command, Outcome};
 use crate::sim::{AgentId, SimError, World};
 
@@ -128,10 +129,11 @@ mod ownership;
 mod publish;
 mod requests;
 mod runner;
+mod sight;
 mod views;
 
 pub use views::{AgentView, AvoidanceView, FlowFieldView, HalfPlaneView, ObstacleView, ReplayOp, ReplaySpawn, ReplayView, Snapshot, WallView, WorldInfoView, Xy};
-use requests::{MAX_KNOWN_PLAYERS, ORPHAN_CHECK, command_agents, command_kind, spawn_count};
+use requests::{MAX_KNOWN_PLAYERS, ORPHAN_CHECK, command_agents, command_kind, command_targets, spawn_count};
 
 type Reply<T> = oneshot::Sender<Result<T, CmdError>>;
 
@@ -142,22 +144,23 @@ pub enum Request {
     /// Several sim commands, checked for ownership all first, applied in order (stops at the
     /// first error). Answers the last outcome.
     ApplyMany { cmds: Vec<Command>, actor: Actor, reply: Reply<Outcome> },
-    /// Agents, up to a limit.
-    Agents { limit: usize, reply: Reply<Vec<AgentView>> },
-    /// One agent.
-    Agent { id: AgentId, reply: Reply<AgentView> },
-    /// The flow field of an agent's MoveTo, at most `max_side` blocks per side.
-    FlowField { agent: AgentId, max_side: u32, reply: Reply<FlowFieldView> },
+    /// Agents the caller sees, up to a limit.
+    Agents { limit: usize, sight: Sight, reply: Reply<Vec<AgentView>> },
+    /// One agent (one the caller does not see is unknown).
+    Agent { id: AgentId, sight: Sight, reply: Reply<AgentView> },
+    /// The flow field of an agent's MoveTo, at most `max_side` blocks per side (a player that
+    /// does not see all asks for its own agents only).
+    FlowField { agent: AgentId, max_side: u32, sight: Sight, reply: Reply<FlowFieldView> },
     /// What reciprocal avoidance sees and chooses for one agent now.
     Avoidance { agent: AgentId, reply: Reply<AvoidanceView> },
     /// Obstacles.
     Obstacles { reply: Reply<Vec<ObstacleView>> },
     /// Walls.
     Walls { reply: Reply<Vec<WallView>> },
-    /// Full state.
-    Snapshot { reply: Reply<Snapshot> },
-    /// Summary.
-    Info { reply: Reply<WorldInfoView> },
+    /// Full state, as far as the caller sees.
+    Snapshot { sight: Sight, reply: Reply<Snapshot> },
+    /// Summary (its agent count is what the caller sees).
+    Info { sight: Sight, reply: Reply<WorldInfoView> },
     /// Change tick rate / pause.
     Patch { tick_rate: Option<f32>, paused: Option<bool>, autosave: Option<bool>, reply: Reply<WorldInfoView> },
     /// Step N ticks now (also while paused).

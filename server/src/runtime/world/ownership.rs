@@ -3,9 +3,9 @@
 use super::*;
 
 impl Runner {
-    /// Applies commands on behalf of an actor: ownership and quotas are checked for all of
-    /// them first (nothing changes on a refusal), then they run in order (stopping at the first
-    /// error). Agents a player spawns belong to it.
+    /// Applies commands on behalf of an actor: ownership, sight, quotas, crowding and the
+    /// batch itself (`World::check_batch`) are checked for all of them first, so a refused
+    /// batch changes nothing; then they run in order. Agents a player spawns belong to it.
     pub(super) fn apply_for(&mut self, cmds: Vec<Command>, actor: &Actor) -> Result<Outcome, CmdError> {
         let kind = cmds.first().map_or("none", command_kind);
         let agents: Vec<AgentId> = cmds.iter().flat_map(command_agents).collect();
@@ -20,7 +20,12 @@ impl Runner {
         // the field (`invalid_field`), before any quota is weighed.
         let oversize = cmds.iter().any(|c| spawn_count(std::slice::from_ref(c)) > self.max_spawn);
         let quota = if oversize { Ok(()) } else { self.check_spawn_quota(actor, asked) };
-        let r = self.check_owner(actor, &agents, &cmds).and(quota).and_then(|()| self.admit(&cmds)).and_then(|()| {
+        let r = self
+            .check_owner(actor, &agents, &cmds)
+            .and(quota)
+            .and_then(|()| self.admit(&cmds))
+            .and_then(|()| self.world.check_batch(&cmds).map_err(CmdError::Sim))
+            .and_then(|()| {
             let mut last = Outcome::Done;
             for c in cmds {
                 last = self.apply(c)?;
@@ -153,6 +158,9 @@ impl Runner {
         Ok(())
     }
 
+    /// A player may command its own agents only, and name (as a behaviour's target) only the
+    /// agents it sees. Under `owned` visibility an agent it does not see is as unknown to it
+    /// as an id no agent has (`unknown_agent`); one it sees but does not own is `forbidden`.
     pub(super) fn check_owner(&self, actor: &Actor, agents: &[AgentId], cmds: &[Command]) -> Result<(), CmdError> {
         if actor.is_admin() {
             return Ok(());
@@ -163,12 +171,18 @@ impl Runner {
         if cmds.iter().any(|c| !matches!(command_kind(c), "spawn" | "despawn" | "set_behaviors" | "add_behavior" | "remove_behavior" | "reset_behaviors" | "move_to")) {
             return Err(CmdError::NotAllowed("only the admin changes obstacles and walls".into()));
         }
+        let seen = self.seen_by(actor);
         for id in agents {
-            if self.world.agent(*id).is_none() {
+            if !self.sees_id(seen.as_ref(), *id) {
                 return Err(CmdError::Sim(SimError::UnknownAgent(*id)));
             }
             if actor.player.is_none() || self.owners.get(id) != actor.player.as_ref() {
                 return Err(CmdError::Forbidden(*id));
+            }
+        }
+        for (field, id) in cmds.iter().flat_map(command_targets) {
+            if !self.sees_id(seen.as_ref(), id) {
+                return Err(CmdError::Sim(SimError::invalid(field, format!("no agent {id}"))));
             }
         }
         Ok(())

@@ -142,30 +142,12 @@ impl Runner {
         }
         let mut out: HashMap<String, Vec<bool>> = HashMap::new();
         let n = self.info.cell_count() as usize;
-        let r = self.policy.vision_radius;
-        let (cs, b) = (self.info.aoi_cell_size, self.info.bounds);
         for (id, owner) in &self.owners {
             let Some(a) = self.world.agent(*id) else { continue };
             let team = self.teams.get(owner).cloned().flatten();
             let key = crate::auth::vision_key(owner, team.as_deref());
             let cells = out.entry(key).or_insert_with(|| vec![false; n]);
-            let (x, y) = (a.position.x, a.position.y);
-            let lo = self.info.cell_of(x - r, y - r);
-            let hi = self.info.cell_of(x + r, y + r);
-            let cols = self.info.cols.max(1);
-            for row in lo / cols..=hi / cols {
-                for col in lo % cols..=hi % cols {
-                    // Nearest point of the cell to the agent.
-                    let (x0, y0) = (b.min_x + col as f32 * cs, b.min_y + row as f32 * cs);
-                    let dx = x - x.clamp(x0, x0 + cs);
-                    let dy = y - y.clamp(y0, y0 + cs);
-                    if dx * dx + dy * dy <= r * r {
-                        if let Some(c) = cells.get_mut((row * cols + col) as usize) {
-                            *c = true;
-                        }
-                    }
-                }
-            }
+            self.mark_sight(cells, a.position);
         }
         Some(Arc::new(out))
     }

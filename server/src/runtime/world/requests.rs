@@ -99,16 +99,24 @@ impl Runner {
                 };
                 let _ = reply.send(r);
             }
-            Request::Agents { limit, reply } => {
-                let v = self.world.agents().iter().take(limit).map(|a| self.agent_view(a)).collect();
+            Request::Agents { limit, sight, reply } => {
+                let seen = self.seen(&sight);
+                let v = self.world.agents().iter().filter(|a| self.sees(seen.as_ref(), a)).take(limit).map(|a| self.agent_view(a)).collect();
                 let _ = reply.send(Ok(v));
             }
-            Request::Agent { id, reply } => {
-                let r = self.world.agent(id).map(|a| self.agent_view(a)).ok_or(CmdError::Sim(SimError::UnknownAgent(id)));
+            Request::Agent { id, sight, reply } => {
+                let seen = self.seen(&sight);
+                let r = self.world.agent(id).filter(|a| self.sees(seen.as_ref(), a)).map(|a| self.agent_view(a)).ok_or(CmdError::Sim(SimError::UnknownAgent(id)));
                 let _ = reply.send(r);
             }
-            Request::FlowField { agent, max_side, reply } => {
-                let _ = reply.send(self.flow_field_view(agent, max_side));
+            Request::FlowField { agent, max_side, sight, reply } => {
+                let seen = self.seen(&sight);
+                let r = match &seen {
+                    Some(_) if !self.sees_id(seen.as_ref(), agent) => Err(CmdError::Sim(SimError::UnknownAgent(agent))),
+                    Some(_) if !self.owns(seen.as_ref(), agent) => Err(CmdError::Forbidden(agent)),
+                    _ => self.flow_field_view(agent, max_side),
+                };
+                let _ = reply.send(r);
             }
             Request::Avoidance { agent, reply } => {
                 let _ = reply.send(self.avoidance_view(agent));
@@ -121,20 +129,26 @@ impl Runner {
                 let v = self.world.walls().iter().map(|w| WallView { id: w.id, a: w.a.to_array(), b: w.b.to_array() }).collect();
                 let _ = reply.send(Ok(v));
             }
-            Request::Snapshot { reply } => {
+            Request::Snapshot { sight, reply } => {
                 let q = self.quant();
+                let seen = self.seen(&sight);
+                let agents: Vec<&crate::sim::Agent> = self.world.agents().iter().filter(|a| self.sees(seen.as_ref(), a)).collect();
                 let snap = Snapshot {
                     world: self.name.clone(),
                     tick: self.wire_tick(),
-                    agents: self.world.agents().iter().map(|a| self.agent_view(a)).collect(),
+                    agents: agents.iter().map(|a| self.agent_view(a)).collect(),
                     obstacles: self.world.obstacles().iter().map(|o| ObstacleView { id: o.id, center: o.center.to_array(), radius: o.radius }).collect(),
                     walls: self.world.walls().iter().map(|w| WallView { id: w.id, a: w.a.to_array(), b: w.b.to_array() }).collect(),
-                    quantized: self.world.agents().iter().map(|a| q.quantize(&convert::sample(a))).collect(),
+                    quantized: agents.iter().map(|a| q.quantize(&convert::sample(a))).collect(),
                 };
                 let _ = reply.send(Ok(snap));
             }
-            Request::Info { reply } => {
-                let _ = reply.send(Ok(self.info_view()));
+            Request::Info { sight, reply } => {
+                let mut v = self.info_view();
+                if let Some(seen) = self.seen(&sight) {
+                    v.agents = self.world.agents().iter().filter(|a| self.sees(Some(&seen), a)).count();
+                }
+                let _ = reply.send(Ok(v));
             }
             Request::Patch { tick_rate, paused, autosave, reply } => {
                 let r = (|| {
@@ -287,10 +301,10 @@ pub(super) fn refuse(req: Request, e: CmdError) {
         Request::Walls { reply } => {
             let _ = reply.send(Err(e));
         },
-        Request::Snapshot { reply } => {
+        Request::Snapshot { reply, .. } => {
             let _ = reply.send(Err(e));
         },
-        Request::Info { reply } => {
+        Request::Info { reply, .. } => {
             let _ = reply.send(Err(e));
         },
         Request::Save { reply } => {
@@ -335,6 +349,28 @@ pub(super) fn command_agents(c: &Command) -> Vec<AgentId> {
         | Command::ResetBehaviors { agent } => vec![*agent],
         Command::MoveTo { agents, .. } => agents.clone(),
         Command::Spawn(_) | Command::AddObstacle { .. } | Command::MoveObstacle { .. } | Command::RemoveObstacle(_) | Command::AddWall { .. } | Command::RemoveWall(_) => Vec::new(),
+    }
+}
+
+/// The agents a command names as behaviour targets, with the field that names each (the
+/// field paths `World::apply` gives for an unknown target).
+pub(super) fn command_targets(c: &Command) -> Vec<(String, AgentId)> {
+    let of = |prefix: &str, entries: &[crate::sim::behaviors::BehaviorEntry]| -> Vec<(String, AgentId)> {
+        entries.iter().enumerate().filter_map(|(i, e)| e.behavior.target_agent().map(|id| (format!("{prefix}[{i}].params.target"), id))).collect()
+    };
+    match c {
+        Command::SetBehaviors { entries, .. } => of("behaviors", entries),
+        Command::AddBehavior { entry, .. } => entry.behavior.target_agent().map(|id| vec![("behavior.params.target".to_string(), id)]).unwrap_or_default(),
+        Command::Spawn(spec) => of("behaviors", &spec.behaviors),
+        Command::Despawn(_)
+        | Command::RemoveBehavior { .. }
+        | Command::ResetBehaviors { .. }
+        | Command::MoveTo { .. }
+        | Command::AddObstacle { .. }
+        | Command::MoveObstacle { .. }
+        | Command::RemoveObstacle(_)
+        | Command::AddWall { .. }
+        | Command::RemoveWall(_) => Vec::new(),
     }
 }
 

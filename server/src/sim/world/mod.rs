@@ -18,6 +18,7 @@
 //! `contact.rs` (the apply phase: the integrator, contact settling, walls, obstacles, edges);
 //! this file holds the `World` itself, its commands and the two-phase step.
 
+mod batch;
 mod config;
 mod contact;
 mod spawn;

@@ -1,0 +1,93 @@
+//! What a caller sees of the world. Under `owned` visibility every REST read and every agent
+//! a player's command names is narrowed to the player's vision (`authz::Sight`), exactly as
+//! its WebSocket frames are (`publish::vision`): its own agents, and the agents in the AOI
+//! cells within `vision_radius` of an agent of its own or its team's.
+//!
+//! **Invariant:** a hidden agent and an unknown one look the same to a player: the same error
+//! code (`unknown_agent`), the same absence from lists and counts.
+
+use super::*;
+use crate::authz::Sight;
+use crate::config::Visibility;
+
+/// The agents one viewer sees now.
+pub(crate) struct Seen {
+    player: Arc<str>,
+    cells: Vec<bool>,
+}
+
+impl Runner {
+    /// What `sight` sees here now; `None` sees everything (the world is not `owned`, or the
+    /// caller sees all).
+    pub(super) fn seen(&self, sight: &Sight) -> Option<Seen> {
+        match sight {
+            Sight::All => None,
+            Sight::Vision { player, key } => self.seen_as(player, key),
+        }
+    }
+
+    /// What a command's actor sees here now (`None`: everything; the admin, spectators).
+    pub(super) fn seen_by(&self, actor: &Actor) -> Option<Seen> {
+        if actor.role != proto::Role::Player {
+            return None;
+        }
+        let p = actor.player.as_ref()?;
+        self.seen_as(p, &crate::auth::vision_key(p, actor.team.as_deref()))
+    }
+
+    fn seen_as(&self, player: &str, key: &str) -> Option<Seen> {
+        if self.policy.visibility != Visibility::Owned {
+            return None;
+        }
+        let mut cells = vec![false; self.info.cell_count() as usize];
+        for (id, owner) in &self.owners {
+            let team = self.teams.get(owner).cloned().flatten();
+            if crate::auth::vision_key(owner, team.as_deref()) != key {
+                continue;
+            }
+            if let Some(a) = self.world.agent(*id) {
+                self.mark_sight(&mut cells, a.position);
+            }
+        }
+        Some(Seen { player: Arc::from(player), cells })
+    }
+
+    /// Marks the AOI cells that intersect the disc of `vision_radius` around `at`.
+    pub(super) fn mark_sight(&self, cells: &mut [bool], at: glam::Vec2) {
+        let r = self.policy.vision_radius;
+        let (cs, b) = (self.info.aoi_cell_size, self.info.bounds);
+        let (x, y) = (at.x, at.y);
+        let lo = self.info.cell_of(x - r, y - r);
+        let hi = self.info.cell_of(x + r, y + r);
+        let cols = self.info.cols.max(1);
+        for row in lo / cols..=hi / cols {
+            for col in lo % cols..=hi % cols {
+                // Nearest point of the cell to the agent.
+                let (x0, y0) = (b.min_x + col as f32 * cs, b.min_y + row as f32 * cs);
+                let dx = x - x.clamp(x0, x0 + cs);
+                let dy = y - y.clamp(y0, y0 + cs);
+                if dx * dx + dy * dy <= r * r {
+                    if let Some(c) = cells.get_mut((row * cols + col) as usize) {
+                        *c = true;
+                    }
+                }
+            }
+        }
+    }
+
+    /// True if `seen` sees agent `a`: its own agents always, others in a cell its vision covers.
+    pub(super) fn sees(&self, seen: Option<&Seen>, a: &crate::sim::Agent) -> bool {
+        let Some(s) = seen else { return true };
+        self.owners.get(&a.id).is_some_and(|o| **o == *s.player) || s.cells.get(self.info.cell_of(a.position.x, a.position.y) as usize).copied().unwrap_or(false)
+    }
+
+    /// True if `seen` sees agent `id` (an unknown id is not seen).
+    pub(super) fn sees_id(&self, seen: Option<&Seen>, id: AgentId) -> bool {
+        self.world.agent(id).is_some_and(|a| self.sees(seen, a))
+    }
+
+    /// True if `seen` is a player's and `id` is its own agent.
+    pub(super) fn owns(&self, seen: Option<&Seen>, id: AgentId) -> bool {
+        seen.is_some_and(|s| self.owners.get(&id).is_some_and(|o| **o == *s.player))
+    }
+}
