@@ -123,12 +123,15 @@ pub async fn t16_authorization(_cfg: Cfg) -> Outcome {
     gate(r.status == 401 && r.json()["error"] == "unauthorized", || format!("no token: {} {}", r.status, r.text()));
     rows.push("REST no token 401");
     let r = http.with_token("wrong").post("/worlds/demo/obstacles", &json!({"center": {"x": 5, "y": 5}, "radius": 1})).await;
-    gate(r.status == 403 && r.json()["error"] == "forbidden", || format!("wrong token: {} {}", r.status, r.text()));
-    rows.push("wrong token 403");
+    gate(r.status == 401 && r.json()["error"] == "unauthorized", || format!("wrong token: {} {}", r.status, r.text()));
+    rows.push("wrong token 401");
     http.with_token(token).post("/worlds/demo/obstacles", &json!({"center": {"x": 5, "y": 5}, "radius": 1})).await.expect(201);
     rows.push("right token 201");
-    http.get("/worlds/demo").await.expect(200);
-    rows.push("reads open 200");
+    let r = http.get("/worlds/demo").await;
+    gate(r.status == 401, || format!("tokenless read on a secured server: {} {}", r.status, r.text()));
+    http.with_token(token).get("/worlds/demo").await.expect(200);
+    http.get("/health").await.expect(200);
+    rows.push("reads need a token (401 without), /health public");
     // WebSocket (protocol 3, issue 14): with no player secret the server is in dev mode, so a
     // client without a token is an anonymous player that spawns agents of its own; an unknown
     // token is refused (`unauthorized`) and closed 4001.
