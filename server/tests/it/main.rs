@@ -9,6 +9,10 @@
 //! * `avoidance` — the `reciprocal_avoidance` behaviour over REST and WebSocket, and
 //!   `GET /worlds/{w}/agents/{id}/avoidance`.
 //! * `auth` — admin token, agent ownership, Origin check.
+//! * `authz` — the one authorization gate: every documented route × caller × world × mode and
+//!   every WebSocket message kind against the test's own table of rules; regressions (tokenless
+//!   mutations without an admin token, foreign Host/Origin, form posts, refused batches, hidden
+//!   agents as targets); fog of war on every REST read and WebSocket frame over 600 ticks.
 //! * `players` — player tokens, dev mode, ownership by player, resume, orphan policy, quotas,
 //!   `owned` visibility (every frame decoded), the players REST calls.
 //! * `sessions` — a resume takes only a dropped session, never past its token's expiry, and a
@@ -24,6 +28,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod auth;
+mod authz;
 mod avoidance;
 mod bad_input;
 mod fanout;
