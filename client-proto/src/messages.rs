@@ -271,6 +271,12 @@ wire_struct! {
 }
 
 wire_struct! {
+    /// Payload of `target_lost`: the owner's agent `agent` lost sight of `target`, which its
+    /// behaviours aimed at; those behaviours were removed (as if the target had gone).
+    pub struct TargetLostEvent { pub agent: u32, pub target: u32 }
+}
+
+wire_struct! {
     /// Payload of `spawned`.
     pub struct SpawnedEvent {
         pub group: String,
@@ -292,6 +298,7 @@ wire_enum! {
         PathCompleted(AgentEvent) = "path_completed",
         Spawned(SpawnedEvent) = "spawned",
         Despawned(DespawnedEvent) = "despawned",
+        TargetLost(TargetLostEvent) = "target_lost",
     }
 }
 

@@ -301,6 +301,7 @@ fn server_vectors() -> Vec<(&'static str, ServerMsg, Vec<QAgent>)> {
         ("server_event_path_completed", ServerMsg::Event(Event { world: 1, tick: 251, event: EventKind::PathCompleted(AgentEvent { agent: 8 }) })),
         ("server_event_spawned", ServerMsg::Event(Event { world: 1, tick: 252, event: EventKind::Spawned(SpawnedEvent { group: "red".into(), agents: vec![30, 31] }) })),
         ("server_event_despawned", ServerMsg::Event(Event { world: 1, tick: 253, event: EventKind::Despawned(DespawnedEvent { agents: vec![31] }) })),
+        ("server_event_target_lost", ServerMsg::Event(Event { world: 1, tick: 254, event: EventKind::TargetLost(TargetLostEvent { agent: 7, target: 31 }) })),
         ("server_result_ok", ServerMsg::CommandResult(CommandResult { request_id: 4, result: Outcome::Ok(Done {}) })),
         ("server_result_subscribed", ServerMsg::CommandResult(CommandResult { request_id: 1, result: Outcome::Subscribed(Subscribed { world: 1, cells: vec![36, 37, 56, 57] }) })),
         ("server_result_spawned", ServerMsg::CommandResult(CommandResult { request_id: 9, result: Outcome::Spawned(Spawned { agents: (100..104).collect() }) })),

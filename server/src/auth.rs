@@ -191,7 +191,7 @@ impl Auth {
             Some(t) if self.is_admin_token(t) => Ok(Identity::admin()),
             Some(t) => match &self.key {
                 Some((key, validation)) => verify(t, key, validation, self.max_lifetime, now_secs()),
-                None => Err(AuthError("unknown token: this server has no player key (dev mode), so the only token it accepts is the admin token".into())),
+                None => Err(AuthError("unknown token: this server has no player key, so the only token it accepts is its admin token (if it has one)".into())),
             },
             None if self.key.is_some() => Err(AuthError("a player token is required".into())),
             None => Ok(self.anonymous()),

@@ -164,6 +164,11 @@ pub fn decide(mode: Mode, caller: &Caller, rule: Rule, world: Option<Target<'_>>
         (Caller::Nobody, Mode::Dev) => Identity::admin(),
         (Caller::Nobody, Mode::Secured { .. }) => return Err(Denial::unauthorized("this call needs `Authorization: Bearer <token>` (an admin, player or spectator token)")),
     };
+    // A token limited to some worlds is no token elsewhere (whatever its role would allow, so a
+    // refusal tells nothing of a world it is not for).
+    if let Some(w) = world {
+        identity.check_world(w.name).map_err(Denial::unauthorized)?;
+    }
     let open = world.is_none_or(|w| w.visibility == Visibility::Open);
     let sight = world.map_or(Sight::All, |w| sight_of(&identity, w.visibility));
     let allowed = match (rule, identity.role) {
@@ -176,10 +181,6 @@ pub fn decide(mode: Mode, caller: &Caller, rule: Rule, world: Option<Target<'_>>
         (Rule::Admin, Role::Player | Role::Spectator) => false,
     };
     if allowed {
-        // A token limited to some worlds is no token elsewhere.
-        if let Some(w) = world {
-            identity.check_world(w.name).map_err(Denial::unauthorized)?;
-        }
         return Ok(Grant { identity: Some(identity), sight });
     }
     Err(match rule {

@@ -360,6 +360,8 @@ function onEvent(m) {
     logEvent(`<b>${e.agents.length}</b> agents spawned in ${escapeHtml(e.group)}`, '', m.tick);
   } else if (e.type === 'despawned') {
     logEvent(`<b>${e.agents.length}</b> agents despawned`, '', m.tick);
+  } else if (e.type === 'target_lost') {
+    logEvent(`agent <b>${e.agent}</b> lost sight of its target <b>${e.target}</b>`, '', m.tick);
   }
 }
 

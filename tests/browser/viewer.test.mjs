@@ -409,14 +409,17 @@ test('viewer: admin token field when the server has one', { timeout: 30000 }, as
     // Without the token a mutation is refused (and said so on the page).
     await p.click('#pause');
     await until('the refusal to show', () => p.evaluate(() => window.viewer.errors.some((e) => /admin token|401|Bearer/.test(e))), 5000);
-    const info = await (await fetch(`${srv.base}/worlds/${WORLD}`)).json();
+    // The test reads with the token: a secured server answers no read without one.
+    const auth = { headers: { Authorization: `Bearer ${token}` } };
+    assert.equal((await fetch(`${srv.base}/worlds/${WORLD}`)).status, 401);
+    const info = await (await fetch(`${srv.base}/worlds/${WORLD}`, auth)).json();
     assert.equal(info.paused, false);
     // With it, it works; the page reconnects the stream with the token in Hello.
     await p.fill('#token', token);
     await p.click('#token-apply');
     await until('the stream to come back', () => p.evaluate(() => window.viewer.connected && window.viewer.keyframes > 0), 5000);
     await p.click('#pause');
-    await until('the world to pause with the token', async () => (await (await fetch(`${srv.base}/worlds/${WORLD}`)).json()).paused, 5000);
+    await until('the world to pause with the token', async () => (await (await fetch(`${srv.base}/worlds/${WORLD}`, auth)).json()).paused, 5000);
     // The players panel (an admin call) lists who plays in the world: from a second page, the
     // SDK the viewer bundles connects without a token (dev mode: an anonymous player) and spawns 2.
     const q = await context.newPage();

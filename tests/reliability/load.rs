@@ -157,7 +157,8 @@ pub async fn t07_starved_client(cfg: Cfg) -> Outcome {
         Opts {
             listen: Some("10.231.7.1:0".into()),
             prefix: vec!["ip".into(), "netns".into(), "exec".into(), ns.srv.clone()],
-            args: vec!["--scenario".into(), scen.to_string_lossy().into_owned(), "--config".into(), conf.to_string_lossy().into_owned()],
+            // A dev-mode server on a non-loopback (veth) address must be told so.
+            args: vec!["--scenario".into(), scen.to_string_lossy().into_owned(), "--config".into(), conf.to_string_lossy().into_owned(), "--allow-dev-on-network".into()],
         },
     );
     let secs = cfg.pick(25, 120);

@@ -121,6 +121,9 @@ namespace Steerd.Client
         public event Action<WorldEvent> Event;
         public event Action<uint, string, long> DestinationReached;
         public event Action<uint, string, long> PathCompleted;
+        /// <summary>Your agent (first) lost sight of a target (second) its behaviours aimed at, under
+        /// `owned` visibility; those behaviours were removed. Arguments: agent, target, world, tick.</summary>
+        public event Action<uint, uint, string, long> TargetLost;
         /// <summary>A server Error message or an undecodable frame.</summary>
         public event Action<string> Error;
         /// <summary>The connection dropped; the bool says whether the client reconnects.</summary>
@@ -558,10 +561,12 @@ namespace Steerd.Client
                         var ev = new WorldEvent { Type = (string)e["type"], World = WorldName((uint)Tree.L(m, "world")), Tick = Tree.L(m, "tick") };
                         if (e.ContainsKey("agent")) ev.Agent = (uint)Tree.L(e, "agent");
                         if (e.ContainsKey("agents")) ev.Agents = Tree.U32s(e["agents"]);
+                        if (e.ContainsKey("target")) ev.Target = (uint)Tree.L(e, "target");
                         ev.Group = Tree.S(e, "group");
                         Raise(Event, ev);
                         if (ev.Type == "destination_reached") { var h = DestinationReached; if (h != null) Guard(() => h(ev.Agent, ev.World, ev.Tick)); }
                         else if (ev.Type == "path_completed") { var h = PathCompleted; if (h != null) Guard(() => h(ev.Agent, ev.World, ev.Tick)); }
+                        else if (ev.Type == "target_lost") { var h = TargetLost; if (h != null) Guard(() => h(ev.Agent, ev.Target, ev.World, ev.Tick)); }
                         return;
                     }
                 case "command_result": OnResult(m); return;

@@ -85,12 +85,15 @@ namespace Steerd.Client
     /// <summary>A world event (§5.2 EventKind).</summary>
     public sealed class WorldEvent
     {
-        /// <summary>destination_reached, path_completed, spawned or despawned.</summary>
+        /// <summary>destination_reached, path_completed, spawned, despawned or target_lost.</summary>
         public string Type;
         public string World;
         public long Tick;
-        /// <summary>The agent (destination_reached, path_completed), else 0.</summary>
+        /// <summary>The agent (destination_reached, path_completed, target_lost), else 0.</summary>
         public uint Agent;
+        /// <summary>target_lost (protocol v8): the agent the behaviours of <see cref="Agent"/> aimed at,
+        /// which left its owner's vision (those behaviours were removed); else 0.</summary>
+        public uint Target;
         /// <summary>The agents (spawned, despawned), else empty.</summary>
         public List<uint> Agents = new List<uint>();
         public string Group;

@@ -81,6 +81,8 @@ export interface ClientEvents {
   path_completed: (agent: number, world: string, tick: number) => void;
   spawned: (agents: number[], group: string, world: string, tick: number) => void;
   despawned: (agents: number[], world: string, tick: number) => void;
+  /** Your agent `agent` lost sight of `target` (under `owned` visibility); the behaviours aimed at it were removed. */
+  target_lost: (agent: number, target: number, world: string, tick: number) => void;
   /** A server `Error` message or an undecodable frame. */
   error: (err: ErrorMsg | Error) => void;
   /** The connection dropped; `willReconnect` says whether the client tries again. */
@@ -434,6 +436,7 @@ export class SteerClient {
         else if (e.type === 'path_completed') this.emit('path_completed', e.agent, w, m.tick);
         else if (e.type === 'spawned') this.emit('spawned', e.agents, e.group, w, m.tick);
         else if (e.type === 'despawned') this.emit('despawned', e.agents, w, m.tick);
+        else if (e.type === 'target_lost') this.emit('target_lost', e.agent, e.target, w, m.tick);
         return;
       }
       case 'command_result':

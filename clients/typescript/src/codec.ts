@@ -17,7 +17,7 @@
 
 import type { ClientMsg, ServerMsg, Hello, Encoding, ErrorCodeName, RoleName } from './types.js';
 
-export const PROTOCOL_VERSION = 7;
+export const PROTOCOL_VERSION = 8;
 /** Largest server frame a client should accept (§1). */
 export const DEFAULT_SERVER_LIMIT = 8 * 1024 * 1024;
 /** Default largest client frame (§1, `Welcome.max_message_bytes`). */
@@ -846,6 +846,7 @@ const EventKind = tagged([
   ['path_completed', [['agent', 'u32']]],
   ['spawned', [['group', 'string'], agents]],
   ['despawned', [agents]],
+  ['target_lost', [['agent', 'u32'], ['target', 'u32']]],
 ]);
 const ErrorFields: Field[] = [['code', ErrorCode], ['message', 'string'], ['field', opt('string'), null]];
 const Outcome = tagged([

@@ -100,7 +100,9 @@ export type EventKind =
   | { type: 'destination_reached'; agent: number }
   | { type: 'path_completed'; agent: number }
   | { type: 'spawned'; group: string; agents: number[] }
-  | { type: 'despawned'; agents: number[] };
+  | { type: 'despawned'; agents: number[] }
+  /** Since protocol v8: `agent`'s behaviours aimed at `target` were removed, as the target left its owner's vision. */
+  | { type: 'target_lost'; agent: number; target: number };
 export interface EventMsg { type: 'event'; world: number; tick: number; event: EventKind }
 export interface OkOutcome { type: 'ok' }
 /** The cells now covered, ascending (binary: runs of consecutive cells since protocol v7, §5.2). */

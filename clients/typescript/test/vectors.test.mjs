@@ -68,7 +68,7 @@ for (const name of plain) {
 }
 
 test('the Hello this SDK sends is the golden Hello (new session and resume)', () => {
-  assert.equal(PROTOCOL_VERSION, 7);
+  assert.equal(PROTOCOL_VERSION, 8);
   const v = readJson('client_hello');
   assert.equal(v.protocol_version, PROTOCOL_VERSION);
   const h = helloMessage({ token: v.token, encoding: v.encoding });

@@ -405,3 +405,57 @@ async fn operators_list_kick_and_reassign() {
     let r = srv.http().with_token(&token("bob")).put(&format!("/worlds/demo/agents/{}/owner", ids[1]), &json!({"player": "bob"})).await;
     assert_eq!(r.status, 403, "{}", r.text());
 }
+
+/// Under `owned` visibility a behaviour's target that leaves its owner's vision acts as gone:
+/// bob's agent faces alice's agent while it is in sight; once alice moves it out of bob's
+/// vision, bob gets exactly one `target_lost` event for (his agent, her agent), and the `face`
+/// entry is gone from his agent. A target he never saw is refused when the command is given.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_target_that_leaves_vision_is_lost_once() {
+    let srv = server("target-lost", "[players.worlds.fog]\nvisibility = \"owned\"\nvision_radius = 20\n");
+    let admin = srv.http().with_token("adm");
+    create_world(&admin, "fog", "fogsc", &small_scenario(400.0, &[])).await;
+    let (mut a, _) = player(&srv, "alice").await;
+    let (mut b, _) = player(&srv, "bob").await;
+    let fast = proto::Limits { max_speed: Some(40.0), ..proto::Limits::default() };
+    let msg = spawn_msg(a.rid(), "fog", 1, [50.0, 50.0, 51.0, 51.0], fast.clone());
+    let hers = spawned(a.request(&msg).await);
+    let msg = spawn_msg(b.rid(), "fog", 1, [60.0, 50.0, 61.0, 51.0], fast);
+    let his = spawned(b.request(&msg).await);
+    let face = |rid: u32, target: u32| {
+        ClientMsg::SetBehaviors(proto::SetBehaviors {
+            request_id: rid,
+            world: "fog".into(),
+            agents: his.clone(),
+            behaviors: vec![proto::BehaviorEntry::from(proto::Behavior::Face(proto::Face {
+                target: proto::Target::Agent(proto::AgentRef { agent: target }),
+                align: proto::AlignParams::default(),
+            }))],
+        })
+    };
+    // A target bob cannot see (an admin agent far away) is refused, naming the field.
+    let far = admin.post("/worlds/fog/agents", &json!({"group": "far", "count": 1, "area": {"type": "rect", "min_x": 350, "min_y": 350, "max_x": 351, "max_y": 351}})).await.ok();
+    let far_id = far["agents"][0].as_u64().unwrap() as u32;
+    let msg = face(b.rid(), far_id);
+    let e = error_of(b.request(&msg).await);
+    assert_eq!((e.code, e.field.as_deref()), (ErrorCode::InvalidField, Some("behaviors[0].params.target")), "{e:?}");
+    // Alice's agent, 10 units away, is in sight: accepted.
+    let msg = face(b.rid(), hers[0]);
+    assert!(b.request(&msg).await.is_ok());
+    let bob = srv.http().with_token(&token("bob"));
+    assert_eq!(bob.get(&format!("/worlds/fog/agents/{}", his[0])).await.ok()["behaviors"], json!(["face"]));
+    // She walks away; bob's agent loses sight of it.
+    let msg = move_to_msg(a.rid(), "fog", hers.clone(), 350.0, 50.0, 1.0);
+    assert!(a.request(&msg).await.is_ok());
+    let lost = b
+        .next_until(Duration::from_secs(20), |m| matches!(m, ServerMsg::Event(e) if matches!(e.event, proto::EventKind::TargetLost(_))))
+        .await
+        .unwrap_or_else(|| panic!("no target_lost within 20 s"));
+    let ServerMsg::Event(proto::Event { event: proto::EventKind::TargetLost(t), .. }) = lost else { unreachable!() };
+    assert_eq!((t.agent, t.target), (his[0], hers[0]));
+    assert_eq!(bob.get(&format!("/worlds/fog/agents/{}", his[0])).await.ok()["behaviors"], json!([]), "the face entry is removed");
+    assert_eq!(bob.get(&format!("/worlds/fog/agents/{}", hers[0])).await.json()["error"], "unknown_agent", "her agent is hidden now");
+    // Exactly one: no second target_lost over the next second.
+    let again = b.next_until(Duration::from_secs(1), |m| matches!(m, ServerMsg::Event(e) if matches!(e.event, proto::EventKind::TargetLost(_)))).await;
+    assert!(again.is_none(), "a second target_lost: {again:?}");
+}

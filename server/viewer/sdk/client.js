@@ -351,6 +351,8 @@ export class SteerClient {
                     this.emit('spawned', e.agents, e.group, w, m.tick);
                 else if (e.type === 'despawned')
                     this.emit('despawned', e.agents, w, m.tick);
+                else if (e.type === 'target_lost')
+                    this.emit('target_lost', e.agent, e.target, w, m.tick);
                 return;
             }
             case 'command_result':

@@ -43,6 +43,8 @@ impl Runner {
 
     /// Quantizes the state per AOI cell, diffs each cell once, and broadcasts the frame.
     pub(super) fn publish(&mut self) {
+        let vision = self.vision();
+        let lost = self.drop_hidden_targets(vision.as_deref());
         let q = self.quant();
         let n = self.encoders.len();
         let per_cell = self.quantize_cells(&q);
@@ -99,6 +101,7 @@ impl Runner {
                 (_, k) => kinds.push((owner, k)),
             }
         }
+        kinds.extend(lost);
         let events: Vec<FrameEvent> = kinds
             .into_iter()
             .map(|(owner, event)| {
@@ -112,7 +115,6 @@ impl Runner {
                 FrameEvent { owner, vision, msg }
             })
             .collect();
-        let vision = self.vision();
         self.published += 1;
         let frame = Arc::new(TickFrame {
             world: self.id,

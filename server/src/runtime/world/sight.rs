@@ -91,3 +91,41 @@ impl Runner {
         seen.is_some_and(|s| self.owners.get(&id).is_some_and(|o| **o == *s.player))
     }
 }
+
+impl Runner {
+    /// Under `owned` visibility: a target that leaves its owner's (team's) vision acts as
+    /// gone. Every owned agent's behaviours aimed at an agent its owner no longer sees are
+    /// removed (through the recorded `apply`, so a replay does the same), and the owner gets
+    /// one `target_lost` event per (agent, target). `vision`: this tick's vision per key.
+    pub(super) fn drop_hidden_targets(&mut self, vision: Option<&HashMap<String, Vec<bool>>>) -> Vec<(Option<Arc<str>>, proto::EventKind)> {
+        let Some(vision) = vision else { return Vec::new() };
+        let mut ids: Vec<AgentId> = self.owners.keys().copied().collect();
+        ids.sort_unstable();
+        let mut out = Vec::new();
+        for id in ids {
+            let (Some(owner), Some(a)) = (self.owners.get(&id).cloned(), self.world.agent(id)) else { continue };
+            if !a.behaviors.entries().iter().any(|e| e.behavior.target_agent().is_some()) {
+                continue;
+            }
+            let team = self.teams.get(&owner).cloned().flatten();
+            let cells = vision.get(&crate::auth::vision_key(&owner, team.as_deref()));
+            // A target that no longer exists is gone already (the sim treats it so).
+            let seen = |t: AgentId| {
+                self.world.agent(t).is_none_or(|ta| cells.and_then(|c| c.get(self.info.cell_of(ta.position.x, ta.position.y) as usize)).copied().unwrap_or(false))
+            };
+            let mut lost: Vec<AgentId> = a.behaviors.entries().iter().filter_map(|e| e.behavior.target_agent()).filter(|t| !seen(*t)).collect();
+            if lost.is_empty() {
+                continue;
+            }
+            lost.sort_unstable();
+            lost.dedup();
+            let entries: Vec<_> = a.behaviors.entries().iter().filter(|e| e.behavior.target_agent().is_none_or(|t| !lost.contains(&t))).cloned().collect();
+            if let Err(e) = self.apply(Command::SetBehaviors { agent: id, entries }) {
+                tracing::warn!(agent = id, "dropping hidden targets: {e}");
+                continue;
+            }
+            out.extend(lost.into_iter().map(|target| (Some(owner.clone()), proto::EventKind::TargetLost(proto::TargetLostEvent { agent: id, target }))));
+        }
+        out
+    }
+}
