@@ -132,6 +132,41 @@ pub struct WorldPolicy {
     /// Most AOI cells of one player's subscription (under `owned` visibility the cells
     /// delivered are narrowed anyway).
     pub max_subscription_cells: usize,
+    /// Under `owned` visibility: where players spawn. When any zone is set, a player's spawn
+    /// area must lie inside one of its own or its team's zones, or inside what it sees now;
+    /// with none, players spawn anywhere in the world.
+    pub spawn_zones: Vec<SpawnZone>,
+}
+
+/// A rectangle where one player, or one team, may spawn (`[[players.spawn_zones]]`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SpawnZone {
+    /// The player (token `sub`) the zone is for; give this or `team`.
+    #[serde(default)]
+    pub player: Option<String>,
+    /// The team (token `team`) the zone is for; give this or `player`.
+    #[serde(default)]
+    pub team: Option<String>,
+    /// Lower corner `[x, y]`.
+    pub min: [f32; 2],
+    /// Upper corner `[x, y]`.
+    pub max: [f32; 2],
+}
+
+/// Most spawn zones of one world.
+pub const MAX_SPAWN_ZONES: usize = 1024;
+
+impl SpawnZone {
+    /// True if the zone is for `player` or its `team`.
+    pub fn is_for(&self, player: &str, team: Option<&str>) -> bool {
+        self.player.as_deref() == Some(player) || (self.team.is_some() && self.team.as_deref() == team)
+    }
+
+    /// True if the box `lo`–`hi` lies inside the zone.
+    pub fn holds(&self, lo: [f32; 2], hi: [f32; 2]) -> bool {
+        lo[0] >= self.min[0] && lo[1] >= self.min[1] && hi[0] <= self.max[0] && hi[1] <= self.max[1]
+    }
 }
 
 /// `[players]`: the rules of every world, and per-world overrides. Read through a TOML table
@@ -174,6 +209,7 @@ impl Default for WorldPolicy {
             max_agents_per_player: 256,
             spawn_rate_per_sec: 256.0,
             max_subscription_cells: 16_384,
+            spawn_zones: Vec::new(),
         }
     }
 }
@@ -219,6 +255,18 @@ impl WorldPolicy {
         }
         if self.session_grace_secs > 86_400 {
             return Err(format!("{at}.session_grace_secs must be at most 86400"));
+        }
+        if self.spawn_zones.len() > MAX_SPAWN_ZONES {
+            return Err(format!("{at}.spawn_zones: at most {MAX_SPAWN_ZONES} zones"));
+        }
+        for (i, z) in self.spawn_zones.iter().enumerate() {
+            let f = format!("{at}.spawn_zones[{i}]");
+            if z.player.is_some() == z.team.is_some() {
+                return Err(format!("{f}: give one of `player` and `team`"));
+            }
+            if !z.min.iter().chain(&z.max).all(|v| v.is_finite()) || z.min[0] > z.max[0] || z.min[1] > z.max[1] {
+                return Err(format!("{f}: `min` and `max` must be finite, with min ≤ max on both axes"));
+            }
         }
         Ok(())
     }
@@ -634,6 +682,25 @@ mod player_settings_tests {
             break_it(&mut bad.auth);
             let e = bad.validate().unwrap_err();
             assert!(e.contains(name), "{e} does not name {name}");
+        }
+    }
+
+    #[test]
+    fn spawn_zones_parse_and_bad_ones_name_the_zone() {
+        let ok = "[players.worlds.fog]\nvisibility = \"owned\"\n\n[[players.worlds.fog.spawn_zones]]\nteam = \"red\"\nmin = [0.0, 0.0]\nmax = [50.0, 40.0]\n";
+        let s: Settings = toml::from_str(ok).unwrap();
+        let z = &s.players.worlds["fog"].spawn_zones[0];
+        assert!(z.is_for("anyone", Some("red")) && !z.is_for("anyone", Some("blue")) && !z.is_for("red", None));
+        assert!(z.holds([1.0, 1.0], [50.0, 40.0]) && !z.holds([1.0, 1.0], [50.0, 40.5]));
+        assert!(s.validate().is_ok());
+        for (zone, says) in [
+            ("player = \"a\"\nteam = \"red\"\nmin = [0.0, 0.0]\nmax = [1.0, 1.0]", "give one of"),
+            ("min = [0.0, 0.0]\nmax = [1.0, 1.0]", "give one of"),
+            ("team = \"red\"\nmin = [5.0, 0.0]\nmax = [1.0, 1.0]", "min ≤ max"),
+        ] {
+            let bad: Settings = toml::from_str(&format!("[players.worlds.fog]\n[[players.worlds.fog.spawn_zones]]\n{zone}\n")).unwrap();
+            let e = bad.validate().unwrap_err();
+            assert!(e.contains("players.worlds.fog.spawn_zones[0]") && e.contains(says), "{e}");
         }
     }
 }

@@ -459,3 +459,37 @@ async fn a_target_that_leaves_vision_is_lost_once() {
     let again = b.next_until(Duration::from_secs(1), |m| matches!(m, ServerMsg::Event(e) if matches!(e.event, proto::EventKind::TargetLost(_)))).await;
     assert!(again.is_none(), "a second target_lost: {again:?}");
 }
+
+/// Under `owned` visibility with spawn zones, a player spawns only inside its (team's) zones or
+/// where it sees now: a scout next to the enemy is refused, and the refused spawn changes nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn spawns_stay_in_zones_or_in_sight() {
+    let srv = server(
+        "zones",
+        "[players.worlds.fog]\nvisibility = \"owned\"\nvision_radius = 60\n\n[[players.worlds.fog.spawn_zones]]\nteam = \"red\"\nmin = [0.0, 0.0]\nmax = [50.0, 50.0]\n",
+    );
+    let admin = srv.http().with_token("adm");
+    create_world(&admin, "fog", "fogsc", &small_scenario(400.0, &[])).await;
+    let (mut a, _) = join(&srv, hello_with(Some(&token_with(SECRET, "alice", "player", 3600, None, Some("red"))), None)).await;
+    a.welcome.as_ref().expect("alice joined");
+    let (mut b, _) = player(&srv, "bob").await;
+    let count = |http: Http| async move { http.get("/worlds/fog").await.ok()["agents"].as_u64().unwrap() };
+    let spawn = |ws: &mut Ws, r: [f32; 4]| spawn_msg(ws.rid(), "fog", 1, r, proto::Limits::default());
+    // In her team's zone: accepted.
+    let msg = spawn(&mut a, [10.0, 10.0, 20.0, 20.0]);
+    assert_eq!(spawned(a.request(&msg).await).len(), 1);
+    // Next to where nobody of hers sees: refused, nothing spawned.
+    let before = count(admin.clone()).await;
+    let msg = spawn(&mut a, [300.0, 300.0, 301.0, 301.0]);
+    let e = error_of(a.request(&msg).await);
+    assert_eq!(e.code, ErrorCode::Forbidden, "{e:?}");
+    assert!(e.message.contains("spawn zones"), "{}", e.message);
+    assert_eq!(count(admin.clone()).await, before, "a refused spawn changed the world");
+    // Outside the zone but inside her sight (her agent is within 10 of (15, 15), vision 60).
+    let msg = spawn(&mut a, [52.0, 12.0, 53.0, 13.0]);
+    assert_eq!(spawned(a.request(&msg).await).len(), 1, "a spawn within sight is allowed");
+    // Bob has no zone and sees nothing: every spawn is refused. The admin is exempt.
+    let msg = spawn(&mut b, [10.0, 10.0, 20.0, 20.0]);
+    assert_eq!(error_of(b.request(&msg).await).code, ErrorCode::Forbidden);
+    admin.post("/worlds/fog/agents", &json!({"group": "any", "count": 1, "area": {"type": "rect", "min_x": 300, "min_y": 300, "max_x": 301, "max_y": 301}})).await.expect(201);
+}

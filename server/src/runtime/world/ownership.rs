@@ -22,6 +22,7 @@ impl Runner {
         let quota = if oversize { Ok(()) } else { self.check_spawn_quota(actor, asked) };
         let r = self
             .check_owner(actor, &agents, &cmds)
+            .and_then(|()| self.check_spawn_place(actor, &cmds))
             .and(quota)
             .and_then(|()| self.admit(&cmds))
             .and_then(|()| self.world.check_batch(&cmds).map_err(CmdError::Sim))

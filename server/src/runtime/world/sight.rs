@@ -129,3 +129,47 @@ impl Runner {
         out
     }
 }
+
+impl Runner {
+    /// Under `owned` visibility with `spawn_zones` set: a player's spawn area must lie inside one
+    /// of its own or its team's zones, or inside what it sees now (every AOI cell the area's
+    /// bounding box touches), so that no spawn scouts where the player cannot see.
+    pub(super) fn check_spawn_place(&self, actor: &Actor, cmds: &[Command]) -> Result<(), CmdError> {
+        if actor.role != proto::Role::Player || self.policy.visibility != Visibility::Owned || self.policy.spawn_zones.is_empty() {
+            return Ok(());
+        }
+        let Some(p) = &actor.player else { return Ok(()) };
+        let seen = self.seen_by(actor);
+        for c in cmds {
+            let Command::Spawn(spec) = c else { continue };
+            let (lo, hi) = area_box(&spec.area);
+            let zoned = self.policy.spawn_zones.iter().any(|z| z.is_for(p, actor.team.as_deref()) && z.holds(lo, hi));
+            if !zoned && !seen.as_ref().is_some_and(|s| self.covers(s, lo, hi)) {
+                return Err(CmdError::NotAllowed(format!(
+                    "in world `{}` a player spawns only inside its (team's) spawn zones or where it sees now (players.spawn_zones)",
+                    self.name
+                )));
+            }
+        }
+        Ok(())
+    }
+
+    /// True if `seen` sees every AOI cell the box `lo`–`hi` touches.
+    fn covers(&self, seen: &Seen, lo: [f32; 2], hi: [f32; 2]) -> bool {
+        let cols = self.info.cols.max(1);
+        let (a, b) = (self.info.cell_of(lo[0], lo[1]), self.info.cell_of(hi[0], hi[1]));
+        (a / cols..=b / cols).all(|row| (a % cols..=b % cols).all(|col| seen.cells.get((row * cols + col) as usize).copied().unwrap_or(false)))
+    }
+}
+
+/// The bounding box of a spawn area: (`[min x, min y]`, `[max x, max y]`).
+fn area_box(area: &crate::sim::world::SpawnArea) -> ([f32; 2], [f32; 2]) {
+    use crate::sim::world::SpawnArea;
+    match area {
+        SpawnArea::Rect { min, max } => (min.to_array(), max.to_array()),
+        SpawnArea::Disc { center, radius } | SpawnArea::Ring { center, radius } => ([center.x - radius, center.y - radius], [center.x + radius, center.y + radius]),
+        SpawnArea::Points(points) => points.iter().fold(([f32::INFINITY; 2], [f32::NEG_INFINITY; 2]), |(lo, hi), p| {
+            ([lo[0].min(p.x), lo[1].min(p.y)], [hi[0].max(p.x), hi[1].max(p.y)])
+        }),
+    }
+}
