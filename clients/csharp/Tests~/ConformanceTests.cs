@@ -135,7 +135,7 @@ namespace Steerd.Client.Tests
         public void TheHelloThisSdkSendsIsTheGoldenHello()
         {
             var v = ReadJson("client_hello");
-            Assert.AreEqual(7, Codec.ProtocolVersion);
+            Assert.AreEqual(8, Codec.ProtocolVersion);
             Assert.AreEqual(Codec.ProtocolVersion, (int)(double)v["protocol_version"]);
             var h = Codec.Hello((string)v["token"], null);
             Assert.AreEqual(ToHex(ReadHex("client_hello")), ToHex(Codec.EncodeClient(h)));
