@@ -8,7 +8,8 @@
 #  2. one build per profile: after step 1, `cargo build -p steerd` / `-p steer-swarm` (what the
 #     README and the suites below run) must compile nothing (workspace-hack/ unifies features)
 #  3. steer-swarm smoke: 50 bots for 10 s against a real server, gated on correctness only
-#     (no disconnects, decode/checksum errors, chain breaks, command timeouts or missed ticks)
+#     (no disconnects, decode/checksum errors, chain breaks, command timeouts or missed ticks);
+#     then scripts/bench-compare.sh --smoke HEAD (the baseline guard runs, no ratio gate)
 #  4. viewer: JS decoder against the golden vectors, and the page in headless Chromium
 #  5. client SDKs (clients/): TypeScript (node) and C# (mono + NUnit): golden vectors, frame
 #     chains, and an end-to-end test each against a real server
@@ -93,6 +94,9 @@ step "cargo test" cargo test --workspace --release --tests --bench '*' --example
 pre_reliability=$!
 step "one build per profile" no_rebuild
 step "swarm smoke" ./loadtest/smoke.sh
+# The baseline guard (scripts/bench-compare.sh) against itself, one round of small cases: it
+# checks that the script works; its ratios are no gate here (they belong in benchmarks).
+step "bench-compare (smoke)" ./scripts/bench-compare.sh --smoke HEAD
 step "viewer (browser)" after "$prepare" ./tests/browser/run.sh
 step "client SDKs" ./clients/run-tests.sh
 step "container (podman)" ./tests/container/run.sh
