@@ -224,7 +224,7 @@ impl Behavior {
             Behavior::AheadAvoidance(p) => ahead_avoidance::steer(agent, p, view),
             Behavior::WallAvoidance(p) => wall_avoidance::steer(agent, p, view),
             Behavior::AgentAvoidance(p) => agent_avoidance::steer(agent, p, view),
-            Behavior::Separation(p) => separation::steer(agent, p, view),
+            Behavior::Separation(p) => separation::steer(agent, p, view, scratch),
             Behavior::Cohesion(p) => cohesion::steer(agent, p, view),
             Behavior::Alignment(p) => alignment::steer(agent, p, view),
             Behavior::PathFollowing(p) => path_following::steer(agent, p, view, scratch),

@@ -33,13 +33,21 @@ const COINCIDENT: f32 = 1e-3;
 
 /// The unit separation direction of 004 (zero with no neighbours).
 pub fn separation_dir(agent: &Agent, radius: f32, view: &WorldView) -> Vec2 {
+    separation_dir_and_nearest(agent, radius, view).0
+}
+
+/// [`separation_dir`], and the smallest squared distance of another agent within `radius`
+/// (infinity when none).
+fn separation_dir_and_nearest(agent: &Agent, radius: f32, view: &WorldView) -> (Vec2, f32) {
     let mut sum = Vec2::ZERO;
     let mut n = 0u32;
+    let mut nearest = f32::INFINITY;
     view.for_each_agent_near(agent.position, radius, |o| {
         if o.id == agent.id {
             return;
         }
         let away = agent.position - o.position;
+        nearest = nearest.min(away.length_squared());
         let d = away.length();
         if d > COINCIDENT {
             sum += away / d / d;
@@ -49,14 +57,22 @@ pub fn separation_dir(agent: &Agent, radius: f32, view: &WorldView) -> Vec2 {
         n += 1;
     });
     if n == 0 {
-        return Vec2::ZERO;
+        return (Vec2::ZERO, nearest);
     }
-    dir(sum / n as f32)
+    (dir(sum / n as f32), nearest)
 }
 
-/// Separation's steering.
-pub fn steer(agent: &Agent, p: &SeparationParams, view: &WorldView) -> Steering {
-    Steering::linear(separation_dir(agent, p.neighbor_radius, view) * agent.limits.max_accel)
+/// Separation's steering. Its neighbour walk doubles as the integrator's contact test: when it
+/// reaches past where any agent could touch this one after the step and finds nobody there, it
+/// sets [`super::reciprocal_avoidance::NO_CONTACT`] (the bound of reciprocal avoidance's flag:
+/// both radii plus both top speeds' step; with 0.1 % to spare for rounding).
+pub fn steer(agent: &Agent, p: &SeparationParams, view: &WorldView, scratch: &mut super::Scratch) -> Steering {
+    let (d, nearest) = separation_dir_and_nearest(agent, p.neighbor_radius, view);
+    let far = (agent.limits.radius + agent.limits.max_speed * view.dt + view.extent.0 + view.extent.1 * view.dt) * 1.001;
+    if p.neighbor_radius >= far && nearest > far * far {
+        scratch.events |= super::reciprocal_avoidance::NO_CONTACT;
+    }
+    Steering::linear(d * agent.limits.max_accel)
 }
 
 #[cfg(test)]
@@ -89,5 +105,30 @@ mod tests {
         assert!(a.linear.distance(b.linear) > 1.0);
         let alone = world_with(vec![agent_at(1, Vec2::ONE, Vec2::ZERO)]);
         assert_eq!(steer_one(&alone, 1, &Behavior::Separation(SeparationParams { neighbor_radius: 3.0 })), Steering::ZERO);
+    }
+
+    /// The contact flag is set only when the walk reaches past where anyone could touch the
+    /// agent after the step and finds nobody there.
+    #[test]
+    fn an_empty_walk_past_the_contact_bound_clears_the_contact_test() {
+        use super::super::reciprocal_avoidance::NO_CONTACT;
+        let flag = |w: &crate::sim::World, radius: f32| {
+            let view = w.view();
+            let agent = view.agent(1).unwrap();
+            let mut scratch = scratch_for(agent);
+            steer(agent, &SeparationParams { neighbor_radius: radius }, &view, &mut scratch);
+            let far = agent.limits.radius + agent.limits.max_speed * view.dt + view.extent.0 + view.extent.1 * view.dt;
+            (scratch.events & NO_CONTACT != 0, far)
+        };
+        let alone = world_with(vec![agent_at(1, Vec2::ZERO, Vec2::ZERO), agent_at(2, Vec2::new(50.0, 0.0), Vec2::ZERO)]);
+        let (set, far) = flag(&alone, 3.0);
+        assert!(far < 3.0 && set, "nobody within {far}: the flag is set");
+        assert!(!flag(&alone, far * 0.99).0, "a walk shorter than the bound proves nothing");
+        // A neighbour beyond the bound but within the walk: still no contact possible.
+        let near_but_apart = world_with(vec![agent_at(1, Vec2::ZERO, Vec2::ZERO), agent_at(2, Vec2::new(far * 1.01 + 0.01, 0.0), Vec2::ZERO)]);
+        assert!(flag(&near_but_apart, far * 1.5).0);
+        // One within the bound: the integrator's contact test must run.
+        let close = world_with(vec![agent_at(1, Vec2::ZERO, Vec2::ZERO), agent_at(2, Vec2::new(far * 0.9, 0.0), Vec2::ZERO)]);
+        assert!(!flag(&close, 3.0).0);
     }
 }

@@ -633,20 +633,29 @@ impl World {
             .par_iter_mut()
             .with_min_len(256)
             .enumerate()
-            .map(|(i, a)| {
-                let StepResult(s, mem, flags) = results_ref[grid.rank(i)];
-                a.memory = mem;
-                if flags & EVENT_DESTINATION_REACHED != 0 {
-                    if let Some(o) = a.order.as_mut() {
-                        o.done = true;
+            // Each split accumulates into its own buffers (in index order, as a per-agent
+            // map and reduce would): no tuple of vectors per agent.
+            .fold(
+                || (StepStats::default(), Vec::new(), Vec::new()),
+                |(mut x, mut pairs, mut netted): (StepStats, Vec<contact::ContactPair>, Vec<u32>), (i, a)| {
+                    let StepResult(s, mem, flags) = results_ref[grid.rank(i)];
+                    a.memory = mem;
+                    if flags & EVENT_DESTINATION_REACHED != 0 {
+                        if let Some(o) = a.order.as_mut() {
+                            o.done = true;
+                        }
+                        a.velocity = Vec2::ZERO;
                     }
-                    a.velocity = Vec2::ZERO;
-                }
-                let mut pairs = Vec::new();
-                let (stats, netted) = ctx.apply(a, s, flags, i, &mut pairs);
-                let netted = if netted { vec![i as u32] } else { Vec::new() };
-                (stats, pairs, netted)
-            })
+                    let (y, moved) = ctx.apply(a, s, flags, i, &mut pairs);
+                    if moved {
+                        netted.push(i as u32);
+                    }
+                    x.wall_crossings += y.wall_crossings;
+                    x.contacts += y.contacts;
+                    x.non_finite += y.non_finite;
+                    (x, pairs, netted)
+                },
+            )
             .reduce(
                 || (StepStats::default(), Vec::new(), Vec::new()),
                 |(x, mut xp, mut xn), (y, yp, yn)| {
