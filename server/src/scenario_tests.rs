@@ -195,7 +195,7 @@ fn run_with_storage(name: &str, agents: Option<usize>, ticks: u64, shuffle: bool
 fn the_order_agents_are_stored_in_changes_no_state_and_no_event() {
     // maze-moveto: MoveTo goal resolution, slot claims and DestinationReached events (all in
     // id order); swarm-10k and flock: neighbour sums over every cell.
-    for (name, n, ticks) in [("maze-moveto", None, 2400), ("swarm-10k", Some(3000), 150), ("flock", None, 150)] {
+    for (name, n, ticks) in [("maze-moveto", None, 4000), ("swarm-10k", Some(3000), 150), ("flock", None, 150)] {
         let (h0, e0) = run_with_storage(name, n, ticks, false);
         let (h1, e1) = run_with_storage(name, n, ticks, true);
         assert_eq!(h0, h1, "{name}: states differ with shuffled storage");

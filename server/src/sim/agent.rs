@@ -108,14 +108,24 @@ pub struct MoveOrder {
     pub claim_radius: f32,
     /// The agent stops when within this distance of `stop_point`.
     pub tolerance: f32,
-    /// A blocked agent stops when slower than 2 % of max speed within this distance of `goal` (or touching an arrived agent of its formation).
-    pub stuck_radius: f32,
     /// The stopping distance asked for.
     pub stopping_distance: f32,
     /// True when `target` could not be reached and `goal` is the nearest reachable point.
     pub unreachable: bool,
-    /// Set when the agent has stopped (and emitted `DestinationReached`).
+    /// Set when the agent has stopped at its stop point, or gave up.
     pub done: bool,
+    /// Set once the order's `DestinationReached` was emitted (a formation member sent on again
+    /// by a slot trade does not emit it twice).
+    pub reported: bool,
+    /// Set with `done` when the agent gave up short of its stop point (it then holds the place
+    /// where it gave up: `stop_point` is moved there, and `short_by` says how far it was).
+    pub gave_up: bool,
+    /// How far from its stop point the agent gave up (0 unless `gave_up`).
+    pub short_by: f32,
+    /// Smallest distance to `stop_point` reached so far (progress bookkeeping of the apply phase).
+    pub best: f32,
+    /// Ticks since `best` last improved by a tenth of the agent's radius (saturating).
+    pub stall: u32,
     /// The grid version and nav cell from which the agent last saw `goal` along free cells
     /// (the line-of-sight test is made again only when either changes).
     pub sight: Option<(u64, u32)>,
@@ -125,6 +135,23 @@ impl MoveOrder {
     /// True while the agent is still moving to its destination.
     pub fn active(&self) -> bool {
         !self.done
+    }
+
+    /// Progress bookkeeping after a step that left the agent (of radius `radius`) at `position`:
+    /// a new best distance to the stop point by a tenth of the radius restarts the stall count.
+    /// A done order counts from where the agent was pushed off its stop point, and an agent
+    /// back on it (within `tolerance`) is not stalled.
+    pub fn track_progress(&mut self, position: Vec2, radius: f32) {
+        let d = position.distance(self.stop_point);
+        if self.done && d <= self.tolerance {
+            self.best = d;
+            self.stall = 0;
+        } else if d < self.best - 0.1 * radius {
+            self.best = d;
+            self.stall = 0;
+        } else {
+            self.stall = self.stall.saturating_add(1);
+        }
     }
 }
 
@@ -166,6 +193,13 @@ impl Agent {
     /// The active MoveTo order, if any.
     pub fn active_order(&self) -> Option<&MoveOrder> {
         self.order.as_deref().filter(|o| o.active())
+    }
+
+    /// The finished MoveTo order of an agent that holds its place: its order is done and no
+    /// behaviour steers it. Such an agent keeps to the order's stop point, and steps aside for
+    /// moving agents and comes back.
+    pub fn held_order(&self) -> Option<&MoveOrder> {
+        self.order.as_deref().filter(|o| o.done && self.behaviors.entries().is_empty())
     }
 
     /// Unit heading of the orientation.

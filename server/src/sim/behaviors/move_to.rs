@@ -4,9 +4,9 @@
 //! Per tick (004 `FixedUpdate` / `ComputeSteering`):
 //! 1. Arrived? Within `tolerance` of the stop point (its formation slot, or the goal for a lone
 //!    agent) and at most `arrive_speed`: report `DestinationReached` (the apply phase zeroes the
-//!    velocity and marks the order done). A blocked agent — slower than 2 % of its top speed,
-//!    and within the order's `stuck_radius` of the goal or touching an arrived agent of its own
-//!    formation — stops where it is, so every agent emits the event once.
+//!    velocity and marks the order done). An agent that got no nearer its stop point for
+//!    `give_up_after` seconds gives up where it stands (the order is done and marked
+//!    `gave_up`, never counted as arrived), so every agent emits the event once.
 //! 2. Wanted direction: straight at the stop point when it is near (inside `claim_radius`) and
 //!    the straight line is clear of obstacles and walls (line-of-sight shortcut); otherwise the
 //!    flow field sampled at the agent (bilinear); an agent standing in a blocked cell steers to
@@ -24,6 +24,14 @@
 //!    than `direction_threshold` degrees.
 //! 5. Arrive: speed = max_speed, or max_speed·d/`slow_radius` within `slow_radius` of the stop
 //!    point; steering = clamp((dir·speed − v)/`time_to_target`, max_accel).
+//!
+//! Crowds (beyond 004, reciprocal mode): the preferred velocity turns right by up to
+//! `passing_angle` when agents ahead come against it, so two crowds pass each other on one
+//! side and form lanes; of two agents on their way, the one stuck longer takes the smaller
+//! share of avoiding (see [`super::reciprocal_avoidance`]), so a knot unwinds from its most
+//! stuck member; and an agent whose order is done holds its place ([`hold`]): it steps aside
+//! for agents on their way and comes back, instead of standing as a wall before the agents
+//! whose stop points lie behind it.
 //!
 //! Beyond 004: inside `slow_radius` the avoidance and separation weights fade linearly with the
 //! distance to the stop point, and the avoidance sweep is no longer than that distance, so an
@@ -43,8 +51,17 @@ use crate::sim::math::{clamp_len, dir, segment_intersection, sweep_circle};
 use crate::sim::steering::Steering;
 use crate::sim::view::WorldView;
 
-/// Event flag: the agent reached its MoveTo destination this tick.
+/// Seconds without progress after which an agent keeps right whatever comes against it (see
+/// [`reciprocal_avoidance::velocity_passing`]).
+const STALLED_SECS: f32 = 2.0;
+
+/// Event flag: the agent's MoveTo order ends this tick (it reached its stop point, or gave up:
+/// see [`EVENT_GAVE_UP`]).
 pub const EVENT_DESTINATION_REACHED: u8 = 1;
+
+/// Event flag, with [`EVENT_DESTINATION_REACHED`]: the order ends short of its stop point
+/// because the agent made no progress for `give_up_after` seconds.
+pub const EVENT_GAVE_UP: u8 = 4;
 
 /// Tuning of MoveTo (a world setting).
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -73,6 +90,15 @@ pub struct MoveToParams {
     /// Larger groups, and goals any agent does not see, get a field. 0 = always a field
     /// (default 32).
     pub straight_line_max_agents: u32,
+    /// Reciprocal mode: the most the preferred velocity turns right, degrees, when agents ahead
+    /// come against it, so that crowds pass each other on a consistent side (default 30; 0 = off).
+    pub passing_angle: f32,
+    /// An agent that gets no nearer its stop point for this long, seconds, gives up: its order
+    /// ends where it stands and it is reported as having stopped short, not as arrived. A last
+    /// resort for a stop point no agent can reach (walled in, or inside a crowd that holds
+    /// it): in a dense crowd an agent at the back may wait minutes while the front gets
+    /// through (default 300).
+    pub give_up_after: f32,
 }
 
 impl Default for MoveToParams {
@@ -88,6 +114,8 @@ impl Default for MoveToParams {
             context: ContextAvoidanceParams::default(),
             reciprocal: Some(ReciprocalAvoidanceParams::default()),
             straight_line_max_agents: 32,
+            passing_angle: 30.0,
+            give_up_after: 300.0,
         }
     }
 }
@@ -107,6 +135,14 @@ impl MoveToParams {
         check_positive("slow_radius", self.slow_radius)?;
         check_positive("time_to_target", self.time_to_target)?;
         check_non_negative("arrive_speed", self.arrive_speed)?;
+        check_non_negative("passing_angle", self.passing_angle)?;
+        check_positive("give_up_after", self.give_up_after)?;
+        if self.give_up_after > 86_400.0 {
+            return Err(SimError::invalid("give_up_after", "must be at most 86400"));
+        }
+        if self.passing_angle > 90.0 {
+            return Err(SimError::invalid("passing_angle", "must be at most 90"));
+        }
         if self.straight_line_max_agents > 100_000 {
             return Err(SimError::invalid("straight_line_max_agents", "must be at most 100000"));
         }
@@ -196,14 +232,22 @@ pub fn wanted_dir(agent: &Agent, order: &MoveOrder, view: &WorldView) -> Vec2 {
 pub fn steer(agent: &Agent, order: &MoveOrder, p: &MoveToParams, view: &WorldView, scratch: &mut Scratch) -> Steering {
     let lim = &agent.limits;
     let d = agent.position.distance(order.stop_point);
-    if arrives(agent, order, p, view, scratch.memory.last_move_dir) {
-        scratch.events |= EVENT_DESTINATION_REACHED;
-        return Steering::ZERO;
+    match arrives(agent, order, p, view) {
+        Stop::No => {}
+        Stop::Reached => {
+            scratch.events |= EVENT_DESTINATION_REACHED;
+            return Steering::ZERO;
+        }
+        Stop::GaveUp => {
+            scratch.events |= EVENT_DESTINATION_REACHED | EVENT_GAVE_UP;
+            return Steering::ZERO;
+        }
     }
     let wanted = wanted_dir(agent, order, view);
     if let Some(rp) = &p.reciprocal {
         let preferred = reciprocal_preferred(agent, order, p, wanted, d, scratch);
-        let (v, clear) = reciprocal_avoidance::velocity_and_clearance(agent, rp, view, preferred);
+        let stalled = order.stall as f32 * view.dt >= STALLED_SECS;
+        let (v, clear) = reciprocal_avoidance::velocity_passing(agent, rp, view, preferred, p.passing_angle.to_radians(), stalled);
         if clear {
             scratch.events |= reciprocal_avoidance::NO_CONTACT;
         }
@@ -224,6 +268,52 @@ pub fn steer(agent: &Agent, order: &MoveOrder, p: &MoveToParams, view: &WorldVie
     Steering::linear(clamp_len((chosen * target_speed - agent.velocity) / p.time_to_target, lim.max_accel))
 }
 
+/// Steering of an agent holding its place after its order ([`Agent::held_order`]): back to the
+/// stop point at up to half its top speed when pushed or stepped off it, and with reciprocal
+/// avoidance (the larger share against agents on their way, see
+/// [`reciprocal_avoidance::HOLDER_SHARE`]) out of the way of agents coming through. At rest on
+/// its stop point with no agent on its way near, it stays put without solving anything.
+pub fn hold(agent: &Agent, order: &MoveOrder, p: &MoveToParams, view: &WorldView, scratch: &mut Scratch) -> Steering {
+    let _ = scratch;
+    let Some(rp) = &p.reciprocal else { return Steering::linear(-agent.velocity / view.dt) };
+    let (pos, r) = (agent.position, agent.limits.radius);
+    let d = pos.distance(order.stop_point);
+    let home = d <= order.tolerance;
+    // Agents on their way that this one stands in front of: step sideways off their line.
+    let mut aside = Vec2::ZERO;
+    let mut near = false;
+    view.for_each_agent_near(pos, r + view.extent.0 + r, |n| {
+        if n.holds || !n.reciprocal || n.id == agent.id {
+            return;
+        }
+        near = true;
+        let heading = if n.velocity.length_squared() > 0.01 * n.max_speed * n.max_speed {
+            dir(n.velocity)
+        } else {
+            view.agent(n.id).and_then(|m| m.active_order()).map_or(Vec2::ZERO, |o| dir(o.stop_point - n.position))
+        };
+        let rel = pos - n.position;
+        let lateral = heading.perp_dot(rel);
+        if heading.dot(rel) > 0.0 && lateral.abs() < r + n.radius {
+            let side = if lateral != 0.0 { lateral.signum() } else if agent.id < n.id { 1.0 } else { -1.0 };
+            aside += crate::sim::math::perp(heading) * side;
+        }
+    });
+    if home && agent.velocity == Vec2::ZERO && !near {
+        return Steering::ZERO;
+    }
+    let preferred = if aside != Vec2::ZERO {
+        dir(aside) * (0.5 * agent.limits.max_speed)
+    } else if home {
+        Vec2::ZERO
+    } else {
+        dir(order.stop_point - pos) * (0.5 * arrive_speed(d, order, p, agent.limits.max_speed))
+    };
+    let stalled = order.stall as f32 * view.dt >= STALLED_SECS;
+    let (v, _) = reciprocal_avoidance::velocity_passing(agent, rp, view, preferred, p.passing_angle.to_radians(), stalled);
+    Steering::linear((v - agent.velocity) / view.dt)
+}
+
 /// The preferred velocity of reciprocal mode: the flow (or straight line) at arrive speed, as
 /// in RVO2 — not one accelerated step towards it, which in a jam would keep agents slow.
 /// Reciprocal avoidance then picks the nearest safe velocity and the agent takes it this step.
@@ -233,45 +323,36 @@ fn reciprocal_preferred(agent: &Agent, order: &MoveOrder, p: &MoveToParams, want
     chosen * arrive_speed(d, order, p, agent.limits.max_speed)
 }
 
-/// Step 1: whether the agent stops this tick (at its stop point, or blocked).
-fn arrives(agent: &Agent, order: &MoveOrder, p: &MoveToParams, view: &WorldView, last_move_dir: Vec2) -> bool {
-    let pos = agent.position;
-    let speed = agent.speed();
+/// Whether an order ends this tick (step 1).
+enum Stop {
+    /// It goes on.
+    No,
+    /// The agent is within the tolerance of its stop point and slow enough.
+    Reached,
+    /// The agent made no progress for `give_up_after` seconds.
+    GaveUp,
+}
+
+/// Step 1: whether the agent stops this tick (at its stop point, or giving up).
+fn arrives(agent: &Agent, order: &MoveOrder, p: &MoveToParams, view: &WorldView) -> Stop {
     let can_stop = order.slot.is_some() || order.formation == 0;
-    let blocked = speed < 0.02 * agent.limits.max_speed && last_move_dir != Vec2::ZERO;
-    let stuck = blocked && (pos.distance(order.goal) <= order.stuck_radius || touches_arrived(agent, order, view));
-    (can_stop && pos.distance(order.stop_point) <= order.tolerance && speed <= p.arrive_speed) || stuck
+    if can_stop && agent.position.distance(order.stop_point) <= order.tolerance && agent.speed() <= p.arrive_speed {
+        Stop::Reached
+    } else if order.stall as f32 * view.dt >= p.give_up_after {
+        Stop::GaveUp
+    } else {
+        Stop::No
+    }
 }
 
 /// The velocity MoveTo asks reciprocal avoidance for this tick (for tools: the viewer's
 /// avoidance overlay); `None` when the agent stops this tick.
 pub fn preferred_velocity(agent: &Agent, order: &MoveOrder, p: &MoveToParams, view: &WorldView, scratch: &mut Scratch) -> Option<Vec2> {
-    if arrives(agent, order, p, view, scratch.memory.last_move_dir) {
+    if !matches!(arrives(agent, order, p, view), Stop::No) {
         return None;
     }
     let d = agent.position.distance(order.stop_point);
     Some(reciprocal_preferred(agent, order, p, wanted_dir(agent, order, view), d, scratch))
-}
-
-/// True when the agent touches (within a tenth of its radius) an agent of its own formation
-/// that has arrived: a blocked agent there joins the formation where it stands, so a crowd
-/// that cannot pass its arrived members packs round them instead of waiting for ever.
-fn touches_arrived(agent: &Agent, order: &MoveOrder, view: &WorldView) -> bool {
-    if order.formation == 0 {
-        return false;
-    }
-    let r = agent.limits.radius;
-    let mut touches = false;
-    view.for_each_agent_near(agent.position, 2.2 * r + 2.0, |n| {
-        if touches || n.id == agent.id {
-            return;
-        }
-        let reach = r * 1.1 + n.radius;
-        if n.position.distance_squared(agent.position) <= reach * reach {
-            touches = view.agent(n.id).and_then(|b| b.order.as_deref()).is_some_and(|o| o.done && o.formation == order.formation);
-        }
-    });
-    touches
 }
 
 /// 004's direction threshold (step 4): `last` unless `new` turns more than `threshold` degrees.
@@ -310,10 +391,14 @@ mod tests {
             stop_point: stop,
             claim_radius: 10.0,
             tolerance: 0.5,
-            stuck_radius: 2.0,
             stopping_distance: 0.5,
             unreachable: false,
             done: false,
+            gave_up: false,
+            reported: false,
+            short_by: 0.0,
+            best: f32::INFINITY,
+            stall: 0,
             sight: None,
         }
     }

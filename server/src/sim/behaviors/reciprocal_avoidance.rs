@@ -21,7 +21,7 @@ use glam::Vec2;
 
 use crate::sim::agent::Agent;
 use crate::sim::error::{SimError, check_positive, check_radius};
-use crate::sim::math::{closest_on_segment, pair_dir};
+use crate::sim::math::{closest_on_segment, pair_dir, segment_intersection};
 use crate::sim::orca::{self, HalfPlane};
 use crate::sim::steering::Steering;
 use crate::sim::view::WorldView;
@@ -34,6 +34,9 @@ pub const NO_CONTACT: u8 = 0x80;
 pub const MAX_NEIGHBORS: u32 = 32;
 /// Most obstacles and walls one agent considers (the nearest ones the index yields first).
 pub const MAX_STATICS: usize = 16;
+/// Share of the avoidance an agent holding its place ([`Agent::held_order`]) takes of a pair
+/// with an agent on its way (which takes the rest): the holder steps aside.
+pub const HOLDER_SHARE: f32 = 0.8;
 const MAX_LINES: usize = MAX_NEIGHBORS as usize + MAX_STATICS;
 
 /// One agent's half-planes: at most [`MAX_STATICS`] static ones, then at most
@@ -174,9 +177,36 @@ fn nearest(agent: &Agent, p: &ReciprocalAvoidanceParams, view: &WorldView, out: 
     }
 }
 
-/// The half-planes of `agent` into `lines` (empty), static ones first; returns (how many are
-/// static, whether no agent can touch it after this step — see [`NO_CONTACT`]).
-fn half_planes(agent: &Agent, p: &ReciprocalAvoidanceParams, view: &WorldView, lines: &mut Lines) -> (usize, bool) {
+/// Seconds of stall difference at which the pair's shares reach their bounds.
+const STALL_SPAN_SECS: f32 = 2.0;
+
+/// Share of the avoidance an agent on its way takes of a pair with another on its way, from
+/// their stall counts (ticks without progress) and the step `dt`: a half each when equal, down
+/// to 1 − [`HOLDER_SHARE`] for the one stuck [`STALL_SPAN_SECS`] longer, so that in a knot the
+/// longest stuck gets through and the rest make room.
+fn stalled_share(mine: f32, theirs: f32, dt: f32) -> f32 {
+    let t = ((mine - theirs) * dt / STALL_SPAN_SECS).clamp(-1.0, 1.0);
+    0.5 - (HOLDER_SHARE - 0.5) * t
+}
+
+/// What [`half_planes`] found besides the half-planes.
+struct Found {
+    /// How many of the half-planes are static (they come first).
+    n_static: usize,
+    /// No agent can touch this one after this step (see [`NO_CONTACT`]).
+    clear: bool,
+    /// How strongly agents ahead come against `heading` (0 with no heading): each neighbour
+    /// ahead whose velocity points against it adds its closing speed as a fraction of its top
+    /// speed, weighted by closeness (1 touching, 0 at `neighbor_dist`).
+    oncoming: f32,
+    /// Some neighbour stands in the way along `heading`: ahead, within one own radius of
+    /// touching, and less than the radii sum off the line.
+    blocked: bool,
+}
+
+/// The half-planes of `agent` into `lines` (empty), static ones first. `heading`: the unit
+/// direction the agent wants to go, for [`Found::oncoming`] (zero: not measured).
+fn half_planes(agent: &Agent, p: &ReciprocalAvoidanceParams, view: &WorldView, heading: Vec2, lines: &mut Lines) -> Found {
     let pos = agent.position;
     let r = agent.limits.radius;
     let max_speed = agent.limits.max_speed;
@@ -213,18 +243,51 @@ fn half_planes(agent: &Agent, p: &ReciprocalAvoidanceParams, view: &WorldView, l
         _ => near.radius,
     };
     let mut clear = beyond > far;
+    let mut oncoming = 0.0;
+    let mut blocked = false;
+    // Walls between the agent and a neighbour hide it: it can neither be touched nor come
+    // against the agent (the nearest walls within the neighbour distance; none in open worlds).
+    let mut screens: ArrayVec<(Vec2, Vec2), MAX_STATICS> = ArrayVec::new();
+    if !view.walls.is_empty() {
+        view.for_each_wall_near(pos, p.neighbor_dist, |w| {
+            let _ = screens.try_push((w.a, w.b));
+        });
+    }
+    let holds = agent.held_order().is_some();
+    let stall = agent.active_order().map_or(0.0, |o| o.stall as f32);
     for &rank in &near.ranks {
         let Some(o) = all.get(rank as usize) else { continue };
         let lim = own + o.radius + o.max_speed * view.dt;
         clear &= o.position.distance_squared(pos) > lim * lim;
+        if screens.iter().any(|&(a, b)| segment_intersection(pos, o.position, a, b).is_some()) {
+            continue;
+        }
         let mut rel_pos = o.position - pos;
+        let ahead = rel_pos.dot(heading);
+        blocked |= ahead > 0.0 && heading.perp_dot(rel_pos).abs() < r + o.radius && rel_pos.length() < 2.0 * r + o.radius;
+        let against = -o.velocity.dot(heading);
+        if against > 0.0 && ahead > 0.0 && o.max_speed > 0.0 {
+            let gap = (rel_pos.length() - r - o.radius).max(0.0);
+            oncoming += against / o.max_speed * (1.0 - gap / p.neighbor_dist).max(0.0);
+        }
         if rel_pos.length_squared() < 1e-12 {
             rel_pos = -pair_dir(agent.id, o.id) * 1e-3;
         }
-        let share = if o.reciprocal { 0.5 } else { 1.0 };
+        if holds && o.holds {
+            // Holders make room for each other by contact alone: a holder stepping aside pushes
+            // the holders beside it instead of waiting behind them.
+            continue;
+        }
+        let share = match (o.reciprocal, holds, o.holds) {
+            (false, _, _) => 1.0,
+            (true, true, false) => HOLDER_SHARE,
+            (true, false, true) => 1.0 - HOLDER_SHARE,
+            (true, true, true) => 0.5,
+            (true, false, false) => stalled_share(stall, f32::from(o.stall), view.dt),
+        };
         let _ = lines.try_push(orca::agent_half_plane(agent.velocity, rel_pos, agent.velocity - o.velocity, r + o.radius, p.time_horizon, view.dt, share));
     }
-    (n_static, clear)
+    Found { n_static, clear, oncoming, blocked }
 }
 
 /// The avoiding velocity for `preferred` (see the module docs).
@@ -234,12 +297,28 @@ pub fn velocity(agent: &Agent, p: &ReciprocalAvoidanceParams, view: &WorldView, 
 
 /// [`velocity`], and whether no agent can touch this one after the step ([`NO_CONTACT`]).
 pub fn velocity_and_clearance(agent: &Agent, p: &ReciprocalAvoidanceParams, view: &WorldView, preferred: Vec2) -> (Vec2, bool) {
+    velocity_passing(agent, p, view, preferred, 0.0, false)
+}
+
+/// [`velocity_and_clearance`] with a passing side: when agents ahead come against the
+/// preferred velocity, it is first turned right (clockwise) by up to `pass_angle` radians, in
+/// proportion to how strongly they come ([`Found::oncoming`], capped at 1). Everyone keeping
+/// right, two crowds walking through each other split into lanes instead of pressing head on.
+/// `stalled`: the agent has made no progress for a while; with an agent in its way and away
+/// from obstacles and walls it then turns the whole `pass_angle` whatever comes against it (two agents stopped face to
+/// face see no velocity coming against them, and without the turn would wait for each other
+/// for ever). Near a wall or an obstacle it does not: there a stalled agent is usually in a
+/// queue at a corner or a gap, and turning would press it into the wall.
+pub fn velocity_passing(agent: &Agent, p: &ReciprocalAvoidanceParams, view: &WorldView, preferred: Vec2, pass_angle: f32, stalled: bool) -> (Vec2, bool) {
     let mut lines = Lines::new();
-    let (n_static, clear) = half_planes(agent, p, view, &mut lines);
+    let heading = if pass_angle > 0.0 { crate::sim::math::dir(preferred) } else { Vec2::ZERO };
+    let found = half_planes(agent, p, view, heading, &mut lines);
+    let turn = if stalled && found.blocked && found.n_static == 0 { 1.0 } else { found.oncoming.min(1.0) };
+    let preferred = if turn > 0.0 { Vec2::from_angle(-pass_angle * turn).rotate(preferred) } else { preferred };
     if lines.is_empty() {
-        return (crate::sim::math::clamp_len(preferred, agent.limits.max_speed), clear);
+        return (crate::sim::math::clamp_len(preferred, agent.limits.max_speed), found.clear);
     }
-    (orca::solve(&lines, n_static, preferred, agent.limits.max_speed, &mut Vec::new()), clear)
+    (orca::solve(&lines, found.n_static, preferred, agent.limits.max_speed, &mut Vec::new()), found.clear)
 }
 
 /// The preferred velocity one step of `wanted` steering gives (the integrator's rule).
@@ -274,8 +353,8 @@ pub struct Explain {
 /// The avoidance of `agent` for `preferred`, with the half-planes it solved.
 pub fn explain(agent: &Agent, p: &ReciprocalAvoidanceParams, view: &WorldView, preferred: Vec2) -> Explain {
     let mut lines = Lines::new();
-    let (n_static, _) = half_planes(agent, p, view, &mut lines);
-    Explain { preferred, chosen: velocity(agent, p, view, preferred), half_planes: lines.to_vec(), n_static }
+    let found = half_planes(agent, p, view, Vec2::ZERO, &mut lines);
+    Explain { preferred, chosen: velocity(agent, p, view, preferred), half_planes: lines.to_vec(), n_static: found.n_static }
 }
 
 #[cfg(test)]

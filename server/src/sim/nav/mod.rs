@@ -41,7 +41,7 @@ use self::grid::{NO_COMPONENT, NavGrid};
 use super::agent::{Agent, MoveOrder};
 use super::math::segment_intersection;
 use super::roster::Roster;
-use super::spatial::StaticIndex;
+use super::spatial::{AgentGrid, StaticIndex};
 use super::view::{Bounds, Obstacle, Wall};
 
 /// Slot spacing as a multiple of the largest agent radius of the order.
@@ -92,13 +92,16 @@ impl Formation {
 }
 
 /// Hexagonal lattice points round `goal` with spacing `s`, nearest first (ties by angle), that
-/// pass `keep`, at most `n`.
-pub fn hex_slots(goal: Vec2, s: f32, n: usize, mut keep: impl FnMut(Vec2) -> bool) -> Vec<Vec2> {
+/// pass `keep`, at most `n`. `taken`: about how many lattice points near the goal `keep` turns
+/// down for being taken already (slots of other formations there), for which more rings are
+/// laid out.
+pub fn hex_slots(goal: Vec2, s: f32, n: usize, taken: usize, mut keep: impl FnMut(Vec2) -> bool) -> Vec<Vec2> {
     if n == 0 {
         return Vec::new();
     }
-    // Rings enough for n slots with room for rejected ones (a disc of 2n lattice cells).
-    let k = ((2.0 * n as f32 / 3.0).sqrt() * 1.5).ceil() as i32 + 2;
+    // Rings enough for n slots with room for rejected ones (a disc of 2n lattice cells, plus
+    // the taken ones).
+    let k = ((2.0 * (n + taken) as f32 / 3.0).sqrt() * 1.5).ceil() as i32 + 2;
     let row = s * 0.866_025_4;
     let mut pts: Vec<(f32, f32, Vec2)> = Vec::new();
     for j in -k..=k {
@@ -366,6 +369,61 @@ impl NavState {
     }
 
     /// Releases `order`'s slot and membership.
+    /// Slot swaps in formations: an agent on its way to its slot (or pushed off it) that has
+    /// made no progress for `after` ticks trades slots with a touching member of its formation (on its way or
+    /// holding its slot) when the trade shortens their two distances to their slots by at
+    /// least half the agent's radius — the best such trade, ties to the lower id. A member that
+    /// was holding its slot goes on its way again. So an agent blocked by members standing
+    /// between it and an inner slot takes the slot of the one in its way, who takes the inner
+    /// slot one step nearer: the goal passes through the pack instead of the agent.
+    /// Agents are visited in id order, positions as of `grid` (the tick's start). Returns how
+    /// many trades were made. `max_radius`: the largest agent radius.
+    pub fn swap_blocked_slots(&self, roster: &mut Roster, grid: &AgentGrid, after: u32, max_radius: f32) -> usize {
+        if self.formations.is_empty() {
+            return 0;
+        }
+        let (by_id, all) = roster.slots_and_storage_mut();
+        let mut swaps = 0;
+        for &ia in by_id {
+            let ia = ia as usize;
+            let Some(a) = all.get(ia) else { continue };
+            // On its way, or pushed off its slot and not back yet (a holder's stall counts only
+            // while it is off its slot).
+            let Some(oa) = a.order.as_deref().filter(|o| !o.gave_up && o.formation != 0 && o.stall >= after) else { continue };
+            let (Some(slot_a), Some(f)) = (oa.slot, self.formations.get(&oa.formation)) else { continue };
+            let (pa, ra) = (a.position, a.limits.radius);
+            let Some(&sa) = f.slots.get(slot_a as usize) else { continue };
+            let mut best: Option<(f32, u32, usize, u32)> = None;
+            grid.for_each_in_box_ranked(pa, 1.1 * (ra + max_radius), |rank, n| {
+                if n.id == a.id || pa.distance(n.position) > 1.1 * (ra + n.radius) {
+                    return;
+                }
+                let Some(&ib) = grid.order().get(rank) else { return };
+                let Some(ob) = all.get(ib as usize).and_then(|b| b.order.as_deref()) else { return };
+                let Some(slot_b) = ob.slot.filter(|_| ob.formation == oa.formation && !ob.gave_up) else { return };
+                let Some(&sb) = f.slots.get(slot_b as usize) else { return };
+                let pb = n.position;
+                let gain = pa.distance(sa) + pb.distance(sb) - pa.distance(sb) - pb.distance(sa);
+                if gain >= 0.5 * ra && best.is_none_or(|(g, id, _, _)| gain > g || (gain == g && n.id < id)) {
+                    best = Some((gain, n.id, ib as usize, slot_b));
+                }
+            });
+            let Some((_, _, ib, slot_b)) = best else { continue };
+            let (Some(&sa), Some(&sb)) = (f.slots.get(slot_a as usize), f.slots.get(slot_b as usize)) else { continue };
+            for (i, slot, at) in [(ia, slot_b, sb), (ib, slot_a, sa)] {
+                if let Some(o) = all.get_mut(i).and_then(|x| x.order.as_deref_mut()) {
+                    o.slot = Some(slot);
+                    o.stop_point = at;
+                    o.done = false;
+                    o.best = f32::INFINITY;
+                    o.stall = 0;
+                }
+            }
+            swaps += 1;
+        }
+        swaps
+    }
+
     pub fn release(&mut self, order: &MoveOrder) {
         let Some(f) = self.formations.get_mut(&order.formation) else { return };
         if let Some(s) = order.slot {
@@ -413,12 +471,20 @@ impl NavState {
         for (gc, (goal, unreachable, members)) in groups {
             let comp = self.grid.component(gc);
             let grid = &self.grid;
+            // Formations already round this goal keep their slots: the new one takes the
+            // lattice points further out, so that no two members of different formations ever
+            // want the same spot (slot trades stay within a formation).
+            let near: Vec<&Formation> = self.formations.values().filter(|f| f.goal.distance(goal) <= f.radius() + 2.0 * spacing + f.spacing).collect();
+            let taken: usize = near.iter().map(|f| f.slots.len()).sum();
+            let free_of_others = |p: Vec2| {
+                near.iter().all(|f| p.distance(f.goal) > f.radius() + f.spacing || f.slots.iter().all(|q| q.distance(p) >= 0.5 * (spacing + f.spacing)))
+            };
             let slots = if members.len() == 1 {
                 vec![goal]
             } else {
-                hex_slots(goal, spacing, members.len(), |p| {
+                hex_slots(goal, spacing, members.len(), taken, |p| {
                     let c = grid.cell_of(p);
-                    grid.dims() != (0, 0) && grid.component(c) == comp && grid.line_free(goal, p) && (p - goal).length() < 1e5
+                    grid.dims() != (0, 0) && grid.component(c) == comp && grid.line_free(goal, p) && (p - goal).length() < 1e5 && free_of_others(p)
                 })
             };
             let dist: Vec<f32> = slots.iter().map(|s| s.distance(goal)).collect();
@@ -429,7 +495,6 @@ impl NavState {
             let single = members.len() == 1;
             let tolerance = if single { stopping_distance.max(0.05) } else { stopping_distance.min(0.3 * spacing).max(0.05) };
             let claim_radius = f.radius() + 4.0 * spacing;
-            let stuck_radius = f.radius() + spacing + stopping_distance;
             for &i in &members {
                 let Some(a) = all.get_mut(i) else { continue };
                 let mut order = MoveOrder {
@@ -441,10 +506,14 @@ impl NavState {
                     stop_point: goal,
                     claim_radius,
                     tolerance,
-                    stuck_radius,
                     stopping_distance,
                     unreachable,
                     done: false,
+                    gave_up: false,
+                    reported: false,
+                    short_by: 0.0,
+                    best: f32::INFINITY,
+                    stall: 0,
                     sight: None,
                 };
                 if single && !f.taken.is_empty() {
@@ -524,7 +593,6 @@ impl NavState {
                         slot: None,
                         stop_point: goal,
                         tolerance,
-                        stuck_radius: o.stuck_radius,
                         unreachable,
                         sight: None,
                         ..o
@@ -654,6 +722,8 @@ impl NavState {
                 f.taken[s] = true;
                 o.slot = Some(s as u32);
                 o.stop_point = f.slots[s];
+                o.best = f32::INFINITY;
+                o.stall = 0;
             }
         }
     }
@@ -802,7 +872,7 @@ mod tests {
     #[test]
     fn hex_slots_are_nearest_first_and_spaced() {
         // Spacing 1: the goal, then the six neighbours at distance 1, then distance √3.
-        let s = hex_slots(Vec2::ZERO, 1.0, 13, |_| true);
+        let s = hex_slots(Vec2::ZERO, 1.0, 13, 0, |_| true);
         assert_eq!(s.len(), 13);
         assert_eq!(s[0], Vec2::ZERO);
         for p in &s[1..7] {
@@ -817,14 +887,14 @@ mod tests {
             }
         }
         // A filter drops slots (keep x ≥ 0) and the rest still fill up.
-        let s = hex_slots(Vec2::ZERO, 1.0, 10, |p| p.x >= -1e-6);
+        let s = hex_slots(Vec2::ZERO, 1.0, 10, 0, |p| p.x >= -1e-6);
         assert_eq!(s.len(), 10);
         assert!(s.iter().all(|p| p.x >= -1e-6));
     }
 
     #[test]
     fn claims_fill_the_innermost_shell_nearest_first() {
-        let slots = hex_slots(Vec2::ZERO, 1.0, 7, |_| true);
+        let slots = hex_slots(Vec2::ZERO, 1.0, 7, 0, |_| true);
         let dist = slots.iter().map(|s| s.length()).collect();
         let mut f = Formation { goal: Vec2::ZERO, taken: vec![false; 7], slots, dist, spacing: 1.0, members: 7 };
         // Innermost free slot is the centre (d 0); the shell reaches d ≤ 1, so an agent at

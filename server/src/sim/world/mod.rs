@@ -35,7 +35,7 @@ use glam::Vec2;
 use rayon::prelude::*;
 
 use super::agent::{Agent, AgentId, AgentMemory, GroupId, Limits};
-use super::behaviors::move_to::{self, EVENT_DESTINATION_REACHED, MoveToParams};
+use super::behaviors::move_to::{self, EVENT_DESTINATION_REACHED, EVENT_GAVE_UP, MoveToParams};
 use super::behaviors::path_following::EVENT_PATH_COMPLETED;
 use super::behaviors::reciprocal_avoidance::NO_CONTACT;
 use super::behaviors::{Behavior, BehaviorEntry, BehaviorSet, Scratch, Target};
@@ -59,6 +59,10 @@ struct StepResult(Steering, AgentMemory, u8);
 /// The agents are re-sorted into cell order when more than one in this many starts a break in
 /// the grid's order (an agent whose cell-order successor is not stored right after it).
 const RESORT_BREAKS_DIVISOR: usize = 8;
+
+/// Seconds without progress after which an agent of a formation may trade slots with a
+/// touching member ([`NavState::swap_blocked_slots`]).
+const SWAP_AFTER_SECS: f32 = 1.0;
 
 /// Fewest agents per rayon task in the light whole-world scans of a step (the neighbour reach
 /// and the event flags): below this a scan stays on one thread.
@@ -529,11 +533,13 @@ impl World {
         let move_to_reciprocal = self.config.move_to.reciprocal.is_some();
         self.grid.rebuild(self.config.bounds, cell, agents.len(), |i| {
             let a = &agents[i];
+            let holds = a.held_order().is_some();
             let reciprocal = match a.active_order() {
                 Some(_) => move_to_reciprocal,
-                None => a.behaviors.reciprocal().is_some(),
+                None => (holds && move_to_reciprocal) || a.behaviors.reciprocal().is_some(),
             };
-            Neighbor { id: a.id, radius: a.limits.radius, position: a.position, velocity: a.velocity, max_speed: a.limits.max_speed, reciprocal }
+            let stall = a.active_order().map_or(0, |o| o.stall.min(u32::from(u16::MAX)) as u16);
+            Neighbor { id: a.id, radius: a.limits.radius, position: a.position, velocity: a.velocity, max_speed: a.limits.max_speed, reciprocal, holds, stall }
         });
     }
 
@@ -586,6 +592,8 @@ impl World {
             let c = &self.config;
             let straight = c.move_to.straight_line_max_agents;
             nav.prepare(&mut self.agents, &self.walls, &self.statics, c.flow_builds_per_tick, self.tick, u64::from(c.flow_build_ticks), straight, u64::from(c.flow_build_cells_per_tick));
+            let after = (SWAP_AFTER_SECS * c.tick_rate).ceil() as u32;
+            nav.swap_blocked_slots(&mut self.agents, &self.grid, after, self.extent.0);
         }
         let seed = self.config.seed;
         let tick = self.tick;
@@ -601,9 +609,10 @@ impl World {
                 .map(|&i| {
                     let a = &agents[i as usize];
                     let mut scratch = Scratch { rng: Rng::for_agent(seed, a.id, tick), memory: a.memory, events: 0 };
-                    let s = match a.active_order() {
-                        Some(o) => move_to::steer(a, o, view.move_to, &view, &mut scratch),
-                        None => a.behaviors.steer(a, &view, &mut scratch),
+                    let s = match (a.active_order(), a.held_order()) {
+                        (Some(o), _) => move_to::steer(a, o, view.move_to, &view, &mut scratch),
+                        (None, Some(o)) => move_to::hold(a, o, view.move_to, &view, &mut scratch),
+                        (None, None) => a.behaviors.steer(a, &view, &mut scratch),
                     };
                     StepResult(s, scratch.memory, scratch.events)
                 })
@@ -641,12 +650,23 @@ impl World {
                     let StepResult(s, mem, flags) = results_ref[grid.rank(i)];
                     a.memory = mem;
                     if flags & EVENT_DESTINATION_REACHED != 0 {
+                        let position = a.position;
                         if let Some(o) = a.order.as_mut() {
                             o.done = true;
+                            if flags & EVENT_GAVE_UP != 0 {
+                                o.gave_up = true;
+                                o.short_by = position.distance(o.stop_point);
+                                o.stop_point = position;
+                            }
                         }
                         a.velocity = Vec2::ZERO;
                     }
                     let (y, moved) = ctx.apply(a, s, flags, i, &mut pairs);
+                    let (pos, radius) = (a.position, a.limits.radius);
+                    let tracked = a.active_order().is_some() || a.held_order().is_some();
+                    if let Some(o) = a.order.as_mut().filter(|_| tracked) {
+                        o.track_progress(pos, radius);
+                    }
                     if moved {
                         netted.push(i as u32);
                     }
@@ -695,10 +715,14 @@ impl World {
             .collect();
         flagged.sort_unstable();
         for (_, i, flags) in flagged {
-            let Some(a) = self.agents.storage().get(i as usize) else { continue };
-            let (id, position, unreachable) = (a.id, a.position, a.order.as_ref().is_some_and(|o| o.unreachable));
-            if flags & EVENT_DESTINATION_REACHED != 0 {
-                self.push_event(Event::DestinationReached { id, position, unreachable });
+            let Some(a) = self.agents.storage_mut().get_mut(i as usize) else { continue };
+            let (id, position) = (a.id, a.position);
+            let (unreachable, gave_up) = a.order.as_ref().map_or((false, false), |o| (o.unreachable, o.gave_up));
+            // An order ends once: a member sent on again by a slot trade reaches its new slot
+            // without a second event.
+            let first = a.order.as_mut().is_none_or(|o| !std::mem::replace(&mut o.reported, true));
+            if flags & EVENT_DESTINATION_REACHED != 0 && first {
+                self.push_event(Event::DestinationReached { id, position, unreachable, gave_up });
             }
             if flags & EVENT_PATH_COMPLETED != 0 {
                 self.push_event(Event::PathCompleted { id });

@@ -11,7 +11,7 @@ pub enum Event {
     /// An agent was removed.
     Despawned { id: AgentId },
     /// A MoveTo agent stopped at its destination.
-    DestinationReached { id: AgentId, position: Vec2, unreachable: bool },
+    DestinationReached { id: AgentId, position: Vec2, unreachable: bool, gave_up: bool },
     /// A `once` path follower reached the end of its path.
     PathCompleted { id: AgentId },
 }
