@@ -81,6 +81,10 @@ enum Cmd {
         /// Print one JSON object instead of a table.
         #[arg(long)]
         json: bool,
+        /// Write how the crowd flowed, one CSV row per simulated second (arrived, gave up,
+        /// stuck, on the way, mean speed), to this file.
+        #[arg(long)]
+        series: Option<PathBuf>,
     },
     /// Re-run a recording headless as fast as possible and check its recorded state hashes.
     Replay {
@@ -424,14 +428,23 @@ fn main() -> anyhow::Result<()> {
     heap::install();
     let cli = Cli::parse();
     match cli.command {
-        Some(Cmd::Simulate { scenario, ticks, agents, threads, seed, audit_every, json }) => {
+        Some(Cmd::Simulate { scenario, ticks, agents, threads, seed, audit_every, json, series }) => {
             if threads == 0 || threads > 256 {
                 anyhow::bail!("--threads must be between 1 and 256");
             }
             let sc = Scenario::from_file(&scenario)?;
             let name = scenario.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();
-            let report = simulate(&name, &sc, &SimulateOptions { ticks, agents, threads, seed, audit_every })
-                .with_context(|| format!("simulating {}", scenario.display()))?;
+            let opts = SimulateOptions { ticks, agents, threads, seed, audit_every, series: series.is_some() };
+            let mut report = simulate(&name, &sc, &opts).with_context(|| format!("simulating {}", scenario.display()))?;
+            if let Some(path) = &series {
+                let mut csv = String::from(steerd::simulate::SeriesRow::CSV_HEADER);
+                for row in std::mem::take(&mut report.series) {
+                    csv.push('\n');
+                    csv.push_str(&row.csv());
+                }
+                csv.push('\n');
+                steerd::store::write_atomic(path, csv.as_bytes()).with_context(|| format!("writing {}", path.display()))?;
+            }
             if json {
                 println!("{}", serde_json::to_string(&report)?);
             } else {

@@ -25,11 +25,13 @@ pub struct SimulateOptions {
     /// Audit the state every this many ticks (0 = never; penetrations and overlaps are then 0
     /// because unmeasured, and the report says `audited: false`).
     pub audit_every: u64,
+    /// Keep one [`SeriesRow`] per simulated second in the report.
+    pub series: bool,
 }
 
 impl Default for SimulateOptions {
     fn default() -> Self {
-        SimulateOptions { ticks: 1000, agents: None, threads: 1, seed: None, audit_every: 1 }
+        SimulateOptions { ticks: 1000, agents: None, threads: 1, seed: None, audit_every: 1, series: false }
     }
 }
 
@@ -57,8 +59,16 @@ pub struct Report {
     pub state_hash: String,
     /// Event counts by kind.
     pub events: BTreeMap<String, u64>,
-    /// Agents within their arrive/MoveTo target radius at the end.
+    /// Agents within their arrive target radius at the end, or whose MoveTo order reached its
+    /// stop point and who stand within the order's tolerance of it at the end.
     pub arrived: usize,
+    /// Agents whose MoveTo order gave up short of its stop point (never counted as arrived).
+    pub gave_up: usize,
+    /// How far from their stop points those agents gave up, largest first (at most 20).
+    pub gave_up_short_by: Vec<f32>,
+    /// Arrivals per simulated minute: `arrived` over the time until the last agent arrived
+    /// (the whole run if some never did); null with no MoveTo orders or no arrival.
+    pub throughput_per_min: Option<f64>,
     /// Agents that have an arrive/MoveTo target.
     pub with_target: usize,
     /// Agent-ticks with the agent's centre inside an obstacle.
@@ -92,8 +102,61 @@ pub struct Report {
     /// Largest orientation change in one tick of an agent whose MoveTo order was already done
     /// (radians; the jitter of arrived agents; null when none arrived).
     pub arrived_max_turn: Option<f32>,
-    /// Tick at which the last MoveTo agent arrived (null if some never did).
+    /// Tick at which every MoveTo agent had arrived (none gave up; null if some never did).
     pub all_arrived_tick: Option<u64>,
+    /// One row per simulated second (with `--series`; empty otherwise).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub series: Vec<SeriesRow>,
+}
+
+/// How the crowd flowed in one simulated second (the state at its end).
+#[derive(Debug, Clone, Copy, Serialize, PartialEq)]
+pub struct SeriesRow {
+    /// Simulated seconds since the start.
+    pub second: u64,
+    /// Agents arrived, as the report counts them.
+    pub arrived: usize,
+    /// Agents whose MoveTo gave up.
+    pub gave_up: usize,
+    /// Agents on their way whose MoveTo has made no progress for 10 s or more.
+    pub stuck: usize,
+    /// Agents still on their way.
+    pub on_the_way: usize,
+    /// Mean speed of the agents on their way, units/s (0 with none).
+    pub mean_speed: f32,
+}
+
+impl SeriesRow {
+    /// The CSV header of [`SeriesRow::csv`].
+    pub const CSV_HEADER: &'static str = "second,arrived,gave_up,stuck,on_the_way,mean_speed";
+
+    /// The row as a CSV line.
+    pub fn csv(&self) -> String {
+        format!("{},{},{},{},{},{:.4}", self.second, self.arrived, self.gave_up, self.stuck, self.on_the_way, self.mean_speed)
+    }
+
+    /// The row for the state of `world`.
+    pub fn of(world: &World) -> SeriesRow {
+        let rate = world.config().tick_rate;
+        let stuck_ticks = (10.0 * rate).round() as u32;
+        let (mut on_the_way, mut stuck, mut speed) = (0, 0, 0.0f64);
+        for a in world.agents_unordered() {
+            if let Some(o) = a.active_order() {
+                on_the_way += 1;
+                stuck += usize::from(o.stall >= stuck_ticks);
+                speed += f64::from(a.speed());
+            }
+        }
+        let (arrived, _) = arrived(world);
+        SeriesRow {
+            second: (world.tick() as f64 / f64::from(rate)).round() as u64,
+            arrived,
+            gave_up: gave_up(world).len(),
+            stuck,
+            on_the_way,
+            mean_speed: if on_the_way > 0 { (speed / on_the_way as f64) as f32 } else { 0.0 },
+        }
+    }
 }
 
 /// Flow-field and navigation-grid figures of a run.
@@ -124,8 +187,8 @@ pub enum SimulateError {
     Threads(usize, String),
 }
 
-/// Counts agents within their arrive target radius or done with their MoveTo order within its
-/// tolerance of their stop point (and how many have such a target).
+/// Counts agents within their arrive target radius, or whose MoveTo order reached its stop point
+/// and who stand within its tolerance of it (and how many have such a target).
 pub fn arrived(world: &World) -> (usize, usize) {
     let mut with = 0;
     let mut done = 0;
@@ -140,8 +203,7 @@ pub fn arrived(world: &World) -> (usize, usize) {
 /// arrived (as [`arrived`] counts).
 fn goal(a: &crate::sim::Agent) -> Option<(glam::Vec2, bool)> {
     if let Some(o) = &a.order {
-        // Done: it reported DestinationReached (at its stop point, or blocked at its formation).
-        return Some((o.target, o.done));
+        return Some((o.target, o.done && !o.gave_up && a.position.distance(o.stop_point) <= o.tolerance));
     }
     a.behaviors.entries().iter().find_map(|e| match &e.behavior {
         Behavior::Arrive(p) => match p.target {
@@ -150,6 +212,13 @@ fn goal(a: &crate::sim::Agent) -> Option<(glam::Vec2, bool)> {
         },
         _ => None,
     })
+}
+
+/// How far from their stop points the agents whose MoveTo gave up stopped, largest first.
+pub fn gave_up(world: &World) -> Vec<f32> {
+    let mut v: Vec<f32> = world.agents_unordered().iter().filter_map(|a| a.order.as_ref().filter(|o| o.gave_up).map(|o| o.short_by)).collect();
+    v.sort_by(|a, b| b.total_cmp(a));
+    v
 }
 
 /// Agents with a goal, not arrived, that moved less than their radius since `earlier` (empty:
@@ -198,6 +267,9 @@ pub fn run(name: &str, scenario: &Scenario, opts: &SimulateOptions) -> Result<Re
         state_hash: String::new(),
         events: BTreeMap::new(),
         arrived: 0,
+        gave_up: 0,
+        gave_up_short_by: Vec::new(),
+        throughput_per_min: None,
         with_target: 0,
         obstacle_penetrations: 0,
         min_obstacle_clearance: None,
@@ -214,7 +286,9 @@ pub fn run(name: &str, scenario: &Scenario, opts: &SimulateOptions) -> Result<Re
         nav: None,
         arrived_max_turn: None,
         all_arrived_tick: None,
+        series: Vec::new(),
     };
+    let per_second = f64::from(sc.tick_rate).round().max(1.0) as u64;
     for e in world.drain_events() {
         *events.entry(e.kind().to_string()).or_default() += 1;
     }
@@ -253,8 +327,11 @@ pub fn run(name: &str, scenario: &Scenario, opts: &SimulateOptions) -> Result<Re
             }
             let agents = world.agents_unordered();
             let ordered = agents.iter().filter(|a| a.order.is_some()).count();
-            if all_arrived_tick.is_none() && ordered > 0 && agents.iter().all(|a| a.order.as_ref().is_none_or(|o| o.done)) {
+            if all_arrived_tick.is_none() && ordered > 0 && agents.iter().all(|a| a.order.as_ref().is_none_or(|o| o.done && !o.gave_up)) {
                 all_arrived_tick = Some(world.tick());
+            }
+            if opts.series && world.tick() % per_second == 0 {
+                r.series.push(SeriesRow::of(&world));
             }
             for e in world.drain_events() {
                 *events.entry(e.kind().to_string()).or_default() += 1;
@@ -281,6 +358,12 @@ pub fn run(name: &str, scenario: &Scenario, opts: &SimulateOptions) -> Result<Re
     r.state_hash = format!("{:016x}", state_hash(&world));
     r.events = events;
     (r.arrived, r.with_target) = arrived(&world);
+    let short = gave_up(&world);
+    r.gave_up = short.len();
+    r.gave_up_short_by = short.into_iter().take(20).collect();
+    let ordered = world.agents_unordered().iter().any(|a| a.order.is_some());
+    let minutes = all_arrived_tick.unwrap_or(world.tick()) as f64 / f64::from(sc.tick_rate) / 60.0;
+    r.throughput_per_min = (ordered && r.arrived > 0 && minutes > 0.0).then(|| r.arrived as f64 / minutes);
     r.stuck_agents = stuck_agents(&world, &earlier);
     r.max_goal_distance = max_goal_distance(&world);
     r.arrived_max_turn = arrived_max_turn;
@@ -325,6 +408,8 @@ impl Report {
         row("state_hash", self.state_hash.clone());
         row("events", format!("{:?}", self.events));
         row("arrived", format!("{} of {}", self.arrived, self.with_target));
+        row("gave_up", format!("{} (short by {})", self.gave_up, self.gave_up_short_by.iter().map(|d| format!("{d:.2}")).collect::<Vec<_>>().join(", ")));
+        row("throughput", self.throughput_per_min.map_or("-".into(), |t| format!("{t:.1} arrivals per simulated minute")));
         row("obstacle_penetrations", self.obstacle_penetrations.to_string());
         row("min_obstacle_clearance", self.min_obstacle_clearance.map_or("-".into(), |c| format!("{c:.3}")));
         row("wall_crossings", self.wall_crossings.to_string());

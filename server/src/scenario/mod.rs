@@ -29,7 +29,7 @@ use crate::convert::{self, vec2};
 use crate::sim::behaviors::move_to::MoveToParams;
 use crate::sim::error::SimError;
 use crate::sim::view::Bounds;
-use crate::sim::world::{EdgeRule, SpawnSpec, TargetBinding, World, WorldConfig};
+use crate::sim::world::{EdgeRule, SpawnArea, SpawnSpec, TargetBinding, World, WorldConfig};
 
 /// Largest scenario file accepted, bytes.
 pub const MAX_SCENARIO_BYTES: usize = 16 << 20;
@@ -274,7 +274,13 @@ impl GroupSpec {
 
     /// The sim spawn spec (resolves a group binding against `world`).
     pub fn to_spawn(&self, world: &World) -> Result<SpawnSpec, SimError> {
-        let area = convert::spawn_area(&self.area);
+        let area = match (&self.area, self.lattice) {
+            (_, false) => convert::spawn_area(&self.area),
+            (steer_proto::SpawnArea::Rect(r), true) => {
+                SpawnArea::Points(lattice(Vec2::new(r.min_x, r.min_y), Vec2::new(r.max_x, r.max_y), self.count))
+            }
+            (_, true) => return Err(SimError::invalid("lattice", "needs a `rect` area")),
+        };
         let binding = match &self.binding {
             BindingSpec::AsGiven => TargetBinding::AsGiven,
             BindingSpec::Antipode { center } => TargetBinding::Antipode { center: vec2(*center) },
@@ -295,9 +301,43 @@ impl GroupSpec {
     }
 }
 
+/// `n` points on a lattice filling the rectangle `min`–`max`: columns and rows in the
+/// rectangle's proportions, each point at the centre of its lattice cell, row after row from
+/// the lower-left corner.
+fn lattice(min: Vec2, max: Vec2, n: usize) -> Vec<Vec2> {
+    if n == 0 {
+        return Vec::new();
+    }
+    let size = (max - min).max(Vec2::splat(1e-3));
+    let cols = ((n as f32 * size.x / size.y).sqrt().round() as usize).clamp(1, n);
+    let rows = n.div_ceil(cols);
+    let cell = Vec2::new(size.x / cols as f32, size.y / rows as f32);
+    (0..n).map(|i| min + cell * Vec2::new((i % cols) as f32 + 0.5, (i / cols) as f32 + 0.5)).collect()
+}
+
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
+
+    #[test]
+    fn lattice_fills_the_rect_in_its_proportions_row_by_row() {
+        // 6 points in 3 × 2: 3 columns (√(6·3/2) = 3), 2 rows, cell 1 × 1, centres at .5.
+        let p = lattice(Vec2::ZERO, Vec2::new(3.0, 2.0), 6);
+        let want = [(0.5, 0.5), (1.5, 0.5), (2.5, 0.5), (0.5, 1.5), (1.5, 1.5), (2.5, 1.5)];
+        assert_eq!(p, want.iter().map(|&(x, y)| Vec2::new(x, y)).collect::<Vec<_>>());
+        // 5 points in the same rect: 3 columns (√7.5 ≈ 2.7), the second row short.
+        assert_eq!(lattice(Vec2::ZERO, Vec2::new(3.0, 2.0), 5).len(), 5);
+        assert!(lattice(Vec2::ZERO, Vec2::ONE, 0).is_empty());
+    }
+
+    #[test]
+    fn lattice_needs_a_rect_area() {
+        let mut s = Scenario::from_json(MINI).expect("mini");
+        s.groups[0].lattice = true;
+        s.groups[0].area = steer_proto::SpawnArea::Circle(steer_proto::Circle { x: 50.0, y: 50.0, radius: 10.0 });
+        let err = s.build().err().expect("refused").to_string();
+        assert!(err.contains("lattice"), "{err}");
+    }
 
     pub(crate) const MINI: &str = r#"{
         "bounds": {"min": {"x": 0, "y": 0}, "max": {"x": 100, "y": 100}},

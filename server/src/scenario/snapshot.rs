@@ -27,6 +27,7 @@ pub fn snapshot_scenario(world: &World, base: &Scenario) -> Scenario {
             name: name.clone(),
             count: 0,
             area: SpawnArea::Points(Points { points: Vec::new() }),
+            lattice: false,
             limits: Limits::default(),
             binding: BindingSpec::AsGiven,
             initial_speed: 0.0,
@@ -46,6 +47,7 @@ pub fn snapshot_scenario(world: &World, base: &Scenario) -> Scenario {
         }
         g.count = points.len();
         g.area = SpawnArea::Points(Points { points });
+        g.lattice = false;
         // Agent-id bindings refer to ids of the old world; keep them only if the group they
         // name is kept too (ids are reassigned in order on load).
         groups.push(g);

@@ -237,6 +237,11 @@ pub struct GroupSpec {
     pub count: usize,
     /// Where they spawn, written as in a `spawn` message (PROTOCOL.md §4).
     pub area: SpawnArea,
+    /// With a `rect` area: the agents stand on a lattice filling it (as many columns as the
+    /// rectangle's shape gives for `count`, row after row from the lower-left corner) instead
+    /// of at random: a dense formation, as an army or a block of pedestrians is drawn up.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub lattice: bool,
     /// Limits, as in a `spawn` message (absent fields: 000's max speed 5, max accel 10, …).
     #[serde(default)]
     pub limits: Limits,
