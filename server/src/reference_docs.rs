@@ -4,8 +4,10 @@
 //! * `docs/configuration.md`, blocks `settings` and `flags`: every settings key with its default
 //!   (from `Settings::default()`), its description (the doc comment of its field in
 //!   `config.rs`), and the flag and environment variable that set it (from `cli::ServeArgs`);
-//! * `client-proto/PROTOCOL.md`, blocks `version` and `close-codes`: `PROTOCOL_VERSION` and
-//!   `steer_proto::close::ALL`; and its version table must have a row for the current version.
+//! * `client-proto/PROTOCOL.md`, blocks `version`, `close-codes` and `walkthrough`: `PROTOCOL_VERSION`,
+//!   `steer_proto::close::ALL`, and a session's bytes from `Hello` to the first delta, encoded by
+//!   `steer-proto` and annotated field by field (the golden vectors supply the server's side); its
+//!   version table must have a row for the current version.
 //!
 //! A block sits between `<!-- BEGIN GENERATED name … -->` and `<!-- END GENERATED name -->`.
 //! When the code and a block disagree the test fails; after an intended change regenerate the
@@ -222,6 +224,161 @@ pub fn close_codes() -> String {
     t
 }
 
+
+/// One message's bytes, annotated field by field. `fields` must cover `whole` exactly, in order
+/// (the test fails otherwise, so an annotation cannot drift from the encoding).
+fn annotate(out: &mut String, title: &str, whole: &[u8], fields: &[(String, Vec<u8>)]) {
+    let joined: Vec<u8> = fields.iter().flat_map(|(_, b)| b.iter().copied()).collect();
+    assert_eq!(joined, whole, "{title}: the annotated fields do not make up the message");
+    writeln!(out, "{title} ({} bytes):\n```", whole.len()).unwrap();
+    for (label, bytes) in fields {
+        let hex: Vec<String> = bytes.iter().map(|b| format!("{b:02x}")).collect();
+        let mut chunks = hex.chunks(12).map(|c| c.join(" "));
+        let first = chunks.next().unwrap_or_default();
+        writeln!(out, "{first:<36}  {label}").unwrap();
+        for more in chunks {
+            writeln!(out, "{more}").unwrap();
+        }
+    }
+    out.push_str("```\n");
+}
+
+fn enc<T: serde::Serialize>(v: &T) -> Vec<u8> {
+    steer_proto::encode_binary(v).unwrap()
+}
+
+fn vector(name: &str) -> steer_proto::ServerMsg {
+    let path = repo().join(format!("client-proto/tests/vectors/{name}.hex"));
+    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    let hex: String = text.split_whitespace().collect();
+    let bytes: Vec<u8> = (0..hex.len()).step_by(2).map(|i| u8::from_str_radix(&hex[i..i + 2], 16).unwrap()).collect();
+    let msg = steer_proto::decode_binary(&bytes, steer_proto::HARD_LIMIT).unwrap();
+    assert_eq!(enc(&msg), bytes, "{name}: re-encoding differs");
+    msg
+}
+
+/// The cells message `c`, annotated: its head field by field, then one line per entry.
+fn annotate_cells(out: &mut String, title: &str, c: &steer_proto::Cells) {
+    use steer_proto::CellEntry;
+    let whole = enc(&steer_proto::ServerMsg::Cells(c.clone()));
+    let mut fields = vec![
+        ("ServerMsg variant 7: cells".to_string(), enc(&7u32)),
+        (format!("world {}", c.world), enc(&c.world)),
+        (format!("tick {}", c.tick), enc(&c.tick)),
+        (format!("span {} (every tick)", c.span), enc(&c.span)),
+        (
+            match c.checksum {
+                Some(k) => format!("checksum present: 0x{:016x}", k.0),
+                None => "no checksum".into(),
+            },
+            enc(&c.checksum),
+        ),
+    ];
+    let head: usize = fields.iter().map(|f| f.1.len()).sum();
+    let rest = whole[head..].to_vec();
+    let entries: Vec<String> = c
+        .entries
+        .iter()
+        .map(|e| match e {
+            CellEntry::Keyframe(k) => format!("cell {} keyframe (state tick {}, {} agents)", k.cell, k.tick, k.agents.len()),
+            CellEntry::Delta(d) => format!(
+                "cell {} delta on base tick {} ({} changed, {} left, {} entered)",
+                d.cell,
+                d.base_tick,
+                d.changed.len(),
+                d.left.len(),
+                d.entered.len()
+            ),
+        })
+        .collect();
+    fields.push((format!("entries, a byte string (length, then §6.8 entries): {}", entries.join("; ")), rest));
+    annotate(out, title, &whole, &fields);
+}
+
+/// PROTOCOL.md's walkthrough: the bytes of a session from `Hello` to the first applied delta,
+/// built from `steer-proto` and the golden vectors.
+pub fn walkthrough() -> String {
+    use steer_proto::{Area, ClientMsg, Encoding, Hello, ServerMsg, Subscribe, WholeWorld};
+    let mut out = String::new();
+    let hello = Hello { protocol_version: steer_proto::PROTOCOL_VERSION, token: None, encoding: Encoding::Binary, resume: None };
+    annotate(
+        &mut out,
+        "1. The client opens `ws://host:8080/ws` and sends `Hello` in a binary frame",
+        &enc(&ClientMsg::Hello(hello.clone())),
+        &[
+            ("ClientMsg variant 0: hello".into(), enc(&0u32)),
+            (format!("protocol_version {}", hello.protocol_version), enc(&hello.protocol_version)),
+            ("token: absent (dev mode; else 01, length, the JWT)".into(), enc(&hello.token)),
+            ("encoding 0: binary".into(), enc(&hello.encoding)),
+            ("resume: absent".into(), enc(&hello.resume)),
+        ],
+    );
+    let ServerMsg::Welcome(w) = vector("server_welcome") else { panic!("server_welcome is not a welcome") };
+    out.push('\n');
+    annotate(
+        &mut out,
+        "2. The server answers `Welcome` (vector `server_welcome`: a player `alice`, one world)",
+        &enc(&ServerMsg::Welcome(w.clone())),
+        &[
+            ("ServerMsg variant 0: welcome".into(), enc(&0u32)),
+            (format!("protocol_version {}", w.protocol_version), enc(&w.protocol_version)),
+            (format!("tick_rate_hz {} (f32)", w.tick_rate_hz), enc(&w.tick_rate_hz)),
+            (
+                format!("quantization: pos_step {}, vel_step {}, predict_num {}, orient_snap {}", w.quantization.pos_step, w.quantization.vel_step, w.quantization.predict_num, w.quantization.orient_snap),
+                enc(&w.quantization),
+            ),
+            (
+                format!(
+                    "worlds: {} — {}",
+                    w.worlds.len(),
+                    w.worlds.iter().map(|x| format!("id {} `{}`, bounds, aoi_cell_size {}, {} × {} cells", x.id, x.name, x.aoi_cell_size, x.cols, x.rows)).collect::<Vec<_>>().join("; ")
+                ),
+                enc(&w.worlds),
+            ),
+            (format!("max_message_bytes {}", w.max_message_bytes), enc(&w.max_message_bytes)),
+            (format!("player_id `{}`", w.player_id), enc(&w.player_id)),
+            (format!("role {:?}", w.role), enc(&w.role)),
+            ("resume_token (32 hex digits)".into(), enc(&w.resume_token)),
+            (format!("session_grace_secs {}", w.session_grace_secs), enc(&w.session_grace_secs)),
+        ],
+    );
+    let sub = Subscribe { request_id: 1, world: w.worlds.first().map_or_else(String::new, |x| x.name.clone()), area: Area::WholeWorld(WholeWorld {}), every_n_ticks: 1 };
+    out.push('\n');
+    annotate(
+        &mut out,
+        "3. The client subscribes to the whole world",
+        &enc(&ClientMsg::Subscribe(sub.clone())),
+        &[
+            ("ClientMsg variant 1: subscribe".into(), enc(&1u32)),
+            (format!("request_id {}", sub.request_id), enc(&sub.request_id)),
+            (format!("world `{}`", sub.world), enc(&sub.world)),
+            ("area variant 1: whole_world".into(), enc(&sub.area)),
+            ("every_n_ticks 1".into(), enc(&sub.every_n_ticks)),
+        ],
+    );
+    let ServerMsg::CommandResult(r) = vector("server_result_subscribed") else { panic!("server_result_subscribed") };
+    out.push('\n');
+    annotate(
+        &mut out,
+        "4. The server confirms with the cells now covered (vector `server_result_subscribed`, a smaller subscription: cells 36, 37, 56, 57)",
+        &enc(&ServerMsg::CommandResult(r.clone())),
+        &[
+            ("ServerMsg variant 4: command_result".into(), enc(&4u32)),
+            (format!("request_id {}", r.request_id), enc(&r.request_id)),
+            ("result: Outcome 1 subscribed, world 1, cells as runs (§5.2)".into(), enc(&r.result)),
+        ],
+    );
+    for (name, title) in [
+        ("server_cells_0", "5. The first `cells` message: keyframe entries, which start each cell's chain (vector `server_cells_0`)"),
+        ("server_cells_1", "6. The next tick's `cells` message: delta entries chained on those keyframes (vector `server_cells_1`)"),
+    ] {
+        let ServerMsg::Cells(c) = vector(name) else { panic!("{name} is not a cells message") };
+        out.push('\n');
+        annotate_cells(&mut out, title, &c);
+    }
+    out
+}
+
 /// Replaces (bless) or checks the block `name` of `text`; `Err` says what differs.
 fn splice(text: &str, file: &str, name: &str, want: &str) -> Result<String, String> {
     let begin = format!("<!-- BEGIN GENERATED {name} ");
@@ -245,12 +402,13 @@ fn splice(text: &str, file: &str, name: &str, want: &str) -> Result<String, Stri
 #[test]
 fn reference_docs_match_the_code() {
     let (settings, flag_table) = configuration();
-    let blocks: [(&str, &str, String); 5] = [
+    let blocks: [(&str, &str, String); 6] = [
         ("docs/rest-api.md", "routes", routes()),
         ("docs/configuration.md", "settings", settings),
         ("docs/configuration.md", "flags", flag_table),
         ("client-proto/PROTOCOL.md", "version", protocol_version()),
         ("client-proto/PROTOCOL.md", "close-codes", close_codes()),
+        ("client-proto/PROTOCOL.md", "walkthrough", walkthrough()),
     ];
     let mut errors = Vec::new();
     let mut files: BTreeMap<&str, String> = BTreeMap::new();
