@@ -66,8 +66,9 @@ import json, sys
 r = json.load(open(sys.argv[1]))
 g = r["max_goal_distance"]
 g = "-" if g is None else f"{g:.3f}"
+t = "-" if r["all_arrived_tick"] is None else r["all_arrived_tick"]
 print("| `{}` | {} | {:.3f} | {} | {} | {} of {} | {} | {} | {} | {:.0f} {}".format(
     r["scenario"], r["ticks"], r["max_penetration"], r["overlap_pair_ticks"], r["contacts"], r["arrived"],
-    r["with_target"], r["all_arrived_tick"], r["stuck_agents"], g, r["ns_per_agent_tick"], sys.argv[2]))
+    r["with_target"], t, r["stuck_agents"], g, r["ns_per_agent_tick"], sys.argv[2]))
 EOF
 done
