@@ -218,8 +218,7 @@ async fn shutdown_signal() {
 /// jemalloc, for its count of live heap bytes (`steerd_heap_allocated_bytes`, the leak gate of
 /// reliability test 10): glibc's malloc keeps freed memory in its arenas, so RSS alone cannot
 /// tell a leak from the allocator's high-water mark. Not in static (`crt-static`) builds,
-/// which keep the C library's malloc (the container image; see README, Deploy), nor without
-/// the default `jemalloc` feature.
+/// which keep the C library's malloc, nor without the default `jemalloc` feature.
 #[cfg(all(feature = "jemalloc", target_os = "linux", not(target_feature = "crt-static")))]
 mod heap {
     #[global_allocator]
