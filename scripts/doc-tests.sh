@@ -89,6 +89,7 @@ free_port() {
 }
 
 # --- the shared server
+: >"$work/server.out"
 RUST_LOG=warn "$target/release/steerd" --listen 127.0.0.1:0 --data-dir "$work/data" \
   --scenarios-dir "$root/scenarios" >"$work/server.out" 2>"$work/server.err" &
 server_pid=$!
