@@ -4,7 +4,7 @@
 # and fails on correctness only: any decode/checksum error, chain break, disconnect, failed
 # connect, command timeout, or missed tick. Latencies (command round trip, frame lateness) are
 # printed in the report but not gated: on a shared 2-core machine they measure the host, and
-# they belong in the capacity benchmark (README Performance). Commands mix MoveTo (flow fields,
+# they belong in the capacity benchmark (BENCHMARKS.md, "Swarm ladder"). Commands mix MoveTo (flow fields,
 # built within the world's per-tick budget) with add/remove-behaviour.
 # Usage: loadtest/smoke.sh [extra flags]
 # Honours CARGO_TARGET_DIR. Writes the JSON report to $SWARM_REPORT (default: a temp file).

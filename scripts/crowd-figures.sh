@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The crowd figures of README's Performance section (issue 13), in one run of `steerd simulate`:
+# The crowd figures of BENCHMARKS.md ("Crowd cost", "Crowd quality"), in one run of `steerd simulate`:
 #
 #  1. Cost: circle (one MoveTo per agent, reciprocal avoidance) against swarm-10k (wanderers) at
 #     1,000 and 10,000 agents, 1 and 2 threads, ROUNDS rounds (default 3), interleaved. Each run
@@ -12,10 +12,13 @@
 #     overlap_pair_ticks, contacts, arrivals, all_arrived_tick, stuck_agents, max_goal_distance,
 #     and the whole run's mean ns per agent-tick.
 #
+# Each row ends with BENCHMARKS.md's date, commit, machine and command cells.
 # Usage: scripts/crowd-figures.sh [ROUNDS]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 rounds="${1:-3}"
+. scripts/bench-meta.sh
+meta="$(bench_meta "scripts/crowd-figures.sh $rounds")"
 cargo build --release -p steerd >&2
 bin="${CARGO_TARGET_DIR:-target}/release/steerd"
 out="$(mktemp)"
@@ -32,7 +35,7 @@ for round in $(seq 1 "$rounds"); do
         done
     done
 done
-python3 - "$out" <<'EOF'
+python3 - "$out" "$meta" <<'EOF'
 import statistics, sys
 from collections import defaultdict
 ns = defaultdict(list)
@@ -42,29 +45,30 @@ for line in open(sys.argv[1]):
     ns[(sc, int(n), int(t))].append(float(v))
     hashes[(sc, int(n))].add(h)
 med = {k: statistics.median(v) for k, v in ns.items()}
-print("| agents | threads | circle ns/agent-tick | swarm-10k ns/agent-tick | circle / swarm | circle 2 vs 1 | same hash (1, 2 threads) |")
-print("|---|---|---|---|---|---|---|")
+print("| agents | threads | circle ns/agent-tick | swarm-10k ns/agent-tick | circle / swarm | circle 2 vs 1 | same hash (1, 2 threads) | date | commit | machine | command |")
+print("|---|---|---|---|---|---|---|---|---|---|---|")
 for n in (1000, 10000):
     for t in (1, 2):
         c, s = med[("circle", n, t)], med[("swarm-10k", n, t)]
         speed = med[("circle", n, 1)] / c if t == 2 else 1.0
         same = len(hashes[("circle", n)]) == 1 and len(hashes[("swarm-10k", n)]) == 1
-        print(f"| {n:,} | {t} | {c:.0f} | {s:.0f} | {c / s:.2f}x | {speed:.2f}x | {'yes' if same else 'NO'} |")
+        print(f"| {n:,} | {t} | {c:.0f} | {s:.0f} | {c / s:.2f}× | {speed:.2f}× | {'yes' if same else 'NO'} {sys.argv[2]}")
 EOF
 echo
-echo "| scenario | ticks | max_penetration | overlap_pair_ticks | contacts | arrived | all_arrived_tick | stuck | max_goal_distance | mean ns/agent-tick |"
-echo "|---|---|---|---|---|---|---|---|---|---|"
+echo "| scenario | ticks | max_penetration | overlap_pair_ticks | contacts | arrived | all_arrived_tick | stuck | max_goal_distance | mean ns/agent-tick | date | commit | machine | command |"
+echo "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"
 for spec in circle:24000 maze-moveto:2700 crossing:2000; do
     sc="${spec%%:*}"
     ticks="${spec##*:}"
     "$bin" simulate "scenarios/$sc.json" --ticks "$ticks" --json >"$out"
-    python3 - "$out" <<'EOF'
+    python3 - "$out" "$meta" <<'EOF'
 import json, sys
 r = json.load(open(sys.argv[1]))
 g = r["max_goal_distance"]
 g = "-" if g is None else f"{g:.3f}"
-print("| {} | {} | {:.3f} | {} | {} | {} of {} | {} | {} | {} | {:.0f} |".format(
+t = "-" if r["all_arrived_tick"] is None else r["all_arrived_tick"]
+print("| `{}` | {} | {:.3f} | {} | {} | {} of {} | {} | {} | {} | {:.0f} {}".format(
     r["scenario"], r["ticks"], r["max_penetration"], r["overlap_pair_ticks"], r["contacts"], r["arrived"],
-    r["with_target"], r["all_arrived_tick"], r["stuck_agents"], g, r["ns_per_agent_tick"]))
+    r["with_target"], t, r["stuck_agents"], g, r["ns_per_agent_tick"], sys.argv[2]))
 EOF
 done

@@ -11,7 +11,7 @@
 #   d) the most whole-world subscribers fed at 20 Hz with p99 delivery < 50 ms: a ladder of 500,
 #      1000, 1500, … stopping at the first step that fails (p99 delivery ≥ 50 ms, a missed tick,
 #      a disconnect, a bot not connected, or any decode/checksum/chain error);
-#   e) issue #6's capacity ladder on swarm-10k (README Performance: each bot commands its own
+#   e) issue #6's capacity ladder on swarm-10k (BENCHMARKS.md "Swarm ladder": each bot commands its own
 #      agent in a 100×100 area; every tick delivered, p99 lateness < 50 ms, 0 disconnects) from
 #      1,000 bots in steps of 500 until the first failure, and a projection of bots per dedicated
 #      server core from server CPU per bot (a line through the ladder's server CPU-µs per tick
@@ -38,6 +38,8 @@
 # descriptor per connection.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+. scripts/bench-meta.sh
+meta="$(bench_meta "scripts/fanout-figures.sh${*:+ $*}")"
 
 steps="abcde"
 window=12
@@ -191,7 +193,7 @@ esac
 case "$steps" in *e*)
     n=1000
     while [ "$n" -le "$max_bots" ]; do
-        # README Performance's capacity command (issue #6), with the window figures on top.
+        # The swarm-ladder command of BENCHMARKS.md (issue #6), with the window figures on top.
         run "e-$n" scenarios/swarm-10k.json "$n" 10 20 --commands-per-sec 1 --aoi 100x100 --format binary --seed 3 "${skim[@]}"
         pass "e-$n" lateness || break
         n=$((n + 500))
@@ -210,9 +212,12 @@ if [[ "$steps" == *e* ]] && [ -e "${e_reports[0]}" ]; then
     fit_e="$("$swarm" --fit "${e_reports[@]}" 2>&1 || true)"
 fi
 
-SKIM="${skim[*]}" python3 - "$out" "$commit" "$uptime_before" "$uptime_after" "$fit_b" "$fit_e" "$max_subs" "$max_bots" "$conntrack_before" "$conntrack_after" <<'EOF'
+SKIM="${skim[*]}" python3 - "$out" "$commit" "$uptime_before" "$uptime_after" "$fit_b" "$fit_e" "$max_subs" "$max_bots" "$conntrack_before" "$conntrack_after" "$meta" <<'EOF'
 import glob, json, os, sys
-out, commit, up0, up1, fit_b, fit_e, max_subs, max_bots, ct0, ct1 = sys.argv[1:11]
+out, commit, up0, up1, fit_b, fit_e, max_subs, max_bots, ct0, ct1, meta = sys.argv[1:12]
+def row(text):
+    # A BENCHMARKS.md row: the figure's cells, then date, commit, machine and command.
+    print(text.rstrip().removesuffix("|").rstrip() + " " + meta)
 def load(name):
     try:
         return json.load(open(os.path.join(out, name + ".json")))
@@ -234,12 +239,12 @@ print(f"\nfan-out figures at {commit}" + (" (subscribers of a-d and bots of e sk
 print(f"load before: {up0.strip()}")
 print(f"load after:  {up1.strip()}")
 print(f"conntrack entries before/after: {ct0}/{ct1} (a rise: the kernel tracked the runs' loopback connections)\n")
-print("| figure | value | run |")
-print("|---|---|---|")
+print("| figure | value | run | date | commit | machine | command |")
+print("|---|---|---|---|---|---|---|")
 r = load("a-50")
 if r:
-    print(f"| a) bytes per moving agent per tick (1,000 agents, whole world) | {f(r['bytes_per_moving_agent'])} | 50 subscribers: {f(r['bytes_per_subscriber_tick'], 0)} B per subscriber per tick, {health(r)} |")
-    print(f"| a) bytes per agent at join | {f(r['join_bytes_per_agent'])} | {r['joins']} joins, {f(r['join_bytes_per_bot'], 0)} B each |")
+    row(f"| a) bytes per moving agent per tick (1,000 agents, whole world) | {f(r['bytes_per_moving_agent'])} | 50 subscribers: {f(r['bytes_per_subscriber_tick'], 0)} B per subscriber per tick, {health(r)} |")
+    row(f"| a) bytes per agent at join | {f(r['join_bytes_per_agent'])} | {r['joins']} joins, {f(r['join_bytes_per_bot'], 0)} B each |")
 fb = fit(fit_b) if fit_b else None
 pts = []
 for n in (1, 100, 250, 500):
@@ -247,12 +252,12 @@ for n in (1, 100, 250, 500):
     if r:
         pts.append(f"{n} ({f(r['window_subscribers'], 0)} subscribed in the window): {f(r['server_cpu_us_per_tick'], 0)} µs/tick ({f(r['server_cpu_us_per_subscriber_tick'])} per sub·tick, p99 delivery {f(r['frame_delivery_ms']['p99'])} ms, {errors(r) + r['tick_gaps'] + r['disconnects']} errors/gaps/disconnects)")
 if fb:
-    print(f"| b) server CPU-µs per whole-world subscriber per tick (linear fit) | {f(fb['cpu_us_per_subscriber_tick'])} | intercept {f(fb['cpu_us_per_tick_at_zero'], 0)} µs/tick, r² {f(fb['r2'], 3)}; " + "; ".join(pts) + " |")
+    row(f"| b) server CPU-µs per whole-world subscriber per tick (linear fit) | {f(fb['cpu_us_per_subscriber_tick'])} | intercept {f(fb['cpu_us_per_tick_at_zero'], 0)} µs/tick, r² {f(fb['r2'], 3)}; " + "; ".join(pts) + " |")
 elif fit_b:
-    print(f"| b) server CPU-µs per whole-world subscriber per tick (linear fit) | - | no fit: {fit_b.strip()} |")
+    row(f"| b) server CPU-µs per whole-world subscriber per tick (linear fit) | - | no fit: {fit_b.strip()} |")
 r = load("c-1000")
 if r:
-    print(f"| c) server CPU at 1,000 whole-world subscribers | {f(r['window_server_cpu_pct'], 1)} % of a core | {f(r['window_subscribers'], 0)} subscribed in the window (mean), {f(r['server_cpu_us_per_subscriber_tick'])} µs per sub·tick, p99 delivery {f(r['frame_delivery_ms']['p99'])} ms, swarm CPU {f(r['swarm_cpu_pct'], 0)} %, {health(r)} |")
+    row(f"| c) server CPU at 1,000 whole-world subscribers | {f(r['window_server_cpu_pct'], 1)} % of a core | {f(r['window_subscribers'], 0)} subscribed in the window (mean), {f(r['server_cpu_us_per_subscriber_tick'])} µs per sub·tick, p99 delivery {f(r['frame_delivery_ms']['p99'])} ms, swarm CPU {f(r['swarm_cpu_pct'], 0)} %, {health(r)} |")
 def ladder(prefix, kind, step_field):
     runs = sorted((int(p.rsplit("-", 1)[1][:-5]), json.load(open(p))) for p in glob.glob(os.path.join(out, prefix + "-*.json")))
     best, failed, cells = None, None, []
@@ -269,17 +274,17 @@ def ladder(prefix, kind, step_field):
 if os.path.exists(os.path.join(out, "d-500.json")):
     best, failed, cells, _ = ladder("d", "delivery", "frame_delivery_ms")
     top = "" if failed else f" (ladder top {max_subs} reached)"
-    print(f"| d) whole-world subscribers fed at 20 Hz, p99 delivery < 50 ms | {best if best else '< 500'} | fails at {failed if failed else '-'}{top}; " + "; ".join(cells) + " |")
+    row(f"| d) whole-world subscribers fed at 20 Hz, p99 delivery < 50 ms | {best if best else '< 500'} | fails at {failed if failed else '-'}{top}; " + "; ".join(cells) + " |")
 if os.path.exists(os.path.join(out, "e-1000.json")):
     best, failed, cells, runs = ladder("e", "lateness", "frame_lateness_ms")
     top = "" if failed else f" (ladder top {max_bots} reached)"
-    print(f"| e) swarm-10k capacity: bots, every tick, p99 lateness < 50 ms, 0 disconnects | {best if best else '< 1000'} | fails at {failed if failed else '-'}{top}; " + "; ".join(cells) + " |")
+    row(f"| e) swarm-10k capacity: bots, every tick, p99 lateness < 50 ms, 0 disconnects | {best if best else '< 1000'} | fails at {failed if failed else '-'}{top}; " + "; ".join(cells) + " |")
     fe = fit(fit_e) if fit_e else None
     if fe and fe["cpu_us_per_subscriber_tick"] > 0:
         per_core = (50_000 - fe["cpu_us_per_tick_at_zero"]) / fe["cpu_us_per_subscriber_tick"]
-        print(f"| e) projected bots per dedicated server core (fit over the ladder) | {per_core:,.0f} | {f(fe['cpu_us_per_subscriber_tick'])} µs per bot per tick + {f(fe['cpu_us_per_tick_at_zero'], 0)} µs per tick (the world), r² {f(fe['r2'], 3)}; a core = 50,000 µs per 20 Hz tick |")
+        row(f"| e) projected bots per dedicated server core (fit over the ladder) | {per_core:,.0f} | {f(fe['cpu_us_per_subscriber_tick'])} µs per bot per tick + {f(fe['cpu_us_per_tick_at_zero'], 0)} µs per tick (the world), r² {f(fe['r2'], 3)}; a core = 50,000 µs per 20 Hz tick |")
     ok_runs = [(n, r) for n, r in runs if n == best]
     if ok_runs and ok_runs[0][1]["window_server_cpu_pct"]:
         n, r = ok_runs[0]
-        print(f"| e) bots per core from the largest passing step alone | {n * 100 / r['window_server_cpu_pct']:,.0f} | {n} bots at {f(r['window_server_cpu_pct'], 1)} % of a core (world tick included) |")
+        row(f"| e) bots per core from the largest passing step alone | {n * 100 / r['window_server_cpu_pct']:,.0f} | {n} bots at {f(r['window_server_cpu_pct'], 1)} % of a core (world tick included) |")
 EOF

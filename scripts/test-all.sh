@@ -1,20 +1,24 @@
 #!/usr/bin/env bash
 # Runs every test of the project: the same command README.md gives and .ci/run calls.
-# Installs what it needs itself (Debian chromium, mono + NUnit, npm packages, podman + runc).
+# Installs what it needs itself (Debian chromium, jq, mono + NUnit, npm packages, podman + runc).
 #
 #  1. cargo test: unit, property, scenario tests, and the end-to-end suite (server/tests/it) that
 #     drives the real server binary Cargo built over real sockets (release: the simulation tests
 #     need the speed)
 #  2. one build per profile: after step 1, `cargo build -p steerd` / `-p steer-swarm` (what the
 #     README and the suites below run) must compile nothing (workspace-hack/ unifies features)
-#  3. steer-swarm smoke: 50 bots for 10 s against a real server, gated on correctness only
+#  3. docs: the runnable shell blocks of README.md and docs/ against a real server, and the
+#     book's table of contents and relative links (scripts/doc-tests.sh). The generated reference
+#     tables (routes, configuration, protocol version and close codes) are checked in step 1
+#     (steerd's reference_docs test).
+#  4. steer-swarm smoke: 50 bots for 10 s against a real server, gated on correctness only
 #     (no disconnects, decode/checksum errors, chain breaks, command timeouts or missed ticks);
 #     then scripts/bench-compare.sh --smoke HEAD (the baseline guard runs, no ratio gate)
-#  4. viewer: JS decoder against the golden vectors, and the page in headless Chromium
-#  5. client SDKs (clients/): TypeScript (node) and C# (mono + NUnit): golden vectors, frame
+#  5. viewer: JS decoder against the golden vectors, and the page in headless Chromium
+#  6. client SDKs (clients/): TypeScript (node) and C# (mono + NUnit): golden vectors, frame
 #     chains, and an end-to-end test each against a real server
-#  6. container: the image built with podman (runc), run, probed, drained with SIGTERM
-#  7. reliability: the 20 tests of RELIABILITY.md, short mode (tests/reliability/run.sh; installs
+#  7. container: the image built with podman (runc), run, probed, drained with SIGTERM
+#  8. reliability: the 20 tests of docs/reliability.md, short mode (tests/reliability/run.sh; installs
 #     cargo-fuzz, cargo-deny, schemathesis in a venv, iproute2)
 #
 # Lints are not tests: .ci/run runs clippy (scripts/lint.sh) after this command, so CI still
@@ -93,6 +97,7 @@ step "cargo test" cargo test --workspace --release --tests --bench '*' --example
 ./tests/reliability/run.sh --build-only >target/prebuild-reliability.log 2>&1 &
 pre_reliability=$!
 step "one build per profile" no_rebuild
+step "docs" ./scripts/doc-tests.sh
 step "swarm smoke" ./loadtest/smoke.sh
 # The baseline guard (scripts/bench-compare.sh) against itself, one round of small cases: it
 # checks that the script works; its ratios are no gate here (they belong in benchmarks).

@@ -1,13 +1,16 @@
 #!/usr/bin/env bash
-# The simulation-tick figures of README's Performance section, in one run: `steerd simulate` on
+# The simulation-tick figures of BENCHMARKS.md ("Tick cost"), in one run: `steerd simulate` on
 # swarm-10k and flock at 1k, 10k and 100k agents, 1 and 2 threads interleaved, ROUNDS rounds
 # (default 3). Prints a markdown table of the median (over the rounds) of each run's p50 tick,
 # the 2-vs-1-thread speed-up, and per-agent cost at 1k and 100k relative to 10k (2 threads),
 # from the p50s and from the mean ticks (which include the occasional re-sort of the agents);
-# checks that 1 and 2 threads give the same state_hash. Usage: scripts/tick-figures.sh [ROUNDS]
+# checks that 1 and 2 threads give the same state_hash. Each row ends with BENCHMARKS.md's date,
+# commit, machine and command cells. Usage: scripts/tick-figures.sh [ROUNDS]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 rounds="${1:-3}"
+. scripts/bench-meta.sh
+meta="$(bench_meta "scripts/tick-figures.sh $rounds")"
 cargo build --release -p steerd >&2
 bin="${CARGO_TARGET_DIR:-target}/release/steerd"
 out="$(mktemp)"
@@ -24,7 +27,7 @@ for round in $(seq 1 "$rounds"); do
         done
     done
 done
-python3 - "$out" <<'EOF'
+python3 - "$out" "$meta" <<'EOF'
 import statistics, sys
 from collections import defaultdict
 runs = defaultdict(list)
@@ -37,8 +40,9 @@ for line in open(sys.argv[1]):
     hashes[(sc, int(n))].add(h)
 med = {k: statistics.median(v) for k, v in runs.items()}
 mmed = {k: statistics.median(v) for k, v in means.items()}
-print("| scenario | agents | 1 thread ms | 2 threads ms (runs) | 2 vs 1 | per-agent vs 10k (2 threads) | 2 threads mean ms | per-agent vs 10k, means | same hash |")
-print("|---|---|---|---|---|---|---|---|---|")
+meta = sys.argv[2]
+print("| scenario | agents | 1 thread p50 ms | 2 threads p50 ms | 2 vs 1 | per-agent vs 10k (2 threads) | 2 threads mean ms | same hash | date | commit | machine | command |")
+print("|---|---|---|---|---|---|---|---|---|---|---|---|")
 for sc in sorted({k[0] for k in med}):
     for n in (1000, 10000, 100000):
         one, two = med[(sc, n, 1)], med[(sc, n, 2)]
@@ -48,5 +52,5 @@ for sc in sorted({k[0] for k in med}):
         mtwo = mmed[(sc, n, 2)]
         mper = (mtwo / n) / (mmed[(sc, 10000, 2)] / 10000)
         mrel = "" if n == 10000 else f"{mper:.2f}×"
-        print(f"| {sc} | {n:,} | {one:.2f} | {two:.2f} ({rs}) | {one / two:.2f}× | {rel} | {mtwo:.2f} | {mrel} | {'yes' if len(hashes[(sc, n)]) == 1 else 'NO'} |")
+        print(f"| `{sc}` | {n:,} | {one:.2f} | {two:.2f} | {one / two:.2f}× | {rel or '—'} | {mtwo:.2f} | {'yes' if len(hashes[(sc, n)]) == 1 else 'NO'} {meta}")
 EOF

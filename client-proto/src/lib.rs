@@ -15,6 +15,7 @@ mod macros;
 
 pub mod behavior;
 pub mod cells;
+pub mod close;
 pub mod codec;
 pub mod common;
 pub mod frames;

@@ -2,7 +2,7 @@
 //! decodes them), validated, converted to sim commands by `steerd::convert::world_commands` (the
 //! conversion the session uses) and applied to a small world with obstacles, a wall and 20
 //! agents (ids 1..=20, so most ids hit), then three ticks. Errors are answers; a panic, a
-//! non-finite number or an agent out of bounds after a tick is a failure (RELIABILITY.md 1–2).
+//! non-finite number or an agent out of bounds after a tick is a failure (docs/reliability.md, tests 1–2).
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;

@@ -1,7 +1,7 @@
 //! Tick cost of `World::step` for `swarm-10k` and `flock` at 1k, 10k and 100k agents, on 1 and
 //! 2 threads, with the O(N²) brute-force neighbour baseline at 1k and 10k.
 //!
-//! `cargo bench -p steerd --bench tick` (figures: README, Performance).
+//! `cargo bench -p steerd --bench tick` (figures: BENCHMARKS.md).
 
 use std::time::Duration;
 

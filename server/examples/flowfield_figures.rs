@@ -1,4 +1,4 @@
-//! Flow-field figures for the README: build time and memory of a 256×256 field, and the cache
+//! Flow-field figures: build time and memory of a 256×256 field, and the cache
 //! hit rate of the maze-moveto scenario.
 //!
 //!     cargo run --release -p steerd --example flowfield_figures

@@ -1,4 +1,4 @@
-//! Figures of record and replay (issue 19) for README: the cost of recording on a
+//! Figures of record and replay (issue 19): the cost of recording on a
 //! `swarm-10k` tick under a command stream like a 200-bot swarm's, bytes per command on disk,
 //! and a `maze-moveto` recording of 1,800 ticks for timing `steerd replay --verify`.
 //!

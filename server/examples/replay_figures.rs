@@ -1,4 +1,4 @@
-//! Figures of replay worlds (issue 19, deliverable 3) for README: opening a recording (one pass
+//! Figures of replay worlds (issue 19, deliverable 3): opening a recording (one pass
 //! that keeps keyframes and checks every checkpoint), keyframe memory, play speed against real
 //! time, and the cost of seeks (ticks simulated and wall time) back to tick 0, to the middle,
 //! and to the worst place (just before a keyframe).

@@ -42,7 +42,7 @@ pub struct Settings {
     pub record: bool,
     /// Serves `POST /debug/panic` (admin only), which panics a world's thread or the request's
     /// connection task on purpose, so the reliability suite can check that a panic is contained
-    /// and reported (RELIABILITY.md test 18). Off by default: the route answers 404.
+    /// and reported (docs/reliability.md, test 18). Off by default: the route answers 404.
     pub fault_injection: bool,
     /// Player authentication and sessions.
     pub auth: AuthSettings,

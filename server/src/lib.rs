@@ -10,7 +10,7 @@
 //! * [`auth`]: admin token, player JWTs, dev-mode players.
 //! * [`record`]: record and replay (`steerd replay`, replay worlds).
 //! * [`store`]: scenario files, written atomically. [`config`]: every setting with its
-//!   default. [`metrics`]: Prometheus metrics. [`agones`]: the Agones SDK sidecar client.
+//!   default; [`cli`]: the flags and environment variables that override them. [`metrics`]: Prometheus metrics. [`agones`]: the Agones SDK sidecar client.
 //!
 //! Without the default `server` feature the library is the pure core alone (`sim`,
 //! `scenario`, `convert`, `simulate`), as the fuzz targets build it.
@@ -34,6 +34,8 @@ pub mod auth;
 #[cfg(feature = "server")]
 pub mod authz;
 #[cfg(feature = "server")]
+pub mod cli;
+#[cfg(feature = "server")]
 pub mod config;
 #[cfg(feature = "server")]
 pub mod http;
@@ -48,3 +50,7 @@ pub mod store;
 
 #[cfg(test)]
 mod scenario_tests;
+
+// The generated reference blocks of the docs, checked against the code.
+#[cfg(all(test, feature = "server"))]
+mod reference_docs;

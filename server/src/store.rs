@@ -150,7 +150,7 @@ impl Store {
 /// Writes `bytes` to `path` so that a crash leaves the old file or the new one, whole:
 /// a unique temp file in the same directory, fsync, rename over, fsync the directory.
 pub fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
-    let dir = path.parent().unwrap_or(Path::new("."));
+    let dir = dir_of(path);
     let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("file");
     let tmp = dir.join(format!(".{name}.{}.{}{TMP_SUFFIX}", std::process::id(), unique()));
     let result = (|| {
@@ -165,6 +165,15 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
         let _ = fs::remove_file(&tmp);
     }
     result
+}
+
+/// The directory holding `path`: its parent, or `.` for a bare file name (whose `parent()` is
+/// the empty path, which cannot be opened to sync).
+fn dir_of(path: &Path) -> &Path {
+    match path.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p,
+        _ => Path::new("."),
+    }
 }
 
 fn unique() -> u64 {
@@ -186,6 +195,16 @@ mod tests {
         let _ = fs::remove_dir_all(&d);
         fs::create_dir_all(&d).unwrap();
         d
+    }
+
+    #[test]
+    fn a_bare_file_name_is_written_in_the_working_directory() {
+        assert_eq!(dir_of(Path::new("state.json")), Path::new("."));
+        assert_eq!(dir_of(Path::new("out/state.json")), Path::new("out"));
+        assert_eq!(dir_of(Path::new("/state.json")), Path::new("/"));
+        // What the empty parent made fail: syncing "" after the rename. `.` opens and syncs.
+        sync_dir(dir_of(Path::new("state.json"))).unwrap();
+        assert!(sync_dir(Path::new("")).is_err(), "the empty path cannot be opened");
     }
 
     #[test]

@@ -430,8 +430,8 @@ async fn storm(addr: std::net::SocketAddr, n: usize, over: Duration) -> (Vec<Ws>
 
 /// Diagnostic for test 10 (`RELIABILITY_T10_MALLOC_STATS=1`, needs gdb): has the server print
 /// glibc's `malloc_stats()` (bytes the allocator holds from the system, and bytes in live
-/// allocations, per arena) and prints the totals beside its RSS. How README's evidence on test
-/// 10 was taken: live bytes vs RSS tell a leak from memory the allocator keeps. It reads glibc's
+/// allocations, per arena) and prints the totals beside its RSS: live bytes vs RSS tell a leak
+/// from memory the allocator keeps (docs/reliability.md, test 10). It reads glibc's
 /// arenas, so it applies to a build on glibc's malloc (a `crt-static` one); the `steerd`
 /// binary otherwise runs on jemalloc and the gate reads `steerd_heap_allocated_bytes`.
 fn malloc_stats(srv: &Server, what: &str) {
@@ -520,10 +520,10 @@ pub async fn t10_flood(cfg: Cfg) -> Outcome {
     gate(other == 0, || format!("{other} connects failed without a 503 (reset, timeout)"));
     gate(fd1 <= fd0 + 2, || format!("fds {fd0} → {fd1}"));
     gate(th1 <= th0 + 2, || format!("threads {th0} → {th1}"));
-    // Memory: RELIABILITY.md asks RSS back to baseline; what that is for is "no leak". RSS
-    // cannot say it: glibc's malloc kept what the storms' buffers used and RSS crept up in steps
-    // that came further apart (README, Reliability, test 10), and the size of those steps
-    // depends on how the threads interleave, so a busy host once failed an RSS gate with no
+    // Memory: the pass line asks RSS back to baseline; what that is for is "no leak". RSS
+    // cannot say it: the allocator keeps what the storms' buffers used, RSS creeps up in steps
+    // that come further apart (docs/reliability.md, test 10), and the size of those steps
+    // depends on how the threads interleave, so an RSS gate can fail on a busy host with no
     // leak. The gate is on the bytes in live heap allocations (jemalloc's `stats.allocated`,
     // `steerd_heap_allocated_bytes`), which only memory the program still holds can grow, after
     // the first round's warm-up (tables reaching their working capacity). A round serves

@@ -1,4 +1,4 @@
-//! The reliability suite: the 20 tests of `RELIABILITY.md` (design docs) driving the real
+//! The reliability suite: the 20 tests of `docs/reliability.md` driving the real
 //! release binary from outside. Run it with `tests/reliability/run.sh [--long]`, which installs
 //! the tools (cargo-fuzz, cargo-deny, schemathesis in a venv, iproute2) and builds the binaries.
 //!
@@ -9,7 +9,7 @@
 //! Each test prints `test N name: PASS — figures` (or `FAIL — why`, `SKIP — why`). The default
 //! (short) mode fits the README test command: its gates are correctness (codes, counts, bounds,
 //! memory), never the host's speed; timings are printed as figures, and where a pass line of
-//! RELIABILITY.md is a timing, the short mode gates it generously and says so in the line.
+//! docs/reliability.md is a timing, the short mode gates it generously and says so in the line.
 //! `--long` runs the full durations (10-minute fuzzing per target, 30-minute soak, …).
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -96,7 +96,7 @@ fn main() {
             "--long" => long = true,
             "--only" => only = it.next().map(|v| v.split(',').filter_map(|x| x.trim().parse().ok()).collect()),
             "-h" | "--help" => {
-                println!("reliability [--long] [--only 1,4,6]   (STEERD_BIN=path: the server binary; default: the steerd beside this binary)\nsee tests/reliability/run.sh and README (Reliability)");
+                println!("reliability [--long] [--only 1,4,6]   (STEERD_BIN=path: the server binary; default: the steerd beside this binary)\nsee tests/reliability/run.sh and docs/reliability.md");
                 return;
             }
             other => {

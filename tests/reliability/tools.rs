@@ -160,7 +160,7 @@ pub async fn t03_headless_soak(cfg: Cfg) -> Outcome {
     ))
 }
 
-/// The schemathesis checks of test 12, selected explicitly. RELIABILITY.md's pass line is
+/// The schemathesis checks of test 12, selected explicitly. Its pass line (docs/reliability.md) is
 /// "0 failures (no 5xx, responses match)": no server error, and every response's status code,
 /// content type, headers and body documented. Those checks are on, and so is every other check
 /// whose property the server does promise (invalid data rejected, auth not ignored, methods

@@ -213,7 +213,7 @@ impl std::fmt::Display for KillFigures {
     }
 }
 
-/// Issue 5 (7), RELIABILITY.md test 14: SIGKILL at a random moment of saving a multi-MB world
+/// Issue 5 (7), test 14 of docs/reliability.md: SIGKILL at a random moment of saving a multi-MB world
 /// (the demo world plus `agents` agents) leaves the scenario file whole — the old version or the
 /// new one (one more obstacle) — and every start sweeps the temp files. Runs up to `rounds`
 /// kill rounds within `time_box`; panics on a torn file or an unswept temp file.

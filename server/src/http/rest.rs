@@ -562,7 +562,7 @@ pub async fn delete_obstacle(State(state): State<AppState>, Path((name, id)): Pa
     Ok(StatusCode::NO_CONTENT.into_response())
 }
 
-/// `POST /worlds/{world}/obstacles/random` (001's non-overlapping placement).
+/// `POST /worlds/{world}/obstacles/random`: places up to `count` obstacles at random, none overlapping another.
 #[utoipa::path(post, path = "/worlds/{world}/obstacles/random", tag = "obstacles", security(("bearer" = [])),
     params(("world" = String, Path, description = "World name")),
     request_body = RandomObstacles,
@@ -824,7 +824,7 @@ pub enum PanicTarget {
     Connection,
 }
 
-/// `POST /debug/panic`: fault injection for the reliability suite (RELIABILITY.md test 18).
+/// `POST /debug/panic`: fault injection for the reliability suite (docs/reliability.md, test 18).
 /// Served only when the server runs with `fault_injection` (`--fault-injection`); 404 otherwise.
 #[utoipa::path(post, path = "/debug/panic", tag = "ops", security(("bearer" = [])),
     request_body = PanicBody,

@@ -44,27 +44,8 @@ use crate::runtime::world::Actor;
 use crate::runtime::{CmdError, SessionId, TickFrame, WorldHandle};
 use crate::sim::world::{Command, Outcome};
 
-/// Close codes used by the server.
-pub mod close {
-    /// Normal.
-    pub const NORMAL: u16 = 1000;
-    /// Server shutting down.
-    pub const GOING_AWAY: u16 = 1001;
-    /// Text where binary is expected or the reverse.
-    pub const UNSUPPORTED: u16 = 1003;
-    /// Policy: no Hello in time, too many malformed messages, flooding.
-    pub const POLICY: u16 = 1008;
-    /// Message too big.
-    pub const TOO_BIG: u16 = 1009;
-    /// Could not keep up (slow consumer).
-    pub const SLOW: u16 = 4008;
-    /// Too many requests.
-    pub const RATE: u16 = 4029;
-    /// Refused at Hello (`unauthorized`, or a player's connection quota).
-    pub const UNAUTHORIZED: u16 = 4001;
-    /// Kicked by an operator (`DELETE /worlds/{w}/players/{id}`).
-    pub const KICKED: u16 = 4003;
-}
+/// Close codes used by the server (one definition, in `steer-proto`).
+pub use steer_proto::close;
 
 /// Query of `/ws`.
 #[derive(Debug, serde::Deserialize)]

@@ -28,7 +28,7 @@ struct Seen {
 /// Issue 5 (3): 100 subscribers of which 20 never read. The 80 others get every tick (their
 /// per-cell chains never break, no resync keyframes, no tick missing) while the world keeps
 /// ticking. Rates and RSS are printed, not gated: they measure the host (the bounds on them are
-/// RELIABILITY.md test 6, in `tests/reliability/`).
+/// test 6 of docs/reliability.md, in `tests/reliability/`).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn slow_readers_do_not_stall_the_others() {
     let _heavy = heavy_lock().await;

@@ -234,3 +234,21 @@ async fn a_recording_replays_as_a_read_only_world_with_bounded_seeks() {
     http.delete("/worlds/r").await.expect(204);
     ws.close().await;
 }
+
+/// `steerd replay FILE --until T --snapshot state.json`, a bare file name as docs/record-replay.md
+/// shows it: written into the working directory, exit 0.
+#[test]
+fn replay_snapshot_to_a_bare_file_name() {
+    let dir = TempDir::new("replay-bare");
+    let rec = repo_root().join("tests/recordings/patrol-edits.rec");
+    let o = std::process::Command::new(steerd_bin())
+        .current_dir(dir.path())
+        .arg("replay")
+        .arg(&rec)
+        .args(["--until", "20", "--snapshot", "state.json"])
+        .output()
+        .expect("running steerd replay");
+    assert!(o.status.success(), "steerd replay --snapshot state.json: {}", String::from_utf8_lossy(&o.stderr));
+    let v: Value = serde_json::from_slice(&std::fs::read(dir.path().join("state.json")).unwrap()).unwrap();
+    assert_eq!(v["tick"], 20, "{v}");
+}
