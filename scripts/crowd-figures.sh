@@ -8,9 +8,10 @@
 #     ns per agent-tick, circle / swarm per-agent ratio, the 2-vs-1-thread speed-up, and whether
 #     1 and 2 threads gave the same state_hash.
 #  2. Quality: circle at 1,000 agents for 24,000 ticks (1,200 s simulated, the jam included),
-#     maze-moveto for 2,700 ticks and crossing for 2,000, audited every tick: max_penetration,
-#     overlap_pair_ticks, contacts, arrivals, all_arrived_tick, stuck_agents, max_goal_distance,
-#     and the whole run's mean ns per agent-tick.
+#     maze-moveto for 2,700 ticks, crossing for 2,000, and the dense crowds (counterflow,
+#     crossroads, rts-melee, doorway) for 12,000 (600 s), audited every tick: max_penetration,
+#     overlap_pair_ticks, contacts, arrivals, gave_up, all_arrived_tick, throughput, stuck_agents,
+#     max_goal_distance, the whole run's mean ns per agent-tick and its slowest tick.
 #
 # Each row ends with BENCHMARKS.md's date, commit, machine and command cells.
 # Usage: scripts/crowd-figures.sh [ROUNDS]
@@ -55,9 +56,9 @@ for n in (1000, 10000):
         print(f"| {n:,} | {t} | {c:.0f} | {s:.0f} | {c / s:.2f}× | {speed:.2f}× | {'yes' if same else 'NO'} {sys.argv[2]}")
 EOF
 echo
-echo "| scenario | ticks | max_penetration | overlap_pair_ticks | contacts | arrived | all_arrived_tick | stuck | max_goal_distance | mean ns/agent-tick | date | commit | machine | command |"
-echo "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"
-for spec in circle:24000 maze-moveto:2700 crossing:2000; do
+echo "| scenario | ticks | max_penetration | overlap_pair_ticks | contacts | arrived | gave_up | all_arrived_tick | arrivals/min | stuck | max_goal_distance | mean ns/agent-tick | slowest tick ms | date | commit | machine | command |"
+echo "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"
+for spec in circle:24000 maze-moveto:2700 crossing:2000 counterflow:12000 crossroads:12000 rts-melee:12000 doorway:12000; do
     sc="${spec%%:*}"
     ticks="${spec##*:}"
     "$bin" simulate "scenarios/$sc.json" --ticks "$ticks" --json >"$out"
@@ -67,8 +68,9 @@ r = json.load(open(sys.argv[1]))
 g = r["max_goal_distance"]
 g = "-" if g is None else f"{g:.3f}"
 t = "-" if r["all_arrived_tick"] is None else r["all_arrived_tick"]
-print("| `{}` | {} | {:.3f} | {} | {} | {} of {} | {} | {} | {} | {:.0f} {}".format(
+tp = "-" if r["throughput_per_min"] is None else f'{r["throughput_per_min"]:.0f}'
+print("| `{}` | {} | {:.3f} | {} | {} | {} of {} | {} | {} | {} | {} | {} | {:.0f} | {:.1f} {}".format(
     r["scenario"], r["ticks"], r["max_penetration"], r["overlap_pair_ticks"], r["contacts"], r["arrived"],
-    r["with_target"], t, r["stuck_agents"], g, r["ns_per_agent_tick"], sys.argv[2]))
+    r["with_target"], r["gave_up"], t, tp, r["stuck_agents"], g, r["ns_per_agent_tick"], r["tick_ms"]["max"], sys.argv[2]))
 EOF
 done

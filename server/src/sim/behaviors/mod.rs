@@ -1,4 +1,4 @@
-//! The behaviour catalogue (`shared/design/BEHAVIORS.md`), one behaviour per file, and the
+//! The behaviour catalogue (`docs/behaviors.md`), one behaviour per file, and the
 //! per-agent behaviour set that blends them.
 //!
 //! Every behaviour is a pure function of (agent, its parameters, a read-only [`WorldView`])

@@ -93,7 +93,7 @@ mod tests {
 
     #[test]
     fn millington_wander_matches_hand_computation() {
-        // wander_rate 0 takes the draw out: only the geometry of BEHAVIORS.md is left.
+        // wander_rate 0 takes the draw out: only the geometry of the catalogue (docs/behaviors.md) is left.
         // p = (2, −1), θ = π/2 (heading (0, 1)), v = (1, 0), wander angle π/2.
         let mut a = agent_at(1, Vec2::new(2.0, -1.0), Vec2::new(1.0, 0.0));
         a.orientation = std::f32::consts::FRAC_PI_2;
