@@ -143,10 +143,7 @@ impl MoveOrder {
     /// back on it (within `tolerance`) is not stalled.
     pub fn track_progress(&mut self, position: Vec2, radius: f32) {
         let d = position.distance(self.stop_point);
-        if self.done && d <= self.tolerance {
-            self.best = d;
-            self.stall = 0;
-        } else if d < self.best - 0.1 * radius {
+        if (self.done && d <= self.tolerance) || d < self.best - 0.1 * radius {
             self.best = d;
             self.stall = 0;
         } else {
