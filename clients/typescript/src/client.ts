@@ -10,7 +10,7 @@ import {
 import { WorldView, ViewOptions } from './view.js';
 import type {
   Area, BehaviorEntry, BehaviorKind, ClientMsg, CommandResult, Encoding, ErrorCodeName, ErrorMsg, EventKind, EventMsg,
-  Limits, OkOutcome, Point, RoleName, ServerMsg, SpawnArea, SpawnedOutcome, SubscribedOutcome, Welcome,
+  Limits, OkOutcome, Outcome, Point, RoleName, ServerMsg, SpawnArea, SpawnedOutcome, SubscribedOutcome, Welcome,
 } from './types.js';
 
 /** The part of the WebSocket API the client uses (browsers' WebSocket and the `ws` package). */
@@ -58,9 +58,15 @@ export interface ConnectOptions extends ViewOptions {
   WebSocket?: SocketCtor;
 }
 
-/** A command answered with an error outcome, or not answered at all. */
+/**
+ * A command answered with an error outcome, or not answered at all. Besides the wire
+ * `ErrorCode`s: `timeout` — no connection within `commandTimeoutMs`, the command was dropped from
+ * the outgoing queue and never sent; `outcome_unknown` — sent, but the result never came (timeout
+ * or connection lost): the server may or may not have run it; `not_connected` — refused without
+ * sending (client closed, queue full, no reconnect).
+ */
 export class CommandError extends Error {
-  readonly code: ErrorCodeName | 'timeout' | 'connection_lost' | 'not_connected' | 'unsupported';
+  readonly code: ErrorCodeName | 'timeout' | 'outcome_unknown' | 'not_connected' | 'unsupported';
   readonly field: string | null;
   readonly requestId: number;
   constructor(code: CommandError['code'], message: string, field: string | null = null, requestId = 0) {
@@ -97,9 +103,25 @@ export interface ClientEvents {
   session_lost: (reason: string) => void;
   /** A view asked for keyframes again (chain break, bad frame, checksum mismatch). */
   resync: (world: string, reason: string) => void;
+  /**
+   * A view was dropped and cleared (its `sample()` returns nothing): its world is gone after a
+   * reconnect, or the server refused to subscribe it again.
+   */
+  view_removed: (world: string, reason: string) => void;
 }
 
-type Pending = { resolve: (r: never) => void; reject: (e: Error) => void; timer: ReturnType<typeof setTimeout>; internal: boolean };
+type Pending = {
+  resolve: (r: never) => void;
+  reject: (e: Error) => void;
+  timer: ReturnType<typeof setTimeout>;
+  internal: boolean;
+  /** What the message was (for error texts). */
+  what: string;
+  /** Written to a socket: from then on a missing result is `outcome_unknown`. */
+  sent: boolean;
+  /** Runs on the result, before any later message is handled (subscriptions take effect here). */
+  onResult?: (r: Outcome) => void;
+};
 type State = 'connecting' | 'open' | 'reconnecting' | 'closed';
 
 const U32 = 0x100000000;
@@ -242,10 +264,46 @@ export class SteerClient {
     if (!Number.isInteger(every) || every < 0 || every > 0xffffffff) {
       throw new CommandError('invalid_field', `everyNTicks ${String(opts.everyNTicks)}: a whole number of ticks`, 'every_n_ticks');
     }
-    const view = this.ensureView(world, area);
-    const r = await this.command<SubscribedOutcome>({ type: 'subscribe', request_id: 0, world, area, every_n_ticks: every });
-    view.everyNTicks = every; // the server took it: resyncs and reconnects ask for it again
-    return { ...r, view };
+    if (!this.views.has(world) && !this.welcome?.worlds.some((w) => w.name === world)) {
+      throw new CommandError('unknown_world', `no world \`${world}\` in the Welcome`, 'world');
+    }
+    // The view exists, and takes this area and rate, only once the server accepted them: a
+    // refused subscribe leaves nothing behind, and resyncs and reconnects replay only what was
+    // accepted.
+    const r = await this.subscribeCommand(world, area, every, false);
+    return { ...r, view: this.views.get(world)! };
+  }
+
+  private subscribeCommand(world: string, area: Area, every: number, internal: boolean): Promise<SubscribedOutcome> {
+    return this.command<SubscribedOutcome>({ type: 'subscribe', request_id: 0, world, area, every_n_ticks: every }, internal, (r) => {
+      if (r.type === 'subscribed') this.accepted(world, area, every, r);
+      else if (internal) this.removeView(world, `the server refused to subscribe again: ${r.type === 'error' ? `${r.code}: ${r.message}` : r.type}`);
+    });
+  }
+
+  /** A Subscribed answer: the view (created on the first) takes the area, rate and cells. */
+  private accepted(world: string, area: Area, every: number, r: SubscribedOutcome): void {
+    let v = this.views.get(world);
+    if (!v) {
+      const info = this.welcome?.worlds.find((w) => w.id === r.world);
+      if (!info || !this.welcome) return;
+      v = new WorldView(info, this.welcome.quantization, this.welcome.tick_rate_hz, area, this.opts);
+      v.onResync = (reason) => this.scheduleResync(world, reason);
+      this.views.set(world, v);
+    }
+    v.area = area;
+    v.everyNTicks = every;
+    v.subscribed(r.cells);
+    if (!this.subscribedOrder.includes(r.world)) this.subscribedOrder.push(r.world);
+  }
+
+  private removeView(world: string, reason: string): void {
+    const v = this.views.get(world);
+    if (!v) return;
+    this.views.delete(world);
+    this.subscribedOrder = this.subscribedOrder.filter((id) => id !== v.info.id);
+    v.clear();
+    this.emit('view_removed', world, reason);
   }
 
   /** Stops the stream of `world` and drops its view. */
@@ -265,14 +323,21 @@ export class SteerClient {
   /** Sends a Ping; resolves with the server tick of the Pong. */
   ping(): Promise<number> {
     const rid = this.rid();
-    this.pings.set(rid, now());
     return new Promise<number>((resolve, reject) => {
+      if (this.state !== 'open') {
+        reject(new CommandError('not_connected', `not connected (${this.state}): ping not sent`, null, rid));
+        return;
+      }
       const timer = setTimeout(() => {
-        this.pending.delete(rid);
-        reject(new CommandError('timeout', `no Pong for ping ${rid}`, null, rid));
+        if (this.pending.delete(rid)) reject(new CommandError('outcome_unknown', `no Pong for ping ${rid}`, null, rid));
       }, this.opts.commandTimeoutMs ?? 10000);
-      this.pending.set(rid, { resolve: resolve as (r: never) => void, reject, timer, internal: false });
-      this.send({ type: 'ping', request_id: rid });
+      this.pending.set(rid, { resolve: resolve as (r: never) => void, reject, timer, internal: false, what: 'ping', sent: true });
+      this.pings.set(rid, now());
+      if (!this.send({ type: 'ping', request_id: rid })) {
+        clearTimeout(timer);
+        this.pending.delete(rid);
+        reject(new CommandError('not_connected', 'the socket is not open: ping not sent', null, rid));
+      }
     });
   }
 
@@ -286,7 +351,7 @@ export class SteerClient {
       ws.onclose = null;
       try { ws.close(1000, 'client closed'); } catch { /* already closed */ }
     }
-    this.failPending('connection_lost', 'client closed');
+    this.failPending('client closed');
     this.openReject(new Error('closed before Welcome'));
   }
 
@@ -299,26 +364,18 @@ export class SteerClient {
     if (ws) ws.close(4000, 'dropped by the client');
   }
 
-  private ensureView(world: string, area: Area): WorldView {
-    let v = this.views.get(world);
-    const info = this.welcome?.worlds.find((w) => w.name === world);
-    if (!v) {
-      if (!info || !this.welcome) throw new CommandError('unknown_world', `no world \`${world}\` in the Welcome`, 'world');
-      v = new WorldView(info, this.welcome.quantization, this.welcome.tick_rate_hz, area, this.opts);
-      v.onResync = (reason) => this.scheduleResync(world, reason);
-      this.views.set(world, v);
-    }
-    v.area = area;
-    return v;
-  }
-
   private rid(): number {
     const r = this.nextRid;
     this.nextRid = (this.nextRid + 1) % U32 || 1;
     return r;
   }
 
-  private command<R>(msg: ClientMsg, internal = false): Promise<R> {
+  /**
+   * Sends `msg` now, or queues it while (re)connecting. Either it is sent and its result (or
+   * `outcome_unknown`) settles the promise, or it times out in the queue, is removed from it and
+   * is never sent (`timeout`).
+   */
+  private command<R>(msg: ClientMsg, internal = false, onResult?: (r: Outcome) => void): Promise<R> {
     const rid = this.rid();
     (msg as { request_id: number }).request_id = rid;
     return new Promise<R>((resolve, reject) => {
@@ -326,29 +383,39 @@ export class SteerClient {
         reject(new CommandError('not_connected', 'the client is closed', null, rid));
         return;
       }
-      const timer = setTimeout(() => {
-        if (this.pending.delete(rid)) reject(new CommandError('timeout', `no result for request ${rid} (${msg.type})`, null, rid));
-      }, this.opts.commandTimeoutMs ?? 10000);
-      this.pending.set(rid, { resolve: resolve as (r: never) => void, reject, timer, internal });
-      if (this.state !== 'open') {
-        if (this.queue.length >= (this.opts.maxQueuedCommands ?? 256)) {
-          clearTimeout(timer);
-          this.pending.delete(rid);
-          reject(new CommandError('not_connected', `reconnecting and ${this.queue.length} commands already queued`, null, rid));
-          return;
-        }
-        this.queue.push(msg);
+      const p: Pending = { resolve: resolve as (r: never) => void, reject, timer: undefined as never, internal, what: `request ${rid} (${msg.type})`, sent: false, onResult };
+      if (this.state === 'open' && this.send(msg)) p.sent = true;
+      else if (this.queue.length >= (this.opts.maxQueuedCommands ?? 256)) {
+        reject(new CommandError('not_connected', `reconnecting and ${this.queue.length} commands already queued`, null, rid));
         return;
-      }
-      this.send(msg);
+      } else this.queue.push(msg);
+      p.timer = setTimeout(() => this.expire(rid), this.opts.commandTimeoutMs ?? 10000);
+      this.pending.set(rid, p);
     });
   }
 
-  private send(msg: ClientMsg): void {
+  /** A command's time is up: never sent → out of the queue; sent → its outcome is unknown. */
+  private expire(rid: number): void {
+    const p = this.pending.get(rid);
+    if (!p) return;
+    this.pending.delete(rid);
+    const ms = this.opts.commandTimeoutMs ?? 10000;
+    if (!p.sent) {
+      const i = this.queue.findIndex((m) => (m as { request_id: number }).request_id === rid);
+      if (i >= 0) this.queue.splice(i, 1);
+      p.reject(new CommandError('timeout', `no connection within ${ms} ms: ${p.what} was dropped unsent`, null, rid));
+    } else {
+      p.reject(new CommandError('outcome_unknown', `${p.what} was sent but not answered within ${ms} ms: it may or may not have taken effect`, null, rid));
+    }
+  }
+
+  /** Writes `msg` to the open socket; false if there is none. */
+  private send(msg: ClientMsg): boolean {
     const ws = this.ws;
-    if (!ws || ws.readyState !== 1) return;
+    if (!ws || ws.readyState !== 1) return false;
     if ((this.opts.encoding ?? 'binary') === 'json') ws.send(JSON.stringify(msg));
     else ws.send(encodeClient(msg));
+    return true;
   }
 
   // ---- connection
@@ -481,14 +548,20 @@ export class SteerClient {
   private onResult(m: CommandResult): void {
     const r = m.result;
     const p = this.pending.get(m.request_id);
-    if (r.type === 'subscribed') {
-      const v = this.viewById(r.world);
-      if (v) v.subscribed(r.cells);
-      if (!this.subscribedOrder.includes(r.world)) this.subscribedOrder.push(r.world);
+    if (!p) {
+      // A result after its command's timeout (`outcome_unknown`). A late Subscribed: the server
+      // streams what no view asked for (resubscribe the view's accepted area, or unsubscribe).
+      if (r.type === 'subscribed' && this.state === 'open') {
+        const name = this.worldName(r.world);
+        const v = this.views.get(name);
+        if (v) this.subscribeCommand(name, v.area, v.everyNTicks, true).catch((e) => this.emit('error', e as Error));
+        else this.command({ type: 'unsubscribe', request_id: 0, world: name }, true).catch((e) => this.emit('error', e as Error));
+      }
+      return;
     }
-    if (!p) return;
     clearTimeout(p.timer);
     this.pending.delete(m.request_id);
+    p.onResult?.(r);
     if (r.type === 'error') p.reject(new CommandError(r.code, r.message, r.field, m.request_id));
     else p.resolve(r as never);
   }
@@ -520,17 +593,20 @@ export class SteerClient {
     if (resumed) this.resumes++;
     this.subscribedOrder = [];
     this.lastPongMs = now();
-    for (const [name, v] of this.views) {
+    for (const [name, v] of [...this.views]) {
       const info = w.worlds.find((x) => x.name === name);
       if (!info) {
-        this.emit('error', new Error(`world \`${name}\` is gone after the reconnect`));
+        this.removeView(name, 'the world is gone after the reconnect');
         continue;
       }
       v.rebind(info, w.quantization, w.tick_rate_hz);
-      this.command({ type: 'subscribe', request_id: 0, world: name, area: v.area, every_n_ticks: v.everyNTicks }, true).catch((e) => this.emit('error', e as Error));
+      this.subscribeCommand(name, v.area, v.everyNTicks, true).catch((e) => this.emit('error', e as Error));
     }
-    const q = this.queue.splice(0);
-    for (const msg of q) this.send(msg);
+    for (const msg of this.queue.splice(0)) {
+      const p = this.pending.get((msg as { request_id: number }).request_id);
+      if (p && this.send(msg)) p.sent = true;
+      else if (p) this.queue.push(msg); // the socket closed under us: the next Welcome sends it
+    }
     this.pingsSent = 0;
     this.schedulePing();
     this.emit('welcome', w);
@@ -548,7 +624,7 @@ export class SteerClient {
       this.resyncTimers.delete(world);
       const v = this.views.get(world);
       if (!v || this.state !== 'open') return; // a reconnect resubscribes anyway
-      this.command({ type: 'subscribe', request_id: 0, world, area: v.area, every_n_ticks: v.everyNTicks }, true).catch((e) => this.emit('error', e as Error));
+      this.subscribeCommand(world, v.area, v.everyNTicks, true).catch((e) => this.emit('error', e as Error));
     }, 50));
   }
 
@@ -572,14 +648,17 @@ export class SteerClient {
     }, delay);
   }
 
-  private failPending(code: CommandError['code'], why: string): void {
+  /** The session ends: sent commands' outcomes are unknown, queued ones were never sent. */
+  private failPending(why: string): void {
     for (const [rid, p] of this.pending) {
       clearTimeout(p.timer);
-      if (!p.internal) p.reject(new CommandError(code, `${why} before the result of request ${rid}`, null, rid));
+      if (p.internal) continue;
+      if (p.sent) p.reject(new CommandError('outcome_unknown', `${why} before the result of ${p.what}: it may or may not have taken effect`, null, rid));
+      else p.reject(new CommandError('not_connected', `${why}: ${p.what} was never sent`, null, rid));
     }
     this.pending.clear();
     this.pings.clear();
-    for (const q of this.queue.splice(0)) void q;
+    this.queue.length = 0;
   }
 
   private clearTimers(): void {
@@ -594,12 +673,12 @@ export class SteerClient {
   private onDrop(code: number, reason: string): void {
     if (this.state === 'closed') return;
     this.clearTimers();
-    // Commands in flight may or may not have run: their promises fail; queued ones wait.
+    // Commands in flight may or may not have run (`outcome_unknown`); queued ones wait.
     for (const [rid, p] of this.pending) {
-      if (this.queue.some((m) => (m as { request_id?: number }).request_id === rid)) continue;
+      if (!p.sent) continue;
       clearTimeout(p.timer);
       this.pending.delete(rid);
-      if (!p.internal) p.reject(new CommandError('connection_lost', `connection lost before the result of request ${rid}`, null, rid));
+      if (!p.internal) p.reject(new CommandError('outcome_unknown', `connection lost before the result of ${p.what}: it may or may not have taken effect`, null, rid));
     }
     this.pings.clear();
     const r = this.opts.reconnect;
@@ -610,7 +689,7 @@ export class SteerClient {
     this.emit('disconnect', { code, reason, willReconnect });
     if (!willReconnect) {
       this.state = 'closed';
-      this.failPending('connection_lost', `connection closed (${code} ${reason})`);
+      this.failPending(`connection closed (${code} ${reason})`);
       this.openReject(new Error(`connection closed before Welcome (${code} ${reason})`));
       return;
     }

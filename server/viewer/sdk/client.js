@@ -5,7 +5,13 @@
 // (Compiled by tsc into server/viewer/sdk/ for the viewer: edit this .ts, then `npm run build:viewer`.)
 import { DEFAULT_SERVER_LIMIT, ProtoError, decodeServer, decodeServerBatch, decodeServerJson, encodeClient, helloMessage, } from './codec.js';
 import { WorldView } from './view.js';
-/** A command answered with an error outcome, or not answered at all. */
+/**
+ * A command answered with an error outcome, or not answered at all. Besides the wire
+ * `ErrorCode`s: `timeout` — no connection within `commandTimeoutMs`, the command was dropped from
+ * the outgoing queue and never sent; `outcome_unknown` — sent, but the result never came (timeout
+ * or connection lost): the server may or may not have run it; `not_connected` — refused without
+ * sending (client closed, queue full, no reconnect).
+ */
 export class CommandError extends Error {
     constructor(code, message, field = null, requestId = 0) {
         super(`${code}: ${message}${field ? ` (field ${field})` : ''}`);
@@ -145,10 +151,48 @@ export class SteerClient {
         if (!Number.isInteger(every) || every < 0 || every > 0xffffffff) {
             throw new CommandError('invalid_field', `everyNTicks ${String(opts.everyNTicks)}: a whole number of ticks`, 'every_n_ticks');
         }
-        const view = this.ensureView(world, area);
-        const r = await this.command({ type: 'subscribe', request_id: 0, world, area, every_n_ticks: every });
-        view.everyNTicks = every; // the server took it: resyncs and reconnects ask for it again
-        return { ...r, view };
+        if (!this.views.has(world) && !this.welcome?.worlds.some((w) => w.name === world)) {
+            throw new CommandError('unknown_world', `no world \`${world}\` in the Welcome`, 'world');
+        }
+        // The view exists, and takes this area and rate, only once the server accepted them: a
+        // refused subscribe leaves nothing behind, and resyncs and reconnects replay only what was
+        // accepted.
+        const r = await this.subscribeCommand(world, area, every, false);
+        return { ...r, view: this.views.get(world) };
+    }
+    subscribeCommand(world, area, every, internal) {
+        return this.command({ type: 'subscribe', request_id: 0, world, area, every_n_ticks: every }, internal, (r) => {
+            if (r.type === 'subscribed')
+                this.accepted(world, area, every, r);
+            else if (internal)
+                this.removeView(world, `the server refused to subscribe again: ${r.type === 'error' ? `${r.code}: ${r.message}` : r.type}`);
+        });
+    }
+    /** A Subscribed answer: the view (created on the first) takes the area, rate and cells. */
+    accepted(world, area, every, r) {
+        let v = this.views.get(world);
+        if (!v) {
+            const info = this.welcome?.worlds.find((w) => w.id === r.world);
+            if (!info || !this.welcome)
+                return;
+            v = new WorldView(info, this.welcome.quantization, this.welcome.tick_rate_hz, area, this.opts);
+            v.onResync = (reason) => this.scheduleResync(world, reason);
+            this.views.set(world, v);
+        }
+        v.area = area;
+        v.everyNTicks = every;
+        v.subscribed(r.cells);
+        if (!this.subscribedOrder.includes(r.world))
+            this.subscribedOrder.push(r.world);
+    }
+    removeView(world, reason) {
+        const v = this.views.get(world);
+        if (!v)
+            return;
+        this.views.delete(world);
+        this.subscribedOrder = this.subscribedOrder.filter((id) => id !== v.info.id);
+        v.clear();
+        this.emit('view_removed', world, reason);
     }
     /** Stops the stream of `world` and drops its view. */
     async unsubscribe(world) {
@@ -166,14 +210,22 @@ export class SteerClient {
     /** Sends a Ping; resolves with the server tick of the Pong. */
     ping() {
         const rid = this.rid();
-        this.pings.set(rid, now());
         return new Promise((resolve, reject) => {
+            if (this.state !== 'open') {
+                reject(new CommandError('not_connected', `not connected (${this.state}): ping not sent`, null, rid));
+                return;
+            }
             const timer = setTimeout(() => {
-                this.pending.delete(rid);
-                reject(new CommandError('timeout', `no Pong for ping ${rid}`, null, rid));
+                if (this.pending.delete(rid))
+                    reject(new CommandError('outcome_unknown', `no Pong for ping ${rid}`, null, rid));
             }, this.opts.commandTimeoutMs ?? 10000);
-            this.pending.set(rid, { resolve: resolve, reject, timer, internal: false });
-            this.send({ type: 'ping', request_id: rid });
+            this.pending.set(rid, { resolve: resolve, reject, timer, internal: false, what: 'ping', sent: true });
+            this.pings.set(rid, now());
+            if (!this.send({ type: 'ping', request_id: rid })) {
+                clearTimeout(timer);
+                this.pending.delete(rid);
+                reject(new CommandError('not_connected', 'the socket is not open: ping not sent', null, rid));
+            }
         });
     }
     /** Closes the session for good (no reconnect); pending commands are rejected. */
@@ -189,7 +241,7 @@ export class SteerClient {
             }
             catch { /* already closed */ }
         }
-        this.failPending('connection_lost', 'client closed');
+        this.failPending('client closed');
         this.openReject(new Error('closed before Welcome'));
     }
     /**
@@ -201,25 +253,17 @@ export class SteerClient {
         if (ws)
             ws.close(4000, 'dropped by the client');
     }
-    ensureView(world, area) {
-        let v = this.views.get(world);
-        const info = this.welcome?.worlds.find((w) => w.name === world);
-        if (!v) {
-            if (!info || !this.welcome)
-                throw new CommandError('unknown_world', `no world \`${world}\` in the Welcome`, 'world');
-            v = new WorldView(info, this.welcome.quantization, this.welcome.tick_rate_hz, area, this.opts);
-            v.onResync = (reason) => this.scheduleResync(world, reason);
-            this.views.set(world, v);
-        }
-        v.area = area;
-        return v;
-    }
     rid() {
         const r = this.nextRid;
         this.nextRid = (this.nextRid + 1) % U32 || 1;
         return r;
     }
-    command(msg, internal = false) {
+    /**
+     * Sends `msg` now, or queues it while (re)connecting. Either it is sent and its result (or
+     * `outcome_unknown`) settles the promise, or it times out in the queue, is removed from it and
+     * is never sent (`timeout`).
+     */
+    command(msg, internal = false, onResult) {
         const rid = this.rid();
         msg.request_id = rid;
         return new Promise((resolve, reject) => {
@@ -227,32 +271,46 @@ export class SteerClient {
                 reject(new CommandError('not_connected', 'the client is closed', null, rid));
                 return;
             }
-            const timer = setTimeout(() => {
-                if (this.pending.delete(rid))
-                    reject(new CommandError('timeout', `no result for request ${rid} (${msg.type})`, null, rid));
-            }, this.opts.commandTimeoutMs ?? 10000);
-            this.pending.set(rid, { resolve: resolve, reject, timer, internal });
-            if (this.state !== 'open') {
-                if (this.queue.length >= (this.opts.maxQueuedCommands ?? 256)) {
-                    clearTimeout(timer);
-                    this.pending.delete(rid);
-                    reject(new CommandError('not_connected', `reconnecting and ${this.queue.length} commands already queued`, null, rid));
-                    return;
-                }
-                this.queue.push(msg);
+            const p = { resolve: resolve, reject, timer: undefined, internal, what: `request ${rid} (${msg.type})`, sent: false, onResult };
+            if (this.state === 'open' && this.send(msg))
+                p.sent = true;
+            else if (this.queue.length >= (this.opts.maxQueuedCommands ?? 256)) {
+                reject(new CommandError('not_connected', `reconnecting and ${this.queue.length} commands already queued`, null, rid));
                 return;
             }
-            this.send(msg);
+            else
+                this.queue.push(msg);
+            p.timer = setTimeout(() => this.expire(rid), this.opts.commandTimeoutMs ?? 10000);
+            this.pending.set(rid, p);
         });
     }
+    /** A command's time is up: never sent → out of the queue; sent → its outcome is unknown. */
+    expire(rid) {
+        const p = this.pending.get(rid);
+        if (!p)
+            return;
+        this.pending.delete(rid);
+        const ms = this.opts.commandTimeoutMs ?? 10000;
+        if (!p.sent) {
+            const i = this.queue.findIndex((m) => m.request_id === rid);
+            if (i >= 0)
+                this.queue.splice(i, 1);
+            p.reject(new CommandError('timeout', `no connection within ${ms} ms: ${p.what} was dropped unsent`, null, rid));
+        }
+        else {
+            p.reject(new CommandError('outcome_unknown', `${p.what} was sent but not answered within ${ms} ms: it may or may not have taken effect`, null, rid));
+        }
+    }
+    /** Writes `msg` to the open socket; false if there is none. */
     send(msg) {
         const ws = this.ws;
         if (!ws || ws.readyState !== 1)
-            return;
+            return false;
         if ((this.opts.encoding ?? 'binary') === 'json')
             ws.send(JSON.stringify(msg));
         else
             ws.send(encodeClient(msg));
+        return true;
     }
     // ---- connection
     open() {
@@ -397,17 +455,22 @@ export class SteerClient {
     onResult(m) {
         const r = m.result;
         const p = this.pending.get(m.request_id);
-        if (r.type === 'subscribed') {
-            const v = this.viewById(r.world);
-            if (v)
-                v.subscribed(r.cells);
-            if (!this.subscribedOrder.includes(r.world))
-                this.subscribedOrder.push(r.world);
-        }
-        if (!p)
+        if (!p) {
+            // A result after its command's timeout (`outcome_unknown`). A late Subscribed: the server
+            // streams what no view asked for (resubscribe the view's accepted area, or unsubscribe).
+            if (r.type === 'subscribed' && this.state === 'open') {
+                const name = this.worldName(r.world);
+                const v = this.views.get(name);
+                if (v)
+                    this.subscribeCommand(name, v.area, v.everyNTicks, true).catch((e) => this.emit('error', e));
+                else
+                    this.command({ type: 'unsubscribe', request_id: 0, world: name }, true).catch((e) => this.emit('error', e));
+            }
             return;
+        }
         clearTimeout(p.timer);
         this.pending.delete(m.request_id);
+        p.onResult?.(r);
         if (r.type === 'error')
             p.reject(new CommandError(r.code, r.message, r.field, m.request_id));
         else
@@ -438,18 +501,22 @@ export class SteerClient {
             this.resumes++;
         this.subscribedOrder = [];
         this.lastPongMs = now();
-        for (const [name, v] of this.views) {
+        for (const [name, v] of [...this.views]) {
             const info = w.worlds.find((x) => x.name === name);
             if (!info) {
-                this.emit('error', new Error(`world \`${name}\` is gone after the reconnect`));
+                this.removeView(name, 'the world is gone after the reconnect');
                 continue;
             }
             v.rebind(info, w.quantization, w.tick_rate_hz);
-            this.command({ type: 'subscribe', request_id: 0, world: name, area: v.area, every_n_ticks: v.everyNTicks }, true).catch((e) => this.emit('error', e));
+            this.subscribeCommand(name, v.area, v.everyNTicks, true).catch((e) => this.emit('error', e));
         }
-        const q = this.queue.splice(0);
-        for (const msg of q)
-            this.send(msg);
+        for (const msg of this.queue.splice(0)) {
+            const p = this.pending.get(msg.request_id);
+            if (p && this.send(msg))
+                p.sent = true;
+            else if (p)
+                this.queue.push(msg); // the socket closed under us: the next Welcome sends it
+        }
         this.pingsSent = 0;
         this.schedulePing();
         this.emit('welcome', w);
@@ -468,7 +535,7 @@ export class SteerClient {
             const v = this.views.get(world);
             if (!v || this.state !== 'open')
                 return; // a reconnect resubscribes anyway
-            this.command({ type: 'subscribe', request_id: 0, world, area: v.area, every_n_ticks: v.everyNTicks }, true).catch((e) => this.emit('error', e));
+            this.subscribeCommand(world, v.area, v.everyNTicks, true).catch((e) => this.emit('error', e));
         }, 50));
     }
     schedulePing() {
@@ -493,16 +560,20 @@ export class SteerClient {
             this.schedulePing();
         }, delay);
     }
-    failPending(code, why) {
+    /** The session ends: sent commands' outcomes are unknown, queued ones were never sent. */
+    failPending(why) {
         for (const [rid, p] of this.pending) {
             clearTimeout(p.timer);
-            if (!p.internal)
-                p.reject(new CommandError(code, `${why} before the result of request ${rid}`, null, rid));
+            if (p.internal)
+                continue;
+            if (p.sent)
+                p.reject(new CommandError('outcome_unknown', `${why} before the result of ${p.what}: it may or may not have taken effect`, null, rid));
+            else
+                p.reject(new CommandError('not_connected', `${why}: ${p.what} was never sent`, null, rid));
         }
         this.pending.clear();
         this.pings.clear();
-        for (const q of this.queue.splice(0))
-            void q;
+        this.queue.length = 0;
     }
     clearTimers() {
         if (this.reconnectTimer)
@@ -519,14 +590,14 @@ export class SteerClient {
         if (this.state === 'closed')
             return;
         this.clearTimers();
-        // Commands in flight may or may not have run: their promises fail; queued ones wait.
+        // Commands in flight may or may not have run (`outcome_unknown`); queued ones wait.
         for (const [rid, p] of this.pending) {
-            if (this.queue.some((m) => m.request_id === rid))
+            if (!p.sent)
                 continue;
             clearTimeout(p.timer);
             this.pending.delete(rid);
             if (!p.internal)
-                p.reject(new CommandError('connection_lost', `connection lost before the result of request ${rid}`, null, rid));
+                p.reject(new CommandError('outcome_unknown', `connection lost before the result of ${p.what}: it may or may not have taken effect`, null, rid));
         }
         this.pings.clear();
         const r = this.opts.reconnect;
@@ -537,7 +608,7 @@ export class SteerClient {
         this.emit('disconnect', { code, reason, willReconnect });
         if (!willReconnect) {
             this.state = 'closed';
-            this.failPending('connection_lost', `connection closed (${code} ${reason})`);
+            this.failPending(`connection closed (${code} ${reason})`);
             this.openReject(new Error(`connection closed before Welcome (${code} ${reason})`));
             return;
         }
