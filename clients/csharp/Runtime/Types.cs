@@ -111,7 +111,11 @@ namespace Steerd.Client
     /// <summary>A command answered with an error outcome, or not answered at all.</summary>
     public sealed class CommandException : Exception
     {
-        /// <summary>An ErrorCode wire name, or timeout / connection_lost / not_connected / unsupported.</summary>
+        /// <summary>
+        /// An ErrorCode wire name, or: timeout (no connection in time: the command left the queue
+        /// and was never sent), outcome_unknown (sent, no result: it may or may not have run),
+        /// not_connected (refused without sending), unsupported.
+        /// </summary>
         public readonly string Code;
         public readonly string Field;
         public readonly long RequestId;
