@@ -13,16 +13,26 @@ import type {
   Limits, OkOutcome, Outcome, Point, RoleName, ServerMsg, SpawnArea, SpawnedOutcome, SubscribedOutcome, Welcome,
 } from './types.js';
 
-/** The part of the WebSocket API the client uses (browsers' WebSocket and the `ws` package). */
+/**
+ * An event handler property whose parameter is checked both ways (as a method's is), so that
+ * the DOM's `(this: WebSocket, ev: MessageEvent) => any` and the `ws` package's
+ * `(event: WebSocket.MessageEvent) => void` both fit without a cast.
+ */
+type Handler<E> = { bivariant(ev: E): void }['bivariant'] | null;
+
+/**
+ * The part of the WebSocket API the client uses. The browsers' `WebSocket` class and the `ws`
+ * package's both satisfy it as they are: `connect(url, { WebSocket })`.
+ */
 export interface SocketLike {
   binaryType: string;
-  readyState: number;
+  readonly readyState: number;
   send(data: string | Uint8Array): void;
   close(code?: number, reason?: string): void;
-  onopen: ((ev: unknown) => void) | null;
-  onmessage: ((ev: { data: unknown }) => void) | null;
-  onclose: ((ev: { code?: number; reason?: string }) => void) | null;
-  onerror: ((ev: unknown) => void) | null;
+  onopen: Handler<unknown>;
+  onmessage: Handler<{ data: unknown }>;
+  onclose: Handler<{ code?: number; reason?: string }>;
+  onerror: Handler<unknown>;
 }
 export type SocketCtor = new (url: string) => SocketLike;
 
