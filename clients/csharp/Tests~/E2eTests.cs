@@ -38,7 +38,7 @@ namespace Steerd.Client.Tests
             this.adminToken = adminToken;
             this.playerSecret = playerSecret;
             var bin = Environment.GetEnvironmentVariable("STEERD_BIN");
-            var root = Path.GetFullPath(Path.Combine(AppDomain.CurrentDomain.BaseDirectory, "../../.."));
+            var root = ConformanceTests.Root;
             if (string.IsNullOrEmpty(bin)) bin = Path.Combine(root, "target/release/steerd");
             if (!File.Exists(bin)) throw new Exception("steerd binary not found at " + bin + " (set STEERD_BIN)");
             this.bin = bin;
