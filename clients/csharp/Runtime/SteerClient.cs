@@ -47,7 +47,7 @@ namespace Steerd.Client
         public bool Batch;
         /// <summary>Interpolation delay of new views (ms).</summary>
         public double InterpDelayMs = 100;
-        /// <summary>States kept per cell for interpolation.</summary>
+        /// <summary>States kept per agent for interpolation.</summary>
         public int HistoryLength = 8;
     }
 
