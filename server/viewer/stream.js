@@ -104,7 +104,6 @@ function onWelcome(w) {
   S.welcome = w;
   S.resume = w.resume_token || null;
   S.quant = w.quantization;
-  S.tickRate = w.tick_rate_hz;
   own.worlds = w.worlds;
   V.connected = true;
   setConn('live', 'ok');
@@ -121,6 +120,7 @@ export async function selectWorld(name, fromWelcome = false) {
   if (S.world && changed && !fromWelcome) send({ type: 'unsubscribe', request_id: S.nextRid++, world: S.world.name });
   const gridChanged = !S.world || JSON.stringify(S.world) !== JSON.stringify(info);
   S.world = info;
+  S.tickRate = info.tick_rate_hz;
   V.world = name;
   $('world').value = name;
   if (changed || gridChanged) {
@@ -362,6 +362,11 @@ function onEvent(m) {
     logEvent(`<b>${e.agents.length}</b> agents despawned`, '', m.tick);
   } else if (e.type === 'target_lost') {
     logEvent(`agent <b>${e.agent}</b> lost sight of its target <b>${e.target}</b>`, '', m.tick);
+  } else if (e.type === 'tick_rate') {
+    // The world's rate changed (protocol v9): the clock and the interpolation period follow.
+    S.world.tick_rate_hz = e.tick_rate_hz;
+    S.tickRate = e.tick_rate_hz;
+    logEvent(`the world now runs at <b>${e.tick_rate_hz}</b> ticks per second`, '', m.tick);
   }
 }
 

@@ -27,6 +27,12 @@ namespace Steerd.Client
         public bool Reconnect = true;
         public int ReconnectMinDelayMs = 250;
         public int ReconnectMaxDelayMs = 5000;
+        /// <summary>
+        /// Retry the first connection too (default false: ConnectAsync fails at once when the server
+        /// is unreachable): with the reconnect back-off, up to ReconnectMaxAttempts, until the first
+        /// Welcome. A refusal at Hello (bad token, version) still fails at once.
+        /// </summary>
+        public bool RetryFirstConnect;
         /// <summary>Give up after this many consecutive failed attempts (0 = never).</summary>
         public int ReconnectMaxAttempts;
         /// <summary>
@@ -128,10 +134,12 @@ namespace Steerd.Client
         /// <summary>Your agent (first) lost sight of a target (second) its behaviours aimed at, under
         /// `owned` visibility; those behaviours were removed. Arguments: agent, target, world, tick.</summary>
         public event Action<uint, uint, string, long> TargetLost;
+        /// <summary>A world's tick rate changed (protocol v9): the new rate, world, tick. Its view's clock follows.</summary>
+        public event Action<float, string, long> TickRateChanged;
         /// <summary>A server Error message or an undecodable frame.</summary>
         public event Action<string> Error;
-        /// <summary>The connection dropped; the bool says whether the client reconnects.</summary>
-        public event Action<string, bool> Disconnected;
+        /// <summary>The connection ended: cause (client, server with its close code, network), and whether the client reconnects.</summary>
+        public event Action<DisconnectInfo> Disconnected;
         /// <summary>
         /// Welcome received again after a drop (views resubscribed); the bool says whether the
         /// server resumed the previous session (false after SessionLost).
@@ -165,6 +173,8 @@ namespace Steerd.Client
         /// <summary>Whether the Hello of the current connection carried a resume token.</summary>
         bool resumeSent;
         bool everOpen;
+        /// <summary>Set when this client aborts the current socket itself (DropSocket, pong timeout).</summary>
+        volatile bool closingByClient;
         int attempts;
         double lastPongMs;
         int generation;
@@ -308,7 +318,7 @@ namespace Steerd.Client
                     WorldInfo info = null;
                     if (Welcome != null) foreach (var w in Welcome.Worlds) if (w.Id == worldId) info = w;
                     if (info == null) return;
-                    v = new WorldView(info, Welcome.Quantization, Welcome.TickRateHz, rect, opts.HistoryLength) { InterpDelayMs = opts.InterpDelayMs };
+                    v = new WorldView(info, Welcome.Quantization, info.TickRateHz, rect, opts.HistoryLength) { InterpDelayMs = opts.InterpDelayMs };
                     string name = world;
                     v.OnResync = reason => ScheduleResync(name, reason);
                     views[world] = v;
@@ -389,7 +399,9 @@ namespace Steerd.Client
         public void DropSocket()
         {
             var w = ws;
-            if (w != null) { try { w.Abort(); } catch (Exception) { } }
+            if (w == null) return;
+            closingByClient = true;
+            try { w.Abort(); } catch (Exception) { }
         }
 
         /// <summary>Closes the session for good; pending commands fail.</summary>
@@ -400,10 +412,12 @@ namespace Steerd.Client
                 if (State == "closed") return;
                 State = "closed";
             }
+            bool had = ws != null;
             stop.Cancel();
             DropSocket();
             FailPending("client closed", true);
-            opened.TrySetException(new CommandException("not_connected", "closed before Welcome"));
+            opened.TrySetException(new ConnectException("closed", uri.ToString(), "the client was closed before the Welcome"));
+            if (had) Raise(Disconnected, new DisconnectInfo { Cause = DisconnectCause.Client, Code = 1000, Reason = "client closed" });
         }
 
         public void Dispose() { Close(); }
@@ -536,7 +550,9 @@ namespace Steerd.Client
             {
                 var w = new ClientWebSocket();
                 string why = "";
+                var info = new DisconnectInfo { Cause = DisconnectCause.Network, Code = 1006 };
                 int gen;
+                closingByClient = false;
                 try
                 {
                     await w.ConnectAsync(uri, stop.Token).ConfigureAwait(false);
@@ -546,14 +562,22 @@ namespace Steerd.Client
                     SendBytes(w, Codec.EncodeClient(Codec.Hello(opts.Token, resume)));
                     await ReceiveLoop(w, gen).ConfigureAwait(false);
                     why = w.CloseStatus.HasValue ? ((int)w.CloseStatus.Value) + " " + w.CloseStatusDescription : "closed";
+                    if (w.CloseStatus.HasValue && (int)w.CloseStatus.Value != 1005 && (int)w.CloseStatus.Value != 1006)
+                    {
+                        info.Cause = DisconnectCause.Server;
+                        info.Code = (int)w.CloseStatus.Value;
+                        info.Reason = w.CloseStatusDescription ?? "";
+                    }
                 }
                 catch (Exception e)
                 {
                     why = e.Message;
+                    info.Reason = e.Message;
                 }
+                if (closingByClient) { info.Cause = DisconnectCause.Client; info.Code = 4000; info.Reason = "dropped by the client"; }
                 lock (SyncRoot) { if (ws == w) ws = null; }
                 try { w.Dispose(); } catch (Exception) { }
-                if (!OnDrop(why)) return;
+                if (!OnDrop(why, info)) return;
                 int delay = (int)(Math.Min(opts.ReconnectMaxDelayMs, opts.ReconnectMinDelayMs * Math.Pow(2, Math.Min(attempts, 20))) * (0.5 + Jitter()));
                 attempts++;
                 try { await Task.Delay(delay, stop.Token).ConfigureAwait(false); } catch (OperationCanceledException) { return; }
@@ -655,10 +679,23 @@ namespace Steerd.Client
                         if (e.ContainsKey("agents")) ev.Agents = Tree.U32s(e["agents"]);
                         if (e.ContainsKey("target")) ev.Target = (uint)Tree.L(e, "target");
                         ev.Group = Tree.S(e, "group");
+                        if (e.ContainsKey("tick_rate_hz")) ev.TickRateHz = Tree.Fl(e, "tick_rate_hz");
+                        if (ev.Type == "tick_rate")
+                        {
+                            // The world's rate changed: its WorldInfo and its view's clock follow.
+                            lock (SyncRoot)
+                            {
+                                uint wid = (uint)Tree.L(m, "world");
+                                if (Welcome != null) foreach (var wi in Welcome.Worlds) if (wi.Id == wid) wi.TickRateHz = ev.TickRateHz;
+                                var v = ViewById(wid);
+                                if (v != null) v.SetTickRate(ev.TickRateHz);
+                            }
+                        }
                         Raise(Event, ev);
                         if (ev.Type == "destination_reached") { var h = DestinationReached; if (h != null) Guard(() => h(ev.Agent, ev.World, ev.Tick)); }
                         else if (ev.Type == "path_completed") { var h = PathCompleted; if (h != null) Guard(() => h(ev.Agent, ev.World, ev.Tick)); }
                         else if (ev.Type == "target_lost") { var h = TargetLost; if (h != null) Guard(() => h(ev.Agent, ev.Target, ev.World, ev.Tick)); }
+                        else if (ev.Type == "tick_rate") { var h = TickRateChanged; if (h != null) Guard(() => h(ev.TickRateHz, ev.World, ev.Tick)); }
                         return;
                     }
                 case "command_result": OnResult(m); return;
@@ -700,7 +737,7 @@ namespace Steerd.Client
                         }
                         if (!everOpen && (code == "unauthorized" || code == "unsupported_version" || code == "forbidden"))
                         {
-                            opened.TrySetException(new CommandException(code, (string)m["message"], m["field"] as string));
+                            opened.TrySetException(new ConnectException(code, uri.ToString(), (string)m["message"], m["field"] as string));
                             Close();
                         }
                         return;
@@ -770,7 +807,7 @@ namespace Steerd.Client
                 {
                     var info = w.World(kv.Key);
                     if (info == null) { gone.Add(kv.Key); continue; }
-                    kv.Value.Rebind(info, w.Quantization, w.TickRateHz);
+                    kv.Value.Rebind(info, w.Quantization, info.TickRateHz);
                     resend.Add(kv);
                 }
                 queued = new List<Dictionary<string, object>>(queue);
@@ -866,18 +903,22 @@ namespace Steerd.Client
         }
 
         /// <summary>After a drop: fail the commands in flight; true when the client reconnects.</summary>
-        bool OnDrop(string why)
+        bool OnDrop(string why, DisconnectInfo info)
         {
             bool will;
+            int tries;
             lock (SyncRoot)
             {
                 if (State == "closed") return false;
-                will = opts.Reconnect && everOpen && (opts.ReconnectMaxAttempts == 0 || attempts < opts.ReconnectMaxAttempts);
+                will = opts.Reconnect && (everOpen || opts.RetryFirstConnect) && (opts.ReconnectMaxAttempts == 0 || attempts < opts.ReconnectMaxAttempts);
                 State = will ? "reconnecting" : "closed";
+                tries = attempts + 1;
             }
             FailPending("connection lost (" + why + ")", !will);
-            Raise(Disconnected, why, will);
-            if (!will) opened.TrySetException(new CommandException("not_connected", "connection closed before Welcome: " + why));
+            info.WillReconnect = will;
+            Raise(Disconnected, info);
+            if (!will)
+                opened.TrySetException(new ConnectException("unreachable", uri.ToString(), "no Welcome: " + why + (tries > 1 ? " (after " + tries + " attempts)" : ""), null, info.Code, info.Reason));
             return will;
         }
 

@@ -152,6 +152,49 @@ namespace Steerd.Client
         public readonly ClockSync Clock = new ClockSync();
         /// <summary>How far behind the estimated server time Sample() renders (ms, default 100).</summary>
         public double InterpDelayMs = 100;
+        /// <summary>
+        /// Per-agent callbacks: an agent came into the view (spawned, entered the area or sight, the
+        /// first keyframes), left it (despawned, left the area), or its record changed. Raised once
+        /// the tick is applied (a cell crossing is neither a removal nor an addition), with the live
+        /// record, on the thread that handles messages (see SteerClient).
+        /// </summary>
+        public event Action<QAgent> AgentAdded;
+        public event Action<uint> AgentRemoved;
+        public event Action<QAgent> AgentChanged;
+        readonly List<QAgent> pendingAdded = new List<QAgent>();
+        readonly List<QAgent> pendingChanged = new List<QAgent>();
+        readonly List<Track> pendingRemoved = new List<Track>();
+        bool Listening { get { return AgentAdded != null || AgentRemoved != null || AgentChanged != null; } }
+
+        /// <summary>Raises the agents added and changed, and those removed that no cell took back before tick `complete`.</summary>
+        void FlushAgentEvents(long complete = long.MaxValue)
+        {
+            if (!Listening) { pendingAdded.Clear(); pendingChanged.Clear(); pendingRemoved.Clear(); return; }
+            var removed = new List<uint>();
+            var later = new List<Track>();
+            foreach (var t in pendingRemoved)
+            {
+                if (t.Deleted || t.Gone == long.MaxValue) continue; // taken back by another cell
+                if (t.Gone < complete) removed.Add(t.Id); else later.Add(t);
+            }
+            pendingRemoved.Clear();
+            pendingRemoved.AddRange(later);
+            var added = pendingAdded.ToArray();
+            var changed = pendingChanged.ToArray();
+            pendingAdded.Clear();
+            pendingChanged.Clear();
+            foreach (var id in removed) Call(AgentRemoved, id);
+            foreach (var a in added) Call(AgentAdded, a);
+            foreach (var a in changed) Call(AgentChanged, a);
+        }
+
+        static void Call<T>(Action<T> h, T arg)
+        {
+            if (h == null) return;
+            // A listener's bug must not break the view.
+            try { h(arg); } catch (Exception e) { System.Diagnostics.Trace.TraceError("steerd view listener: " + e); }
+        }
+
         /// <summary>Called with a reason when the view needs keyframes again (the client resubscribes).</summary>
         public Action<string> OnResync = delegate { };
 
@@ -177,6 +220,13 @@ namespace Steerd.Client
         public double TickRate { get { return Clock.TickRate; } }
 
         /// <summary>A new Welcome (reconnect): same world name, maybe a new id, quantization or grid.</summary>
+        /// <summary>The world's tick rate changed (the tick_rate event): the clock starts a new fit at the new rate (frame arrivals stand in until Pongs come).</summary>
+        public void SetTickRate(double hz)
+        {
+            Info.TickRateHz = (float)hz;
+            Clock.SetRate(hz);
+        }
+
         public void Rebind(WorldInfo info, Quantization quant, double tickRate)
         {
             bool changed = !info.SameGrid(Info) || !quant.SameAs(Quant);
@@ -187,6 +237,13 @@ namespace Steerd.Client
 
         public void Clear()
         {
+            if (Listening)
+            {
+                foreach (var t in tracks.Values) if (!t.Deleted && t.Gone == long.MaxValue && t.N > 0) { t.Gone = Math.Max(0, LatestTick); pendingRemoved.Add(t); }
+                pendingAdded.Clear();
+                pendingChanged.Clear();
+                FlushAgentEvents();
+            }
             Cells.Clear(); tracks.Clear(); members.Clear(); spare.Clear(); gone.Clear();
             SubscribedCells = null; LatestTick = -1;
         }
@@ -215,6 +272,7 @@ namespace Steerd.Client
             catch (ProtoException e) { Resync("cell " + f.Cell + ": " + e.Message); return; }
             Keyframes++;
             Remember(f.Cell, cell, f.Tick, nowMs, false);
+            FlushAgentEvents(f.Tick);
         }
 
         public void ApplyDelta(Frame f, double nowMs = double.NaN)
@@ -232,6 +290,7 @@ namespace Steerd.Client
             catch (ProtoException e) { Resync("cell " + f.Cell + ": " + e.Message); return; }
             Deltas++;
             Remember(f.Cell, cell, f.Tick, nowMs, true);
+            FlushAgentEvents(f.Tick);
         }
 
         readonly CellsTxn txn = new CellsTxn();
@@ -260,6 +319,8 @@ namespace Steerd.Client
                 else Deltas++;
                 Remember(e.Cell, cell, cell.Tick, nowMs, e.IsDelta);
             }
+            // A cells message is a whole tick: every removal is final.
+            FlushAgentEvents();
         }
 
         public void Resync(string reason) { Resyncs++; OnResync(reason); }
@@ -297,6 +358,16 @@ namespace Steerd.Client
                         t.Entered = fromDelta;
                     }
                 }
+                if (Listening)
+                {
+                    if (t.N == 0) pendingAdded.Add(a);
+                    else
+                    {
+                        int o = t.At(t.N - 1) * 5;
+                        var v = t.V;
+                        if (v[o] != a.PosX || v[o + 1] != a.PosY || v[o + 2] != a.VelX || v[o + 3] != a.VelY || v[o + 4] != a.Orient || t.Group != a.Group) pendingChanged.Add(a);
+                    }
+                }
                 t.Push(a, tick);
                 t.Cell = c;
                 t.Gone = long.MaxValue;
@@ -315,6 +386,7 @@ namespace Steerd.Client
             if (t.Deleted || t.Cell != c || t.LastTick >= tick || t.Gone != long.MaxValue) return;
             t.Gone = tick;
             gone.Add(t);
+            if (Listening) pendingRemoved.Add(t);
         }
 
         /// <summary>Deletes the tracks gone for longer than the history spans.</summary>

@@ -153,7 +153,7 @@ namespace Steerd.Client.Tests
             client.Reconnected += (w, r) => { resumed = r; Interlocked.Increment(ref reconnects); };
             try
             {
-                Assert.AreEqual(8, client.Welcome.ProtocolVersion);
+                Assert.AreEqual(9, client.Welcome.ProtocolVersion);
                 Assert.AreEqual(player, client.PlayerId);
                 Assert.AreEqual(Role.Player, client.Role);
                 StringAssert.IsMatch("^[0-9a-f]{32}$", client.ResumeToken);
@@ -309,6 +309,45 @@ namespace Steerd.Client.Tests
             var pos = (List<object>)d["pos"];
             var vel = (List<object>)d["vel"];
             return new QAgent((uint)(double)d["id"], (ushort)(double)d["group"], (int)(double)pos[0], (int)(double)pos[1], (int)(double)vel[0], (int)(double)vel[1], (ushort)(double)d["orient"]).ToString();
+        }
+
+        [Test]
+        public void PerWorldTickRatesAreAnnouncedAndTheViewClockFollows()
+        {
+            srv.Rest("POST", "/worlds", "{\"name\":\"sdk-cs-rate-a\"}");
+            srv.Rest("POST", "/worlds", "{\"name\":\"sdk-cs-rate-b\"}");
+            srv.Rest("PATCH", "/worlds/sdk-cs-rate-b", "{\"tick_rate\":30}");
+            var client = Wait(SteerClient.ConnectAsync(srv.Base, new ConnectOptions { Token = srv.MintToken("rates-cs") }));
+            var announced = new List<string>();
+            client.TickRateChanged += (hz, w, t) => { lock (announced) announced.Add(w + " " + hz); };
+            try
+            {
+                Assert.AreEqual(20f, client.Welcome.World("sdk-cs-rate-a").TickRateHz);
+                Assert.AreEqual(30f, client.Welcome.World("sdk-cs-rate-b").TickRateHz);
+                Wait(client.Subscribe("sdk-cs-rate-a"));
+                Wait(client.Subscribe("sdk-cs-rate-b"));
+                var a = client.View("sdk-cs-rate-a");
+                var b = client.View("sdk-cs-rate-b");
+                lock (client.SyncRoot)
+                {
+                    Assert.AreEqual(20, a.TickRate);
+                    Assert.AreEqual(30, b.TickRate, "each view ticks at its world's rate");
+                }
+                srv.Rest("PATCH", "/worlds/sdk-cs-rate-a", "{\"tick_rate\":10}");
+                Until("the rate change announced", () => { lock (announced) return announced.Contains("sdk-cs-rate-a 10"); });
+                lock (announced) Assert.IsTrue(announced.All(x => x == "sdk-cs-rate-a 10" || x == "sdk-cs-rate-b 30"), string.Join(", ", announced));
+                lock (client.SyncRoot)
+                {
+                    Assert.AreEqual(10, a.TickRate, "the view's clock follows");
+                    Assert.AreEqual(30, b.TickRate);
+                }
+                using (var other = Wait(SteerClient.ConnectAsync(srv.Base, new ConnectOptions { Token = srv.MintToken("rates-cs2") })))
+                    Assert.AreEqual(10f, other.Welcome.World("sdk-cs-rate-a").TickRateHz, "a later Welcome carries the new rate");
+            }
+            finally
+            {
+                client.Close();
+            }
         }
 
         [Test]

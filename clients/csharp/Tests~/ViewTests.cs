@@ -234,5 +234,45 @@ namespace Steerd.Client.Tests
             Assert.IsTrue(nearBoundary, "samples across the cell boundary at x = 50");
             CollectionAssert.IsEmpty(bad, "every step within 5 % of 5 u/s");
         }
+
+        [Test]
+        public void PerAgentCallbacksAddedChangedRemovedOnceACrossingIsNeither()
+        {
+            var v = View(0);
+            var log = new List<string>();
+            v.AgentAdded += a => log.Add("+" + a.Id);
+            v.AgentRemoved += id => log.Add("-" + id);
+            Action<QAgent> changed = a => log.Add("~" + a.Id + "@" + a.PosX);
+            v.AgentChanged += changed;
+            Func<List<string>> take = () => { var l = new List<string>(log); log.Clear(); return l; };
+            Func<uint, long, long, List<object>, List<QAgent>, Frame> delta = (cell, tick, bas, left, entered) => new Frame { IsDelta = true, World = 1, Cell = cell, Tick = tick, BaseTick = bas, Left = left, Changed = new List<object>(), Agents = entered };
+            v.Subscribed(new List<uint> { 0, 1 });
+            var m0 = new CellsMessage { World = 1, Tick = 10, Span = 1 };
+            m0.Entries.Add(Kf(0, 10, A(1, 4990, 0, 20, 0), A(2, 100, 100, 0, 0, 0)));
+            m0.Entries.Add(Kf(1, 10));
+            v.ApplyCells(m0, 0);
+            CollectionAssert.AreEqual(new[] { "+1", "+2" }, take());
+            // Tick 11: agent 1 crosses from cell 0 to cell 1.
+            var m1 = new CellsMessage { World = 1, Tick = 11, Span = 1 };
+            m1.Entries.Add(delta(0, 11, 10, new List<object> { 1L }, new List<QAgent>()));
+            m1.Entries.Add(delta(1, 11, 10, new List<object>(), new List<QAgent> { A(1, 5010, 0, 20, 0) }));
+            v.ApplyCells(m1, 0);
+            CollectionAssert.AreEqual(new[] { "~1@5010" }, take());
+            // Tick 12: agent 2 despawned, agent 3 spawned.
+            var m2 = new CellsMessage { World = 1, Tick = 12, Span = 1 };
+            m2.Entries.Add(delta(0, 12, 11, new List<object> { 2L }, new List<QAgent> { A(3, 200, 200, 0, 0, 0) }));
+            v.ApplyCells(m2, 0);
+            CollectionAssert.AreEqual(new[] { "-2", "+3" }, take());
+            // Per-cell frames: the crossing back in two frames is a change; a removal is reported
+            // once the tick is complete (the next tick's first frame).
+            v.ApplyDelta(delta(1, 13, 11, new List<object> { 1L }, new List<QAgent>()));
+            CollectionAssert.IsEmpty(take());
+            v.ApplyDelta(delta(0, 13, 12, new List<object> { 3L }, new List<QAgent> { A(1, 4980, 0, -20, 0) }));
+            CollectionAssert.AreEqual(new[] { "~1@4980" }, take());
+            v.AgentChanged -= changed;
+            v.ApplyDelta(delta(0, 14, 13, new List<object>(), new List<QAgent>()));
+            Assert.AreEqual(0, v.Resyncs);
+            CollectionAssert.AreEqual(new[] { "-3" }, take());
+        }
     }
 }

@@ -64,9 +64,45 @@ export interface ConnectOptions extends ViewOptions {
   maxQueuedCommands?: number;
   /** Largest server frame accepted (default 8 MiB). */
   maxFrameBytes?: number;
+  /**
+   * Retry the first connection too (default off: `connect` rejects at once when the server is
+   * unreachable). On, it retries with the `reconnect` back-off and `maxAttempts` until the first
+   * Welcome; a refusal at Hello (bad token, version) still rejects at once.
+   */
+  retryFirstConnect?: boolean;
   /** WebSocket implementation (default: the global one, else the `ws` package under Node). */
   WebSocket?: SocketCtor;
 }
+
+/**
+ * `connect` failed. `code`: the server's refusal at Hello (`unauthorized`, `unsupported_version`,
+ * `forbidden`, …, with `field`), or `unreachable` (no Welcome: refused, closed or dropped before
+ * it; `closeCode` / `closeReason` from the socket), or `closed` (the client was closed first).
+ */
+export class ConnectError extends Error {
+  readonly code: ErrorCodeName | 'unreachable' | 'closed';
+  readonly url: string;
+  readonly field: string | null;
+  readonly closeCode: number;
+  readonly closeReason: string;
+  constructor(code: ConnectError['code'], url: string, message: string, opts: { field?: string | null; closeCode?: number; closeReason?: string } = {}) {
+    super(`${code}: ${url}: ${message}`);
+    this.name = 'ConnectError';
+    this.code = code;
+    this.url = url;
+    this.field = opts.field ?? null;
+    this.closeCode = opts.closeCode ?? 0;
+    this.closeReason = opts.closeReason ?? '';
+  }
+}
+
+/**
+ * Why the connection ended: `client` (close(), dropSocket(), or no Pong in time), `server` (the
+ * server closed it with a close frame: `code` and `reason` are its), `network` (no close frame:
+ * the connection broke, `code` 1006).
+ */
+export type DisconnectCause = 'client' | 'server' | 'network';
+export interface DisconnectInfo { cause: DisconnectCause; code: number; reason: string; willReconnect: boolean }
 
 /**
  * A command answered with an error outcome, or not answered at all. Besides the wire
@@ -97,12 +133,14 @@ export interface ClientEvents {
   path_completed: (agent: number, world: string, tick: number) => void;
   spawned: (agents: number[], group: string, world: string, tick: number) => void;
   despawned: (agents: number[], world: string, tick: number) => void;
+  /** The world now runs at `hz` ticks per second (its view's clock follows). */
+  tick_rate: (hz: number, world: string, tick: number) => void;
   /** Your agent `agent` lost sight of `target` (under `owned` visibility); the behaviours aimed at it were removed. */
   target_lost: (agent: number, target: number, world: string, tick: number) => void;
   /** A server `Error` message or an undecodable frame. */
   error: (err: ErrorMsg | Error) => void;
-  /** The connection dropped; `willReconnect` says whether the client tries again. */
-  disconnect: (info: { code: number; reason: string; willReconnect: boolean }) => void;
+  /** The connection ended (`cause`: client, server or network); `willReconnect` says whether the client tries again. */
+  disconnect: (info: DisconnectInfo) => void;
   /**
    * Welcome received again after a drop (views resubscribed). `resumed`: the server took the
    * previous session back (same player: its agents are still this client's); false after a
@@ -202,6 +240,8 @@ export class SteerClient {
   private openResolve!: () => void;
   private openReject!: (e: Error) => void;
   private everOpen = false;
+  /** Set when this client closes the current socket itself (dropSocket, pong timeout). */
+  private closingBy: 'client' | null = null;
 
   constructor(url: string, opts: ConnectOptions, Ctor: SocketCtor) {
     this.url = wsUrl(url, !!opts.batch);
@@ -297,7 +337,7 @@ export class SteerClient {
     if (!v) {
       const info = this.welcome?.worlds.find((w) => w.id === r.world);
       if (!info || !this.welcome) return;
-      v = new WorldView(info, this.welcome.quantization, this.welcome.tick_rate_hz, area, this.opts);
+      v = new WorldView(info, this.welcome.quantization, info.tick_rate_hz, area, this.opts);
       v.onResync = (reason) => this.scheduleResync(world, reason);
       this.views.set(world, v);
     }
@@ -353,6 +393,7 @@ export class SteerClient {
 
   /** Closes the session for good (no reconnect); pending commands are rejected. */
   close(): void {
+    if (this.state === 'closed') return;
     this.state = 'closed';
     this.clearTimers();
     const ws = this.ws;
@@ -362,7 +403,8 @@ export class SteerClient {
       try { ws.close(1000, 'client closed'); } catch { /* already closed */ }
     }
     this.failPending('client closed');
-    this.openReject(new Error('closed before Welcome'));
+    this.openReject(new ConnectError('closed', this.url, 'the client was closed before the Welcome'));
+    if (ws) this.emit('disconnect', { cause: 'client', code: 1000, reason: 'client closed', willReconnect: false });
   }
 
   /**
@@ -371,7 +413,9 @@ export class SteerClient {
    */
   dropSocket(): void {
     const ws = this.ws;
-    if (ws) ws.close(4000, 'dropped by the client');
+    if (!ws) return;
+    this.closingBy = 'client';
+    try { ws.close(4000, 'dropped by the client'); } catch { /* already closing */ }
   }
 
   private rid(): number {
@@ -435,11 +479,12 @@ export class SteerClient {
     try {
       ws = new this.Ctor(this.url);
     } catch (e) {
-      this.onDrop(0, (e as Error).message);
+      this.onDrop(1006, (e as Error).message, 'network');
       return;
     }
     ws.binaryType = 'arraybuffer';
     this.ws = ws;
+    this.closingBy = null;
     ws.onopen = () => {
       this.resumeSent = this.resume !== null;
       const hello = helloMessage({ token: this.opts.token, encoding: this.opts.encoding, resume: this.resume });
@@ -453,7 +498,9 @@ export class SteerClient {
     ws.onclose = (ev) => {
       if (this.ws !== ws) return;
       this.ws = null;
-      this.onDrop(ev.code ?? 0, ev.reason ?? '');
+      const code = ev.code ?? 1006;
+      const cause: DisconnectCause = this.closingBy ?? (code === 1006 || code === 1005 || code === 0 ? 'network' : 'server');
+      this.onDrop(code, ev.reason ?? '', cause);
     };
   }
 
@@ -514,6 +561,7 @@ export class SteerClient {
         else if (e.type === 'spawned') this.emit('spawned', e.agents, e.group, w, m.tick);
         else if (e.type === 'despawned') this.emit('despawned', e.agents, w, m.tick);
         else if (e.type === 'target_lost') this.emit('target_lost', e.agent, e.target, w, m.tick);
+        else if (e.type === 'tick_rate') this.onTickRate(m.world, e.tick_rate_hz, w, m.tick);
         return;
       }
       case 'command_result':
@@ -546,13 +594,22 @@ export class SteerClient {
         if (!this.welcome || this.state !== 'open') {
           // Refused at Hello (bad token, version): retrying the same Hello cannot help.
           if (m.code === 'unauthorized' || m.code === 'unsupported_version' || m.code === 'forbidden') {
-            this.openReject(new CommandError(m.code, m.message, m.field));
+            this.openReject(new ConnectError(m.code, this.url, m.message, { field: m.field }));
             this.close();
           }
         }
         return;
       }
     }
+  }
+
+  /** The world's rate changed: its WorldInfo and its view's clock follow. */
+  private onTickRate(world: number, hz: number, name: string, tick: number): void {
+    const info = this.welcome?.worlds.find((x) => x.id === world);
+    if (info) info.tick_rate_hz = hz;
+    const v = this.viewById(world);
+    if (v) v.setTickRate(hz);
+    this.emit('tick_rate', hz, name, tick);
   }
 
   private onResult(m: CommandResult): void {
@@ -609,7 +666,7 @@ export class SteerClient {
         this.removeView(name, 'the world is gone after the reconnect');
         continue;
       }
-      v.rebind(info, w.quantization, w.tick_rate_hz);
+      v.rebind(info, w.quantization, info.tick_rate_hz);
       this.subscribeCommand(name, v.area, v.everyNTicks, true).catch((e) => this.emit('error', e as Error));
     }
     for (const msg of this.queue.splice(0)) {
@@ -680,7 +737,7 @@ export class SteerClient {
     this.pingTimer = null;
   }
 
-  private onDrop(code: number, reason: string): void {
+  private onDrop(code: number, reason: string, cause: DisconnectCause): void {
     if (this.state === 'closed') return;
     this.clearTimers();
     // Commands in flight may or may not have run (`outcome_unknown`); queued ones wait.
@@ -692,15 +749,16 @@ export class SteerClient {
     }
     this.pings.clear();
     const r = this.opts.reconnect;
-    const enabled = r !== false && this.everOpen;
+    const enabled = r !== false && (this.everOpen || !!this.opts.retryFirstConnect);
     const ro: ReconnectOptions = typeof r === 'object' ? r : {};
     const give = ro.maxAttempts !== undefined && this.attempts >= ro.maxAttempts;
     const willReconnect = enabled && !give;
-    this.emit('disconnect', { code, reason, willReconnect });
+    this.emit('disconnect', { cause, code, reason, willReconnect });
     if (!willReconnect) {
       this.state = 'closed';
       this.failPending(`connection closed (${code} ${reason})`);
-      this.openReject(new Error(`connection closed before Welcome (${code} ${reason})`));
+      const tries = this.attempts > 0 ? ` after ${this.attempts + 1} attempts` : '';
+      this.openReject(new ConnectError('unreachable', this.url, `no Welcome: the connection closed (${code}${reason ? ` ${reason}` : ''})${tries}`, { closeCode: code, closeReason: reason }));
       return;
     }
     this.state = 'reconnecting';

@@ -17,7 +17,7 @@
 
 import type { ClientMsg, ServerMsg, Hello, Encoding, ErrorCodeName, RoleName } from './types.js';
 
-export const PROTOCOL_VERSION = 8;
+export const PROTOCOL_VERSION = 9;
 /** Largest server frame a client should accept (§1). */
 export const DEFAULT_SERVER_LIMIT = 8 * 1024 * 1024;
 /** Default largest client frame (§1, `Welcome.max_message_bytes`). */
@@ -811,9 +811,9 @@ const HELLO_FIELDS: Field[] = [
 
 const Quantization = P([['pos_step', 'f32'], ['vel_step', 'f32'], ['predict_num', 'i32'], ['orient_snap', 'f32']]);
 const Rect = P(RectFields);
-const WorldInfo = P([['id', 'u32'], ['name', 'string'], ['bounds', Rect], ['aoi_cell_size', 'f32'], ['cols', 'u32'], ['rows', 'u32']]);
+const WorldInfo = P([['id', 'u32'], ['name', 'string'], ['bounds', Rect], ['aoi_cell_size', 'f32'], ['cols', 'u32'], ['rows', 'u32'], ['tick_rate_hz', 'f32']]);
 const WELCOME_FIELDS: Field[] = [
-  ['protocol_version', 'u16'], ['tick_rate_hz', 'f32'], ['quantization', Quantization], ['worlds', vec(WorldInfo)],
+  ['protocol_version', 'u16'], ['quantization', Quantization], ['worlds', vec(WorldInfo)],
   ['max_message_bytes', 'u32'], ['player_id', 'string'], ['role', Role], ['resume_token', 'string'],
   ['session_grace_secs', 'u32'],
 ];
@@ -847,6 +847,7 @@ const EventKind = tagged([
   ['spawned', [['group', 'string'], agents]],
   ['despawned', [agents]],
   ['target_lost', [['agent', 'u32'], ['target', 'u32']]],
+  ['tick_rate', [['tick_rate_hz', 'f32']]],
 ]);
 const ErrorFields: Field[] = [['code', ErrorCode], ['message', 'string'], ['field', opt('string'), null]];
 const Outcome = tagged([

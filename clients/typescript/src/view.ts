@@ -20,6 +20,19 @@ export interface SampledAgent {
   vy: number;
 }
 
+/**
+ * Per-agent callbacks of a view. `added`: an agent came into the view (spawned, entered the
+ * subscribed area or sight, or the first keyframes); `removed`: it left (despawned, left the
+ * area); `changed`: its record changed (position, velocity, orientation, group). Crossing a cell
+ * boundary is neither a removal nor an addition. Called after the tick's state is applied, with
+ * the live record (read it then; the view updates it in place).
+ */
+export interface AgentEvents {
+  added: (agent: QAgent) => void;
+  removed: (id: number) => void;
+  changed: (agent: QAgent) => void;
+}
+
 export interface ViewOptions {
   /** How far behind the estimated server time `sample()` renders (ms, default 100 = 2 ticks at 20 Hz). */
   interpDelayMs?: number;
@@ -197,6 +210,13 @@ export class WorldView {
   private readonly members = new Map<number, Members>();
   /** Slots of tracks marked gone, deleted once older than the history. */
   private goneSlots: number[] = [];
+  private readonly agentListeners: { [K in keyof AgentEvents]: Set<AgentEvents[K]> } = { added: new Set(), removed: new Set(), changed: new Set() };
+  /** Whether any per-agent listener is set (the apply loop collects events only then). */
+  private listening = false;
+  private pendingAdded: QAgent[] = [];
+  private pendingChanged: QAgent[] = [];
+  /** Slots marked gone since the last flush (reported if still gone when the tick is complete). */
+  private pendingRemoved: number[] = [];
   private readonly txn = new CellsTxn();
   private readonly k: number;
   private readonly pool: SampledAgent[] = [];
@@ -217,6 +237,12 @@ export class WorldView {
     return this.clock.tickRate;
   }
 
+  /** The world's tick rate changed (the `tick_rate` event): the clock starts a new fit at the new rate (frame arrivals stand in until Pongs come). */
+  setTickRate(hz: number): void {
+    this.info = { ...this.info, tick_rate_hz: hz };
+    this.clock.setRate(hz);
+  }
+
   /** A new Welcome (reconnect): same world name, maybe a new id, quantization or grid. */
   rebind(info: WorldInfo, quant: Quantization, tickRate: number): void {
     const key = (w: WorldInfo): string => JSON.stringify([w.bounds, w.aoi_cell_size, w.cols, w.rows]);
@@ -227,8 +253,64 @@ export class WorldView {
     if (changed) this.clear();
   }
 
+  /** Adds a per-agent listener (`added`, `removed`, `changed`); returns a function that removes it. */
+  on<K extends keyof AgentEvents>(name: K, cb: AgentEvents[K]): () => void {
+    const set = this.agentListeners[name] as Set<AgentEvents[K]>;
+    set.add(cb);
+    this.listening = true;
+    return () => {
+      set.delete(cb);
+      const l = this.agentListeners;
+      this.listening = l.added.size + l.removed.size + l.changed.size > 0;
+    };
+  }
+
+  /**
+   * Reports the agents added and changed, and those removed that no cell took back: gone before
+   * tick `complete` (the ticks whose every cell is applied; a per-cell frame of tick t may
+   * still be followed by the cell that takes a crossing agent in).
+   */
+  private flushAgentEvents(complete = Infinity): void {
+    if (!this.listening) {
+      this.pendingAdded.length = this.pendingChanged.length = this.pendingRemoved.length = 0;
+      return;
+    }
+    const tr = this.tracks;
+    const removed: number[] = [];
+    const later: number[] = [];
+    for (const s of this.pendingRemoved) {
+      if (tr.live[s] !== 1 || tr.gone[s] === Infinity) continue; // taken back by another cell
+      if (tr.gone[s] < complete) removed.push(tr.id[s]);
+      else later.push(s);
+    }
+    const added = this.pendingAdded;
+    const changed = this.pendingChanged;
+    this.pendingAdded = [];
+    this.pendingChanged = [];
+    this.pendingRemoved = later;
+    const call = <K extends keyof AgentEvents>(name: K, arg: Parameters<AgentEvents[K]>[0]): void => {
+      for (const cb of [...this.agentListeners[name]]) {
+        try {
+          (cb as (a: unknown) => void)(arg);
+        } catch (e) {
+          setTimeout(() => { throw e; }); // a listener's bug must not break the view
+        }
+      }
+    };
+    for (const id of removed) call('removed', id);
+    for (const a of added) call('added', a);
+    for (const a of changed) call('changed', a);
+  }
+
   /** Forgets every cell. */
   clear(): void {
+    if (this.listening) {
+      const tr = this.tracks;
+      for (let s = 0; s < tr.used; s++) if (tr.live[s] === 1 && tr.gone[s] === Infinity && tr.n[s] > 0) { tr.gone[s] = Math.max(0, this.latestTick); this.pendingRemoved.push(s); }
+      this.pendingAdded = [];
+      this.pendingChanged = [];
+      this.flushAgentEvents();
+    }
     this.cells.clear();
     this.tracks.clear();
     this.members.clear();
@@ -266,6 +348,7 @@ export class WorldView {
     }
     this.keyframes++;
     this.remember(k.cell, cell, k.tick, nowMs, false);
+    this.flushAgentEvents(k.tick);
   }
 
   /** Applies a delta of this world; a chain break or a bad frame resyncs. */
@@ -284,6 +367,7 @@ export class WorldView {
     }
     this.deltas++;
     this.remember(d.cell, cell, d.tick, nowMs, true);
+    this.flushAgentEvents(d.tick);
   }
 
   /**
@@ -315,6 +399,8 @@ export class WorldView {
       } else this.deltas++;
       this.remember(c, cell, cell.tick, nowMs, isDelta);
     }
+    // A cells message is a whole tick: every removal is final.
+    this.flushAgentEvents();
   }
 
   /** A frame could not be applied: the client subscribes again (same area) for keyframes. */
@@ -370,6 +456,15 @@ export class WorldView {
       }
       let n = N[s];
       let st = ST[s];
+      if (this.listening) {
+        if (n === 0) this.pendingAdded.push(a);
+        else {
+          let li = st + n - 1;
+          if (li >= k) li -= k;
+          const o = (li * cap + s) * 5;
+          if (V[o] !== a.pos[0] || V[o + 1] !== a.pos[1] || V[o + 2] !== a.vel[0] || V[o + 3] !== a.vel[1] || V[o + 4] !== a.orient || tr.group[s] !== a.group) this.pendingChanged.push(a);
+        }
+      }
       if (n > 0) {
         let li = st + n - 1;
         if (li >= k) li -= k;
@@ -415,6 +510,7 @@ export class WorldView {
     if (tr.live[s] !== 1 || tr.id[s] !== id || tr.cell[s] !== c || tr.lastTick(s) >= tick || tr.gone[s] !== Infinity) return;
     tr.gone[s] = tick;
     this.goneSlots.push(s);
+    if (this.listening) this.pendingRemoved.push(s);
   }
 
   /** Deletes the tracks gone for longer than the history spans. */

@@ -6,6 +6,22 @@
 import { DEFAULT_SERVER_LIMIT, ProtoError, decodeServer, decodeServerBatch, decodeServerJson, encodeClient, helloMessage, } from './codec.js';
 import { WorldView } from './view.js';
 /**
+ * `connect` failed. `code`: the server's refusal at Hello (`unauthorized`, `unsupported_version`,
+ * `forbidden`, …, with `field`), or `unreachable` (no Welcome: refused, closed or dropped before
+ * it; `closeCode` / `closeReason` from the socket), or `closed` (the client was closed first).
+ */
+export class ConnectError extends Error {
+    constructor(code, url, message, opts = {}) {
+        super(`${code}: ${url}: ${message}`);
+        this.name = 'ConnectError';
+        this.code = code;
+        this.url = url;
+        this.field = opts.field ?? null;
+        this.closeCode = opts.closeCode ?? 0;
+        this.closeReason = opts.closeReason ?? '';
+    }
+}
+/**
  * A command answered with an error outcome, or not answered at all. Besides the wire
  * `ErrorCode`s: `timeout` — no connection within `commandTimeoutMs`, the command was dropped from
  * the outgoing queue and never sent; `outcome_unknown` — sent, but the result never came (timeout
@@ -84,6 +100,8 @@ export class SteerClient {
         this.lastPongMs = 0;
         this.resyncTimers = new Map();
         this.everOpen = false;
+        /** Set when this client closes the current socket itself (dropSocket, pong timeout). */
+        this.closingBy = null;
         this.url = wsUrl(url, !!opts.batch);
         this.opts = opts;
         this.Ctor = Ctor;
@@ -175,7 +193,7 @@ export class SteerClient {
             const info = this.welcome?.worlds.find((w) => w.id === r.world);
             if (!info || !this.welcome)
                 return;
-            v = new WorldView(info, this.welcome.quantization, this.welcome.tick_rate_hz, area, this.opts);
+            v = new WorldView(info, this.welcome.quantization, info.tick_rate_hz, area, this.opts);
             v.onResync = (reason) => this.scheduleResync(world, reason);
             this.views.set(world, v);
         }
@@ -230,6 +248,8 @@ export class SteerClient {
     }
     /** Closes the session for good (no reconnect); pending commands are rejected. */
     close() {
+        if (this.state === 'closed')
+            return;
         this.state = 'closed';
         this.clearTimers();
         const ws = this.ws;
@@ -242,7 +262,9 @@ export class SteerClient {
             catch { /* already closed */ }
         }
         this.failPending('client closed');
-        this.openReject(new Error('closed before Welcome'));
+        this.openReject(new ConnectError('closed', this.url, 'the client was closed before the Welcome'));
+        if (ws)
+            this.emit('disconnect', { cause: 'client', code: 1000, reason: 'client closed', willReconnect: false });
     }
     /**
      * Closes the transport the way a network failure would: the client reconnects (resumes in
@@ -250,8 +272,13 @@ export class SteerClient {
      */
     dropSocket() {
         const ws = this.ws;
-        if (ws)
+        if (!ws)
+            return;
+        this.closingBy = 'client';
+        try {
             ws.close(4000, 'dropped by the client');
+        }
+        catch { /* already closing */ }
     }
     rid() {
         const r = this.nextRid;
@@ -319,11 +346,12 @@ export class SteerClient {
             ws = new this.Ctor(this.url);
         }
         catch (e) {
-            this.onDrop(0, e.message);
+            this.onDrop(1006, e.message, 'network');
             return;
         }
         ws.binaryType = 'arraybuffer';
         this.ws = ws;
+        this.closingBy = null;
         ws.onopen = () => {
             this.resumeSent = this.resume !== null;
             const hello = helloMessage({ token: this.opts.token, encoding: this.opts.encoding, resume: this.resume });
@@ -339,7 +367,9 @@ export class SteerClient {
             if (this.ws !== ws)
                 return;
             this.ws = null;
-            this.onDrop(ev.code ?? 0, ev.reason ?? '');
+            const code = ev.code ?? 1006;
+            const cause = this.closingBy ?? (code === 1006 || code === 1005 || code === 0 ? 'network' : 'server');
+            this.onDrop(code, ev.reason ?? '', cause);
         };
     }
     onFrame(data) {
@@ -411,6 +441,8 @@ export class SteerClient {
                     this.emit('despawned', e.agents, w, m.tick);
                 else if (e.type === 'target_lost')
                     this.emit('target_lost', e.agent, e.target, w, m.tick);
+                else if (e.type === 'tick_rate')
+                    this.onTickRate(m.world, e.tick_rate_hz, w, m.tick);
                 return;
             }
             case 'command_result':
@@ -444,13 +476,23 @@ export class SteerClient {
                 if (!this.welcome || this.state !== 'open') {
                     // Refused at Hello (bad token, version): retrying the same Hello cannot help.
                     if (m.code === 'unauthorized' || m.code === 'unsupported_version' || m.code === 'forbidden') {
-                        this.openReject(new CommandError(m.code, m.message, m.field));
+                        this.openReject(new ConnectError(m.code, this.url, m.message, { field: m.field }));
                         this.close();
                     }
                 }
                 return;
             }
         }
+    }
+    /** The world's rate changed: its WorldInfo and its view's clock follow. */
+    onTickRate(world, hz, name, tick) {
+        const info = this.welcome?.worlds.find((x) => x.id === world);
+        if (info)
+            info.tick_rate_hz = hz;
+        const v = this.viewById(world);
+        if (v)
+            v.setTickRate(hz);
+        this.emit('tick_rate', hz, name, tick);
     }
     onResult(m) {
         const r = m.result;
@@ -507,7 +549,7 @@ export class SteerClient {
                 this.removeView(name, 'the world is gone after the reconnect');
                 continue;
             }
-            v.rebind(info, w.quantization, w.tick_rate_hz);
+            v.rebind(info, w.quantization, info.tick_rate_hz);
             this.subscribeCommand(name, v.area, v.everyNTicks, true).catch((e) => this.emit('error', e));
         }
         for (const msg of this.queue.splice(0)) {
@@ -586,7 +628,7 @@ export class SteerClient {
         this.reconnectTimer = null;
         this.pingTimer = null;
     }
-    onDrop(code, reason) {
+    onDrop(code, reason, cause) {
         if (this.state === 'closed')
             return;
         this.clearTimers();
@@ -601,15 +643,16 @@ export class SteerClient {
         }
         this.pings.clear();
         const r = this.opts.reconnect;
-        const enabled = r !== false && this.everOpen;
+        const enabled = r !== false && (this.everOpen || !!this.opts.retryFirstConnect);
         const ro = typeof r === 'object' ? r : {};
         const give = ro.maxAttempts !== undefined && this.attempts >= ro.maxAttempts;
         const willReconnect = enabled && !give;
-        this.emit('disconnect', { code, reason, willReconnect });
+        this.emit('disconnect', { cause, code, reason, willReconnect });
         if (!willReconnect) {
             this.state = 'closed';
             this.failPending(`connection closed (${code} ${reason})`);
-            this.openReject(new Error(`connection closed before Welcome (${code} ${reason})`));
+            const tries = this.attempts > 0 ? ` after ${this.attempts + 1} attempts` : '';
+            this.openReject(new ConnectError('unreachable', this.url, `no Welcome: the connection closed (${code}${reason ? ` ${reason}` : ''})${tries}`, { closeCode: code, closeReason: reason }));
             return;
         }
         this.state = 'reconnecting';

@@ -158,6 +158,13 @@ export class WorldView {
         this.members = new Map();
         /** Slots of tracks marked gone, deleted once older than the history. */
         this.goneSlots = [];
+        this.agentListeners = { added: new Set(), removed: new Set(), changed: new Set() };
+        /** Whether any per-agent listener is set (the apply loop collects events only then). */
+        this.listening = false;
+        this.pendingAdded = [];
+        this.pendingChanged = [];
+        /** Slots marked gone since the last flush (reported if still gone when the tick is complete). */
+        this.pendingRemoved = [];
         this.txn = new CellsTxn();
         this.pool = [];
         this.out = [];
@@ -173,6 +180,11 @@ export class WorldView {
     get tickRate() {
         return this.clock.tickRate;
     }
+    /** The world's tick rate changed (the `tick_rate` event): the clock starts a new fit at the new rate (frame arrivals stand in until Pongs come). */
+    setTickRate(hz) {
+        this.info = { ...this.info, tick_rate_hz: hz };
+        this.clock.setRate(hz);
+    }
     /** A new Welcome (reconnect): same world name, maybe a new id, quantization or grid. */
     rebind(info, quant, tickRate) {
         const key = (w) => JSON.stringify([w.bounds, w.aoi_cell_size, w.cols, w.rows]);
@@ -183,8 +195,73 @@ export class WorldView {
         if (changed)
             this.clear();
     }
+    /** Adds a per-agent listener (`added`, `removed`, `changed`); returns a function that removes it. */
+    on(name, cb) {
+        const set = this.agentListeners[name];
+        set.add(cb);
+        this.listening = true;
+        return () => {
+            set.delete(cb);
+            const l = this.agentListeners;
+            this.listening = l.added.size + l.removed.size + l.changed.size > 0;
+        };
+    }
+    /**
+     * Reports the agents added and changed, and those removed that no cell took back: gone before
+     * tick `complete` (the ticks whose every cell is applied; a per-cell frame of tick t may
+     * still be followed by the cell that takes a crossing agent in).
+     */
+    flushAgentEvents(complete = Infinity) {
+        if (!this.listening) {
+            this.pendingAdded.length = this.pendingChanged.length = this.pendingRemoved.length = 0;
+            return;
+        }
+        const tr = this.tracks;
+        const removed = [];
+        const later = [];
+        for (const s of this.pendingRemoved) {
+            if (tr.live[s] !== 1 || tr.gone[s] === Infinity)
+                continue; // taken back by another cell
+            if (tr.gone[s] < complete)
+                removed.push(tr.id[s]);
+            else
+                later.push(s);
+        }
+        const added = this.pendingAdded;
+        const changed = this.pendingChanged;
+        this.pendingAdded = [];
+        this.pendingChanged = [];
+        this.pendingRemoved = later;
+        const call = (name, arg) => {
+            for (const cb of [...this.agentListeners[name]]) {
+                try {
+                    cb(arg);
+                }
+                catch (e) {
+                    setTimeout(() => { throw e; }); // a listener's bug must not break the view
+                }
+            }
+        };
+        for (const id of removed)
+            call('removed', id);
+        for (const a of added)
+            call('added', a);
+        for (const a of changed)
+            call('changed', a);
+    }
     /** Forgets every cell. */
     clear() {
+        if (this.listening) {
+            const tr = this.tracks;
+            for (let s = 0; s < tr.used; s++)
+                if (tr.live[s] === 1 && tr.gone[s] === Infinity && tr.n[s] > 0) {
+                    tr.gone[s] = Math.max(0, this.latestTick);
+                    this.pendingRemoved.push(s);
+                }
+            this.pendingAdded = [];
+            this.pendingChanged = [];
+            this.flushAgentEvents();
+        }
         this.cells.clear();
         this.tracks.clear();
         this.members.clear();
@@ -226,6 +303,7 @@ export class WorldView {
         }
         this.keyframes++;
         this.remember(k.cell, cell, k.tick, nowMs, false);
+        this.flushAgentEvents(k.tick);
     }
     /** Applies a delta of this world; a chain break or a bad frame resyncs. */
     delta(d, nowMs = NaN) {
@@ -246,6 +324,7 @@ export class WorldView {
         }
         this.deltas++;
         this.remember(d.cell, cell, d.tick, nowMs, true);
+        this.flushAgentEvents(d.tick);
     }
     /**
      * Applies a `cells` message of this world (§6.8): every entry in order, then the message
@@ -280,6 +359,8 @@ export class WorldView {
                 this.deltas++;
             this.remember(c, cell, cell.tick, nowMs, isDelta);
         }
+        // A cells message is a whole tick: every removal is final.
+        this.flushAgentEvents();
     }
     /** A frame could not be applied: the client subscribes again (same area) for keyframes. */
     resync(reason) {
@@ -339,6 +420,18 @@ export class WorldView {
             }
             let n = N[s];
             let st = ST[s];
+            if (this.listening) {
+                if (n === 0)
+                    this.pendingAdded.push(a);
+                else {
+                    let li = st + n - 1;
+                    if (li >= k)
+                        li -= k;
+                    const o = (li * cap + s) * 5;
+                    if (V[o] !== a.pos[0] || V[o + 1] !== a.pos[1] || V[o + 2] !== a.vel[0] || V[o + 3] !== a.vel[1] || V[o + 4] !== a.orient || tr.group[s] !== a.group)
+                        this.pendingChanged.push(a);
+                }
+            }
             if (n > 0) {
                 let li = st + n - 1;
                 if (li >= k)
@@ -394,6 +487,8 @@ export class WorldView {
             return;
         tr.gone[s] = tick;
         this.goneSlots.push(s);
+        if (this.listening)
+            this.pendingRemoved.push(s);
     }
     /** Deletes the tracks gone for longer than the history spans. */
     sweep() {

@@ -25,7 +25,7 @@ public class AgentSync : MonoBehaviour
         // Called on the main thread: the client handles messages on it (Unity's SynchronizationContext).
         client = await SteerClient.ConnectAsync(serverUrl, new ConnectOptions { Token = string.IsNullOrEmpty(token) ? null : token });
         client.DestinationReached += (agent, w, tick) => Debug.Log("agent " + agent + " arrived");
-        client.Disconnected += (why, retry) => Debug.Log("steerd: disconnected (" + why + "), reconnecting: " + retry);
+        client.Disconnected += d => Debug.Log("steerd: disconnected: " + d);
         await client.Subscribe(world);
         view = client.View(world);
         var spawned = await client.Spawn(world, "unity", unitsToSpawn, Shapes.Circle(50, 50, 5));

@@ -413,6 +413,7 @@ impl WorldHandle {
             rate_sets: Vec::new(),
             rate_users: handle.rates.clone(),
             max_shared: spawn.max_shared_messages,
+            announced_rate: info.tick_rate_hz,
             info,
             frames,
             paused: spawn.paused,
@@ -596,7 +597,7 @@ pub fn world_info(id: u32, name: &str, world: &World, max_cells: u32) -> proto::
     let rect = proto::Rect { min_x: b.min.x, min_y: b.min.y, max_x: b.max.x, max_y: b.max.y };
     let mut cell = 50.0f32;
     loop {
-        let info = proto::WorldInfo::new(id, name, rect, cell);
+        let info = proto::WorldInfo::new(id, name, rect, cell, world.config().tick_rate);
         if u64::from(info.cols) * u64::from(info.rows) <= u64::from(max_cells.max(1)) {
             return info;
         }
@@ -669,6 +670,8 @@ struct Runner {
     max_shared: usize,
     info: proto::WorldInfo,
     shared_info: Arc<Mutex<proto::WorldInfo>>,
+    /// The tick rate subscribers were last told (the next publish announces a different one).
+    announced_rate: f32,
     frames: broadcast::Sender<Arc<TickFrame>>,
     paused: bool,
     autosave: bool,
