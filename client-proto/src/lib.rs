@@ -21,6 +21,7 @@ pub mod frames;
 pub mod messages;
 pub mod pack;
 pub mod quant;
+pub mod schema;
 pub mod state;
 pub mod validate;
 

@@ -202,6 +202,49 @@ namespace Steerd.Client
             V("cells", F("world", U32), F("tick", U64), F("span", U32), F("checksum", Checksum, null), F("entries", new PackedT("entries"))),
         });
 
+        /// <summary>
+        /// The codec's table of the client ("client") or server ("server") messages as a tree in the
+        /// grammar of steer-proto's schema.json (lists, dictionaries, strings; defaults dropped, a
+        /// checksum as an optional one). The test suite checks it against that file.
+        /// </summary>
+        public static object DescribeTables(string side)
+        {
+            if (side == "client") return Describe(Client);
+            if (side == "server") return Describe(Server);
+            throw new ArgumentException("side: client or server", "side");
+        }
+
+        static List<object> DescribeFields(Field[] fields)
+        {
+            var l = new List<object>();
+            foreach (var f in fields) l.Add(new List<object> { f.Name, Describe(f.Type) });
+            return l;
+        }
+
+        static object Describe(T t)
+        {
+            var p = t as Prim;
+            if (p != null) return p.Name == "checksum" ? (object)new Dictionary<string, object> { { "opt", "checksum" } } : p.Name;
+            var st = t as StructT;
+            if (st != null) return new Dictionary<string, object> { { "struct", DescribeFields(st.Fields) } };
+            var o = t as OptT;
+            if (o != null) return new Dictionary<string, object> { { "opt", Describe(o.Inner) } };
+            var v = t as VecT;
+            if (v != null) return new Dictionary<string, object> { { "vec", Describe(v.Inner) } };
+            var tg = t as TaggedT;
+            if (tg != null)
+            {
+                var l = new List<object>();
+                foreach (var x in tg.Variants) l.Add(new List<object> { x.Name, DescribeFields(x.Fields) });
+                return new Dictionary<string, object> { { "tagged", l } };
+            }
+            var n = t as NamesT;
+            if (n != null) return new Dictionary<string, object> { { "names", new List<object>(n.Names) } };
+            var pk = t as PackedT;
+            if (pk != null) return new Dictionary<string, object> { { "packed", pk.Kind } };
+            throw new InvalidOperationException("unknown codec type " + t.GetType().Name);
+        }
+
         // ---- decoding
 
         sealed class Reader

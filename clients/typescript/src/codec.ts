@@ -869,6 +869,13 @@ const SERVER = tagged([
   ['cells', [['world', 'u32'], ['tick', 'u64'], ['span', 'u32'], ['checksum', 'checksum', null], ['entries', { packed: 'entries' }]]],
 ]);
 
+/**
+ * The codec's tables of the two message enums, in the grammar of steer-proto's `schema.json`
+ * (fields as `[name, type]` or `[name, type, default]`; `checksum` is optional by itself). The
+ * test suite checks them against that file.
+ */
+export const WIRE_TABLES: { readonly client: unknown; readonly server: unknown } = { client: CLIENT, server: SERVER };
+
 // ---------------------------------------------------------------------------------------------
 // Generic schema-driven decode / encode
 

@@ -804,6 +804,12 @@ const SERVER = tagged([
     ['pong', [rid, ['server_tick', 'u64']]],
     ['cells', [['world', 'u32'], ['tick', 'u64'], ['span', 'u32'], ['checksum', 'checksum', null], ['entries', { packed: 'entries' }]]],
 ]);
+/**
+ * The codec's tables of the two message enums, in the grammar of steer-proto's `schema.json`
+ * (fields as `[name, type]` or `[name, type, default]`; `checksum` is optional by itself). The
+ * test suite checks them against that file.
+ */
+export const WIRE_TABLES = { client: CLIENT, server: SERVER };
 function readStruct(r, fields, out, raw) {
     for (const f of fields)
         out[f[0]] = read(r, f[1], raw, out);
