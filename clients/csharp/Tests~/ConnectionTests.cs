@@ -13,23 +13,8 @@ using NUnit.Framework;
 namespace Steerd.Client.Tests
 {
     [TestFixture]
-    public class ConnectionTests
+    public class ConnectionTests : ProxiedServerFixture
     {
-        const string Admin = "sdk-conn-admin-token";
-        const string Secret = "sdk-conn-player-jwt-secret-0123456789abcdef";
-        Server srv;
-        NetCut net;
-
-        [TestFixtureSetUp]
-        public void Start() { srv = new Server(Admin, Secret); net = new NetCut(srv.Base); }
-
-        [TestFixtureTearDown]
-        public void Stop()
-        {
-            if (net != null) net.Dispose();
-            if (srv != null) srv.Dispose();
-        }
-
         static ConnectException ConnectFails(Task t)
         {
             try { t.Wait(20000); }

@@ -18,7 +18,7 @@ using NUnit.Framework;
 
 namespace Steerd.Client.Tests
 {
-    sealed class Server : IDisposable
+    public sealed class Server : IDisposable
     {
         public readonly string Base;
         readonly Process proc;
@@ -122,13 +122,13 @@ namespace Steerd.Client.Tests
             }
         }
 
-        static T Wait<T>(Task<T> t, int ms = 15000)
+        internal static T Wait<T>(Task<T> t, int ms = 15000)
         {
             if (!t.Wait(ms)) throw new TimeoutException("task did not complete");
             return t.Result;
         }
 
-        static CommandException Fails(Task t)
+        internal static CommandException Fails(Task t)
         {
             try { t.Wait(15000); }
             catch (AggregateException e) { return e.InnerException as CommandException; }

@@ -13,40 +13,15 @@ using NUnit.Framework;
 namespace Steerd.Client.Tests
 {
     [TestFixture]
-    public class GhostTests
+    public class GhostTests : ProxiedServerFixture
     {
-        const string Admin = "sdk-ghost-admin-token";
-        const string Secret = "sdk-ghost-player-jwt-secret-0123456789abcdef";
-        Server srv;
-        NetCut net;
-
-        [TestFixtureSetUp]
-        public void Start() { srv = new Server(Admin, Secret); net = new NetCut(srv.Base); }
-
-        [TestFixtureTearDown]
-        public void Stop()
-        {
-            if (net != null) net.Dispose();
-            if (srv != null) srv.Dispose();
-        }
-
         ConnectOptions Options(string player, int timeoutMs = 10000)
         {
             return new ConnectOptions { Token = srv.MintToken(player), CommandTimeoutMs = timeoutMs, ReconnectMinDelayMs = 100, ReconnectMaxDelayMs = 200 };
         }
 
-        static T Wait<T>(Task<T> t, int ms = 15000)
-        {
-            if (!t.Wait(ms)) throw new TimeoutException("task did not complete");
-            return t.Result;
-        }
-
-        static CommandException Fails(Task t)
-        {
-            try { t.Wait(15000); }
-            catch (AggregateException e) { return e.InnerException as CommandException; }
-            return null;
-        }
+        static T Wait<T>(Task<T> t) { return E2eTests.Wait(t); }
+        static CommandException Fails(Task t) { return E2eTests.Fails(t); }
 
         long Tick(string world) { return (long)(double)((Dictionary<string, object>)srv.Rest("GET", "/worlds/" + world))["tick"]; }
 

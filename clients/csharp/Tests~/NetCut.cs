@@ -6,10 +6,33 @@ using System.Collections.Generic;
 using System.Net;
 using System.Net.Sockets;
 using System.Threading.Tasks;
+using NUnit.Framework;
 
 namespace Steerd.Client.Tests
 {
-    sealed class NetCut : IDisposable
+    /// <summary>A fixture's real steerd (admin token + player secret) behind a NetCut proxy.</summary>
+    public abstract class ProxiedServerFixture
+    {
+        protected Server srv;
+        protected NetCut net;
+
+        [TestFixtureSetUp]
+        public void StartServerAndProxy()
+        {
+            var name = GetType().Name.ToLowerInvariant();
+            srv = new Server("sdk-" + name + "-admin-token", "sdk-" + name + "-player-jwt-secret-0123456789abcdef");
+            net = new NetCut(srv.Base);
+        }
+
+        [TestFixtureTearDown]
+        public void StopServerAndProxy()
+        {
+            if (net != null) net.Dispose();
+            if (srv != null) srv.Dispose();
+        }
+    }
+
+    public sealed class NetCut : IDisposable
     {
         public readonly string Base;
         readonly TcpListener listener;

@@ -2,25 +2,14 @@
 // errors carry a code and the URL, `retryFirstConnect` waits for a server that is not up yet,
 // and the `disconnect` event tells a client close, a server close (with its code) and a network
 // loss apart.
-import { test, before, after } from 'node:test';
+import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { createServer } from 'node:net';
 import { connect, ConnectError } from '../dist/index.js';
-import { startServer, until } from './server.mjs';
-import { startProxy } from './netcut.mjs';
+import { until } from './server.mjs';
+import { proxiedServer } from './netcut.mjs';
 
-let srv;
-let net;
-const ADMIN = 'sdk-conn-admin-token';
-const SECRET = 'sdk-conn-player-jwt-secret-0123456789abcdef';
-before(async () => {
-  srv = await startServer({ adminToken: ADMIN, playerSecret: SECRET });
-  net = await startProxy(srv.base);
-});
-after(async () => {
-  if (net) await net.stop();
-  if (srv) await srv.stop();
-});
+const t = proxiedServer('conn');
 
 const FAST = { minDelayMs: 50, maxDelayMs: 100 };
 
@@ -50,18 +39,18 @@ test('connecting to a dead port rejects with ConnectError: code unreachable, the
 });
 
 test('a refusal at Hello is a ConnectError with the server\'s code, the field and the URL', async () => {
-  await assert.rejects(connect(net.base, { token: 'wrong' }), (e) => e instanceof ConnectError && e.code === 'unauthorized' && e.field === 'token' && e.url.endsWith('/ws'));
+  await assert.rejects(connect(t.net.base, { token: 'wrong' }), (e) => e instanceof ConnectError && e.code === 'unauthorized' && e.field === 'token' && e.url.endsWith('/ws'));
 });
 
 test('retryFirstConnect: connect waits for the server to come up', async () => {
-  net.cut();
+  t.net.cut();
   const disconnects = [];
-  const p = connect(net.base, { token: srv.mintToken('late'), retryFirstConnect: true, reconnect: FAST });
+  const p = connect(t.net.base, { token: t.srv.mintToken('late'), retryFirstConnect: true, reconnect: FAST });
   let settled = false;
   p.then(() => { settled = true; }, () => { settled = true; });
   await new Promise((r) => setTimeout(r, 500));
   assert.equal(settled, false, 'still trying while the network is cut');
-  net.heal();
+  t.net.heal();
   const client = await p;
   try {
     client.on('disconnect', (d) => disconnects.push(d));
@@ -74,8 +63,8 @@ test('retryFirstConnect: connect waits for the server to come up', async () => {
 
 test('disconnect causes: dropSocket is the client, a cut is the network, a kick is the server with its code', async () => {
   const world = 'conn-causes';
-  await srv.rest('POST', '/worlds', { name: world });
-  const client = await connect(net.base, { token: srv.mintToken('dave'), reconnect: FAST });
+  await t.srv.rest('POST', '/worlds', { name: world });
+  const client = await connect(t.net.base, { token: t.srv.mintToken('dave'), reconnect: FAST });
   const seen = [];
   client.on('disconnect', (d) => seen.push(d));
   const reconnects = () => new Promise((r) => { const off = client.on('reconnect', () => { off(); r(); }); });
@@ -87,9 +76,9 @@ test('disconnect causes: dropSocket is the client, a cut is the network, a kick 
     assert.equal(seen.at(-1).willReconnect, true);
 
     back = reconnects();
-    net.cut();
+    t.net.cut();
     await until('the cut noticed', () => seen.length >= 2);
-    net.heal();
+    t.net.heal();
     await back;
     // (Each failed attempt during the cut is a network disconnect too.)
     assert.ok(seen.slice(1).every((d) => d.cause === 'network' && d.code === 1006), JSON.stringify(seen.slice(1)));
@@ -98,7 +87,7 @@ test('disconnect causes: dropSocket is the client, a cut is the network, a kick 
     await client.spawn(world, { group: 'dave', count: 1, area: { type: 'circle', x: 50, y: 50, radius: 1 } });
     const n = seen.length;
     back = reconnects();
-    await srv.rest('DELETE', `/worlds/${world}/players/dave`);
+    await t.srv.rest('DELETE', `/worlds/${world}/players/dave`);
     await back;
     const kicked = seen[n];
     assert.equal(kicked.cause, 'server', JSON.stringify(kicked));

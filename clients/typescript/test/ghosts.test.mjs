@@ -2,55 +2,44 @@
 // network: a command that times out while queued is never sent; one sent but unanswered is
 // `outcome_unknown`; a refused subscription leaves no view and is never replayed; a world gone
 // after a reconnect loses its view with a `view_removed` event.
-import { test, before, after } from 'node:test';
+import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { connect } from '../dist/index.js';
-import { startServer, until } from './server.mjs';
-import { startProxy } from './netcut.mjs';
+import { until } from './server.mjs';
+import { proxiedServer } from './netcut.mjs';
 
-let srv;
-let net;
-const ADMIN = 'sdk-ghost-admin-token';
-const SECRET = 'sdk-ghost-player-jwt-secret-0123456789abcdef';
-before(async () => {
-  srv = await startServer({ adminToken: ADMIN, playerSecret: SECRET });
-  net = await startProxy(srv.base);
-});
-after(async () => {
-  if (net) await net.stop();
-  if (srv) await srv.stop();
-});
+const t = proxiedServer('ghost');
 
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 const FAST = { minDelayMs: 100, maxDelayMs: 200 };
 
 async function positions(world, ids) {
-  const snap = await srv.rest('GET', `/worlds/${world}/snapshot`);
+  const snap = await t.srv.rest('GET', `/worlds/${world}/snapshot`);
   return ids.map((id) => snap.quantized.find((a) => a.id === id)?.pos);
 }
 
 async function waitTicks(world, n) {
-  const { tick } = await srv.rest('GET', `/worlds/${world}`);
-  await until(`${n} ticks of ${world}`, async () => (await srv.rest('GET', `/worlds/${world}`)).tick >= tick + n, 15000, 50);
+  const { tick } = await t.srv.rest('GET', `/worlds/${world}`);
+  await until(`${n} ticks of ${world}`, async () => (await t.srv.rest('GET', `/worlds/${world}`)).tick >= tick + n, 15000, 50);
 }
 
 test('a command that times out queued during a 2.5 s cut is never sent: the agents never act on it', async () => {
   const world = 'ghost-cmd';
-  await srv.rest('POST', '/worlds', { name: world });
-  const client = await connect(net.base, { token: srv.mintToken('ghost-cmd'), commandTimeoutMs: 1000, reconnect: FAST });
+  await t.srv.rest('POST', '/worlds', { name: world });
+  const client = await connect(t.net.base, { token: t.srv.mintToken('ghost-cmd'), commandTimeoutMs: 1000, reconnect: FAST });
   try {
     const { agents } = await client.spawn(world, { group: 'g', count: 2, area: { type: 'points', points: [{ x: 20, y: 20 }, { x: 30, y: 20 }] } });
     await waitTicks(world, 5);
     const before = await positions(world, agents);
     const reconnected = new Promise((r) => client.on('reconnect', (w, resumed) => r(resumed)));
     const cutAt = Date.now();
-    net.cut();
+    t.net.cut();
     await until('the client to see the cut', () => client.state === 'reconnecting');
     const moved = client.moveTo(world, agents, { x: 80, y: 80 });
     await assert.rejects(moved, (e) => e.code === 'timeout' && /dropped unsent/.test(e.message));
     assert.notEqual(client.state, 'open', 'still cut when the command timed out');
     await sleep(Math.max(0, 2500 - (Date.now() - cutAt)));
-    net.heal();
+    t.net.heal();
     assert.equal(await reconnected, true, 'the session was resumed');
     await waitTicks(world, 40);
     assert.deepEqual(await positions(world, agents), before, 'the agents never acted on the timed-out command');
@@ -58,34 +47,34 @@ test('a command that times out queued during a 2.5 s cut is never sent: the agen
     assert.equal((await client.moveTo(world, agents, { x: 25, y: 40 })).type, 'ok');
     await until('the agents to move', async () => JSON.stringify(await positions(world, agents)) !== JSON.stringify(before), 10000, 100);
   } finally {
-    net.heal();
+    t.net.heal();
     client.close();
   }
 });
 
 test('a command sent but unanswered within the timeout is outcome_unknown (here: it did run)', async () => {
   const world = 'ghost-unknown';
-  await srv.rest('POST', '/worlds', { name: world });
-  const client = await connect(net.base, { token: srv.mintToken('ghost-unknown'), commandTimeoutMs: 1000, reconnect: FAST });
+  await t.srv.rest('POST', '/worlds', { name: world });
+  const client = await connect(t.net.base, { token: t.srv.mintToken('ghost-unknown'), commandTimeoutMs: 1000, reconnect: FAST });
   try {
     const { agents } = await client.spawn(world, { group: 'g', count: 1, area: { type: 'points', points: [{ x: 20, y: 20 }] } });
     await waitTicks(world, 5);
     const before = await positions(world, agents);
-    net.hold();
+    t.net.hold();
     await assert.rejects(client.moveTo(world, agents, { x: 60, y: 20 }), (e) => e.code === 'outcome_unknown');
     assert.equal(client.state, 'open');
-    net.release();
+    t.net.release();
     await until('the held command to take effect', async () => JSON.stringify(await positions(world, agents)) !== JSON.stringify(before), 10000, 100);
   } finally {
-    net.release();
+    t.net.release();
     client.close();
   }
 });
 
 test('a refused subscription leaves no view and is never replayed; a refused change keeps the accepted one', async () => {
   const world = 'ghost-sub';
-  await srv.rest('POST', '/worlds', { name: world });
-  const client = await connect(net.base, { token: srv.mintToken('ghost-sub'), reconnect: FAST });
+  await t.srv.rest('POST', '/worlds', { name: world });
+  const client = await connect(t.net.base, { token: t.srv.mintToken('ghost-sub'), reconnect: FAST });
   const streamed = [];
   const onMessage = client.onMessage;
   client.onMessage = function (m) {
@@ -123,8 +112,8 @@ test('a refused subscription leaves no view and is never replayed; a refused cha
 
 test('a world gone after a reconnect: its view is removed and cleared, with a view_removed event', async () => {
   const world = 'ghost-gone';
-  await srv.rest('POST', '/worlds', { name: world });
-  const client = await connect(net.base, { token: srv.mintToken('ghost-gone'), reconnect: FAST });
+  await t.srv.rest('POST', '/worlds', { name: world });
+  const client = await connect(t.net.base, { token: t.srv.mintToken('ghost-gone'), reconnect: FAST });
   const removed = [];
   client.on('view_removed', (w, why) => removed.push([w, why]));
   try {
@@ -132,9 +121,9 @@ test('a world gone after a reconnect: its view is removed and cleared, with a vi
     const { agents } = await client.spawn(world, { group: 'g', count: 3, area: { type: 'circle', x: 50, y: 50, radius: 5 } });
     await until('agents in the view', () => agents.every((id) => view.agent(id)));
     const reconnected = new Promise((r) => client.on('reconnect', r));
-    net.cut();
-    await srv.rest('DELETE', `/worlds/${world}`);
-    net.heal();
+    t.net.cut();
+    await t.srv.rest('DELETE', `/worlds/${world}`);
+    t.net.heal();
     await reconnected;
     assert.equal(removed.length, 1);
     assert.equal(removed[0][0], world);
@@ -143,7 +132,7 @@ test('a world gone after a reconnect: its view is removed and cleared, with a vi
     assert.equal(view.size, 0);
     assert.deepEqual(view.sample(), []);
   } finally {
-    net.heal();
+    t.net.heal();
     client.close();
   }
 });

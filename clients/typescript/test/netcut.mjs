@@ -2,6 +2,8 @@
 // connection through it and refuses new ones until `heal()`; `hold()` keeps connections up but
 // holds back what clients send (the server hears nothing) until `release()` delivers it.
 import { createServer, connect } from 'node:net';
+import { before, after } from 'node:test';
+import { startServer } from './server.mjs';
 
 export async function startProxy(targetBase) {
   const target = new URL(targetBase);
@@ -39,4 +41,21 @@ export async function startProxy(targetBase) {
       await new Promise((ok) => server.close(ok));
     },
   };
+}
+
+/**
+ * A test file's real steerd (admin token + player secret) behind a proxy, started before its
+ * tests and stopped after them: `t.srv`, `t.net` once started.
+ */
+export function proxiedServer(name) {
+  const t = { srv: null, net: null };
+  before(async () => {
+    t.srv = await startServer({ adminToken: `sdk-${name}-admin-token`, playerSecret: `sdk-${name}-player-jwt-secret-0123456789abcdef` });
+    t.net = await startProxy(t.srv.base);
+  });
+  after(async () => {
+    if (t.net) await t.net.stop();
+    if (t.srv) await t.srv.stop();
+  });
+  return t;
 }
