@@ -285,6 +285,14 @@ wire_struct! {
 }
 
 wire_struct! {
+    /// Payload of `groups`: the world's whole group table (a record's `group` is an index into
+    /// it), sent to every subscriber when it grows or changes.
+    pub struct GroupsEvent {
+        #[serde(deserialize_with = "crate::common::bounded::vec")] pub groups: Vec<String>,
+    }
+}
+
+wire_struct! {
     /// Payload of `spawned`.
     pub struct SpawnedEvent {
         pub group: String,
@@ -308,6 +316,7 @@ wire_enum! {
         Despawned(DespawnedEvent) = "despawned",
         TargetLost(TargetLostEvent) = "target_lost",
         TickRate(TickRateEvent) = "tick_rate",
+        Groups(GroupsEvent) = "groups",
     }
 }
 
@@ -341,6 +350,9 @@ wire_struct! {
     pub struct Subscribed {
         pub world: u32,
         #[serde(with = "crate::pack::runs")] pub cells: Vec<u32>,
+        /// The world's group names (since version 9): a record's `group` indexes them; the
+        /// `groups` event brings the table again when it changes.
+        #[serde(deserialize_with = "crate::common::bounded::vec")] pub groups: Vec<String>,
     }
 }
 

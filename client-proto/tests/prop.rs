@@ -269,7 +269,7 @@ fn server_msg() -> BoxedStrategy<ServerMsg> {
             |(request_id, c, message, field, agents)| {
                 let result = match c % 4 {
                     0 => Outcome::Ok(Done {}),
-                    1 => Outcome::Subscribed(Subscribed { world: request_id, cells: ascending(agents) }),
+                    1 => Outcome::Subscribed(Subscribed { world: request_id, cells: ascending(agents), groups: vec!["a".into(), "b c".into()] }),
                     2 => Outcome::Spawned(Spawned { agents }),
                     _ => Outcome::Error(ErrorBody { code: ErrorCode::ALL[c], message, field }),
                 };

@@ -302,13 +302,20 @@ namespace Steerd.Client
         {
             return Command(SubscribeMsg(world, rect, everyNTicks), isInternal, r =>
             {
-                if ((string)r["type"] == "subscribed") Accepted(world, rect, everyNTicks, (uint)Tree.L(r, "world"), Tree.U32s(r["cells"]));
+                if ((string)r["type"] == "subscribed") Accepted(world, rect, everyNTicks, (uint)Tree.L(r, "world"), Tree.U32s(r["cells"]), Strings(r["groups"]));
                 else if (isInternal) RemoveView(world, "the server refused to subscribe again: " + r["code"] + ": " + r["message"]);
             });
         }
 
         /// <summary>A Subscribed answer: the view (created on the first) takes the area, rate and cells.</summary>
-        void Accepted(string world, float[] rect, int everyNTicks, uint worldId, List<uint> cells)
+        static List<string> Strings(object list)
+        {
+            var o = new List<string>();
+            foreach (var x in (List<object>)list) o.Add((string)x);
+            return o;
+        }
+
+        void Accepted(string world, float[] rect, int everyNTicks, uint worldId, List<uint> cells, List<string> groups)
         {
             lock (SyncRoot)
             {
@@ -325,6 +332,7 @@ namespace Steerd.Client
                 }
                 v.Area = rect;
                 v.EveryNTicks = everyNTicks;
+                v.Groups = groups;
                 v.Subscribed(cells);
                 if (!subscribedOrder.Contains(worldId)) subscribedOrder.Add(worldId);
             }
@@ -680,6 +688,15 @@ namespace Steerd.Client
                         if (e.ContainsKey("target")) ev.Target = (uint)Tree.L(e, "target");
                         ev.Group = Tree.S(e, "group");
                         if (e.ContainsKey("tick_rate_hz")) ev.TickRateHz = Tree.Fl(e, "tick_rate_hz");
+                        if (ev.Type == "groups")
+                        {
+                            var names = Strings(e["groups"]);
+                            lock (SyncRoot)
+                            {
+                                var v = ViewById((uint)Tree.L(m, "world"));
+                                if (v != null) v.Groups = names;
+                            }
+                        }
                         if (ev.Type == "tick_rate")
                         {
                             // The world's rate changed: its WorldInfo and its view's clock follow.

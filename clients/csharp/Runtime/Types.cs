@@ -86,7 +86,7 @@ namespace Steerd.Client
     /// <summary>A world event (§5.2 EventKind).</summary>
     public sealed class WorldEvent
     {
-        /// <summary>destination_reached, path_completed, spawned, despawned, target_lost or tick_rate.</summary>
+        /// <summary>destination_reached, path_completed, spawned, despawned, target_lost, tick_rate or groups.</summary>
         public string Type;
         public string World;
         public long Tick;

@@ -85,7 +85,9 @@ namespace Steerd.Client
     public sealed class SampledAgent
     {
         public uint Id;
+        /// <summary>The record's group index, and its name from the world's group table ("" if not known).</summary>
         public int Group;
+        public string GroupName;
         public float X, Y, Heading, Vx, Vy;
     }
 
@@ -132,6 +134,8 @@ namespace Steerd.Client
         public WorldInfo Info { get; private set; }
         public Quantization Quant { get; private set; }
         public readonly Dictionary<uint, CellMap> Cells = new Dictionary<uint, CellMap>();
+        /// <summary>The world's group names (a record's Group indexes them): from Subscribed and the groups event.</summary>
+        public List<string> Groups = new List<string>();
         /// <summary>Cells of the last Subscribed answer (null before it).</summary>
         public HashSet<uint> SubscribedCells;
         /// <summary>The area last subscribed (re-sent on a resync or reconnect): null = whole world, else min_x, min_y, max_x, max_y.</summary>
@@ -517,6 +521,7 @@ namespace Steerd.Client
                 n++;
                 s.Id = t.Id;
                 s.Group = t.Group;
+                s.GroupName = t.Group < Groups.Count ? Groups[t.Group] : "";
                 s.X = (float)(x * ps);
                 s.Y = (float)(y * ps);
                 double rad = hd * (2 * Math.PI / 65536);

@@ -351,6 +351,41 @@ namespace Steerd.Client.Tests
         }
 
         [Test]
+        public void SampleNamesEachAgentsGroup()
+        {
+            const string world = "sdk-cs-groups";
+            srv.Rest("POST", "/worlds", "{\"name\":\"" + world + "\"}");
+            var client = Wait(SteerClient.ConnectAsync(srv.Base, new ConnectOptions { Token = srv.MintToken("groups-cs") }));
+            try
+            {
+                var red = Wait(client.Spawn(world, "red", 2, Shapes.Circle(30, 30, 3))).Agents;
+                // (The table a Subscribed answer carries is the one last published: let a few ticks pass.)
+                Func<long> tick = () => (long)(double)((Dictionary<string, object>)srv.Rest("GET", "/worlds/" + world))["tick"];
+                long t0 = tick();
+                Until("a few ticks", () => tick() > t0 + 2);
+                Wait(client.Subscribe(world));
+                var view = client.View(world);
+                lock (client.SyncRoot) CollectionAssert.Contains(view.Groups, "red");
+                Until("the red agents", () => { lock (client.SyncRoot) return red.All(id => view.Agent(id) != null); });
+                // A group the world did not have yet: the groups event brings the new table.
+                var blue = Wait(client.Spawn(world, "blue", 1, Shapes.Circle(60, 60, 1))).Agents;
+                Until("the blue agent and its group name", () => { lock (client.SyncRoot) return view.Agent(blue[0]) != null && view.Groups.Contains("blue"); });
+                // (Sample draws an agent once the render time, InterpDelayMs behind, reaches it.)
+                Until("every agent drawn", () => { lock (client.SyncRoot) return view.Sample(SteerClient.NowMs).Count == 3; });
+                lock (client.SyncRoot)
+                {
+                    var names = view.Sample(SteerClient.NowMs).ToDictionary(s => s.Id, s => s.GroupName);
+                    foreach (var id in red) Assert.AreEqual("red", names[id]);
+                    Assert.AreEqual("blue", names[blue[0]]);
+                }
+            }
+            finally
+            {
+                client.Close();
+            }
+        }
+
+        [Test]
         public void BadPlayerTokensAreRefusedAtHello()
         {
             var e = Fails(SteerClient.ConnectAsync(srv.Base, new ConnectOptions { Token = "wrong" }));

@@ -343,6 +343,7 @@ export class SteerClient {
     }
     v.area = area;
     v.everyNTicks = every;
+    v.groups = r.groups;
     v.subscribed(r.cells);
     if (!this.subscribedOrder.includes(r.world)) this.subscribedOrder.push(r.world);
   }
@@ -562,6 +563,10 @@ export class SteerClient {
         else if (e.type === 'despawned') this.emit('despawned', e.agents, w, m.tick);
         else if (e.type === 'target_lost') this.emit('target_lost', e.agent, e.target, w, m.tick);
         else if (e.type === 'tick_rate') this.onTickRate(m.world, e.tick_rate_hz, w, m.tick);
+        else if (e.type === 'groups') {
+          const v = this.viewById(m.world);
+          if (v) v.groups = e.groups;
+        }
         return;
       }
       case 'command_result':

@@ -105,11 +105,14 @@ export type EventKind =
   /** Since protocol v8: `agent`'s behaviours aimed at `target` were removed, as the target left its owner's vision. */
   | { type: 'target_lost'; agent: number; target: number }
   /** Since protocol v9: the world runs at `tick_rate_hz` from the event's tick on. */
-  | { type: 'tick_rate'; tick_rate_hz: number };
+  | { type: 'tick_rate'; tick_rate_hz: number }
+  /** Since protocol v9: the world's group table again (it changed); a record's `group` indexes it. */
+  | { type: 'groups'; groups: string[] };
 export interface EventMsg { type: 'event'; world: number; tick: number; event: EventKind }
 export interface OkOutcome { type: 'ok' }
 /** The cells now covered, ascending (binary: runs of consecutive cells since protocol v7, §5.2). */
-export interface SubscribedOutcome { type: 'subscribed'; world: number; cells: number[] }
+/** `groups` (since protocol v9): the world's group names, indexed by a record's `group`. */
+export interface SubscribedOutcome { type: 'subscribed'; world: number; cells: number[]; groups: string[] }
 export interface SpawnedOutcome { type: 'spawned'; agents: number[] }
 export interface ErrorOutcome { type: 'error'; code: ErrorCodeName; message: string; field: string | null }
 export type Outcome = OkOutcome | SubscribedOutcome | SpawnedOutcome | ErrorOutcome;

@@ -10,7 +10,9 @@ import type { Area, Cells, Delta, Keyframe, Quantization, WorldInfo } from './ty
 /** One agent as rendered at a moment: world units, radians (0 = +x, counter-clockwise). */
 export interface SampledAgent {
   id: number;
+  /** The record's group index, and its name (the world's group table; '' if not known). */
   group: number;
+  groupName: string;
   x: number;
   y: number;
   /** Radians in [0, 2π). */
@@ -177,6 +179,8 @@ export class WorldView {
   quant: Quantization;
   /** Per-cell agent maps. */
   readonly cells = new Map<number, CellMap>();
+  /** The world's group names (a record's `group` indexes them): from Subscribed and the `groups` event. */
+  groups: string[] = [];
   /** Cells of the last Subscribed answer (null before it). */
   subscribedCells: Set<number> | null = null;
   /** The area last subscribed (re-sent on a resync or a reconnect). */
@@ -648,9 +652,10 @@ export class WorldView {
         y += (vy * vs * ext) / ps;
       }
       let s = pool[n];
-      if (!s) s = pool[n] = { id: 0, group: 0, x: 0, y: 0, heading: 0, vx: 0, vy: 0 };
+      if (!s) s = pool[n] = { id: 0, group: 0, groupName: '', x: 0, y: 0, heading: 0, vx: 0, vy: 0 };
       s.id = tr.id[sl];
       s.group = tr.group[sl];
+      s.groupName = this.groups[s.group] ?? '';
       s.x = x * ps;
       s.y = y * ps;
       let rad = hd * ORIENT_TO_RAD;

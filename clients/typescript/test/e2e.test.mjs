@@ -319,3 +319,30 @@ test('per-world tick rates (protocol v9): the Welcome carries each world\'s rate
     client.close();
   }
 });
+
+test('group names (protocol v9): sample() names each agent\'s group, from the Subscribed answer and the groups event', async () => {
+  const world = 'sdk-groups';
+  await srv.rest('POST', '/worlds', { name: world });
+  const client = await connect(srv.base, { token: srv.mintToken('groups') });
+  try {
+    const red = (await client.spawn(world, { group: 'red', count: 2, area: { type: 'circle', x: 30, y: 30, radius: 3 } })).agents;
+    // (The table a Subscribed answer carries is the one last published: let a few ticks pass.)
+    const { tick } = await srv.rest('GET', `/worlds/${world}`);
+    await until('a few ticks', async () => (await srv.rest('GET', `/worlds/${world}`)).tick > tick + 2);
+    const { view } = await client.subscribe(world);
+    assert.ok(view.groups.includes('red'), `groups at subscribe: ${view.groups}`);
+    await until('the red agents in the view', () => red.every((id) => view.agent(id)));
+    // A group the world did not have yet: the groups event brings the new table.
+    const blue = (await client.spawn(world, { group: 'blue', count: 1, area: { type: 'circle', x: 60, y: 60, radius: 1 } })).agents;
+    await until('the blue agent in the view', () => blue.every((id) => view.agent(id)));
+    await until('the new group table', () => view.groups.includes('blue'));
+    // (sample() draws an agent once the render time, interpDelayMs behind, reaches it.)
+    await until('every agent drawn', () => [...red, ...blue].every((id) => view.sample().some((s) => s.id === id)));
+    const names = new Map(view.sample().map((s) => [s.id, s.groupName]));
+    for (const id of red) assert.equal(names.get(id), 'red');
+    for (const id of blue) assert.equal(names.get(id), 'blue');
+    assert.equal(view.groups[view.agent(blue[0]).group], 'blue');
+  } finally {
+    client.close();
+  }
+});

@@ -1217,11 +1217,12 @@ impl Conn {
         }
         self.subs.retain(|(n, _, _)| *n != w.name);
         self.subs.push((w.name.clone(), area.clone(), span));
+        let groups = w.groups.lock().map(|g| g.clone()).unwrap_or_else(|p| p.into_inner().clone());
         let result = rid.map(|request_id| {
             encode(
                 &ServerMsg::CommandResult(proto::CommandResult {
                     request_id,
-                    result: proto::Outcome::Subscribed(proto::Subscribed { world: w.id, cells: cells.clone() }),
+                    result: proto::Outcome::Subscribed(proto::Subscribed { world: w.id, cells: cells.clone(), groups }),
                 }),
                 self.enc,
             )

@@ -785,12 +785,13 @@ const EventKind = tagged([
     ['despawned', [agents]],
     ['target_lost', [['agent', 'u32'], ['target', 'u32']]],
     ['tick_rate', [['tick_rate_hz', 'f32']]],
+    ['groups', [['groups', vec('string')]]],
 ]);
 const ErrorFields = [['code', ErrorCode], ['message', 'string'], ['field', opt('string'), null]];
 const Outcome = tagged([
     ['ok', []],
     // Since protocol 7 the cells are runs in binary (a byte string), still a plain array in JSON.
-    ['subscribed', [['world', 'u32'], ['cells', { packed: 'runs' }]]],
+    ['subscribed', [['world', 'u32'], ['cells', { packed: 'runs' }], ['groups', vec('string')]]],
     ['spawned', [agents]],
     ['error', ErrorFields],
 ]);

@@ -132,6 +132,8 @@ export class WorldView {
     constructor(info, quant, tickRate, area, opts = {}) {
         /** Per-cell agent maps. */
         this.cells = new Map();
+        /** The world's group names (a record's `group` indexes them): from Subscribed and the `groups` event. */
+        this.groups = [];
         /** Cells of the last Subscribed answer (null before it). */
         this.subscribedCells = null;
         /** The subscription's send rate (`every_n_ticks`, re-sent with the area). */
@@ -639,9 +641,10 @@ export class WorldView {
             }
             let s = pool[n];
             if (!s)
-                s = pool[n] = { id: 0, group: 0, x: 0, y: 0, heading: 0, vx: 0, vy: 0 };
+                s = pool[n] = { id: 0, group: 0, groupName: '', x: 0, y: 0, heading: 0, vx: 0, vy: 0 };
             s.id = tr.id[sl];
             s.group = tr.group[sl];
+            s.groupName = this.groups[s.group] ?? '';
             s.x = x * ps;
             s.y = y * ps;
             let rad = hd * ORIENT_TO_RAD;

@@ -127,6 +127,19 @@ impl Runner {
             })));
             FrameEvent { owner: None, vision: None, public: true, msg }
         });
+        // So is a change of the group table (a spawn of a new group, a load).
+        let groups_event = (self.world.groups() != self.announced_groups.as_slice()).then(|| {
+            self.announced_groups = self.world.groups().to_vec();
+            if let Ok(mut g) = self.shared_groups.lock() {
+                g.clone_from(&self.announced_groups);
+            }
+            let msg = Arc::new(Shared::new(proto::ServerMsg::Event(proto::Event {
+                world: self.id,
+                tick,
+                event: proto::EventKind::Groups(proto::GroupsEvent { groups: self.announced_groups.clone() }),
+            })));
+            FrameEvent { owner: None, vision: None, public: true, msg }
+        });
         let events: Vec<FrameEvent> = kinds
             .into_iter()
             .map(|(owner, event)| {
@@ -140,6 +153,7 @@ impl Runner {
                 FrameEvent { owner, vision, public: false, msg }
             })
             .chain(rate_event)
+            .chain(groups_event)
             .collect();
         self.published += 1;
         let frame = Arc::new(TickFrame {
