@@ -128,6 +128,7 @@ export async function selectWorld(name, fromWelcome = false) {
     S.subCells.clear();
     S.selection.clear();
     S.groupNames.clear();
+    S.agentRadius.clear();
     S.fitted = false;
   }
   own.wantCells = '';
@@ -203,11 +204,18 @@ function resubscribe() {
   }, 50);
 }
 
+/** The world's group table (protocol v9: `subscribed.groups`, the `groups` event): index → name. */
+function setGroupNames(names) {
+  S.groupNames.clear();
+  names.forEach((n, i) => S.groupNames.set(i, n));
+}
+
 function onResult(m) {
   const r = m.result;
   if (r.type === 'subscribed') {
     if (!S.world || r.world !== S.world.id) return;
     S.subCells = new Set(r.cells);
+    setGroupNames(r.groups);
     for (const c of [...S.cells.keys()]) if (!S.subCells.has(c)) S.cells.delete(c);
     $('s-cells').textContent = `${r.cells.length} of ${S.world.cols * S.world.rows}`;
     // A paused world publishes nothing, so its keyframes only come with the next tick: show
@@ -362,6 +370,8 @@ function onEvent(m) {
     logEvent(`<b>${e.agents.length}</b> agents despawned`, '', m.tick);
   } else if (e.type === 'target_lost') {
     logEvent(`agent <b>${e.agent}</b> lost sight of its target <b>${e.target}</b>`, '', m.tick);
+  } else if (e.type === 'groups') {
+    setGroupNames(e.groups);
   } else if (e.type === 'tick_rate') {
     // The world's rate changed (protocol v9): the clock and the interpolation period follow.
     S.world.tick_rate_hz = e.tick_rate_hz;
