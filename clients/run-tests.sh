@@ -2,11 +2,14 @@
 # The client SDKs' tests (README's test command runs this through scripts/test-all.sh):
 #  1. TypeScript (clients/typescript): npm ci from the lockfile, tsc, the viewer's committed copy
 #     (server/viewer/sdk/) equals a fresh tsc build of the sources, then node --test: golden
-#     vectors, frame chain, view/clock unit tests, and the end-to-end test against a real steerd.
+#     vectors, the codec tables against client-proto/schema.json, frame chain, view/clock unit
+#     tests (cell-edge smoothness at 60 Hz), npm pack -> install into a fresh strict-TypeScript
+#     project with ws -> connect, and end-to-end tests against a real steerd (through a proxy that
+#     cuts the network: no ghost commands or subscriptions, connection life cycle).
 #  2. C# (clients/csharp): the Unity package's layout (LICENSE.md, CHANGELOG.md, author, a .meta
 #     per root entry, no scripts or build output at the root); installs Debian's mono + NUnit when
 #     missing, compiles the library and its tests with mcs (Tests~/run.sh, into target/csharp-sdk/),
-#     runs them with nunit-console: the same conformance and end-to-end test.
+#     runs them with nunit-console: the same conformance, schema, smoothness and end-to-end tests.
 # steerd is built (release) unless STEERD_BIN is set. Correctness gates only: no timing asserts.
 # Ends with `N passed, N failed` (suites); exit 1 on any failure. `--ts` / `--cs` run one SDK.
 # `--install-only`: the TypeScript SDK's npm packages and mono + NUnit, then stop.
