@@ -2,9 +2,14 @@
 # The client SDKs' tests (README's test command runs this through scripts/test-all.sh):
 #  1. TypeScript (clients/typescript): npm ci from the lockfile, tsc, the viewer's committed copy
 #     (server/viewer/sdk/) equals a fresh tsc build of the sources, then node --test: golden
-#     vectors, frame chain, view/clock unit tests, and the end-to-end test against a real steerd.
-#  2. C# (clients/csharp): installs Debian's mono + NUnit when missing, compiles the library and
-#     its tests with mcs, runs them with nunit-console: the same conformance and end-to-end test.
+#     vectors, the codec tables against client-proto/schema.json, frame chain, view/clock unit
+#     tests (cell-edge smoothness at 60 Hz), npm pack -> install into a fresh strict-TypeScript
+#     project with ws -> connect, and end-to-end tests against a real steerd (through a proxy that
+#     cuts the network: no ghost commands or subscriptions, connection life cycle).
+#  2. C# (clients/csharp): the Unity package's layout (LICENSE.md, CHANGELOG.md, author, a .meta
+#     per root entry, no scripts or build output at the root); installs Debian's mono + NUnit when
+#     missing, compiles the library and its tests with mcs (Tests~/run.sh, into target/csharp-sdk/),
+#     runs them with nunit-console: the same conformance, schema, smoothness and end-to-end tests.
 # steerd is built (release) unless STEERD_BIN is set. Correctness gates only: no timing asserts.
 # Ends with `N passed, N failed` (suites); exit 1 on any failure. `--ts` / `--cs` run one SDK.
 # `--install-only`: the TypeScript SDK's npm packages and mono + NUnit, then stop.
@@ -25,7 +30,7 @@ case "${1:-}" in
   --cs) run_ts=0 ;;
   --install-only)
     ts_packages || exit 1
-    exec "$here/csharp/run-tests.sh" --install-only ;;
+    exec "$here/csharp/Tests~/run.sh" --install-only ;;
   "") ;;
   *) echo "usage: $0 [--ts|--cs|--install-only]" >&2; exit 2 ;;
 esac
@@ -75,8 +80,35 @@ if [ "$run_ts" = 1 ]; then
   fi
 fi
 
+cs_layout() {
+  # The Unity package (installed by git URL) carries what a user needs and nothing else at its
+  # root: every entry outside `~` folders and dotfiles has its .meta (Unity ignores files without
+  # one in an immutable package), no scripts or build output, and the manifest's required fields.
+  local pkg="$here/csharp" rc=0 f base
+  for f in LICENSE.md CHANGELOG.md README.md package.json Runtime; do
+    [ -e "$pkg/$f" ] || { echo "csharp package: $f missing"; rc=1; }
+  done
+  for f in "$pkg"/*; do
+    base=$(basename "$f")
+    case "$base" in *~|*.meta) continue ;; esac
+    case "$base" in *.sh|build|bin|obj) echo "csharp package: $base at the package root (not for users: move it into a ~ folder)"; rc=1 ;; esac
+    [ -e "$f.meta" ] || { echo "csharp package: $base has no $base.meta"; rc=1; }
+  done
+  for f in "$pkg"/*.meta; do
+    [ -e "${f%.meta}" ] || { echo "csharp package: $(basename "$f") without its asset"; rc=1; }
+  done
+  node -e '
+    const p = require(process.argv[1]);
+    const miss = ["name", "version", "displayName", "description", "unity", "license", "author"].filter((k) => !p[k]);
+    if (!p.author || !p.author.name) miss.push("author.name");
+    if (miss.length) { console.log("csharp package.json: missing " + miss.join(", ")); process.exit(1); }
+  ' "$pkg/package.json" || rc=1
+  return $rc
+}
+
 if [ "$run_cs" = 1 ]; then
-  suite "csharp: mono + NUnit" "$here/csharp/run-tests.sh"
+  suite "csharp: package layout" cs_layout
+  suite "csharp: mono + NUnit" "$here/csharp/Tests~/run.sh"
 fi
 
 echo

@@ -15,8 +15,10 @@
 #     (no disconnects, decode/checksum errors, chain breaks, command timeouts or missed ticks);
 #     then scripts/bench-compare.sh --smoke HEAD (the baseline guard runs, no ratio gate)
 #  5. viewer: JS decoder against the golden vectors, and the page in headless Chromium
-#  6. client SDKs (clients/): TypeScript (node) and C# (mono + NUnit): golden vectors, frame
-#     chains, and an end-to-end test each against a real server
+#  6. client SDKs (clients/): TypeScript (node) and C# (mono + NUnit): golden vectors, the
+#     schema check, frame chains, cell-edge smoothness, the npm pack/install check (TypeScript),
+#     the Unity package layout (C#), and end-to-end tests against a real server (ghost commands
+#     and subscriptions under a network cut)
 #  7. container: the image built with podman (runc), run, probed, drained with SIGTERM
 #  8. reliability: the 20 tests of docs/reliability.md, short mode (tests/reliability/run.sh; installs
 #     cargo-fuzz, cargo-deny, schemathesis in a venv, iproute2)

@@ -309,6 +309,21 @@ impl Default for ReciprocalAvoidance {
     }
 }
 
+// Written out (this struct carries per-field serde defaults and OpenAPI ranges that
+// `wire_struct!` does not take); `tests/schema.rs` checks the list against a serialized value.
+impl crate::schema::Describe for ReciprocalAvoidance {
+    fn describe() -> crate::schema::Type {
+        crate::schema::Type::Struct {
+            fields: vec![
+                ("time_horizon", f32::describe()),
+                ("obstacle_time_horizon", f32::describe()),
+                ("neighbor_dist", f32::describe()),
+                ("max_neighbors", u32::describe()),
+            ],
+        }
+    }
+}
+
 impl Validate for ReciprocalAvoidance {
     fn validate_at(&self, path: &mut FieldPath) -> Result<(), FieldError> {
         path.field("time_horizon", |p| check_range(p, self.time_horizon, false, MAX_TIME_HORIZON))?;

@@ -22,6 +22,7 @@ pub mod frames;
 pub mod messages;
 pub mod pack;
 pub mod quant;
+pub mod schema;
 pub mod state;
 pub mod validate;
 
@@ -46,4 +47,4 @@ pub use state::{AppliedEntry, ApplyError, CellState, CellsError, ClientState, ap
 pub use validate::{FieldError, FieldPath, Validate};
 
 /// The protocol version this crate speaks.
-pub const PROTOCOL_VERSION: u16 = 8;
+pub const PROTOCOL_VERSION: u16 = 9;

@@ -18,27 +18,35 @@ macro_rules! wire_struct {
         #[openapi]
         $(#[$meta:meta])*
         pub struct $name:ident {
-            $( $(#[$fmeta:meta])* pub $field:ident : $ty:ty ),* $(,)?
+            $( $(#[$($fattr:tt)*])* pub $field:ident : $ty:ty ),* $(,)?
         }
     ) => {
         wire_struct! {
             $(#[$meta])*
             #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
             pub struct $name {
-                $( $(#[$fmeta])* pub $field: $ty ),*
+                $( $(#[$($fattr)*])* pub $field: $ty ),*
             }
         }
     };
     (
         $(#[$meta:meta])*
         pub struct $name:ident {
-            $( $(#[$fmeta:meta])* pub $field:ident : $ty:ty ),* $(,)?
+            $( $(#[$($fattr:tt)*])* pub $field:ident : $ty:ty ),* $(,)?
         }
     ) => {
         $(#[$meta])*
         #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
         pub struct $name {
-            $( $(#[$fmeta])* pub $field: $ty ),*
+            $( $(#[$($fattr)*])* pub $field: $ty ),*
+        }
+
+        impl $crate::schema::Describe for $name {
+            fn describe() -> $crate::schema::Type {
+                $crate::schema::Type::Struct {
+                    fields: vec![ $( (stringify!($field), field_type!($([$($fattr)*])* ; $ty)) ),* ],
+                }
+            }
         }
 
         impl $crate::validate::Validate for $name {
@@ -51,6 +59,20 @@ macro_rules! wire_struct {
                 Ok(())
             }
         }
+    };
+}
+
+/// A field's schema type: `packed` for a field serialized `with` a `crate::pack` coding, else
+/// its Rust type's description (other attributes are skipped).
+macro_rules! field_type {
+    ([serde(with = $with:literal)] $($rest:tt)*) => {
+        $crate::schema::packed($with)
+    };
+    ([$($other:tt)*] $($rest:tt)*) => {
+        field_type!($($rest)*)
+    };
+    (; $ty:ty) => {
+        <$ty as $crate::schema::Describe>::describe()
     };
 }
 
@@ -130,6 +152,20 @@ macro_rules! wire_enum {
             /// Which variant this is.
             pub fn kind(&self) -> $kind {
                 match self { $( $name::$var(_) => $kind::$var ),+ }
+            }
+        }
+
+        impl $crate::schema::Describe for $name {
+            fn describe() -> $crate::schema::Type {
+                $crate::schema::Type::Tagged {
+                    tagged: vec![ $( ($tag, $crate::schema::fields_of(<$ty as $crate::schema::Describe>::describe())) ),+ ],
+                }
+            }
+        }
+
+        impl $crate::schema::Describe for $kind {
+            fn describe() -> $crate::schema::Type {
+                $crate::schema::Type::Names { names: $kind::ALL.iter().map(|k| k.name()).collect() }
             }
         }
 

@@ -191,12 +191,15 @@ wire_struct! {
         pub aoi_cell_size: f32,
         pub cols: u32,
         pub rows: u32,
+        /// The world's simulation ticks per second (since version 9; a change is announced to
+        /// its subscribers with the `tick_rate` event).
+        pub tick_rate_hz: f32,
     }
 }
 
 impl WorldInfo {
-    /// A world whose grid covers `bounds` with square cells of `cell_size`.
-    pub fn new(id: u32, name: impl Into<String>, bounds: Rect, cell_size: f32) -> Self {
+    /// A world ticking at `tick_rate_hz` whose grid covers `bounds` with square cells of `cell_size`.
+    pub fn new(id: u32, name: impl Into<String>, bounds: Rect, cell_size: f32, tick_rate_hz: f32) -> Self {
         let n = |extent: f32| ((extent / cell_size).ceil() as u32).max(1);
         WorldInfo {
             id,
@@ -205,6 +208,7 @@ impl WorldInfo {
             aoi_cell_size: cell_size,
             cols: n(bounds.max_x - bounds.min_x),
             rows: n(bounds.max_y - bounds.min_y),
+            tick_rate_hz,
         }
     }
 
@@ -246,8 +250,6 @@ wire_struct! {
     /// Answer to `Hello`.
     pub struct Welcome {
         pub protocol_version: u16,
-        /// Simulation ticks per second.
-        pub tick_rate_hz: f32,
         pub quantization: Quantization,
         #[serde(deserialize_with = "crate::common::bounded::vec")] pub worlds: Vec<WorldInfo>,
         /// Largest client message the server accepts, in bytes.
@@ -277,6 +279,20 @@ wire_struct! {
 }
 
 wire_struct! {
+    /// Payload of `tick_rate`: the world now runs at `tick_rate_hz` ticks per second (from the
+    /// event's tick on). Sent to every subscriber of the world, whatever its visibility.
+    pub struct TickRateEvent { pub tick_rate_hz: f32 }
+}
+
+wire_struct! {
+    /// Payload of `groups`: the world's whole group table (a record's `group` is an index into
+    /// it), sent to every subscriber when it grows or changes.
+    pub struct GroupsEvent {
+        #[serde(deserialize_with = "crate::common::bounded::vec")] pub groups: Vec<String>,
+    }
+}
+
+wire_struct! {
     /// Payload of `spawned`.
     pub struct SpawnedEvent {
         pub group: String,
@@ -299,6 +315,8 @@ wire_enum! {
         Spawned(SpawnedEvent) = "spawned",
         Despawned(DespawnedEvent) = "despawned",
         TargetLost(TargetLostEvent) = "target_lost",
+        TickRate(TickRateEvent) = "tick_rate",
+        Groups(GroupsEvent) = "groups",
     }
 }
 
@@ -332,6 +350,9 @@ wire_struct! {
     pub struct Subscribed {
         pub world: u32,
         #[serde(with = "crate::pack::runs")] pub cells: Vec<u32>,
+        /// The world's group names (since version 9): a record's `group` indexes them; the
+        /// `groups` event brings the table again when it changes.
+        #[serde(deserialize_with = "crate::common::bounded::vec")] pub groups: Vec<String>,
     }
 }
 
@@ -397,7 +418,7 @@ mod tests {
 
     #[test]
     fn aoi_grid_indexing() {
-        let w = WorldInfo::new(0, "w", Rect { min_x: -50.0, min_y: 0.0, max_x: 50.0, max_y: 30.0 }, 10.0);
+        let w = WorldInfo::new(0, "w", Rect { min_x: -50.0, min_y: 0.0, max_x: 50.0, max_y: 30.0 }, 10.0, 20.0);
         assert_eq!((w.cols, w.rows, w.cell_count()), (10, 3, 30));
         assert_eq!(w.cell_of(-50.0, 0.0), 0);
         assert_eq!(w.cell_of(-39.9, 10.5), 11);

@@ -225,20 +225,20 @@ fn delta_with_base() -> impl Strategy<Value = (Delta, Vec<QAgent>)> {
 
 fn server_msg() -> BoxedStrategy<ServerMsg> {
     prop_oneof![
-        (any::<u16>(), fin(), vec((any::<u32>(), name(), rect(), fin(), any::<u32>(), any::<u32>()), 0..3), name(), 0..3usize, any::<u32>()).prop_map(
-            |(protocol_version, tick_rate_hz, worlds, player_id, role, session_grace_secs)| ServerMsg::Welcome(Welcome {
+        (any::<u16>(), vec((any::<u32>(), name(), rect(), fin(), any::<u32>(), any::<u32>(), fin()), 0..3), name(), 0..3usize, any::<u32>()).prop_map(
+            |(protocol_version, worlds, player_id, role, session_grace_secs)| ServerMsg::Welcome(Welcome {
                 protocol_version,
-                tick_rate_hz,
                 quantization: Quantization::default(),
                 worlds: worlds
                     .into_iter()
-                    .map(|(id, name, bounds, aoi_cell_size, cols, rows)| WorldInfo {
+                    .map(|(id, name, bounds, aoi_cell_size, cols, rows, tick_rate_hz)| WorldInfo {
                         id,
                         name,
                         bounds,
                         aoi_cell_size,
                         cols,
-                        rows
+                        rows,
+                        tick_rate_hz
                     })
                     .collect(),
                 max_message_bytes: 65536,
@@ -255,10 +255,12 @@ fn server_msg() -> BoxedStrategy<ServerMsg> {
         ),
         delta_with_base().prop_map(|(d, _)| ServerMsg::Delta(d)),
         (any::<u32>(), any::<u64>(), any::<u32>(), name(), ids()).prop_map(|(world, tick, agent, group, agents)| {
-            let event = match agent % 4 {
+            let event = match agent % 6 {
                 0 => EventKind::DestinationReached(AgentEvent { agent }),
                 1 => EventKind::PathCompleted(AgentEvent { agent }),
                 2 => EventKind::Spawned(SpawnedEvent { group, agents }),
+                3 => EventKind::TargetLost(TargetLostEvent { agent, target: tick as u32 }),
+                4 => EventKind::TickRate(TickRateEvent { tick_rate_hz: (agent % 1000) as f32 / 8.0 }),
                 _ => EventKind::Despawned(DespawnedEvent { agents }),
             };
             ServerMsg::Event(Event { world, tick, event })
@@ -267,7 +269,7 @@ fn server_msg() -> BoxedStrategy<ServerMsg> {
             |(request_id, c, message, field, agents)| {
                 let result = match c % 4 {
                     0 => Outcome::Ok(Done {}),
-                    1 => Outcome::Subscribed(Subscribed { world: request_id, cells: ascending(agents) }),
+                    1 => Outcome::Subscribed(Subscribed { world: request_id, cells: ascending(agents), groups: vec!["a".into(), "b c".into()] }),
                     2 => Outcome::Spawned(Spawned { agents }),
                     _ => Outcome::Error(ErrorBody { code: ErrorCode::ALL[c], message, field }),
                 };

@@ -277,9 +277,8 @@ fn server_vectors() -> Vec<(&'static str, ServerMsg, Vec<QAgent>)> {
     let v = vec![
         ("server_welcome", ServerMsg::Welcome(Welcome {
             protocol_version: PROTOCOL_VERSION,
-            tick_rate_hz: 20.0,
             quantization: Quantization::default(),
-            worlds: vec![WorldInfo::new(1, "arena", Rect { min_x: -500.0, min_y: -500.0, max_x: 500.0, max_y: 500.0 }, 50.0)],
+            worlds: vec![WorldInfo::new(1, "arena", Rect { min_x: -500.0, min_y: -500.0, max_x: 500.0, max_y: 500.0 }, 50.0, 20.0)],
             max_message_bytes: 65536,
             player_id: "alice".into(),
             role: Role::Player,
@@ -288,7 +287,6 @@ fn server_vectors() -> Vec<(&'static str, ServerMsg, Vec<QAgent>)> {
         })),
         ("server_welcome_spectator", ServerMsg::Welcome(Welcome {
             protocol_version: PROTOCOL_VERSION,
-            tick_rate_hz: 20.0,
             quantization: Quantization::default(),
             worlds: vec![],
             max_message_bytes: 65536,
@@ -302,8 +300,10 @@ fn server_vectors() -> Vec<(&'static str, ServerMsg, Vec<QAgent>)> {
         ("server_event_spawned", ServerMsg::Event(Event { world: 1, tick: 252, event: EventKind::Spawned(SpawnedEvent { group: "red".into(), agents: vec![30, 31] }) })),
         ("server_event_despawned", ServerMsg::Event(Event { world: 1, tick: 253, event: EventKind::Despawned(DespawnedEvent { agents: vec![31] }) })),
         ("server_event_target_lost", ServerMsg::Event(Event { world: 1, tick: 254, event: EventKind::TargetLost(TargetLostEvent { agent: 7, target: 31 }) })),
+        ("server_event_tick_rate", ServerMsg::Event(Event { world: 1, tick: 255, event: EventKind::TickRate(TickRateEvent { tick_rate_hz: 30.0 }) })),
+        ("server_event_groups", ServerMsg::Event(Event { world: 1, tick: 256, event: EventKind::Groups(GroupsEvent { groups: vec!["red".into(), "blue".into(), "green".into()] }) })),
         ("server_result_ok", ServerMsg::CommandResult(CommandResult { request_id: 4, result: Outcome::Ok(Done {}) })),
-        ("server_result_subscribed", ServerMsg::CommandResult(CommandResult { request_id: 1, result: Outcome::Subscribed(Subscribed { world: 1, cells: vec![36, 37, 56, 57] }) })),
+        ("server_result_subscribed", ServerMsg::CommandResult(CommandResult { request_id: 1, result: Outcome::Subscribed(Subscribed { world: 1, cells: vec![36, 37, 56, 57], groups: vec!["red".into(), "blue".into()] }) })),
         ("server_result_spawned", ServerMsg::CommandResult(CommandResult { request_id: 9, result: Outcome::Spawned(Spawned { agents: (100..104).collect() }) })),
         ("server_result_error", ServerMsg::CommandResult(CommandResult {
             request_id: 5,
@@ -446,7 +446,6 @@ fn invalid_vectors() -> Vec<(&'static str, &'static str, String, &'static str)> 
     // the one-byte grace) is 3: no such role.
     let welcome = ServerMsg::Welcome(Welcome {
         protocol_version: PROTOCOL_VERSION,
-        tick_rate_hz: 20.0,
         quantization: Quantization::default(),
         worlds: vec![],
         max_message_bytes: 65536,

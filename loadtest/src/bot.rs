@@ -313,7 +313,8 @@ pub async fn run(cfg: Arc<BotConfig>, index: usize) {
     let mut rec = Recorder::new();
     rec.record(H::ConnectUs, started.elapsed().as_micros() as u64, &stats);
     let rng = Rng::new(cfg.seed.wrapping_add((index as u64).wrapping_mul(0x2545_f491_4f6c_dd1d)));
-    let mut bot = Bot::new(cfg.clone(), rec, rng, info, welcome.quantization, welcome.tick_rate_hz);
+    let rate = info.tick_rate_hz;
+    let mut bot = Bot::new(cfg.clone(), rec, rng, info, welcome.quantization, rate);
     bot.active = is_active(index, cfg.bots, cfg.active_bots);
     // Passive bots leave the tick-clock estimate to the active ones, except the first few
     // (so that a fully passive swarm still measures lateness).

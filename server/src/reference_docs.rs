@@ -322,7 +322,6 @@ pub fn walkthrough() -> String {
         &[
             ("ServerMsg variant 0: welcome".into(), enc(&0u32)),
             (format!("protocol_version {}", w.protocol_version), enc(&w.protocol_version)),
-            (format!("tick_rate_hz {} (f32)", w.tick_rate_hz), enc(&w.tick_rate_hz)),
             (
                 format!("quantization: pos_step {}, vel_step {}, predict_num {}, orient_snap {}", w.quantization.pos_step, w.quantization.vel_step, w.quantization.predict_num, w.quantization.orient_snap),
                 enc(&w.quantization),
@@ -331,7 +330,7 @@ pub fn walkthrough() -> String {
                 format!(
                     "worlds: {} — {}",
                     w.worlds.len(),
-                    w.worlds.iter().map(|x| format!("id {} `{}`, bounds, aoi_cell_size {}, {} × {} cells", x.id, x.name, x.aoi_cell_size, x.cols, x.rows)).collect::<Vec<_>>().join("; ")
+                    w.worlds.iter().map(|x| format!("id {} `{}`, bounds, aoi_cell_size {}, {} × {} cells, tick_rate_hz {}", x.id, x.name, x.aoi_cell_size, x.cols, x.rows, x.tick_rate_hz)).collect::<Vec<_>>().join("; ")
                 ),
                 enc(&w.worlds),
             ),

@@ -101,7 +101,7 @@ function updateLegend() {
     li.append(sw, name, n);
     return li;
   }));
-  if (groups.some((g) => !S.groupNames.has(g)) && !S.groupsPending && performance.now() - (S.groupsTried || 0) > 5000) {
+  if (groups.some((g) => !S.agentRadius.has(g)) && !S.groupsPending && performance.now() - (S.groupsTried || 0) > 5000) {
     S.groupsPending = true;
     S.groupsTried = performance.now();
     refreshGroups().catch(() => {}).finally(() => { S.groupsPending = false; });

@@ -104,7 +104,6 @@ function onWelcome(w) {
   S.welcome = w;
   S.resume = w.resume_token || null;
   S.quant = w.quantization;
-  S.tickRate = w.tick_rate_hz;
   own.worlds = w.worlds;
   V.connected = true;
   setConn('live', 'ok');
@@ -121,6 +120,7 @@ export async function selectWorld(name, fromWelcome = false) {
   if (S.world && changed && !fromWelcome) send({ type: 'unsubscribe', request_id: S.nextRid++, world: S.world.name });
   const gridChanged = !S.world || JSON.stringify(S.world) !== JSON.stringify(info);
   S.world = info;
+  S.tickRate = info.tick_rate_hz;
   V.world = name;
   $('world').value = name;
   if (changed || gridChanged) {
@@ -128,6 +128,7 @@ export async function selectWorld(name, fromWelcome = false) {
     S.subCells.clear();
     S.selection.clear();
     S.groupNames.clear();
+    S.agentRadius.clear();
     S.fitted = false;
   }
   own.wantCells = '';
@@ -203,11 +204,18 @@ function resubscribe() {
   }, 50);
 }
 
+/** The world's group table (protocol v9: `subscribed.groups`, the `groups` event): index → name. */
+function setGroupNames(names) {
+  S.groupNames.clear();
+  names.forEach((n, i) => S.groupNames.set(i, n));
+}
+
 function onResult(m) {
   const r = m.result;
   if (r.type === 'subscribed') {
     if (!S.world || r.world !== S.world.id) return;
     S.subCells = new Set(r.cells);
+    setGroupNames(r.groups);
     for (const c of [...S.cells.keys()]) if (!S.subCells.has(c)) S.cells.delete(c);
     $('s-cells').textContent = `${r.cells.length} of ${S.world.cols * S.world.rows}`;
     // A paused world publishes nothing, so its keyframes only come with the next tick: show
@@ -362,6 +370,13 @@ function onEvent(m) {
     logEvent(`<b>${e.agents.length}</b> agents despawned`, '', m.tick);
   } else if (e.type === 'target_lost') {
     logEvent(`agent <b>${e.agent}</b> lost sight of its target <b>${e.target}</b>`, '', m.tick);
+  } else if (e.type === 'groups') {
+    setGroupNames(e.groups);
+  } else if (e.type === 'tick_rate') {
+    // The world's rate changed (protocol v9): the clock and the interpolation period follow.
+    S.world.tick_rate_hz = e.tick_rate_hz;
+    S.tickRate = e.tick_rate_hz;
+    logEvent(`the world now runs at <b>${e.tick_rate_hz}</b> ticks per second`, '', m.tick);
   }
 }
 

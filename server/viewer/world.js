@@ -50,15 +50,12 @@ export async function refreshScenarios() {
 
 export async function refreshGroups() {
   if (!S.world) return;
-  // Group names are not on the wire (only indices): match agent ids with the REST view.
+  // Group names come on the wire (stream.js); radii are not: match agent ids with the REST view.
   const agents = await api('GET', wpath('/agents?limit=2000'));
   const held = new Map(allAgents().map((a) => [a.id, a.group]));
   for (const a of agents) {
     const g = held.get(a.id);
-    if (g !== undefined) {
-      S.groupNames.set(g, a.group);
-      S.agentRadius.set(g, a.radius);
-    }
+    if (g !== undefined) S.agentRadius.set(g, a.radius);
   }
   const scen = S.restInfo && S.restInfo.scenario;
   if (scen) {

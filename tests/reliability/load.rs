@@ -195,7 +195,7 @@ pub async fn starved_client_main(args: &[String]) {
     let addr: std::net::SocketAddr = args.first().and_then(|a| a.parse().ok()).expect("address");
     let secs: u64 = args.get(1).and_then(|s| s.parse().ok()).unwrap_or(20);
     let mut ws = Ws::connect_small_buffer(addr, 16 * 1024).await;
-    let rate = ws.welcome.as_ref().map_or(20.0, |w| w.tick_rate_hz as f64);
+    let rate = ws.welcome.as_ref().and_then(|w| w.worlds.iter().find(|i| i.name == "demo")).map_or(20.0, |i| f64::from(i.tick_rate_hz));
     let cells = ws.subscribe("demo", whole_world()).await.len() as u64;
     let t0 = Instant::now();
     let mut tick0: Option<(u64, Instant)> = None;

@@ -87,7 +87,7 @@ namespace Steerd.Client
 
     public static class Codec
     {
-        public const int ProtocolVersion = 8;
+        public const int ProtocolVersion = 9;
         /// <summary>Largest server frame a client should accept (§1).</summary>
         public const int DefaultServerLimit = 8 * 1024 * 1024;
         /// <summary>Default largest client frame (§1, Welcome.max_message_bytes).</summary>
@@ -157,10 +157,10 @@ namespace Steerd.Client
         // player_id, role, resume_token, session_grace_secs to Welcome.
         static readonly Field[] HelloFields = { F("protocol_version", U16), F("token", new OptT(Str), null), F("encoding", Encoding_, "binary"), F("resume", new OptT(Str), null) };
         static readonly T Quantization = S(F("pos_step", F32), F("vel_step", F32), F("predict_num", I32), F("orient_snap", F32));
-        static readonly T WorldInfo = S(F("id", U32), F("name", Str), F("bounds", S(RectFields)), F("aoi_cell_size", F32), F("cols", U32), F("rows", U32));
+        static readonly T WorldInfo = S(F("id", U32), F("name", Str), F("bounds", S(RectFields)), F("aoi_cell_size", F32), F("cols", U32), F("rows", U32), F("tick_rate_hz", F32));
         static readonly Field[] WelcomeFields =
         {
-            F("protocol_version", U16), F("tick_rate_hz", F32), F("quantization", Quantization), F("worlds", new VecT(WorldInfo)), F("max_message_bytes", U32),
+            F("protocol_version", U16), F("quantization", Quantization), F("worlds", new VecT(WorldInfo)), F("max_message_bytes", U32),
             F("player_id", Str), F("role", new NamesT(Roles)), F("resume_token", Str), F("session_grace_secs", U32),
         };
 
@@ -195,12 +195,55 @@ namespace Steerd.Client
             new Variant("welcome", WelcomeFields),
             V("keyframe", F("world", U32), F("cell", U32), F("tick", U64), F("checksum", Checksum, null), F("agents", new PackedT("records"))),
             V("delta", F("world", U32), F("cell", U32), F("tick", U64), F("base_tick", U64), F("checksum", Checksum, null), F("left", new PackedT("ids")), F("changed", new PackedT("changes")), F("entered", new PackedT("records"))),
-            V("event", F("world", U32), F("tick", U64), F("event", new TaggedT(new[] { V("destination_reached", F("agent", U32)), V("path_completed", F("agent", U32)), V("spawned", F("group", Str), Agents), V("despawned", Agents), V("target_lost", F("agent", U32), F("target", U32)) }))),
-            V("command_result", Rid, F("result", new TaggedT(new[] { V("ok"), V("subscribed", F("world", U32), F("cells", new PackedT("runs"))), V("spawned", Agents), new Variant("error", ErrorFields) }))),
+            V("event", F("world", U32), F("tick", U64), F("event", new TaggedT(new[] { V("destination_reached", F("agent", U32)), V("path_completed", F("agent", U32)), V("spawned", F("group", Str), Agents), V("despawned", Agents), V("target_lost", F("agent", U32), F("target", U32)), V("tick_rate", F("tick_rate_hz", F32)), V("groups", F("groups", new VecT(Str))) }))),
+            V("command_result", Rid, F("result", new TaggedT(new[] { V("ok"), V("subscribed", F("world", U32), F("cells", new PackedT("runs")), F("groups", new VecT(Str))), V("spawned", Agents), new Variant("error", ErrorFields) }))),
             new Variant("error", ErrorFields),
             V("pong", Rid, F("server_tick", U64)),
             V("cells", F("world", U32), F("tick", U64), F("span", U32), F("checksum", Checksum, null), F("entries", new PackedT("entries"))),
         });
+
+        /// <summary>
+        /// The codec's table of the client ("client") or server ("server") messages as a tree in the
+        /// grammar of steer-proto's schema.json (lists, dictionaries, strings; defaults dropped, a
+        /// checksum as an optional one). The test suite checks it against that file.
+        /// </summary>
+        public static object DescribeTables(string side)
+        {
+            if (side == "client") return Describe(Client);
+            if (side == "server") return Describe(Server);
+            throw new ArgumentException("side: client or server", "side");
+        }
+
+        static List<object> DescribeFields(Field[] fields)
+        {
+            var l = new List<object>();
+            foreach (var f in fields) l.Add(new List<object> { f.Name, Describe(f.Type) });
+            return l;
+        }
+
+        static object Describe(T t)
+        {
+            var p = t as Prim;
+            if (p != null) return p.Name == "checksum" ? (object)new Dictionary<string, object> { { "opt", "checksum" } } : p.Name;
+            var st = t as StructT;
+            if (st != null) return new Dictionary<string, object> { { "struct", DescribeFields(st.Fields) } };
+            var o = t as OptT;
+            if (o != null) return new Dictionary<string, object> { { "opt", Describe(o.Inner) } };
+            var v = t as VecT;
+            if (v != null) return new Dictionary<string, object> { { "vec", Describe(v.Inner) } };
+            var tg = t as TaggedT;
+            if (tg != null)
+            {
+                var l = new List<object>();
+                foreach (var x in tg.Variants) l.Add(new List<object> { x.Name, DescribeFields(x.Fields) });
+                return new Dictionary<string, object> { { "tagged", l } };
+            }
+            var n = t as NamesT;
+            if (n != null) return new Dictionary<string, object> { { "names", new List<object>(n.Names) } };
+            var pk = t as PackedT;
+            if (pk != null) return new Dictionary<string, object> { { "packed", pk.Kind } };
+            throw new InvalidOperationException("unknown codec type " + t.GetType().Name);
+        }
 
         // ---- decoding
 

@@ -27,9 +27,19 @@ namespace Steerd.Client
         public bool Reconnect = true;
         public int ReconnectMinDelayMs = 250;
         public int ReconnectMaxDelayMs = 5000;
+        /// <summary>
+        /// Retry the first connection too (default false: ConnectAsync fails at once when the server
+        /// is unreachable): with the reconnect back-off, up to ReconnectMaxAttempts, until the first
+        /// Welcome. A refusal at Hello (bad token, version) still fails at once.
+        /// </summary>
+        public bool RetryFirstConnect;
         /// <summary>Give up after this many consecutive failed attempts (0 = never).</summary>
         public int ReconnectMaxAttempts;
-        /// <summary>A command without its result after this long fails with `timeout` (ms).</summary>
+        /// <summary>
+        /// A command without its result after this long fails (ms): with `timeout` if it was still
+        /// queued for a reconnect (it leaves the queue and is never sent), with `outcome_unknown` if
+        /// it was sent (the server may or may not have run it).
+        /// </summary>
         public int CommandTimeoutMs = 10000;
         /// <summary>Ping period (ms; the first five go 200 ms apart).</summary>
         public int PingIntervalMs = 1000;
@@ -43,7 +53,7 @@ namespace Steerd.Client
         public bool Batch;
         /// <summary>Interpolation delay of new views (ms).</summary>
         public double InterpDelayMs = 100;
-        /// <summary>States kept per cell for interpolation.</summary>
+        /// <summary>States kept per agent for interpolation.</summary>
         public int HistoryLength = 8;
     }
 
@@ -124,10 +134,12 @@ namespace Steerd.Client
         /// <summary>Your agent (first) lost sight of a target (second) its behaviours aimed at, under
         /// `owned` visibility; those behaviours were removed. Arguments: agent, target, world, tick.</summary>
         public event Action<uint, uint, string, long> TargetLost;
+        /// <summary>A world's tick rate changed (protocol v9): the new rate, world, tick. Its view's clock follows.</summary>
+        public event Action<float, string, long> TickRateChanged;
         /// <summary>A server Error message or an undecodable frame.</summary>
         public event Action<string> Error;
-        /// <summary>The connection dropped; the bool says whether the client reconnects.</summary>
-        public event Action<string, bool> Disconnected;
+        /// <summary>The connection ended: cause (client, server with its close code, network), and whether the client reconnects.</summary>
+        public event Action<DisconnectInfo> Disconnected;
         /// <summary>
         /// Welcome received again after a drop (views resubscribed); the bool says whether the
         /// server resumed the previous session (false after SessionLost).
@@ -137,6 +149,11 @@ namespace Steerd.Client
         public event Action<string> SessionLost;
         /// <summary>A view asked for keyframes again (world, reason).</summary>
         public event Action<string, string> Resynced;
+        /// <summary>
+        /// A view was dropped and cleared (world, reason): its world is gone after a reconnect, or
+        /// the server refused to subscribe it again.
+        /// </summary>
+        public event Action<string, string> ViewRemoved;
 
         readonly Uri uri;
         readonly ConnectOptions opts;
@@ -156,6 +173,8 @@ namespace Steerd.Client
         /// <summary>Whether the Hello of the current connection carried a resume token.</summary>
         bool resumeSent;
         bool everOpen;
+        /// <summary>Set when this client aborts the current socket itself (DropSocket, pong timeout).</summary>
+        volatile bool closingByClient;
         int attempts;
         double lastPongMs;
         int generation;
@@ -166,6 +185,13 @@ namespace Steerd.Client
             public TaskCompletionSource<long> Pong;
             public bool Internal;
             public Timer Timer;
+            /// <summary>The message (queued until sent).</summary>
+            public Dictionary<string, object> Msg;
+            /// <summary>Handed to a socket: from then on a missing result is outcome_unknown.</summary>
+            public bool Sent;
+            /// <summary>Runs on the result tree before any later message is handled.</summary>
+            public Action<Dictionary<string, object>> OnResult;
+            public string What;
         }
 
         SteerClient(string url, ConnectOptions o, SynchronizationContext ctx)
@@ -257,33 +283,79 @@ namespace Steerd.Client
                 return t.Task;
             }
             if (rect != null && rect.Length != 4) throw new ArgumentException("rect: min_x, min_y, max_x, max_y", "rect");
-            WorldView view;
+            lock (SyncRoot)
+            {
+                if (!views.ContainsKey(world) && (Welcome == null || Welcome.World(world) == null))
+                {
+                    var t = new TaskCompletionSource<CommandResult>();
+                    t.SetException(new CommandException("unknown_world", "no world `" + world + "` in the Welcome", "world"));
+                    return t.Task;
+                }
+            }
+            // The view exists, and takes this area and rate, only once the server accepted them: a
+            // refused subscribe leaves nothing behind, and resyncs and reconnects replay only what
+            // was accepted.
+            return SubscribeCommand(world, rect, everyNTicks, false);
+        }
+
+        Task<CommandResult> SubscribeCommand(string world, float[] rect, int everyNTicks, bool isInternal)
+        {
+            return Command(SubscribeMsg(world, rect, everyNTicks), isInternal, r =>
+            {
+                if ((string)r["type"] == "subscribed") Accepted(world, rect, everyNTicks, (uint)Tree.L(r, "world"), Tree.U32s(r["cells"]), Strings(r["groups"]));
+                else if (isInternal) RemoveView(world, "the server refused to subscribe again: " + r["code"] + ": " + r["message"]);
+            });
+        }
+
+        /// <summary>A Subscribed answer: the view (created on the first) takes the area, rate and cells.</summary>
+        static List<string> Strings(object list)
+        {
+            var o = new List<string>();
+            foreach (var x in (List<object>)list) o.Add((string)x);
+            return o;
+        }
+
+        void Accepted(string world, float[] rect, int everyNTicks, uint worldId, List<uint> cells, List<string> groups)
+        {
             lock (SyncRoot)
             {
                 WorldView v;
                 if (!views.TryGetValue(world, out v))
                 {
-                    var info = Welcome != null ? Welcome.World(world) : null;
-                    if (info == null)
-                    {
-                        var t = new TaskCompletionSource<CommandResult>();
-                        t.SetException(new CommandException("unknown_world", "no world `" + world + "` in the Welcome", "world"));
-                        return t.Task;
-                    }
-                    v = new WorldView(info, Welcome.Quantization, Welcome.TickRateHz, rect, opts.HistoryLength) { InterpDelayMs = opts.InterpDelayMs };
+                    WorldInfo info = null;
+                    if (Welcome != null) foreach (var w in Welcome.Worlds) if (w.Id == worldId) info = w;
+                    if (info == null) return;
+                    v = new WorldView(info, Welcome.Quantization, info.TickRateHz, rect, opts.HistoryLength) { InterpDelayMs = opts.InterpDelayMs };
                     string name = world;
                     v.OnResync = reason => ScheduleResync(name, reason);
                     views[world] = v;
                 }
                 v.Area = rect;
-                view = v;
+                v.EveryNTicks = everyNTicks;
+                v.Groups = groups;
+                v.Subscribed(cells);
+                if (!subscribedOrder.Contains(worldId)) subscribedOrder.Add(worldId);
             }
-            return Command(SubscribeMsg(world, rect, everyNTicks)).ContinueWith(r =>
+        }
+
+        void RemoveView(string world, string reason)
+        {
+            lock (SyncRoot)
             {
-                // The server took the rate: resyncs and reconnects ask for it again.
-                if (r.Status == TaskStatus.RanToCompletion) lock (SyncRoot) view.EveryNTicks = everyNTicks;
-                return r;
-            }, TaskContinuationOptions.ExecuteSynchronously).Unwrap();
+                WorldView v;
+                if (!views.TryGetValue(world, out v)) return;
+                views.Remove(world);
+                subscribedOrder.Remove(v.Info.Id);
+                v.Clear();
+            }
+            Raise(ViewRemoved, world, reason);
+        }
+
+        static float[] AreaOf(Dictionary<string, object> subscribe)
+        {
+            var a = (Dictionary<string, object>)subscribe["area"];
+            if ((string)a["type"] != "rect") return null;
+            return new[] { Tree.Fl(a, "min_x"), Tree.Fl(a, "min_y"), Tree.Fl(a, "max_x"), Tree.Fl(a, "max_y") };
         }
 
         static Dictionary<string, object> SubscribeMsg(string world, float[] rect, int everyNTicks)
@@ -311,16 +383,23 @@ namespace Steerd.Client
         /// <summary>Sends a Ping; completes with the server tick of the Pong.</summary>
         public Task<long> Ping()
         {
-            var p = new Pending { Pong = new TaskCompletionSource<long>(TaskCreationOptions.RunContinuationsAsynchronously) };
+            var p = new Pending { Pong = new TaskCompletionSource<long>(TaskCreationOptions.RunContinuationsAsynchronously), Sent = true };
             long rid;
             lock (SyncRoot)
             {
                 rid = Rid();
+                p.What = "ping " + rid;
+                if (State != "open")
+                {
+                    p.Pong.SetException(new CommandException("not_connected", "not connected (" + State + "): ping not sent", null, rid));
+                    return p.Pong.Task;
+                }
                 pending[rid] = p;
                 pings[rid] = NowMs;
+                StartTimer(rid, p);
             }
-            StartTimer(rid, p);
-            Send(new Dictionary<string, object> { { "type", "ping" }, { "request_id", rid } });
+            if (!Send(new Dictionary<string, object> { { "type", "ping" }, { "request_id", rid } }))
+                FailOne(rid, new CommandException("not_connected", "the socket is not open: ping not sent", null, rid));
             return p.Pong.Task;
         }
 
@@ -328,7 +407,9 @@ namespace Steerd.Client
         public void DropSocket()
         {
             var w = ws;
-            if (w != null) { try { w.Abort(); } catch (Exception) { } }
+            if (w == null) return;
+            closingByClient = true;
+            try { w.Abort(); } catch (Exception) { }
         }
 
         /// <summary>Closes the session for good; pending commands fail.</summary>
@@ -339,10 +420,12 @@ namespace Steerd.Client
                 if (State == "closed") return;
                 State = "closed";
             }
+            bool had = ws != null;
             stop.Cancel();
             DropSocket();
-            FailPending("connection_lost", "client closed", true);
-            opened.TrySetException(new CommandException("connection_lost", "closed before Welcome"));
+            FailPending("client closed", true);
+            opened.TrySetException(new ConnectException("closed", uri.ToString(), "the client was closed before the Welcome"));
+            if (had) Raise(Disconnected, new DisconnectInfo { Cause = DisconnectCause.Client, Code = 1000, Reason = "client closed" });
         }
 
         public void Dispose() { Close(); }
@@ -354,14 +437,21 @@ namespace Steerd.Client
             return r;
         }
 
-        Task<CommandResult> Command(Dictionary<string, object> msg, bool isInternal = false)
+        /// <summary>
+        /// Sends msg now, or queues it while (re)connecting. Either it is sent and its result (or
+        /// outcome_unknown) completes the task, or it times out in the queue, leaves it and is
+        /// never sent (timeout).
+        /// </summary>
+        Task<CommandResult> Command(Dictionary<string, object> msg, bool isInternal = false, Action<Dictionary<string, object>> onResult = null)
         {
-            var p = new Pending { Tcs = new TaskCompletionSource<CommandResult>(TaskCreationOptions.RunContinuationsAsynchronously), Internal = isInternal };
+            var p = new Pending { Tcs = new TaskCompletionSource<CommandResult>(TaskCreationOptions.RunContinuationsAsynchronously), Internal = isInternal, Msg = msg, OnResult = onResult };
             bool send;
+            long rid;
             lock (SyncRoot)
             {
-                long rid = Rid();
+                rid = Rid();
                 msg["request_id"] = rid;
+                p.What = "request " + rid + " (" + msg["type"] + ")";
                 if (State == "closed")
                 {
                     p.Tcs.SetException(new CommandException("not_connected", "the client is closed", null, rid));
@@ -377,11 +467,25 @@ namespace Steerd.Client
                     }
                     queue.Add(msg);
                 }
+                p.Sent = send;
                 pending[rid] = p;
                 StartTimer(rid, p);
             }
-            if (send) Send(msg);
+            if (send) SendOrRequeue(rid, msg);
             return p.Tcs.Task;
+        }
+
+        /// <summary>Sends a pending command marked sent; if no socket is open it goes back to the queue unsent.</summary>
+        void SendOrRequeue(long rid, Dictionary<string, object> msg)
+        {
+            if (Send(msg)) return;
+            lock (SyncRoot)
+            {
+                Pending p;
+                if (!pending.TryGetValue(rid, out p) || State == "closed") return;
+                p.Sent = false;
+                queue.Add(msg);
+            }
         }
 
         void StartTimer(long rid, Pending p)
@@ -389,25 +493,35 @@ namespace Steerd.Client
             p.Timer = new Timer(_ =>
             {
                 bool mine;
-                lock (SyncRoot) mine = pending.Remove(rid);
+                bool sent;
+                lock (SyncRoot)
+                {
+                    mine = pending.Remove(rid);
+                    sent = p.Sent;
+                    if (mine && !sent) queue.Remove(p.Msg);
+                }
                 if (!mine) return;
-                var e = new CommandException("timeout", "no result for request " + rid, null, rid);
+                var e = sent
+                    ? new CommandException("outcome_unknown", p.What + " was sent but not answered within " + opts.CommandTimeoutMs + " ms: it may or may not have taken effect", null, rid)
+                    : new CommandException("timeout", "no connection within " + opts.CommandTimeoutMs + " ms: " + p.What + " was dropped unsent", null, rid);
                 if (p.Tcs != null) p.Tcs.TrySetException(e); else p.Pong.TrySetException(e);
             }, null, opts.CommandTimeoutMs, Timeout.Infinite);
         }
 
-        void Send(Dictionary<string, object> msg)
+        /// <summary>Hands msg to the open socket; false if there is none.</summary>
+        bool Send(Dictionary<string, object> msg)
         {
             var w = ws;
-            if (w == null || w.State != WebSocketState.Open) return;
+            if (w == null || w.State != WebSocketState.Open) return false;
             byte[] bytes;
             try { bytes = Codec.EncodeClient(msg); }
             catch (ProtoException e)
             {
                 FailOne(Convert.ToInt64(msg["request_id"]), new CommandException("bad_request", e.Message));
-                return;
+                return true;
             }
             SendBytes(w, bytes);
+            return true;
         }
 
         async void SendBytes(ClientWebSocket w, byte[] bytes)
@@ -444,7 +558,9 @@ namespace Steerd.Client
             {
                 var w = new ClientWebSocket();
                 string why = "";
+                var info = new DisconnectInfo { Cause = DisconnectCause.Network, Code = 1006 };
                 int gen;
+                closingByClient = false;
                 try
                 {
                     await w.ConnectAsync(uri, stop.Token).ConfigureAwait(false);
@@ -454,14 +570,22 @@ namespace Steerd.Client
                     SendBytes(w, Codec.EncodeClient(Codec.Hello(opts.Token, resume)));
                     await ReceiveLoop(w, gen).ConfigureAwait(false);
                     why = w.CloseStatus.HasValue ? ((int)w.CloseStatus.Value) + " " + w.CloseStatusDescription : "closed";
+                    if (w.CloseStatus.HasValue && (int)w.CloseStatus.Value != 1005 && (int)w.CloseStatus.Value != 1006)
+                    {
+                        info.Cause = DisconnectCause.Server;
+                        info.Code = (int)w.CloseStatus.Value;
+                        info.Reason = w.CloseStatusDescription ?? "";
+                    }
                 }
                 catch (Exception e)
                 {
                     why = e.Message;
+                    info.Reason = e.Message;
                 }
+                if (closingByClient) { info.Cause = DisconnectCause.Client; info.Code = 4000; info.Reason = "dropped by the client"; }
                 lock (SyncRoot) { if (ws == w) ws = null; }
                 try { w.Dispose(); } catch (Exception) { }
-                if (!OnDrop(why)) return;
+                if (!OnDrop(why, info)) return;
                 int delay = (int)(Math.Min(opts.ReconnectMaxDelayMs, opts.ReconnectMinDelayMs * Math.Pow(2, Math.Min(attempts, 20))) * (0.5 + Jitter()));
                 attempts++;
                 try { await Task.Delay(delay, stop.Token).ConfigureAwait(false); } catch (OperationCanceledException) { return; }
@@ -563,10 +687,32 @@ namespace Steerd.Client
                         if (e.ContainsKey("agents")) ev.Agents = Tree.U32s(e["agents"]);
                         if (e.ContainsKey("target")) ev.Target = (uint)Tree.L(e, "target");
                         ev.Group = Tree.S(e, "group");
+                        if (e.ContainsKey("tick_rate_hz")) ev.TickRateHz = Tree.Fl(e, "tick_rate_hz");
+                        if (ev.Type == "groups")
+                        {
+                            var names = Strings(e["groups"]);
+                            lock (SyncRoot)
+                            {
+                                var v = ViewById((uint)Tree.L(m, "world"));
+                                if (v != null) v.Groups = names;
+                            }
+                        }
+                        if (ev.Type == "tick_rate")
+                        {
+                            // The world's rate changed: its WorldInfo and its view's clock follow.
+                            lock (SyncRoot)
+                            {
+                                uint wid = (uint)Tree.L(m, "world");
+                                if (Welcome != null) foreach (var wi in Welcome.Worlds) if (wi.Id == wid) wi.TickRateHz = ev.TickRateHz;
+                                var v = ViewById(wid);
+                                if (v != null) v.SetTickRate(ev.TickRateHz);
+                            }
+                        }
                         Raise(Event, ev);
                         if (ev.Type == "destination_reached") { var h = DestinationReached; if (h != null) Guard(() => h(ev.Agent, ev.World, ev.Tick)); }
                         else if (ev.Type == "path_completed") { var h = PathCompleted; if (h != null) Guard(() => h(ev.Agent, ev.World, ev.Tick)); }
                         else if (ev.Type == "target_lost") { var h = TargetLost; if (h != null) Guard(() => h(ev.Agent, ev.Target, ev.World, ev.Tick)); }
+                        else if (ev.Type == "tick_rate") { var h = TickRateChanged; if (h != null) Guard(() => h(ev.TickRateHz, ev.World, ev.Tick)); }
                         return;
                     }
                 case "command_result": OnResult(m); return;
@@ -608,7 +754,7 @@ namespace Steerd.Client
                         }
                         if (!everOpen && (code == "unauthorized" || code == "unsupported_version" || code == "forbidden"))
                         {
-                            opened.TrySetException(new CommandException(code, (string)m["message"], m["field"] as string));
+                            opened.TrySetException(new ConnectException(code, uri.ToString(), (string)m["message"], m["field"] as string));
                             Close();
                         }
                         return;
@@ -622,19 +768,32 @@ namespace Steerd.Client
             var r = Tree.D(m, "result");
             var type = (string)r["type"];
             Pending p;
+            Dictionary<string, object> late = null;
             lock (SyncRoot)
             {
-                if (type == "subscribed")
+                if (pending.TryGetValue(rid, out p)) pending.Remove(rid);
+                else if (type == "subscribed" && State == "open")
                 {
-                    uint world = (uint)Tree.L(r, "world");
-                    var v = ViewById(world);
-                    if (v != null) v.Subscribed(Tree.U32s(r["cells"]));
-                    if (!subscribedOrder.Contains(world)) subscribedOrder.Add(world);
+                    // A result after its command's timeout (outcome_unknown). A late Subscribed:
+                    // the server streams what no view asked for (resubscribe the view's accepted
+                    // area and rate, or unsubscribe).
+                    string name = WorldName((uint)Tree.L(r, "world"));
+                    WorldView v;
+                    late = views.TryGetValue(name, out v) ? SubscribeMsg(name, v.Area, v.EveryNTicks)
+                        : new Dictionary<string, object> { { "type", "unsubscribe" }, { "world", name } };
                 }
-                if (!pending.TryGetValue(rid, out p)) return;
-                pending.Remove(rid);
+            }
+            if (p == null)
+            {
+                if (late != null)
+                {
+                    if ((string)late["type"] == "subscribe") Observe(SubscribeCommand((string)late["world"], AreaOf(late), (int)(long)late["every_n_ticks"], true));
+                    else Observe(Command(late, true));
+                }
+                return;
             }
             p.Timer.Dispose();
+            if (p.OnResult != null) p.OnResult(r);
             if (p.Tcs == null) return;
             if (type == "error") { p.Tcs.TrySetException(new CommandException((string)r["code"], (string)r["message"], r["field"] as string, rid)); return; }
             var res = new CommandResult { Type = type };
@@ -646,7 +805,8 @@ namespace Steerd.Client
         void OnWelcome(Welcome w)
         {
             bool again, resumed;
-            List<Dictionary<string, object>> resend = new List<Dictionary<string, object>>();
+            var resend = new List<KeyValuePair<string, WorldView>>();
+            var gone = new List<string>();
             List<Dictionary<string, object>> queued;
             lock (SyncRoot)
             {
@@ -663,15 +823,21 @@ namespace Steerd.Client
                 foreach (var kv in views)
                 {
                     var info = w.World(kv.Key);
-                    if (info == null) continue;
-                    kv.Value.Rebind(info, w.Quantization, w.TickRateHz);
-                    resend.Add(SubscribeMsg(kv.Key, kv.Value.Area, kv.Value.EveryNTicks));
+                    if (info == null) { gone.Add(kv.Key); continue; }
+                    kv.Value.Rebind(info, w.Quantization, info.TickRateHz);
+                    resend.Add(kv);
                 }
                 queued = new List<Dictionary<string, object>>(queue);
                 queue.Clear();
+                foreach (var q in queued)
+                {
+                    Pending p;
+                    if (pending.TryGetValue(Convert.ToInt64(q["request_id"]), out p)) p.Sent = true;
+                }
             }
-            foreach (var s in resend) Observe(Command(s, true));
-            foreach (var q in queued) Send(q);
+            foreach (var name in gone) RemoveView(name, "the world is gone after the reconnect");
+            foreach (var kv in resend) Observe(SubscribeCommand(kv.Key, kv.Value.Area, kv.Value.EveryNTicks, true));
+            foreach (var q in queued) SendOrRequeue(Convert.ToInt64(q["request_id"]), q);
             var gen = generation;
             PingLoop(gen);
             Raise(Welcomed, w);
@@ -703,7 +869,7 @@ namespace Steerd.Client
                     WorldView v;
                     if (State == "open" && views.TryGetValue(world, out v)) msg = SubscribeMsg(world, v.Area, v.EveryNTicks);
                 }
-                if (msg != null) Observe(Command(msg, true));
+                if (msg != null) Observe(SubscribeCommand(world, AreaOf(msg), (int)(long)msg["every_n_ticks"], true));
             });
         }
 
@@ -728,17 +894,16 @@ namespace Steerd.Client
             }
         }
 
-        void FailPending(string code, string why, bool all)
+        /// <summary>
+        /// Fails the commands sent (outcome_unknown: they may or may not have run) and, when `all`
+        /// (the session ends), the queued ones too (not_connected: never sent).
+        /// </summary>
+        void FailPending(string why, bool all)
         {
             var fail = new List<KeyValuePair<long, Pending>>();
             lock (SyncRoot)
             {
-                foreach (var kv in pending)
-                {
-                    bool queued = false;
-                    if (!all) foreach (var q in queue) if (Convert.ToInt64(q["request_id"]) == kv.Key) queued = true;
-                    if (!queued) fail.Add(kv);
-                }
+                foreach (var kv in pending) if (all || kv.Value.Sent) fail.Add(kv);
                 foreach (var kv in fail) pending.Remove(kv.Key);
                 pings.Clear();
                 if (all) queue.Clear();
@@ -746,25 +911,31 @@ namespace Steerd.Client
             foreach (var kv in fail)
             {
                 kv.Value.Timer.Dispose();
-                var e = new CommandException(code, why + " before the result of request " + kv.Key, null, kv.Key);
+                var e = kv.Value.Sent
+                    ? new CommandException("outcome_unknown", why + " before the result of " + kv.Value.What + ": it may or may not have taken effect", null, kv.Key)
+                    : new CommandException("not_connected", why + ": " + kv.Value.What + " was never sent", null, kv.Key);
                 if (kv.Value.Tcs != null) { if (kv.Value.Internal) kv.Value.Tcs.TrySetCanceled(); else kv.Value.Tcs.TrySetException(e); }
                 else kv.Value.Pong.TrySetException(e);
             }
         }
 
         /// <summary>After a drop: fail the commands in flight; true when the client reconnects.</summary>
-        bool OnDrop(string why)
+        bool OnDrop(string why, DisconnectInfo info)
         {
             bool will;
+            int tries;
             lock (SyncRoot)
             {
                 if (State == "closed") return false;
-                will = opts.Reconnect && everOpen && (opts.ReconnectMaxAttempts == 0 || attempts < opts.ReconnectMaxAttempts);
+                will = opts.Reconnect && (everOpen || opts.RetryFirstConnect) && (opts.ReconnectMaxAttempts == 0 || attempts < opts.ReconnectMaxAttempts);
                 State = will ? "reconnecting" : "closed";
+                tries = attempts + 1;
             }
-            FailPending("connection_lost", "connection lost (" + why + ")", !will);
-            Raise(Disconnected, why, will);
-            if (!will) opened.TrySetException(new CommandException("connection_lost", "connection closed before Welcome: " + why));
+            FailPending("connection lost (" + why + ")", !will);
+            info.WillReconnect = will;
+            Raise(Disconnected, info);
+            if (!will)
+                opened.TrySetException(new ConnectException("unreachable", uri.ToString(), "no Welcome: " + why + (tries > 1 ? " (after " + tries + " attempts)" : ""), null, info.Code, info.Reason));
             return will;
         }
 

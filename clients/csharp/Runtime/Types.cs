@@ -19,6 +19,8 @@ namespace Steerd.Client
         public string Name;
         public float MinX, MinY, MaxX, MaxY, AoiCellSize;
         public int Cols, Rows;
+        /// <summary>The world's ticks per second (protocol v9; the tick_rate event announces a change).</summary>
+        public float TickRateHz;
         public bool SameGrid(WorldInfo o)
         {
             return o != null && MinX == o.MinX && MinY == o.MinY && MaxX == o.MaxX && MaxY == o.MaxY && AoiCellSize == o.AoiCellSize && Cols == o.Cols && Rows == o.Rows;
@@ -31,7 +33,6 @@ namespace Steerd.Client
     public sealed class Welcome
     {
         public int ProtocolVersion;
-        public float TickRateHz;
         public Quantization Quantization;
         public List<WorldInfo> Worlds = new List<WorldInfo>();
         public long MaxMessageBytes;
@@ -85,7 +86,7 @@ namespace Steerd.Client
     /// <summary>A world event (§5.2 EventKind).</summary>
     public sealed class WorldEvent
     {
-        /// <summary>destination_reached, path_completed, spawned, despawned or target_lost.</summary>
+        /// <summary>destination_reached, path_completed, spawned, despawned, target_lost, tick_rate or groups.</summary>
         public string Type;
         public string World;
         public long Tick;
@@ -94,6 +95,8 @@ namespace Steerd.Client
         /// <summary>target_lost (protocol v8): the agent the behaviours of <see cref="Agent"/> aimed at,
         /// which left its owner's vision (those behaviours were removed); else 0.</summary>
         public uint Target;
+        /// <summary>tick_rate (protocol v9): the world's new ticks per second, else 0.</summary>
+        public float TickRateHz;
         /// <summary>The agents (spawned, despawned), else empty.</summary>
         public List<uint> Agents = new List<uint>();
         public string Group;
@@ -109,9 +112,13 @@ namespace Steerd.Client
     }
 
     /// <summary>A command answered with an error outcome, or not answered at all.</summary>
-    public sealed class CommandException : Exception
+    public class CommandException : Exception
     {
-        /// <summary>An ErrorCode wire name, or timeout / connection_lost / not_connected / unsupported.</summary>
+        /// <summary>
+        /// An ErrorCode wire name, or: timeout (no connection in time: the command left the queue
+        /// and was never sent), outcome_unknown (sent, no result: it may or may not have run),
+        /// not_connected (refused without sending), unsupported.
+        /// </summary>
         public readonly string Code;
         public readonly string Field;
         public readonly long RequestId;
@@ -120,6 +127,39 @@ namespace Steerd.Client
         {
             Code = code; Field = field; RequestId = requestId;
         }
+    }
+
+    /// <summary>
+    /// ConnectAsync failed. Code: the server's refusal at Hello (unauthorized, unsupported_version,
+    /// forbidden, ... with Field), unreachable (no Welcome: the connection failed or closed first;
+    /// CloseCode / CloseReason from the socket, 1006 without a close frame) or closed (Close()
+    /// first). Url: the WebSocket URL tried.
+    /// </summary>
+    public sealed class ConnectException : CommandException
+    {
+        public readonly string Url;
+        public readonly int CloseCode;
+        public readonly string CloseReason;
+        public ConnectException(string code, string url, string message, string field = null, int closeCode = 0, string closeReason = "")
+            : base(code, url + ": " + message, field)
+        {
+            Url = url; CloseCode = closeCode; CloseReason = closeReason ?? "";
+        }
+    }
+
+    /// <summary>Why a connection ended: the client (Close, DropSocket, no Pong in time), the server (a close frame, with its code) or the network (no close frame: 1006).</summary>
+    public enum DisconnectCause { Client, Server, Network }
+
+    /// <summary>A connection ended (SteerClient.Disconnected).</summary>
+    public sealed class DisconnectInfo
+    {
+        public DisconnectCause Cause;
+        /// <summary>The close code (the server's for Server, 1006 for Network).</summary>
+        public int Code;
+        public string Reason;
+        /// <summary>Whether the client tries again.</summary>
+        public bool WillReconnect;
+        public override string ToString() { return Cause + " " + Code + (string.IsNullOrEmpty(Reason) ? "" : " " + Reason) + (WillReconnect ? ", reconnecting" : ""); }
     }
 
     /// <summary>Helpers between decoded trees and the typed messages (public for tests and tools).</summary>
@@ -155,7 +195,6 @@ namespace Steerd.Client
             var w = new Welcome
             {
                 ProtocolVersion = (int)L(m, "protocol_version"),
-                TickRateHz = Fl(m, "tick_rate_hz"),
                 Quantization = new Quantization { PosStep = Fl(q, "pos_step"), VelStep = Fl(q, "vel_step"), PredictNum = (int)L(q, "predict_num"), OrientSnap = Fl(q, "orient_snap") },
                 MaxMessageBytes = L(m, "max_message_bytes"),
                 PlayerId = S(m, "player_id"),
@@ -170,7 +209,7 @@ namespace Steerd.Client
                 {
                     Id = (uint)L(wi, "id"), Name = S(wi, "name"),
                     MinX = Fl(b, "min_x"), MinY = Fl(b, "min_y"), MaxX = Fl(b, "max_x"), MaxY = Fl(b, "max_y"),
-                    AoiCellSize = Fl(wi, "aoi_cell_size"), Cols = (int)L(wi, "cols"), Rows = (int)L(wi, "rows"),
+                    AoiCellSize = Fl(wi, "aoi_cell_size"), Cols = (int)L(wi, "cols"), Rows = (int)L(wi, "rows"), TickRateHz = Fl(wi, "tick_rate_hz"),
                 });
             }
             return w;

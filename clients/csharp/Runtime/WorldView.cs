@@ -1,5 +1,5 @@
 // ClockSync (Ping/Pong → server tick clock) and WorldView (the agent table of one subscribed
-// world, with a short history per cell for interpolated rendering). Same design as the
+// world, with a short history per agent for interpolated rendering). Same design as the
 // TypeScript SDK (clients/typescript/src/clock.ts, view.ts).
 
 using System;
@@ -85,54 +85,48 @@ namespace Steerd.Client
     public sealed class SampledAgent
     {
         public uint Id;
+        /// <summary>The record's group index, and its name from the world's group table ("" if not known).</summary>
         public int Group;
+        public string GroupName;
         public float X, Y, Heading, Vx, Vy;
     }
 
     public sealed class WorldView
     {
-        sealed class Snap
+        /// <summary>
+        /// The last K states of one agent, oldest first, whichever cells reported them (so an agent
+        /// crossing cells interpolates across the boundary). Gone: the state tick from which the view
+        /// no longer holds the agent (it left the subscribed area or was despawned).
+        /// </summary>
+        sealed class Track
         {
-            public long Tick = -1;
-            public int N;
-            public uint[] Id = new uint[0];
-            public int[] Group = new int[0];
-            public int[] V = new int[0]; // N × [px, py, vx, vy, orient]
-            public void Fill(List<QAgent> list, long tick)
+            public readonly uint Id;
+            public readonly long[] Ticks;
+            public readonly int[] V; // K × [px, py, vx, vy, orient]
+            public int Start, N, Group;
+            /// <summary>The cell that last reported the agent.</summary>
+            public uint Cell;
+            public long Gone = long.MaxValue;
+            /// <summary>The first state came with a delta's `entered` (the agent came into the area), not a keyframe.</summary>
+            public bool Entered;
+            public bool Deleted;
+            public Track(uint id, int k) { Id = id; Ticks = new long[k]; V = new int[k * 5]; }
+            public int At(int i) { return (Start + i) % Ticks.Length; }
+            public long LastTick { get { return N > 0 ? Ticks[At(N - 1)] : -1; } }
+            public void Push(QAgent a, long tick)
             {
-                int n = list.Count;
-                if (Id.Length < n)
-                {
-                    int cap = Math.Max(n, Math.Max(Id.Length * 2, 16));
-                    Id = new uint[cap]; Group = new int[cap]; V = new int[cap * 5];
-                }
-                for (int i = 0; i < n; i++)
-                {
-                    var a = list[i];
-                    Id[i] = a.Id; Group[i] = a.Group;
-                    int o = i * 5;
-                    V[o] = a.PosX; V[o + 1] = a.PosY; V[o + 2] = a.VelX; V[o + 3] = a.VelY; V[o + 4] = a.Orient;
-                }
-                N = n; Tick = tick;
-            }
-        }
-
-        sealed class History
-        {
-            public readonly Snap[] Snaps;
-            public int Start, N;
-            public History(int k) { Snaps = new Snap[k]; for (int i = 0; i < k; i++) Snaps[i] = new Snap(); }
-            public Snap At(int i) { return Snaps[(Start + i) % Snaps.Length]; }
-            public void Push(List<QAgent> list, long tick)
-            {
-                int k = Snaps.Length;
+                int k = Ticks.Length;
                 if (N > 0)
                 {
-                    var last = At(N - 1);
-                    if (tick < last.Tick) N = 0; else if (tick == last.Tick) N--;
+                    long last = Ticks[At(N - 1)];
+                    if (tick < last) N = 0; else if (tick == last) N--;
                 }
                 if (N == k) { Start = (Start + 1) % k; N--; }
-                At(N).Fill(list, tick);
+                int s = At(N);
+                Ticks[s] = tick;
+                int o = s * 5;
+                V[o] = a.PosX; V[o + 1] = a.PosY; V[o + 2] = a.VelX; V[o + 3] = a.VelY; V[o + 4] = a.Orient;
+                Group = a.Group;
                 N++;
             }
         }
@@ -140,6 +134,8 @@ namespace Steerd.Client
         public WorldInfo Info { get; private set; }
         public Quantization Quant { get; private set; }
         public readonly Dictionary<uint, CellMap> Cells = new Dictionary<uint, CellMap>();
+        /// <summary>The world's group names (a record's Group indexes them): from Subscribed and the groups event.</summary>
+        public List<string> Groups = new List<string>();
         /// <summary>Cells of the last Subscribed answer (null before it).</summary>
         public HashSet<uint> SubscribedCells;
         /// <summary>The area last subscribed (re-sent on a resync or reconnect): null = whole world, else min_x, min_y, max_x, max_y.</summary>
@@ -160,10 +156,59 @@ namespace Steerd.Client
         public readonly ClockSync Clock = new ClockSync();
         /// <summary>How far behind the estimated server time Sample() renders (ms, default 100).</summary>
         public double InterpDelayMs = 100;
+        /// <summary>
+        /// Per-agent callbacks: an agent came into the view (spawned, entered the area or sight, the
+        /// first keyframes), left it (despawned, left the area), or its record changed. Raised once
+        /// the tick is applied (a cell crossing is neither a removal nor an addition), with the live
+        /// record, on the thread that handles messages (see SteerClient).
+        /// </summary>
+        public event Action<QAgent> AgentAdded;
+        public event Action<uint> AgentRemoved;
+        public event Action<QAgent> AgentChanged;
+        readonly List<QAgent> pendingAdded = new List<QAgent>();
+        readonly List<QAgent> pendingChanged = new List<QAgent>();
+        readonly List<Track> pendingRemoved = new List<Track>();
+        bool Listening { get { return AgentAdded != null || AgentRemoved != null || AgentChanged != null; } }
+
+        /// <summary>Raises the agents added and changed, and those removed that no cell took back before tick `complete`.</summary>
+        void FlushAgentEvents(long complete = long.MaxValue)
+        {
+            if (!Listening) { pendingAdded.Clear(); pendingChanged.Clear(); pendingRemoved.Clear(); return; }
+            var removed = new List<uint>();
+            var later = new List<Track>();
+            foreach (var t in pendingRemoved)
+            {
+                if (t.Deleted || t.Gone == long.MaxValue) continue; // taken back by another cell
+                if (t.Gone < complete) removed.Add(t.Id); else later.Add(t);
+            }
+            pendingRemoved.Clear();
+            pendingRemoved.AddRange(later);
+            var added = pendingAdded.ToArray();
+            var changed = pendingChanged.ToArray();
+            pendingAdded.Clear();
+            pendingChanged.Clear();
+            foreach (var id in removed) Call(AgentRemoved, id);
+            foreach (var a in added) Call(AgentAdded, a);
+            foreach (var a in changed) Call(AgentChanged, a);
+        }
+
+        static void Call<T>(Action<T> h, T arg)
+        {
+            if (h == null) return;
+            // A listener's bug must not break the view.
+            try { h(arg); } catch (Exception e) { System.Diagnostics.Trace.TraceError("steerd view listener: " + e); }
+        }
+
         /// <summary>Called with a reason when the view needs keyframes again (the client resubscribes).</summary>
         public Action<string> OnResync = delegate { };
 
-        readonly Dictionary<uint, History> history = new Dictionary<uint, History>();
+        /// <summary>Per agent: its last states (interpolation follows agents, not cells).</summary>
+        readonly Dictionary<uint, Track> tracks = new Dictionary<uint, Track>();
+        /// <summary>Per cell: the agents it held at its last state, by id (to notice who left it).</summary>
+        readonly Dictionary<uint, List<Track>> members = new Dictionary<uint, List<Track>>();
+        /// <summary>The other buffer of each cell's members (swapped in by Remember: no garbage per tick).</summary>
+        readonly Dictionary<uint, List<Track>> spare = new Dictionary<uint, List<Track>>();
+        readonly List<Track> gone = new List<Track>();
         readonly int k;
         readonly List<SampledAgent> pool = new List<SampledAgent>();
         readonly List<SampledAgent> output = new List<SampledAgent>();
@@ -179,6 +224,13 @@ namespace Steerd.Client
         public double TickRate { get { return Clock.TickRate; } }
 
         /// <summary>A new Welcome (reconnect): same world name, maybe a new id, quantization or grid.</summary>
+        /// <summary>The world's tick rate changed (the tick_rate event): the clock starts a new fit at the new rate (frame arrivals stand in until Pongs come).</summary>
+        public void SetTickRate(double hz)
+        {
+            Info.TickRateHz = (float)hz;
+            Clock.SetRate(hz);
+        }
+
         public void Rebind(WorldInfo info, Quantization quant, double tickRate)
         {
             bool changed = !info.SameGrid(Info) || !quant.SameAs(Quant);
@@ -187,7 +239,18 @@ namespace Steerd.Client
             if (changed) Clear();
         }
 
-        public void Clear() { Cells.Clear(); history.Clear(); SubscribedCells = null; LatestTick = -1; }
+        public void Clear()
+        {
+            if (Listening)
+            {
+                foreach (var t in tracks.Values) if (!t.Deleted && t.Gone == long.MaxValue && t.N > 0) { t.Gone = Math.Max(0, LatestTick); pendingRemoved.Add(t); }
+                pendingAdded.Clear();
+                pendingChanged.Clear();
+                FlushAgentEvents();
+            }
+            Cells.Clear(); tracks.Clear(); members.Clear(); spare.Clear(); gone.Clear();
+            SubscribedCells = null; LatestTick = -1;
+        }
 
         /// <summary>The Subscribed answer: drop the cells no longer covered.</summary>
         public void Subscribed(List<uint> cells)
@@ -195,7 +258,13 @@ namespace Steerd.Client
             SubscribedCells = new HashSet<uint>(cells);
             var drop = new List<uint>();
             foreach (var c in Cells.Keys) if (!SubscribedCells.Contains(c)) drop.Add(c);
-            foreach (var c in drop) { Cells.Remove(c); history.Remove(c); }
+            foreach (var c in drop)
+            {
+                Cells.Remove(c);
+                List<Track> m;
+                spare.Remove(c);
+                if (members.TryGetValue(c, out m)) { members.Remove(c); foreach (var t in m) MarkGone(t, c, Math.Max(0, LatestTick)); }
+            }
         }
 
         public void ApplyKeyframe(Frame f, double nowMs = double.NaN)
@@ -206,7 +275,8 @@ namespace Steerd.Client
             try { cell.Keyframe(f); }
             catch (ProtoException e) { Resync("cell " + f.Cell + ": " + e.Message); return; }
             Keyframes++;
-            Remember(f.Cell, cell, f.Tick, nowMs);
+            Remember(f.Cell, cell, f.Tick, nowMs, false);
+            FlushAgentEvents(f.Tick);
         }
 
         public void ApplyDelta(Frame f, double nowMs = double.NaN)
@@ -223,7 +293,8 @@ namespace Steerd.Client
             }
             catch (ProtoException e) { Resync("cell " + f.Cell + ": " + e.Message); return; }
             Deltas++;
-            Remember(f.Cell, cell, f.Tick, nowMs);
+            Remember(f.Cell, cell, f.Tick, nowMs, true);
+            FlushAgentEvents(f.Tick);
         }
 
         readonly CellsTxn txn = new CellsTxn();
@@ -250,18 +321,91 @@ namespace Steerd.Client
                     Keyframes++;
                 }
                 else Deltas++;
-                Remember(e.Cell, cell, cell.Tick, nowMs);
+                Remember(e.Cell, cell, cell.Tick, nowMs, e.IsDelta);
             }
+            // A cells message is a whole tick: every removal is final.
+            FlushAgentEvents();
         }
 
         public void Resync(string reason) { Resyncs++; OnResync(reason); }
 
-        void Remember(uint c, CellMap cell, long tick, double nowMs)
+        /// <summary>
+        /// Cell c holds cell.Agents at state `tick`: each agent's track takes the state; an agent the
+        /// cell held before and that no cell reported at this tick since is gone from `tick` on (a
+        /// later cell of the same message that takes it in revives it). fromDelta: new tracks came
+        /// in by a delta (entered the area), not by a keyframe. Both lists are sorted by id: one
+        /// merge walk finds who stayed and who left.
+        /// </summary>
+        void Remember(uint c, CellMap cell, long tick, double nowMs, bool fromDelta)
         {
-            History h;
-            if (!history.TryGetValue(c, out h)) { h = new History(k); history[c] = h; }
-            h.Push(cell.Agents, tick);
-            if (tick > LatestTick) { LatestTick = tick; latestArrivalMs = nowMs; }
+            var list = cell.Agents;
+            List<Track> m;
+            if (!members.TryGetValue(c, out m)) { m = new List<Track>(); members[c] = m; }
+            List<Track> next;
+            if (!spare.TryGetValue(c, out next)) next = new List<Track>(list.Count);
+            next.Clear();
+            int j = 0;
+            for (int i = 0; i < list.Count; i++)
+            {
+                var a = list[i];
+                while (j < m.Count && m[j].Id < a.Id) MarkGone(m[j++], c, tick);
+                Track t;
+                if (j < m.Count && m[j].Id == a.Id && !m[j].Deleted) t = m[j++];
+                else
+                {
+                    if (j < m.Count && m[j].Id == a.Id) j++;
+                    if (!tracks.TryGetValue(a.Id, out t)) { t = new Track(a.Id, k) { Entered = fromDelta }; tracks[a.Id] = t; }
+                    else if (t.Gone != long.MaxValue && t.Gone < tick)
+                    {
+                        // Back after a gap (left the area and came back): the old states are not a path.
+                        t.N = 0;
+                        t.Entered = fromDelta;
+                    }
+                }
+                if (Listening)
+                {
+                    if (t.N == 0) pendingAdded.Add(a);
+                    else
+                    {
+                        int o = t.At(t.N - 1) * 5;
+                        var v = t.V;
+                        if (v[o] != a.PosX || v[o + 1] != a.PosY || v[o + 2] != a.VelX || v[o + 3] != a.VelY || v[o + 4] != a.Orient || t.Group != a.Group) pendingChanged.Add(a);
+                    }
+                }
+                t.Push(a, tick);
+                t.Cell = c;
+                t.Gone = long.MaxValue;
+                next.Add(t);
+            }
+            while (j < m.Count) MarkGone(m[j++], c, tick);
+            members[c] = next;
+            m.Clear();
+            spare[c] = m;
+            if (tick > LatestTick) { LatestTick = tick; latestArrivalMs = nowMs; Sweep(); }
+        }
+
+        /// <summary>Track t is no longer in cell c at `tick`: gone, unless another cell reported it since.</summary>
+        void MarkGone(Track t, uint c, long tick)
+        {
+            if (t.Deleted || t.Cell != c || t.LastTick >= tick || t.Gone != long.MaxValue) return;
+            t.Gone = tick;
+            gone.Add(t);
+            if (Listening) pendingRemoved.Add(t);
+        }
+
+        /// <summary>Deletes the tracks gone for longer than the history spans.</summary>
+        void Sweep()
+        {
+            if (gone.Count == 0) return;
+            long horizon = LatestTick - (long)k * Math.Max(1, EveryNTicks);
+            gone.RemoveAll(t =>
+            {
+                if (t.Deleted || t.Gone == long.MaxValue) return true;
+                if (t.Gone >= horizon) return false;
+                t.Deleted = true;
+                tracks.Remove(t.Id);
+                return true;
+            });
         }
 
         public int Count { get { int n = 0; foreach (var c in Cells.Values) n += c.Agents.Count; return n; } }
@@ -309,10 +453,13 @@ namespace Steerd.Client
 
         /// <summary>
         /// Every agent at local time `renderTimeMs` (the clock the client uses: Stopwatch milliseconds,
-        /// see SteerClient.NowMs): positions and headings interpolated between the two states around
-        /// RenderTick, extrapolated along the velocity by at most one send period past the newest state
-        /// (with EveryNTicks N a change reached at state tick t is interpolated over the N ticks before
-        /// t: give InterpDelayMs at least one send period to render between states). The
+        /// see SteerClient.NowMs): positions and headings interpolated between the agent's two states
+        /// around RenderTick (whichever cells reported them: crossing a cell boundary is seamless),
+        /// extrapolated along the velocity by at most one send period past its newest state. An agent
+        /// that left the area is extrapolated until the tick it left; one that came in is drawn along
+        /// its velocity up to one send period before its first state (no hold, no jump at the area's
+        /// edge). With EveryNTicks N a change reached at state tick t is interpolated over the N ticks
+        /// before t: give InterpDelayMs at least one send period to render between states. The
         /// returned list and its objects are reused by the next call.
         /// </summary>
         public List<SampledAgent> Sample(double renderTimeMs)
@@ -323,60 +470,66 @@ namespace Steerd.Client
             double rate = TickRate;
             output.Clear();
             int n = 0;
-            foreach (var h in history.Values)
+            foreach (var t in tracks.Values)
             {
-                if (h.N == 0) continue;
-                int i = h.N - 1;
-                while (i > 0 && h.At(i).Tick > target) i--;
-                var s0 = h.At(i);
-                var s1 = i < h.N - 1 && s0.Tick <= target ? h.At(i + 1) : null;
-                double f = 0, ext = 0;
-                if (s1 != null)
+                if (t.N == 0 || target >= t.Gone) continue;
+                int i = t.N - 1;
+                while (i > 0 && t.Ticks[t.At(i)] > target) i--;
+                int i0 = t.At(i);
+                long t0 = t.Ticks[i0];
+                var v = t.V;
+                int o = i0 * 5;
+                double x = v[o], y = v[o + 1], hd = v[o + 4];
+                int vx = v[o + 2], vy = v[o + 3];
+                if (target < t0)
                 {
-                    double t1 = Math.Max(s0.Tick, s1.Tick - period);
-                    if (target > t1) f = (target - t1) / (s1.Tick - t1);
+                    // Before its first state: an agent that came into the area is drawn where its
+                    // velocity puts it, at most one send period earlier; one from a keyframe is held.
+                    if (t.Entered)
+                    {
+                        if (t0 - target > period) continue;
+                        double back = (t0 - target) / rate;
+                        x -= vx * vs * back / ps;
+                        y -= vy * vs * back / ps;
+                    }
                 }
-                else if (target > s0.Tick) ext = Math.Min(target - s0.Tick, period) / rate;
-                var ids = s0.Id; var v0 = s0.V;
-                int j = 0;
-                for (int a = 0; a < s0.N; a++)
+                else if (i < t.N - 1)
                 {
-                    uint id = ids[a];
-                    int o = a * 5;
-                    double x = v0[o], y = v0[o + 1], hd = v0[o + 4];
-                    int vx = v0[o + 2], vy = v0[o + 3];
-                    if (f > 0)
+                    // The agent held s0 until the send period before s1, then moved to s1.
+                    int i1 = t.At(i + 1);
+                    long t1 = t.Ticks[i1];
+                    double from = Math.Max(t0, t1 - period);
+                    if (target > from)
                     {
-                        while (j < s1.N && s1.Id[j] < id) j++;
-                        if (j < s1.N && s1.Id[j] == id)
-                        {
-                            int p = j * 5;
-                            x += (s1.V[p] - x) * f;
-                            y += (s1.V[p + 1] - y) * f;
-                            double dh = s1.V[p + 4] - hd;
-                            if (dh > 32768) dh -= 65536; else if (dh < -32768) dh += 65536;
-                            hd += dh * f;
-                        }
+                        double f = (target - from) / (t1 - from);
+                        int p = i1 * 5;
+                        x += (v[p] - x) * f;
+                        y += (v[p + 1] - y) * f;
+                        double dh = v[p + 4] - hd;
+                        if (dh > 32768) dh -= 65536; else if (dh < -32768) dh += 65536;
+                        hd += dh * f;
                     }
-                    else if (ext > 0)
-                    {
-                        x += vx * vs * ext / ps;
-                        y += vy * vs * ext / ps;
-                    }
-                    SampledAgent s;
-                    if (n < pool.Count) s = pool[n]; else { s = new SampledAgent(); pool.Add(s); }
-                    n++;
-                    s.Id = id;
-                    s.Group = s0.Group[a];
-                    s.X = (float)(x * ps);
-                    s.Y = (float)(y * ps);
-                    double rad = hd * (2 * Math.PI / 65536);
-                    if (rad >= 2 * Math.PI) rad -= 2 * Math.PI; else if (rad < 0) rad += 2 * Math.PI;
-                    s.Heading = (float)rad;
-                    s.Vx = vx * vs;
-                    s.Vy = vy * vs;
-                    output.Add(s);
                 }
+                else if (target > t0)
+                {
+                    double ext = Math.Min(target - t0, period) / rate;
+                    x += vx * vs * ext / ps;
+                    y += vy * vs * ext / ps;
+                }
+                SampledAgent s;
+                if (n < pool.Count) s = pool[n]; else { s = new SampledAgent(); pool.Add(s); }
+                n++;
+                s.Id = t.Id;
+                s.Group = t.Group;
+                s.GroupName = t.Group < Groups.Count ? Groups[t.Group] : "";
+                s.X = (float)(x * ps);
+                s.Y = (float)(y * ps);
+                double rad = hd * (2 * Math.PI / 65536);
+                if (rad >= 2 * Math.PI) rad -= 2 * Math.PI; else if (rad < 0) rad += 2 * Math.PI;
+                s.Heading = (float)rad;
+                s.Vx = vx * vs;
+                s.Vy = vy * vs;
+                output.Add(s);
             }
             return output;
         }

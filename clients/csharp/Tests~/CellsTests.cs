@@ -384,7 +384,8 @@ namespace Steerd.Client.Tests
             return new Dictionary<string, object>
             {
                 { "type", "command_result" }, { "request_id", 7L },
-                { "result", new Dictionary<string, object> { { "type", "subscribed" }, { "world", world }, { "cells", cells } } },
+                // (Protocol v9 appended `groups`: here none, one byte.)
+                { "result", new Dictionary<string, object> { { "type", "subscribed" }, { "world", world }, { "cells", cells }, { "groups", new List<object>() } } },
             };
         }
 
@@ -398,20 +399,20 @@ namespace Steerd.Client.Tests
             // 2^32 - 1 = 11 + 4294967284 (f4 ff ff ff 0f), 1 cell: 12 bytes.
             var cells = new List<object> { 0L, 1L, 2L, 5L, 9L, 10L, 4294967295L };
             var bytes = Codec.EncodeServer(SubscribedMsg(2, cells));
-            Assert.AreEqual("04070102" + "0c" + "0002" + "0200" + "0301" + "f4ffffff0f00", ToHex(bytes));
+            Assert.AreEqual("04070102" + "0c" + "0002" + "0200" + "0301" + "f4ffffff0f00" + "00", ToHex(bytes));
             var back = Codec.DecodeServer(bytes);
             SameTree(back, SubscribedMsg(2, cells), "decoded");
             CollectionAssert.AreEqual(new uint[] { 0, 1, 2, 5, 9, 10, uint.MaxValue }, Tree.U32s(CellsOf(back)), "as the client reads them");
             // None: no bytes. A whole 10 x 10 world: one run, (0, 100 cells).
-            Assert.AreEqual("0407010200", ToHex(Codec.EncodeServer(SubscribedMsg(2, new List<object>()))));
-            CollectionAssert.IsEmpty(CellsOf(Codec.DecodeServer(Hex("0407010200"))));
+            Assert.AreEqual("040701020000", ToHex(Codec.EncodeServer(SubscribedMsg(2, new List<object>()))));
+            CollectionAssert.IsEmpty(CellsOf(Codec.DecodeServer(Hex("040701020000"))));
             var world = Enumerable.Range(0, 100).Select(c => (object)(long)c).ToList();
-            Assert.AreEqual("04070102020063", ToHex(Codec.EncodeServer(SubscribedMsg(2, world))));
-            CollectionAssert.AreEqual(world, CellsOf(Codec.DecodeServer(Hex("04070102020063"))));
+            Assert.AreEqual("0407010202006300", ToHex(Codec.EncodeServer(SubscribedMsg(2, world))));
+            CollectionAssert.AreEqual(world, CellsOf(Codec.DecodeServer(Hex("0407010202006300"))));
             // A rectangle of a 10-column grid, rows 3..4, columns 6..7: one run per row.
-            Assert.AreEqual("04070102" + "04" + "2401" + "0801", ToHex(Codec.EncodeServer(SubscribedMsg(2, new List<object> { 36L, 37L, 46L, 47L }))));
+            Assert.AreEqual("04070102" + "04" + "2401" + "0801" + "00", ToHex(Codec.EncodeServer(SubscribedMsg(2, new List<object> { 36L, 37L, 46L, 47L }))));
             // 2^20 cells are the most a run list may hold (here one run, length - 1 = ff ff 3f).
-            var most = CellsOf(Codec.DecodeServer(Hex("04070102" + "04" + "00ffff3f")));
+            var most = CellsOf(Codec.DecodeServer(Hex("04070102" + "04" + "00ffff3f" + "00")));
             Assert.AreEqual(Packed.MaxRunCells, most.Count);
             Assert.AreEqual((long)Packed.MaxRunCells - 1, most[most.Count - 1]);
             // Not ascending, repeated or out of u32: the encoder refuses them.

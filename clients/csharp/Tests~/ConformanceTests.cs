@@ -22,8 +22,20 @@ namespace Steerd.Client.Tests
             {
                 var env = Environment.GetEnvironmentVariable("VECTORS_DIR");
                 if (!string.IsNullOrEmpty(env)) return env;
-                var here = AppDomain.CurrentDomain.BaseDirectory;
-                return Path.GetFullPath(Path.Combine(here, "../../../client-proto/tests/vectors"));
+                return Path.Combine(Root, "client-proto/tests/vectors");
+            }
+        }
+
+        /// <summary>The repository: STEERD_ROOT, else the first directory up from the test assembly that holds client-proto/.</summary>
+        public static string Root
+        {
+            get
+            {
+                var env = Environment.GetEnvironmentVariable("STEERD_ROOT");
+                if (!string.IsNullOrEmpty(env)) return env;
+                var d = new DirectoryInfo(AppDomain.CurrentDomain.BaseDirectory);
+                for (; d != null; d = d.Parent) if (Directory.Exists(Path.Combine(d.FullName, "client-proto"))) return d.FullName;
+                throw new DirectoryNotFoundException("no client-proto/ above " + AppDomain.CurrentDomain.BaseDirectory + " (set STEERD_ROOT)");
             }
         }
 
@@ -135,7 +147,7 @@ namespace Steerd.Client.Tests
         public void TheHelloThisSdkSendsIsTheGoldenHello()
         {
             var v = ReadJson("client_hello");
-            Assert.AreEqual(8, Codec.ProtocolVersion);
+            Assert.AreEqual(9, Codec.ProtocolVersion);
             Assert.AreEqual(Codec.ProtocolVersion, (int)(double)v["protocol_version"]);
             var h = Codec.Hello((string)v["token"], null);
             Assert.AreEqual(ToHex(ReadHex("client_hello")), ToHex(Codec.EncodeClient(h)));
@@ -155,6 +167,11 @@ namespace Steerd.Client.Tests
             Assert.AreEqual(Role.Player, w.Role);
             Assert.AreEqual("7f3a9c0e5b2d4f6a8c1e3b5d7f9a0c2e", w.ResumeToken);
             Assert.AreEqual(30, w.SessionGraceSecs);
+            // Protocol v9: each world carries its own tick rate.
+            Assert.AreEqual(20f, w.Worlds[0].TickRateHz);
+            var ev = Tree.D(Codec.DecodeServer(ReadHex("server_event_tick_rate")), "event");
+            Assert.AreEqual("tick_rate", ev["type"]);
+            Assert.AreEqual(30f, Tree.Fl(ev, "tick_rate_hz"));
             var s = Tree.Welcome(Codec.DecodeServer(ReadHex("server_welcome_spectator")));
             Assert.AreEqual("carol", s.PlayerId);
             Assert.AreEqual(Role.Spectator, s.Role);
@@ -254,8 +271,8 @@ namespace Steerd.Client.Tests
             var chain = Chain();
             var w = Tree.Welcome(Codec.DecodeServer(ReadHex("server_welcome")));
             var first = Tree.Frame(Codec.DecodeServer(ReadHex(chain[0])));
-            var info = new WorldInfo { Id = first.World, Name = "w", MinX = 0, MinY = 0, MaxX = 1e6f, MaxY = 1e6f, AoiCellSize = 1e6f, Cols = 1, Rows = 1 };
-            var view = new WorldView(info, w.Quantization, w.TickRateHz, null) { InterpDelayMs = 0 };
+            var info = new WorldInfo { Id = first.World, Name = "w", MinX = 0, MinY = 0, MaxX = 1e6f, MaxY = 1e6f, AoiCellSize = 1e6f, Cols = 1, Rows = 1, TickRateHz = 20 };
+            var view = new WorldView(info, w.Quantization, info.TickRateHz, null) { InterpDelayMs = 0 };
             var reasons = new List<string>();
             view.OnResync = reasons.Add;
             foreach (var name in chain)

@@ -18,7 +18,7 @@ using NUnit.Framework;
 
 namespace Steerd.Client.Tests
 {
-    sealed class Server : IDisposable
+    public sealed class Server : IDisposable
     {
         public readonly string Base;
         readonly Process proc;
@@ -38,7 +38,7 @@ namespace Steerd.Client.Tests
             this.adminToken = adminToken;
             this.playerSecret = playerSecret;
             var bin = Environment.GetEnvironmentVariable("STEERD_BIN");
-            var root = Path.GetFullPath(Path.Combine(AppDomain.CurrentDomain.BaseDirectory, "../../.."));
+            var root = ConformanceTests.Root;
             if (string.IsNullOrEmpty(bin)) bin = Path.Combine(root, "target/release/steerd");
             if (!File.Exists(bin)) throw new Exception("steerd binary not found at " + bin + " (set STEERD_BIN)");
             this.bin = bin;
@@ -122,13 +122,13 @@ namespace Steerd.Client.Tests
             }
         }
 
-        static T Wait<T>(Task<T> t, int ms = 15000)
+        internal static T Wait<T>(Task<T> t, int ms = 15000)
         {
             if (!t.Wait(ms)) throw new TimeoutException("task did not complete");
             return t.Result;
         }
 
-        static CommandException Fails(Task t)
+        internal static CommandException Fails(Task t)
         {
             try { t.Wait(15000); }
             catch (AggregateException e) { return e.InnerException as CommandException; }
@@ -153,7 +153,7 @@ namespace Steerd.Client.Tests
             client.Reconnected += (w, r) => { resumed = r; Interlocked.Increment(ref reconnects); };
             try
             {
-                Assert.AreEqual(8, client.Welcome.ProtocolVersion);
+                Assert.AreEqual(9, client.Welcome.ProtocolVersion);
                 Assert.AreEqual(player, client.PlayerId);
                 Assert.AreEqual(Role.Player, client.Role);
                 StringAssert.IsMatch("^[0-9a-f]{32}$", client.ResumeToken);
@@ -309,6 +309,80 @@ namespace Steerd.Client.Tests
             var pos = (List<object>)d["pos"];
             var vel = (List<object>)d["vel"];
             return new QAgent((uint)(double)d["id"], (ushort)(double)d["group"], (int)(double)pos[0], (int)(double)pos[1], (int)(double)vel[0], (int)(double)vel[1], (ushort)(double)d["orient"]).ToString();
+        }
+
+        [Test]
+        public void PerWorldTickRatesAreAnnouncedAndTheViewClockFollows()
+        {
+            srv.Rest("POST", "/worlds", "{\"name\":\"sdk-cs-rate-a\"}");
+            srv.Rest("POST", "/worlds", "{\"name\":\"sdk-cs-rate-b\"}");
+            srv.Rest("PATCH", "/worlds/sdk-cs-rate-b", "{\"tick_rate\":30}");
+            var client = Wait(SteerClient.ConnectAsync(srv.Base, new ConnectOptions { Token = srv.MintToken("rates-cs") }));
+            var announced = new List<string>();
+            client.TickRateChanged += (hz, w, t) => { lock (announced) announced.Add(w + " " + hz); };
+            try
+            {
+                Assert.AreEqual(20f, client.Welcome.World("sdk-cs-rate-a").TickRateHz);
+                Assert.AreEqual(30f, client.Welcome.World("sdk-cs-rate-b").TickRateHz);
+                Wait(client.Subscribe("sdk-cs-rate-a"));
+                Wait(client.Subscribe("sdk-cs-rate-b"));
+                var a = client.View("sdk-cs-rate-a");
+                var b = client.View("sdk-cs-rate-b");
+                lock (client.SyncRoot)
+                {
+                    Assert.AreEqual(20, a.TickRate);
+                    Assert.AreEqual(30, b.TickRate, "each view ticks at its world's rate");
+                }
+                srv.Rest("PATCH", "/worlds/sdk-cs-rate-a", "{\"tick_rate\":10}");
+                Until("the rate change announced", () => { lock (announced) return announced.Contains("sdk-cs-rate-a 10"); });
+                lock (announced) Assert.IsTrue(announced.All(x => x == "sdk-cs-rate-a 10" || x == "sdk-cs-rate-b 30"), string.Join(", ", announced));
+                lock (client.SyncRoot)
+                {
+                    Assert.AreEqual(10, a.TickRate, "the view's clock follows");
+                    Assert.AreEqual(30, b.TickRate);
+                }
+                using (var other = Wait(SteerClient.ConnectAsync(srv.Base, new ConnectOptions { Token = srv.MintToken("rates-cs2") })))
+                    Assert.AreEqual(10f, other.Welcome.World("sdk-cs-rate-a").TickRateHz, "a later Welcome carries the new rate");
+            }
+            finally
+            {
+                client.Close();
+            }
+        }
+
+        [Test]
+        public void SampleNamesEachAgentsGroup()
+        {
+            const string world = "sdk-cs-groups";
+            srv.Rest("POST", "/worlds", "{\"name\":\"" + world + "\"}");
+            var client = Wait(SteerClient.ConnectAsync(srv.Base, new ConnectOptions { Token = srv.MintToken("groups-cs") }));
+            try
+            {
+                var red = Wait(client.Spawn(world, "red", 2, Shapes.Circle(30, 30, 3))).Agents;
+                // (The table a Subscribed answer carries is the one last published: let a few ticks pass.)
+                Func<long> tick = () => (long)(double)((Dictionary<string, object>)srv.Rest("GET", "/worlds/" + world))["tick"];
+                long t0 = tick();
+                Until("a few ticks", () => tick() > t0 + 2);
+                Wait(client.Subscribe(world));
+                var view = client.View(world);
+                lock (client.SyncRoot) CollectionAssert.Contains(view.Groups, "red");
+                Until("the red agents", () => { lock (client.SyncRoot) return red.All(id => view.Agent(id) != null); });
+                // A group the world did not have yet: the groups event brings the new table.
+                var blue = Wait(client.Spawn(world, "blue", 1, Shapes.Circle(60, 60, 1))).Agents;
+                Until("the blue agent and its group name", () => { lock (client.SyncRoot) return view.Agent(blue[0]) != null && view.Groups.Contains("blue"); });
+                // (Sample draws an agent once the render time, InterpDelayMs behind, reaches it.)
+                Until("every agent drawn", () => { lock (client.SyncRoot) return view.Sample(SteerClient.NowMs).Count == 3; });
+                lock (client.SyncRoot)
+                {
+                    var names = view.Sample(SteerClient.NowMs).ToDictionary(s => s.Id, s => s.GroupName);
+                    foreach (var id in red) Assert.AreEqual("red", names[id]);
+                    Assert.AreEqual("blue", names[blue[0]]);
+                }
+            }
+            finally
+            {
+                client.Close();
+            }
         }
 
         [Test]

@@ -10,19 +10,29 @@ import {
 import { WorldView, ViewOptions } from './view.js';
 import type {
   Area, BehaviorEntry, BehaviorKind, ClientMsg, CommandResult, Encoding, ErrorCodeName, ErrorMsg, EventKind, EventMsg,
-  Limits, OkOutcome, Point, RoleName, ServerMsg, SpawnArea, SpawnedOutcome, SubscribedOutcome, Welcome,
+  Limits, OkOutcome, Outcome, Point, RoleName, ServerMsg, SpawnArea, SpawnedOutcome, SubscribedOutcome, Welcome,
 } from './types.js';
 
-/** The part of the WebSocket API the client uses (browsers' WebSocket and the `ws` package). */
+/**
+ * An event handler property whose parameter is checked both ways (as a method's is), so that
+ * the DOM's `(this: WebSocket, ev: MessageEvent) => any` and the `ws` package's
+ * `(event: WebSocket.MessageEvent) => void` both fit without a cast.
+ */
+type Handler<E> = { bivariant(ev: E): void }['bivariant'] | null;
+
+/**
+ * The part of the WebSocket API the client uses. The browsers' `WebSocket` class and the `ws`
+ * package's both satisfy it as they are: `connect(url, { WebSocket })`.
+ */
 export interface SocketLike {
   binaryType: string;
-  readyState: number;
+  readonly readyState: number;
   send(data: string | Uint8Array): void;
   close(code?: number, reason?: string): void;
-  onopen: ((ev: unknown) => void) | null;
-  onmessage: ((ev: { data: unknown }) => void) | null;
-  onclose: ((ev: { code?: number; reason?: string }) => void) | null;
-  onerror: ((ev: unknown) => void) | null;
+  onopen: Handler<unknown>;
+  onmessage: Handler<{ data: unknown }>;
+  onclose: Handler<{ code?: number; reason?: string }>;
+  onerror: Handler<unknown>;
 }
 export type SocketCtor = new (url: string) => SocketLike;
 
@@ -54,13 +64,55 @@ export interface ConnectOptions extends ViewOptions {
   maxQueuedCommands?: number;
   /** Largest server frame accepted (default 8 MiB). */
   maxFrameBytes?: number;
+  /**
+   * Retry the first connection too (default off: `connect` rejects at once when the server is
+   * unreachable). On, it retries with the `reconnect` back-off and `maxAttempts` until the first
+   * Welcome; a refusal at Hello (bad token, version) still rejects at once.
+   */
+  retryFirstConnect?: boolean;
   /** WebSocket implementation (default: the global one, else the `ws` package under Node). */
   WebSocket?: SocketCtor;
 }
 
-/** A command answered with an error outcome, or not answered at all. */
+/**
+ * `connect` failed. `code`: the server's refusal at Hello (`unauthorized`, `unsupported_version`,
+ * `forbidden`, …, with `field`), or `unreachable` (no Welcome: refused, closed or dropped before
+ * it; `closeCode` / `closeReason` from the socket), or `closed` (the client was closed first).
+ */
+export class ConnectError extends Error {
+  readonly code: ErrorCodeName | 'unreachable' | 'closed';
+  readonly url: string;
+  readonly field: string | null;
+  readonly closeCode: number;
+  readonly closeReason: string;
+  constructor(code: ConnectError['code'], url: string, message: string, opts: { field?: string | null; closeCode?: number; closeReason?: string } = {}) {
+    super(`${code}: ${url}: ${message}`);
+    this.name = 'ConnectError';
+    this.code = code;
+    this.url = url;
+    this.field = opts.field ?? null;
+    this.closeCode = opts.closeCode ?? 0;
+    this.closeReason = opts.closeReason ?? '';
+  }
+}
+
+/**
+ * Why the connection ended: `client` (close(), dropSocket(), or no Pong in time), `server` (the
+ * server closed it with a close frame: `code` and `reason` are its), `network` (no close frame:
+ * the connection broke, `code` 1006).
+ */
+export type DisconnectCause = 'client' | 'server' | 'network';
+export interface DisconnectInfo { cause: DisconnectCause; code: number; reason: string; willReconnect: boolean }
+
+/**
+ * A command answered with an error outcome, or not answered at all. Besides the wire
+ * `ErrorCode`s: `timeout` — no connection within `commandTimeoutMs`, the command was dropped from
+ * the outgoing queue and never sent; `outcome_unknown` — sent, but the result never came (timeout
+ * or connection lost): the server may or may not have run it; `not_connected` — refused without
+ * sending (client closed, queue full, no reconnect).
+ */
 export class CommandError extends Error {
-  readonly code: ErrorCodeName | 'timeout' | 'connection_lost' | 'not_connected' | 'unsupported';
+  readonly code: ErrorCodeName | 'timeout' | 'outcome_unknown' | 'not_connected' | 'unsupported';
   readonly field: string | null;
   readonly requestId: number;
   constructor(code: CommandError['code'], message: string, field: string | null = null, requestId = 0) {
@@ -81,12 +133,14 @@ export interface ClientEvents {
   path_completed: (agent: number, world: string, tick: number) => void;
   spawned: (agents: number[], group: string, world: string, tick: number) => void;
   despawned: (agents: number[], world: string, tick: number) => void;
+  /** The world now runs at `hz` ticks per second (its view's clock follows). */
+  tick_rate: (hz: number, world: string, tick: number) => void;
   /** Your agent `agent` lost sight of `target` (under `owned` visibility); the behaviours aimed at it were removed. */
   target_lost: (agent: number, target: number, world: string, tick: number) => void;
   /** A server `Error` message or an undecodable frame. */
   error: (err: ErrorMsg | Error) => void;
-  /** The connection dropped; `willReconnect` says whether the client tries again. */
-  disconnect: (info: { code: number; reason: string; willReconnect: boolean }) => void;
+  /** The connection ended (`cause`: client, server or network); `willReconnect` says whether the client tries again. */
+  disconnect: (info: DisconnectInfo) => void;
   /**
    * Welcome received again after a drop (views resubscribed). `resumed`: the server took the
    * previous session back (same player: its agents are still this client's); false after a
@@ -97,9 +151,25 @@ export interface ClientEvents {
   session_lost: (reason: string) => void;
   /** A view asked for keyframes again (chain break, bad frame, checksum mismatch). */
   resync: (world: string, reason: string) => void;
+  /**
+   * A view was dropped and cleared (its `sample()` returns nothing): its world is gone after a
+   * reconnect, or the server refused to subscribe it again.
+   */
+  view_removed: (world: string, reason: string) => void;
 }
 
-type Pending = { resolve: (r: never) => void; reject: (e: Error) => void; timer: ReturnType<typeof setTimeout>; internal: boolean };
+type Pending = {
+  resolve: (r: never) => void;
+  reject: (e: Error) => void;
+  timer: ReturnType<typeof setTimeout>;
+  internal: boolean;
+  /** What the message was (for error texts). */
+  what: string;
+  /** Written to a socket: from then on a missing result is `outcome_unknown`. */
+  sent: boolean;
+  /** Runs on the result, before any later message is handled (subscriptions take effect here). */
+  onResult?: (r: Outcome) => void;
+};
 type State = 'connecting' | 'open' | 'reconnecting' | 'closed';
 
 const U32 = 0x100000000;
@@ -170,6 +240,8 @@ export class SteerClient {
   private openResolve!: () => void;
   private openReject!: (e: Error) => void;
   private everOpen = false;
+  /** Set when this client closes the current socket itself (dropSocket, pong timeout). */
+  private closingBy: 'client' | null = null;
 
   constructor(url: string, opts: ConnectOptions, Ctor: SocketCtor) {
     this.url = wsUrl(url, !!opts.batch);
@@ -242,10 +314,47 @@ export class SteerClient {
     if (!Number.isInteger(every) || every < 0 || every > 0xffffffff) {
       throw new CommandError('invalid_field', `everyNTicks ${String(opts.everyNTicks)}: a whole number of ticks`, 'every_n_ticks');
     }
-    const view = this.ensureView(world, area);
-    const r = await this.command<SubscribedOutcome>({ type: 'subscribe', request_id: 0, world, area, every_n_ticks: every });
-    view.everyNTicks = every; // the server took it: resyncs and reconnects ask for it again
-    return { ...r, view };
+    if (!this.views.has(world) && !this.welcome?.worlds.some((w) => w.name === world)) {
+      throw new CommandError('unknown_world', `no world \`${world}\` in the Welcome`, 'world');
+    }
+    // The view exists, and takes this area and rate, only once the server accepted them: a
+    // refused subscribe leaves nothing behind, and resyncs and reconnects replay only what was
+    // accepted.
+    const r = await this.subscribeCommand(world, area, every, false);
+    return { ...r, view: this.views.get(world)! };
+  }
+
+  private subscribeCommand(world: string, area: Area, every: number, internal: boolean): Promise<SubscribedOutcome> {
+    return this.command<SubscribedOutcome>({ type: 'subscribe', request_id: 0, world, area, every_n_ticks: every }, internal, (r) => {
+      if (r.type === 'subscribed') this.accepted(world, area, every, r);
+      else if (internal) this.removeView(world, `the server refused to subscribe again: ${r.type === 'error' ? `${r.code}: ${r.message}` : r.type}`);
+    });
+  }
+
+  /** A Subscribed answer: the view (created on the first) takes the area, rate and cells. */
+  private accepted(world: string, area: Area, every: number, r: SubscribedOutcome): void {
+    let v = this.views.get(world);
+    if (!v) {
+      const info = this.welcome?.worlds.find((w) => w.id === r.world);
+      if (!info || !this.welcome) return;
+      v = new WorldView(info, this.welcome.quantization, info.tick_rate_hz, area, this.opts);
+      v.onResync = (reason) => this.scheduleResync(world, reason);
+      this.views.set(world, v);
+    }
+    v.area = area;
+    v.everyNTicks = every;
+    v.groups = r.groups;
+    v.subscribed(r.cells);
+    if (!this.subscribedOrder.includes(r.world)) this.subscribedOrder.push(r.world);
+  }
+
+  private removeView(world: string, reason: string): void {
+    const v = this.views.get(world);
+    if (!v) return;
+    this.views.delete(world);
+    this.subscribedOrder = this.subscribedOrder.filter((id) => id !== v.info.id);
+    v.clear();
+    this.emit('view_removed', world, reason);
   }
 
   /** Stops the stream of `world` and drops its view. */
@@ -265,19 +374,27 @@ export class SteerClient {
   /** Sends a Ping; resolves with the server tick of the Pong. */
   ping(): Promise<number> {
     const rid = this.rid();
-    this.pings.set(rid, now());
     return new Promise<number>((resolve, reject) => {
+      if (this.state !== 'open') {
+        reject(new CommandError('not_connected', `not connected (${this.state}): ping not sent`, null, rid));
+        return;
+      }
       const timer = setTimeout(() => {
-        this.pending.delete(rid);
-        reject(new CommandError('timeout', `no Pong for ping ${rid}`, null, rid));
+        if (this.pending.delete(rid)) reject(new CommandError('outcome_unknown', `no Pong for ping ${rid}`, null, rid));
       }, this.opts.commandTimeoutMs ?? 10000);
-      this.pending.set(rid, { resolve: resolve as (r: never) => void, reject, timer, internal: false });
-      this.send({ type: 'ping', request_id: rid });
+      this.pending.set(rid, { resolve: resolve as (r: never) => void, reject, timer, internal: false, what: 'ping', sent: true });
+      this.pings.set(rid, now());
+      if (!this.send({ type: 'ping', request_id: rid })) {
+        clearTimeout(timer);
+        this.pending.delete(rid);
+        reject(new CommandError('not_connected', 'the socket is not open: ping not sent', null, rid));
+      }
     });
   }
 
   /** Closes the session for good (no reconnect); pending commands are rejected. */
   close(): void {
+    if (this.state === 'closed') return;
     this.state = 'closed';
     this.clearTimers();
     const ws = this.ws;
@@ -286,8 +403,9 @@ export class SteerClient {
       ws.onclose = null;
       try { ws.close(1000, 'client closed'); } catch { /* already closed */ }
     }
-    this.failPending('connection_lost', 'client closed');
-    this.openReject(new Error('closed before Welcome'));
+    this.failPending('client closed');
+    this.openReject(new ConnectError('closed', this.url, 'the client was closed before the Welcome'));
+    if (ws) this.emit('disconnect', { cause: 'client', code: 1000, reason: 'client closed', willReconnect: false });
   }
 
   /**
@@ -296,20 +414,9 @@ export class SteerClient {
    */
   dropSocket(): void {
     const ws = this.ws;
-    if (ws) ws.close(4000, 'dropped by the client');
-  }
-
-  private ensureView(world: string, area: Area): WorldView {
-    let v = this.views.get(world);
-    const info = this.welcome?.worlds.find((w) => w.name === world);
-    if (!v) {
-      if (!info || !this.welcome) throw new CommandError('unknown_world', `no world \`${world}\` in the Welcome`, 'world');
-      v = new WorldView(info, this.welcome.quantization, this.welcome.tick_rate_hz, area, this.opts);
-      v.onResync = (reason) => this.scheduleResync(world, reason);
-      this.views.set(world, v);
-    }
-    v.area = area;
-    return v;
+    if (!ws) return;
+    this.closingBy = 'client';
+    try { ws.close(4000, 'dropped by the client'); } catch { /* already closing */ }
   }
 
   private rid(): number {
@@ -318,7 +425,12 @@ export class SteerClient {
     return r;
   }
 
-  private command<R>(msg: ClientMsg, internal = false): Promise<R> {
+  /**
+   * Sends `msg` now, or queues it while (re)connecting. Either it is sent and its result (or
+   * `outcome_unknown`) settles the promise, or it times out in the queue, is removed from it and
+   * is never sent (`timeout`).
+   */
+  private command<R>(msg: ClientMsg, internal = false, onResult?: (r: Outcome) => void): Promise<R> {
     const rid = this.rid();
     (msg as { request_id: number }).request_id = rid;
     return new Promise<R>((resolve, reject) => {
@@ -326,29 +438,39 @@ export class SteerClient {
         reject(new CommandError('not_connected', 'the client is closed', null, rid));
         return;
       }
-      const timer = setTimeout(() => {
-        if (this.pending.delete(rid)) reject(new CommandError('timeout', `no result for request ${rid} (${msg.type})`, null, rid));
-      }, this.opts.commandTimeoutMs ?? 10000);
-      this.pending.set(rid, { resolve: resolve as (r: never) => void, reject, timer, internal });
-      if (this.state !== 'open') {
-        if (this.queue.length >= (this.opts.maxQueuedCommands ?? 256)) {
-          clearTimeout(timer);
-          this.pending.delete(rid);
-          reject(new CommandError('not_connected', `reconnecting and ${this.queue.length} commands already queued`, null, rid));
-          return;
-        }
-        this.queue.push(msg);
+      const p: Pending = { resolve: resolve as (r: never) => void, reject, timer: undefined as never, internal, what: `request ${rid} (${msg.type})`, sent: false, onResult };
+      if (this.state === 'open' && this.send(msg)) p.sent = true;
+      else if (this.queue.length >= (this.opts.maxQueuedCommands ?? 256)) {
+        reject(new CommandError('not_connected', `reconnecting and ${this.queue.length} commands already queued`, null, rid));
         return;
-      }
-      this.send(msg);
+      } else this.queue.push(msg);
+      p.timer = setTimeout(() => this.expire(rid), this.opts.commandTimeoutMs ?? 10000);
+      this.pending.set(rid, p);
     });
   }
 
-  private send(msg: ClientMsg): void {
+  /** A command's time is up: never sent → out of the queue; sent → its outcome is unknown. */
+  private expire(rid: number): void {
+    const p = this.pending.get(rid);
+    if (!p) return;
+    this.pending.delete(rid);
+    const ms = this.opts.commandTimeoutMs ?? 10000;
+    if (!p.sent) {
+      const i = this.queue.findIndex((m) => (m as { request_id: number }).request_id === rid);
+      if (i >= 0) this.queue.splice(i, 1);
+      p.reject(new CommandError('timeout', `no connection within ${ms} ms: ${p.what} was dropped unsent`, null, rid));
+    } else {
+      p.reject(new CommandError('outcome_unknown', `${p.what} was sent but not answered within ${ms} ms: it may or may not have taken effect`, null, rid));
+    }
+  }
+
+  /** Writes `msg` to the open socket; false if there is none. */
+  private send(msg: ClientMsg): boolean {
     const ws = this.ws;
-    if (!ws || ws.readyState !== 1) return;
+    if (!ws || ws.readyState !== 1) return false;
     if ((this.opts.encoding ?? 'binary') === 'json') ws.send(JSON.stringify(msg));
     else ws.send(encodeClient(msg));
+    return true;
   }
 
   // ---- connection
@@ -358,11 +480,12 @@ export class SteerClient {
     try {
       ws = new this.Ctor(this.url);
     } catch (e) {
-      this.onDrop(0, (e as Error).message);
+      this.onDrop(1006, (e as Error).message, 'network');
       return;
     }
     ws.binaryType = 'arraybuffer';
     this.ws = ws;
+    this.closingBy = null;
     ws.onopen = () => {
       this.resumeSent = this.resume !== null;
       const hello = helloMessage({ token: this.opts.token, encoding: this.opts.encoding, resume: this.resume });
@@ -376,7 +499,9 @@ export class SteerClient {
     ws.onclose = (ev) => {
       if (this.ws !== ws) return;
       this.ws = null;
-      this.onDrop(ev.code ?? 0, ev.reason ?? '');
+      const code = ev.code ?? 1006;
+      const cause: DisconnectCause = this.closingBy ?? (code === 1006 || code === 1005 || code === 0 ? 'network' : 'server');
+      this.onDrop(code, ev.reason ?? '', cause);
     };
   }
 
@@ -437,6 +562,11 @@ export class SteerClient {
         else if (e.type === 'spawned') this.emit('spawned', e.agents, e.group, w, m.tick);
         else if (e.type === 'despawned') this.emit('despawned', e.agents, w, m.tick);
         else if (e.type === 'target_lost') this.emit('target_lost', e.agent, e.target, w, m.tick);
+        else if (e.type === 'tick_rate') this.onTickRate(m.world, e.tick_rate_hz, w, m.tick);
+        else if (e.type === 'groups') {
+          const v = this.viewById(m.world);
+          if (v) v.groups = e.groups;
+        }
         return;
       }
       case 'command_result':
@@ -469,7 +599,7 @@ export class SteerClient {
         if (!this.welcome || this.state !== 'open') {
           // Refused at Hello (bad token, version): retrying the same Hello cannot help.
           if (m.code === 'unauthorized' || m.code === 'unsupported_version' || m.code === 'forbidden') {
-            this.openReject(new CommandError(m.code, m.message, m.field));
+            this.openReject(new ConnectError(m.code, this.url, m.message, { field: m.field }));
             this.close();
           }
         }
@@ -478,17 +608,32 @@ export class SteerClient {
     }
   }
 
+  /** The world's rate changed: its WorldInfo and its view's clock follow. */
+  private onTickRate(world: number, hz: number, name: string, tick: number): void {
+    const info = this.welcome?.worlds.find((x) => x.id === world);
+    if (info) info.tick_rate_hz = hz;
+    const v = this.viewById(world);
+    if (v) v.setTickRate(hz);
+    this.emit('tick_rate', hz, name, tick);
+  }
+
   private onResult(m: CommandResult): void {
     const r = m.result;
     const p = this.pending.get(m.request_id);
-    if (r.type === 'subscribed') {
-      const v = this.viewById(r.world);
-      if (v) v.subscribed(r.cells);
-      if (!this.subscribedOrder.includes(r.world)) this.subscribedOrder.push(r.world);
+    if (!p) {
+      // A result after its command's timeout (`outcome_unknown`). A late Subscribed: the server
+      // streams what no view asked for (resubscribe the view's accepted area, or unsubscribe).
+      if (r.type === 'subscribed' && this.state === 'open') {
+        const name = this.worldName(r.world);
+        const v = this.views.get(name);
+        if (v) this.subscribeCommand(name, v.area, v.everyNTicks, true).catch((e) => this.emit('error', e as Error));
+        else this.command({ type: 'unsubscribe', request_id: 0, world: name }, true).catch((e) => this.emit('error', e as Error));
+      }
+      return;
     }
-    if (!p) return;
     clearTimeout(p.timer);
     this.pending.delete(m.request_id);
+    p.onResult?.(r);
     if (r.type === 'error') p.reject(new CommandError(r.code, r.message, r.field, m.request_id));
     else p.resolve(r as never);
   }
@@ -520,17 +665,20 @@ export class SteerClient {
     if (resumed) this.resumes++;
     this.subscribedOrder = [];
     this.lastPongMs = now();
-    for (const [name, v] of this.views) {
+    for (const [name, v] of [...this.views]) {
       const info = w.worlds.find((x) => x.name === name);
       if (!info) {
-        this.emit('error', new Error(`world \`${name}\` is gone after the reconnect`));
+        this.removeView(name, 'the world is gone after the reconnect');
         continue;
       }
-      v.rebind(info, w.quantization, w.tick_rate_hz);
-      this.command({ type: 'subscribe', request_id: 0, world: name, area: v.area, every_n_ticks: v.everyNTicks }, true).catch((e) => this.emit('error', e as Error));
+      v.rebind(info, w.quantization, info.tick_rate_hz);
+      this.subscribeCommand(name, v.area, v.everyNTicks, true).catch((e) => this.emit('error', e as Error));
     }
-    const q = this.queue.splice(0);
-    for (const msg of q) this.send(msg);
+    for (const msg of this.queue.splice(0)) {
+      const p = this.pending.get((msg as { request_id: number }).request_id);
+      if (p && this.send(msg)) p.sent = true;
+      else if (p) this.queue.push(msg); // the socket closed under us: the next Welcome sends it
+    }
     this.pingsSent = 0;
     this.schedulePing();
     this.emit('welcome', w);
@@ -548,7 +696,7 @@ export class SteerClient {
       this.resyncTimers.delete(world);
       const v = this.views.get(world);
       if (!v || this.state !== 'open') return; // a reconnect resubscribes anyway
-      this.command({ type: 'subscribe', request_id: 0, world, area: v.area, every_n_ticks: v.everyNTicks }, true).catch((e) => this.emit('error', e as Error));
+      this.subscribeCommand(world, v.area, v.everyNTicks, true).catch((e) => this.emit('error', e as Error));
     }, 50));
   }
 
@@ -572,14 +720,17 @@ export class SteerClient {
     }, delay);
   }
 
-  private failPending(code: CommandError['code'], why: string): void {
+  /** The session ends: sent commands' outcomes are unknown, queued ones were never sent. */
+  private failPending(why: string): void {
     for (const [rid, p] of this.pending) {
       clearTimeout(p.timer);
-      if (!p.internal) p.reject(new CommandError(code, `${why} before the result of request ${rid}`, null, rid));
+      if (p.internal) continue;
+      if (p.sent) p.reject(new CommandError('outcome_unknown', `${why} before the result of ${p.what}: it may or may not have taken effect`, null, rid));
+      else p.reject(new CommandError('not_connected', `${why}: ${p.what} was never sent`, null, rid));
     }
     this.pending.clear();
     this.pings.clear();
-    for (const q of this.queue.splice(0)) void q;
+    this.queue.length = 0;
   }
 
   private clearTimers(): void {
@@ -591,27 +742,28 @@ export class SteerClient {
     this.pingTimer = null;
   }
 
-  private onDrop(code: number, reason: string): void {
+  private onDrop(code: number, reason: string, cause: DisconnectCause): void {
     if (this.state === 'closed') return;
     this.clearTimers();
-    // Commands in flight may or may not have run: their promises fail; queued ones wait.
+    // Commands in flight may or may not have run (`outcome_unknown`); queued ones wait.
     for (const [rid, p] of this.pending) {
-      if (this.queue.some((m) => (m as { request_id?: number }).request_id === rid)) continue;
+      if (!p.sent) continue;
       clearTimeout(p.timer);
       this.pending.delete(rid);
-      if (!p.internal) p.reject(new CommandError('connection_lost', `connection lost before the result of request ${rid}`, null, rid));
+      if (!p.internal) p.reject(new CommandError('outcome_unknown', `connection lost before the result of ${p.what}: it may or may not have taken effect`, null, rid));
     }
     this.pings.clear();
     const r = this.opts.reconnect;
-    const enabled = r !== false && this.everOpen;
+    const enabled = r !== false && (this.everOpen || !!this.opts.retryFirstConnect);
     const ro: ReconnectOptions = typeof r === 'object' ? r : {};
     const give = ro.maxAttempts !== undefined && this.attempts >= ro.maxAttempts;
     const willReconnect = enabled && !give;
-    this.emit('disconnect', { code, reason, willReconnect });
+    this.emit('disconnect', { cause, code, reason, willReconnect });
     if (!willReconnect) {
       this.state = 'closed';
-      this.failPending('connection_lost', `connection closed (${code} ${reason})`);
-      this.openReject(new Error(`connection closed before Welcome (${code} ${reason})`));
+      this.failPending(`connection closed (${code} ${reason})`);
+      const tries = this.attempts > 0 ? ` after ${this.attempts + 1} attempts` : '';
+      this.openReject(new ConnectError('unreachable', this.url, `no Welcome: the connection closed (${code}${reason ? ` ${reason}` : ''})${tries}`, { closeCode: code, closeReason: reason }));
       return;
     }
     this.state = 'reconnecting';

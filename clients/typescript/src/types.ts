@@ -76,9 +76,10 @@ export type ClientMsg =
 // ---- Server → client
 
 export interface Quantization { pos_step: number; vel_step: number; predict_num: number; orient_snap: number }
-export interface WorldInfo { id: number; name: string; bounds: Rect; aoi_cell_size: number; cols: number; rows: number }
+/** `tick_rate_hz` (since protocol v9): the world's ticks per second; the `tick_rate` event announces a change. */
+export interface WorldInfo { id: number; name: string; bounds: Rect; aoi_cell_size: number; cols: number; rows: number; tick_rate_hz: number }
 export interface Welcome {
-  type: 'welcome'; protocol_version: number; tick_rate_hz: number; quantization: Quantization;
+  type: 'welcome'; protocol_version: number; quantization: Quantization;
   worlds: WorldInfo[]; max_message_bytes: number;
   /** The player this connection acts as (token `sub`, `anon-…` in dev mode, `admin`). */
   player_id: string;
@@ -102,11 +103,16 @@ export type EventKind =
   | { type: 'spawned'; group: string; agents: number[] }
   | { type: 'despawned'; agents: number[] }
   /** Since protocol v8: `agent`'s behaviours aimed at `target` were removed, as the target left its owner's vision. */
-  | { type: 'target_lost'; agent: number; target: number };
+  | { type: 'target_lost'; agent: number; target: number }
+  /** Since protocol v9: the world runs at `tick_rate_hz` from the event's tick on. */
+  | { type: 'tick_rate'; tick_rate_hz: number }
+  /** Since protocol v9: the world's group table again (it changed); a record's `group` indexes it. */
+  | { type: 'groups'; groups: string[] };
 export interface EventMsg { type: 'event'; world: number; tick: number; event: EventKind }
 export interface OkOutcome { type: 'ok' }
 /** The cells now covered, ascending (binary: runs of consecutive cells since protocol v7, §5.2). */
-export interface SubscribedOutcome { type: 'subscribed'; world: number; cells: number[] }
+/** `groups` (since protocol v9): the world's group names, indexed by a record's `group`. */
+export interface SubscribedOutcome { type: 'subscribed'; world: number; cells: number[]; groups: string[] }
 export interface SpawnedOutcome { type: 'spawned'; agents: number[] }
 export interface ErrorOutcome { type: 'error'; code: ErrorCodeName; message: string; field: string | null }
 export type Outcome = OkOutcome | SubscribedOutcome | SpawnedOutcome | ErrorOutcome;

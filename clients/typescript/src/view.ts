@@ -1,5 +1,5 @@
 // WorldView: the agent table of one subscribed world, kept from keyframes and deltas (one
-// CellMap per AOI cell, PROTOCOL.md §6), with a short history per cell for interpolated rendering.
+// CellMap per AOI cell, PROTOCOL.md §6), with a short history per agent for interpolated rendering.
 // (Compiled by tsc into server/viewer/sdk/ for the viewer: edit this .ts, then `npm run build:viewer`.)
 
 import { ProtoError, QAgent } from './codec.js';
@@ -10,7 +10,9 @@ import type { Area, Cells, Delta, Keyframe, Quantization, WorldInfo } from './ty
 /** One agent as rendered at a moment: world units, radians (0 = +x, counter-clockwise). */
 export interface SampledAgent {
   id: number;
+  /** The record's group index, and its name (the world's group table; '' if not known). */
   group: number;
+  groupName: string;
   x: number;
   y: number;
   /** Radians in [0, 2π). */
@@ -20,74 +22,153 @@ export interface SampledAgent {
   vy: number;
 }
 
+/**
+ * Per-agent callbacks of a view. `added`: an agent came into the view (spawned, entered the
+ * subscribed area or sight, or the first keyframes); `removed`: it left (despawned, left the
+ * area); `changed`: its record changed (position, velocity, orientation, group). Crossing a cell
+ * boundary is neither a removal nor an addition. Called after the tick's state is applied, with
+ * the live record (read it then; the view updates it in place).
+ */
+export interface AgentEvents {
+  added: (agent: QAgent) => void;
+  removed: (id: number) => void;
+  changed: (agent: QAgent) => void;
+}
+
 export interface ViewOptions {
   /** How far behind the estimated server time `sample()` renders (ms, default 100 = 2 ticks at 20 Hz). */
   interpDelayMs?: number;
-  /** States kept per cell for interpolation (default 8, at least 2). */
+  /** States kept per agent for interpolation (default 8, at least 2). */
   historyLength?: number;
 }
 
 const TWO_PI = Math.PI * 2;
 const ORIENT_TO_RAD = TWO_PI / 65536;
 
-/** A copy of one cell's agents at one state tick, in flat arrays (reused, grown on demand). */
-class Snap {
-  tick = -1;
-  n = 0;
-  id = new Float64Array(0);
-  group = new Int32Array(0);
-  v = new Int32Array(0); // n × [px, py, vx, vy, orient]
-  fill(list: readonly QAgent[], tick: number): void {
-    const n = list.length;
-    if (this.id.length < n) {
-      const cap = Math.max(n, this.id.length * 2, 16);
-      this.id = new Float64Array(cap);
-      this.group = new Int32Array(cap);
-      this.v = new Int32Array(cap * 5);
+/**
+ * Per agent, its last K states oldest first, whichever cells they came from (so an agent crossing
+ * cells interpolates across the boundary), in flat arrays indexed by a slot per agent (reused
+ * after the agent is deleted). `gone[slot]`: the state tick from which the view no longer holds
+ * the agent (it left the subscribed area or was despawned); +Infinity while it is held.
+ */
+class Tracks {
+  readonly k: number;
+  cap = 0;
+  /** Slots in use or freed: 0 .. used-1. */
+  used = 0;
+  id: Float64Array = new Float64Array(0);
+  live: Uint8Array = new Uint8Array(0);
+  start: Int32Array = new Int32Array(0);
+  n: Int32Array = new Int32Array(0);
+  group: Int32Array = new Int32Array(0);
+  /** The cell that last reported the agent. */
+  cell: Int32Array = new Int32Array(0);
+  gone: Float64Array = new Float64Array(0);
+  /** The first state came with a delta's `entered` (the agent came into the area), not a keyframe. */
+  entered: Uint8Array = new Uint8Array(0);
+  ticks: Float64Array = new Float64Array(0); // K × cap
+  v: Int32Array = new Int32Array(0); // K × cap × [px, py, vx, vy, orient]
+  readonly bySlot = new Map<number, number>();
+  private free: number[] = [];
+
+  constructor(k: number) {
+    this.k = k;
+  }
+
+  /** The slot of agent `id`, a new one (empty) if it has none. */
+  slotOf(id: number, fromDelta: boolean): number {
+    const have = this.bySlot.get(id);
+    if (have !== undefined) return have;
+    let s = this.free.pop();
+    if (s === undefined) {
+      if (this.used === this.cap) this.grow();
+      s = this.used++;
     }
-    const id = this.id;
-    const group = this.group;
-    const v = this.v;
-    for (let i = 0; i < n; i++) {
-      const a = list[i];
-      id[i] = a.id;
-      group[i] = a.group;
-      const o = i * 5;
-      v[o] = a.pos[0];
-      v[o + 1] = a.pos[1];
-      v[o + 2] = a.vel[0];
-      v[o + 3] = a.vel[1];
-      v[o + 4] = a.orient;
+    this.bySlot.set(id, s);
+    this.id[s] = id;
+    this.live[s] = 1;
+    this.start[s] = 0;
+    this.n[s] = 0;
+    this.cell[s] = -1;
+    this.gone[s] = Infinity;
+    this.entered[s] = fromDelta ? 1 : 0;
+    return s;
+  }
+
+  delete(s: number): void {
+    this.bySlot.delete(this.id[s]);
+    this.id[s] = -1; // no agent id: a stale reference to the slot no longer matches
+    this.live[s] = 0;
+    this.n[s] = 0;
+    this.free.push(s);
+  }
+
+  clear(): void {
+    this.bySlot.clear();
+    this.free = [];
+    this.used = 0;
+  }
+
+  /**
+   * Index into `ticks` of the slot's i-th state (0 = oldest). Ring position major, slot minor:
+   * agents updated together write neighbouring memory.
+   */
+  at(s: number, i: number): number {
+    return ((this.start[s] + i) % this.k) * this.cap + s;
+  }
+
+  lastTick(s: number): number {
+    return this.n[s] > 0 ? this.ticks[this.at(s, this.n[s] - 1)] : -1;
+  }
+
+  private grow(): void {
+    const cap = Math.max(64, this.cap * 2);
+    const k = this.k;
+    const f64 = (a: Float64Array, m: number): Float64Array => { const b = new Float64Array(cap * m); b.set(a); return b; };
+    const i32 = (a: Int32Array, m: number): Int32Array => { const b = new Int32Array(cap * m); b.set(a); return b; };
+    const u8 = (a: Uint8Array): Uint8Array => { const b = new Uint8Array(cap); b.set(a); return b; };
+    this.id = f64(this.id, 1);
+    this.live = u8(this.live);
+    this.start = i32(this.start, 1);
+    this.n = i32(this.n, 1);
+    this.group = i32(this.group, 1);
+    this.cell = i32(this.cell, 1);
+    this.gone = f64(this.gone, 1);
+    this.entered = u8(this.entered);
+    // Ring position major: each position's block moves to its place in the larger arrays.
+    const ticks = new Float64Array(cap * k);
+    const v = new Int32Array(cap * k * 5);
+    for (let r = 0; r < k; r++) {
+      ticks.set(this.ticks.subarray(r * this.cap, (r + 1) * this.cap), r * cap);
+      v.set(this.v.subarray(r * this.cap * 5, (r + 1) * this.cap * 5), r * cap * 5);
     }
-    this.n = n;
-    this.tick = tick;
+    this.ticks = ticks;
+    this.v = v;
+    this.cap = cap;
   }
 }
 
-/** A ring of the last K snapshots of one cell, oldest first. */
-class History {
-  readonly snaps: Snap[] = [];
-  start = 0;
+/** The agents (ids, ascending, and their track slots) a cell held at its last state. */
+class Members {
   n = 0;
-  constructor(k: number) {
-    for (let i = 0; i < k; i++) this.snaps.push(new Snap());
+  ids = new Float64Array(16);
+  slots = new Int32Array(16);
+  nextIds = new Float64Array(16);
+  nextSlots = new Int32Array(16);
+  reserve(n: number): void {
+    if (this.nextIds.length >= n) return;
+    const cap = Math.max(n, this.nextIds.length * 2);
+    this.nextIds = new Float64Array(cap);
+    this.nextSlots = new Int32Array(cap);
   }
-  at(i: number): Snap {
-    return this.snaps[(this.start + i) % this.snaps.length];
-  }
-  push(list: readonly QAgent[], tick: number): void {
-    const k = this.snaps.length;
-    if (this.n > 0) {
-      const last = this.at(this.n - 1);
-      if (tick < last.tick) this.n = 0; // older than what we hold (a resync after a reset)
-      else if (tick === last.tick) this.n--; // same tick again (a keyframe after a delta): replace
-    }
-    if (this.n === k) {
-      this.start = (this.start + 1) % k;
-      this.n--;
-    }
-    this.at(this.n).fill(list, tick);
-    this.n++;
+  swap(n: number): void {
+    const ids = this.ids;
+    const slots = this.slots;
+    this.ids = this.nextIds;
+    this.slots = this.nextSlots;
+    this.nextIds = ids;
+    this.nextSlots = slots;
+    this.n = n;
   }
 }
 
@@ -98,6 +179,8 @@ export class WorldView {
   quant: Quantization;
   /** Per-cell agent maps. */
   readonly cells = new Map<number, CellMap>();
+  /** The world's group names (a record's `group` indexes them): from Subscribed and the `groups` event. */
+  groups: string[] = [];
   /** Cells of the last Subscribed answer (null before it). */
   subscribedCells: Set<number> | null = null;
   /** The area last subscribed (re-sent on a resync or a reconnect). */
@@ -125,7 +208,19 @@ export class WorldView {
   /** Called with a reason when the view needs keyframes again (the client resubscribes). */
   onResync: (reason: string) => void = () => {};
 
-  private readonly history = new Map<number, History>();
+  /** Per agent: its last states (interpolation follows agents, not cells). */
+  private readonly tracks: Tracks;
+  /** Per cell: the agents it held at its last state (to notice who left it). */
+  private readonly members = new Map<number, Members>();
+  /** Slots of tracks marked gone, deleted once older than the history. */
+  private goneSlots: number[] = [];
+  private readonly agentListeners: { [K in keyof AgentEvents]: Set<AgentEvents[K]> } = { added: new Set(), removed: new Set(), changed: new Set() };
+  /** Whether any per-agent listener is set (the apply loop collects events only then). */
+  private listening = false;
+  private pendingAdded: QAgent[] = [];
+  private pendingChanged: QAgent[] = [];
+  /** Slots marked gone since the last flush (reported if still gone when the tick is complete). */
+  private pendingRemoved: number[] = [];
   private readonly txn = new CellsTxn();
   private readonly k: number;
   private readonly pool: SampledAgent[] = [];
@@ -139,10 +234,17 @@ export class WorldView {
     this.clock.setRate(tickRate);
     this.interpDelayMs = opts.interpDelayMs ?? 100;
     this.k = Math.max(2, opts.historyLength ?? 8);
+    this.tracks = new Tracks(this.k);
   }
 
   get tickRate(): number {
     return this.clock.tickRate;
+  }
+
+  /** The world's tick rate changed (the `tick_rate` event): the clock starts a new fit at the new rate (frame arrivals stand in until Pongs come). */
+  setTickRate(hz: number): void {
+    this.info = { ...this.info, tick_rate_hz: hz };
+    this.clock.setRate(hz);
   }
 
   /** A new Welcome (reconnect): same world name, maybe a new id, quantization or grid. */
@@ -155,10 +257,68 @@ export class WorldView {
     if (changed) this.clear();
   }
 
+  /** Adds a per-agent listener (`added`, `removed`, `changed`); returns a function that removes it. */
+  on<K extends keyof AgentEvents>(name: K, cb: AgentEvents[K]): () => void {
+    const set = this.agentListeners[name] as Set<AgentEvents[K]>;
+    set.add(cb);
+    this.listening = true;
+    return () => {
+      set.delete(cb);
+      const l = this.agentListeners;
+      this.listening = l.added.size + l.removed.size + l.changed.size > 0;
+    };
+  }
+
+  /**
+   * Reports the agents added and changed, and those removed that no cell took back: gone before
+   * tick `complete` (the ticks whose every cell is applied; a per-cell frame of tick t may
+   * still be followed by the cell that takes a crossing agent in).
+   */
+  private flushAgentEvents(complete = Infinity): void {
+    if (!this.listening) {
+      this.pendingAdded.length = this.pendingChanged.length = this.pendingRemoved.length = 0;
+      return;
+    }
+    const tr = this.tracks;
+    const removed: number[] = [];
+    const later: number[] = [];
+    for (const s of this.pendingRemoved) {
+      if (tr.live[s] !== 1 || tr.gone[s] === Infinity) continue; // taken back by another cell
+      if (tr.gone[s] < complete) removed.push(tr.id[s]);
+      else later.push(s);
+    }
+    const added = this.pendingAdded;
+    const changed = this.pendingChanged;
+    this.pendingAdded = [];
+    this.pendingChanged = [];
+    this.pendingRemoved = later;
+    const call = <K extends keyof AgentEvents>(name: K, arg: Parameters<AgentEvents[K]>[0]): void => {
+      for (const cb of [...this.agentListeners[name]]) {
+        try {
+          (cb as (a: unknown) => void)(arg);
+        } catch (e) {
+          setTimeout(() => { throw e; }); // a listener's bug must not break the view
+        }
+      }
+    };
+    for (const id of removed) call('removed', id);
+    for (const a of added) call('added', a);
+    for (const a of changed) call('changed', a);
+  }
+
   /** Forgets every cell. */
   clear(): void {
+    if (this.listening) {
+      const tr = this.tracks;
+      for (let s = 0; s < tr.used; s++) if (tr.live[s] === 1 && tr.gone[s] === Infinity && tr.n[s] > 0) { tr.gone[s] = Math.max(0, this.latestTick); this.pendingRemoved.push(s); }
+      this.pendingAdded = [];
+      this.pendingChanged = [];
+      this.flushAgentEvents();
+    }
     this.cells.clear();
-    this.history.clear();
+    this.tracks.clear();
+    this.members.clear();
+    this.goneSlots = [];
     this.subscribedCells = null;
     this.latestTick = -1;
   }
@@ -169,7 +329,9 @@ export class WorldView {
     for (const c of this.cells.keys()) {
       if (this.subscribedCells.has(c)) continue;
       this.cells.delete(c);
-      this.history.delete(c);
+      const m = this.members.get(c);
+      this.members.delete(c);
+      if (m) for (let i = 0; i < m.n; i++) this.markGone(m.slots[i], m.ids[i], c, Math.max(0, this.latestTick));
     }
   }
 
@@ -189,7 +351,8 @@ export class WorldView {
       return;
     }
     this.keyframes++;
-    this.remember(k.cell, cell, k.tick, nowMs);
+    this.remember(k.cell, cell, k.tick, nowMs, false);
+    this.flushAgentEvents(k.tick);
   }
 
   /** Applies a delta of this world; a chain break or a bad frame resyncs. */
@@ -207,7 +370,8 @@ export class WorldView {
       return;
     }
     this.deltas++;
-    this.remember(d.cell, cell, d.tick, nowMs);
+    this.remember(d.cell, cell, d.tick, nowMs, true);
+    this.flushAgentEvents(d.tick);
   }
 
   /**
@@ -232,12 +396,15 @@ export class WorldView {
       const c = 'keyframe' in e ? e.keyframe.cell : e.delta.cell;
       const cell = this.cells.get(c);
       if (!cell) continue;
-      if ('keyframe' in e) {
+      const isDelta = !('keyframe' in e);
+      if (!isDelta) {
         if (this.subscribedCells && !this.subscribedCells.has(c)) continue;
         this.keyframes++;
       } else this.deltas++;
-      this.remember(c, cell, cell.tick, nowMs);
+      this.remember(c, cell, cell.tick, nowMs, isDelta);
     }
+    // A cells message is a whole tick: every removal is final.
+    this.flushAgentEvents();
   }
 
   /** A frame could not be applied: the client subscribes again (same area) for keyframes. */
@@ -246,14 +413,122 @@ export class WorldView {
     this.onResync(reason);
   }
 
-  private remember(c: number, cell: CellMap, tick: number, nowMs: number): void {
-    let h = this.history.get(c);
-    if (!h) this.history.set(c, (h = new History(this.k)));
-    h.push(cell.agents, tick);
+  /**
+   * Cell `c` holds `cell.agents` at state `tick`: each agent's track takes the state; an agent the
+   * cell held before and that no cell reported at this tick since is gone from `tick` on (a later
+   * cell of the same message that takes it in revives it). `fromDelta`: new tracks came in by a
+   * delta (entered the area), not by a keyframe. The cell's agents and its previous members are
+   * both sorted by id: one merge walk finds the agents that stayed (their slots known) and left.
+   */
+  private remember(c: number, cell: CellMap, tick: number, nowMs: number, fromDelta: boolean): void {
+    const tr = this.tracks;
+    const list = cell.agents;
+    let m = this.members.get(c);
+    if (!m) this.members.set(c, (m = new Members()));
+    m.reserve(list.length);
+    const nextIds = m.nextIds;
+    const nextSlots = m.nextSlots;
+    const k = tr.k;
+    // The track arrays, re-read after slotOf (it may grow them). Track.push, inlined: this loop
+    // runs for every agent of every cell message.
+    let T = tr.ticks;
+    let V = tr.v;
+    let ST = tr.start;
+    let N = tr.n;
+    let cap = tr.cap;
+    let j = 0;
+    for (let i = 0; i < list.length; i++) {
+      const a = list[i];
+      const id = a.id;
+      while (j < m.n && m.ids[j] < id) { this.markGone(m.slots[j], m.ids[j], c, tick); j++; }
+      let s: number;
+      if (j < m.n && m.ids[j] === id && tr.id[m.slots[j]] === id) s = m.slots[j++];
+      else {
+        if (j < m.n && m.ids[j] === id) j++;
+        s = tr.slotOf(id, fromDelta);
+        const gone = tr.gone[s];
+        if (gone !== Infinity && gone < tick) {
+          // Back after a gap (left the area and came back): the old states are not a path.
+          tr.n[s] = 0;
+          tr.entered[s] = fromDelta ? 1 : 0;
+        }
+        T = tr.ticks;
+        V = tr.v;
+        ST = tr.start;
+        N = tr.n;
+        cap = tr.cap;
+      }
+      let n = N[s];
+      let st = ST[s];
+      if (this.listening) {
+        if (n === 0) this.pendingAdded.push(a);
+        else {
+          let li = st + n - 1;
+          if (li >= k) li -= k;
+          const o = (li * cap + s) * 5;
+          if (V[o] !== a.pos[0] || V[o + 1] !== a.pos[1] || V[o + 2] !== a.vel[0] || V[o + 3] !== a.vel[1] || V[o + 4] !== a.orient || tr.group[s] !== a.group) this.pendingChanged.push(a);
+        }
+      }
+      if (n > 0) {
+        let li = st + n - 1;
+        if (li >= k) li -= k;
+        const last = T[li * cap + s];
+        if (tick < last) n = 0; // older than what we hold (a resync after a reset)
+        else if (tick === last) n--; // same tick again (a keyframe after a delta): replace
+      }
+      if (n === k) {
+        st = st + 1 === k ? 0 : st + 1;
+        ST[s] = st;
+        n--;
+      }
+      let idx = st + n;
+      if (idx >= k) idx -= k;
+      idx = idx * cap + s;
+      T[idx] = tick;
+      const o = idx * 5;
+      V[o] = a.pos[0];
+      V[o + 1] = a.pos[1];
+      V[o + 2] = a.vel[0];
+      V[o + 3] = a.vel[1];
+      V[o + 4] = a.orient;
+      N[s] = n + 1;
+      // (Compared before written: these rarely change.)
+      if (tr.group[s] !== a.group) tr.group[s] = a.group;
+      if (tr.cell[s] !== c) tr.cell[s] = c;
+      if (tr.gone[s] !== Infinity) tr.gone[s] = Infinity;
+      nextIds[i] = id;
+      nextSlots[i] = s;
+    }
+    while (j < m.n) { this.markGone(m.slots[j], m.ids[j], c, tick); j++; }
+    m.swap(list.length);
     if (tick > this.latestTick) {
       this.latestTick = tick;
       this.latestArrivalMs = nowMs;
+      this.sweep();
     }
+  }
+
+  /** The agent of slot `s` is no longer in cell `c` at `tick`: gone, unless another cell reported it since. */
+  private markGone(s: number, id: number, c: number, tick: number): void {
+    const tr = this.tracks;
+    if (tr.live[s] !== 1 || tr.id[s] !== id || tr.cell[s] !== c || tr.lastTick(s) >= tick || tr.gone[s] !== Infinity) return;
+    tr.gone[s] = tick;
+    this.goneSlots.push(s);
+    if (this.listening) this.pendingRemoved.push(s);
+  }
+
+  /** Deletes the tracks gone for longer than the history spans. */
+  private sweep(): void {
+    if (this.goneSlots.length === 0) return;
+    const tr = this.tracks;
+    const horizon = this.latestTick - this.k * this.period();
+    const keep: number[] = [];
+    for (const s of this.goneSlots) {
+      if (tr.live[s] !== 1 || tr.gone[s] === Infinity) continue;
+      if (tr.gone[s] < horizon) tr.delete(s);
+      else keep.push(s);
+    }
+    this.goneSlots = keep;
   }
 
   /** Number of agents in the view. */
@@ -311,11 +586,15 @@ export class WorldView {
 
   /**
    * Every agent of the view at local time `renderTimeMs` (default `performance.now()`):
-   * positions and headings interpolated between the two states around `renderTick` (each agent
-   * as its cell held it then), extrapolated along the velocity by at most one send period past
-   * the newest state. With `everyNTicks` N a cell's change reached at state tick t happened
-   * somewhere in the N ticks before t: it is interpolated over them (give `interpDelayMs` at
-   * least one send period, N / tick rate, to render between states rather than ahead of them). The returned array and its objects are reused by the next call.
+   * positions and headings interpolated between the agent's two states around `renderTick`
+   * (whichever cells reported them: crossing a cell boundary is seamless), extrapolated along the
+   * velocity by at most one send period past its newest state. An agent that left the area is
+   * extrapolated until the tick it left, one that came in is drawn along its velocity up to one
+   * send period before its first state (no hold, no jump at the area's edge). With `everyNTicks`
+   * N a change reached at state tick t happened somewhere in the N ticks before t: it is
+   * interpolated over them (give `interpDelayMs` at least one send period, N / tick rate, to
+   * render between states rather than ahead of them). The returned array and its objects are
+   * reused by the next call.
    */
   sample(renderTimeMs: number = now()): SampledAgent[] {
     const target = this.renderTick(renderTimeMs);
@@ -325,66 +604,67 @@ export class WorldView {
     const vs = this.quant.vel_step;
     const period = this.period();
     const rate = this.tickRate;
+    const tr = this.tracks;
+    const ticks = tr.ticks;
+    const v = tr.v;
     let n = 0;
-    for (const h of this.history.values()) {
-      if (h.n === 0) continue;
-      // s0: newest snapshot at or before target (the oldest if none); s1: the one after it.
-      let i = h.n - 1;
-      while (i > 0 && h.at(i).tick > target) i--;
-      const s0 = h.at(i);
-      const s1 = i < h.n - 1 && s0.tick <= target ? h.at(i + 1) : null;
-      let f = 0;
-      let ext = 0;
-      if (s1) {
-        // The cell held s0 until the tick before s1.
-        const t1 = Math.max(s0.tick, s1.tick - period);
-        if (target > t1) f = (target - t1) / (s1.tick - t1);
-      } else if (target > s0.tick) {
-        ext = Math.min(target - s0.tick, period) / rate; // seconds of extrapolation
-      }
-      const ids = s0.id;
-      const v0 = s0.v;
-      const ids1 = s1 ? s1.id : null;
-      const v1 = s1 ? s1.v : null;
-      const n1 = s1 ? s1.n : 0;
-      let j = 0;
-      for (let a = 0; a < s0.n; a++) {
-        const id = ids[a];
-        const o = a * 5;
-        let x = v0[o];
-        let y = v0[o + 1];
-        const vx = v0[o + 2];
-        const vy = v0[o + 3];
-        let hd = v0[o + 4];
-        if (f > 0 && ids1 && v1) {
-          while (j < n1 && ids1[j] < id) j++;
-          if (j < n1 && ids1[j] === id) {
-            const p = j * 5;
-            x += (v1[p] - x) * f;
-            y += (v1[p + 1] - y) * f;
-            let dh = v1[p + 4] - hd;
-            if (dh > 32768) dh -= 65536;
-            else if (dh < -32768) dh += 65536;
-            hd += dh * f;
-          }
-        } else if (ext > 0) {
-          x += (vx * vs * ext) / ps;
-          y += (vy * vs * ext) / ps;
+    for (let sl = 0; sl < tr.used; sl++) {
+      const cnt = tr.n[sl];
+      if (tr.live[sl] !== 1 || cnt === 0 || target >= tr.gone[sl]) continue;
+      // s0: the newest state at or before target (the oldest if none); s1: the one after it.
+      let i = cnt - 1;
+      while (i > 0 && ticks[tr.at(sl, i)] > target) i--;
+      const i0 = tr.at(sl, i);
+      const t0 = ticks[i0];
+      const o = i0 * 5;
+      let x = v[o];
+      let y = v[o + 1];
+      const vx = v[o + 2];
+      const vy = v[o + 3];
+      let hd = v[o + 4];
+      if (target < t0) {
+        // Before its first state: an agent that came into the area is drawn where its velocity
+        // puts it, at most one send period earlier; one from a keyframe is held.
+        if (tr.entered[sl] === 1) {
+          if (t0 - target > period) continue;
+          const back = (t0 - target) / rate;
+          x -= (vx * vs * back) / ps;
+          y -= (vy * vs * back) / ps;
         }
-        let s = pool[n];
-        if (!s) s = pool[n] = { id: 0, group: 0, x: 0, y: 0, heading: 0, vx: 0, vy: 0 };
-        s.id = id;
-        s.group = s0.group[a];
-        s.x = x * ps;
-        s.y = y * ps;
-        let rad = hd * ORIENT_TO_RAD;
-        if (rad >= TWO_PI) rad -= TWO_PI;
-        else if (rad < 0) rad += TWO_PI;
-        s.heading = rad;
-        s.vx = vx * vs;
-        s.vy = vy * vs;
-        out[n++] = s;
+      } else if (i < cnt - 1) {
+        // The agent held s0 until the send period before s1, then moved to s1.
+        const i1 = tr.at(sl, i + 1);
+        const t1 = ticks[i1];
+        const from = Math.max(t0, t1 - period);
+        if (target > from) {
+          const f = (target - from) / (t1 - from);
+          const p = i1 * 5;
+          x += (v[p] - x) * f;
+          y += (v[p + 1] - y) * f;
+          let dh = v[p + 4] - hd;
+          if (dh > 32768) dh -= 65536;
+          else if (dh < -32768) dh += 65536;
+          hd += dh * f;
+        }
+      } else if (target > t0) {
+        const ext = Math.min(target - t0, period) / rate; // seconds of extrapolation
+        x += (vx * vs * ext) / ps;
+        y += (vy * vs * ext) / ps;
       }
+      let s = pool[n];
+      if (!s) s = pool[n] = { id: 0, group: 0, groupName: '', x: 0, y: 0, heading: 0, vx: 0, vy: 0 };
+      s.id = tr.id[sl];
+      s.group = tr.group[sl];
+      s.groupName = this.groups[s.group] ?? '';
+      s.x = x * ps;
+      s.y = y * ps;
+      let rad = hd * ORIENT_TO_RAD;
+      if (rad >= TWO_PI) rad -= TWO_PI;
+      else if (rad < 0) rad += TWO_PI;
+      s.heading = rad;
+      s.vx = vx * vs;
+      s.vy = vy * vs;
+      out[n++] = s;
     }
     out.length = n;
     return out;

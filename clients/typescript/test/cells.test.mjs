@@ -323,7 +323,8 @@ test('chained positions across entries: keyframe -> keyframe -> delta entered, o
 
 test('subscribed.cells: runs of consecutive cells in binary (v7), a plain array in JSON', () => {
   const hex = (s) => Uint8Array.from(s.match(/../g), (h) => parseInt(h, 16));
-  const sub = (cells) => ({ type: 'command_result', request_id: 7, result: { type: 'subscribed', world: 2, cells } });
+  // (Protocol v9 appended `groups`: here none, one byte.)
+  const sub = (cells) => ({ type: 'command_result', request_id: 7, result: { type: 'subscribed', world: 2, cells, groups: [] } });
   const cases = [
     // The spec's example: (36, 2 cells), (38 + 18 = 56, 2 cells).
     [[36, 37, 56, 57], '0424011201'],
@@ -335,14 +336,14 @@ test('subscribed.cells: runs of consecutive cells in binary (v7), a plain array 
   ];
   for (const [cells, runs] of cases) {
     const bytes = encodeServer(sub(cells));
-    assert.equal(Buffer.from(bytes).toString('hex'), '04070102' + runs, `cells ${cells}`);
+    assert.equal(Buffer.from(bytes).toString('hex'), '04070102' + runs + '00', `cells ${cells}`);
     assert.deepEqual(decodeServer(bytes), sub(cells));
   }
   // The whole of 2^20 cells is one run (00, 2^20 - 1 = ff ff 3f): at the limit, accepted.
-  const all = decodeServer(hex('0401010104' + '00ffff3f'));
+  const all = decodeServer(hex('0401010104' + '00ffff3f' + '00'));
   assert.equal(all.result.cells.length, 1 << 20);
   assert.equal(all.result.cells[(1 << 20) - 1], (1 << 20) - 1);
-  assert.equal(Buffer.from(encodeServer(all)).toString('hex'), '040101010400ffff3f');
+  assert.equal(Buffer.from(encodeServer(all)).toString('hex'), '040101010400ffff3f00');
   // JSON keeps the plain array.
   const json = JSON.stringify(sub([36, 37, 56, 57]));
   assert.deepEqual(decodeServerJson(json), sub([36, 37, 56, 57]));

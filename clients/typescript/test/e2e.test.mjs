@@ -29,7 +29,7 @@ async function scenario(encoding) {
   const reached = new Set();
   client.on('destination_reached', (agent, w) => { if (w === world) reached.add(agent); });
   try {
-    assert.equal(client.welcome.protocol_version, 8);
+    assert.equal(client.welcome.protocol_version, 9);
     assert.equal(client.playerId, player);
     assert.equal(client.role, 'player');
     assert.match(client.resumeToken, /^[0-9a-f]{32}$/);
@@ -271,5 +271,78 @@ test('dev mode: an anonymous player resumes after a drop and keeps its agents; a
     client.close();
     other.close();
     await dev.stop();
+  }
+});
+
+test('per-world tick rates (protocol v9): the Welcome carries each world\'s rate, a PATCHed rate is announced and the view\'s clock follows', async () => {
+  await srv.rest('POST', '/worlds', { name: 'sdk-rate-a' });
+  await srv.rest('POST', '/worlds', { name: 'sdk-rate-b' });
+  await srv.rest('PATCH', '/worlds/sdk-rate-b', { tick_rate: 30 });
+  const client = await connect(srv.base, { token: srv.mintToken('rates') });
+  const announced = [];
+  client.on('tick_rate', (hz, world) => announced.push([world, hz]));
+  try {
+    const rate = (name) => client.welcome.worlds.find((w) => w.name === name).tick_rate_hz;
+    assert.equal(rate('sdk-rate-a'), 20);
+    assert.equal(rate('sdk-rate-b'), 30);
+    const a = (await client.subscribe('sdk-rate-a')).view;
+    const b = (await client.subscribe('sdk-rate-b')).view;
+    assert.equal(a.tickRate, 20);
+    assert.equal(b.tickRate, 30, 'each view ticks at its world\'s rate');
+    await srv.rest('PATCH', '/worlds/sdk-rate-a', { tick_rate: 10 });
+    await until('the rate change announced', () => announced.some(([w]) => w === 'sdk-rate-a'));
+    assert.deepEqual(announced.filter(([w]) => w === 'sdk-rate-a'), [['sdk-rate-a', 10]]);
+    // (b's own change, made just before the connect, may be announced with its next tick.)
+    assert.ok(announced.every(([w, hz]) => w === 'sdk-rate-a' || hz === 30), JSON.stringify(announced));
+    assert.equal(a.tickRate, 10, 'the view\'s clock follows');
+    assert.equal(b.tickRate, 30);
+    assert.equal(rate('sdk-rate-a'), 10);
+    // The clock runs at the new rate: its estimate (Pong samples of the first subscribed world,
+    // a) tracks the server's tick.
+    await client.spawn('sdk-rate-a', { group: 'w', count: 2, area: { type: 'circle', x: 50, y: 50, radius: 5 }, behaviors: [{ behavior: { type: 'wander' } }] });
+    await until('the clock synced at the new rate', () => a.clock.synced, 10000);
+    const t0 = performance.now();
+    const info = await srv.rest('GET', '/worlds/sdk-rate-a');
+    const t1 = performance.now();
+    assert.equal(info.tick_rate, 10);
+    const st = a.serverTick((t0 + t1) / 2);
+    const slack = 5 + ((t1 - t0) * 10) / 1000;
+    assert.ok(Math.abs(st - info.tick) < slack, `server tick estimate ${st} vs REST ${info.tick} (±${slack})`);
+    // A later Welcome carries the new rate.
+    const other = await connect(srv.base, { token: srv.mintToken('rates2') });
+    try {
+      assert.equal(other.welcome.worlds.find((w) => w.name === 'sdk-rate-a').tick_rate_hz, 10);
+    } finally {
+      other.close();
+    }
+  } finally {
+    client.close();
+  }
+});
+
+test('group names (protocol v9): sample() names each agent\'s group, from the Subscribed answer and the groups event', async () => {
+  const world = 'sdk-groups';
+  await srv.rest('POST', '/worlds', { name: world });
+  const client = await connect(srv.base, { token: srv.mintToken('groups') });
+  try {
+    const red = (await client.spawn(world, { group: 'red', count: 2, area: { type: 'circle', x: 30, y: 30, radius: 3 } })).agents;
+    // (The table a Subscribed answer carries is the one last published: let a few ticks pass.)
+    const { tick } = await srv.rest('GET', `/worlds/${world}`);
+    await until('a few ticks', async () => (await srv.rest('GET', `/worlds/${world}`)).tick > tick + 2);
+    const { view } = await client.subscribe(world);
+    assert.ok(view.groups.includes('red'), `groups at subscribe: ${view.groups}`);
+    await until('the red agents in the view', () => red.every((id) => view.agent(id)));
+    // A group the world did not have yet: the groups event brings the new table.
+    const blue = (await client.spawn(world, { group: 'blue', count: 1, area: { type: 'circle', x: 60, y: 60, radius: 1 } })).agents;
+    await until('the blue agent in the view', () => blue.every((id) => view.agent(id)));
+    await until('the new group table', () => view.groups.includes('blue'));
+    // (sample() draws an agent once the render time, interpDelayMs behind, reaches it.)
+    await until('every agent drawn', () => [...red, ...blue].every((id) => view.sample().some((s) => s.id === id)));
+    const names = new Map(view.sample().map((s) => [s.id, s.groupName]));
+    for (const id of red) assert.equal(names.get(id), 'red');
+    for (const id of blue) assert.equal(names.get(id), 'blue');
+    assert.equal(view.groups[view.agent(blue[0]).group], 'blue');
+  } finally {
+    client.close();
   }
 });

@@ -68,7 +68,7 @@ for (const name of plain) {
 }
 
 test('the Hello this SDK sends is the golden Hello (new session and resume)', () => {
-  assert.equal(PROTOCOL_VERSION, 8);
+  assert.equal(PROTOCOL_VERSION, 9);
   const v = readJson('client_hello');
   assert.equal(v.protocol_version, PROTOCOL_VERSION);
   const h = helloMessage({ token: v.token, encoding: v.encoding });
@@ -87,6 +87,9 @@ test('the golden Welcomes tell the player, its role and the resume token', () =>
   assert.equal(w.role, 'player');
   assert.equal(w.resume_token, '7f3a9c0e5b2d4f6a8c1e3b5d7f9a0c2e');
   assert.equal(w.session_grace_secs, 30);
+  // Protocol v9: each world carries its own tick rate.
+  assert.equal(w.worlds[0].tick_rate_hz, 20);
+  assert.equal(decodeServer(readHex('server_event_tick_rate')).event.tick_rate_hz, 30);
   const s = decodeServer(readHex('server_welcome_spectator'));
   assert.equal(s.player_id, 'carol');
   assert.equal(s.role, 'spectator');
@@ -136,8 +139,8 @@ test(`chain vectors (${chain.join(', ')}): decode, resolve base indices, apply, 
 test('the chain through a WorldView: the agent table and no resync', () => {
   const welcome = readJson('server_welcome');
   const k0 = decodeServer(readHex(chain[0]));
-  const info = { id: k0.world, name: 'w', bounds: { min_x: 0, min_y: 0, max_x: 1e6, max_y: 1e6 }, aoi_cell_size: 1e6, cols: 1, rows: 1 };
-  const view = new WorldView(info, welcome.quantization, welcome.tick_rate_hz, { type: 'whole_world' }, { interpDelayMs: 0 });
+  const info = { id: k0.world, name: 'w', bounds: { min_x: 0, min_y: 0, max_x: 1e6, max_y: 1e6 }, aoi_cell_size: 1e6, cols: 1, rows: 1, tick_rate_hz: 20 };
+  const view = new WorldView(info, welcome.quantization, info.tick_rate_hz, { type: 'whole_world' }, { interpDelayMs: 0 });
   const reasons = [];
   view.onResync = (r) => reasons.push(r);
   const ref = new CellMap();

@@ -140,3 +140,37 @@ test('sample with everyNTicks 4: a change is interpolated over the 4 ticks befor
   v.everyNTicks = 4;
   assert.equal(v.renderTick(10_000), 108);
 });
+
+test('per-agent callbacks: added, changed and removed once each; a cell crossing is neither a removal nor an addition', () => {
+  const v = viewAt({ interpDelayMs: 0 });
+  const log = [];
+  v.on('added', (a) => log.push(`+${a.id}`));
+  v.on('removed', (id) => log.push(`-${id}`));
+  const offChanged = v.on('changed', (a) => log.push(`~${a.id}@${a.pos[0]}`));
+  v.subscribed([0, 1]);
+  v.applyCells({ type: 'cells', world: 1, tick: 10, span: 1, checksum: null, entries: [
+    { keyframe: { cell: 0, tick: 10, agents: [rec(1, 4990, 0, 20, 0), rec(2, 100, 100, 0, 0, 0)] } },
+    { keyframe: { cell: 1, tick: 10, agents: [] } },
+  ] });
+  assert.deepEqual(log.splice(0), ['+1', '+2']);
+  // Tick 11: agent 1 crosses from cell 0 to cell 1 (left there, entered here).
+  v.applyCells({ type: 'cells', world: 1, tick: 11, span: 1, checksum: null, entries: [
+    { delta: { cell: 0, base_tick: 10, left: [1], changed: [], entered: [] } },
+    { delta: { cell: 1, base_tick: 10, left: [], changed: [], entered: [rec(1, 5010, 0, 20, 0)] } },
+  ] });
+  assert.deepEqual(log.splice(0), ['~1@5010']);
+  // Tick 12: agent 2 despawned, agent 3 spawned.
+  v.applyCells({ type: 'cells', world: 1, tick: 12, span: 1, checksum: null, entries: [
+    { delta: { cell: 0, base_tick: 11, left: [2], changed: [], entered: [rec(3, 200, 200, 0, 0, 0)] } },
+  ] });
+  assert.deepEqual(log.splice(0), ['-2', '+3']);
+  // Per-cell frames (a JSON connection): the crossing back, in either order, is still a change;
+  // a removal is reported once the tick is complete (the next tick's first frame).
+  v.delta({ type: 'delta', world: 1, cell: 1, tick: 13, base_tick: 11, checksum: null, left: [1], changed: [], entered: [] });
+  assert.deepEqual(log.splice(0), []);
+  v.delta({ type: 'delta', world: 1, cell: 0, tick: 13, base_tick: 12, checksum: null, left: [3], changed: [], entered: [rec(1, 4980, 0, -20, 0)] });
+  assert.deepEqual(log.splice(0), ['~1@4980']);
+  offChanged();
+  v.delta({ type: 'delta', world: 1, cell: 0, tick: 14, base_tick: 13, checksum: null, left: [], changed: [{ id: 1, dpos: [0, 0], dvel: [0, 0] }], entered: [] });
+  assert.deepEqual(log.splice(0), ['-3'], 'agent 3 left at tick 13: reported with the next tick; no change listener any more');
+});

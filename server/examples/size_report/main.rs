@@ -237,7 +237,7 @@ fn report(trace: &Trace) {
     std::hint::black_box(sink);
 
     // Per-cell fan-out: 50-unit AOI cells over the world.
-    let world = WorldInfo::new(0, "bench", trace.bounds, CELL_SIZE);
+    let world = WorldInfo::new(0, "bench", trace.bounds, CELL_SIZE, 20.0);
     let mut encoders: Vec<CellEncoder> =
         (0..world.cell_count()).map(|c| CellEncoder::new(FrameScope { world: 0, cell: c })).collect();
     let mut clients = ClientState::new(q);

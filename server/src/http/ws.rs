@@ -214,7 +214,7 @@ impl Viewer {
             // Delivered to every connection of the owner directly.
             return false;
         }
-        frame.vision.is_none() || self.sees_all || e.vision.as_deref() == Some(self.key.as_str())
+        e.public || frame.vision.is_none() || self.sees_all || e.vision.as_deref() == Some(self.key.as_str())
     }
 }
 
@@ -1148,10 +1148,8 @@ impl Conn {
     async fn welcome(&self) -> bool {
         let Some(who) = &self.identity else { return false };
         let worlds: Vec<proto::WorldInfo> = self.state.registry.list().iter().filter(|w| who.check_world(&w.name).is_ok()).map(WorldHandle::world_info).collect();
-        let tick_rate = self.state.registry.list().first().map_or(20.0, |w| w.stats.tick_rate_milli.load(std::sync::atomic::Ordering::Relaxed) as f32 / 1000.0);
         self.send(ServerMsg::Welcome(proto::Welcome {
             protocol_version: proto::PROTOCOL_VERSION,
-            tick_rate_hz: tick_rate,
             // The same fixed quantization every world publishes with (see runtime::world).
             quantization: proto::Quantization::default(),
             worlds,
@@ -1200,11 +1198,12 @@ impl Conn {
         }
         self.subs.retain(|(n, _, _)| *n != w.name);
         self.subs.push((w.name.clone(), area.clone(), span));
+        let groups = w.groups.lock().map(|g| g.clone()).unwrap_or_else(|p| p.into_inner().clone());
         let result = rid.map(|request_id| {
             encode(
                 &ServerMsg::CommandResult(proto::CommandResult {
                     request_id,
-                    result: proto::Outcome::Subscribed(proto::Subscribed { world: w.id, cells: cells.clone() }),
+                    result: proto::Outcome::Subscribed(proto::Subscribed { world: w.id, cells: cells.clone(), groups }),
                 }),
                 self.enc,
             )

@@ -197,6 +197,9 @@ pub struct FrameEvent {
     pub owner: Option<Arc<str>>,
     /// The owner's vision key.
     pub vision: Option<String>,
+    /// About the world itself, not agents (a tick-rate change): every subscriber gets it,
+    /// whatever the world's visibility.
+    pub public: bool,
     /// The wire message.
     pub msg: Arc<Shared<proto::ServerMsg>>,
 }

@@ -884,6 +884,8 @@ impl Watch {
                     self.id(who, "a target_lost event's agent", t.agent);
                     self.id(who, "a target_lost event's target", t.target);
                 }
+                // About the world, not an agent: nothing to hide.
+                proto::EventKind::TickRate(_) | proto::EventKind::Groups(_) => {}
             },
             ServerMsg::CommandResult(r) => {
                 if let Outcome::Spawned(s) = &r.result {

@@ -5,7 +5,29 @@
 // (Compiled by tsc into server/viewer/sdk/ for the viewer: edit this .ts, then `npm run build:viewer`.)
 import { DEFAULT_SERVER_LIMIT, ProtoError, decodeServer, decodeServerBatch, decodeServerJson, encodeClient, helloMessage, } from './codec.js';
 import { WorldView } from './view.js';
-/** A command answered with an error outcome, or not answered at all. */
+/**
+ * `connect` failed. `code`: the server's refusal at Hello (`unauthorized`, `unsupported_version`,
+ * `forbidden`, …, with `field`), or `unreachable` (no Welcome: refused, closed or dropped before
+ * it; `closeCode` / `closeReason` from the socket), or `closed` (the client was closed first).
+ */
+export class ConnectError extends Error {
+    constructor(code, url, message, opts = {}) {
+        super(`${code}: ${url}: ${message}`);
+        this.name = 'ConnectError';
+        this.code = code;
+        this.url = url;
+        this.field = opts.field ?? null;
+        this.closeCode = opts.closeCode ?? 0;
+        this.closeReason = opts.closeReason ?? '';
+    }
+}
+/**
+ * A command answered with an error outcome, or not answered at all. Besides the wire
+ * `ErrorCode`s: `timeout` — no connection within `commandTimeoutMs`, the command was dropped from
+ * the outgoing queue and never sent; `outcome_unknown` — sent, but the result never came (timeout
+ * or connection lost): the server may or may not have run it; `not_connected` — refused without
+ * sending (client closed, queue full, no reconnect).
+ */
 export class CommandError extends Error {
     constructor(code, message, field = null, requestId = 0) {
         super(`${code}: ${message}${field ? ` (field ${field})` : ''}`);
@@ -78,6 +100,8 @@ export class SteerClient {
         this.lastPongMs = 0;
         this.resyncTimers = new Map();
         this.everOpen = false;
+        /** Set when this client closes the current socket itself (dropSocket, pong timeout). */
+        this.closingBy = null;
         this.url = wsUrl(url, !!opts.batch);
         this.opts = opts;
         this.Ctor = Ctor;
@@ -145,10 +169,49 @@ export class SteerClient {
         if (!Number.isInteger(every) || every < 0 || every > 0xffffffff) {
             throw new CommandError('invalid_field', `everyNTicks ${String(opts.everyNTicks)}: a whole number of ticks`, 'every_n_ticks');
         }
-        const view = this.ensureView(world, area);
-        const r = await this.command({ type: 'subscribe', request_id: 0, world, area, every_n_ticks: every });
-        view.everyNTicks = every; // the server took it: resyncs and reconnects ask for it again
-        return { ...r, view };
+        if (!this.views.has(world) && !this.welcome?.worlds.some((w) => w.name === world)) {
+            throw new CommandError('unknown_world', `no world \`${world}\` in the Welcome`, 'world');
+        }
+        // The view exists, and takes this area and rate, only once the server accepted them: a
+        // refused subscribe leaves nothing behind, and resyncs and reconnects replay only what was
+        // accepted.
+        const r = await this.subscribeCommand(world, area, every, false);
+        return { ...r, view: this.views.get(world) };
+    }
+    subscribeCommand(world, area, every, internal) {
+        return this.command({ type: 'subscribe', request_id: 0, world, area, every_n_ticks: every }, internal, (r) => {
+            if (r.type === 'subscribed')
+                this.accepted(world, area, every, r);
+            else if (internal)
+                this.removeView(world, `the server refused to subscribe again: ${r.type === 'error' ? `${r.code}: ${r.message}` : r.type}`);
+        });
+    }
+    /** A Subscribed answer: the view (created on the first) takes the area, rate and cells. */
+    accepted(world, area, every, r) {
+        let v = this.views.get(world);
+        if (!v) {
+            const info = this.welcome?.worlds.find((w) => w.id === r.world);
+            if (!info || !this.welcome)
+                return;
+            v = new WorldView(info, this.welcome.quantization, info.tick_rate_hz, area, this.opts);
+            v.onResync = (reason) => this.scheduleResync(world, reason);
+            this.views.set(world, v);
+        }
+        v.area = area;
+        v.everyNTicks = every;
+        v.groups = r.groups;
+        v.subscribed(r.cells);
+        if (!this.subscribedOrder.includes(r.world))
+            this.subscribedOrder.push(r.world);
+    }
+    removeView(world, reason) {
+        const v = this.views.get(world);
+        if (!v)
+            return;
+        this.views.delete(world);
+        this.subscribedOrder = this.subscribedOrder.filter((id) => id !== v.info.id);
+        v.clear();
+        this.emit('view_removed', world, reason);
     }
     /** Stops the stream of `world` and drops its view. */
     async unsubscribe(world) {
@@ -166,18 +229,28 @@ export class SteerClient {
     /** Sends a Ping; resolves with the server tick of the Pong. */
     ping() {
         const rid = this.rid();
-        this.pings.set(rid, now());
         return new Promise((resolve, reject) => {
+            if (this.state !== 'open') {
+                reject(new CommandError('not_connected', `not connected (${this.state}): ping not sent`, null, rid));
+                return;
+            }
             const timer = setTimeout(() => {
-                this.pending.delete(rid);
-                reject(new CommandError('timeout', `no Pong for ping ${rid}`, null, rid));
+                if (this.pending.delete(rid))
+                    reject(new CommandError('outcome_unknown', `no Pong for ping ${rid}`, null, rid));
             }, this.opts.commandTimeoutMs ?? 10000);
-            this.pending.set(rid, { resolve: resolve, reject, timer, internal: false });
-            this.send({ type: 'ping', request_id: rid });
+            this.pending.set(rid, { resolve: resolve, reject, timer, internal: false, what: 'ping', sent: true });
+            this.pings.set(rid, now());
+            if (!this.send({ type: 'ping', request_id: rid })) {
+                clearTimeout(timer);
+                this.pending.delete(rid);
+                reject(new CommandError('not_connected', 'the socket is not open: ping not sent', null, rid));
+            }
         });
     }
     /** Closes the session for good (no reconnect); pending commands are rejected. */
     close() {
+        if (this.state === 'closed')
+            return;
         this.state = 'closed';
         this.clearTimers();
         const ws = this.ws;
@@ -189,8 +262,10 @@ export class SteerClient {
             }
             catch { /* already closed */ }
         }
-        this.failPending('connection_lost', 'client closed');
-        this.openReject(new Error('closed before Welcome'));
+        this.failPending('client closed');
+        this.openReject(new ConnectError('closed', this.url, 'the client was closed before the Welcome'));
+        if (ws)
+            this.emit('disconnect', { cause: 'client', code: 1000, reason: 'client closed', willReconnect: false });
     }
     /**
      * Closes the transport the way a network failure would: the client reconnects (resumes in
@@ -198,28 +273,25 @@ export class SteerClient {
      */
     dropSocket() {
         const ws = this.ws;
-        if (ws)
+        if (!ws)
+            return;
+        this.closingBy = 'client';
+        try {
             ws.close(4000, 'dropped by the client');
-    }
-    ensureView(world, area) {
-        let v = this.views.get(world);
-        const info = this.welcome?.worlds.find((w) => w.name === world);
-        if (!v) {
-            if (!info || !this.welcome)
-                throw new CommandError('unknown_world', `no world \`${world}\` in the Welcome`, 'world');
-            v = new WorldView(info, this.welcome.quantization, this.welcome.tick_rate_hz, area, this.opts);
-            v.onResync = (reason) => this.scheduleResync(world, reason);
-            this.views.set(world, v);
         }
-        v.area = area;
-        return v;
+        catch { /* already closing */ }
     }
     rid() {
         const r = this.nextRid;
         this.nextRid = (this.nextRid + 1) % U32 || 1;
         return r;
     }
-    command(msg, internal = false) {
+    /**
+     * Sends `msg` now, or queues it while (re)connecting. Either it is sent and its result (or
+     * `outcome_unknown`) settles the promise, or it times out in the queue, is removed from it and
+     * is never sent (`timeout`).
+     */
+    command(msg, internal = false, onResult) {
         const rid = this.rid();
         msg.request_id = rid;
         return new Promise((resolve, reject) => {
@@ -227,32 +299,46 @@ export class SteerClient {
                 reject(new CommandError('not_connected', 'the client is closed', null, rid));
                 return;
             }
-            const timer = setTimeout(() => {
-                if (this.pending.delete(rid))
-                    reject(new CommandError('timeout', `no result for request ${rid} (${msg.type})`, null, rid));
-            }, this.opts.commandTimeoutMs ?? 10000);
-            this.pending.set(rid, { resolve: resolve, reject, timer, internal });
-            if (this.state !== 'open') {
-                if (this.queue.length >= (this.opts.maxQueuedCommands ?? 256)) {
-                    clearTimeout(timer);
-                    this.pending.delete(rid);
-                    reject(new CommandError('not_connected', `reconnecting and ${this.queue.length} commands already queued`, null, rid));
-                    return;
-                }
-                this.queue.push(msg);
+            const p = { resolve: resolve, reject, timer: undefined, internal, what: `request ${rid} (${msg.type})`, sent: false, onResult };
+            if (this.state === 'open' && this.send(msg))
+                p.sent = true;
+            else if (this.queue.length >= (this.opts.maxQueuedCommands ?? 256)) {
+                reject(new CommandError('not_connected', `reconnecting and ${this.queue.length} commands already queued`, null, rid));
                 return;
             }
-            this.send(msg);
+            else
+                this.queue.push(msg);
+            p.timer = setTimeout(() => this.expire(rid), this.opts.commandTimeoutMs ?? 10000);
+            this.pending.set(rid, p);
         });
     }
+    /** A command's time is up: never sent → out of the queue; sent → its outcome is unknown. */
+    expire(rid) {
+        const p = this.pending.get(rid);
+        if (!p)
+            return;
+        this.pending.delete(rid);
+        const ms = this.opts.commandTimeoutMs ?? 10000;
+        if (!p.sent) {
+            const i = this.queue.findIndex((m) => m.request_id === rid);
+            if (i >= 0)
+                this.queue.splice(i, 1);
+            p.reject(new CommandError('timeout', `no connection within ${ms} ms: ${p.what} was dropped unsent`, null, rid));
+        }
+        else {
+            p.reject(new CommandError('outcome_unknown', `${p.what} was sent but not answered within ${ms} ms: it may or may not have taken effect`, null, rid));
+        }
+    }
+    /** Writes `msg` to the open socket; false if there is none. */
     send(msg) {
         const ws = this.ws;
         if (!ws || ws.readyState !== 1)
-            return;
+            return false;
         if ((this.opts.encoding ?? 'binary') === 'json')
             ws.send(JSON.stringify(msg));
         else
             ws.send(encodeClient(msg));
+        return true;
     }
     // ---- connection
     open() {
@@ -261,11 +347,12 @@ export class SteerClient {
             ws = new this.Ctor(this.url);
         }
         catch (e) {
-            this.onDrop(0, e.message);
+            this.onDrop(1006, e.message, 'network');
             return;
         }
         ws.binaryType = 'arraybuffer';
         this.ws = ws;
+        this.closingBy = null;
         ws.onopen = () => {
             this.resumeSent = this.resume !== null;
             const hello = helloMessage({ token: this.opts.token, encoding: this.opts.encoding, resume: this.resume });
@@ -281,7 +368,9 @@ export class SteerClient {
             if (this.ws !== ws)
                 return;
             this.ws = null;
-            this.onDrop(ev.code ?? 0, ev.reason ?? '');
+            const code = ev.code ?? 1006;
+            const cause = this.closingBy ?? (code === 1006 || code === 1005 || code === 0 ? 'network' : 'server');
+            this.onDrop(code, ev.reason ?? '', cause);
         };
     }
     onFrame(data) {
@@ -353,6 +442,13 @@ export class SteerClient {
                     this.emit('despawned', e.agents, w, m.tick);
                 else if (e.type === 'target_lost')
                     this.emit('target_lost', e.agent, e.target, w, m.tick);
+                else if (e.type === 'tick_rate')
+                    this.onTickRate(m.world, e.tick_rate_hz, w, m.tick);
+                else if (e.type === 'groups') {
+                    const v = this.viewById(m.world);
+                    if (v)
+                        v.groups = e.groups;
+                }
                 return;
             }
             case 'command_result':
@@ -386,7 +482,7 @@ export class SteerClient {
                 if (!this.welcome || this.state !== 'open') {
                     // Refused at Hello (bad token, version): retrying the same Hello cannot help.
                     if (m.code === 'unauthorized' || m.code === 'unsupported_version' || m.code === 'forbidden') {
-                        this.openReject(new CommandError(m.code, m.message, m.field));
+                        this.openReject(new ConnectError(m.code, this.url, m.message, { field: m.field }));
                         this.close();
                     }
                 }
@@ -394,20 +490,35 @@ export class SteerClient {
             }
         }
     }
+    /** The world's rate changed: its WorldInfo and its view's clock follow. */
+    onTickRate(world, hz, name, tick) {
+        const info = this.welcome?.worlds.find((x) => x.id === world);
+        if (info)
+            info.tick_rate_hz = hz;
+        const v = this.viewById(world);
+        if (v)
+            v.setTickRate(hz);
+        this.emit('tick_rate', hz, name, tick);
+    }
     onResult(m) {
         const r = m.result;
         const p = this.pending.get(m.request_id);
-        if (r.type === 'subscribed') {
-            const v = this.viewById(r.world);
-            if (v)
-                v.subscribed(r.cells);
-            if (!this.subscribedOrder.includes(r.world))
-                this.subscribedOrder.push(r.world);
-        }
-        if (!p)
+        if (!p) {
+            // A result after its command's timeout (`outcome_unknown`). A late Subscribed: the server
+            // streams what no view asked for (resubscribe the view's accepted area, or unsubscribe).
+            if (r.type === 'subscribed' && this.state === 'open') {
+                const name = this.worldName(r.world);
+                const v = this.views.get(name);
+                if (v)
+                    this.subscribeCommand(name, v.area, v.everyNTicks, true).catch((e) => this.emit('error', e));
+                else
+                    this.command({ type: 'unsubscribe', request_id: 0, world: name }, true).catch((e) => this.emit('error', e));
+            }
             return;
+        }
         clearTimeout(p.timer);
         this.pending.delete(m.request_id);
+        p.onResult?.(r);
         if (r.type === 'error')
             p.reject(new CommandError(r.code, r.message, r.field, m.request_id));
         else
@@ -438,18 +549,22 @@ export class SteerClient {
             this.resumes++;
         this.subscribedOrder = [];
         this.lastPongMs = now();
-        for (const [name, v] of this.views) {
+        for (const [name, v] of [...this.views]) {
             const info = w.worlds.find((x) => x.name === name);
             if (!info) {
-                this.emit('error', new Error(`world \`${name}\` is gone after the reconnect`));
+                this.removeView(name, 'the world is gone after the reconnect');
                 continue;
             }
-            v.rebind(info, w.quantization, w.tick_rate_hz);
-            this.command({ type: 'subscribe', request_id: 0, world: name, area: v.area, every_n_ticks: v.everyNTicks }, true).catch((e) => this.emit('error', e));
+            v.rebind(info, w.quantization, info.tick_rate_hz);
+            this.subscribeCommand(name, v.area, v.everyNTicks, true).catch((e) => this.emit('error', e));
         }
-        const q = this.queue.splice(0);
-        for (const msg of q)
-            this.send(msg);
+        for (const msg of this.queue.splice(0)) {
+            const p = this.pending.get(msg.request_id);
+            if (p && this.send(msg))
+                p.sent = true;
+            else if (p)
+                this.queue.push(msg); // the socket closed under us: the next Welcome sends it
+        }
         this.pingsSent = 0;
         this.schedulePing();
         this.emit('welcome', w);
@@ -468,7 +583,7 @@ export class SteerClient {
             const v = this.views.get(world);
             if (!v || this.state !== 'open')
                 return; // a reconnect resubscribes anyway
-            this.command({ type: 'subscribe', request_id: 0, world, area: v.area, every_n_ticks: v.everyNTicks }, true).catch((e) => this.emit('error', e));
+            this.subscribeCommand(world, v.area, v.everyNTicks, true).catch((e) => this.emit('error', e));
         }, 50));
     }
     schedulePing() {
@@ -493,16 +608,20 @@ export class SteerClient {
             this.schedulePing();
         }, delay);
     }
-    failPending(code, why) {
+    /** The session ends: sent commands' outcomes are unknown, queued ones were never sent. */
+    failPending(why) {
         for (const [rid, p] of this.pending) {
             clearTimeout(p.timer);
-            if (!p.internal)
-                p.reject(new CommandError(code, `${why} before the result of request ${rid}`, null, rid));
+            if (p.internal)
+                continue;
+            if (p.sent)
+                p.reject(new CommandError('outcome_unknown', `${why} before the result of ${p.what}: it may or may not have taken effect`, null, rid));
+            else
+                p.reject(new CommandError('not_connected', `${why}: ${p.what} was never sent`, null, rid));
         }
         this.pending.clear();
         this.pings.clear();
-        for (const q of this.queue.splice(0))
-            void q;
+        this.queue.length = 0;
     }
     clearTimers() {
         if (this.reconnectTimer)
@@ -515,30 +634,31 @@ export class SteerClient {
         this.reconnectTimer = null;
         this.pingTimer = null;
     }
-    onDrop(code, reason) {
+    onDrop(code, reason, cause) {
         if (this.state === 'closed')
             return;
         this.clearTimers();
-        // Commands in flight may or may not have run: their promises fail; queued ones wait.
+        // Commands in flight may or may not have run (`outcome_unknown`); queued ones wait.
         for (const [rid, p] of this.pending) {
-            if (this.queue.some((m) => m.request_id === rid))
+            if (!p.sent)
                 continue;
             clearTimeout(p.timer);
             this.pending.delete(rid);
             if (!p.internal)
-                p.reject(new CommandError('connection_lost', `connection lost before the result of request ${rid}`, null, rid));
+                p.reject(new CommandError('outcome_unknown', `connection lost before the result of ${p.what}: it may or may not have taken effect`, null, rid));
         }
         this.pings.clear();
         const r = this.opts.reconnect;
-        const enabled = r !== false && this.everOpen;
+        const enabled = r !== false && (this.everOpen || !!this.opts.retryFirstConnect);
         const ro = typeof r === 'object' ? r : {};
         const give = ro.maxAttempts !== undefined && this.attempts >= ro.maxAttempts;
         const willReconnect = enabled && !give;
-        this.emit('disconnect', { code, reason, willReconnect });
+        this.emit('disconnect', { cause, code, reason, willReconnect });
         if (!willReconnect) {
             this.state = 'closed';
-            this.failPending('connection_lost', `connection closed (${code} ${reason})`);
-            this.openReject(new Error(`connection closed before Welcome (${code} ${reason})`));
+            this.failPending(`connection closed (${code} ${reason})`);
+            const tries = this.attempts > 0 ? ` after ${this.attempts + 1} attempts` : '';
+            this.openReject(new ConnectError('unreachable', this.url, `no Welcome: the connection closed (${code}${reason ? ` ${reason}` : ''})${tries}`, { closeCode: code, closeReason: reason }));
             return;
         }
         this.state = 'reconnecting';

@@ -14,7 +14,7 @@
 // The session handshake (Hello / Welcome) is defined once, in `HELLO_FIELDS` / `WELCOME_FIELDS`
 // and `helloMessage()`.
 // (Compiled by tsc into server/viewer/sdk/ for the viewer: edit this .ts, then `npm run build:viewer`.)
-export const PROTOCOL_VERSION = 8;
+export const PROTOCOL_VERSION = 9;
 /** Largest server frame a client should accept (§1). */
 export const DEFAULT_SERVER_LIMIT = 8 * 1024 * 1024;
 /** Default largest client frame (§1, `Welcome.max_message_bytes`). */
@@ -751,9 +751,9 @@ const HELLO_FIELDS = [
 ];
 const Quantization = P([['pos_step', 'f32'], ['vel_step', 'f32'], ['predict_num', 'i32'], ['orient_snap', 'f32']]);
 const Rect = P(RectFields);
-const WorldInfo = P([['id', 'u32'], ['name', 'string'], ['bounds', Rect], ['aoi_cell_size', 'f32'], ['cols', 'u32'], ['rows', 'u32']]);
+const WorldInfo = P([['id', 'u32'], ['name', 'string'], ['bounds', Rect], ['aoi_cell_size', 'f32'], ['cols', 'u32'], ['rows', 'u32'], ['tick_rate_hz', 'f32']]);
 const WELCOME_FIELDS = [
-    ['protocol_version', 'u16'], ['tick_rate_hz', 'f32'], ['quantization', Quantization], ['worlds', vec(WorldInfo)],
+    ['protocol_version', 'u16'], ['quantization', Quantization], ['worlds', vec(WorldInfo)],
     ['max_message_bytes', 'u32'], ['player_id', 'string'], ['role', Role], ['resume_token', 'string'],
     ['session_grace_secs', 'u32'],
 ];
@@ -784,12 +784,14 @@ const EventKind = tagged([
     ['spawned', [['group', 'string'], agents]],
     ['despawned', [agents]],
     ['target_lost', [['agent', 'u32'], ['target', 'u32']]],
+    ['tick_rate', [['tick_rate_hz', 'f32']]],
+    ['groups', [['groups', vec('string')]]],
 ]);
 const ErrorFields = [['code', ErrorCode], ['message', 'string'], ['field', opt('string'), null]];
 const Outcome = tagged([
     ['ok', []],
     // Since protocol 7 the cells are runs in binary (a byte string), still a plain array in JSON.
-    ['subscribed', [['world', 'u32'], ['cells', { packed: 'runs' }]]],
+    ['subscribed', [['world', 'u32'], ['cells', { packed: 'runs' }], ['groups', vec('string')]]],
     ['spawned', [agents]],
     ['error', ErrorFields],
 ]);
@@ -803,6 +805,12 @@ const SERVER = tagged([
     ['pong', [rid, ['server_tick', 'u64']]],
     ['cells', [['world', 'u32'], ['tick', 'u64'], ['span', 'u32'], ['checksum', 'checksum', null], ['entries', { packed: 'entries' }]]],
 ]);
+/**
+ * The codec's tables of the two message enums, in the grammar of steer-proto's `schema.json`
+ * (fields as `[name, type]` or `[name, type, default]`; `checksum` is optional by itself). The
+ * test suite checks them against that file.
+ */
+export const WIRE_TABLES = { client: CLIENT, server: SERVER };
 function readStruct(r, fields, out, raw) {
     for (const f of fields)
         out[f[0]] = read(r, f[1], raw, out);

@@ -2,9 +2,14 @@
 // streamed agent and moves it every frame with WorldView.Sample (interpolated, clock-synced).
 // Click the ground (a collider on the XZ plane) to send the units this client spawned there.
 // World (x, y) maps to Unity (x, 0, y); heading θ (counter-clockwise from +x) to a yaw.
+// The click is read with whichever input system the project has active (Player Settings → Active
+// Input Handling): the Input System package (ENABLE_INPUT_SYSTEM) or the legacy Input Manager.
 using System.Collections.Generic;
 using Steerd.Client;
 using UnityEngine;
+#if ENABLE_INPUT_SYSTEM
+using UnityEngine.InputSystem;
+#endif
 
 public class AgentSync : MonoBehaviour
 {
@@ -25,7 +30,7 @@ public class AgentSync : MonoBehaviour
         // Called on the main thread: the client handles messages on it (Unity's SynchronizationContext).
         client = await SteerClient.ConnectAsync(serverUrl, new ConnectOptions { Token = string.IsNullOrEmpty(token) ? null : token });
         client.DestinationReached += (agent, w, tick) => Debug.Log("agent " + agent + " arrived");
-        client.Disconnected += (why, retry) => Debug.Log("steerd: disconnected (" + why + "), reconnecting: " + retry);
+        client.Disconnected += d => Debug.Log("steerd: disconnected: " + d);
         await client.Subscribe(world);
         view = client.View(world);
         var spawned = await client.Spawn(world, "unity", unitsToSpawn, Shapes.Circle(50, 50, 5));
@@ -35,10 +40,11 @@ public class AgentSync : MonoBehaviour
     void Update()
     {
         if (view == null) return;
-        if (Input.GetMouseButtonDown(0) && myUnits.Count > 0)
+        Vector2 click;
+        if (Clicked(out click) && myUnits.Count > 0)
         {
             RaycastHit hit;
-            if (Physics.Raycast(Camera.main.ScreenPointToRay(Input.mousePosition), out hit))
+            if (Physics.Raycast(Camera.main.ScreenPointToRay(click), out hit))
                 client.MoveTo(world, myUnits, hit.point.x, hit.point.z);
         }
         seen.Clear();
@@ -57,6 +63,20 @@ public class AgentSync : MonoBehaviour
         var gone = new List<uint>();
         foreach (var id in shown.Keys) if (!seen.Contains(id)) gone.Add(id);
         foreach (var id in gone) { Destroy(shown[id].gameObject); shown.Remove(id); }
+    }
+
+    /// <summary>A left click this frame, and where (screen pixels), from the active input system.</summary>
+    static bool Clicked(out Vector2 at)
+    {
+#if ENABLE_INPUT_SYSTEM
+        var mouse = Mouse.current;
+        if (mouse != null && mouse.leftButton.wasPressedThisFrame) { at = mouse.position.ReadValue(); return true; }
+#endif
+#if ENABLE_LEGACY_INPUT_MANAGER
+        if (Input.GetMouseButtonDown(0)) { at = Input.mousePosition; return true; }
+#endif
+        at = Vector2.zero;
+        return false;
     }
 
     void OnDestroy()

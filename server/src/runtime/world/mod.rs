@@ -303,6 +303,8 @@ pub struct WorldHandle {
     /// Subscriptions per send rate (`every_n_ticks`, index = rate): the world keeps the cells
     /// of each rate in use.
     pub rates: Arc<RateUsers>,
+    /// The world's group names as last announced (`subscribed.groups`).
+    pub groups: Arc<Mutex<Vec<String>>>,
 }
 
 /// How many subscriptions use each send rate; index 0 and 1 are unused (every tick is always
@@ -380,6 +382,7 @@ impl WorldHandle {
         stats.tick_rate_milli.store((world.config().tick_rate * 1000.0) as u32, Ordering::Relaxed);
         stats.effective_tick_rate_milli.store((world.config().tick_rate * 1000.0) as u32, Ordering::Relaxed);
         stats.agents.store(world.agents().len() as u64, Ordering::Relaxed);
+        let groups = world.groups().to_vec();
         let handle = WorldHandle {
             name: spawn.name.clone(),
             id: spawn.id,
@@ -391,6 +394,7 @@ impl WorldHandle {
             origin: Arc::new(Mutex::new((scenario.clone(), spawn.scenario_name.clone()))),
             latest: Arc::new(Mutex::new(None)),
             rates: Arc::new(RateUsers::new(spawn.max_every_n_ticks)),
+            groups: Arc::new(Mutex::new(groups.clone())),
         };
         // Unbounded, but it holds at most the jobs in the builder's bounded queue.
         let (field_tx, field_rx) = std::sync::mpsc::channel();
@@ -413,6 +417,9 @@ impl WorldHandle {
             rate_sets: Vec::new(),
             rate_users: handle.rates.clone(),
             max_shared: spawn.max_shared_messages,
+            announced_rate: info.tick_rate_hz,
+            announced_groups: groups,
+            shared_groups: handle.groups.clone(),
             info,
             frames,
             paused: spawn.paused,
@@ -596,7 +603,7 @@ pub fn world_info(id: u32, name: &str, world: &World, max_cells: u32) -> proto::
     let rect = proto::Rect { min_x: b.min.x, min_y: b.min.y, max_x: b.max.x, max_y: b.max.y };
     let mut cell = 50.0f32;
     loop {
-        let info = proto::WorldInfo::new(id, name, rect, cell);
+        let info = proto::WorldInfo::new(id, name, rect, cell, world.config().tick_rate);
         if u64::from(info.cols) * u64::from(info.rows) <= u64::from(max_cells.max(1)) {
             return info;
         }
@@ -669,6 +676,11 @@ struct Runner {
     max_shared: usize,
     info: proto::WorldInfo,
     shared_info: Arc<Mutex<proto::WorldInfo>>,
+    /// The tick rate subscribers were last told (the next publish announces a different one).
+    announced_rate: f32,
+    /// The group names subscribers were last told, and their copy a subscribe answers with.
+    announced_groups: Vec<String>,
+    shared_groups: Arc<Mutex<Vec<String>>>,
     frames: broadcast::Sender<Arc<TickFrame>>,
     paused: bool,
     autosave: bool,

@@ -3,6 +3,18 @@
 use super::*;
 
 impl Runner {
+    /// The announced WorldInfo (a later Welcome's) takes the world's current tick rate.
+    pub(super) fn sync_info_rate(&mut self) {
+        let rate = self.world.config().tick_rate;
+        if self.info.tick_rate_hz.to_bits() == rate.to_bits() {
+            return;
+        }
+        self.info.tick_rate_hz = rate;
+        if let Ok(mut i) = self.shared_info.lock() {
+            i.tick_rate_hz = rate;
+        }
+    }
+
     /// Resets the AOI encoders (after load/reset): every cell starts empty at the current tick,
     /// and the next publish sends the whole state as entered agents.
     pub(super) fn reset_encoders(&mut self) {
@@ -102,6 +114,32 @@ impl Runner {
             }
         }
         kinds.extend(lost);
+        // A tick-rate change (PATCH, a load, a replay's recording) is announced to every
+        // subscriber with this tick's frame; later Welcomes carry it in WorldInfo.
+        self.sync_info_rate();
+        let rate = self.info.tick_rate_hz;
+        let rate_event = (rate.to_bits() != self.announced_rate.to_bits()).then(|| {
+            self.announced_rate = rate;
+            let msg = Arc::new(Shared::new(proto::ServerMsg::Event(proto::Event {
+                world: self.id,
+                tick,
+                event: proto::EventKind::TickRate(proto::TickRateEvent { tick_rate_hz: rate }),
+            })));
+            FrameEvent { owner: None, vision: None, public: true, msg }
+        });
+        // So is a change of the group table (a spawn of a new group, a load).
+        let groups_event = (self.world.groups() != self.announced_groups.as_slice()).then(|| {
+            self.announced_groups = self.world.groups().to_vec();
+            if let Ok(mut g) = self.shared_groups.lock() {
+                g.clone_from(&self.announced_groups);
+            }
+            let msg = Arc::new(Shared::new(proto::ServerMsg::Event(proto::Event {
+                world: self.id,
+                tick,
+                event: proto::EventKind::Groups(proto::GroupsEvent { groups: self.announced_groups.clone() }),
+            })));
+            FrameEvent { owner: None, vision: None, public: true, msg }
+        });
         let events: Vec<FrameEvent> = kinds
             .into_iter()
             .map(|(owner, event)| {
@@ -112,8 +150,10 @@ impl Runner {
                     self.players.deliver(p, &msg);
                 }
                 let vision = owner.as_ref().map(|p| crate::auth::vision_key(p, self.teams.get(p).cloned().flatten().as_deref()));
-                FrameEvent { owner, vision, msg }
+                FrameEvent { owner, vision, public: false, msg }
             })
+            .chain(rate_event)
+            .chain(groups_event)
             .collect();
         self.published += 1;
         let frame = Arc::new(TickFrame {

@@ -156,6 +156,7 @@ impl Runner {
                         self.world.set_tick_rate(rate).map_err(CmdError::Sim)?;
                         self.rec.tick_rate(&self.world, rate);
                         self.stats.tick_rate_milli.store((rate * 1000.0) as u32, Ordering::Relaxed);
+                        self.sync_info_rate();
                     }
                     if let Some(p) = paused {
                         self.paused = p;

@@ -2,13 +2,12 @@
 # C# SDK tests under mono: installs Debian's mono-devel + NUnit 2.6 (nunit-console,
 # libnunit-cil-dev) when missing, compiles Runtime/ (the Unity package's code, C# 7.2 — what
 # Debian's mcs accepts, a subset of Unity's C#) with warnings as errors, compiles Tests~/ and runs
-# them: golden vectors, frame chain, view/clock unit tests, and the end-to-end test against a real
+# them (the build goes to target/csharp-sdk/ of the repository, never inside the package): golden vectors, frame chain, view/clock unit tests, and the end-to-end test against a real
 # steerd (STEERD_BIN, default target/release/steerd — clients/run-tests.sh builds it).
 # `--install-only`: mono and NUnit, then stop.
 set -uo pipefail
-here="$(cd "$(dirname "$0")" && pwd)"
-root="$(cd "$here/../.." && pwd)"
-cd "$here"
+pkg="$(cd "$(dirname "$0")/.." && pwd)"
+root="$(cd "$pkg/../.." && pwd)"
 
 nunit_dll() { ls /usr/lib/cli/nunit.framework-2.6*/nunit.framework.dll 2>/dev/null | head -1; }
 
@@ -26,13 +25,14 @@ NUNIT="$(nunit_dll)"
 export STEERD_BIN="${STEERD_BIN:-$root/target/release/steerd}"
 [ -x "$STEERD_BIN" ] || { echo "csharp: no steerd binary at $STEERD_BIN"; exit 1; }
 
-rm -rf build && mkdir -p build
+build="$root/target/csharp-sdk"
+rm -rf "$build" && mkdir -p "$build"
 echo "== mcs: Steerd.Client.dll"
-mcs -langversion:7.2 -target:library -optimize+ -warnaserror+ -out:build/Steerd.Client.dll Runtime/*.cs || exit 1
+mcs -langversion:7.2 -target:library -optimize+ -warnaserror+ -out:"$build/Steerd.Client.dll" "$pkg"/Runtime/*.cs || exit 1
 echo "== mcs: Steerd.Client.Tests.dll"
-cp "$NUNIT" build/
-mcs -langversion:7.2 -target:library -warnaserror+ -out:build/Steerd.Client.Tests.dll -r:build/Steerd.Client.dll -r:"$NUNIT" -r:System.Net.Http 'Tests~'/*.cs || exit 1
+cp "$NUNIT" "$build/"
+mcs -langversion:7.2 -target:library -warnaserror+ -out:"$build/Steerd.Client.Tests.dll" -r:"$build/Steerd.Client.dll" -r:"$NUNIT" -r:System.Net.Http "$pkg"/'Tests~'/*.cs || exit 1
 echo "== nunit-console"
-cd build
+cd "$build"
 # nunit-console's exit code is the number of failed tests (negative on a runner error).
 timeout 600 nunit-console -nologo -labels Steerd.Client.Tests.dll
