@@ -4,6 +4,8 @@ use std::sync::Arc;
 
 use glam::Vec2;
 
+use super::spatial::Yielding;
+
 use super::behaviors::BehaviorSet;
 use super::error::{SimError, check_non_negative, check_positive};
 
@@ -129,6 +131,26 @@ pub struct MoveOrder {
     /// The grid version and nav cell from which the agent last saw `goal` along free cells
     /// (the line-of-sight test is made again only when either changes).
     pub sight: Option<(u64, u32)>,
+    /// Set while the agent comes to a narrow passage (see [`crate::sim::nav::portals`]).
+    pub portal: Option<PortalTurn>,
+}
+
+/// An agent's turn at the narrow passage it comes to (see [`crate::sim::nav::portals`]).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct PortalTurn {
+    /// Centre of the passage.
+    pub center: Vec2,
+    /// Radius of the disc round `center` that waiting agents keep clear.
+    pub clear: f32,
+    /// True when the agent must wait (the other direction has the passage).
+    pub wait: bool,
+}
+
+impl PortalTurn {
+    /// The passage's centre when the agent must wait there.
+    pub fn waits_at(turn: Option<PortalTurn>) -> Option<(Vec2, f32)> {
+        turn.filter(|t| t.wait).map(|t| (t.center, t.clear))
+    }
 }
 
 impl MoveOrder {
@@ -140,13 +162,13 @@ impl MoveOrder {
     /// Progress bookkeeping after a step that left the agent (of radius `radius`) at `position`:
     /// a new best distance to the stop point by a tenth of the radius restarts the stall count.
     /// A done order counts from where the agent was pushed off its stop point, and an agent
-    /// back on it (within `tolerance`) is not stalled.
+    /// back on it (within `tolerance`) is not stalled. Queueing at a narrow passage is not a stall.
     pub fn track_progress(&mut self, position: Vec2, radius: f32) {
         let d = position.distance(self.stop_point);
         if (self.done && d <= self.tolerance) || d < self.best - 0.1 * radius {
             self.best = d;
             self.stall = 0;
-        } else {
+        } else if self.portal.is_none() {
             self.stall = self.stall.saturating_add(1);
         }
     }
@@ -197,6 +219,18 @@ impl Agent {
     /// moving agents and comes back.
     pub fn held_order(&self) -> Option<&MoveOrder> {
         self.order.as_deref().filter(|o| o.done && self.behaviors.entries().is_empty())
+    }
+
+    /// True when the agent makes way for agents on their way: it holds its place after its
+    /// order ([`Agent::held_order`]), or waits for its turn at a narrow passage.
+    pub fn gives_way(&self) -> Yielding {
+        if self.held_order().is_some() {
+            Yielding::Holds
+        } else if self.active_order().is_some_and(|o| o.portal.is_some_and(|t| t.wait)) {
+            Yielding::Waits
+        } else {
+            Yielding::No
+        }
     }
 
     /// Unit heading of the orientation.

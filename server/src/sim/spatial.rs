@@ -151,12 +151,32 @@ pub struct Neighbor {
     /// True when the agent avoids others reciprocally this tick (then each of a pair takes half
     /// of the avoidance; see `behaviors::reciprocal_avoidance`).
     pub reciprocal: bool,
-    /// True when the agent holds its place after a MoveTo ([`crate::sim::agent::Agent::held_order`]):
-    /// it takes the larger share of avoiding agents that are on their way.
-    pub holds: bool,
+    /// Whether and why the agent makes way for agents on their way (it then takes the larger
+    /// share of avoiding them).
+    pub yielding: Yielding,
     /// Ticks the agent's MoveTo has made no progress (saturating; 0 without an active order):
     /// of two agents on their way, the one stuck longer takes the smaller share of avoiding.
     pub stall: u16,
+}
+
+/// Whether an agent makes way for agents on their way ([`crate::sim::agent::Agent::gives_way`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[repr(u8)]
+pub enum Yielding {
+    /// It is on its way, or steered by its behaviours.
+    #[default]
+    No,
+    /// It holds its place after a MoveTo ([`crate::sim::agent::Agent::held_order`]).
+    Holds,
+    /// It waits for its turn at a narrow passage ([`crate::sim::nav::portals`]).
+    Waits,
+}
+
+impl Yielding {
+    /// True unless [`Yielding::No`].
+    pub fn any(self) -> bool {
+        self != Yielding::No
+    }
 }
 
 /// Agents bucketed by the cell of their centre, with a packed [`Neighbor`] copy of each agent in
@@ -261,7 +281,7 @@ impl AgentGrid {
         // Pass 2, per band: scatter into the band's own slices of `order` and `packed`.
         // Every slot of these is written below (the scatter is a permutation), so they are only
         // resized, not cleared.
-        let empty = Neighbor { id: 0, radius: 0.0, position: Vec2::ZERO, velocity: Vec2::ZERO, max_speed: 0.0, reciprocal: false, holds: false, stall: 0 };
+        let empty = Neighbor { id: 0, radius: 0.0, position: Vec2::ZERO, velocity: Vec2::ZERO, max_speed: 0.0, reciprocal: false, yielding: Yielding::No, stall: 0 };
         self.order.resize(n, 0);
         self.packed.resize(n, empty);
         self.rank.resize_with(n, || AtomicU32::new(0));
@@ -598,7 +618,7 @@ mod tests {
         ) {
             let pos: Vec<Vec2> = pts.iter().map(|&(x, y)| Vec2::new(x, y)).collect();
             let mut g = AgentGrid::empty(bounds());
-            g.rebuild(bounds(), cell, pos.len(), |i| Neighbor { id: i as u32, radius: 0.5, position: pos[i], velocity: Vec2::ZERO, max_speed: 0.0, reciprocal: false, holds: false, stall: 0 });
+            g.rebuild(bounds(), cell, pos.len(), |i| Neighbor { id: i as u32, radius: 0.5, position: pos[i], velocity: Vec2::ZERO, max_speed: 0.0, reciprocal: false, yielding: Yielding::No, stall: 0 });
             let q = Vec2::new(q.0, q.1);
             let mut seen = Vec::new();
             g.for_each_in_box(q, r, |n| seen.push(n.id));
@@ -629,7 +649,7 @@ mod tests {
         ) {
             let pos: Vec<Vec2> = pts.iter().map(|&(x, y)| Vec2::new(x, y)).collect();
             let mut g = AgentGrid::empty(bounds());
-            g.rebuild(bounds(), cell, pos.len(), |i| Neighbor { id: i as u32, radius: 0.5, position: pos[i], velocity: Vec2::ZERO, max_speed: 0.0, reciprocal: false, holds: false, stall: 0 });
+            g.rebuild(bounds(), cell, pos.len(), |i| Neighbor { id: i as u32, radius: 0.5, position: pos[i], velocity: Vec2::ZERO, max_speed: 0.0, reciprocal: false, yielding: Yielding::No, stall: 0 });
             let q = Vec2::new(q.0, q.1);
             let mut want: Vec<(f32, u32, usize)> = g.all().iter().enumerate()
                 .map(|(rank, n)| (n.position.distance_squared(q), n.id, rank))
@@ -725,7 +745,7 @@ mod tests {
         let pos: Vec<Vec2> = (0..n).map(|_| Vec2::new(next(), next())).collect();
         let pool = rayon::ThreadPoolBuilder::new().num_threads(threads).build().expect("pool");
         let mut g = AgentGrid::empty(bounds());
-        pool.install(|| g.rebuild(bounds(), 0.5, n, |i| Neighbor { id: i as u32, radius: 0.5, position: pos[i], velocity: Vec2::ZERO, max_speed: 0.0, reciprocal: false, holds: false, stall: 0 }));
+        pool.install(|| g.rebuild(bounds(), 0.5, n, |i| Neighbor { id: i as u32, radius: 0.5, position: pos[i], velocity: Vec2::ZERO, max_speed: 0.0, reciprocal: false, yielding: Yielding::No, stall: 0 }));
         let ranks = (0..n).map(|i| g.rank(i)).collect();
         (g.order.clone(), ranks, g.starts.clone())
     }
@@ -751,7 +771,7 @@ mod tests {
 
     #[test]
     fn occupied_extent_is_snapped_to_the_lattice_and_clipped_to_the_world() {
-        let nb = |x: f32, y: f32| (0, Neighbor { id: 0, radius: 0.5, position: Vec2::new(x, y), velocity: Vec2::ZERO, max_speed: 1.0, reciprocal: false, holds: false, stall: 0 });
+        let nb = |x: f32, y: f32| (0, Neighbor { id: 0, radius: 0.5, position: Vec2::new(x, y), velocity: Vec2::ZERO, max_speed: 1.0, reciprocal: false, yielding: Yielding::No, stall: 0 });
         let world = Bounds { min: Vec2::ZERO, max: Vec2::splat(1000.0) };
         // Cell 2: a lattice of 32. x 105..130 → 96..160; y 210..250 → 192..256.
         let b = occupied(&[nb(105.0, 210.0), nb(130.0, 250.0), nb(f32::NAN, 0.0)], world, 2.0);

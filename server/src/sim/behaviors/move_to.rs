@@ -45,7 +45,7 @@ use super::Scratch;
 use super::context_avoidance::{ContextAvoidanceParams, avoid_dir};
 use super::reciprocal_avoidance::{self, ReciprocalAvoidanceParams};
 use super::separation::separation_dir;
-use crate::sim::agent::{Agent, MoveOrder};
+use crate::sim::agent::{Agent, MoveOrder, PortalTurn};
 use crate::sim::error::{SimError, check_non_negative, check_positive};
 use crate::sim::math::{clamp_len, dir, segment_intersection, sweep_circle};
 use crate::sim::steering::Steering;
@@ -99,6 +99,13 @@ pub struct MoveToParams {
     /// it): in a dense crowd an agent at the back may wait minutes while the front gets
     /// through (default 300).
     pub give_up_after: f32,
+    /// Passages narrower than this many radii of the largest agent are taken one direction at a
+    /// time, the other waiting clear of them (see [`crate::sim::nav::portals`]; default 5, so a
+    /// door four radii wide is one, and a passage wide enough for two lanes each way is not;
+    /// 0 = never).
+    pub portal_radii: f32,
+    /// Seconds a direction keeps a narrow passage while the other waits (default 15).
+    pub portal_turn: f32,
 }
 
 impl Default for MoveToParams {
@@ -116,6 +123,8 @@ impl Default for MoveToParams {
             straight_line_max_agents: 32,
             passing_angle: 30.0,
             give_up_after: 300.0,
+            portal_radii: 5.0,
+            portal_turn: 15.0,
         }
     }
 }
@@ -139,6 +148,14 @@ impl MoveToParams {
         check_positive("give_up_after", self.give_up_after)?;
         if self.give_up_after > 86_400.0 {
             return Err(SimError::invalid("give_up_after", "must be at most 86400"));
+        }
+        check_non_negative("portal_radii", self.portal_radii)?;
+        if self.portal_radii > 100.0 {
+            return Err(SimError::invalid("portal_radii", "must be at most 100"));
+        }
+        check_positive("portal_turn", self.portal_turn)?;
+        if self.portal_turn > 3600.0 {
+            return Err(SimError::invalid("portal_turn", "must be at most 3600"));
         }
         if self.passing_angle > 90.0 {
             return Err(SimError::invalid("passing_angle", "must be at most 90"));
@@ -243,11 +260,16 @@ pub fn steer(agent: &Agent, order: &MoveOrder, p: &MoveToParams, view: &WorldVie
             return Steering::ZERO;
         }
     }
+    if let (Some((portal, clear)), Some(rp)) = (PortalTurn::waits_at(order.portal), &p.reciprocal) {
+        return wait(agent, rp, view, portal, clear);
+    }
     let wanted = wanted_dir(agent, order, view);
     if let Some(rp) = &p.reciprocal {
         let preferred = reciprocal_preferred(agent, order, p, wanted, d, scratch);
         let stalled = order.stall as f32 * view.dt >= STALLED_SECS;
-        let (v, clear) = reciprocal_avoidance::velocity_passing(agent, rp, view, preferred, p.passing_angle.to_radians(), stalled);
+        // Coming through a narrow passage, the passage's turns decide who passes, not a side.
+        let pass = if order.portal.is_some() { 0.0 } else { p.passing_angle.to_radians() };
+        let (v, clear) = reciprocal_avoidance::velocity_passing(agent, rp, view, preferred, pass, stalled);
         if clear {
             scratch.events |= reciprocal_avoidance::NO_CONTACT;
         }
@@ -276,14 +298,49 @@ pub fn steer(agent: &Agent, order: &MoveOrder, p: &MoveToParams, view: &WorldVie
 pub fn hold(agent: &Agent, order: &MoveOrder, p: &MoveToParams, view: &WorldView, scratch: &mut Scratch) -> Steering {
     let _ = scratch;
     let Some(rp) = &p.reciprocal else { return Steering::linear(-agent.velocity / view.dt) };
-    let (pos, r) = (agent.position, agent.limits.radius);
-    let d = pos.distance(order.stop_point);
+    let d = agent.position.distance(order.stop_point);
     let home = d <= order.tolerance;
-    // Agents on their way that this one stands in front of: step sideways off their line.
+    let (aside, near) = step_aside(agent, view, None);
+    if home && agent.velocity == Vec2::ZERO && !near {
+        return Steering::ZERO;
+    }
+    let preferred = if aside != Vec2::ZERO {
+        aside * (0.5 * agent.limits.max_speed)
+    } else if home {
+        Vec2::ZERO
+    } else {
+        dir(order.stop_point - agent.position) * (0.5 * arrive_speed(d, order, p, agent.limits.max_speed))
+    };
+    let stalled = order.stall as f32 * view.dt >= STALLED_SECS;
+    let (v, _) = reciprocal_avoidance::velocity_passing(agent, rp, view, preferred, p.passing_angle.to_radians(), stalled);
+    Steering::linear((v - agent.velocity) / view.dt)
+}
+
+/// Steering of an agent waiting for its turn at a narrow passage ([`MoveOrder::portal`]):
+/// out of the disc of radius `clear` round the passage's centre `portal` at half its top speed,
+/// and off the line of agents on their way, else standing; avoiding as a holder does.
+fn wait(agent: &Agent, rp: &ReciprocalAvoidanceParams, view: &WorldView, portal: Vec2, clear: f32) -> Steering {
+    let pos = agent.position;
+    let (aside, _) = step_aside(agent, view, Some(portal));
+    let out = if pos.distance(portal) < clear { dir(pos - portal) } else { Vec2::ZERO };
+    let preferred = dir(aside + out) * (0.5 * agent.limits.max_speed);
+    let (v, _) = reciprocal_avoidance::velocity_passing(agent, rp, view, preferred, 0.0, false);
+    Steering::linear((v - agent.velocity) / view.dt)
+}
+
+/// The unit direction that takes an agent making way sideways off the line of the agents on
+/// their way that it stands in front of (zero when none), and whether any agent on its way is
+/// near. With `portal` (a waiting agent's passage), only agents nearer the passage than it
+/// count: it makes way for agents coming out, not for those queueing behind it.
+fn step_aside(agent: &Agent, view: &WorldView, portal: Option<Vec2>) -> (Vec2, bool) {
+    let (pos, r) = (agent.position, agent.limits.radius);
     let mut aside = Vec2::ZERO;
     let mut near = false;
     view.for_each_agent_near(pos, r + view.extent.0 + r, |n| {
-        if n.holds || !n.reciprocal || n.id == agent.id {
+        if n.yielding.any() || !n.reciprocal || n.id == agent.id {
+            return;
+        }
+        if portal.is_some_and(|c| n.position.distance_squared(c) >= pos.distance_squared(c)) {
             return;
         }
         near = true;
@@ -299,19 +356,7 @@ pub fn hold(agent: &Agent, order: &MoveOrder, p: &MoveToParams, view: &WorldView
             aside += crate::sim::math::perp(heading) * side;
         }
     });
-    if home && agent.velocity == Vec2::ZERO && !near {
-        return Steering::ZERO;
-    }
-    let preferred = if aside != Vec2::ZERO {
-        dir(aside) * (0.5 * agent.limits.max_speed)
-    } else if home {
-        Vec2::ZERO
-    } else {
-        dir(order.stop_point - pos) * (0.5 * arrive_speed(d, order, p, agent.limits.max_speed))
-    };
-    let stalled = order.stall as f32 * view.dt >= STALLED_SECS;
-    let (v, _) = reciprocal_avoidance::velocity_passing(agent, rp, view, preferred, p.passing_angle.to_radians(), stalled);
-    Steering::linear((v - agent.velocity) / view.dt)
+    (dir(aside), near)
 }
 
 /// The preferred velocity of reciprocal mode: the flow (or straight line) at arrive speed, as
@@ -400,6 +445,7 @@ mod tests {
             best: f32::INFINITY,
             stall: 0,
             sight: None,
+            portal: None,
         }
     }
 

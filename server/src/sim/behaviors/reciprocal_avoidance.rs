@@ -19,10 +19,11 @@
 use arrayvec::ArrayVec;
 use glam::Vec2;
 
-use crate::sim::agent::Agent;
+use crate::sim::agent::{Agent, PortalTurn};
 use crate::sim::error::{SimError, check_positive, check_radius};
 use crate::sim::math::{closest_on_segment, pair_dir, segment_intersection};
 use crate::sim::orca::{self, HalfPlane};
+use crate::sim::spatial::Yielding;
 use crate::sim::steering::Steering;
 use crate::sim::view::WorldView;
 
@@ -253,7 +254,8 @@ fn half_planes(agent: &Agent, p: &ReciprocalAvoidanceParams, view: &WorldView, h
             let _ = screens.try_push((w.a, w.b));
         });
     }
-    let holds = agent.held_order().is_some();
+    let yielding = agent.gives_way();
+    let portal = agent.order.as_deref().and_then(|o| PortalTurn::waits_at(o.portal)).map(|(c, _)| c);
     let stall = agent.active_order().map_or(0.0, |o| o.stall as f32);
     for &rank in &near.ranks {
         let Some(o) = all.get(rank as usize) else { continue };
@@ -273,17 +275,24 @@ fn half_planes(agent: &Agent, p: &ReciprocalAvoidanceParams, view: &WorldView, h
         if rel_pos.length_squared() < 1e-12 {
             rel_pos = -pair_dir(agent.id, o.id) * 1e-3;
         }
-        if holds && o.holds {
+        if yielding.any() && o.yielding.any() {
             // Holders make room for each other by contact alone: a holder stepping aside pushes
             // the holders beside it instead of waiting behind them.
             continue;
         }
-        let share = match (o.reciprocal, holds, o.holds) {
+        let share = match (o.reciprocal, yielding, o.yielding) {
             (false, _, _) => 1.0,
-            (true, true, false) => HOLDER_SHARE,
-            (true, false, true) => 1.0 - HOLDER_SHARE,
-            (true, true, true) => 0.5,
-            (true, false, false) => stalled_share(stall, f32::from(o.stall), view.dt),
+            (true, Yielding::Holds, Yielding::No) => HOLDER_SHARE,
+            // A waiting agent makes way for agents coming out of the passage, not for those
+            // queueing behind it (they would push it into the passage's mouth).
+            (true, Yielding::Waits, Yielding::No) => match portal {
+                Some(c) if o.position.distance_squared(c) >= pos.distance_squared(c) => 0.5,
+                _ => HOLDER_SHARE,
+            },
+            (true, Yielding::No, Yielding::Holds) => 1.0 - HOLDER_SHARE,
+            (true, Yielding::No, Yielding::Waits) => 0.5,
+            (true, Yielding::Holds | Yielding::Waits, Yielding::Holds | Yielding::Waits) => 0.5,
+            (true, Yielding::No, Yielding::No) => stalled_share(stall, f32::from(o.stall), view.dt),
         };
         let _ = lines.try_push(orca::agent_half_plane(agent.velocity, rel_pos, agent.velocity - o.velocity, r + o.radius, p.time_horizon, view.dt, share));
     }

@@ -26,6 +26,7 @@
 pub mod cache;
 pub mod flowfield;
 pub mod grid;
+pub mod portals;
 #[cfg(test)]
 mod scenario_tests;
 
@@ -191,6 +192,8 @@ pub struct NavState {
     /// active orders and their goal cells stay the same, and this order is reused instead of
     /// sorted again (see [`NavState::reuse_active`]).
     sorted: Vec<ActiveOrder>,
+    /// Narrow passages and whose turn it is at each.
+    portals: portals::Portals,
 }
 
 /// A resolved goal: (goal point, goal cell, unreachable).
@@ -266,6 +269,7 @@ impl NavState {
             pipeline: PipelineStats::default(),
             credit: 0,
             sorted: Vec::new(),
+            portals: portals::Portals::default(),
         }
     }
 
@@ -515,6 +519,7 @@ impl NavState {
                     best: f32::INFINITY,
                     stall: 0,
                     sight: None,
+                    portal: None,
                 };
                 if single && !f.taken.is_empty() {
                     f.taken[0] = true;
@@ -595,6 +600,7 @@ impl NavState {
                         tolerance,
                         unreachable,
                         sight: None,
+                        portal: None,
                         ..o
                     }));
                 }

@@ -555,3 +555,52 @@ fn an_agent_that_cannot_reach_its_stop_point_gives_up_and_is_not_arrived() {
     assert!((o.short_by - 3.5).abs() < 0.2, "short by {}", o.short_by);
     assert_eq!(crate::simulate::arrived(&w).0, 0, "a gave-up agent is not arrived");
 }
+
+#[test]
+fn two_crowds_take_turns_at_a_door_and_all_get_through() {
+    // A wall at x = 60 with a door 4 radii wide (radius 1, door y 58–62); 60 agents each side in
+    // dense blocks, each group ordered to a point 25 beyond the door on the other side. Head on,
+    // neither crowd could pass: the door is given to one direction at a time, the other waits
+    // clear of its mouth, and every agent arrives (none gives up).
+    let cfg = WorldConfig {
+        bounds: Bounds { min: Vec2::ZERO, max: Vec2::splat(120.0) },
+        nav_cell_size: 0.5,
+        nav_clearance: 0.5,
+        ..WorldConfig::default()
+    };
+    let mut w = World::new(cfg).expect("config");
+    w.add_wall(Vec2::new(60.0, 0.0), Vec2::new(60.0, 58.0)).expect("wall");
+    w.add_wall(Vec2::new(60.0, 62.0), Vec2::new(60.0, 120.0)).expect("wall");
+    let block = |x0: f32| -> Vec<Vec2> { (0..60).map(|i| Vec2::new(x0 + (i % 6) as f32 * 2.4, 48.0 + (i / 6) as f32 * 2.4)).collect() };
+    let mut ids = Vec::new();
+    for (name, x0, target) in [("west", 40.0, Vec2::new(85.0, 60.0)), ("east", 68.0, Vec2::new(35.0, 60.0))] {
+        let mut spec = SpawnSpec::new(name, 60, SpawnArea::Points(block(x0)));
+        spec.limits.radius = 1.0;
+        spec.limits.max_speed = 2.0;
+        let group = w.spawn(spec).expect("spawn");
+        w.apply(Command::MoveTo { agents: group.clone(), target, stopping_distance: 1.0 }).expect("order");
+        ids.extend(group);
+    }
+    let (mut waited, mut crossings) = (0usize, 0u64);
+    for _ in 0..12_000 {
+        let before: Vec<f32> = ids.iter().map(|&id| w.agent(id).map_or(0.0, |a| a.position.x)).collect();
+        w.step();
+        waited = waited.max(w.agents().iter().filter(|a| a.order.as_ref().is_some_and(|o| o.portal.is_some_and(|t| t.wait))).count());
+        for (&id, &x0) in ids.iter().zip(&before) {
+            let Some(a) = w.agent(id) else { continue };
+            // Crossing x = 60 anywhere but through the door.
+            if (x0 - 60.0).signum() != (a.position.x - 60.0).signum() && !(57.0..=63.0).contains(&a.position.y) {
+                crossings += 1;
+            }
+        }
+        if crate::simulate::arrived(&w).0 == ids.len() {
+            break;
+        }
+    }
+    assert_eq!(w.nav().map(|n| n.portals().len()), Some(1), "the door is one portal");
+    assert!(waited > 0, "nobody ever waited for the door");
+    assert_eq!(crossings, 0, "agents crossed the wall");
+    let gave_up = w.agents().iter().filter(|a| a.order.as_ref().is_some_and(|o| o.gave_up)).count();
+    assert_eq!(gave_up, 0, "agents gave up");
+    assert_eq!(crate::simulate::arrived(&w).0, ids.len(), "not every agent arrived by tick {}", w.tick());
+}

@@ -42,6 +42,7 @@ use super::behaviors::{Behavior, BehaviorEntry, BehaviorSet, Scratch, Target};
 use super::error::{SimError, check_finite, check_positive, check_vec};
 use super::math::{clamp_len, closest_on_segment, dir, orientation_of, pair_dir, perp, segment_intersection, wrap_angle};
 use super::nav::flowfield::FlowField;
+use super::nav::portals::PortalRules;
 use super::nav::{FieldJob, NavState};
 use super::rng::Rng;
 use super::roster::{ById, Roster};
@@ -533,13 +534,13 @@ impl World {
         let move_to_reciprocal = self.config.move_to.reciprocal.is_some();
         self.grid.rebuild(self.config.bounds, cell, agents.len(), |i| {
             let a = &agents[i];
-            let holds = a.held_order().is_some();
+            let yielding = a.gives_way();
             let reciprocal = match a.active_order() {
                 Some(_) => move_to_reciprocal,
-                None => (holds && move_to_reciprocal) || a.behaviors.reciprocal().is_some(),
+                None => (yielding.any() && move_to_reciprocal) || a.behaviors.reciprocal().is_some(),
             };
             let stall = a.active_order().map_or(0, |o| o.stall.min(u32::from(u16::MAX)) as u16);
-            Neighbor { id: a.id, radius: a.limits.radius, position: a.position, velocity: a.velocity, max_speed: a.limits.max_speed, reciprocal, holds, stall }
+            Neighbor { id: a.id, radius: a.limits.radius, position: a.position, velocity: a.velocity, max_speed: a.limits.max_speed, reciprocal, yielding, stall }
         });
     }
 
@@ -594,6 +595,9 @@ impl World {
             nav.prepare(&mut self.agents, &self.walls, &self.statics, c.flow_builds_per_tick, self.tick, u64::from(c.flow_build_ticks), straight, u64::from(c.flow_build_cells_per_tick));
             let after = (SWAP_AFTER_SECS * c.tick_rate).ceil() as u32;
             nav.swap_blocked_slots(&mut self.agents, &self.grid, after, self.extent.0);
+            let m = &c.move_to;
+            let rules = PortalRules { max_width: m.portal_radii * self.extent.0, turn: (m.portal_turn * c.tick_rate).ceil() as u64, max_radius: self.extent.0 };
+            nav.take_turns(&mut self.agents, &self.grid, self.tick, rules);
         }
         let seed = self.config.seed;
         let tick = self.tick;
