@@ -13,7 +13,7 @@
 //!   waiting and the owner has had it for `turn` ticks, the owner's agents not yet inside wait
 //!   too, and once none is inside the other direction gets it. A direction with no agent
 //!   coming gives the portal up at once.
-//! - An agent that must wait gets [`crate::sim::agent::MoveOrder::give_way`]: it stays out of a disc round the
+//! - An agent that must wait gets a [`PortalTurn`] that says wait: it stays out of a disc round the
 //!   portal (so that agents coming out have room), holds its place like an agent whose order is
 //!   done (stepping aside for agents on their way), and its wait does not count as a stall.
 //!
@@ -217,9 +217,9 @@ impl NavState {
     }
 
     /// Takes turns at the portals (see the module docs): finds the grid's portals when it
-    /// changed, gives each portal to a direction, and sets [`crate::sim::agent::MoveOrder::give_way`] on the agents
-    /// that must wait (clearing it on the rest). Positions as of `grid` (the tick's start).
-    /// Returns how many agents wait.
+    /// changed, gives each portal to a direction, and sets [`crate::sim::agent::MoveOrder::portal`] on every
+    /// agent coming through one (saying `wait` to those that must wait), clearing it on the rest.
+    /// Positions as of `grid` (the tick's start). Returns how many agents are coming through a portal.
     pub fn take_turns(&mut self, roster: &mut Roster, grid: &AgentGrid, tick: u64, rules: PortalRules) -> usize {
         for &id in &self.portals.coming {
             if let Some(o) = roster.get_mut(id).and_then(|a| a.order.as_deref_mut()) {
