@@ -42,6 +42,8 @@ pub mod http;
 #[cfg(feature = "server")]
 pub mod metrics;
 #[cfg(feature = "server")]
+pub mod plot;
+#[cfg(feature = "server")]
 pub mod record;
 #[cfg(feature = "server")]
 pub mod runtime;

@@ -86,6 +86,10 @@ enum Cmd {
         /// stuck, on the way, mean speed), to this file.
         #[arg(long)]
         series: Option<PathBuf>,
+        /// Draw the same series as a PNG (agents arrived, on their way, stuck, gave up; mean
+        /// speed) to this file.
+        #[arg(long)]
+        plot: Option<PathBuf>,
     },
     /// Re-run a recording headless as fast as possible and check its recorded state hashes.
     Replay {
@@ -247,14 +251,18 @@ fn main() -> anyhow::Result<()> {
     heap::install();
     let cli = Cli::parse();
     match cli.command {
-        Some(Cmd::Simulate { scenario, ticks, agents, threads, seed, audit_every, json, series }) => {
+        Some(Cmd::Simulate { scenario, ticks, agents, threads, seed, audit_every, json, series, plot }) => {
             if threads == 0 || threads > 256 {
                 anyhow::bail!("--threads must be between 1 and 256");
             }
             let sc = Scenario::from_file(&scenario)?;
             let name = scenario.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();
-            let opts = SimulateOptions { ticks, agents, threads, seed, audit_every, series: series.is_some() };
+            let opts = SimulateOptions { ticks, agents, threads, seed, audit_every, series: series.is_some() || plot.is_some() };
             let mut report = simulate(&name, &sc, &opts).with_context(|| format!("simulating {}", scenario.display()))?;
+            if let Some(path) = &plot {
+                let png = steerd::plot::series_png(&format!("{name}: how the crowd flowed"), &report.series)?;
+                steerd::store::write_atomic(path, &png).with_context(|| format!("writing {}", path.display()))?;
+            }
             if let Some(path) = &series {
                 let mut csv = String::from(steerd::simulate::SeriesRow::CSV_HEADER);
                 for row in std::mem::take(&mut report.series) {
