@@ -163,6 +163,8 @@ namespace Steerd.Client
         readonly Dictionary<long, Pending> pending = new Dictionary<long, Pending>();
         readonly List<Dictionary<string, object>> queue = new List<Dictionary<string, object>>();
         readonly Dictionary<string, WorldView> views = new Dictionary<string, WorldView>();
+        /// <summary>Per world name: the agents this client spawned there and has not seen despawned.</summary>
+        readonly Dictionary<string, HashSet<uint>> owned = new Dictionary<string, HashSet<uint>>();
         readonly Dictionary<long, double> pings = new Dictionary<long, double>();
         readonly List<uint> subscribedOrder = new List<uint>();
         readonly HashSet<string> resyncPending = new HashSet<string>();
@@ -230,6 +232,10 @@ namespace Steerd.Client
             {
                 { "type", "spawn" }, { "world", world }, { "group", group }, { "count", (long)count }, { "area", area },
                 { "limits", limits ?? new Dictionary<string, object>() }, { "behaviors", behaviors != null ? new List<object>(behaviors) : new List<object>() },
+            }, false, r =>
+            {
+                if ((string)r["type"] != "spawned") return;
+                lock (SyncRoot) { var set = MineSet(world); foreach (var id in Tree.U32s(r["agents"])) set.Add(id); }
             });
         }
 
@@ -264,7 +270,33 @@ namespace Steerd.Client
 
         public Task<CommandResult> Despawn(string world, IList<uint> agents)
         {
-            return Command(new Dictionary<string, object> { { "type", "despawn" }, { "world", world }, { "agents", Tree.Objs(agents) } });
+            var ids = new List<uint>(agents);
+            return Command(new Dictionary<string, object> { { "type", "despawn" }, { "world", world }, { "agents", Tree.Objs(agents) } }, false, r =>
+            {
+                if ((string)r["type"] == "ok") NotMine(world, ids);
+            });
+        }
+
+        /// <summary>Ids of the agents this client spawned in `world` and has not seen despawned (SampledAgent.Mine): a copy.</summary>
+        public List<uint> Mine(string world)
+        {
+            lock (SyncRoot) return new List<uint>(MineSet(world));
+        }
+
+        HashSet<uint> MineSet(string world)
+        {
+            HashSet<uint> set;
+            if (!owned.TryGetValue(world, out set)) owned[world] = set = new HashSet<uint>();
+            return set;
+        }
+
+        void NotMine(string world, IList<uint> agents)
+        {
+            lock (SyncRoot)
+            {
+                HashSet<uint> set;
+                if (owned.TryGetValue(world, out set)) foreach (var id in agents) set.Remove(id);
+            }
         }
 
         /// <summary>
@@ -328,6 +360,7 @@ namespace Steerd.Client
                     v = new WorldView(info, Welcome.Quantization, info.TickRateHz, rect, opts.HistoryLength) { InterpDelayMs = opts.InterpDelayMs };
                     string name = world;
                     v.OnResync = reason => ScheduleResync(name, reason);
+                    v.Mine = MineSet(world);
                     views[world] = v;
                 }
                 v.Area = rect;
@@ -687,6 +720,7 @@ namespace Steerd.Client
                         if (e.ContainsKey("agents")) ev.Agents = Tree.U32s(e["agents"]);
                         if (e.ContainsKey("target")) ev.Target = (uint)Tree.L(e, "target");
                         ev.Group = Tree.S(e, "group");
+                        if (ev.Type == "despawned") NotMine(ev.World, ev.Agents);
                         if (e.ContainsKey("tick_rate_hz")) ev.TickRateHz = Tree.Fl(e, "tick_rate_hz");
                         if (ev.Type == "groups")
                         {
@@ -812,6 +846,11 @@ namespace Steerd.Client
             {
                 again = everOpen;
                 resumed = again && resumeSent;
+                // Agents belong to the player: another player id (a new dev-mode session) owns none of them.
+                if (Welcome != null && Welcome.PlayerId != w.PlayerId) foreach (var set in owned.Values) set.Clear();
+                var goneWorlds = new List<string>();
+                foreach (var name in owned.Keys) if (w.World(name) == null) goneWorlds.Add(name);
+                foreach (var name in goneWorlds) owned.Remove(name);
                 Welcome = w;
                 State = "open";
                 everOpen = true;

@@ -35,4 +35,4 @@ mcs -langversion:7.2 -target:library -warnaserror+ -out:"$build/Steerd.Client.Te
 echo "== nunit-console"
 cd "$build"
 # nunit-console's exit code is the number of failed tests (negative on a runner error).
-timeout 600 nunit-console -nologo -labels Steerd.Client.Tests.dll
+timeout 600 nunit-console -nologo -labels Steerd.Client.Tests.dll "$@"
