@@ -100,16 +100,16 @@ namespace Steerd.Client.Tests
     }
 
     [TestFixture]
-    public class E2eTests
+    public class E2eTests : NoContextFixture
     {
         const string Admin = "sdk-e2e-admin-token";
         const string Secret = "sdk-e2e-player-jwt-secret-0123456789abcdef";
         Server srv;
 
-        [TestFixtureSetUp]
+        [OneTimeSetUp]
         public void Start() { srv = new Server(Admin, Secret); }
 
-        [TestFixtureTearDown]
+        [OneTimeTearDown]
         public void Stop() { if (srv != null) srv.Dispose(); }
 
         public static void Until(string what, Func<bool> f, int timeoutMs = 15000)
