@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# The viewer's tests: the JS decoder against the golden vectors, and the live page in a real
-# headless Chromium. Installs what it needs (Debian `chromium` when /usr/bin/chromium is
+# The browser tests: the JS decoder against the golden vectors, the live viewer page, and the C#
+# SDK's WebGL transport (its .jslib over the browser's WebSocket), each in a real headless Chromium. Installs what it needs (Debian `chromium` when /usr/bin/chromium is
 # missing, the npm packages from the lockfile), builds steerd (release) unless STEERD_BIN is
 # set, runs both suites, and ends with a plain line `N passed, N failed` (exit 1 on failure).
 # The screenshot is kept in tests/artifacts/viewer.png. `--install-only`: the installs, then stop
@@ -38,14 +38,14 @@ if [ -z "${STEERD_BIN:-}" ]; then
 fi
 [ -x "$STEERD_BIN" ] || fail_setup "no steerd binary at $STEERD_BIN"
 
-echo "== node --test: decoder vectors + viewer in headless Chromium"
+echo "== node --test: decoder vectors, viewer and WebGL transport in headless Chromium"
 tap="$(mktemp)"
 trap 'rm -f "$tap"' EXIT
-# The browser test bounds itself (80 s); this outer limit only guards against a hang.
-timeout 150 node --test --test-concurrency=1 \
+# Each browser test bounds itself (80 s at most); this outer limit only guards against a hang.
+timeout 240 node --test --test-concurrency=1 \
   --test-reporter=spec --test-reporter-destination=stdout \
   --test-reporter=tap --test-reporter-destination="$tap" \
-  "$here/proto.test.mjs" "$here/viewer.test.mjs"
+  "$here/proto.test.mjs" "$here/viewer.test.mjs" "$here/webgl-transport.test.mjs"
 status=$?
 
 pass="$(sed -n 's/^# pass \([0-9]*\)$/\1/p' "$tap" | tail -1)"

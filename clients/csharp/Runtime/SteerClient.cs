@@ -1,4 +1,5 @@
-// SteerClient: one WebSocket session to steerd (System.Net.WebSockets.ClientWebSocket) — Hello /
+// SteerClient: one WebSocket session to steerd (an ITransport: ClientWebSocket, or the browser's
+// WebSocket in WebGL players) — Hello /
 // Welcome, typed commands as Tasks resolved by their CommandResult, events, WorldViews per
 // subscribed world, Ping/Pong clock sync, automatic reconnect with back-off that resubscribes
 // (resuming the session: same player, same agents; protocol v4: a world's state arrives as one
@@ -12,8 +13,6 @@
 using System;
 using System.Collections.Generic;
 using System.Diagnostics;
-using System.IO;
-using System.Net.WebSockets;
 using System.Threading;
 using System.Threading.Tasks;
 
@@ -55,6 +54,11 @@ namespace Steerd.Client
         public double InterpDelayMs = 100;
         /// <summary>States kept per agent for interpolation.</summary>
         public int HistoryLength = 8;
+        /// <summary>
+        /// Makes the socket of each connection attempt (default Transports.Default():
+        /// ClientWebSocketTransport, WebGLTransport in a WebGL player).
+        /// </summary>
+        public Func<ITransport> Transport;
     }
 
     /// <summary>Spawn areas and subscription areas as the wire expects them.</summary>
@@ -169,7 +173,7 @@ namespace Steerd.Client
         readonly List<uint> subscribedOrder = new List<uint>();
         readonly HashSet<string> resyncPending = new HashSet<string>();
         readonly TaskCompletionSource<bool> opened = new TaskCompletionSource<bool>(TaskCreationOptions.RunContinuationsAsynchronously);
-        ClientWebSocket ws;
+        ITransport ws;
         long nextRid = 1;
         string resumeToken;
         /// <summary>Whether the Hello of the current connection carried a resume token.</summary>
@@ -442,7 +446,7 @@ namespace Steerd.Client
             var w = ws;
             if (w == null) return;
             closingByClient = true;
-            try { w.Abort(); } catch (Exception) { }
+            w.Abort();
         }
 
         /// <summary>Closes the session for good; pending commands fail.</summary>
@@ -545,7 +549,7 @@ namespace Steerd.Client
         bool Send(Dictionary<string, object> msg)
         {
             var w = ws;
-            if (w == null || w.State != WebSocketState.Open) return false;
+            if (w == null || !w.IsOpen) return false;
             byte[] bytes;
             try { bytes = Codec.EncodeClient(msg); }
             catch (ProtoException e)
@@ -557,12 +561,12 @@ namespace Steerd.Client
             return true;
         }
 
-        async void SendBytes(ClientWebSocket w, byte[] bytes)
+        async void SendBytes(ITransport w, byte[] bytes)
         {
             try
             {
                 await sendLock.WaitAsync().ConfigureAwait(false);
-                try { await w.SendAsync(new ArraySegment<byte>(bytes), WebSocketMessageType.Binary, true, stop.Token).ConfigureAwait(false); }
+                try { await w.SendAsync(bytes, stop.Token).ConfigureAwait(false); }
                 finally { sendLock.Release(); }
             }
             catch (Exception)
@@ -589,7 +593,7 @@ namespace Steerd.Client
         {
             while (!stop.IsCancellationRequested)
             {
-                var w = new ClientWebSocket();
+                var w = opts.Transport != null ? opts.Transport() : Transports.Default();
                 string why = "";
                 var info = new DisconnectInfo { Cause = DisconnectCause.Network, Code = 1006 };
                 int gen;
@@ -602,12 +606,13 @@ namespace Steerd.Client
                     lock (SyncRoot) { resume = resumeToken; resumeSent = resume != null; }
                     SendBytes(w, Codec.EncodeClient(Codec.Hello(opts.Token, resume)));
                     await ReceiveLoop(w, gen).ConfigureAwait(false);
-                    why = w.CloseStatus.HasValue ? ((int)w.CloseStatus.Value) + " " + w.CloseStatusDescription : "closed";
-                    if (w.CloseStatus.HasValue && (int)w.CloseStatus.Value != 1005 && (int)w.CloseStatus.Value != 1006)
+                    var code = w.CloseCode;
+                    why = code.HasValue ? code.Value + " " + w.CloseReason : "closed";
+                    if (code.HasValue)
                     {
                         info.Cause = DisconnectCause.Server;
-                        info.Code = (int)w.CloseStatus.Value;
-                        info.Reason = w.CloseStatusDescription ?? "";
+                        info.Code = code.Value;
+                        info.Reason = w.CloseReason ?? "";
                     }
                 }
                 catch (Exception e)
@@ -628,20 +633,12 @@ namespace Steerd.Client
         static readonly Random rng = new Random();
         static double Jitter() { lock (rng) return rng.NextDouble() * 0.5; }
 
-        async Task ReceiveLoop(ClientWebSocket w, int gen)
+        async Task ReceiveLoop(ITransport w, int gen)
         {
-            var buf = new byte[64 * 1024];
-            var acc = new MemoryStream();
-            while (w.State == WebSocketState.Open && !stop.IsCancellationRequested)
+            while (!stop.IsCancellationRequested)
             {
-                var r = await w.ReceiveAsync(new ArraySegment<byte>(buf), stop.Token).ConfigureAwait(false);
-                if (r.MessageType == WebSocketMessageType.Close) return;
-                acc.Write(buf, 0, r.Count);
-                if (acc.Length > opts.MaxFrameBytes) throw new ProtoException(ProtoErrorKind.TooLarge, "frame over " + opts.MaxFrameBytes + " bytes");
-                if (!r.EndOfMessage) continue;
-                var data = acc.ToArray();
-                acc.SetLength(0);
-                if (r.MessageType != WebSocketMessageType.Binary) continue; // this client asks for binary
+                var data = await w.ReceiveAsync(opts.MaxFrameBytes, stop.Token).ConfigureAwait(false);
+                if (data == null) return;
                 double t = NowMs;
                 if (context != null) context.Post(_ => OnFrame(data, t), null);
                 else OnFrame(data, t);

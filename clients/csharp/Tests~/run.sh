@@ -34,7 +34,7 @@ export STEERD_ROOT="$root" STEERD_TESTS_REQUIRE_ALL=1
 build="$root/target/csharp-sdk"
 rm -rf "$build" && mkdir -p "$build"
 echo "== mcs: Steerd.Client.dll"
-mcs -langversion:7.2 -target:library -optimize+ -warnaserror+ -out:"$build/Steerd.Client.dll" "$pkg"/Runtime/*.cs || exit 1
+mcs -langversion:7.2 -target:library -optimize+ -warnaserror+ -out:"$build/Steerd.Client.dll" -recurse:"$pkg/Runtime/*.cs" || exit 1
 echo "== mcs: Steerd.Client.Tests.dll"
 cp "$NUNIT" "$build/"
 mcs -langversion:7.2 -target:library -warnaserror+ -out:"$build/Steerd.Client.Tests.dll" -r:"$build/Steerd.Client.dll" -r:"$NUNIT" -r:System.Net.Http "$pkg"/Tests/Editor/*.cs "$pkg"/'Tests~'/NUnit2.cs || exit 1
