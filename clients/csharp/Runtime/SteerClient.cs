@@ -61,55 +61,6 @@ namespace Steerd.Client
         public Func<ITransport> Transport;
     }
 
-    /// <summary>Spawn areas and subscription areas as the wire expects them.</summary>
-    public static class Shapes
-    {
-        public static Dictionary<string, object> Circle(float x, float y, float radius)
-        {
-            return new Dictionary<string, object> { { "type", "circle" }, { "x", x }, { "y", y }, { "radius", radius } };
-        }
-        /// <summary>Evenly spaced on a circle, facing its centre (spawn only).</summary>
-        public static Dictionary<string, object> Ring(float x, float y, float radius)
-        {
-            return new Dictionary<string, object> { { "type", "ring" }, { "x", x }, { "y", y }, { "radius", radius } };
-        }
-        /// <summary>One agent at each of the given (x, y) points, in order (spawn only; count must equal their number).</summary>
-        public static Dictionary<string, object> Points(params (float x, float y)[] points)
-        {
-            var list = new List<object>();
-            foreach (var p in points) list.Add(new Dictionary<string, object> { { "x", p.Item1 }, { "y", p.Item2 } });
-            return new Dictionary<string, object> { { "type", "points" }, { "points", list } };
-        }
-        public static Dictionary<string, object> Rect(float minX, float minY, float maxX, float maxY)
-        {
-            return new Dictionary<string, object> { { "type", "rect" }, { "min_x", minX }, { "min_y", minY }, { "max_x", maxX }, { "max_y", maxY } };
-        }
-    }
-
-    /// <summary>A steering behaviour (PROTOCOL.md §5.1): its `type` plus fields; omitted fields take their defaults.</summary>
-    public sealed class Behavior
-    {
-        public readonly Dictionary<string, object> Tree;
-        public Behavior(string type) { Tree = new Dictionary<string, object> { { "type", type } }; }
-        public Behavior Set(string field, object value) { Tree[field] = value; return this; }
-
-        public static Dictionary<string, object> PointTarget(float x, float y) { return new Dictionary<string, object> { { "type", "point" }, { "x", x }, { "y", y } }; }
-        public static Dictionary<string, object> AgentTarget(uint agent) { return new Dictionary<string, object> { { "type", "agent" }, { "agent", (long)agent } }; }
-        public static Behavior Seek(float x, float y) { return new Behavior("seek").Set("target", PointTarget(x, y)); }
-        public static Behavior Arrive(float x, float y) { return new Behavior("arrive").Set("target", PointTarget(x, y)); }
-        public static Behavior Flee(float x, float y) { return new Behavior("flee").Set("target", PointTarget(x, y)); }
-        public static Behavior Pursue(uint agent) { return new Behavior("pursue").Set("target_agent", (long)agent); }
-        public static Behavior Wander() { return new Behavior("wander"); }
-        public static Behavior Separation(float neighborRadius = 3) { return new Behavior("separation").Set("neighbor_radius", neighborRadius); }
-        public static Behavior LookWhereYouAreGoing() { return new Behavior("look_where_you_are_going"); }
-
-        /// <summary>A BehaviorEntry tree: this behaviour with a weight and a priority.</summary>
-        public Dictionary<string, object> Entry(float weight = 1, int priority = 0)
-        {
-            return new Dictionary<string, object> { { "behavior", Tree }, { "weight", weight }, { "priority", (long)priority } };
-        }
-    }
-
     public sealed class SteerClient : IDisposable
     {
         static readonly Stopwatch clock = Stopwatch.StartNew();
@@ -230,12 +181,14 @@ namespace Steerd.Client
 
         // ---- commands
 
-        public Task<CommandResult> Spawn(string world, string group, int count, Dictionary<string, object> area, Dictionary<string, object> limits = null, IList<Dictionary<string, object>> behaviors = null)
+        /// <summary>Spawns `count` agents of `group` in `area` (Shapes), with limits and behaviours; completes with their ids.</summary>
+        public Task<CommandResult> Spawn(string world, string group, int count, SpawnArea area, Limits limits = null, IList<BehaviorEntry> behaviors = null)
         {
+            if (area == null) throw new ArgumentNullException("area");
             return Command(new Dictionary<string, object>
             {
-                { "type", "spawn" }, { "world", world }, { "group", group }, { "count", (long)count }, { "area", area },
-                { "limits", limits ?? new Dictionary<string, object>() }, { "behaviors", behaviors != null ? new List<object>(behaviors) : new List<object>() },
+                { "type", "spawn" }, { "world", world }, { "group", group }, { "count", (long)count }, { "area", Wire.Tree(area) },
+                { "limits", limits != null ? Wire.Tree(limits) : new Dictionary<string, object>() }, { "behaviors", Wire.List(behaviors) },
             }, false, r =>
             {
                 if ((string)r["type"] != "spawned") return;
@@ -252,19 +205,21 @@ namespace Steerd.Client
             });
         }
 
-        public Task<CommandResult> SetBehaviors(string world, IList<uint> agents, IList<Dictionary<string, object>> entries)
+        /// <summary>Replaces the agents' behaviours.</summary>
+        public Task<CommandResult> SetBehaviors(string world, IList<uint> agents, IList<BehaviorEntry> entries)
         {
-            return Command(new Dictionary<string, object> { { "type", "set_behaviors" }, { "world", world }, { "agents", Tree.Objs(agents) }, { "behaviors", new List<object>(entries) } });
+            return Command(new Dictionary<string, object> { { "type", "set_behaviors" }, { "world", world }, { "agents", Tree.Objs(agents) }, { "behaviors", Wire.List(entries) } });
         }
 
-        public Task<CommandResult> AddBehavior(string world, IList<uint> agents, Dictionary<string, object> entry)
+        public Task<CommandResult> AddBehavior(string world, IList<uint> agents, BehaviorEntry entry)
         {
-            return Command(new Dictionary<string, object> { { "type", "add_behavior" }, { "world", world }, { "agents", Tree.Objs(agents) }, { "entry", entry } });
+            if (entry == null) throw new ArgumentNullException("entry");
+            return Command(new Dictionary<string, object> { { "type", "add_behavior" }, { "world", world }, { "agents", Tree.Objs(agents) }, { "entry", Wire.Tree(entry) } });
         }
 
-        public Task<CommandResult> RemoveBehavior(string world, IList<uint> agents, string kind)
+        public Task<CommandResult> RemoveBehavior(string world, IList<uint> agents, BehaviorKind kind)
         {
-            return Command(new Dictionary<string, object> { { "type", "remove_behavior" }, { "world", world }, { "agents", Tree.Objs(agents) }, { "kind", kind } });
+            return Command(new Dictionary<string, object> { { "type", "remove_behavior" }, { "world", world }, { "agents", Tree.Objs(agents) }, { "kind", Wire.Name(kind) } });
         }
 
         public Task<CommandResult> ResetBehaviors(string world, IList<uint> agents)
@@ -304,21 +259,23 @@ namespace Steerd.Client
         }
 
         /// <summary>
-        /// Subscribes to `rect` (min_x, min_y, max_x, max_y; null = the whole world) and keeps the
-        /// world's view (View(world)) across resyncs and reconnects. everyNTicks (default 1): the
-        /// server sends the world's state only on ticks that are multiples of it (observers,
-        /// minimaps); 0 or more than the server's limit (steerd: limits.max_every_n_ticks, default 20)
-        /// is answered invalid_field.
+        /// Subscribes to `area` (Shapes.View(minX, minY, maxX, maxY); null or WholeWorld = the whole
+        /// world) and keeps the world's view (View(world)) across resyncs and reconnects.
+        /// everyNTicks (default 1): the server sends the world's state only on ticks that are
+        /// multiples of it (observers, minimaps); 0 or more than the server's limit (steerd:
+        /// limits.max_every_n_ticks, default 20) is answered invalid_field.
         /// </summary>
-        public Task<CommandResult> Subscribe(string world, float[] rect = null, int everyNTicks = 1)
+        public Task<CommandResult> Subscribe(string world, ViewArea area = null, int everyNTicks = 1)
         {
+            var r = area as RectView;
+            if (area != null && r == null && !(area is WholeWorld)) throw new ArgumentException("area: a RectView or WholeWorld", "area");
+            float[] rect = r != null ? new[] { r.MinX, r.MinY, r.MaxX, r.MaxY } : null;
             if (everyNTicks < 0)
             {
                 var t = new TaskCompletionSource<CommandResult>();
                 t.SetException(new CommandException("invalid_field", "everyNTicks " + everyNTicks + ": a number of ticks", "every_n_ticks"));
                 return t.Task;
             }
-            if (rect != null && rect.Length != 4) throw new ArgumentException("rect: min_x, min_y, max_x, max_y", "rect");
             lock (SyncRoot)
             {
                 if (!views.ContainsKey(world) && (Welcome == null || Welcome.World(world) == null))
@@ -397,7 +354,7 @@ namespace Steerd.Client
 
         static Dictionary<string, object> SubscribeMsg(string world, float[] rect, int everyNTicks)
         {
-            var area = rect == null ? new Dictionary<string, object> { { "type", "whole_world" } } : Shapes.Rect(rect[0], rect[1], rect[2], rect[3]);
+            var area = rect == null ? Wire.Tree(new WholeWorld()) : Wire.Tree(Shapes.View(rect[0], rect[1], rect[2], rect[3]));
             return new Dictionary<string, object> { { "type", "subscribe" }, { "world", world }, { "area", area }, { "every_n_ticks", (long)everyNTicks } };
         }
 

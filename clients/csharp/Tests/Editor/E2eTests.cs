@@ -254,7 +254,7 @@ namespace Steerd.Client.Tests
             client.Resynced += (w, r) => { lock (resyncs) resyncs.Add(w + ": " + r); };
             try
             {
-                var wander = new List<Dictionary<string, object>> { Behavior.Wander().Entry() };
+                var wander = new List<BehaviorEntry> { Behavior.Wander().Entry() };
                 var ids = Wait(client.Spawn(world, "wanderers", 10, Shapes.Circle(50, 50, 10), null, wander)).Agents;
                 Wait(client.Subscribe(world, null, 4));
                 var view = client.View(world);
