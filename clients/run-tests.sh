@@ -7,8 +7,9 @@
 #     project with ws -> connect, and end-to-end tests against a real steerd (through a proxy that
 #     cuts the network: no ghost commands or subscriptions, connection life cycle).
 #  2. C# (clients/csharp): the Unity package's layout (LICENSE.md, CHANGELOG.md, author, a .meta
-#     per root entry, no scripts or build output at the root); installs Debian's mono + NUnit when
-#     missing, compiles the library and its tests with mcs (Tests~/run.sh, into target/csharp-sdk/),
+#     per entry outside `~` folders, no scripts or build output at the root, the test asmdef);
+#     installs Debian's mono + NUnit when missing, compiles the library and its tests
+#     (Tests/Editor + Tests~/NUnit2.cs) with mcs (Tests~/run.sh, into target/csharp-sdk/),
 #     runs them with nunit-console: the same conformance, schema, smoothness and end-to-end tests.
 # steerd is built (release) unless STEERD_BIN is set. Correctness gates only: no timing asserts.
 # Ends with `N passed, N failed` (suites); exit 1 on any failure. `--ts` / `--cs` run one SDK.
@@ -85,7 +86,7 @@ cs_layout() {
   # root: every entry outside `~` folders and dotfiles has its .meta (Unity ignores files without
   # one in an immutable package), no scripts or build output, and the manifest's required fields.
   local pkg="$here/csharp" rc=0 f base
-  for f in LICENSE.md CHANGELOG.md README.md package.json Runtime; do
+  for f in LICENSE.md CHANGELOG.md README.md package.json Runtime Tests; do
     [ -e "$pkg/$f" ] || { echo "csharp package: $f missing"; rc=1; }
   done
   for f in "$pkg"/*; do
@@ -97,6 +98,14 @@ cs_layout() {
   for f in "$pkg"/*.meta; do
     [ -e "${f%.meta}" ] || { echo "csharp package: $(basename "$f") without its asset"; rc=1; }
   done
+  # Below the root too: Unity ignores an asset without its .meta in an immutable package.
+  while IFS= read -r f; do
+    [ -e "$f.meta" ] || { echo "csharp package: ${f#$pkg/} has no .meta"; rc=1; }
+  done < <(find "$pkg"/Runtime "$pkg"/Tests -mindepth 1 ! -name '*.meta')
+  [ -f "$pkg/Tests/Editor/Steerd.Client.Tests.asmdef" ] || { echo "csharp package: Tests/Editor/Steerd.Client.Tests.asmdef missing"; rc=1; }
+  if grep -l 'TestFixtureSetUp\|TestFixtureTearDown' "$pkg"/Tests/Editor/*.cs; then
+    echo "csharp package: NUnit 2 attributes above (Unity's Test Runner is NUnit 3: OneTimeSetUp / OneTimeTearDown)"; rc=1
+  fi
   node -e '
     const p = require(process.argv[1]);
     const miss = ["name", "version", "displayName", "description", "unity", "license", "author"].filter((k) => !p[k]);

@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
-# The viewer's tests: the JS decoder against the golden vectors, and the live page in a real
+# The browser tests: the JS decoder against the golden vectors, the live viewer page, the C#
+# SDK's WebGL transport (its .jslib over the browser's WebSocket) and the TypeScript SDK's example
+# game (clients/typescript/examples/rts: two players, fog of war, select and move), each in a real
 # headless Chromium. Installs what it needs (Debian `chromium` when /usr/bin/chromium is
 # missing, the npm packages from the lockfile), builds steerd (release) unless STEERD_BIN is
 # set, runs both suites, and ends with a plain line `N passed, N failed` (exit 1 on failure).
-# The screenshot is kept in tests/artifacts/viewer.png. `--install-only`: the installs, then stop
+# The screenshots are kept in tests/artifacts/ (viewer.png, rts.png). `--install-only`: the installs, then stop
 # (scripts/test-all.sh runs them in the background while it compiles).
 set -uo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
@@ -38,14 +40,14 @@ if [ -z "${STEERD_BIN:-}" ]; then
 fi
 [ -x "$STEERD_BIN" ] || fail_setup "no steerd binary at $STEERD_BIN"
 
-echo "== node --test: decoder vectors + viewer in headless Chromium"
+echo "== node --test: decoder vectors, viewer, WebGL transport and RTS example in headless Chromium"
 tap="$(mktemp)"
 trap 'rm -f "$tap"' EXIT
-# The browser test bounds itself (80 s); this outer limit only guards against a hang.
-timeout 150 node --test --test-concurrency=1 \
+# Each browser test bounds itself (80 s at most); this outer limit only guards against a hang.
+timeout 360 node --test --test-concurrency=1 \
   --test-reporter=spec --test-reporter-destination=stdout \
   --test-reporter=tap --test-reporter-destination="$tap" \
-  "$here/proto.test.mjs" "$here/viewer.test.mjs"
+  "$here/proto.test.mjs" "$here/viewer.test.mjs" "$here/webgl-transport.test.mjs" "$here/rts.test.mjs"
 status=$?
 
 pass="$(sed -n 's/^# pass \([0-9]*\)$/\1/p' "$tap" | tail -1)"
@@ -54,6 +56,6 @@ cancelled="$(sed -n 's/^# cancelled \([0-9]*\)$/\1/p' "$tap" | tail -1)"
 pass="${pass:-0}"
 failed=$(( ${failed:-0} + ${cancelled:-0} ))
 if [ "$status" != 0 ] && [ "$failed" = 0 ]; then failed=1; fi
-[ -f "$root/tests/artifacts/viewer.png" ] && echo "screenshot: tests/artifacts/viewer.png"
+[ -f "$root/tests/artifacts/viewer.png" ] && echo "screenshots: tests/artifacts/viewer.png, tests/artifacts/rts.png"
 echo "$pass passed, $failed failed"
 [ "$status" = 0 ] && [ "$failed" = 0 ]

@@ -1,4 +1,5 @@
-// SteerClient: one WebSocket session to steerd (System.Net.WebSockets.ClientWebSocket) — Hello /
+// SteerClient: one WebSocket session to steerd (an ITransport: ClientWebSocket, or the browser's
+// WebSocket in WebGL players) — Hello /
 // Welcome, typed commands as Tasks resolved by their CommandResult, events, WorldViews per
 // subscribed world, Ping/Pong clock sync, automatic reconnect with back-off that resubscribes
 // (resuming the session: same player, same agents; protocol v4: a world's state arrives as one
@@ -12,8 +13,6 @@
 using System;
 using System.Collections.Generic;
 using System.Diagnostics;
-using System.IO;
-using System.Net.WebSockets;
 using System.Threading;
 using System.Threading.Tasks;
 
@@ -55,55 +54,11 @@ namespace Steerd.Client
         public double InterpDelayMs = 100;
         /// <summary>States kept per agent for interpolation.</summary>
         public int HistoryLength = 8;
-    }
-
-    /// <summary>Spawn areas and subscription areas as the wire expects them.</summary>
-    public static class Shapes
-    {
-        public static Dictionary<string, object> Circle(float x, float y, float radius)
-        {
-            return new Dictionary<string, object> { { "type", "circle" }, { "x", x }, { "y", y }, { "radius", radius } };
-        }
-        /// <summary>Evenly spaced on a circle, facing its centre (spawn only).</summary>
-        public static Dictionary<string, object> Ring(float x, float y, float radius)
-        {
-            return new Dictionary<string, object> { { "type", "ring" }, { "x", x }, { "y", y }, { "radius", radius } };
-        }
-        /// <summary>One agent at each of the given (x, y) points, in order (spawn only; count must equal their number).</summary>
-        public static Dictionary<string, object> Points(params (float x, float y)[] points)
-        {
-            var list = new List<object>();
-            foreach (var p in points) list.Add(new Dictionary<string, object> { { "x", p.Item1 }, { "y", p.Item2 } });
-            return new Dictionary<string, object> { { "type", "points" }, { "points", list } };
-        }
-        public static Dictionary<string, object> Rect(float minX, float minY, float maxX, float maxY)
-        {
-            return new Dictionary<string, object> { { "type", "rect" }, { "min_x", minX }, { "min_y", minY }, { "max_x", maxX }, { "max_y", maxY } };
-        }
-    }
-
-    /// <summary>A steering behaviour (PROTOCOL.md §5.1): its `type` plus fields; omitted fields take their defaults.</summary>
-    public sealed class Behavior
-    {
-        public readonly Dictionary<string, object> Tree;
-        public Behavior(string type) { Tree = new Dictionary<string, object> { { "type", type } }; }
-        public Behavior Set(string field, object value) { Tree[field] = value; return this; }
-
-        public static Dictionary<string, object> PointTarget(float x, float y) { return new Dictionary<string, object> { { "type", "point" }, { "x", x }, { "y", y } }; }
-        public static Dictionary<string, object> AgentTarget(uint agent) { return new Dictionary<string, object> { { "type", "agent" }, { "agent", (long)agent } }; }
-        public static Behavior Seek(float x, float y) { return new Behavior("seek").Set("target", PointTarget(x, y)); }
-        public static Behavior Arrive(float x, float y) { return new Behavior("arrive").Set("target", PointTarget(x, y)); }
-        public static Behavior Flee(float x, float y) { return new Behavior("flee").Set("target", PointTarget(x, y)); }
-        public static Behavior Pursue(uint agent) { return new Behavior("pursue").Set("target_agent", (long)agent); }
-        public static Behavior Wander() { return new Behavior("wander"); }
-        public static Behavior Separation(float neighborRadius = 3) { return new Behavior("separation").Set("neighbor_radius", neighborRadius); }
-        public static Behavior LookWhereYouAreGoing() { return new Behavior("look_where_you_are_going"); }
-
-        /// <summary>A BehaviorEntry tree: this behaviour with a weight and a priority.</summary>
-        public Dictionary<string, object> Entry(float weight = 1, int priority = 0)
-        {
-            return new Dictionary<string, object> { { "behavior", Tree }, { "weight", weight }, { "priority", (long)priority } };
-        }
+        /// <summary>
+        /// Makes the socket of each connection attempt (default Transports.Default():
+        /// ClientWebSocketTransport, WebGLTransport in a WebGL player).
+        /// </summary>
+        public Func<ITransport> Transport;
     }
 
     public sealed class SteerClient : IDisposable
@@ -163,11 +118,13 @@ namespace Steerd.Client
         readonly Dictionary<long, Pending> pending = new Dictionary<long, Pending>();
         readonly List<Dictionary<string, object>> queue = new List<Dictionary<string, object>>();
         readonly Dictionary<string, WorldView> views = new Dictionary<string, WorldView>();
+        /// <summary>Per world name: the agents this client spawned there and has not seen despawned.</summary>
+        readonly Dictionary<string, HashSet<uint>> owned = new Dictionary<string, HashSet<uint>>();
         readonly Dictionary<long, double> pings = new Dictionary<long, double>();
         readonly List<uint> subscribedOrder = new List<uint>();
         readonly HashSet<string> resyncPending = new HashSet<string>();
         readonly TaskCompletionSource<bool> opened = new TaskCompletionSource<bool>(TaskCreationOptions.RunContinuationsAsynchronously);
-        ClientWebSocket ws;
+        ITransport ws;
         long nextRid = 1;
         string resumeToken;
         /// <summary>Whether the Hello of the current connection carried a resume token.</summary>
@@ -224,12 +181,18 @@ namespace Steerd.Client
 
         // ---- commands
 
-        public Task<CommandResult> Spawn(string world, string group, int count, Dictionary<string, object> area, Dictionary<string, object> limits = null, IList<Dictionary<string, object>> behaviors = null)
+        /// <summary>Spawns `count` agents of `group` in `area` (Shapes), with limits and behaviours; completes with their ids.</summary>
+        public Task<CommandResult> Spawn(string world, string group, int count, SpawnArea area, Limits limits = null, IList<BehaviorEntry> behaviors = null)
         {
+            if (area == null) throw new ArgumentNullException("area");
             return Command(new Dictionary<string, object>
             {
-                { "type", "spawn" }, { "world", world }, { "group", group }, { "count", (long)count }, { "area", area },
-                { "limits", limits ?? new Dictionary<string, object>() }, { "behaviors", behaviors != null ? new List<object>(behaviors) : new List<object>() },
+                { "type", "spawn" }, { "world", world }, { "group", group }, { "count", (long)count }, { "area", Wire.Tree(area) },
+                { "limits", limits != null ? Wire.Tree(limits) : new Dictionary<string, object>() }, { "behaviors", Wire.List(behaviors) },
+            }, false, r =>
+            {
+                if ((string)r["type"] != "spawned") return;
+                lock (SyncRoot) { var set = MineSet(world); foreach (var id in Tree.U32s(r["agents"])) set.Add(id); }
             });
         }
 
@@ -242,19 +205,21 @@ namespace Steerd.Client
             });
         }
 
-        public Task<CommandResult> SetBehaviors(string world, IList<uint> agents, IList<Dictionary<string, object>> entries)
+        /// <summary>Replaces the agents' behaviours.</summary>
+        public Task<CommandResult> SetBehaviors(string world, IList<uint> agents, IList<BehaviorEntry> entries)
         {
-            return Command(new Dictionary<string, object> { { "type", "set_behaviors" }, { "world", world }, { "agents", Tree.Objs(agents) }, { "behaviors", new List<object>(entries) } });
+            return Command(new Dictionary<string, object> { { "type", "set_behaviors" }, { "world", world }, { "agents", Tree.Objs(agents) }, { "behaviors", Wire.List(entries) } });
         }
 
-        public Task<CommandResult> AddBehavior(string world, IList<uint> agents, Dictionary<string, object> entry)
+        public Task<CommandResult> AddBehavior(string world, IList<uint> agents, BehaviorEntry entry)
         {
-            return Command(new Dictionary<string, object> { { "type", "add_behavior" }, { "world", world }, { "agents", Tree.Objs(agents) }, { "entry", entry } });
+            if (entry == null) throw new ArgumentNullException("entry");
+            return Command(new Dictionary<string, object> { { "type", "add_behavior" }, { "world", world }, { "agents", Tree.Objs(agents) }, { "entry", Wire.Tree(entry) } });
         }
 
-        public Task<CommandResult> RemoveBehavior(string world, IList<uint> agents, string kind)
+        public Task<CommandResult> RemoveBehavior(string world, IList<uint> agents, BehaviorKind kind)
         {
-            return Command(new Dictionary<string, object> { { "type", "remove_behavior" }, { "world", world }, { "agents", Tree.Objs(agents) }, { "kind", kind } });
+            return Command(new Dictionary<string, object> { { "type", "remove_behavior" }, { "world", world }, { "agents", Tree.Objs(agents) }, { "kind", Wire.Name(kind) } });
         }
 
         public Task<CommandResult> ResetBehaviors(string world, IList<uint> agents)
@@ -264,25 +229,53 @@ namespace Steerd.Client
 
         public Task<CommandResult> Despawn(string world, IList<uint> agents)
         {
-            return Command(new Dictionary<string, object> { { "type", "despawn" }, { "world", world }, { "agents", Tree.Objs(agents) } });
+            var ids = new List<uint>(agents);
+            return Command(new Dictionary<string, object> { { "type", "despawn" }, { "world", world }, { "agents", Tree.Objs(agents) } }, false, r =>
+            {
+                if ((string)r["type"] == "ok") NotMine(world, ids);
+            });
+        }
+
+        /// <summary>Ids of the agents this client spawned in `world` and has not seen despawned (SampledAgent.Mine): a copy.</summary>
+        public List<uint> Mine(string world)
+        {
+            lock (SyncRoot) return new List<uint>(MineSet(world));
+        }
+
+        HashSet<uint> MineSet(string world)
+        {
+            HashSet<uint> set;
+            if (!owned.TryGetValue(world, out set)) owned[world] = set = new HashSet<uint>();
+            return set;
+        }
+
+        void NotMine(string world, IList<uint> agents)
+        {
+            lock (SyncRoot)
+            {
+                HashSet<uint> set;
+                if (owned.TryGetValue(world, out set)) foreach (var id in agents) set.Remove(id);
+            }
         }
 
         /// <summary>
-        /// Subscribes to `rect` (min_x, min_y, max_x, max_y; null = the whole world) and keeps the
-        /// world's view (View(world)) across resyncs and reconnects. everyNTicks (default 1): the
-        /// server sends the world's state only on ticks that are multiples of it (observers,
-        /// minimaps); 0 or more than the server's limit (steerd: limits.max_every_n_ticks, default 20)
-        /// is answered invalid_field.
+        /// Subscribes to `area` (Shapes.View(minX, minY, maxX, maxY); null or WholeWorld = the whole
+        /// world) and keeps the world's view (View(world)) across resyncs and reconnects.
+        /// everyNTicks (default 1): the server sends the world's state only on ticks that are
+        /// multiples of it (observers, minimaps); 0 or more than the server's limit (steerd:
+        /// limits.max_every_n_ticks, default 20) is answered invalid_field.
         /// </summary>
-        public Task<CommandResult> Subscribe(string world, float[] rect = null, int everyNTicks = 1)
+        public Task<CommandResult> Subscribe(string world, ViewArea area = null, int everyNTicks = 1)
         {
+            var r = area as RectView;
+            if (area != null && r == null && !(area is WholeWorld)) throw new ArgumentException("area: a RectView or WholeWorld", "area");
+            float[] rect = r != null ? new[] { r.MinX, r.MinY, r.MaxX, r.MaxY } : null;
             if (everyNTicks < 0)
             {
                 var t = new TaskCompletionSource<CommandResult>();
                 t.SetException(new CommandException("invalid_field", "everyNTicks " + everyNTicks + ": a number of ticks", "every_n_ticks"));
                 return t.Task;
             }
-            if (rect != null && rect.Length != 4) throw new ArgumentException("rect: min_x, min_y, max_x, max_y", "rect");
             lock (SyncRoot)
             {
                 if (!views.ContainsKey(world) && (Welcome == null || Welcome.World(world) == null))
@@ -328,6 +321,7 @@ namespace Steerd.Client
                     v = new WorldView(info, Welcome.Quantization, info.TickRateHz, rect, opts.HistoryLength) { InterpDelayMs = opts.InterpDelayMs };
                     string name = world;
                     v.OnResync = reason => ScheduleResync(name, reason);
+                    v.Mine = MineSet(world);
                     views[world] = v;
                 }
                 v.Area = rect;
@@ -360,7 +354,7 @@ namespace Steerd.Client
 
         static Dictionary<string, object> SubscribeMsg(string world, float[] rect, int everyNTicks)
         {
-            var area = rect == null ? new Dictionary<string, object> { { "type", "whole_world" } } : Shapes.Rect(rect[0], rect[1], rect[2], rect[3]);
+            var area = rect == null ? Wire.Tree(new WholeWorld()) : Wire.Tree(Shapes.View(rect[0], rect[1], rect[2], rect[3]));
             return new Dictionary<string, object> { { "type", "subscribe" }, { "world", world }, { "area", area }, { "every_n_ticks", (long)everyNTicks } };
         }
 
@@ -409,7 +403,7 @@ namespace Steerd.Client
             var w = ws;
             if (w == null) return;
             closingByClient = true;
-            try { w.Abort(); } catch (Exception) { }
+            w.Abort();
         }
 
         /// <summary>Closes the session for good; pending commands fail.</summary>
@@ -512,7 +506,7 @@ namespace Steerd.Client
         bool Send(Dictionary<string, object> msg)
         {
             var w = ws;
-            if (w == null || w.State != WebSocketState.Open) return false;
+            if (w == null || !w.IsOpen) return false;
             byte[] bytes;
             try { bytes = Codec.EncodeClient(msg); }
             catch (ProtoException e)
@@ -524,12 +518,12 @@ namespace Steerd.Client
             return true;
         }
 
-        async void SendBytes(ClientWebSocket w, byte[] bytes)
+        async void SendBytes(ITransport w, byte[] bytes)
         {
             try
             {
                 await sendLock.WaitAsync().ConfigureAwait(false);
-                try { await w.SendAsync(new ArraySegment<byte>(bytes), WebSocketMessageType.Binary, true, stop.Token).ConfigureAwait(false); }
+                try { await w.SendAsync(bytes, stop.Token).ConfigureAwait(false); }
                 finally { sendLock.Release(); }
             }
             catch (Exception)
@@ -556,7 +550,7 @@ namespace Steerd.Client
         {
             while (!stop.IsCancellationRequested)
             {
-                var w = new ClientWebSocket();
+                var w = opts.Transport != null ? opts.Transport() : Transports.Default();
                 string why = "";
                 var info = new DisconnectInfo { Cause = DisconnectCause.Network, Code = 1006 };
                 int gen;
@@ -569,12 +563,13 @@ namespace Steerd.Client
                     lock (SyncRoot) { resume = resumeToken; resumeSent = resume != null; }
                     SendBytes(w, Codec.EncodeClient(Codec.Hello(opts.Token, resume)));
                     await ReceiveLoop(w, gen).ConfigureAwait(false);
-                    why = w.CloseStatus.HasValue ? ((int)w.CloseStatus.Value) + " " + w.CloseStatusDescription : "closed";
-                    if (w.CloseStatus.HasValue && (int)w.CloseStatus.Value != 1005 && (int)w.CloseStatus.Value != 1006)
+                    var code = w.CloseCode;
+                    why = code.HasValue ? code.Value + " " + w.CloseReason : "closed";
+                    if (code.HasValue)
                     {
                         info.Cause = DisconnectCause.Server;
-                        info.Code = (int)w.CloseStatus.Value;
-                        info.Reason = w.CloseStatusDescription ?? "";
+                        info.Code = code.Value;
+                        info.Reason = w.CloseReason ?? "";
                     }
                 }
                 catch (Exception e)
@@ -595,20 +590,12 @@ namespace Steerd.Client
         static readonly Random rng = new Random();
         static double Jitter() { lock (rng) return rng.NextDouble() * 0.5; }
 
-        async Task ReceiveLoop(ClientWebSocket w, int gen)
+        async Task ReceiveLoop(ITransport w, int gen)
         {
-            var buf = new byte[64 * 1024];
-            var acc = new MemoryStream();
-            while (w.State == WebSocketState.Open && !stop.IsCancellationRequested)
+            while (!stop.IsCancellationRequested)
             {
-                var r = await w.ReceiveAsync(new ArraySegment<byte>(buf), stop.Token).ConfigureAwait(false);
-                if (r.MessageType == WebSocketMessageType.Close) return;
-                acc.Write(buf, 0, r.Count);
-                if (acc.Length > opts.MaxFrameBytes) throw new ProtoException(ProtoErrorKind.TooLarge, "frame over " + opts.MaxFrameBytes + " bytes");
-                if (!r.EndOfMessage) continue;
-                var data = acc.ToArray();
-                acc.SetLength(0);
-                if (r.MessageType != WebSocketMessageType.Binary) continue; // this client asks for binary
+                var data = await w.ReceiveAsync(opts.MaxFrameBytes, stop.Token).ConfigureAwait(false);
+                if (data == null) return;
                 double t = NowMs;
                 if (context != null) context.Post(_ => OnFrame(data, t), null);
                 else OnFrame(data, t);
@@ -687,6 +674,7 @@ namespace Steerd.Client
                         if (e.ContainsKey("agents")) ev.Agents = Tree.U32s(e["agents"]);
                         if (e.ContainsKey("target")) ev.Target = (uint)Tree.L(e, "target");
                         ev.Group = Tree.S(e, "group");
+                        if (ev.Type == "despawned") NotMine(ev.World, ev.Agents);
                         if (e.ContainsKey("tick_rate_hz")) ev.TickRateHz = Tree.Fl(e, "tick_rate_hz");
                         if (ev.Type == "groups")
                         {
@@ -812,6 +800,11 @@ namespace Steerd.Client
             {
                 again = everOpen;
                 resumed = again && resumeSent;
+                // Agents belong to the player: another player id (a new dev-mode session) owns none of them.
+                if (Welcome != null && Welcome.PlayerId != w.PlayerId) foreach (var set in owned.Values) set.Clear();
+                var goneWorlds = new List<string>();
+                foreach (var name in owned.Keys) if (w.World(name) == null) goneWorlds.Add(name);
+                foreach (var name in goneWorlds) owned.Remove(name);
                 Welcome = w;
                 State = "open";
                 everOpen = true;

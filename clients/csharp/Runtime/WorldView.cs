@@ -88,6 +88,11 @@ namespace Steerd.Client
         /// <summary>The record's group index, and its name from the world's group table ("" if not known).</summary>
         public int Group;
         public string GroupName;
+        /// <summary>
+        /// Whether this client spawned the agent (for its player) and has not seen it despawned: your
+        /// units. Kept across resumes; cleared when the server gives the client another player id.
+        /// </summary>
+        public bool Mine;
         public float X, Y, Heading, Vx, Vy;
     }
 
@@ -136,6 +141,8 @@ namespace Steerd.Client
         public readonly Dictionary<uint, CellMap> Cells = new Dictionary<uint, CellMap>();
         /// <summary>The world's group names (a record's Group indexes them): from Subscribed and the groups event.</summary>
         public List<string> Groups = new List<string>();
+        /// <summary>Ids of the agents this client spawned in this world (SampledAgent.Mine); the client keeps it.</summary>
+        public HashSet<uint> Mine = new HashSet<uint>();
         /// <summary>Cells of the last Subscribed answer (null before it).</summary>
         public HashSet<uint> SubscribedCells;
         /// <summary>The area last subscribed (re-sent on a resync or reconnect): null = whole world, else min_x, min_y, max_x, max_y.</summary>
@@ -522,6 +529,7 @@ namespace Steerd.Client
                 s.Id = t.Id;
                 s.Group = t.Group;
                 s.GroupName = t.Group < Groups.Count ? Groups[t.Group] : "";
+                s.Mine = Mine.Contains(t.Id);
                 s.X = (float)(x * ps);
                 s.Y = (float)(y * ps);
                 double rad = hd * (2 * Math.PI / 65536);

@@ -1,9 +1,14 @@
 #!/usr/bin/env bash
 # C# SDK tests under mono: installs Debian's mono-devel + NUnit 2.6 (nunit-console,
 # libnunit-cil-dev) when missing, compiles Runtime/ (the Unity package's code, C# 7.2 — what
-# Debian's mcs accepts, a subset of Unity's C#) with warnings as errors, compiles Tests~/ and runs
-# them (the build goes to target/csharp-sdk/ of the repository, never inside the package): golden vectors, frame chain, view/clock unit tests, and the end-to-end test against a real
-# steerd (STEERD_BIN, default target/release/steerd — clients/run-tests.sh builds it).
+# Debian's mcs accepts, a subset of Unity's C#) with warnings as errors, compiles Tests/Editor/
+# (the tests as Unity's Test Runner runs them: NUnit 3 attributes, their asmdef) with
+# Tests~/NUnit2.cs (NUnit 3's attribute names over NUnit 2.6) and runs them — the build goes to
+# target/csharp-sdk/ of the repository, never inside the package: golden vectors, frame chain,
+# schema, view/clock unit tests, and the end-to-end tests against a real steerd (STEERD_BIN,
+# default target/release/steerd — clients/run-tests.sh builds it). A test that cannot find the
+# repository fails here (STEERD_TESTS_REQUIRE_ALL); in a Unity project without it, it is ignored.
+# Extra arguments go to nunit-console (e.g. -run=Steerd.Client.Tests.E2eTests).
 # `--install-only`: mono and NUnit, then stop.
 set -uo pipefail
 pkg="$(cd "$(dirname "$0")/.." && pwd)"
@@ -23,16 +28,17 @@ NUNIT="$(nunit_dll)"
 [ "${1:-}" = "--install-only" ] && { echo "csharp: mono and NUnit installed"; exit 0; }
 
 export STEERD_BIN="${STEERD_BIN:-$root/target/release/steerd}"
+export STEERD_ROOT="$root" STEERD_TESTS_REQUIRE_ALL=1
 [ -x "$STEERD_BIN" ] || { echo "csharp: no steerd binary at $STEERD_BIN"; exit 1; }
 
 build="$root/target/csharp-sdk"
 rm -rf "$build" && mkdir -p "$build"
 echo "== mcs: Steerd.Client.dll"
-mcs -langversion:7.2 -target:library -optimize+ -warnaserror+ -out:"$build/Steerd.Client.dll" "$pkg"/Runtime/*.cs || exit 1
+mcs -langversion:7.2 -target:library -optimize+ -warnaserror+ -out:"$build/Steerd.Client.dll" -recurse:"$pkg/Runtime/*.cs" || exit 1
 echo "== mcs: Steerd.Client.Tests.dll"
 cp "$NUNIT" "$build/"
-mcs -langversion:7.2 -target:library -warnaserror+ -out:"$build/Steerd.Client.Tests.dll" -r:"$build/Steerd.Client.dll" -r:"$NUNIT" -r:System.Net.Http "$pkg"/'Tests~'/*.cs || exit 1
+mcs -langversion:7.2 -target:library -warnaserror+ -out:"$build/Steerd.Client.Tests.dll" -r:"$build/Steerd.Client.dll" -r:"$NUNIT" -r:System.Net.Http "$pkg"/Tests/Editor/*.cs "$pkg"/'Tests~'/NUnit2.cs || exit 1
 echo "== nunit-console"
 cd "$build"
 # nunit-console's exit code is the number of failed tests (negative on a runner error).
-timeout 600 nunit-console -nologo -labels Steerd.Client.Tests.dll
+timeout 600 nunit-console -nologo -labels Steerd.Client.Tests.dll "$@"

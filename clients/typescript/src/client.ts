@@ -224,6 +224,8 @@ export class SteerClient {
   private readonly pending = new Map<number, Pending>();
   private readonly queue: ClientMsg[] = [];
   private readonly views = new Map<string, WorldView>();
+  /** Per world name: the agents this client spawned there and has not seen despawned. */
+  private readonly owned = new Map<string, Set<number>>();
   private readonly listeners = new Map<keyof ClientEvents, Set<(...a: never[]) => void>>();
   private readonly pings = new Map<number, number>();
   /** World ids in the order this connection subscribed them (the server's Pong reports the first). */
@@ -281,7 +283,12 @@ export class SteerClient {
 
   /** Spawns `count` agents of `group` in `area`; resolves with their ids. */
   spawn(world: string, s: { group: string; count: number; area: SpawnArea; limits?: Limits; behaviors?: BehaviorEntry[] }): Promise<SpawnedOutcome> {
-    return this.command({ type: 'spawn', request_id: 0, world, group: s.group, count: s.count, area: s.area, limits: s.limits ?? {}, behaviors: s.behaviors ?? [] });
+    return this.command<SpawnedOutcome>({ type: 'spawn', request_id: 0, world, group: s.group, count: s.count, area: s.area, limits: s.limits ?? {}, behaviors: s.behaviors ?? [] }, false, (r) => {
+      if (r.type === 'spawned') {
+        const set = this.mineSet(world);
+        for (const id of r.agents) set.add(id);
+      }
+    });
   }
   /** Sends agents to a point (the server plans the path); DestinationReached follows per agent. */
   moveTo(world: string, agents: number[], target: Point, opts: { stoppingDistance?: number } = {}): Promise<OkOutcome> {
@@ -300,7 +307,25 @@ export class SteerClient {
     return this.command({ type: 'reset_behaviors', request_id: 0, world, agents });
   }
   despawn(world: string, agents: number[]): Promise<OkOutcome> {
-    return this.command({ type: 'despawn', request_id: 0, world, agents });
+    return this.command({ type: 'despawn', request_id: 0, world, agents }, false, (r) => {
+      if (r.type === 'ok') this.notMine(world, agents);
+    });
+  }
+
+  /** Ids of the agents this client spawned in `world` and not seen despawned (`SampledAgent.mine`). */
+  mine(world: string): ReadonlySet<number> {
+    return this.mineSet(world);
+  }
+
+  private mineSet(world: string): Set<number> {
+    let set = this.owned.get(world);
+    if (!set) this.owned.set(world, (set = new Set()));
+    return set;
+  }
+
+  private notMine(world: string, agents: number[]): void {
+    const set = this.owned.get(world);
+    if (set) for (const id of agents) set.delete(id);
   }
 
   /**
@@ -339,6 +364,7 @@ export class SteerClient {
       if (!info || !this.welcome) return;
       v = new WorldView(info, this.welcome.quantization, info.tick_rate_hz, area, this.opts);
       v.onResync = (reason) => this.scheduleResync(world, reason);
+      v.mine = this.mineSet(world);
       this.views.set(world, v);
     }
     v.area = area;
@@ -560,7 +586,10 @@ export class SteerClient {
         if (e.type === 'destination_reached') this.emit('destination_reached', e.agent, w, m.tick);
         else if (e.type === 'path_completed') this.emit('path_completed', e.agent, w, m.tick);
         else if (e.type === 'spawned') this.emit('spawned', e.agents, e.group, w, m.tick);
-        else if (e.type === 'despawned') this.emit('despawned', e.agents, w, m.tick);
+        else if (e.type === 'despawned') {
+          this.notMine(w, e.agents);
+          this.emit('despawned', e.agents, w, m.tick);
+        }
         else if (e.type === 'target_lost') this.emit('target_lost', e.agent, e.target, w, m.tick);
         else if (e.type === 'tick_rate') this.onTickRate(m.world, e.tick_rate_hz, w, m.tick);
         else if (e.type === 'groups') {
@@ -656,6 +685,9 @@ export class SteerClient {
   private onWelcome(w: Welcome): void {
     const again = this.everOpen;
     const resumed = again && this.resumeSent;
+    // Agents belong to the player: another player id (a new dev-mode session) owns none of them.
+    if (this.welcome && this.welcome.player_id !== w.player_id) for (const set of this.owned.values()) set.clear();
+    for (const name of [...this.owned.keys()]) if (!w.worlds.some((x) => x.name === name)) this.owned.delete(name);
     this.welcome = w;
     this.state = 'open';
     this.everOpen = true;

@@ -13,6 +13,12 @@ export interface SampledAgent {
   /** The record's group index, and its name (the world's group table; '' if not known). */
   group: number;
   groupName: string;
+  /**
+   * Whether this client spawned the agent (for its player) and it has not been despawned since:
+   * your units. Kept across reconnects that resume the session or come back as the same player;
+   * cleared when the server gives this client another player id (dev mode after `session_lost`).
+   */
+  mine: boolean;
   x: number;
   y: number;
   /** Radians in [0, 2π). */
@@ -181,6 +187,8 @@ export class WorldView {
   readonly cells = new Map<number, CellMap>();
   /** The world's group names (a record's `group` indexes them): from Subscribed and the `groups` event. */
   groups: string[] = [];
+  /** Ids of the agents this client spawned in this world (`SampledAgent.mine`); the client keeps it. */
+  mine: ReadonlySet<number> = new Set();
   /** Cells of the last Subscribed answer (null before it). */
   subscribedCells: Set<number> | null = null;
   /** The area last subscribed (re-sent on a resync or a reconnect). */
@@ -652,10 +660,11 @@ export class WorldView {
         y += (vy * vs * ext) / ps;
       }
       let s = pool[n];
-      if (!s) s = pool[n] = { id: 0, group: 0, groupName: '', x: 0, y: 0, heading: 0, vx: 0, vy: 0 };
+      if (!s) s = pool[n] = { id: 0, group: 0, groupName: '', mine: false, x: 0, y: 0, heading: 0, vx: 0, vy: 0 };
       s.id = tr.id[sl];
       s.group = tr.group[sl];
       s.groupName = this.groups[s.group] ?? '';
+      s.mine = this.mine.has(s.id);
       s.x = x * ps;
       s.y = y * ps;
       let rad = hd * ORIENT_TO_RAD;

@@ -346,3 +346,38 @@ test('group names (protocol v9): sample() names each agent\'s group, from the Su
     client.close();
   }
 });
+
+test('sample() tells your agents from the others (mine), across a resume, until despawned', async () => {
+  const world = 'sdk-mine';
+  await srv.rest('POST', '/worlds', { name: world });
+  const a = await connect(srv.base, { token: srv.mintToken('mine-a') });
+  const b = await connect(srv.base, { token: srv.mintToken('mine-b') });
+  try {
+    const va = (await a.subscribe(world)).view;
+    const vb = (await b.subscribe(world)).view;
+    const ours = (await a.spawn(world, { group: 'a', count: 3, area: { type: 'circle', x: 30, y: 30, radius: 3 } })).agents;
+    const theirs = (await b.spawn(world, { group: 'b', count: 2, area: { type: 'circle', x: 60, y: 60, radius: 2 } })).agents;
+    const all = [...ours, ...theirs];
+    await until('every agent drawn in both views', () => all.every((id) => va.sample().some((s) => s.id === id) && vb.sample().some((s) => s.id === id)));
+    const mineOf = (v) => new Map(v.sample().map((s) => [s.id, s.mine]));
+    for (const id of ours) { assert.equal(mineOf(va).get(id), true); assert.equal(mineOf(vb).get(id), false); }
+    for (const id of theirs) { assert.equal(mineOf(va).get(id), false); assert.equal(mineOf(vb).get(id), true); }
+    // A resume is the same player: still ours.
+    const resumed = new Promise((r) => a.on('reconnect', (w, res) => r(res)));
+    a.dropSocket();
+    assert.equal(await resumed, true);
+    await until('drawn again after the resume', () => ours.every((id) => va.sample().some((s) => s.id === id && s.mine)));
+    // Despawned: no longer ours (and no longer drawn).
+    assert.equal((await a.despawn(world, [ours[0]])).type, 'ok');
+    assert.equal(a.mine(world).has(ours[0]), false);
+    assert.deepEqual([...a.mine(world)].sort(), ours.slice(1).sort());
+    // The other player despawns its own: our client hears the despawned event, and nothing of ours changes.
+    assert.equal((await b.despawn(world, theirs)).type, 'ok');
+    assert.equal(b.mine(world).size, 0);
+    await until('their agents gone from our view', () => !va.sample().some((s) => theirs.includes(s.id)));
+    assert.equal(va.sample().filter((s) => s.mine).length, 2);
+  } finally {
+    a.close();
+    b.close();
+  }
+});

@@ -130,9 +130,9 @@ pub async fn upgrade(
 enum Ctl {
     /// Send a message (encoded as given).
     Send(Bytes, Encoding),
-    /// Start (or move) a subscription: keyframes for `cells`, then deltas (`result`: the
-    /// command result to send first; none for a subscription restored by a resume).
-    Subscribe { world: WorldHandle, cells: Vec<u32>, span: u32, result: Option<Bytes> },
+    /// Start (or move) a subscription: keyframes for `cells`, then deltas (`request_id`: the
+    /// command whose `subscribed` result goes first; none for a subscription a resume restores).
+    Subscribe { world: WorldHandle, cells: Vec<u32>, span: u32, request_id: Option<u32> },
     /// Who the connection is (set by Hello, before Welcome): what its frames are filtered by.
     Viewer(Viewer),
     /// A message for this connection alone, in its encoding.
@@ -573,15 +573,25 @@ async fn send_task(
                 Some(Ctl::Send(b, e)) => batch.push((b, e)),
                 Some(Ctl::Direct(d)) => batch.push((d.encoded(enc), enc)),
                 Some(Ctl::Viewer(v)) => viewer = v,
-                Some(Ctl::Subscribe { world, cells, span, result }) => {
-                    batch.extend(result.map(|r| (r, enc)));
+                Some(Ctl::Subscribe { world, cells, span, request_id }) => {
                     // Receiver first, then the newest frame: any frame published in between
                     // is in the receiver and is skipped by `after` if the keyframes cover it.
                     streams.insert(world.id, BroadcastStream::new(world.subscribe()));
+                    let latest = world.latest();
+                    // Then the group table for the result: the publisher updates it before it
+                    // makes a frame the newest, so a change in a frame the keyframes cover (its
+                    // events are not sent) is in the table, and one in a later frame comes as
+                    // that frame's `groups` event. (Read when the command was handled, a change
+                    // published before this point was announced to nobody here.)
+                    if let Some(request_id) = request_id {
+                        let groups = world.groups.lock().map(|g| g.clone()).unwrap_or_else(|p| p.into_inner().clone());
+                        let result = proto::Outcome::Subscribed(proto::Subscribed { world: world.id, cells: cells.clone(), groups });
+                        batch.push((encode(&ServerMsg::CommandResult(proto::CommandResult { request_id, result }), enc), enc));
+                    }
                     let key = (span, cells.first().copied().unwrap_or(0), cells.last().copied().unwrap_or(0), cells.len());
                     let n = cells.len();
                     let mut sub = Sub { need_key: vec![true; n], owed: true, shown: vec![false; n], span, key, _rate: world.rates.hold(span), cells: cells.into(), after: 0, seq: 0, fast: None, conn: id, world: world.clone() };
-                    if let Some(latest) = world.latest() {
+                    if let Some(latest) = latest {
                         // Keyframes now (at the newest frame's tick); a rate the world does not
                         // keep yet starts with its first frame.
                         let n = sub.frame(&latest, &viewer, enc, &mut batch, false, m);
@@ -1198,17 +1208,7 @@ impl Conn {
         }
         self.subs.retain(|(n, _, _)| *n != w.name);
         self.subs.push((w.name.clone(), area.clone(), span));
-        let groups = w.groups.lock().map(|g| g.clone()).unwrap_or_else(|p| p.into_inner().clone());
-        let result = rid.map(|request_id| {
-            encode(
-                &ServerMsg::CommandResult(proto::CommandResult {
-                    request_id,
-                    result: proto::Outcome::Subscribed(proto::Subscribed { world: w.id, cells: cells.clone(), groups }),
-                }),
-                self.enc,
-            )
-        });
-        self.ctl.send(Ctl::Subscribe { world: w, cells, span, result }).await.is_ok()
+        self.ctl.send(Ctl::Subscribe { world: w, cells, span, request_id: rid }).await.is_ok()
     }
 
     /// Answers a failed subscribe (with a request id) or logs a failed restore.

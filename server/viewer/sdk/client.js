@@ -86,6 +86,8 @@ export class SteerClient {
         this.pending = new Map();
         this.queue = [];
         this.views = new Map();
+        /** Per world name: the agents this client spawned there and has not seen despawned. */
+        this.owned = new Map();
         this.listeners = new Map();
         this.pings = new Map();
         /** World ids in the order this connection subscribed them (the server's Pong reports the first). */
@@ -137,7 +139,13 @@ export class SteerClient {
     // ---- commands
     /** Spawns `count` agents of `group` in `area`; resolves with their ids. */
     spawn(world, s) {
-        return this.command({ type: 'spawn', request_id: 0, world, group: s.group, count: s.count, area: s.area, limits: s.limits ?? {}, behaviors: s.behaviors ?? [] });
+        return this.command({ type: 'spawn', request_id: 0, world, group: s.group, count: s.count, area: s.area, limits: s.limits ?? {}, behaviors: s.behaviors ?? [] }, false, (r) => {
+            if (r.type === 'spawned') {
+                const set = this.mineSet(world);
+                for (const id of r.agents)
+                    set.add(id);
+            }
+        });
     }
     /** Sends agents to a point (the server plans the path); DestinationReached follows per agent. */
     moveTo(world, agents, target, opts = {}) {
@@ -156,7 +164,26 @@ export class SteerClient {
         return this.command({ type: 'reset_behaviors', request_id: 0, world, agents });
     }
     despawn(world, agents) {
-        return this.command({ type: 'despawn', request_id: 0, world, agents });
+        return this.command({ type: 'despawn', request_id: 0, world, agents }, false, (r) => {
+            if (r.type === 'ok')
+                this.notMine(world, agents);
+        });
+    }
+    /** Ids of the agents this client spawned in `world` and not seen despawned (`SampledAgent.mine`). */
+    mine(world) {
+        return this.mineSet(world);
+    }
+    mineSet(world) {
+        let set = this.owned.get(world);
+        if (!set)
+            this.owned.set(world, (set = new Set()));
+        return set;
+    }
+    notMine(world, agents) {
+        const set = this.owned.get(world);
+        if (set)
+            for (const id of agents)
+                set.delete(id);
     }
     /**
      * Subscribes to `area` of `world` (default the whole world) and keeps a WorldView of it, across
@@ -195,6 +222,7 @@ export class SteerClient {
                 return;
             v = new WorldView(info, this.welcome.quantization, info.tick_rate_hz, area, this.opts);
             v.onResync = (reason) => this.scheduleResync(world, reason);
+            v.mine = this.mineSet(world);
             this.views.set(world, v);
         }
         v.area = area;
@@ -438,8 +466,10 @@ export class SteerClient {
                     this.emit('path_completed', e.agent, w, m.tick);
                 else if (e.type === 'spawned')
                     this.emit('spawned', e.agents, e.group, w, m.tick);
-                else if (e.type === 'despawned')
+                else if (e.type === 'despawned') {
+                    this.notMine(w, e.agents);
                     this.emit('despawned', e.agents, w, m.tick);
+                }
                 else if (e.type === 'target_lost')
                     this.emit('target_lost', e.agent, e.target, w, m.tick);
                 else if (e.type === 'tick_rate')
@@ -539,6 +569,13 @@ export class SteerClient {
     onWelcome(w) {
         const again = this.everOpen;
         const resumed = again && this.resumeSent;
+        // Agents belong to the player: another player id (a new dev-mode session) owns none of them.
+        if (this.welcome && this.welcome.player_id !== w.player_id)
+            for (const set of this.owned.values())
+                set.clear();
+        for (const name of [...this.owned.keys()])
+            if (!w.worlds.some((x) => x.name === name))
+                this.owned.delete(name);
         this.welcome = w;
         this.state = 'open';
         this.everOpen = true;

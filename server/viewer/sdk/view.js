@@ -134,6 +134,8 @@ export class WorldView {
         this.cells = new Map();
         /** The world's group names (a record's `group` indexes them): from Subscribed and the `groups` event. */
         this.groups = [];
+        /** Ids of the agents this client spawned in this world (`SampledAgent.mine`); the client keeps it. */
+        this.mine = new Set();
         /** Cells of the last Subscribed answer (null before it). */
         this.subscribedCells = null;
         /** The subscription's send rate (`every_n_ticks`, re-sent with the area). */
@@ -641,10 +643,11 @@ export class WorldView {
             }
             let s = pool[n];
             if (!s)
-                s = pool[n] = { id: 0, group: 0, groupName: '', x: 0, y: 0, heading: 0, vx: 0, vy: 0 };
+                s = pool[n] = { id: 0, group: 0, groupName: '', mine: false, x: 0, y: 0, heading: 0, vx: 0, vy: 0 };
             s.id = tr.id[sl];
             s.group = tr.group[sl];
             s.groupName = this.groups[s.group] ?? '';
+            s.mine = this.mine.has(s.id);
             s.x = x * ps;
             s.y = y * ps;
             let rad = hd * ORIENT_TO_RAD;

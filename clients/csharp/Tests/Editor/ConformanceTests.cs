@@ -26,18 +26,8 @@ namespace Steerd.Client.Tests
             }
         }
 
-        /// <summary>The repository: STEERD_ROOT, else the first directory up from the test assembly that holds client-proto/.</summary>
-        public static string Root
-        {
-            get
-            {
-                var env = Environment.GetEnvironmentVariable("STEERD_ROOT");
-                if (!string.IsNullOrEmpty(env)) return env;
-                var d = new DirectoryInfo(AppDomain.CurrentDomain.BaseDirectory);
-                for (; d != null; d = d.Parent) if (Directory.Exists(Path.Combine(d.FullName, "client-proto"))) return d.FullName;
-                throw new DirectoryNotFoundException("no client-proto/ above " + AppDomain.CurrentDomain.BaseDirectory + " (set STEERD_ROOT)");
-            }
-        }
+        /// <summary>The repository (Repo.Root).</summary>
+        public static string Root { get { return Repo.Root; } }
 
         static byte[] Hex(string s)
         {

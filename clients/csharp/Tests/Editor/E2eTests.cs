@@ -100,16 +100,16 @@ namespace Steerd.Client.Tests
     }
 
     [TestFixture]
-    public class E2eTests
+    public class E2eTests : NoContextFixture
     {
         const string Admin = "sdk-e2e-admin-token";
         const string Secret = "sdk-e2e-player-jwt-secret-0123456789abcdef";
         Server srv;
 
-        [TestFixtureSetUp]
+        [OneTimeSetUp]
         public void Start() { srv = new Server(Admin, Secret); }
 
-        [TestFixtureTearDown]
+        [OneTimeTearDown]
         public void Stop() { if (srv != null) srv.Dispose(); }
 
         public static void Until(string what, Func<bool> f, int timeoutMs = 15000)
@@ -254,7 +254,7 @@ namespace Steerd.Client.Tests
             client.Resynced += (w, r) => { lock (resyncs) resyncs.Add(w + ": " + r); };
             try
             {
-                var wander = new List<Dictionary<string, object>> { Behavior.Wander().Entry() };
+                var wander = new List<BehaviorEntry> { Behavior.Wander().Entry() };
                 var ids = Wait(client.Spawn(world, "wanderers", 10, Shapes.Circle(50, 50, 10), null, wander)).Agents;
                 Wait(client.Subscribe(world, null, 4));
                 var view = client.View(world);
@@ -382,6 +382,47 @@ namespace Steerd.Client.Tests
             finally
             {
                 client.Close();
+            }
+        }
+
+        [Test]
+        public void SampleTellsThisClientsAgentsApartAcrossAResumeUntilDespawned()
+        {
+            const string world = "cs-mine";
+            srv.Rest("POST", "/worlds", "{\"name\":\"" + world + "\"}");
+            var a = Wait(SteerClient.ConnectAsync(srv.Base, new ConnectOptions { Token = srv.MintToken("cs-mine-a") }));
+            var b = Wait(SteerClient.ConnectAsync(srv.Base, new ConnectOptions { Token = srv.MintToken("cs-mine-b") }));
+            try
+            {
+                Wait(a.Subscribe(world));
+                Wait(b.Subscribe(world));
+                var va = a.View(world);
+                var vb = b.View(world);
+                var ours = Wait(a.Spawn(world, "a", 3, Shapes.Circle(30, 30, 3))).Agents;
+                var theirs = Wait(b.Spawn(world, "b", 2, Shapes.Circle(60, 60, 2))).Agents;
+                Func<SteerClient, WorldView, Dictionary<uint, bool>> mine = (c, v) => { lock (c.SyncRoot) return v.Sample(SteerClient.NowMs).ToDictionary(s => s.Id, s => s.Mine); };
+                Until("every agent drawn in both views", () => mine(a, va).Count == 5 && mine(b, vb).Count == 5);
+                foreach (var id in ours) { Assert.IsTrue(mine(a, va)[id]); Assert.IsFalse(mine(b, vb)[id]); }
+                foreach (var id in theirs) { Assert.IsFalse(mine(a, va)[id]); Assert.IsTrue(mine(b, vb)[id]); }
+                // A resume is the same player: still ours.
+                bool? resumed = null;
+                a.Reconnected += (w, r) => resumed = r;
+                a.DropSocket();
+                Until("the resume", () => resumed.HasValue);
+                Assert.IsTrue(resumed.Value);
+                Until("ours drawn again", () => { var m = mine(a, va); return ours.All(id => m.ContainsKey(id) && m[id]); });
+                // Despawned: no longer ours.
+                Wait(a.Despawn(world, new[] { ours[0] }));
+                CollectionAssert.AreEquivalent(ours.Skip(1).ToList(), a.Mine(world));
+                Wait(b.Despawn(world, theirs));
+                Assert.AreEqual(0, b.Mine(world).Count);
+                Until("theirs gone from our view", () => !theirs.Any(id => mine(a, va).ContainsKey(id)));
+                Assert.AreEqual(2, mine(a, va).Values.Count(x => x));
+            }
+            finally
+            {
+                a.Close();
+                b.Close();
             }
         }
 

@@ -11,12 +11,12 @@ using NUnit.Framework;
 namespace Steerd.Client.Tests
 {
     /// <summary>A fixture's real steerd (admin token + player secret) behind a NetCut proxy.</summary>
-    public abstract class ProxiedServerFixture
+    public abstract class ProxiedServerFixture : NoContextFixture
     {
         protected Server srv;
         protected NetCut net;
 
-        [TestFixtureSetUp]
+        [OneTimeSetUp]
         public void StartServerAndProxy()
         {
             var name = GetType().Name.ToLowerInvariant();
@@ -24,7 +24,7 @@ namespace Steerd.Client.Tests
             net = new NetCut(srv.Base);
         }
 
-        [TestFixtureTearDown]
+        [OneTimeTearDown]
         public void StopServerAndProxy()
         {
             if (net != null) net.Dispose();

@@ -118,7 +118,7 @@ namespace Steerd.Client.Tests
             client.Reconnected += (w, r) => Interlocked.Increment(ref reconnects);
             try
             {
-                var wander = new List<Dictionary<string, object>> { Behavior.Wander().Entry() };
+                var wander = new List<BehaviorEntry> { Behavior.Wander().Entry() };
                 Wait(client.Spawn(world, "w", 20, Shapes.Circle(50, 50, 10), null, wander));
                 var e = Fails(client.Subscribe(world, null, 999));
                 Assert.IsNotNull(e);
@@ -134,7 +134,7 @@ namespace Steerd.Client.Tests
                 Wait(client.Subscribe(world, null, 2));
                 var view = client.View(world);
                 Assert.IsNotNull(view);
-                var f = Fails(client.Subscribe(world, new float[] { 0, 0, 10, 10 }, 999));
+                var f = Fails(client.Subscribe(world, Shapes.View(0, 0, 10, 10), 999));
                 Assert.AreEqual("invalid_field", f.Code);
                 Assert.AreSame(view, client.View(world));
                 lock (client.SyncRoot)
