@@ -7,6 +7,8 @@ pub mod recordings;
 pub mod rest;
 pub mod viewer;
 pub mod fanout;
+mod feed;
+mod session;
 pub mod ws;
 pub mod wsio;
 
