@@ -11,9 +11,9 @@ use serde_json::json;
 use steer_proto as proto;
 use utoipa::ToSchema;
 
-use super::AppState;
+use super::state::AppState;
 use super::error::ApiError;
-use super::openapi as doc;
+use super::schema as doc;
 use crate::authz::{Grant, Sight};
 use crate::convert;
 use crate::runtime::world::{Actor, AgentView, ObstacleView, ReplayOp, ReplayView, Request, Snapshot, WallView, WorldInfoView};

@@ -33,7 +33,7 @@ use tokio_tungstenite::tungstenite::error::ProtocolError;
 use tokio_tungstenite::tungstenite::{Error as WsError, Message};
 use tokio_util::sync::CancellationToken;
 
-use super::AppState;
+use super::state::AppState;
 use super::fanout::{Fanout, Handback, Member};
 use super::feed::{ByteRate, Cursor, Viewer};
 use super::session::{Effect, Env, Flow, Inbound, ReadFault, Rules, Session};
@@ -73,13 +73,13 @@ fn parse_batch(v: Option<&str>) -> Result<bool, crate::http::error::ApiError> {
            ("batch" = Option<String>, Query, description = "`1`/`true`: binary frames carry one or more messages back to back (a tick per WebSocket message); `0`/`false` or absent: one message per frame")),
     responses(
         (status = 101, description = "Switching Protocols: the WebSocket of the `steer-proto` protocol (hello, subscribe, commands, keyframes and deltas)"),
-        (status = 400, description = "Not a WebSocket upgrade request, or a bad `format`/`batch` value (`bad_request`)", body = super::openapi::ErrorBody),
-        (status = 403, description = "Origin not allowed (`forbidden`)", body = super::openapi::ErrorBody),
-        (status = 503, description = "Too many connections, or shutting down (`busy`)", body = super::openapi::ErrorBody)))]
+        (status = 400, description = "Not a WebSocket upgrade request, or a bad `format`/`batch` value (`bad_request`)", body = super::schema::ErrorBody),
+        (status = 403, description = "Origin not allowed (`forbidden`)", body = super::schema::ErrorBody),
+        (status = 503, description = "Too many connections, or shutting down (`busy`)", body = super::schema::ErrorBody)))]
 pub async fn upgrade(
     State(state): State<AppState>,
     headers: HeaderMap,
-    slot: Option<axum::Extension<super::ConnSlot>>,
+    slot: Option<axum::Extension<super::state::ConnSlot>>,
     peer: Option<axum::Extension<std::net::SocketAddr>>,
     Query(q): Query<WsQuery>,
     mut req: axum::extract::Request,
