@@ -213,6 +213,15 @@ pub fn move_to(m: &proto::MoveTo) -> Command {
     Command::MoveTo { agents: m.agents.clone(), target: vec2(m.target), stopping_distance: m.stopping_distance }
 }
 
+/// A MoveTo as REST writes it (the wire message's fields but the request id and world), checked
+/// by the wire's own rules first, as the WebSocket session checks it, then converted as
+/// [`move_to`]: REST and WebSocket name a bad field alike.
+pub fn rest_move_to(agents: Vec<u32>, target: proto::Point, stopping_distance: f32) -> Result<Command, SimError> {
+    let m = proto::MoveTo { request_id: 0, world: String::new(), agents, target, stopping_distance };
+    proto::Validate::validate(&m).map_err(|e| SimError::invalid(e.field, e.reason))?;
+    Ok(move_to(&m))
+}
+
 /// The sim spawn of a wire spawn (REST `POST …/agents` and the WebSocket `Spawn`).
 pub fn spawn_spec(group: &str, count: u32, area: &proto::SpawnArea, limits: &proto::Limits, behaviors: &[proto::BehaviorEntry]) -> Result<SpawnSpec, SimError> {
     // A spawn of nothing is a mistake, not a success with no ids (the documented minimum is 1;

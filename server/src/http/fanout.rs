@@ -37,7 +37,7 @@ use tokio::sync::{broadcast, mpsc};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
-use super::ws::{ByteRate, Viewer, steady_cells};
+use super::feed::{ByteRate, Viewer, steady_cells};
 use super::wsio::{Frames, TcpOut, queue_messages};
 use crate::metrics::Metrics;
 use crate::runtime::{SessionId, SetKey, TickFrame, WorldHandle};

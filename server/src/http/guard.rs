@@ -22,7 +22,7 @@ use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use steer_proto::ErrorCode;
 
-use super::AppState;
+use super::state::AppState;
 use super::error::ApiError;
 use crate::authz::{self, Caller};
 

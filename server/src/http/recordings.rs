@@ -6,9 +6,9 @@ use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use steer_proto::ErrorCode;
 
-use super::AppState;
+use super::state::AppState;
 use super::error::ApiError;
-use super::openapi as doc;
+use super::schema as doc;
 use crate::runtime::world::Request;
 
 type ApiResult = Result<Response, ApiError>;

@@ -27,6 +27,10 @@ mod types;
 pub use config::{EdgeRule, WorldConfig};
 pub use contact::{FACE_VELOCITY_EPSILON, integrate};
 use contact::{ApplyCtx, CONTACT_ROUNDS_MAX, Contacts};
+/// The largest `stopping_distance` of a MoveTo, world units (the REST schema states it too;
+/// `http::rest::agents` checks that they agree).
+pub const MAX_STOPPING_DISTANCE: f32 = 1000.0;
+
 pub use types::{Audit, Command, Event, Outcome, SpawnArea, SpawnSpec, StepStats, TargetBinding};
 
 use std::sync::Arc;
@@ -274,8 +278,8 @@ impl World {
             return Err(SimError::invalid("target", "must lie inside the world bounds"));
         }
         super::error::check_non_negative("stopping_distance", stopping_distance)?;
-        if stopping_distance > 1000.0 {
-            return Err(SimError::invalid("stopping_distance", "must be at most 1000"));
+        if stopping_distance > MAX_STOPPING_DISTANCE {
+            return Err(SimError::invalid("stopping_distance", format!("must be at most {MAX_STOPPING_DISTANCE}")));
         }
         if agents.len() > self.config.max_spawn {
             return Err(SimError::LimitExceeded { what: "agents".into(), max: self.config.max_spawn });
