@@ -171,7 +171,9 @@ namespace Steerd.Client
             var c = new SteerClient(url, options ?? new ConnectOptions(), SynchronizationContext.Current);
             var run = c.RunAsync();
             GC.KeepAlive(run);
-            await c.opened.Task.ConfigureAwait(false);
+            // On the caller's context (Unity's main thread): `opened` continues asynchronously, and
+            // without a context that would be the thread pool, which a WebGL player never runs.
+            await c.opened.Task;
             return c;
         }
 
@@ -856,7 +858,7 @@ namespace Steerd.Client
         /// <summary>Reports a failed internal command as an Error (no thread-pool continuation: WebGL has none).</summary>
         async void Observe(Task t)
         {
-            try { await t.ConfigureAwait(false); }
+            try { await t; } // on the context it was made on (a WebGL player has no thread pool)
             catch (OperationCanceledException) { }
             catch (Exception e) { Raise(Error, e.Message); }
         }
