@@ -59,6 +59,11 @@ namespace Steerd.Client
         /// ClientWebSocketTransport, WebGLTransport in a WebGL player).
         /// </summary>
         public Func<ITransport> Transport;
+        /// <summary>
+        /// How the client waits (ms, cancellation) for timeouts, pings, back-off and resyncs
+        /// (default Timing.Delay: Task.Delay, or a per-frame poll in WebGL players where timers never fire).
+        /// </summary>
+        public Func<int, CancellationToken, Task> Delay;
     }
 
     public sealed class SteerClient : IDisposable
@@ -141,7 +146,8 @@ namespace Steerd.Client
             public TaskCompletionSource<CommandResult> Tcs;
             public TaskCompletionSource<long> Pong;
             public bool Internal;
-            public Timer Timer;
+            /// <summary>Cancels the command's timeout (its result or its end came first).</summary>
+            public readonly CancellationTokenSource Timer = new CancellationTokenSource();
             /// <summary>The message (queued until sent).</summary>
             public Dictionary<string, object> Msg;
             /// <summary>Handed to a socket: from then on a missing result is outcome_unknown.</summary>
@@ -165,7 +171,9 @@ namespace Steerd.Client
             var c = new SteerClient(url, options ?? new ConnectOptions(), SynchronizationContext.Current);
             var run = c.RunAsync();
             GC.KeepAlive(run);
-            await c.opened.Task.ConfigureAwait(false);
+            // On the caller's context (Unity's main thread): `opened` continues asynchronously, and
+            // without a context that would be the thread pool, which a WebGL player never runs.
+            await c.opened.Task;
             return c;
         }
 
@@ -482,9 +490,12 @@ namespace Steerd.Client
             }
         }
 
-        void StartTimer(long rid, Pending p)
+        Task Wait(int ms, CancellationToken cancel) { return (opts.Delay ?? Timing.Delay)(ms, cancel); }
+
+        async void StartTimer(long rid, Pending p)
         {
-            p.Timer = new Timer(_ =>
+            try { await Wait(opts.CommandTimeoutMs, p.Timer.Token).ConfigureAwait(false); }
+            catch (OperationCanceledException) { return; }
             {
                 bool mine;
                 bool sent;
@@ -499,7 +510,7 @@ namespace Steerd.Client
                     ? new CommandException("outcome_unknown", p.What + " was sent but not answered within " + opts.CommandTimeoutMs + " ms: it may or may not have taken effect", null, rid)
                     : new CommandException("timeout", "no connection within " + opts.CommandTimeoutMs + " ms: " + p.What + " was dropped unsent", null, rid);
                 if (p.Tcs != null) p.Tcs.TrySetException(e); else p.Pong.TrySetException(e);
-            }, null, opts.CommandTimeoutMs, Timeout.Infinite);
+            }
         }
 
         /// <summary>Hands msg to the open socket; false if there is none.</summary>
@@ -540,7 +551,7 @@ namespace Steerd.Client
                 if (!pending.TryGetValue(rid, out p)) return;
                 pending.Remove(rid);
             }
-            p.Timer.Dispose();
+            p.Timer.Cancel();
             if (p.Tcs != null) p.Tcs.TrySetException(e); else p.Pong.TrySetException(e);
         }
 
@@ -583,7 +594,7 @@ namespace Steerd.Client
                 if (!OnDrop(why, info)) return;
                 int delay = (int)(Math.Min(opts.ReconnectMaxDelayMs, opts.ReconnectMinDelayMs * Math.Pow(2, Math.Min(attempts, 20))) * (0.5 + Jitter()));
                 attempts++;
-                try { await Task.Delay(delay, stop.Token).ConfigureAwait(false); } catch (OperationCanceledException) { return; }
+                try { await Wait(delay, stop.Token).ConfigureAwait(false); } catch (OperationCanceledException) { return; }
             }
         }
 
@@ -724,7 +735,7 @@ namespace Steerd.Client
                             }
                             if (pending.TryGetValue(rid, out p)) pending.Remove(rid);
                         }
-                        if (p != null && p.Pong != null) { p.Timer.Dispose(); p.Pong.TrySetResult(tick); }
+                        if (p != null && p.Pong != null) { p.Timer.Cancel(); p.Pong.TrySetResult(tick); }
                         return;
                     }
                 case "error":
@@ -780,7 +791,7 @@ namespace Steerd.Client
                 }
                 return;
             }
-            p.Timer.Dispose();
+            p.Timer.Cancel();
             if (p.OnResult != null) p.OnResult(r);
             if (p.Tcs == null) return;
             if (type == "error") { p.Tcs.TrySetException(new CommandException((string)r["code"], (string)r["message"], r["field"] as string, rid)); return; }
@@ -844,16 +855,25 @@ namespace Steerd.Client
             opened.TrySetResult(true);
         }
 
-        void Observe(Task t)
+        /// <summary>Reports a failed internal command as an Error (no thread-pool continuation: WebGL has none).</summary>
+        async void Observe(Task t)
         {
-            t.ContinueWith(x => { if (x.Exception != null) Raise(Error, x.Exception.InnerException.Message); }, TaskContinuationOptions.OnlyOnFaulted);
+            try { await t; } // on the context it was made on (a WebGL player has no thread pool)
+            catch (OperationCanceledException) { }
+            catch (Exception e) { Raise(Error, e.Message); }
         }
 
         void ScheduleResync(string world, string reason)
         {
             Raise(Resynced, world, reason);
             lock (SyncRoot) { if (!resyncPending.Add(world)) return; }
-            Task.Delay(50).ContinueWith(_ =>
+            ResubscribeSoon(world);
+        }
+
+        async void ResubscribeSoon(string world)
+        {
+            try { await Wait(50, stop.Token).ConfigureAwait(false); }
+            catch (OperationCanceledException) { lock (SyncRoot) resyncPending.Remove(world); return; }
             {
                 Dictionary<string, object> msg = null;
                 lock (SyncRoot)
@@ -863,7 +883,7 @@ namespace Steerd.Client
                     if (State == "open" && views.TryGetValue(world, out v)) msg = SubscribeMsg(world, v.Area, v.EveryNTicks);
                 }
                 if (msg != null) Observe(SubscribeCommand(world, AreaOf(msg), (int)(long)msg["every_n_ticks"], true));
-            });
+            }
         }
 
         async void PingLoop(int gen)
@@ -871,7 +891,7 @@ namespace Steerd.Client
             int sent = 0;
             while (!stop.IsCancellationRequested)
             {
-                try { await Task.Delay(sent < 5 ? Math.Min(200, opts.PingIntervalMs) : opts.PingIntervalMs, stop.Token).ConfigureAwait(false); }
+                try { await Wait(sent < 5 ? Math.Min(200, opts.PingIntervalMs) : opts.PingIntervalMs, stop.Token).ConfigureAwait(false); }
                 catch (OperationCanceledException) { return; }
                 long rid;
                 lock (SyncRoot)
@@ -903,7 +923,7 @@ namespace Steerd.Client
             }
             foreach (var kv in fail)
             {
-                kv.Value.Timer.Dispose();
+                kv.Value.Timer.Cancel();
                 var e = kv.Value.Sent
                     ? new CommandException("outcome_unknown", why + " before the result of " + kv.Value.What + ": it may or may not have taken effect", null, kv.Key)
                     : new CommandException("not_connected", why + ": " + kv.Value.What + " was never sent", null, kv.Key);

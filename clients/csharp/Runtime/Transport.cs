@@ -36,6 +36,41 @@ namespace Steerd.Client
         void Abort();
     }
 
+    /// <summary>
+    /// How the client waits (command timeouts, pings, reconnect back-off, resyncs). Task.Delay runs on
+    /// System.Threading timers, which never fire in a WebGL player (no threads): there the client
+    /// polls a clock once a frame instead (FrameDelay).
+    /// </summary>
+    public static class Timing
+    {
+        /// <summary>The platform's wait: FrameDelay in a WebGL player, else Task.Delay.</summary>
+        public static Task Delay(int ms, CancellationToken cancel)
+        {
+#if UNITY_WEBGL && !UNITY_EDITOR
+            return FrameDelay(ms, cancel);
+#else
+            return Task.Delay(ms, cancel);
+#endif
+        }
+
+        static readonly System.Diagnostics.Stopwatch clock = System.Diagnostics.Stopwatch.StartNew();
+
+        /// <summary>
+        /// Waits ms milliseconds without a timer: yields (Task.Yield: the next frame on Unity's
+        /// main thread) until the clock has moved on that far; cancelled like Task.Delay.
+        /// </summary>
+        public static async Task FrameDelay(int ms, CancellationToken cancel)
+        {
+            double end = clock.Elapsed.TotalMilliseconds + Math.Max(0, ms);
+            do
+            {
+                cancel.ThrowIfCancellationRequested();
+                await Task.Yield();
+            } while (clock.Elapsed.TotalMilliseconds < end);
+            cancel.ThrowIfCancellationRequested();
+        }
+    }
+
     public static class Transports
     {
         /// <summary>The platform's transport: WebGLTransport in a WebGL player, else ClientWebSocketTransport.</summary>

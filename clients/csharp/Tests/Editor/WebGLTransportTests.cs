@@ -128,6 +128,19 @@ namespace Steerd.Client.Tests
         public void Stop() { if (srv != null) srv.Dispose(); }
 
         [Test]
+        public void FrameDelayWaitsItsTimeWithoutATimerAndIsCancelled()
+        {
+            var sw = System.Diagnostics.Stopwatch.StartNew();
+            Assert.IsTrue(Timing.FrameDelay(120, CancellationToken.None).Wait(5000));
+            Assert.GreaterOrEqual(sw.Elapsed.TotalMilliseconds, 119.0);
+            var cts = new CancellationTokenSource();
+            var t = Timing.FrameDelay(60000, cts.Token);
+            cts.Cancel();
+            try { t.Wait(5000); Assert.Fail("not cancelled"); }
+            catch (AggregateException e) { Assert.IsInstanceOf<OperationCanceledException>(e.InnerException); }
+        }
+
+        [Test]
         public void AClientOverTheBrowserSocketContractSpawnsStreamsResumesAndSeesTheServersCloseCode()
         {
             const string world = "cs-webgl";
@@ -137,6 +150,9 @@ namespace Steerd.Client.Tests
             {
                 Token = srv.MintToken("webgl"),
                 Transport = () => new WebGLTransport(browser, () => Task.Delay(1)),
+                // As in a WebGL player: no timers, the clock polled (command timeouts, pings, back-off).
+                Delay = Timing.FrameDelay,
+                CommandTimeoutMs = 3000,
                 ReconnectMinDelayMs = 50,
                 ReconnectMaxDelayMs = 100,
             };
@@ -150,6 +166,10 @@ namespace Steerd.Client.Tests
                 var view = client.View(world);
                 var ids = E2eTests.Wait(client.Spawn(world, "g", 4, Shapes.Circle(40, 40, 3))).Agents;
                 E2eTests.Until("the agents drawn, mine", () => { lock (client.SyncRoot) return view.Sample(SteerClient.NowMs).Count(s => s.Mine) == 4; });
+                // The ping loop runs on the polled delay: its Pongs (the subscribed world's tick) reach the clock.
+                Assert.Greater(E2eTests.Wait(client.Ping()), 0L);
+                lock (client.SyncRoot) view.Clock.Reset();
+                E2eTests.Until("the clock synced again by the ping loop alone", () => { lock (client.SyncRoot) return view.Clock.Synced; });
                 // Abort (DropSocket) is a network failure: the client resumes through a new socket.
                 bool? resumed = null;
                 client.Reconnected += (w, r) => resumed = r;
