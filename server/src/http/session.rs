@@ -171,8 +171,11 @@ pub(crate) struct Session {
     /// Ids of the subscribed worlds, in subscription order.
     subscribed: Vec<u32>,
     /// (world name, area, every_n_ticks) of each subscription, kept for a resume.
-    subs: Vec<(String, proto::Area, u32)>,
+    subs: Vec<Kept>,
 }
+
+/// A subscription as a resume restores it: world name, area, `every_n_ticks`.
+pub(crate) type Kept = (String, proto::Area, u32);
 
 /// Effects are pushed here.
 type Out<W> = Vec<Effect<W>>;
@@ -210,7 +213,7 @@ impl Session {
     }
 
     /// What a session that ends leaves for a resume: who, its resume token, its subscriptions.
-    pub(crate) fn resumable(&self) -> Option<(&Identity, &str, &[(String, proto::Area, u32)])> {
+    pub(crate) fn resumable(&self) -> Option<(&Identity, &str, &[Kept])> {
         Some((self.identity.as_ref()?, self.resume_token.as_deref()?, &self.subs))
     }
 
@@ -614,7 +617,7 @@ mod tests {
         /// The connection's registration was used.
         joined: bool,
         /// A dropped session that can be resumed with token `r1`.
-        dropped: Option<(Identity, Vec<(String, proto::Area, u32)>)>,
+        dropped: Option<(Identity, Vec<Kept>)>,
         /// The server keeps as many sessions as it may.
         full: bool,
     }
