@@ -118,6 +118,11 @@ impl Ws {
     /// Connects to `/ws` with a kernel receive buffer of `rcvbuf` bytes and says `Hello`: a client
     /// that stops reading backs the server's socket up quickly.
     pub async fn connect_small_buffer(addr: SocketAddr, rcvbuf: u32) -> Ws {
+        Ws::connect_small_buffer_with(addr, rcvbuf, Encoding::Binary).await
+    }
+
+    /// [`Ws::connect_small_buffer`] in either encoding (JSON: `/ws?format=json`).
+    pub async fn connect_small_buffer_with(addr: SocketAddr, rcvbuf: u32, enc: Encoding) -> Ws {
         let sock = if addr.is_ipv4() {
             tokio::net::TcpSocket::new_v4()
         } else {
@@ -132,14 +137,17 @@ impl Ws {
         let (ws, _) = tokio::time::timeout(
             WAIT,
             tokio_tungstenite::client_async(
-                format!("ws://{addr}/ws"),
+                match enc {
+                    Encoding::Binary => format!("ws://{addr}/ws"),
+                    Encoding::Json => format!("ws://{addr}/ws?format=json"),
+                },
                 MaybeTlsStream::Plain(stream),
             ),
         )
         .await
         .expect("upgrade timed out")
         .expect("upgrade");
-        let mut ws = Ws::from_stream(ws, Encoding::Binary);
+        let mut ws = Ws::from_stream(ws, enc);
         ws.hello(None).await;
         ws
     }

@@ -45,8 +45,6 @@ pub(crate) trait Env {
     fn info(&self, world: &Self::World) -> proto::WorldInfo;
     /// The highest `every_n_ticks` the world serves.
     fn max_rate(&self, world: &Self::World) -> u32;
-    /// The world's group names (sent with `Subscribed`).
-    fn groups(&self, world: &Self::World) -> Vec<String>;
     /// The player rules of the world named `name`.
     fn policy(&self, name: &str) -> &WorldPolicy;
     /// Every world, as `Welcome` lists them.
@@ -67,9 +65,10 @@ pub(crate) enum Effect<W> {
     Viewer(Viewer, Encoding),
     /// A message for this connection alone (an event about the player's agents).
     Direct(Direct),
-    /// Start (or move) a subscription: keyframes for `cells`, then deltas (`result`: the command
-    /// result to send first; none for a subscription restored by a resume).
-    Subscribe { world: W, cells: Vec<u32>, span: u32, result: Option<Bytes> },
+    /// Start (or move) a subscription: keyframes for `cells`, then deltas (`request_id`: the
+    /// command whose `subscribed` result goes first, with the group table as the subscription
+    /// starts; none for a subscription a resume restores).
+    Subscribe { world: W, cells: Vec<u32>, span: u32, request_id: Option<u32> },
     /// Stop the subscription of world `world`, then send `result`.
     Unsubscribe { world: u32, result: Bytes },
     /// Apply `commands` in `world` as `actor`, then hand the outcome to [`Session::applied`].
@@ -529,11 +528,7 @@ impl Session {
                 }
                 self.subs.retain(|(n, _, _)| *n != info.name);
                 self.subs.push((info.name.clone(), area.clone(), span));
-                let result = rid.map(|request_id| {
-                    let subscribed = proto::Subscribed { world: info.id, cells: cells.clone(), groups: env.groups(&w) };
-                    encode(&ServerMsg::CommandResult(proto::CommandResult { request_id, result: proto::Outcome::Subscribed(subscribed) }), self.enc)
-                });
-                out.push(Effect::Subscribe { world: w, cells, span, result });
+                out.push(Effect::Subscribe { world: w, cells, span, request_id: rid });
                 Flow::Continue
             }
             Err(b) => self.fail(rid, b, out),
@@ -676,10 +671,6 @@ mod tests {
             20
         }
 
-        fn groups(&self, _: &u32) -> Vec<String> {
-            vec!["blue".into()]
-        }
-
         fn policy(&self, _: &str) -> &WorldPolicy {
             &self.policy
         }
@@ -809,7 +800,7 @@ mod tests {
         let mut s = Session::new(rules(), Encoding::Json, t0);
         let (flow, out) = text(&mut s, &mut env, &hello(None, Some("r1")), t0);
         assert_eq!(flow, Flow::Continue);
-        let restored: Vec<_> = out.iter().filter_map(|e| if let Effect::Subscribe { world, cells, span, result } = e { Some((*world, cells.len(), *span, result.is_none())) } else { None }).collect();
+        let restored: Vec<_> = out.iter().filter_map(|e| if let Effect::Subscribe { world, cells, span, request_id } = e { Some((*world, cells.len(), *span, request_id.is_none())) } else { None }).collect();
         // The world that is gone is skipped; a restored subscription answers no command.
         assert_eq!(restored, [(0, 50, 2, true)]);
         assert_eq!(s.resumable().map(|(_, _, subs)| subs.len()), Some(1));
@@ -883,11 +874,10 @@ mod tests {
         let mut s = admin(&mut env, t0);
         let (flow, out) = text(&mut s, &mut env, r#"{"type":"subscribe","request_id":5,"world":"yard","area":{"type":"rect","min_x":0,"min_y":0,"max_x":30,"max_y":10},"every_n_ticks":3}"#, t0);
         assert_eq!(flow, Flow::Continue);
-        let [Effect::Subscribe { world: 1, cells, span: 3, result: Some(r) }] = out.as_slice() else { panic!("one subscription, got {out:?}") };
+        // The send task answers it (with the group table as the subscription starts).
+        let [Effect::Subscribe { world: 1, cells, span: 3, request_id: Some(5) }] = out.as_slice() else { panic!("one subscription, got {out:?}") };
         // 25-unit cells: columns 0..=1, row 0.
         assert_eq!(cells, &[0, 1]);
-        let reply: ServerMsg = proto::decode_json(std::str::from_utf8(r).expect("utf-8"), 1 << 20).expect("a message");
-        assert!(matches!(reply, ServerMsg::CommandResult(proto::CommandResult { request_id: 5, result: proto::Outcome::Subscribed(sub) }) if sub.world == 1 && sub.cells == [0, 1] && sub.groups == ["blue"]));
         // A rate beyond the world's and an unknown world are refused, naming the field.
         let (_, out) = text(&mut s, &mut env, r#"{"type":"subscribe","request_id":6,"world":"yard","area":{"type":"whole_world"},"every_n_ticks":21}"#, t0);
         assert!(matches!(result_of(&out, 6), proto::Outcome::Error(b) if b.field.as_deref() == Some("every_n_ticks")));

@@ -24,7 +24,7 @@ use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use bytes::Bytes;
 use futures_util::StreamExt;
-use steer_proto::{self as proto, Encoding};
+use steer_proto::{self as proto, Encoding, ServerMsg};
 use tokio::sync::mpsc;
 use tokio_stream::StreamMap;
 use tokio_stream::wrappers::BroadcastStream;
@@ -35,7 +35,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::state::AppState;
 use super::fanout::{Fanout, Handback, Member};
-use super::feed::{ByteRate, Cursor, Viewer};
+use super::feed::{ByteRate, Cursor, Viewer, encode};
 use super::session::{Effect, Env, Flow, Inbound, ReadFault, Rules, Session};
 use super::wsio::{self, Frames, queue_messages};
 use crate::auth::Identity;
@@ -129,9 +129,9 @@ pub async fn upgrade(
 enum Ctl {
     /// Send a message (encoded as given).
     Send(Bytes, Encoding),
-    /// Start (or move) a subscription: keyframes for `cells`, then deltas (`result`: the
-    /// command result to send first; none for a subscription restored by a resume).
-    Subscribe { world: WorldHandle, cells: Vec<u32>, span: u32, result: Option<Bytes> },
+    /// Start (or move) a subscription: keyframes for `cells`, then deltas (`request_id`: the
+    /// command whose `subscribed` result goes first; none for a subscription a resume restores).
+    Subscribe { world: WorldHandle, cells: Vec<u32>, span: u32, request_id: Option<u32> },
     /// Who the connection is (set by Hello, before Welcome): what its frames are filtered by,
     /// and their encoding.
     Viewer(Viewer, Encoding),
@@ -293,13 +293,23 @@ async fn send_task(mut writer: wsio::Writer, mut ctl: mpsc::Receiver<Ctl>, mut d
                 Some(Ctl::Direct(d)) => batch.push((d.encoded(enc), enc)),
                 // Set once, by Hello, before any subscription exists.
                 Some(Ctl::Viewer(v, e)) => (viewer, enc) = (v, e),
-                Some(Ctl::Subscribe { world, cells, span, result }) => {
-                    batch.extend(result.map(|r| (r, enc)));
+                Some(Ctl::Subscribe { world, cells, span, request_id }) => {
                     // Receiver first, then the newest frame: any frame published in between
                     // is in the receiver and is skipped by `after` if the keyframes cover it.
                     streams.insert(world.id, BroadcastStream::new(world.subscribe()));
+                    let latest = world.latest();
+                    // Then the group table for the result: the publisher updates it before it
+                    // makes a frame the newest, so a change in a frame the keyframes cover (its
+                    // events are not sent) is in the table, and one in a later frame comes as
+                    // that frame's `groups` event. (Read when the command was handled, a change
+                    // published before this point was announced to nobody here.)
+                    if let Some(request_id) = request_id {
+                        let groups = world.groups.lock().map(|g| g.clone()).unwrap_or_else(|p| p.into_inner().clone());
+                        let result = proto::Outcome::Subscribed(proto::Subscribed { world: world.id, cells: cells.clone(), groups });
+                        batch.push((encode(&ServerMsg::CommandResult(proto::CommandResult { request_id, result }), enc), enc));
+                    }
                     let mut sub = Sub { feed: Cursor::new(cells, span), _rate: world.rates.hold(span), fast: None, conn: id, world: world.clone() };
-                    if let Some(latest) = world.latest() {
+                    if let Some(latest) = latest {
                         // Keyframes now (at the newest frame's tick); a rate the world does not
                         // keep yet starts with its first frame.
                         let n = sub.feed.frame(&latest, &viewer, enc, &mut batch, false, m);
@@ -481,10 +491,6 @@ impl Env for AppEnv {
         world.rates.max()
     }
 
-    fn groups(&self, world: &WorldHandle) -> Vec<String> {
-        world.groups.lock().map(|g| g.clone()).unwrap_or_else(|p| p.into_inner().clone())
-    }
-
     fn policy(&self, name: &str) -> &WorldPolicy {
         self.state.registry.policy(name)
     }
@@ -562,7 +568,7 @@ async fn carry_out(out: &mut Vec<Effect<WorldHandle>>, session: &mut Session, ct
             Effect::Pong(p) => Ctl::Pong(p),
             Effect::Viewer(v, e) => Ctl::Viewer(v, e),
             Effect::Direct(d) => Ctl::Direct(d),
-            Effect::Subscribe { world, cells, span, result } => Ctl::Subscribe { world, cells, span, result },
+            Effect::Subscribe { world, cells, span, request_id } => Ctl::Subscribe { world, cells, span, request_id },
             Effect::Unsubscribe { world, result } => Ctl::Unsubscribe { world, result },
             Effect::Close(code, reason) => Ctl::Close(code, reason),
             Effect::RateLimited => {

@@ -141,3 +141,44 @@ async fn graceful_shutdown_closes_with_1001_and_exits_0() {
     let text = std::fs::read_to_string(&saved).expect("autosave written at shutdown");
     serde_json::from_str::<serde_json::Value>(&text).expect("autosave is JSON");
 }
+
+/// A group that appears between a `subscribe` command and the start of its subscription (the
+/// connection's send task busy meanwhile) is in the `subscribed` result, or follows as that
+/// world's `groups` event: never announced to nobody. The send task is held in a blocked write:
+/// a JSON connection (no fan-out: the send task writes every frame) with a 4 KiB receive buffer
+/// stops reading a busy world; the subscribe then waits in the task's queue while the new group
+/// is published.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_group_published_before_the_subscription_starts_is_announced() {
+    let _heavy = heavy_lock().await;
+    let srv = Server::fresh("groups-start", Opts::default());
+    let http = srv.http();
+    create_world(&http, "busy", "busy", &wander_scenario(300.0, 3000)).await;
+    http.post("/worlds", &serde_json::json!({"name": "quiet"})).await.expect(201);
+    let mut ws = Ws::connect_small_buffer_with(srv.addr, 4096, Encoding::Json).await;
+    let quiet = ws.welcome.as_ref().and_then(|w| w.worlds.iter().find(|i| i.name == "quiet")).expect("quiet in Welcome").id;
+    ws.subscribe("busy", whole_world()).await;
+    // Not reading: the server's socket backs up and its send task blocks in a write (well within
+    // the 5 s write timeout by the time this client reads again).
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let rid = ws.rid();
+    ws.send(&proto::ClientMsg::Subscribe(proto::Subscribe { request_id: rid, world: "quiet".into(), area: whole_world(), every_n_ticks: 1 })).await;
+    let spawn = serde_json::json!({"group": "late", "count": 1, "area": {"type": "circle", "x": 50, "y": 50, "radius": 1}});
+    http.post("/worlds/quiet/agents", &spawn).await.expect(201);
+    let t0 = tick(&http, "quiet").await;
+    while tick(&http, "quiet").await < t0 + 3 {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let groups = match ws.result(rid).await {
+        Outcome::Subscribed(s) => s.groups,
+        other => panic!("subscribe failed: {other:?}"),
+    };
+    if !groups.iter().any(|g| g == "late") {
+        let ev = ws
+            .next_until(Duration::from_secs(5), |m| {
+                matches!(m, ServerMsg::Event(e) if e.world == quiet && matches!(&e.event, EventKind::Groups(g) if g.groups.iter().any(|n| n == "late")))
+            })
+            .await;
+        assert!(ev.is_some(), "the group `late` was in neither the subscribed result ({groups:?}) nor a later groups event");
+    }
+}
