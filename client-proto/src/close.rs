@@ -39,7 +39,7 @@ pub const ALL: &[CloseCode] = &[
     CloseCode {
         code: POLICY,
         name: "POLICY",
-        when: "no `Hello` within the Hello timeout; `unsupported_version`; more malformed messages than allowed; a WebSocket protocol violation; the session table is full",
+        when: "no `Hello` within the Hello timeout; `unsupported_version`; more malformed messages, or commands before `Hello`, than allowed; a WebSocket protocol violation; the session table is full",
         client: "fix what the preceding `Error` names; a full session table: retry later",
     },
     CloseCode { code: TOO_BIG, name: "TOO_BIG", when: "a message or frame over `Welcome.max_message_bytes`", client: "send smaller messages" },

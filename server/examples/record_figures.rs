@@ -122,7 +122,7 @@ fn main() -> anyhow::Result<()> {
         ("AddObstacle", Command::AddObstacle { center: Vec2::new(10.0, 20.0), radius: 3.0 }),
         ("MoveObstacle", Command::MoveObstacle { id: 3, center: Vec2::new(10.0, 20.0), radius: None }),
         ("AddWall", Command::AddWall { a: Vec2::ZERO, b: Vec2::ONE }),
-        ("RemoveBehavior", Command::RemoveBehavior { agent: 4711, kind: "separation".into() }),
+        ("RemoveBehavior", Command::RemoveBehavior { agent: 4711, kind: steerd::sim::behaviors::BehaviorKind::Separation }),
         (
             "Spawn (rect, 2 behaviours)",
             Command::Spawn(SpawnSpec {

@@ -263,6 +263,7 @@ pub const ROUTES: &[(&str, &str, Rule)] = &[
     ("GET", "/recordings", Rule::Admin),
     ("DELETE", "/recordings/{name}", Rule::Admin),
     ("POST", "/debug/panic", Rule::Admin),
+    ("POST", "/debug/stall", Rule::Admin),
     ("GET", "/scenarios", Rule::Read),
     ("GET", "/scenarios/{name}", Rule::Read),
     ("PUT", "/scenarios/{name}", Rule::Admin),

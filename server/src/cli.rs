@@ -96,7 +96,8 @@ pub struct ServeArgs {
     /// non-loopback address.
     #[arg(long, env = "STEERD_ALLOW_DEV_ON_NETWORK")]
     pub allow_dev_on_network: bool,
-    /// Serve `POST /debug/panic` (admin only) for the reliability suite's panic test.
+    /// Serve `POST /debug/panic` and `POST /debug/stall` (admin only) for the reliability suite's
+    /// panic and overload tests.
     #[arg(long, env = "STEERD_FAULT_INJECTION", hide = true)]
     pub fault_injection: bool,
 }

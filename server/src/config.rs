@@ -40,9 +40,11 @@ pub struct Settings {
     pub same_origin_hosts: Vec<String>,
     /// Record every world from its start (`serve --record`); files go to `<data_dir>/recordings`.
     pub record: bool,
-    /// Serves `POST /debug/panic` (admin only), which panics a world's thread or the request's
-    /// connection task on purpose, so the reliability suite can check that a panic is contained
-    /// and reported (docs/reliability.md, test 18). Off by default: the route answers 404.
+    /// Serves `POST /debug/panic` and `POST /debug/stall` (admin only), which panic a world's
+    /// thread or the request's connection task, or block a world's thread, on purpose, so the
+    /// reliability suite can check that a panic is contained and reported (docs/reliability.md,
+    /// test 18) and that a full world queue answers `busy` (test 9). Off by default: the routes
+    /// answer 404.
     pub fault_injection: bool,
     /// Player authentication and sessions.
     pub auth: AuthSettings,

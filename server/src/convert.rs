@@ -4,6 +4,7 @@ use glam::Vec2;
 use steer_proto as proto;
 
 use crate::sim::behaviors::{
+    BehaviorKind,
     Behavior, BehaviorEntry, Target, agent_avoidance, ahead_avoidance, align, alignment, arrive, cohesion, evade, face, flee,
     leader_following, look_where_you_are_going, obstacle_avoidance, path_following, pursue, random_target, reciprocal_avoidance, seek, separation,
     velocity_match, wall_avoidance, wander,
@@ -208,6 +209,34 @@ pub fn error_body(e: &SimError) -> proto::ErrorBody {
     proto::ErrorBody { code, message: e.to_string(), field }
 }
 
+/// A wire behaviour kind as the sim's (the same names).
+pub fn behavior_kind(k: proto::BehaviorKind) -> BehaviorKind {
+    use proto::BehaviorKind as W;
+    match k {
+        W::Seek => BehaviorKind::Seek,
+        W::Flee => BehaviorKind::Flee,
+        W::Arrive => BehaviorKind::Arrive,
+        W::Pursue => BehaviorKind::Pursue,
+        W::Evade => BehaviorKind::Evade,
+        W::Align => BehaviorKind::Align,
+        W::Face => BehaviorKind::Face,
+        W::LookWhereYouAreGoing => BehaviorKind::LookWhereYouAreGoing,
+        W::VelocityMatch => BehaviorKind::VelocityMatch,
+        W::Wander => BehaviorKind::Wander,
+        W::RandomTarget => BehaviorKind::RandomTarget,
+        W::ObstacleAvoidance => BehaviorKind::ObstacleAvoidance,
+        W::AheadAvoidance => BehaviorKind::AheadAvoidance,
+        W::WallAvoidance => BehaviorKind::WallAvoidance,
+        W::AgentAvoidance => BehaviorKind::AgentAvoidance,
+        W::Separation => BehaviorKind::Separation,
+        W::Cohesion => BehaviorKind::Cohesion,
+        W::Alignment => BehaviorKind::Alignment,
+        W::PathFollowing => BehaviorKind::PathFollowing,
+        W::LeaderFollowing => BehaviorKind::LeaderFollowing,
+        W::ReciprocalAvoidance => BehaviorKind::ReciprocalAvoidance,
+    }
+}
+
 /// A wire MoveTo as a sim command (one command moves the whole group).
 pub fn move_to(m: &proto::MoveTo) -> Command {
     Command::MoveTo { agents: m.agents.clone(), target: vec2(m.target), stopping_distance: m.stopping_distance }
@@ -260,8 +289,8 @@ pub fn world_commands(msg: &proto::ClientMsg) -> Option<Result<Vec<Command>, Sim
             Ok(m.agents.iter().map(|a| Command::AddBehavior { agent: *a, entry: entry.clone() }).collect())
         }),
         M::RemoveBehavior(m) => {
-            let kind = serde_json::to_value(m.kind).ok().and_then(|v| v.as_str().map(str::to_string)).unwrap_or_default();
-            Ok(m.agents.iter().map(|a| Command::RemoveBehavior { agent: *a, kind: kind.clone() }).collect())
+            let kind = behavior_kind(m.kind);
+            Ok(m.agents.iter().map(|a| Command::RemoveBehavior { agent: *a, kind }).collect())
         }
         M::ResetBehaviors(m) => Ok(m.agents.iter().map(|a| Command::ResetBehaviors { agent: *a }).collect()),
         M::MoveTo(m) => Ok(vec![move_to(m)]),
@@ -274,6 +303,16 @@ mod tests {
     use super::*;
     use crate::sim::error::MAX_QUERY_RADIUS;
     use steer_proto::Validate;
+
+    /// A wire kind and the sim kind it becomes have the same name (what a recording stores);
+    /// every sim kind is some wire kind's.
+    #[test]
+    fn behavior_kinds_keep_their_names() {
+        for k in proto::BehaviorKind::ALL {
+            assert_eq!(behavior_kind(*k).name(), k.name());
+        }
+        assert_eq!(proto::BehaviorKind::ALL.len(), BehaviorKind::ALL.len());
+    }
 
     fn sim_params(w: &proto::ReciprocalAvoidance) -> reciprocal_avoidance::ReciprocalAvoidanceParams {
         match behavior(&proto::Behavior::ReciprocalAvoidance(w.clone())).unwrap() {

@@ -29,7 +29,7 @@ impl Viewer {
     }
 
     /// What `identity` sees: admins and spectators everything, a player what its vision key
-    /// shows (the admin's own agents are not delivered to it directly).
+    /// shows (`player` is `None` for the admin, who owns no agent).
     pub(crate) fn of(identity: &crate::auth::Identity) -> Self {
         Viewer {
             player: (identity.role != proto::Role::Admin).then(|| identity.player.clone()),

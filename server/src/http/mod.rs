@@ -68,6 +68,7 @@ pub fn app(state: AppState) -> Router {
         .route("/recordings", get(recordings::list_recordings))
         .route("/recordings/{name}", axum::routing::delete(recordings::delete_recording))
         .route("/debug/panic", post(debug_panic))
+        .route("/debug/stall", post(debug_stall))
         .route("/scenarios", get(list_scenarios))
         .route("/scenarios/{name}", get(get_scenario).put(put_scenario).delete(delete_scenario))
         .layer(DefaultBodyLimit::max(body_limit))

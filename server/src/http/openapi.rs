@@ -68,6 +68,7 @@ use super::{recordings, rest, ws};
         rest::kick_player,
         rest::put_owner,
         rest::debug_panic,
+        rest::debug_stall,
     ),
     components(schemas(ErrorBody)),
     modifiers(&BearerAuth),

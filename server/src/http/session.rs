@@ -66,9 +66,8 @@ pub(crate) enum Effect<W> {
     /// A message for this connection alone (an event about the player's agents).
     Direct(Direct),
     /// Start (or move) a subscription: keyframes for `cells`, then deltas (`request_id`: the
-    /// command to answer with `Subscribed` first; none for a subscription a resume restores).
-    /// The answer is made where the subscription starts, so that its group table is read after
-    /// the frame stream is joined and no group change falls between the two.
+    /// command whose `subscribed` result goes first, with the group table as the subscription
+    /// starts; none for a subscription a resume restores).
     Subscribe { world: W, cells: Vec<u32>, span: u32, request_id: Option<u32> },
     /// Stop the subscription of world `world`, then send `result`.
     Unsubscribe { world: u32, result: Bytes },
@@ -171,8 +170,11 @@ pub(crate) struct Session {
     /// Ids of the subscribed worlds, in subscription order.
     subscribed: Vec<u32>,
     /// (world name, area, every_n_ticks) of each subscription, kept for a resume.
-    subs: Vec<(String, proto::Area, u32)>,
+    subs: Vec<Kept>,
 }
+
+/// A subscription as a resume restores it: world name, area, `every_n_ticks`.
+pub(crate) type Kept = (String, proto::Area, u32);
 
 /// Effects are pushed here.
 type Out<W> = Vec<Effect<W>>;
@@ -210,7 +212,7 @@ impl Session {
     }
 
     /// What a session that ends leaves for a resume: who, its resume token, its subscriptions.
-    pub(crate) fn resumable(&self) -> Option<(&Identity, &str, &[(String, proto::Area, u32)])> {
+    pub(crate) fn resumable(&self) -> Option<(&Identity, &str, &[Kept])> {
         Some((self.identity.as_ref()?, self.resume_token.as_deref()?, &self.subs))
     }
 
@@ -610,7 +612,7 @@ mod tests {
         /// The connection's registration was used.
         joined: bool,
         /// A dropped session that can be resumed with token `r1`.
-        dropped: Option<(Identity, Vec<(String, proto::Area, u32)>)>,
+        dropped: Option<(Identity, Vec<Kept>)>,
         /// The server keeps as many sessions as it may.
         full: bool,
     }
@@ -872,7 +874,7 @@ mod tests {
         let mut s = admin(&mut env, t0);
         let (flow, out) = text(&mut s, &mut env, r#"{"type":"subscribe","request_id":5,"world":"yard","area":{"type":"rect","min_x":0,"min_y":0,"max_x":30,"max_y":10},"every_n_ticks":3}"#, t0);
         assert_eq!(flow, Flow::Continue);
-        // The subscription answers request 5 where it starts (with the group table read there).
+        // The send task answers it (with the group table as the subscription starts).
         let [Effect::Subscribe { world: 1, cells, span: 3, request_id: Some(5) }] = out.as_slice() else { panic!("one subscription, got {out:?}") };
         // 25-unit cells: columns 0..=1, row 0.
         assert_eq!(cells, &[0, 1]);

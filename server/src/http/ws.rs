@@ -389,8 +389,11 @@ async fn send_task(mut writer: wsio::Writer, mut ctl: mpsc::Receiver<Ctl>, mut d
                 break Some((close::SLOW, "slow consumer"));
             }
         }
-        if let Some((wid, frame)) = steady {
-            join_fanout(&state, &writer, &mut subs, &mut streams, wid, &frame, &viewer, combine, &back_tx, &rate);
+        if let Some((wid, frame)) = steady
+            && let Some(sub) = subs.get_mut(&wid)
+        {
+            let port = Port { writer: &writer, viewer: &viewer, combine, rate: &rate, back: &back_tx };
+            join_fanout(&state, &port, sub, &mut streams, &frame);
         }
     };
     m.subscribers.dec_by(subs.len() as i64);
@@ -406,28 +409,29 @@ async fn send_task(mut writer: wsio::Writer, mut ctl: mpsc::Receiver<Ctl>, mut d
     cancel.cancel();
 }
 
-/// Hands world `wid`'s subscription to the world's fan-out, which sends its frames after
-/// `frame` from now on, if the socket can be shared and has nothing left to write. Stays with
-/// this task when the fan-out already passed a later frame (the next frame tries again).
-#[allow(clippy::too_many_arguments)]
-fn join_fanout(
-    state: &AppState,
-    writer: &wsio::Writer,
-    subs: &mut HashMap<u32, Sub>,
-    streams: &mut StreamMap<u32, BroadcastStream<Arc<TickFrame>>>,
-    wid: u32,
-    frame: &TickFrame,
-    viewer: &Viewer,
+/// What a subscription that joins its world's fan-out takes along from its connection.
+struct Port<'a> {
+    /// The socket's write half (shared with the fan-out if it can be).
+    writer: &'a wsio::Writer,
+    viewer: &'a Viewer,
+    /// `?batch=1`.
     combine: bool,
-    back: &mpsc::Sender<Handback>,
-    rate: &Arc<ByteRate>,
-) {
-    let (Some(out), Some(sub)) = (writer.shared(), subs.get_mut(&wid)) else { return };
+    rate: &'a Arc<ByteRate>,
+    /// Where the fan-out hands the subscription back.
+    back: &'a mpsc::Sender<Handback>,
+}
+
+/// Hands `sub` to its world's fan-out, which sends its frames after `frame` from now on, if the
+/// socket can be shared and has nothing left to write. Stays with this task when the fan-out
+/// already passed a later frame (the next frame tries again).
+fn join_fanout(state: &AppState, port: &Port<'_>, sub: &mut Sub, streams: &mut StreamMap<u32, BroadcastStream<Arc<TickFrame>>>, frame: &TickFrame) {
+    let Some(out) = port.writer.shared() else { return };
     if sub.feed.seq != frame.seq || !out.idle() {
         return;
     }
     let Some(fan) = state.fanout(&sub.world) else { return };
     let join = fan.next_join();
+    let wid = sub.world.id;
     let member = Member {
         world: wid,
         conn: sub.conn,
@@ -436,11 +440,11 @@ fn join_fanout(
         key: sub.feed.key,
         span: sub.feed.span,
         cells: sub.feed.cells.clone(),
-        viewer: viewer.clone(),
-        combine,
+        viewer: port.viewer.clone(),
+        combine: port.combine,
         after: sub.feed.seq,
-        back: back.clone(),
-        rate: rate.clone(),
+        back: port.back.clone(),
+        rate: port.rate.clone(),
     };
     if fan.join(member) {
         sub.fast = Some((fan, join));

@@ -11,7 +11,7 @@ use glam::Vec2;
 
 use crate::sim::agent::PathMode;
 use crate::sim::behaviors::{
-    Behavior, BehaviorEntry, Target, agent_avoidance, ahead_avoidance, align, alignment, arrive, cohesion, evade, face, flee,
+    Behavior, BehaviorEntry, BehaviorKind, Target, agent_avoidance, ahead_avoidance, align, alignment, arrive, cohesion, evade, face, flee,
     leader_following, look_where_you_are_going, obstacle_avoidance, path_following, pursue, random_target, reciprocal_avoidance, seek, separation,
     velocity_match, wall_avoidance, wander,
 };
@@ -226,7 +226,7 @@ pub fn encode_command(e: &mut Enc, c: &Command) {
         Command::RemoveBehavior { agent, kind } => {
             e.u8(4);
             e.u64(u64::from(*agent));
-            e.str(kind);
+            e.str(kind.name());
         }
         Command::ResetBehaviors { agent } => {
             e.u8(5);
@@ -287,7 +287,9 @@ pub fn decode_command(d: &mut Dec) -> Result<Command, DecodeError> {
         }
         4 => {
             let agent = d.u32()?;
-            Command::RemoveBehavior { agent, kind: d.string()? }
+            let name = d.string()?;
+            let kind = BehaviorKind::from_name(&name).ok_or_else(|| d.err(format!("unknown behaviour kind `{name}`")))?;
+            Command::RemoveBehavior { agent, kind }
         }
         5 => Command::ResetBehaviors { agent: d.u32()? },
         6 => Command::AddObstacle { center: d.vec2()?, radius: d.f32()? },
@@ -731,7 +733,7 @@ mod tests {
         let mut cmds = vec![
             Command::Despawn(u32::MAX),
             Command::SetBehaviors { agent: 5, entries: entries.clone() },
-            Command::RemoveBehavior { agent: 5, kind: "séparation".into() },
+            Command::RemoveBehavior { agent: 5, kind: BehaviorKind::Separation },
             Command::ResetBehaviors { agent: 0 },
             Command::AddObstacle { center: Vec2::new(f32::MIN_POSITIVE, -0.0), radius: 1e-30 },
             Command::MoveObstacle { id: 3, center: Vec2::new(1.0, 2.0), radius: None },

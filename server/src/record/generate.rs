@@ -163,7 +163,7 @@ pub fn regressions() -> Vec<Regression> {
                         priority: 0,
                     }],
                 }),
-                Step::CmdOn(vec![9], |ids| Command::RemoveBehavior { agent: ids[0], kind: "separation".into() }),
+                Step::CmdOn(vec![9], |ids| Command::RemoveBehavior { agent: ids[0], kind: crate::sim::behaviors::BehaviorKind::Separation }),
                 Step::Cmd(Command::AddWall { a: p(100.0, 10.0), b: p(100.0, 30.0) }),
                 Step::TickRate(30.0),
                 Step::Run(40),

@@ -186,6 +186,7 @@ const SPEC: &[(&str, &str, Need)] = &[
     ("GET", "/recordings", Need::Admin),
     ("DELETE", "/recordings/{name}", Need::Admin),
     ("POST", "/debug/panic", Need::Admin),
+    ("POST", "/debug/stall", Need::Admin),
     ("GET", "/scenarios", Need::Token),
     ("GET", "/scenarios/{name}", Need::Token),
     ("PUT", "/scenarios/{name}", Need::Admin),

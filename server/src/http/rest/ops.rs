@@ -89,6 +89,42 @@ pub enum PanicTarget {
     Connection,
 }
 
+/// `POST /debug/stall` body.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct StallBody {
+    /// The world whose thread blocks.
+    pub world: String,
+    /// How long, milliseconds (at most `MAX_STALL_MS`).
+    #[schema(minimum = 1, maximum = 10000)]
+    pub millis: u64,
+}
+
+/// The longest stall `POST /debug/stall` asks for, milliseconds.
+pub const MAX_STALL_MS: u64 = 10_000;
+
+/// `POST /debug/stall`: fault injection for the reliability suite (docs/reliability.md, test 9):
+/// the world's thread blocks for `millis`, serving no tick and no request, so its queue fills
+/// and further calls are answered `busy`. Served only when the server runs with
+/// `fault_injection` (`--fault-injection`); 404 otherwise.
+#[utoipa::path(post, path = "/debug/stall", tag = "ops", security(("bearer" = [])),
+    request_body = StallBody,
+    responses((status = 202, description = "The world thread was asked to block", body = doc::OkBody),
+        (status = 404, description = "Fault injection is off (the default), or no such world", body = doc::ErrorBody),
+        doc::AdminErrors, doc::BodyErrors,
+        (status = 503, description = "The world's queue is full or its thread is dead", body = doc::ErrorBody)))]
+pub async fn debug_stall(State(state): State<AppState>, body: Body<StallBody>) -> ApiResult {
+    if !state.settings.fault_injection {
+        return Err(ApiError::not_found("no route /debug/stall (fault injection is off)"));
+    }
+    let Json(b) = body?;
+    if b.millis == 0 || b.millis > MAX_STALL_MS {
+        return Err(ApiError::invalid(format!("millis: must be between 1 and {MAX_STALL_MS} (got {})", b.millis)));
+    }
+    world(&state, &b.world)?.inject_stall(std::time::Duration::from_millis(b.millis))?;
+    Ok((StatusCode::ACCEPTED, Json(json!({"ok": true}))).into_response())
+}
+
 /// `POST /debug/panic`: fault injection for the reliability suite (docs/reliability.md, test 18).
 /// Served only when the server runs with `fault_injection` (`--fault-injection`); 404 otherwise.
 #[utoipa::path(post, path = "/debug/panic", tag = "ops", security(("bearer" = [])),

@@ -188,6 +188,9 @@ pub enum Request {
     /// Panic the thread (fault injection: `POST /debug/panic`, served only with
     /// `fault_injection` on), to check that the panic is contained and reported.
     Panic,
+    /// Block the thread this long (fault injection: `POST /debug/stall`, served only with
+    /// `fault_injection` on): no tick and no request is served meanwhile, so the queue fills.
+    Stall(std::time::Duration),
 }
 
 /// A player as a world knows it.
@@ -500,6 +503,11 @@ impl WorldHandle {
     /// Asks the world thread to panic (fault injection; see [`Request::Panic`]).
     pub fn inject_panic(&self) -> Result<(), CmdError> {
         self.send(Request::Panic)
+    }
+
+    /// Asks the world thread to block for `time` (fault injection; see [`Request::Stall`]).
+    pub fn inject_stall(&self, time: std::time::Duration) -> Result<(), CmdError> {
+        self.send(Request::Stall(time))
     }
 
     /// True while the world thread runs.

@@ -169,7 +169,7 @@ impl Runner {
         if actor.role == proto::Role::Spectator {
             return Err(CmdError::NotAllowed("spectators command nothing".into()));
         }
-        if cmds.iter().any(|c| !matches!(command_kind(c), "spawn" | "despawn" | "set_behaviors" | "add_behavior" | "remove_behavior" | "reset_behaviors" | "move_to")) {
+        if !cmds.iter().all(Command::is_agent_command) {
             return Err(CmdError::NotAllowed("only the admin changes obstacles and walls".into()));
         }
         let seen = self.seen_by(actor);

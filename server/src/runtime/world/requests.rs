@@ -225,6 +225,7 @@ impl Runner {
             }
             Request::Shutdown => {}
             Request::Panic => panic!("fault injection: a world thread panic was asked for"),
+            Request::Stall(time) => std::thread::sleep(time),
         }
     }
 
@@ -317,7 +318,7 @@ pub(super) fn refuse(req: Request, e: CmdError) {
         Request::Replay { reply, .. } => {
             let _ = reply.send(Err(e));
         },
-        Request::Shutdown | Request::Panic => {}
+        Request::Shutdown | Request::Panic | Request::Stall(_) => {}
     }
 }
 

@@ -232,7 +232,7 @@ impl Runner {
             velocity: a.velocity.to_array(),
             orientation: a.orientation,
             radius: a.limits.radius,
-            behaviors: a.behaviors.entries().iter().map(|e| e.behavior.kind().to_string()).collect(),
+            behaviors: a.behaviors.entries().iter().map(|e| e.behavior.kind().name().to_string()).collect(),
         }
     }
 

@@ -13,6 +13,8 @@ use super::rng::Rng;
 use super::steering::Steering;
 use super::view::{Kinematic, WorldView};
 
+pub use kind::BehaviorKind;
+
 pub mod agent_avoidance;
 pub mod ahead_avoidance;
 pub mod align;
@@ -23,6 +25,7 @@ pub mod context_avoidance;
 pub mod evade;
 pub mod face;
 pub mod flee;
+mod kind;
 pub mod leader_following;
 pub mod look_where_you_are_going;
 pub mod move_to;
@@ -108,30 +111,30 @@ pub enum Behavior {
 }
 
 impl Behavior {
-    /// Stable snake_case name of the behaviour kind (used by `RemoveBehavior` and on the wire).
-    pub fn kind(&self) -> &'static str {
+    /// The behaviour's kind (what `RemoveBehavior` names; its name is the wire's).
+    pub fn kind(&self) -> BehaviorKind {
         match self {
-            Behavior::Seek(_) => "seek",
-            Behavior::Flee(_) => "flee",
-            Behavior::Arrive(_) => "arrive",
-            Behavior::Pursue(_) => "pursue",
-            Behavior::Evade(_) => "evade",
-            Behavior::Align(_) => "align",
-            Behavior::Face(_) => "face",
-            Behavior::LookWhereYouAreGoing(_) => "look_where_you_are_going",
-            Behavior::VelocityMatch(_) => "velocity_match",
-            Behavior::Wander(_) => "wander",
-            Behavior::RandomTarget(_) => "random_target",
-            Behavior::ObstacleAvoidance(_) => "obstacle_avoidance",
-            Behavior::AheadAvoidance(_) => "ahead_avoidance",
-            Behavior::WallAvoidance(_) => "wall_avoidance",
-            Behavior::AgentAvoidance(_) => "agent_avoidance",
-            Behavior::Separation(_) => "separation",
-            Behavior::Cohesion(_) => "cohesion",
-            Behavior::Alignment(_) => "alignment",
-            Behavior::PathFollowing(_) => "path_following",
-            Behavior::LeaderFollowing(_) => "leader_following",
-            Behavior::ReciprocalAvoidance(_) => "reciprocal_avoidance",
+            Behavior::Seek(_) => BehaviorKind::Seek,
+            Behavior::Flee(_) => BehaviorKind::Flee,
+            Behavior::Arrive(_) => BehaviorKind::Arrive,
+            Behavior::Pursue(_) => BehaviorKind::Pursue,
+            Behavior::Evade(_) => BehaviorKind::Evade,
+            Behavior::Align(_) => BehaviorKind::Align,
+            Behavior::Face(_) => BehaviorKind::Face,
+            Behavior::LookWhereYouAreGoing(_) => BehaviorKind::LookWhereYouAreGoing,
+            Behavior::VelocityMatch(_) => BehaviorKind::VelocityMatch,
+            Behavior::Wander(_) => BehaviorKind::Wander,
+            Behavior::RandomTarget(_) => BehaviorKind::RandomTarget,
+            Behavior::ObstacleAvoidance(_) => BehaviorKind::ObstacleAvoidance,
+            Behavior::AheadAvoidance(_) => BehaviorKind::AheadAvoidance,
+            Behavior::WallAvoidance(_) => BehaviorKind::WallAvoidance,
+            Behavior::AgentAvoidance(_) => BehaviorKind::AgentAvoidance,
+            Behavior::Separation(_) => BehaviorKind::Separation,
+            Behavior::Cohesion(_) => BehaviorKind::Cohesion,
+            Behavior::Alignment(_) => BehaviorKind::Alignment,
+            Behavior::PathFollowing(_) => BehaviorKind::PathFollowing,
+            Behavior::LeaderFollowing(_) => BehaviorKind::LeaderFollowing,
+            Behavior::ReciprocalAvoidance(_) => BehaviorKind::ReciprocalAvoidance,
         }
     }
 
@@ -152,7 +155,21 @@ impl Behavior {
             // Sizes grid cells only (queries of any radius are exact); its look starts at six
             // radii and widens only where neighbours are sparse (`reciprocal_avoidance::nearest`).
             Behavior::ReciprocalAvoidance(p) => p.neighbor_dist.min(4.0),
-            _ => 0.0,
+            Behavior::Seek(_)
+            | Behavior::Flee(_)
+            | Behavior::Arrive(_)
+            | Behavior::Pursue(_)
+            | Behavior::Evade(_)
+            | Behavior::Align(_)
+            | Behavior::Face(_)
+            | Behavior::LookWhereYouAreGoing(_)
+            | Behavior::VelocityMatch(_)
+            | Behavior::Wander(_)
+            | Behavior::RandomTarget(_)
+            | Behavior::ObstacleAvoidance(_)
+            | Behavior::AheadAvoidance(_)
+            | Behavior::WallAvoidance(_)
+            | Behavior::PathFollowing(_) => 0.0,
         }
     }
 
@@ -198,7 +215,18 @@ impl Behavior {
                 align::AlignTarget::Agent(id) => return Some(id),
                 align::AlignTarget::Orientation(_) => return None,
             },
-            _ => return None,
+            Behavior::LookWhereYouAreGoing(_)
+            | Behavior::Wander(_)
+            | Behavior::RandomTarget(_)
+            | Behavior::ObstacleAvoidance(_)
+            | Behavior::AheadAvoidance(_)
+            | Behavior::WallAvoidance(_)
+            | Behavior::AgentAvoidance(_)
+            | Behavior::Separation(_)
+            | Behavior::Cohesion(_)
+            | Behavior::Alignment(_)
+            | Behavior::PathFollowing(_)
+            | Behavior::ReciprocalAvoidance(_) => return None,
         };
         match t {
             Target::Agent(id) => Some(id),
@@ -303,7 +331,7 @@ impl BehaviorSet {
     }
 
     /// Removes every entry of `kind`; returns how many were removed.
-    pub fn remove(&mut self, kind: &str) -> usize {
+    pub fn remove(&mut self, kind: BehaviorKind) -> usize {
         let before = self.entries.len();
         self.entries.retain(|e| e.behavior.kind() != kind);
         self.update_reciprocal();
@@ -317,10 +345,7 @@ impl BehaviorSet {
     }
 
     fn update_reciprocal(&mut self) {
-        self.reciprocal = self.entries.iter().find_map(|e| match &e.behavior {
-            Behavior::ReciprocalAvoidance(p) => Some(*p),
-            _ => None,
-        });
+        self.reciprocal = self.entries.iter().find_map(|e| if let Behavior::ReciprocalAvoidance(p) = &e.behavior { Some(*p) } else { None });
     }
 
     /// The reciprocal avoidance the set filters its blend through, if any.
@@ -426,7 +451,7 @@ mod tests {
         let mut set = BehaviorSet::default();
         set.add(BehaviorEntry::new(Behavior::Seek(seek::SeekParams { target: Target::Point(Vec2::ONE) }))).unwrap();
         set.add(BehaviorEntry::new(Behavior::Separation(separation::SeparationParams { neighbor_radius: 3.0 }))).unwrap();
-        assert_eq!(set.remove("seek"), 1);
+        assert_eq!(set.remove(BehaviorKind::Seek), 1);
         assert_eq!(set.entries().len(), 1);
         set.reset();
         assert!(set.entries().is_empty());

@@ -251,7 +251,7 @@ impl World {
             }
             Command::RemoveBehavior { agent, kind } => {
                 let set = Arc::make_mut(&mut self.agent_mut(agent)?.behaviors);
-                Ok(Outcome::Removed(set.remove(&kind)))
+                Ok(Outcome::Removed(set.remove(kind)))
             }
             Command::ResetBehaviors { agent } => {
                 let a = self.agent_mut(agent)?;

@@ -104,7 +104,7 @@ pub enum Command {
     /// Add a behaviour.
     AddBehavior { agent: AgentId, entry: BehaviorEntry },
     /// Remove every behaviour of a kind.
-    RemoveBehavior { agent: AgentId, kind: String },
+    RemoveBehavior { agent: AgentId, kind: crate::sim::behaviors::BehaviorKind },
     /// Remove every behaviour.
     ResetBehaviors { agent: AgentId },
     /// Add a circular obstacle.
@@ -120,6 +120,23 @@ pub enum Command {
     /// Send agents to `target` along the flow field; each stops within `stopping_distance` of
     /// its place in the group's formation round the target and emits `DestinationReached` once.
     MoveTo { agents: Vec<AgentId>, target: Vec2, stopping_distance: f32 },
+}
+
+impl Command {
+    /// A command on agents (spawn, despawn, their behaviours, MoveTo), which a player may give
+    /// for its own agents; the others change the world's obstacles and walls (the admin's).
+    pub fn is_agent_command(&self) -> bool {
+        match self {
+            Command::Spawn(_)
+            | Command::Despawn(_)
+            | Command::SetBehaviors { .. }
+            | Command::AddBehavior { .. }
+            | Command::RemoveBehavior { .. }
+            | Command::ResetBehaviors { .. }
+            | Command::MoveTo { .. } => true,
+            Command::AddObstacle { .. } | Command::MoveObstacle { .. } | Command::RemoveObstacle(_) | Command::AddWall { .. } | Command::RemoveWall(_) => false,
+        }
+    }
 }
 
 /// The result of a successful command.
