@@ -46,7 +46,7 @@ use super::nav::portals::PortalRules;
 use super::nav::{FieldJob, NavState};
 use super::rng::Rng;
 use super::roster::{ById, Roster};
-use super::spatial::{AgentGrid, Neighbor, StaticIndex};
+use super::spatial::{AgentGrid, Crowd, Neighbor, StaticIndex};
 use super::steering::Steering;
 use super::view::{Bounds, Obstacle, Wall, WorldView};
 
@@ -540,7 +540,7 @@ impl World {
                 None => (yielding.any() && move_to_reciprocal) || a.behaviors.reciprocal().is_some(),
             };
             let stall = a.active_order().map_or(0, |o| o.stall.min(u32::from(u16::MAX)) as u16);
-            Neighbor { id: a.id, radius: a.limits.radius, position: a.position, velocity: a.velocity, max_speed: a.limits.max_speed, reciprocal, yielding, stall }
+            (Neighbor { id: a.id, radius: a.limits.radius, position: a.position, velocity: a.velocity }, Crowd { max_speed: a.limits.max_speed, stall, reciprocal, yielding })
         });
     }
 
@@ -638,6 +638,7 @@ impl World {
                 results: results_ref,
                 reach: self.extent.0 + 2.0 * self.extent.1 * dt,
                 max_radius: self.extent.0,
+                max_speed: self.extent.1,
             }),
         };
         let (stats, pairs, netted) = self
