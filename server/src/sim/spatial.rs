@@ -599,11 +599,42 @@ impl BoxGrid {
     }
 }
 
+/// Cells round an obstacle's box within which [`StaticIndex`] records each cell's clearance;
+/// a cell further from every obstacle records this many cells' width.
+const CLEARANCE_MARGIN_CELLS: u32 = 1;
+
 /// Spatial index of the static geometry: obstacles and walls.
 #[derive(Debug, Clone)]
 pub struct StaticIndex {
     obstacles: BoxGrid,
     walls: BoxGrid,
+    /// Per cell of the obstacles' grid: a lower bound of the distance from any point of the
+    /// cell to any obstacle's edge (0 inside one), capped at [`CLEARANCE_MARGIN_CELLS`] cells.
+    clearance: Vec<f32>,
+}
+
+/// The [`StaticIndex::clearance`] of every cell of `shape`: each obstacle lowers the cells of
+/// its box and of a margin of [`CLEARANCE_MARGIN_CELLS`] round it to their distance from its
+/// edge. A cell beyond every margin is at least the margin's width from every obstacle's box,
+/// so from its edge.
+fn obstacle_clearance(shape: GridShape, obstacles: &[Obstacle]) -> Vec<f32> {
+    let m = CLEARANCE_MARGIN_CELLS;
+    let mut out = vec![m as f32 * shape.cell; shape.len()];
+    for o in obstacles {
+        let (x0, y0) = shape.coords(o.center - Vec2::splat(o.radius));
+        let (x1, y1) = shape.coords(o.center + Vec2::splat(o.radius));
+        for cy in y0.saturating_sub(m)..=(y1 + m).min(shape.rows - 1) {
+            for cx in x0.saturating_sub(m)..=(x1 + m).min(shape.cols - 1) {
+                let lo = shape.origin + Vec2::new(cx as f32, cy as f32) * shape.cell;
+                let hi = lo + Vec2::splat(shape.cell);
+                let gap = (lo - o.center).max(o.center - hi).max(Vec2::ZERO).length() - o.radius;
+                if let Some(c) = out.get_mut(shape.index(cx, cy)) {
+                    *c = c.min(gap.max(0.0));
+                }
+            }
+        }
+    }
+    out
 }
 
 impl StaticIndex {
@@ -615,7 +646,25 @@ impl StaticIndex {
             .map(|o| (o.center - Vec2::splat(o.radius), o.center + Vec2::splat(o.radius)))
             .collect();
         let wb = walls.iter().map(|w| (w.a.min(w.b), w.a.max(w.b))).collect();
-        StaticIndex { obstacles: BoxGrid::build(shape, ob), walls: BoxGrid::build(shape, wb) }
+        StaticIndex { obstacles: BoxGrid::build(shape, ob), walls: BoxGrid::build(shape, wb), clearance: obstacle_clearance(shape, obstacles) }
+    }
+
+    /// True when no obstacle's edge comes within `r` of `p`, told by the clearance of `p`'s cell
+    /// alone (false when unsure: `p` outside the grid, or within rounding of the bound). Then
+    /// [`StaticIndex::for_each_obstacle`] finds no obstacle within `r` of `p`, and a query that
+    /// only wants those can be skipped.
+    #[inline]
+    pub fn clear_of_obstacles(&self, p: Vec2, r: f32) -> bool {
+        let s = &self.obstacles.shape;
+        let c = (p - s.origin) * s.inv_cell;
+        if !(c.x >= 0.0 && c.y >= 0.0 && c.x < s.cols as f32 && c.y < s.rows as f32) {
+            return false;
+        }
+        let Some(&clear) = self.clearance.get(s.index(c.x as u32, c.y as u32)) else { return false };
+        // Rounding of the cell's corners and of the callers' distance tests: far more than
+        // f32's, relative to the coordinates' size.
+        let slack = (p.abs().max_element() + s.origin.abs().max_element() + s.cell) * 1e-5;
+        r + slack < clear
     }
 
     /// Calls `f` once with the index of each obstacle whose box meets the square of half-side
@@ -737,9 +786,11 @@ mod tests {
             idx.for_each_obstacle(q, r, |i| seen.push(i));
             let mut d = seen.clone(); d.sort_unstable(); d.dedup();
             prop_assert_eq!(d.len(), seen.len());
+            let clear = idx.clear_of_obstacles(q, r);
             for o in &obs {
                 if o.center.distance(q) <= r + o.radius {
                     prop_assert!(seen.contains(&o.id));
+                    prop_assert!(!clear, "clear of obstacles, but obstacle {} is within {}", o.id, r);
                 }
             }
         }
@@ -821,6 +872,24 @@ mod tests {
         let big = Bounds { min: Vec2::ZERO, max: Vec2::splat(1.0e5) };
         g.rebuild(big, 1.0, 100, |i| (nb(10.0 + (i % 10) as f32 * 2.0, 10.0 + (i / 10) as f32 * 2.0).1, Crowd::default()));
         assert_eq!(g.shape().cell_size(), 1.0);
+    }
+
+    /// The clearance tells a point a cell's width from every obstacle without a query, and
+    /// never one within reach of an obstacle's edge, nor one outside the grid.
+    #[test]
+    fn clearance_answers_far_points_and_only_them() {
+        let obs = [Obstacle { id: 0, center: Vec2::new(50.0, 50.0), radius: 5.0 }];
+        let idx = StaticIndex::build(bounds(), 8.0, &obs, &[]);
+        // Far from the obstacle: clear within 3 (a cell's width from every box).
+        assert!(idx.clear_of_obstacles(Vec2::new(10.0, 10.0), 3.0));
+        assert!(!idx.clear_of_obstacles(Vec2::new(10.0, 10.0), 9.0), "beyond the cap: unsure");
+        // (61, 50) is 6 from the edge, its cell (56..64) 1: clear within 0.5; unsure past 1.
+        assert!(idx.clear_of_obstacles(Vec2::new(61.0, 50.0), 0.5));
+        assert!(!idx.clear_of_obstacles(Vec2::new(61.0, 50.0), 1.5));
+        assert!(!idx.clear_of_obstacles(Vec2::new(57.0, 50.0), 2.5), "2 from the edge");
+        assert!(!idx.clear_of_obstacles(Vec2::new(50.0, 50.0), 0.0), "inside the obstacle");
+        assert!(!idx.clear_of_obstacles(Vec2::new(-20.0, 10.0), 0.1), "outside the grid: unsure");
+        assert!(!idx.clear_of_obstacles(Vec2::new(f32::NAN, 10.0), 0.1));
     }
 
     #[test]

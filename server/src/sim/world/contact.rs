@@ -33,8 +33,8 @@ pub(super) const CONTACT_MARGIN: f32 = 0.5;
 pub(super) const CONTACT_TOLERANCE: f32 = 0.01;
 
 /// Whether some pair overlaps by more than [`CONTACT_TOLERANCE`] of its radii sum.
-pub(super) fn deep_contact(bodies: &[Body], pairs: &[ContactPair]) -> bool {
-    pairs.iter().any(|&(_, _, ia, ib)| match (bodies.get(ia as usize), bodies.get(ib as usize)) {
+pub(super) fn deep_contact(bodies: &mut Bodies, agents: &[Agent], pairs: &[ContactPair]) -> bool {
+    pairs.iter().any(|&(_, _, ia, ib)| match (bodies.get(agents, ia), bodies.get(agents, ib)) {
         (Some(a), Some(b)) => {
             let rs = a.radius + b.radius;
             a.position.distance(b.position) < rs * (1.0 - CONTACT_TOLERANCE)
@@ -43,14 +43,48 @@ pub(super) fn deep_contact(bodies: &[Body], pairs: &[ContactPair]) -> bool {
     })
 }
 
-/// What contact settling reads of an agent, packed (16 bytes, by storage index) so that the
-/// rounds over a jam's pairs stay in cache: its position (kept equal to the agent's), radius
-/// and id.
+/// What contact settling reads of an agent, packed so that the rounds over a jam's pairs stay
+/// in cache: its position (kept equal to the agent's), radius and id, and where it was when
+/// its neighbours were last looked up (NaN: never).
 #[derive(Debug, Clone, Copy)]
 pub(super) struct Body {
     pub(super) position: Vec2,
     pub(super) radius: f32,
     pub(super) id: AgentId,
+    pub(super) looked: Vec2,
+}
+
+/// The [`Body`] of each agent that settling meets, by storage index, loaded from the agent the
+/// first time it is asked for: a step reads the few agents near a contact, not every agent
+/// (an agent's body is only ever written back to the agent, so one loaded late is the same
+/// as one loaded at the start).
+pub(super) struct Bodies {
+    /// Per storage index: 1 + the body's index in `list`, or 0 when not loaded.
+    slot: Vec<u32>,
+    list: Vec<Body>,
+}
+
+impl Bodies {
+    pub(super) fn new(agents: usize) -> Self {
+        Bodies { slot: vec![0; agents], list: Vec::new() }
+    }
+
+    /// The body of agent `i` (a storage index of `agents`).
+    #[inline]
+    pub(super) fn get(&mut self, agents: &[Agent], i: u32) -> Option<Body> {
+        self.get_mut(agents, i).map(|b| *b)
+    }
+
+    #[inline]
+    pub(super) fn get_mut(&mut self, agents: &[Agent], i: u32) -> Option<&mut Body> {
+        let s = self.slot.get_mut(i as usize)?;
+        if *s == 0 {
+            let a = agents.get(i as usize)?;
+            self.list.push(Body { position: a.position, radius: a.limits.radius, id: a.id, looked: Vec2::NAN });
+            *s = self.list.len() as u32;
+        }
+        self.list.get_mut(*s as usize - 1)
+    }
 }
 
 /// A pair of agents in contact: (lower id, higher id, storage index of each).
@@ -119,15 +153,15 @@ impl Contacts<'_> {
 
     /// Adds to `cand` every agent that stands within the radii sum plus `margin` of agent `i`
     /// (a storage index), as a pair.
-    pub(super) fn candidates_of(&self, bodies: &[Body], i: u32, margin: f32, cand: &mut Vec<ContactPair>) {
+    pub(super) fn candidates_of(&self, bodies: &mut Bodies, agents: &[Agent], i: u32, margin: f32, cand: &mut Vec<ContactPair>) {
         let order = self.grid.order();
-        let Some(a) = bodies.get(i as usize) else { return };
+        let Some(a) = bodies.get(agents, i) else { return };
         let r = a.radius;
         // Everyone moved at most `reach − max radius` from the grid's positions, plus the push
         // (at most its radius).
         self.grid.for_each_in_box_ranked(a.position, 2.0 * r + 2.0 * self.reach + margin, |rank, n| {
             let Some(&j) = order.get(rank) else { return };
-            let Some(b) = bodies.get(j as usize) else { return };
+            let Some(b) = bodies.get(agents, j) else { return };
             if n.id == a.id {
                 return;
             }
@@ -215,14 +249,13 @@ impl ApplyCtx<'_> {
     /// would cross a wall is not made; moved agents are kept out of obstacles and in bounds after.
     ///
     /// Returns the storage indexes of the agents it moved (sorted, each once).
-    pub(super) fn relax(&self, agents: &mut [Agent], bodies: &mut [Body], pairs: &[ContactPair]) -> Vec<u32> {
+    pub(super) fn relax(&self, agents: &mut [Agent], bodies: &mut Bodies, pairs: &[ContactPair]) -> Vec<u32> {
         // Which of each pair's agents a pass moved (bit 0: the first, bit 1: the second).
         let mut pair_moved = vec![0u8; pairs.len()];
         for _ in 0..CONTACT_RELAX_PASSES {
             let mut moved = false;
             for (&(id_a, id_b, ia, ib), pm) in pairs.iter().zip(pair_moved.iter_mut()) {
-                let (ia, ib) = (ia as usize, ib as usize);
-                let (Some(a), Some(b)) = (bodies.get(ia), bodies.get(ib)) else { continue };
+                let (Some(a), Some(b)) = (bodies.get(agents, ia), bodies.get(agents, ib)) else { continue };
                 let d = a.position - b.position;
                 let rs = a.radius + b.radius;
                 let d2 = d.length_squared();
@@ -234,14 +267,14 @@ impl ApplyCtx<'_> {
                 let corr = away * ((rs - dist) * 0.5);
                 let (pa, pb) = (a.position, b.position);
                 if self.count_crossings(pa, pa + corr) == 0 {
-                    if let Some(a) = bodies.get_mut(ia) {
+                    if let Some(a) = bodies.get_mut(agents, ia) {
                         a.position = pa + corr;
                         moved = true;
                         *pm |= 1;
                     }
                 }
                 if self.count_crossings(pb, pb - corr) == 0 {
-                    if let Some(b) = bodies.get_mut(ib) {
+                    if let Some(b) = bodies.get_mut(agents, ib) {
                         b.position = pb - corr;
                         moved = true;
                         *pm |= 2;
@@ -264,13 +297,16 @@ impl ApplyCtx<'_> {
         touched.sort_unstable();
         touched.dedup();
         for &i in &touched {
-            if let (Some(a), Some(b)) = (agents.get_mut(i as usize), bodies.get_mut(i as usize)) {
-                a.position = b.position;
-                if self.solid {
-                    self.resolve_obstacles(a);
-                }
-                self.apply_edge(a);
-                b.position = a.position;
+            let Some(position) = bodies.get(agents, i).map(|b| b.position) else { continue };
+            let Some(a) = agents.get_mut(i as usize) else { continue };
+            a.position = position;
+            if self.solid {
+                self.resolve_obstacles(a);
+            }
+            self.apply_edge(a);
+            let position = a.position;
+            if let Some(b) = bodies.get_mut(agents, i) {
+                b.position = position;
             }
         }
         touched
@@ -292,27 +328,21 @@ impl ApplyCtx<'_> {
             return;
         }
         let margin = CONTACT_MARGIN * c.max_radius;
-        // Where each agent (by storage index) was when its neighbours were last looked up.
-        let mut looked: Vec<Vec2> = Vec::new();
         let mut cand: Vec<ContactPair> = Vec::new();
-        let mut bodies: Vec<Body> = agents.iter().map(|a| Body { position: a.position, radius: a.limits.radius, id: a.id }).collect();
+        let mut bodies = Bodies::new(agents.len());
         let mut fresh = found;
         for round in 0..rounds_max {
             for &i in &moved {
-                let Some(p) = bodies.get(i as usize).map(|b| b.position) else { continue };
-                if looked.is_empty() {
-                    looked = vec![Vec2::NAN; agents.len()];
-                }
-                let Some(q) = looked.get_mut(i as usize) else { continue };
+                let Some(b) = bodies.get_mut(agents, i) else { continue };
                 // NaN (never looked up) compares false.
-                if q.distance_squared(p) <= 0.25 * margin * margin {
+                if b.looked.distance_squared(b.position) <= 0.25 * margin * margin {
                     continue;
                 }
-                *q = p;
-                c.candidates_of(&bodies, i, margin, &mut fresh);
+                b.looked = b.position;
+                c.candidates_of(&mut bodies, agents, i, margin, &mut fresh);
             }
             absorb(&mut cand, &mut fresh);
-            if cand.is_empty() || (round >= CONTACT_ROUNDS && !deep_contact(&bodies, &cand)) {
+            if cand.is_empty() || (round >= CONTACT_ROUNDS && !deep_contact(&mut bodies, agents, &cand)) {
                 break;
             }
             moved = self.relax(agents, &mut bodies, &cand);
@@ -438,6 +468,9 @@ impl ApplyCtx<'_> {
         let r = a.limits.radius;
         for _ in 0..2 {
             let p = a.position;
+            if self.statics.clear_of_obstacles(p, r) {
+                break;
+            }
             let mut hit: Option<(Vec2, f32)> = None;
             self.statics.for_each_obstacle(p, r, |i| {
                 let Some(o) = self.obstacles.get(i as usize) else { return };
