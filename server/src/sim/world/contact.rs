@@ -172,22 +172,24 @@ impl Contacts<'_> {
         });
     }
 
-    /// The push that takes agent `a` (at `from` before the step, where it stands after it)
-    /// out of every neighbour it would overlap after the step: half of each overlap, along the
+    /// The push that takes agent `a` (where it stands after the step) out of every neighbour it would overlap after the step: half of each overlap, along the
     /// line of centres (a direction fixed by the ids when the centres coincide), at most `r`.
     /// Each of a pair computes the same overlap from the same predictions, so a lone pair ends
     /// just touching, whatever order the agents are applied in.
     /// Each pair found in contact is added to `pairs` (by the agent with the lower id, `me`
     /// being its storage index).
-    pub(super) fn push(&self, a: &Agent, me: usize, from: Vec2, dt: f32, pairs: &mut Vec<ContactPair>) -> Vec2 {
+    pub(super) fn push(&self, a: &Agent, me: usize, dt: f32, pairs: &mut Vec<ContactPair>) -> Vec2 {
         let (id, r, to) = (a.id, a.limits.radius, a.position);
         let mut push = Vec2::ZERO;
         // No step takes a neighbour further than the top speed's step: one further than that
         // plus the radii sum from `to` cannot touch it, and its result (a cache line) and
-        // crowd record are not read. (With 0.1 % to spare for rounding, so that every skipped
-        // neighbour is one the test below would have dismissed.)
+        // crowd record are not read. So the neighbours that can touch lie within the largest
+        // radii sum plus that step of `to`: that square is walked (in ascending rank, as any
+        // square is, so the pushes add up in the same order whatever square holds them).
+        // (With 0.1 % to spare for rounding, so that every neighbour left out is one the test
+        // below would have dismissed.)
         let step = self.max_speed * dt;
-        self.grid.for_each_in_box_ranked(from, r + self.reach, |rank, n| {
+        self.grid.for_each_in_box_ranked(to, (r + self.max_radius + step) * 1.001, |rank, n| {
             let rs = r + n.radius;
             let lim = (rs + step) * 1.001;
             if n.id == id || (to - n.position).length_squared() >= lim * lim {
@@ -360,7 +362,7 @@ impl ApplyCtx<'_> {
         let before = (a.position, a.velocity, a.orientation, a.angular_velocity);
         integrate(a, s.sanitized(), self.dt);
         if let Some(c) = self.contacts.as_ref().filter(|_| flags & NO_CONTACT == 0) {
-            let push = c.push(a, me, before.0, self.dt, pairs);
+            let push = c.push(a, me, self.dt, pairs);
             // A position correction only: the velocities stay the avoidance's, which already
             // aim apart (taking velocity away here would stall a jam that avoidance resolves).
             if push != Vec2::ZERO && push.is_finite() {
