@@ -57,16 +57,28 @@ pub(super) struct Body {
 /// The [`Body`] of each agent that settling meets, by storage index, loaded from the agent the
 /// first time it is asked for: a step reads the few agents near a contact, not every agent
 /// (an agent's body is only ever written back to the agent, so one loaded late is the same
-/// as one loaded at the start).
+/// as one loaded at the start). Kept by the world from step to step, so that its buffers are
+/// not allocated (and their pages faulted in) every step.
+#[derive(Debug, Default)]
 pub(super) struct Bodies {
     /// Per storage index: 1 + the body's index in `list`, or 0 when not loaded.
     slot: Vec<u32>,
     list: Vec<Body>,
+    /// Storage index of each body of `list`.
+    loaded: Vec<u32>,
 }
 
 impl Bodies {
-    pub(super) fn new(agents: usize) -> Self {
-        Bodies { slot: vec![0; agents], list: Vec::new() }
+    /// Empties it for a step over `agents` agents, keeping its buffers.
+    pub(super) fn reset(&mut self, agents: usize) {
+        for &i in &self.loaded {
+            if let Some(s) = self.slot.get_mut(i as usize) {
+                *s = 0;
+            }
+        }
+        self.loaded.clear();
+        self.list.clear();
+        self.slot.resize(agents, 0);
     }
 
     /// The body of agent `i` (a storage index of `agents`).
@@ -81,6 +93,7 @@ impl Bodies {
         if *s == 0 {
             let a = agents.get(i as usize)?;
             self.list.push(Body { position: a.position, radius: a.limits.radius, id: a.id, looked: Vec2::NAN });
+            self.loaded.push(i);
             *s = self.list.len() as u32;
         }
         self.list.get_mut(*s as usize - 1)
@@ -325,13 +338,14 @@ impl ApplyCtx<'_> {
     /// [`CONTACT_ROUNDS`] rounds, then more while a crush leaves some pair deeper than
     /// [`CONTACT_TOLERANCE`] of its radii sum, at most `rounds_max` in all. Each agent's
     /// neighbours are looked up about once per step, however many rounds a crush takes.
-    pub(super) fn settle(&self, c: &Contacts, agents: &mut [Agent], mut moved: Vec<u32>, found: Vec<ContactPair>, rounds_max: usize) {
+    /// `bodies`: the world's buffer (emptied here).
+    pub(super) fn settle(&self, c: &Contacts, agents: &mut [Agent], bodies: &mut Bodies, mut moved: Vec<u32>, found: Vec<ContactPair>, rounds_max: usize) {
         if moved.is_empty() && found.is_empty() {
             return;
         }
         let margin = CONTACT_MARGIN * c.max_radius;
         let mut cand: Vec<ContactPair> = Vec::new();
-        let mut bodies = Bodies::new(agents.len());
+        bodies.reset(agents.len());
         let mut fresh = found;
         for round in 0..rounds_max {
             for &i in &moved {
@@ -341,13 +355,13 @@ impl ApplyCtx<'_> {
                     continue;
                 }
                 b.looked = b.position;
-                c.candidates_of(&mut bodies, agents, i, margin, &mut fresh);
+                c.candidates_of(bodies, agents, i, margin, &mut fresh);
             }
             absorb(&mut cand, &mut fresh);
-            if cand.is_empty() || (round >= CONTACT_ROUNDS && !deep_contact(&mut bodies, agents, &cand)) {
+            if cand.is_empty() || (round >= CONTACT_ROUNDS && !deep_contact(bodies, agents, &cand)) {
                 break;
             }
-            moved = self.relax(agents, &mut bodies, &cand);
+            moved = self.relax(agents, bodies, &cand);
             if moved.is_empty() {
                 break;
             }

@@ -26,7 +26,7 @@ mod types;
 
 pub use config::{EdgeRule, WorldConfig};
 pub use contact::{FACE_VELOCITY_EPSILON, integrate};
-use contact::{ApplyCtx, CONTACT_ROUNDS_MAX, Contacts};
+use contact::{ApplyCtx, Bodies, CONTACT_ROUNDS_MAX, Contacts};
 pub use types::{Audit, Command, Event, Outcome, SpawnArea, SpawnSpec, StepStats, TargetBinding};
 
 use std::sync::Arc;
@@ -96,6 +96,8 @@ pub struct World {
     /// Most contact rounds per step ([`CONTACT_ROUNDS_MAX`]; a test lowers it to show what the
     /// rounds past [`CONTACT_ROUNDS`] do).
     contact_rounds_max: usize,
+    /// Contact settling's buffer, reused every step (not copied by a fork).
+    bodies: Bodies,
 }
 
 impl World {
@@ -125,6 +127,7 @@ impl World {
             results: Vec::new(),
             extent: (0.0, 0.0),
             contact_rounds_max: CONTACT_ROUNDS_MAX,
+            bodies: Bodies::default(),
         })
     }
 
@@ -339,6 +342,7 @@ impl World {
             results: Vec::new(),
             extent: self.extent,
             contact_rounds_max: self.contact_rounds_max,
+            bodies: Bodies::default(),
         };
         w.results.shrink_to_fit();
         w
@@ -705,7 +709,7 @@ impl World {
             // that relaxing moves are looked at again: `CONTACT_ROUNDS` rounds, then more while
             // a crush leaves some pair deeper than `CONTACT_TOLERANCE` (at most
             // `CONTACT_ROUNDS_MAX`).
-            ctx.settle(c, self.agents.storage_mut(), netted, pairs, self.contact_rounds_max);
+            ctx.settle(c, self.agents.storage_mut(), &mut self.bodies, netted, pairs, self.contact_rounds_max);
         }
         // Events in id order: the (few) agents with flags, found by a parallel scan of the
         // results in cell order, then sorted by id.
