@@ -135,7 +135,9 @@ impl Buckets {
 }
 
 /// What a neighbour query sees of another agent: a packed copy, stored in cell order so that a
-/// query reads contiguous memory.
+/// query reads contiguous memory. Only what every neighbour walk reads (24 bytes); what the
+/// crowd behaviours read besides is in a [`Crowd`] record of the same rank
+/// ([`AgentGrid::crowd`]), so that the walks of wander swarms read no more memory than they use.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Neighbor {
     /// Agent id.
@@ -146,17 +148,23 @@ pub struct Neighbor {
     pub position: Vec2,
     /// Velocity.
     pub velocity: Vec2,
+}
+
+/// What reciprocal avoidance, MoveTo and the contact rule read of a neighbour besides its
+/// [`Neighbor`] record: stored apart, by the same rank (8 bytes).
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub struct Crowd {
     /// Top speed (the integrator's clamp; lets a neighbour predict where this agent goes).
     pub max_speed: f32,
+    /// Ticks the agent's MoveTo has made no progress (saturating; 0 without an active order):
+    /// of two agents on their way, the one stuck longer takes the smaller share of avoiding.
+    pub stall: u16,
     /// True when the agent avoids others reciprocally this tick (then each of a pair takes half
     /// of the avoidance; see `behaviors::reciprocal_avoidance`).
     pub reciprocal: bool,
     /// Whether and why the agent makes way for agents on their way (it then takes the larger
     /// share of avoiding them).
     pub yielding: Yielding,
-    /// Ticks the agent's MoveTo has made no progress (saturating; 0 without an active order):
-    /// of two agents on their way, the one stuck longer takes the smaller share of avoiding.
-    pub stall: u16,
 }
 
 /// Whether an agent makes way for agents on their way ([`crate::sim::agent::Agent::gives_way`]).
@@ -193,8 +201,12 @@ pub struct AgentGrid {
     rank: Vec<AtomicU32>,
     /// Packed neighbour records, parallel to `order`.
     packed: Vec<Neighbor>,
+    /// Crowd records, parallel to `order`.
+    crowd: Vec<Crowd>,
     /// Cell and record of each agent in index order (the rebuild's staging buffer).
     staged: Vec<(u32, Neighbor)>,
+    /// Crowd record of each agent in index order (staging, like `staged`).
+    staged_crowd: Vec<Crowd>,
     /// See [`AgentGrid::breaks`].
     breaks: usize,
 }
@@ -208,7 +220,9 @@ impl Clone for AgentGrid {
             order: self.order.clone(),
             rank: self.rank.iter().map(|r| AtomicU32::new(r.load(Ordering::Relaxed))).collect(),
             packed: self.packed.clone(),
+            crowd: self.crowd.clone(),
             staged: self.staged.clone(),
+            staged_crowd: self.staged_crowd.clone(),
             breaks: self.breaks,
         }
     }
@@ -223,24 +237,29 @@ impl AgentGrid {
             order: Vec::new(),
             rank: Vec::new(),
             packed: Vec::new(),
+            crowd: Vec::new(),
             staged: Vec::new(),
+            staged_crowd: Vec::new(),
             breaks: 0,
         }
     }
 
-    /// Re-buckets `n` agents given by `get(i) -> Neighbor` on cells of side `cell` over `bounds`
+    /// Re-buckets `n` agents given by `get(i) -> (Neighbor, Crowd)` on cells of side `cell` over `bounds`
     /// (a counting sort, O(n + cells)), reusing the buffers, in parallel on the current rayon
     /// pool. The agents are read once into compact staged records; then the cells are cut into
     /// one contiguous band per thread, and each band counts and scatters the records that fall
     /// in it and sorts each of its cells by id, so the result depends neither on the thread
     /// count nor on the order the agents are stored in.
-    pub fn rebuild(&mut self, bounds: Bounds, cell: f32, n: usize, get: impl Fn(usize) -> Neighbor + Sync) {
+    pub fn rebuild(&mut self, bounds: Bounds, cell: f32, n: usize, get: impl Fn(usize) -> (Neighbor, Crowd) + Sync) {
         let max_cells = (n * CELLS_PER_AGENT).max(MIN_CELLS);
         (0..n)
             .into_par_iter()
             .with_min_len(PARALLEL_REBUILD_MIN / 2)
-            .map(|i| (0, get(i)))
-            .collect_into_vec(&mut self.staged);
+            .map(|i| {
+                let (nb, crowd) = get(i);
+                ((0, nb), crowd)
+            })
+            .unzip_into_vecs(&mut self.staged, &mut self.staged_crowd);
         let shape = GridShape::new(occupied(&self.staged, bounds, cell), cell, max_cells);
         self.shape = shape;
         let cells = shape.len();
@@ -248,7 +267,7 @@ impl AgentGrid {
             let (cx, cy) = shape.coords(nb.position);
             *c = shape.index(cx, cy) as u32;
         });
-        let staged = &self.staged;
+        let (staged, staged_crowd) = (&self.staged, &self.staged_crowd);
         // Below `PARALLEL_REBUILD_MIN` agents the grid fits in one core's cache and a single band
         // is faster than moving it between cores.
         let bands = if n < PARALLEL_REBUILD_MIN { 1 } else { rayon::current_num_threads().clamp(1, 64) };
@@ -281,34 +300,37 @@ impl AgentGrid {
         // Pass 2, per band: scatter into the band's own slices of `order` and `packed`.
         // Every slot of these is written below (the scatter is a permutation), so they are only
         // resized, not cleared.
-        let empty = Neighbor { id: 0, radius: 0.0, position: Vec2::ZERO, velocity: Vec2::ZERO, max_speed: 0.0, reciprocal: false, yielding: Yielding::No, stall: 0 };
+        let empty = Neighbor { id: 0, radius: 0.0, position: Vec2::ZERO, velocity: Vec2::ZERO };
         self.order.resize(n, 0);
         self.packed.resize(n, empty);
+        self.crowd.resize(n, Crowd::default());
         self.rank.resize_with(n, || AtomicU32::new(0));
         let mut jobs = Vec::with_capacity(bands);
-        let (mut order, mut packed) = (&mut self.order[..], &mut self.packed[..]);
+        let (mut order, mut packed, mut crowd) = (&mut self.order[..], &mut self.packed[..], &mut self.crowd[..]);
         let mut offset = 0u32;
         for (b, starts) in self.starts[..cells].chunks_mut(band).enumerate() {
             let total = totals.get(b).copied().unwrap_or(0);
-            let take = (total as usize).min(order.len()).min(packed.len());
+            let take = (total as usize).min(order.len()).min(packed.len()).min(crowd.len());
             let (o, rest_o) = std::mem::take(&mut order).split_at_mut(take);
             let (p, rest_p) = std::mem::take(&mut packed).split_at_mut(take);
-            (order, packed) = (rest_o, rest_p);
-            jobs.push((b * band, offset, starts, o, p));
+            let (w, rest_w) = std::mem::take(&mut crowd).split_at_mut(take);
+            (order, packed, crowd) = (rest_o, rest_p, rest_w);
+            jobs.push((b * band, offset, starts, o, p, w));
             offset += total;
         }
         let rank = &self.rank;
         let breaks: usize = jobs
             .into_par_iter()
-            .map(|(lo, offset, starts, order, packed)| {
+            .map(|(lo, offset, starts, order, packed, crowd)| {
                 for (i, &(c, nb)) in staged.iter().enumerate() {
                     let Some(k) = (c as usize).checked_sub(lo) else { continue };
                     let Some(s) = starts.get_mut(k) else { continue };
                     let at = *s as usize;
                     *s += 1;
-                    if let (Some(o), Some(p)) = (order.get_mut(at), packed.get_mut(at)) {
+                    if let (Some(o), Some(p), Some(w), Some(&cw)) = (order.get_mut(at), packed.get_mut(at), crowd.get_mut(at), staged_crowd.get(i)) {
                         *o = i as u32;
                         *p = nb;
+                        *w = cw;
                     }
                 }
                 // Each start was advanced to the next cell's start, which is where this cell
@@ -321,8 +343,8 @@ impl AgentGrid {
                     *s = from as u32 + offset;
                     // Most cells of a sparse crowd hold none or one agent: nothing to order.
                     if to > from + 1 {
-                        if let (Some(o), Some(p)) = (order.get_mut(from..to), packed.get_mut(from..to)) {
-                            sort_cell_by_id(o, p, &mut scratch);
+                        if let (Some(o), Some(p), Some(w)) = (order.get_mut(from..to), packed.get_mut(from..to), crowd.get_mut(from..to)) {
+                            sort_cell_by_id(o, p, w, &mut scratch);
                         }
                     }
                     from = to;
@@ -360,7 +382,9 @@ impl AgentGrid {
             + self.order.capacity() * size_of::<u32>()
             + self.rank.capacity() * size_of::<AtomicU32>()
             + self.packed.capacity() * size_of::<Neighbor>()
+            + self.crowd.capacity() * size_of::<Crowd>()
             + self.staged.capacity() * size_of::<(u32, Neighbor)>()
+            + self.staged_crowd.capacity() * size_of::<Crowd>()
     }
 
     /// How many times [`AgentGrid::order`] does not step to the next index (within each
@@ -388,6 +412,13 @@ impl AgentGrid {
     /// Every packed agent, in cell order (the brute-force baseline scans this).
     pub fn all(&self) -> &[Neighbor] {
         &self.packed
+    }
+
+    /// The crowd record of the agent of rank `rank` (its index in [`AgentGrid::all`]); the
+    /// default record past the end.
+    #[inline]
+    pub fn crowd(&self, rank: usize) -> Crowd {
+        self.crowd.get(rank).copied().unwrap_or_default()
     }
 
     /// Like [`AgentGrid::for_each_in_box`], with each agent's rank (its index in [`AgentGrid::order`]).
@@ -504,16 +535,17 @@ fn occupied(staged: &[(u32, Neighbor)], bounds: Bounds, cell: f32) -> Bounds {
 /// Sorts one cell's agent indices and packed records by id (ids are unique). A cell is almost
 /// always sorted already (the agents are stored in cell order, ids ascending within a cell, and
 /// few change cells per tick), so it is checked first; `scratch` is reused across cells.
-fn sort_cell_by_id(order: &mut [u32], packed: &mut [Neighbor], scratch: &mut Vec<(Neighbor, u32)>) {
+fn sort_cell_by_id(order: &mut [u32], packed: &mut [Neighbor], crowd: &mut [Crowd], scratch: &mut Vec<(Neighbor, u32, Crowd)>) {
     if packed.windows(2).all(|w| w[0].id < w[1].id) {
         return;
     }
     scratch.clear();
-    scratch.extend(packed.iter().copied().zip(order.iter().copied()));
-    scratch.sort_unstable_by_key(|(nb, _)| nb.id);
-    for ((p, o), (nb, i)) in packed.iter_mut().zip(order.iter_mut()).zip(scratch.iter()) {
-        *p = *nb;
-        *o = *i;
+    scratch.extend(packed.iter().zip(order.iter()).zip(crowd.iter()).map(|((&nb, &i), &c)| (nb, i, c)));
+    scratch.sort_unstable_by_key(|(nb, _, _)| nb.id);
+    for (((p, o), w), &(nb, i, c)) in packed.iter_mut().zip(order.iter_mut()).zip(crowd.iter_mut()).zip(scratch.iter()) {
+        *p = nb;
+        *o = i;
+        *w = c;
     }
 }
 
@@ -567,11 +599,42 @@ impl BoxGrid {
     }
 }
 
+/// Cells round an obstacle's box within which [`StaticIndex`] records each cell's clearance;
+/// a cell further from every obstacle records this many cells' width.
+const CLEARANCE_MARGIN_CELLS: u32 = 1;
+
 /// Spatial index of the static geometry: obstacles and walls.
 #[derive(Debug, Clone)]
 pub struct StaticIndex {
     obstacles: BoxGrid,
     walls: BoxGrid,
+    /// Per cell of the obstacles' grid: a lower bound of the distance from any point of the
+    /// cell to any obstacle's edge (0 inside one), capped at [`CLEARANCE_MARGIN_CELLS`] cells.
+    clearance: Vec<f32>,
+}
+
+/// The [`StaticIndex::clearance`] of every cell of `shape`: each obstacle lowers the cells of
+/// its box and of a margin of [`CLEARANCE_MARGIN_CELLS`] round it to their distance from its
+/// edge. A cell beyond every margin is at least the margin's width from every obstacle's box,
+/// so from its edge.
+fn obstacle_clearance(shape: GridShape, obstacles: &[Obstacle]) -> Vec<f32> {
+    let m = CLEARANCE_MARGIN_CELLS;
+    let mut out = vec![m as f32 * shape.cell; shape.len()];
+    for o in obstacles {
+        let (x0, y0) = shape.coords(o.center - Vec2::splat(o.radius));
+        let (x1, y1) = shape.coords(o.center + Vec2::splat(o.radius));
+        for cy in y0.saturating_sub(m)..=(y1 + m).min(shape.rows - 1) {
+            for cx in x0.saturating_sub(m)..=(x1 + m).min(shape.cols - 1) {
+                let lo = shape.origin + Vec2::new(cx as f32, cy as f32) * shape.cell;
+                let hi = lo + Vec2::splat(shape.cell);
+                let gap = (lo - o.center).max(o.center - hi).max(Vec2::ZERO).length() - o.radius;
+                if let Some(c) = out.get_mut(shape.index(cx, cy)) {
+                    *c = c.min(gap.max(0.0));
+                }
+            }
+        }
+    }
+    out
 }
 
 impl StaticIndex {
@@ -583,7 +646,25 @@ impl StaticIndex {
             .map(|o| (o.center - Vec2::splat(o.radius), o.center + Vec2::splat(o.radius)))
             .collect();
         let wb = walls.iter().map(|w| (w.a.min(w.b), w.a.max(w.b))).collect();
-        StaticIndex { obstacles: BoxGrid::build(shape, ob), walls: BoxGrid::build(shape, wb) }
+        StaticIndex { obstacles: BoxGrid::build(shape, ob), walls: BoxGrid::build(shape, wb), clearance: obstacle_clearance(shape, obstacles) }
+    }
+
+    /// True when no obstacle's edge comes within `r` of `p`, told by the clearance of `p`'s cell
+    /// alone (false when unsure: `p` outside the grid, or within rounding of the bound). Then
+    /// [`StaticIndex::for_each_obstacle`] finds no obstacle within `r` of `p`, and a query that
+    /// only wants those can be skipped.
+    #[inline]
+    pub fn clear_of_obstacles(&self, p: Vec2, r: f32) -> bool {
+        let s = &self.obstacles.shape;
+        let c = (p - s.origin) * s.inv_cell;
+        if !(c.x >= 0.0 && c.y >= 0.0 && c.x < s.cols as f32 && c.y < s.rows as f32) {
+            return false;
+        }
+        let Some(&clear) = self.clearance.get(s.index(c.x as u32, c.y as u32)) else { return false };
+        // Rounding of the cell's corners and of the callers' distance tests: far more than
+        // f32's, relative to the coordinates' size.
+        let slack = (p.abs().max_element() + s.origin.abs().max_element() + s.cell) * 1e-5;
+        r + slack < clear
     }
 
     /// Calls `f` once with the index of each obstacle whose box meets the square of half-side
@@ -618,7 +699,7 @@ mod tests {
         ) {
             let pos: Vec<Vec2> = pts.iter().map(|&(x, y)| Vec2::new(x, y)).collect();
             let mut g = AgentGrid::empty(bounds());
-            g.rebuild(bounds(), cell, pos.len(), |i| Neighbor { id: i as u32, radius: 0.5, position: pos[i], velocity: Vec2::ZERO, max_speed: 0.0, reciprocal: false, yielding: Yielding::No, stall: 0 });
+            g.rebuild(bounds(), cell, pos.len(), |i| (Neighbor { id: i as u32, radius: 0.5, position: pos[i], velocity: Vec2::ZERO }, Crowd::default()));
             let q = Vec2::new(q.0, q.1);
             let mut seen = Vec::new();
             g.for_each_in_box(q, r, |n| seen.push(n.id));
@@ -649,7 +730,7 @@ mod tests {
         ) {
             let pos: Vec<Vec2> = pts.iter().map(|&(x, y)| Vec2::new(x, y)).collect();
             let mut g = AgentGrid::empty(bounds());
-            g.rebuild(bounds(), cell, pos.len(), |i| Neighbor { id: i as u32, radius: 0.5, position: pos[i], velocity: Vec2::ZERO, max_speed: 0.0, reciprocal: false, yielding: Yielding::No, stall: 0 });
+            g.rebuild(bounds(), cell, pos.len(), |i| (Neighbor { id: i as u32, radius: 0.5, position: pos[i], velocity: Vec2::ZERO }, Crowd::default()));
             let q = Vec2::new(q.0, q.1);
             let mut want: Vec<(f32, u32, usize)> = g.all().iter().enumerate()
                 .map(|(rank, n)| (n.position.distance_squared(q), n.id, rank))
@@ -705,9 +786,11 @@ mod tests {
             idx.for_each_obstacle(q, r, |i| seen.push(i));
             let mut d = seen.clone(); d.sort_unstable(); d.dedup();
             prop_assert_eq!(d.len(), seen.len());
+            let clear = idx.clear_of_obstacles(q, r);
             for o in &obs {
                 if o.center.distance(q) <= r + o.radius {
                     prop_assert!(seen.contains(&o.id));
+                    prop_assert!(!clear, "clear of obstacles, but obstacle {} is within {}", o.id, r);
                 }
             }
         }
@@ -745,7 +828,7 @@ mod tests {
         let pos: Vec<Vec2> = (0..n).map(|_| Vec2::new(next(), next())).collect();
         let pool = rayon::ThreadPoolBuilder::new().num_threads(threads).build().expect("pool");
         let mut g = AgentGrid::empty(bounds());
-        pool.install(|| g.rebuild(bounds(), 0.5, n, |i| Neighbor { id: i as u32, radius: 0.5, position: pos[i], velocity: Vec2::ZERO, max_speed: 0.0, reciprocal: false, yielding: Yielding::No, stall: 0 }));
+        pool.install(|| g.rebuild(bounds(), 0.5, n, |i| (Neighbor { id: i as u32, radius: 0.5, position: pos[i], velocity: Vec2::ZERO }, Crowd::default())));
         let ranks = (0..n).map(|i| g.rank(i)).collect();
         (g.order.clone(), ranks, g.starts.clone())
     }
@@ -771,7 +854,7 @@ mod tests {
 
     #[test]
     fn occupied_extent_is_snapped_to_the_lattice_and_clipped_to_the_world() {
-        let nb = |x: f32, y: f32| (0, Neighbor { id: 0, radius: 0.5, position: Vec2::new(x, y), velocity: Vec2::ZERO, max_speed: 1.0, reciprocal: false, yielding: Yielding::No, stall: 0 });
+        let nb = |x: f32, y: f32| (0, Neighbor { id: 0, radius: 0.5, position: Vec2::new(x, y), velocity: Vec2::ZERO });
         let world = Bounds { min: Vec2::ZERO, max: Vec2::splat(1000.0) };
         // Cell 2: a lattice of 32. x 105..130 → 96..160; y 210..250 → 192..256.
         let b = occupied(&[nb(105.0, 210.0), nb(130.0, 250.0), nb(f32::NAN, 0.0)], world, 2.0);
@@ -787,8 +870,26 @@ mod tests {
         // coarsened to 4,096 cells of ~1,560 units).
         let mut g = AgentGrid::empty(world);
         let big = Bounds { min: Vec2::ZERO, max: Vec2::splat(1.0e5) };
-        g.rebuild(big, 1.0, 100, |i| nb(10.0 + (i % 10) as f32 * 2.0, 10.0 + (i / 10) as f32 * 2.0).1);
+        g.rebuild(big, 1.0, 100, |i| (nb(10.0 + (i % 10) as f32 * 2.0, 10.0 + (i / 10) as f32 * 2.0).1, Crowd::default()));
         assert_eq!(g.shape().cell_size(), 1.0);
+    }
+
+    /// The clearance tells a point a cell's width from every obstacle without a query, and
+    /// never one within reach of an obstacle's edge, nor one outside the grid.
+    #[test]
+    fn clearance_answers_far_points_and_only_them() {
+        let obs = [Obstacle { id: 0, center: Vec2::new(50.0, 50.0), radius: 5.0 }];
+        let idx = StaticIndex::build(bounds(), 8.0, &obs, &[]);
+        // Far from the obstacle: clear within 3 (a cell's width from every box).
+        assert!(idx.clear_of_obstacles(Vec2::new(10.0, 10.0), 3.0));
+        assert!(!idx.clear_of_obstacles(Vec2::new(10.0, 10.0), 9.0), "beyond the cap: unsure");
+        // (61, 50) is 6 from the edge, its cell (56..64) 1: clear within 0.5; unsure past 1.
+        assert!(idx.clear_of_obstacles(Vec2::new(61.0, 50.0), 0.5));
+        assert!(!idx.clear_of_obstacles(Vec2::new(61.0, 50.0), 1.5));
+        assert!(!idx.clear_of_obstacles(Vec2::new(57.0, 50.0), 2.5), "2 from the edge");
+        assert!(!idx.clear_of_obstacles(Vec2::new(50.0, 50.0), 0.0), "inside the obstacle");
+        assert!(!idx.clear_of_obstacles(Vec2::new(-20.0, 10.0), 0.1), "outside the grid: unsure");
+        assert!(!idx.clear_of_obstacles(Vec2::new(f32::NAN, 10.0), 0.1));
     }
 
     #[test]

@@ -158,7 +158,7 @@ impl WorldView<'_> {
 
     /// Calls `f` for every obstacle whose edge may lie within `radius` of `p`.
     pub fn for_each_obstacle_near(&self, p: Vec2, radius: f32, mut f: impl FnMut(&Obstacle)) {
-        if self.obstacles.is_empty() {
+        if self.obstacles.is_empty() || self.statics.clear_of_obstacles(p, radius) {
             return;
         }
         self.statics.for_each_obstacle(p, radius, |i| {

@@ -336,15 +336,16 @@ fn step_aside(agent: &Agent, view: &WorldView, portal: Option<Vec2>) -> (Vec2, b
     let (pos, r) = (agent.position, agent.limits.radius);
     let mut aside = Vec2::ZERO;
     let mut near = false;
-    view.for_each_agent_near(pos, r + view.extent.0 + r, |n| {
-        if n.yielding.any() || !n.reciprocal || n.id == agent.id {
+    view.for_each_agent_near_ranked(pos, r + view.extent.0 + r, |rank, n| {
+        let crowd = view.grid.crowd(rank);
+        if crowd.yielding.any() || !crowd.reciprocal || n.id == agent.id {
             return;
         }
         if portal.is_some_and(|c| n.position.distance_squared(c) >= pos.distance_squared(c)) {
             return;
         }
         near = true;
-        let heading = if n.velocity.length_squared() > 0.01 * n.max_speed * n.max_speed {
+        let heading = if n.velocity.length_squared() > 0.01 * crowd.max_speed * crowd.max_speed {
             dir(n.velocity)
         } else {
             view.agent(n.id).and_then(|m| m.active_order()).map_or(Vec2::ZERO, |o| dir(o.stop_point - n.position))

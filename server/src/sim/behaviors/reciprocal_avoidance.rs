@@ -259,7 +259,8 @@ fn half_planes(agent: &Agent, p: &ReciprocalAvoidanceParams, view: &WorldView, h
     let stall = agent.active_order().map_or(0.0, |o| o.stall as f32);
     for &rank in &near.ranks {
         let Some(o) = all.get(rank as usize) else { continue };
-        let lim = own + o.radius + o.max_speed * view.dt;
+        let oc = view.grid.crowd(rank as usize);
+        let lim = own + o.radius + oc.max_speed * view.dt;
         clear &= o.position.distance_squared(pos) > lim * lim;
         if screens.iter().any(|&(a, b)| segment_intersection(pos, o.position, a, b).is_some()) {
             continue;
@@ -268,19 +269,19 @@ fn half_planes(agent: &Agent, p: &ReciprocalAvoidanceParams, view: &WorldView, h
         let ahead = rel_pos.dot(heading);
         blocked |= ahead > 0.0 && heading.perp_dot(rel_pos).abs() < r + o.radius && rel_pos.length() < 2.0 * r + o.radius;
         let against = -o.velocity.dot(heading);
-        if against > 0.0 && ahead > 0.0 && o.max_speed > 0.0 {
+        if against > 0.0 && ahead > 0.0 && oc.max_speed > 0.0 {
             let gap = (rel_pos.length() - r - o.radius).max(0.0);
-            oncoming += against / o.max_speed * (1.0 - gap / p.neighbor_dist).max(0.0);
+            oncoming += against / oc.max_speed * (1.0 - gap / p.neighbor_dist).max(0.0);
         }
         if rel_pos.length_squared() < 1e-12 {
             rel_pos = -pair_dir(agent.id, o.id) * 1e-3;
         }
-        if yielding.any() && o.yielding.any() {
+        if yielding.any() && oc.yielding.any() {
             // Holders make room for each other by contact alone: a holder stepping aside pushes
             // the holders beside it instead of waiting behind them.
             continue;
         }
-        let share = match (o.reciprocal, yielding, o.yielding) {
+        let share = match (oc.reciprocal, yielding, oc.yielding) {
             (false, _, _) => 1.0,
             (true, Yielding::Holds, Yielding::No) => HOLDER_SHARE,
             // A waiting agent makes way for agents coming out of the passage, not for those
@@ -292,7 +293,7 @@ fn half_planes(agent: &Agent, p: &ReciprocalAvoidanceParams, view: &WorldView, h
             (true, Yielding::No, Yielding::Holds) => 1.0 - HOLDER_SHARE,
             (true, Yielding::No, Yielding::Waits) => 0.5,
             (true, Yielding::Holds | Yielding::Waits, Yielding::Holds | Yielding::Waits) => 0.5,
-            (true, Yielding::No, Yielding::No) => stalled_share(stall, f32::from(o.stall), view.dt),
+            (true, Yielding::No, Yielding::No) => stalled_share(stall, f32::from(oc.stall), view.dt),
         };
         let _ = lines.try_push(orca::agent_half_plane(agent.velocity, rel_pos, agent.velocity - o.velocity, r + o.radius, p.time_horizon, view.dt, share));
     }

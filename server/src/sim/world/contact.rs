@@ -33,8 +33,8 @@ pub(super) const CONTACT_MARGIN: f32 = 0.5;
 pub(super) const CONTACT_TOLERANCE: f32 = 0.01;
 
 /// Whether some pair overlaps by more than [`CONTACT_TOLERANCE`] of its radii sum.
-pub(super) fn deep_contact(bodies: &[Body], pairs: &[ContactPair]) -> bool {
-    pairs.iter().any(|&(_, _, ia, ib)| match (bodies.get(ia as usize), bodies.get(ib as usize)) {
+pub(super) fn deep_contact(bodies: &mut Bodies, agents: &[Agent], pairs: &[ContactPair]) -> bool {
+    pairs.iter().any(|&(_, _, ia, ib)| match (bodies.get(agents, ia), bodies.get(agents, ib)) {
         (Some(a), Some(b)) => {
             let rs = a.radius + b.radius;
             a.position.distance(b.position) < rs * (1.0 - CONTACT_TOLERANCE)
@@ -43,14 +43,61 @@ pub(super) fn deep_contact(bodies: &[Body], pairs: &[ContactPair]) -> bool {
     })
 }
 
-/// What contact settling reads of an agent, packed (16 bytes, by storage index) so that the
-/// rounds over a jam's pairs stay in cache: its position (kept equal to the agent's), radius
-/// and id.
+/// What contact settling reads of an agent, packed so that the rounds over a jam's pairs stay
+/// in cache: its position (kept equal to the agent's), radius and id, and where it was when
+/// its neighbours were last looked up (NaN: never).
 #[derive(Debug, Clone, Copy)]
 pub(super) struct Body {
     pub(super) position: Vec2,
     pub(super) radius: f32,
     pub(super) id: AgentId,
+    pub(super) looked: Vec2,
+}
+
+/// The [`Body`] of each agent that settling meets, by storage index, loaded from the agent the
+/// first time it is asked for: a step reads the few agents near a contact, not every agent
+/// (an agent's body is only ever written back to the agent, so one loaded late is the same
+/// as one loaded at the start). Kept by the world from step to step, so that its buffers are
+/// not allocated (and their pages faulted in) every step.
+#[derive(Debug, Default)]
+pub(super) struct Bodies {
+    /// Per storage index: 1 + the body's index in `list`, or 0 when not loaded.
+    slot: Vec<u32>,
+    list: Vec<Body>,
+    /// Storage index of each body of `list`.
+    loaded: Vec<u32>,
+}
+
+impl Bodies {
+    /// Empties it for a step over `agents` agents, keeping its buffers.
+    pub(super) fn reset(&mut self, agents: usize) {
+        for &i in &self.loaded {
+            if let Some(s) = self.slot.get_mut(i as usize) {
+                *s = 0;
+            }
+        }
+        self.loaded.clear();
+        self.list.clear();
+        self.slot.resize(agents, 0);
+    }
+
+    /// The body of agent `i` (a storage index of `agents`).
+    #[inline]
+    pub(super) fn get(&mut self, agents: &[Agent], i: u32) -> Option<Body> {
+        self.get_mut(agents, i).map(|b| *b)
+    }
+
+    #[inline]
+    pub(super) fn get_mut(&mut self, agents: &[Agent], i: u32) -> Option<&mut Body> {
+        let s = self.slot.get_mut(i as usize)?;
+        if *s == 0 {
+            let a = agents.get(i as usize)?;
+            self.list.push(Body { position: a.position, radius: a.limits.radius, id: a.id, looked: Vec2::NAN });
+            self.loaded.push(i);
+            *s = self.list.len() as u32;
+        }
+        self.list.get_mut(*s as usize - 1)
+    }
 }
 
 /// A pair of agents in contact: (lower id, higher id, storage index of each).
@@ -102,6 +149,8 @@ pub(super) struct Contacts<'a> {
     pub(super) reach: f32,
     /// Largest radius.
     pub(super) max_radius: f32,
+    /// Largest top speed.
+    pub(super) max_speed: f32,
 }
 
 impl Contacts<'_> {
@@ -109,7 +158,7 @@ impl Contacts<'_> {
     pub(super) fn next_position(&self, rank: usize, n: &Neighbor, dt: f32) -> Vec2 {
         match self.results.get(rank) {
             Some(StepResult(s, _, flags)) if flags & EVENT_DESTINATION_REACHED == 0 => {
-                n.position + clamp_len(n.velocity + s.sanitized().linear * dt, n.max_speed) * dt
+                n.position + clamp_len(n.velocity + s.sanitized().linear * dt, self.grid.crowd(rank).max_speed) * dt
             }
             _ => n.position,
         }
@@ -117,15 +166,15 @@ impl Contacts<'_> {
 
     /// Adds to `cand` every agent that stands within the radii sum plus `margin` of agent `i`
     /// (a storage index), as a pair.
-    pub(super) fn candidates_of(&self, bodies: &[Body], i: u32, margin: f32, cand: &mut Vec<ContactPair>) {
+    pub(super) fn candidates_of(&self, bodies: &mut Bodies, agents: &[Agent], i: u32, margin: f32, cand: &mut Vec<ContactPair>) {
         let order = self.grid.order();
-        let Some(a) = bodies.get(i as usize) else { return };
+        let Some(a) = bodies.get(agents, i) else { return };
         let r = a.radius;
         // Everyone moved at most `reach − max radius` from the grid's positions, plus the push
         // (at most its radius).
         self.grid.for_each_in_box_ranked(a.position, 2.0 * r + 2.0 * self.reach + margin, |rank, n| {
             let Some(&j) = order.get(rank) else { return };
-            let Some(b) = bodies.get(j as usize) else { return };
+            let Some(b) = bodies.get(agents, j) else { return };
             if n.id == a.id {
                 return;
             }
@@ -136,23 +185,31 @@ impl Contacts<'_> {
         });
     }
 
-    /// The push that takes agent `a` (at `from` before the step, where it stands after it)
-    /// out of every neighbour it would overlap after the step: half of each overlap, along the
+    /// The push that takes agent `a` (where it stands after the step) out of every neighbour it would overlap after the step: half of each overlap, along the
     /// line of centres (a direction fixed by the ids when the centres coincide), at most `r`.
     /// Each of a pair computes the same overlap from the same predictions, so a lone pair ends
     /// just touching, whatever order the agents are applied in.
     /// Each pair found in contact is added to `pairs` (by the agent with the lower id, `me`
     /// being its storage index).
-    pub(super) fn push(&self, a: &Agent, me: usize, from: Vec2, dt: f32, pairs: &mut Vec<ContactPair>) -> Vec2 {
+    pub(super) fn push(&self, a: &Agent, me: usize, dt: f32, pairs: &mut Vec<ContactPair>) -> Vec2 {
         let (id, r, to) = (a.id, a.limits.radius, a.position);
         let mut push = Vec2::ZERO;
-        self.grid.for_each_in_box_ranked(from, r + self.reach, |rank, n| {
-            if n.id == id {
+        // No step takes a neighbour further than the top speed's step: one further than that
+        // plus the radii sum from `to` cannot touch it, and its result (a cache line) and
+        // crowd record are not read. So the neighbours that can touch lie within the largest
+        // radii sum plus that step of `to`: that square is walked (in ascending rank, as any
+        // square is, so the pushes add up in the same order whatever square holds them).
+        // (With 0.1 % to spare for rounding, so that every neighbour left out is one the test
+        // below would have dismissed.)
+        let step = self.max_speed * dt;
+        self.grid.for_each_in_box_ranked(to, (r + self.max_radius + step) * 1.001, |rank, n| {
+            let rs = r + n.radius;
+            let lim = (rs + step) * 1.001;
+            if n.id == id || (to - n.position).length_squared() >= lim * lim {
                 return;
             }
             let q = self.next_position(rank, n, dt);
             let d = to - q;
-            let rs = r + n.radius;
             let d2 = d.length_squared();
             if d2 >= rs * rs {
                 return;
@@ -207,14 +264,13 @@ impl ApplyCtx<'_> {
     /// would cross a wall is not made; moved agents are kept out of obstacles and in bounds after.
     ///
     /// Returns the storage indexes of the agents it moved (sorted, each once).
-    pub(super) fn relax(&self, agents: &mut [Agent], bodies: &mut [Body], pairs: &[ContactPair]) -> Vec<u32> {
+    pub(super) fn relax(&self, agents: &mut [Agent], bodies: &mut Bodies, pairs: &[ContactPair]) -> Vec<u32> {
         // Which of each pair's agents a pass moved (bit 0: the first, bit 1: the second).
         let mut pair_moved = vec![0u8; pairs.len()];
         for _ in 0..CONTACT_RELAX_PASSES {
             let mut moved = false;
             for (&(id_a, id_b, ia, ib), pm) in pairs.iter().zip(pair_moved.iter_mut()) {
-                let (ia, ib) = (ia as usize, ib as usize);
-                let (Some(a), Some(b)) = (bodies.get(ia), bodies.get(ib)) else { continue };
+                let (Some(a), Some(b)) = (bodies.get(agents, ia), bodies.get(agents, ib)) else { continue };
                 let d = a.position - b.position;
                 let rs = a.radius + b.radius;
                 let d2 = d.length_squared();
@@ -226,14 +282,14 @@ impl ApplyCtx<'_> {
                 let corr = away * ((rs - dist) * 0.5);
                 let (pa, pb) = (a.position, b.position);
                 if self.count_crossings(pa, pa + corr) == 0 {
-                    if let Some(a) = bodies.get_mut(ia) {
+                    if let Some(a) = bodies.get_mut(agents, ia) {
                         a.position = pa + corr;
                         moved = true;
                         *pm |= 1;
                     }
                 }
                 if self.count_crossings(pb, pb - corr) == 0 {
-                    if let Some(b) = bodies.get_mut(ib) {
+                    if let Some(b) = bodies.get_mut(agents, ib) {
                         b.position = pb - corr;
                         moved = true;
                         *pm |= 2;
@@ -256,13 +312,16 @@ impl ApplyCtx<'_> {
         touched.sort_unstable();
         touched.dedup();
         for &i in &touched {
-            if let (Some(a), Some(b)) = (agents.get_mut(i as usize), bodies.get_mut(i as usize)) {
-                a.position = b.position;
-                if self.solid {
-                    self.resolve_obstacles(a);
-                }
-                self.apply_edge(a);
-                b.position = a.position;
+            let Some(position) = bodies.get(agents, i).map(|b| b.position) else { continue };
+            let Some(a) = agents.get_mut(i as usize) else { continue };
+            a.position = position;
+            if self.solid {
+                self.resolve_obstacles(a);
+            }
+            self.apply_edge(a);
+            let position = a.position;
+            if let Some(b) = bodies.get_mut(agents, i) {
+                b.position = position;
             }
         }
         touched
@@ -279,35 +338,30 @@ impl ApplyCtx<'_> {
     /// [`CONTACT_ROUNDS`] rounds, then more while a crush leaves some pair deeper than
     /// [`CONTACT_TOLERANCE`] of its radii sum, at most `rounds_max` in all. Each agent's
     /// neighbours are looked up about once per step, however many rounds a crush takes.
-    pub(super) fn settle(&self, c: &Contacts, agents: &mut [Agent], mut moved: Vec<u32>, found: Vec<ContactPair>, rounds_max: usize) {
+    /// `bodies`: the world's buffer (emptied here).
+    pub(super) fn settle(&self, c: &Contacts, agents: &mut [Agent], bodies: &mut Bodies, mut moved: Vec<u32>, found: Vec<ContactPair>, rounds_max: usize) {
         if moved.is_empty() && found.is_empty() {
             return;
         }
         let margin = CONTACT_MARGIN * c.max_radius;
-        // Where each agent (by storage index) was when its neighbours were last looked up.
-        let mut looked: Vec<Vec2> = Vec::new();
         let mut cand: Vec<ContactPair> = Vec::new();
-        let mut bodies: Vec<Body> = agents.iter().map(|a| Body { position: a.position, radius: a.limits.radius, id: a.id }).collect();
+        bodies.reset(agents.len());
         let mut fresh = found;
         for round in 0..rounds_max {
             for &i in &moved {
-                let Some(p) = bodies.get(i as usize).map(|b| b.position) else { continue };
-                if looked.is_empty() {
-                    looked = vec![Vec2::NAN; agents.len()];
-                }
-                let Some(q) = looked.get_mut(i as usize) else { continue };
+                let Some(b) = bodies.get_mut(agents, i) else { continue };
                 // NaN (never looked up) compares false.
-                if q.distance_squared(p) <= 0.25 * margin * margin {
+                if b.looked.distance_squared(b.position) <= 0.25 * margin * margin {
                     continue;
                 }
-                *q = p;
-                c.candidates_of(&bodies, i, margin, &mut fresh);
+                b.looked = b.position;
+                c.candidates_of(bodies, agents, i, margin, &mut fresh);
             }
             absorb(&mut cand, &mut fresh);
-            if cand.is_empty() || (round >= CONTACT_ROUNDS && !deep_contact(&bodies, &cand)) {
+            if cand.is_empty() || (round >= CONTACT_ROUNDS && !deep_contact(bodies, agents, &cand)) {
                 break;
             }
-            moved = self.relax(agents, &mut bodies, &cand);
+            moved = self.relax(agents, bodies, &cand);
             if moved.is_empty() {
                 break;
             }
@@ -322,7 +376,7 @@ impl ApplyCtx<'_> {
         let before = (a.position, a.velocity, a.orientation, a.angular_velocity);
         integrate(a, s.sanitized(), self.dt);
         if let Some(c) = self.contacts.as_ref().filter(|_| flags & NO_CONTACT == 0) {
-            let push = c.push(a, me, before.0, self.dt, pairs);
+            let push = c.push(a, me, self.dt, pairs);
             // A position correction only: the velocities stay the avoidance's, which already
             // aim apart (taking velocity away here would stall a jam that avoidance resolves).
             if push != Vec2::ZERO && push.is_finite() {
@@ -430,6 +484,9 @@ impl ApplyCtx<'_> {
         let r = a.limits.radius;
         for _ in 0..2 {
             let p = a.position;
+            if self.statics.clear_of_obstacles(p, r) {
+                break;
+            }
             let mut hit: Option<(Vec2, f32)> = None;
             self.statics.for_each_obstacle(p, r, |i| {
                 let Some(o) = self.obstacles.get(i as usize) else { return };

@@ -26,7 +26,7 @@ mod types;
 
 pub use config::{EdgeRule, WorldConfig};
 pub use contact::{FACE_VELOCITY_EPSILON, integrate};
-use contact::{ApplyCtx, CONTACT_ROUNDS_MAX, Contacts};
+use contact::{ApplyCtx, Bodies, CONTACT_ROUNDS_MAX, Contacts};
 /// The largest `stopping_distance` of a MoveTo, world units (the REST schema states it too;
 /// `http::rest::agents` checks that they agree).
 pub const MAX_STOPPING_DISTANCE: f32 = 1000.0;
@@ -50,7 +50,7 @@ use super::nav::portals::PortalRules;
 use super::nav::{FieldJob, NavState};
 use super::rng::Rng;
 use super::roster::{ById, Roster};
-use super::spatial::{AgentGrid, Neighbor, StaticIndex};
+use super::spatial::{AgentGrid, Crowd, Neighbor, StaticIndex};
 use super::steering::Steering;
 use super::view::{Bounds, Obstacle, Wall, WorldView};
 
@@ -100,6 +100,8 @@ pub struct World {
     /// Most contact rounds per step ([`CONTACT_ROUNDS_MAX`]; a test lowers it to show what the
     /// rounds past [`CONTACT_ROUNDS`] do).
     contact_rounds_max: usize,
+    /// Contact settling's buffer, reused every step (not copied by a fork).
+    bodies: Bodies,
 }
 
 impl World {
@@ -129,6 +131,7 @@ impl World {
             results: Vec::new(),
             extent: (0.0, 0.0),
             contact_rounds_max: CONTACT_ROUNDS_MAX,
+            bodies: Bodies::default(),
         })
     }
 
@@ -343,6 +346,7 @@ impl World {
             results: Vec::new(),
             extent: self.extent,
             contact_rounds_max: self.contact_rounds_max,
+            bodies: Bodies::default(),
         };
         w.results.shrink_to_fit();
         w
@@ -544,7 +548,7 @@ impl World {
                 None => (yielding.any() && move_to_reciprocal) || a.behaviors.reciprocal().is_some(),
             };
             let stall = a.active_order().map_or(0, |o| o.stall.min(u32::from(u16::MAX)) as u16);
-            Neighbor { id: a.id, radius: a.limits.radius, position: a.position, velocity: a.velocity, max_speed: a.limits.max_speed, reciprocal, yielding, stall }
+            (Neighbor { id: a.id, radius: a.limits.radius, position: a.position, velocity: a.velocity }, Crowd { max_speed: a.limits.max_speed, stall, reciprocal, yielding })
         });
     }
 
@@ -642,6 +646,7 @@ impl World {
                 results: results_ref,
                 reach: self.extent.0 + 2.0 * self.extent.1 * dt,
                 max_radius: self.extent.0,
+                max_speed: self.extent.1,
             }),
         };
         let (stats, pairs, netted) = self
@@ -708,7 +713,7 @@ impl World {
             // that relaxing moves are looked at again: `CONTACT_ROUNDS` rounds, then more while
             // a crush leaves some pair deeper than `CONTACT_TOLERANCE` (at most
             // `CONTACT_ROUNDS_MAX`).
-            ctx.settle(c, self.agents.storage_mut(), netted, pairs, self.contact_rounds_max);
+            ctx.settle(c, self.agents.storage_mut(), &mut self.bodies, netted, pairs, self.contact_rounds_max);
         }
         // Events in id order: the (few) agents with flags, found by a parallel scan of the
         // results in cell order, then sorted by id.
