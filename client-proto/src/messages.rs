@@ -279,6 +279,15 @@ wire_struct! {
 }
 
 wire_struct! {
+    /// Payload of `gave_up` and `unreachable`: the MoveTo agent `agent` stopped for good
+    /// `distance` units short of where its order sent it (never reported as arrived).
+    /// For `gave_up`, the distance to its stop point (its formation slot, or the target); for
+    /// `unreachable`, the distance to the target asked for from the nearest reachable point where
+    /// it stopped.
+    pub struct StoppedShortEvent { pub agent: u32, pub distance: f32 }
+}
+
+wire_struct! {
     /// Payload of `tick_rate`: the world now runs at `tick_rate_hz` ticks per second (from the
     /// event's tick on). Sent to every subscriber of the world, whatever its visibility.
     pub struct TickRateEvent { pub tick_rate_hz: f32 }
@@ -317,6 +326,8 @@ wire_enum! {
         TargetLost(TargetLostEvent) = "target_lost",
         TickRate(TickRateEvent) = "tick_rate",
         Groups(GroupsEvent) = "groups",
+        GaveUp(StoppedShortEvent) = "gave_up",
+        Unreachable(StoppedShortEvent) = "unreachable",
     }
 }
 

@@ -255,12 +255,14 @@ fn server_msg() -> BoxedStrategy<ServerMsg> {
         ),
         delta_with_base().prop_map(|(d, _)| ServerMsg::Delta(d)),
         (any::<u32>(), any::<u64>(), any::<u32>(), name(), ids()).prop_map(|(world, tick, agent, group, agents)| {
-            let event = match agent % 6 {
+            let event = match agent % 8 {
                 0 => EventKind::DestinationReached(AgentEvent { agent }),
                 1 => EventKind::PathCompleted(AgentEvent { agent }),
                 2 => EventKind::Spawned(SpawnedEvent { group, agents }),
                 3 => EventKind::TargetLost(TargetLostEvent { agent, target: tick as u32 }),
                 4 => EventKind::TickRate(TickRateEvent { tick_rate_hz: (agent % 1000) as f32 / 8.0 }),
+                5 => EventKind::GaveUp(StoppedShortEvent { agent, distance: (tick % 4096) as f32 / 16.0 }),
+                6 => EventKind::Unreachable(StoppedShortEvent { agent, distance: (tick % 4096) as f32 / 4.0 }),
                 _ => EventKind::Despawned(DespawnedEvent { agents }),
             };
             ServerMsg::Event(Event { world, tick, event })

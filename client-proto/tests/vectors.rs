@@ -301,6 +301,8 @@ fn server_vectors() -> Vec<(&'static str, ServerMsg, Vec<QAgent>)> {
         ("server_event_despawned", ServerMsg::Event(Event { world: 1, tick: 253, event: EventKind::Despawned(DespawnedEvent { agents: vec![31] }) })),
         ("server_event_target_lost", ServerMsg::Event(Event { world: 1, tick: 254, event: EventKind::TargetLost(TargetLostEvent { agent: 7, target: 31 }) })),
         ("server_event_tick_rate", ServerMsg::Event(Event { world: 1, tick: 255, event: EventKind::TickRate(TickRateEvent { tick_rate_hz: 30.0 }) })),
+        ("server_event_gave_up", ServerMsg::Event(Event { world: 1, tick: 257, event: EventKind::GaveUp(StoppedShortEvent { agent: 9, distance: 3.25 }) })),
+        ("server_event_unreachable", ServerMsg::Event(Event { world: 1, tick: 258, event: EventKind::Unreachable(StoppedShortEvent { agent: 10, distance: 12.5 }) })),
         ("server_event_groups", ServerMsg::Event(Event { world: 1, tick: 256, event: EventKind::Groups(GroupsEvent { groups: vec!["red".into(), "blue".into(), "green".into()] }) })),
         ("server_result_ok", ServerMsg::CommandResult(CommandResult { request_id: 4, result: Outcome::Ok(Done {}) })),
         ("server_result_subscribed", ServerMsg::CommandResult(CommandResult { request_id: 1, result: Outcome::Subscribed(Subscribed { world: 1, cells: vec![36, 37, 56, 57], groups: vec!["red".into(), "blue".into()] }) })),

@@ -464,23 +464,40 @@ impl Bot {
         Ok(())
     }
 
+    /// Queues the spawn of an active bot's agents (in the middle half of its area).
+    fn queue_spawn(&mut self) {
+        if self.cfg.spawn_per_bot == 0 || !self.active {
+            return;
+        }
+        let request_id = self.request(Kind::Spawn);
+        let (cx, cy) = ((self.area.min_x + self.area.max_x) / 2.0, (self.area.min_y + self.area.max_y) / 2.0);
+        let (hx, hy) = ((self.area.max_x - self.area.min_x) / 4.0, (self.area.max_y - self.area.min_y) / 4.0);
+        self.outbox.push(ClientMsg::Spawn(Spawn {
+            request_id,
+            world: self.cfg.world.clone(),
+            group: "swarm-bot".into(),
+            count: self.cfg.spawn_per_bot,
+            area: SpawnArea::Rect(Rect { min_x: cx - hx, min_y: cy - hy, max_x: cx + hx, max_y: cy + hy }),
+            limits: proto::Limits::default(),
+            behaviors: Vec::new(),
+        }));
+    }
+
+    /// Queues a Ping once subscribed (before, Pong carries tick 0) and says when the next one
+    /// is due: a burst of 8 at random phases first, to narrow the clock interval quickly.
+    fn ping(&mut self) -> Duration {
+        if self.pinging && self.last_tick.is_some() {
+            let request_id = self.request(Kind::Ping);
+            self.outbox.push(ClientMsg::Ping(proto::Ping { request_id }));
+            self.pings += 1;
+        }
+        if self.pings < 8 { Duration::from_millis(self.rng.range(23.0, 61.0) as u64) } else { self.cfg.ping_every.mul_f64(self.rng.range(0.8, 1.2)) }
+    }
+
     async fn session(&mut self, mut ws: Ws) -> End {
         let cfg = self.cfg.clone();
         self.subscribe();
-        if cfg.spawn_per_bot > 0 && self.active {
-            let request_id = self.request(Kind::Spawn);
-            let (cx, cy) = ((self.area.min_x + self.area.max_x) / 2.0, (self.area.min_y + self.area.max_y) / 2.0);
-            let (hx, hy) = ((self.area.max_x - self.area.min_x) / 4.0, (self.area.max_y - self.area.min_y) / 4.0);
-            self.outbox.push(ClientMsg::Spawn(Spawn {
-                request_id,
-                world: cfg.world.clone(),
-                group: "swarm-bot".into(),
-                count: cfg.spawn_per_bot,
-                area: SpawnArea::Rect(Rect { min_x: cx - hx, min_y: cy - hy, max_x: cx + hx, max_y: cy + hy }),
-                limits: proto::Limits::default(),
-                behaviors: Vec::new(),
-            }));
-        }
+        self.queue_spawn();
         if let Err(cause) = self.flush_outbox(&mut ws).await {
             return End::Lost(cause);
         }
@@ -525,18 +542,7 @@ impl Bot {
                     cmd_timer.as_mut().reset(next_cmd);
                 }
                 () = &mut ping_timer => {
-                    // Ping only once subscribed (before, Pong carries tick 0); a burst of 8
-                    // at random phases first, to narrow the clock interval quickly.
-                    if self.pinging && self.last_tick.is_some() {
-                        let request_id = self.request(Kind::Ping);
-                        self.outbox.push(ClientMsg::Ping(proto::Ping { request_id }));
-                        self.pings += 1;
-                    }
-                    next_ping = TokioInstant::now() + if self.pings < 8 {
-                        Duration::from_millis(self.rng.range(23.0, 61.0) as u64)
-                    } else {
-                        cfg.ping_every.mul_f64(self.rng.range(0.8, 1.2))
-                    };
+                    next_ping = TokioInstant::now() + self.ping();
                     ping_timer.as_mut().reset(next_ping);
                 }
                 () = &mut pan_timer, if panning => {

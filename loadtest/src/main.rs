@@ -314,19 +314,90 @@ async fn swarm(cli: &Cli, metrics_url: Option<String>) -> anyhow::Result<Report>
     let usage = |pid: Option<u32>| pid.and_then(metrics::proc_usage);
     let (server0, swarm0) = (usage(cli.server_pid), usage(Some(own_pid)));
 
-    let epoch = Instant::now();
     let start = tokio::time::Instant::now();
-    let deadline = start + cli.duration;
+    let cfg = Arc::new(bot_config(cli, Instant::now(), start + cli.duration, stats.clone()));
+    if cli.commands_per_sec > 0.0 && cli.spawn_per_bot == 0 && !cli.quiet {
+        eprintln!("steer-swarm: --spawn-per-bot 0: bots own no agents, so they send no commands");
+    }
+    let mut tasks = tokio::task::JoinSet::new();
+    for i in 0..cli.bots {
+        let cfg = cfg.clone();
+        let at = start + cli.ramp.mul_f64(i as f64 / cli.bots as f64);
+        tasks.spawn(async move {
+            tokio::time::sleep_until(at).await;
+            bot::run(cfg, i).await;
+        });
+    }
+
+    let watched = watch(cli, &stats, metrics_url.as_deref(), start).await;
+    let measured = start.elapsed().as_secs_f64();
+    let (server1, swarm1) = (usage(cli.server_pid), usage(Some(own_pid)));
+    let scrape_after = match &metrics_url {
+        Some(u) => metrics::scrape(u).await.ok(),
+        None => None,
+    };
+    let window = watched.window.map(|(at, cpu0, scrape0)| {
+        let secs = at.elapsed().as_secs_f64();
+        let cpu = cpu0.zip(server_cpu_now(cli, scrape_after.as_ref())).map(|(a, b)| b - a);
+        let ticks = scrape_after.as_ref().zip(scrape0.as_ref()).map(|(b, a)| b.since(a).tick_count);
+        let samples = &watched.subscriber_samples;
+        let subs = (!samples.is_empty()).then(|| samples.iter().sum::<u64>() as f64 / samples.len() as f64);
+        Window { secs, cpu, ticks, subscribers: subs }
+    });
+    watched.bar.set_message("stopping: bots despawn their agents and close");
+    // Bots finish their goodbye within ~2 s of the deadline; abort stragglers.
+    let drain = tokio::time::timeout(Duration::from_secs(5), async { while tasks.join_next().await.is_some() {} }).await;
+    if drain.is_err() {
+        tasks.abort_all();
+    }
+    watched.bar.finish_and_clear();
+
+    let cpu = |a: Option<(f64, u64)>, b: Option<(f64, u64)>| match (a, b) {
+        (Some(a), Some(b)) => Some(report::round3((b.0 - a.0) / measured * 100.0)),
+        _ => None,
+    };
+    let server = scrape_after.zip(scrape_before).map(|(a, b)| a.since(&b));
+    let mut r = build_report(cli, &stats, measured, server.as_ref().and_then(|s| s.tick_mean()).map_or(0.0, |s| s * 1e3));
+    server_figures(&mut r, server.as_ref());
+    r.server_cpu_pct = cpu(server0, server1);
+    r.swarm_cpu_pct = cpu(swarm0, swarm1);
+    let mib = |b: u64| (b > 0).then(|| report::round3(b as f64 / (1 << 20) as f64));
+    r.server_rss_mib = mib(watched.peak_rss.0);
+    r.swarm_rss_mib = mib(watched.peak_rss.1);
+    r.passive_bots = (cli.bots - cfg.active_bots) as u64;
+    r.skim = cli.skim;
+    r.whole_world = cli.whole_world;
+    if let Some(w) = &window {
+        window_figures(&mut r, w);
+    }
+    if !cli.quiet {
+        if window.is_some() && r.window_server_cpu_s.is_none() {
+            eprintln!("steer-swarm: no server CPU figure (give --server-pid, or a server whose /metrics has process_cpu_seconds_total)");
+        }
+        if server.is_none() && metrics_url.is_some() {
+            eprintln!("steer-swarm: no /metrics scrape after the run (server tick figures left out)");
+        }
+        let (n, notes) = stats.notes();
+        if n > 0 {
+            eprintln!("steer-swarm: {n} diagnostics, the first {}:", notes.len());
+            for m in notes {
+                eprintln!("  {m}");
+            }
+        }
+    }
+    Ok(r)
+}
+
+/// What every bot is told: the command line's settings, the run's clock and the shared stats.
+fn bot_config(cli: &Cli, epoch: Instant, deadline: tokio::time::Instant, stats: Arc<Stats>) -> BotConfig {
     let warmup = warmup(cli);
-    let window_at = start + warmup;
-    let active_bots = active_count(cli.bots, cli.passive);
-    let cfg = Arc::new(BotConfig {
+    BotConfig {
         url: bot_url(&cli.url, cli.format, cli.batch),
         world: cli.world.clone(),
         aoi: cli.aoi,
         whole_world: cli.whole_world,
         bots: cli.bots,
-        active_bots,
+        active_bots: active_count(cli.bots, cli.passive),
         skim: cli.skim,
         window_ns: if warmup < cli.duration { warmup.as_nanos() as u64 } else { u64::MAX },
         encoding: match cli.format {
@@ -348,64 +419,64 @@ async fn swarm(cli: &Cli, metrics_url: Option<String>) -> anyhow::Result<Report>
         epoch,
         deadline,
         handshakes: Arc::new(tokio::sync::Semaphore::new(cli.max_handshakes.max(1))),
-        stats: stats.clone(),
+        stats,
         clock: std::sync::OnceLock::new(),
-    });
-    if cli.commands_per_sec > 0.0 && cli.spawn_per_bot == 0 && !cli.quiet {
-        eprintln!("steer-swarm: --spawn-per-bot 0: bots own no agents, so they send no commands");
     }
+}
 
-    let mut tasks = tokio::task::JoinSet::new();
-    for i in 0..cli.bots {
-        let cfg = cfg.clone();
-        let at = start + cli.ramp.mul_f64(i as f64 / cli.bots as f64);
-        tasks.spawn(async move {
-            tokio::time::sleep_until(at).await;
-            bot::run(cfg, i).await;
-        });
-    }
+/// What [`watch`] saw until the deadline.
+struct Watched {
+    bar: ProgressBar,
+    /// Peak resident set of the server and of the swarm, bytes.
+    peak_rss: (u64, u64),
+    /// The measured window: when it began, the server's CPU-seconds and metrics then.
+    window: Option<(Instant, Option<f64>, Option<metrics::Scrape>)>,
+    /// Subscriber counts sampled in the window.
+    subscriber_samples: Vec<u64>,
+}
 
-    // Live display and resource sampling until the deadline.
-    let bar = progress(cli);
-    let mut peak = (0u64, 0u64);
-    let mut last = (Instant::now(), [0u64; 5]);
-    let mut tick = tokio::time::interval(Duration::from_millis(500));
-    // The measured window: when it began, the server's CPU and metrics then, and the
-    // subscriber counts sampled in it.
-    let mut window: Option<(Instant, Option<f64>, Option<metrics::Scrape>)> = None;
-    let mut subscriber_samples: Vec<u64> = Vec::new();
-    let server_cpu_now = |scrape: Option<&metrics::Scrape>| match cli.server_pid {
+/// The server's CPU-seconds now: from its process (`--server-pid`) or its `/metrics`.
+fn server_cpu_now(cli: &Cli, scrape: Option<&metrics::Scrape>) -> Option<f64> {
+    match cli.server_pid {
         Some(pid) => metrics::proc_usage(pid).map(|u| u.0),
         None => scrape.and_then(|s| s.process_cpu_s),
-    };
+    }
+}
+
+/// Live display and resource sampling every 500 ms until the run's deadline; the measured
+/// window opens after the warm-up.
+async fn watch(cli: &Cli, stats: &Stats, metrics_url: Option<&str>, start: tokio::time::Instant) -> Watched {
+    let deadline = start + cli.duration;
+    let window_at = start + warmup(cli);
+    let own_pid = std::process::id();
+    let mut w = Watched { bar: progress(cli), peak_rss: (0, 0), window: None, subscriber_samples: Vec::new() };
+    let mut last = (Instant::now(), [0u64; 5]);
+    let mut tick = tokio::time::interval(Duration::from_millis(500));
     loop {
         tick.tick().await;
-        if window.is_none() && tokio::time::Instant::now() >= window_at && window_at < deadline {
-            let scrape = match &metrics_url {
+        if w.window.is_none() && tokio::time::Instant::now() >= window_at && window_at < deadline {
+            let scrape = match metrics_url {
                 Some(u) => metrics::scrape(u).await.ok(),
                 None => None,
             };
-            window = Some((Instant::now(), server_cpu_now(scrape.as_ref()), scrape));
+            w.window = Some((Instant::now(), server_cpu_now(cli, scrape.as_ref()), scrape));
         }
         // Not at the deadline itself: bots are leaving then.
-        if window.is_some() && tokio::time::Instant::now() < deadline {
-            subscriber_samples.push(stats.get(C::Subscribed));
+        if w.window.is_some() && tokio::time::Instant::now() < deadline {
+            w.subscriber_samples.push(stats.get(C::Subscribed));
         }
-        for (pid, slot) in [(cli.server_pid, 0), (Some(own_pid), 1)] {
-            if let Some((_, rss)) = usage(pid) {
-                if slot == 0 {
-                    peak.0 = peak.0.max(rss);
-                } else {
-                    peak.1 = peak.1.max(rss);
-                }
-            }
+        if let Some((_, rss)) = cli.server_pid.and_then(metrics::proc_usage) {
+            w.peak_rss.0 = w.peak_rss.0.max(rss);
+        }
+        if let Some((_, rss)) = metrics::proc_usage(own_pid) {
+            w.peak_rss.1 = w.peak_rss.1.max(rss);
         }
         let now = [C::Frames, C::BytesIn, C::CommandsSent, C::Disconnects, C::DecodeErrors].map(|c| stats.get(c));
         let dt = last.0.elapsed().as_secs_f64().max(1e-3);
         let rate = |i: usize| (now[i] - last.1[i]) as f64 / dt;
         let errors = stats.get(C::DecodeErrors) + stats.get(C::ChecksumErrors) + stats.get(C::ChainBreaks) + stats.get(C::CommandErrors);
-        bar.set_position(start.elapsed().as_secs().min(cli.duration.as_secs()));
-        bar.set_message(format!(
+        w.bar.set_position(start.elapsed().as_secs().min(cli.duration.as_secs()));
+        w.bar.set_message(format!(
             "bots {}/{} | {:.0} frames/s | {:.2} MB/s in | {:.0} cmd/s | errors {} | disconnects {}",
             stats.get(C::BotsOnline),
             cli.bots,
@@ -417,71 +488,20 @@ async fn swarm(cli: &Cli, metrics_url: Option<String>) -> anyhow::Result<Report>
         ));
         last = (Instant::now(), now);
         if tokio::time::Instant::now() >= deadline {
-            break;
+            return w;
         }
     }
-    let measured = start.elapsed().as_secs_f64();
-    let (server1, swarm1) = (usage(cli.server_pid), usage(Some(own_pid)));
-    let scrape_after = match &metrics_url {
-        Some(u) => metrics::scrape(u).await.ok(),
-        None => None,
-    };
-    let window = window.map(|(at, cpu0, scrape0)| {
-        let secs = at.elapsed().as_secs_f64();
-        let cpu = cpu0.zip(server_cpu_now(scrape_after.as_ref())).map(|(a, b)| b - a);
-        let ticks = scrape_after.as_ref().zip(scrape0.as_ref()).map(|(b, a)| b.since(a).tick_count);
-        let subs = (!subscriber_samples.is_empty()).then(|| subscriber_samples.iter().sum::<u64>() as f64 / subscriber_samples.len() as f64);
-        Window { secs, cpu, ticks, subscribers: subs }
-    });
-    bar.set_message("stopping: bots despawn their agents and close");
-    // Bots finish their goodbye within ~2 s of the deadline; abort stragglers.
-    let drain = tokio::time::timeout(Duration::from_secs(5), async { while tasks.join_next().await.is_some() {} }).await;
-    if drain.is_err() {
-        tasks.abort_all();
-    }
-    bar.finish_and_clear();
+}
 
-    let cpu = |a: Option<(f64, u64)>, b: Option<(f64, u64)>| match (a, b) {
-        (Some(a), Some(b)) => Some(report::round3((b.0 - a.0) / measured * 100.0)),
-        _ => None,
-    };
-    let mib = |b: u64| (b > 0).then(|| report::round3(b as f64 / (1 << 20) as f64));
-    let server = scrape_after.zip(scrape_before).map(|(a, b)| a.since(&b));
-    let scrape_after_missing = server.is_none();
-    let tick_mean_ms = server.as_ref().and_then(|s| s.tick_mean()).map(|s| s * 1e3);
-    let mut r = build_report(cli, &stats, measured, tick_mean_ms.unwrap_or(0.0));
-    if let Some(s) = &server {
-        r.server_tick_ms_p50 = s.tick_quantile(0.5).map(|v| report::round3(v * 1e3));
-        r.server_tick_ms_p99 = s.tick_quantile(0.99).map(|v| report::round3(v * 1e3));
-        r.server_tick_ms_mean = tick_mean_ms.map(report::round3);
-        r.server_ticks = Some(s.tick_count);
-        r.server_overruns = Some(s.overruns);
-        r.server_frames_dropped = Some(s.frames_dropped);
-    }
-    r.server_cpu_pct = cpu(server0, server1);
-    r.server_rss_mib = mib(peak.0);
-    r.swarm_cpu_pct = cpu(swarm0, swarm1);
-    r.swarm_rss_mib = mib(peak.1);
-    r.passive_bots = (cli.bots - active_bots) as u64;
-    r.skim = cli.skim;
-    r.whole_world = cli.whole_world;
-    if let Some(w) = &window {
-        window_figures(&mut r, w);
-    }
-    if window.is_some() && r.window_server_cpu_s.is_none() && !cli.quiet {
-        eprintln!("steer-swarm: no server CPU figure (give --server-pid, or a server whose /metrics has process_cpu_seconds_total)");
-    }
-    if scrape_after_missing && metrics_url.is_some() && !cli.quiet {
-        eprintln!("steer-swarm: no /metrics scrape after the run (server tick figures left out)");
-    }
-    let (n, notes) = stats.notes();
-    if n > 0 && !cli.quiet {
-        eprintln!("steer-swarm: {n} diagnostics, the first {}:", notes.len());
-        for m in notes {
-            eprintln!("  {m}");
-        }
-    }
-    Ok(r)
+/// The server's tick figures over the run (the difference of two `/metrics` scrapes).
+fn server_figures(r: &mut Report, server: Option<&metrics::Scrape>) {
+    let Some(s) = server else { return };
+    r.server_tick_ms_p50 = s.tick_quantile(0.5).map(|v| report::round3(v * 1e3));
+    r.server_tick_ms_p99 = s.tick_quantile(0.99).map(|v| report::round3(v * 1e3));
+    r.server_tick_ms_mean = s.tick_mean().map(|v| report::round3(v * 1e3));
+    r.server_ticks = Some(s.tick_count);
+    r.server_overruns = Some(s.overruns);
+    r.server_frames_dropped = Some(s.frames_dropped);
 }
 
 /// The measured window's raw figures.

@@ -193,6 +193,14 @@ pub fn event(e: &Event, groups: &[String]) -> proto::EventKind {
             agents: vec![*id],
         }),
         Event::Despawned { id } => proto::EventKind::Despawned(proto::DespawnedEvent { agents: vec![*id] }),
+        // Stopping short is never reported as arrival: a give-up first (it did not even reach
+        // the nearest reachable point), then an unreachable target.
+        Event::DestinationReached { id, gave_up: true, short_by, .. } => {
+            proto::EventKind::GaveUp(proto::StoppedShortEvent { agent: *id, distance: *short_by })
+        }
+        Event::DestinationReached { id, unreachable: true, short_by, .. } => {
+            proto::EventKind::Unreachable(proto::StoppedShortEvent { agent: *id, distance: *short_by })
+        }
         Event::DestinationReached { id, .. } => proto::EventKind::DestinationReached(proto::AgentEvent { agent: *id }),
         Event::PathCompleted { id } => proto::EventKind::PathCompleted(proto::AgentEvent { agent: *id }),
     }
@@ -425,5 +433,18 @@ mod tests {
             });
             assert_eq!(wire, sim, "{w:?}");
         }
+    }
+
+    /// An order that ended short of its goal is a `gave_up` or `unreachable` event with the
+    /// distance, never `destination_reached`.
+    #[test]
+    fn stopping_short_is_not_arrival() {
+        let at = glam::Vec2::new(3.0, 4.0);
+        let ended = |unreachable, gave_up, short_by| event(&Event::DestinationReached { id: 7, position: at, unreachable, gave_up, short_by }, &[]);
+        assert_eq!(ended(false, false, 0.0), proto::EventKind::DestinationReached(proto::AgentEvent { agent: 7 }));
+        assert_eq!(ended(false, true, 2.5), proto::EventKind::GaveUp(proto::StoppedShortEvent { agent: 7, distance: 2.5 }));
+        assert_eq!(ended(true, false, 9.0), proto::EventKind::Unreachable(proto::StoppedShortEvent { agent: 7, distance: 9.0 }));
+        // Gave up on the way to the nearest reachable point: it gave up.
+        assert_eq!(ended(true, true, 1.5), proto::EventKind::GaveUp(proto::StoppedShortEvent { agent: 7, distance: 1.5 }));
     }
 }

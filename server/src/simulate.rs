@@ -138,12 +138,11 @@ impl SeriesRow {
     /// The row for the state of `world`.
     pub fn of(world: &World) -> SeriesRow {
         let rate = world.config().tick_rate;
-        let stuck_ticks = (10.0 * rate).round() as u32;
         let (mut on_the_way, mut stuck, mut speed) = (0, 0, 0.0f64);
         for a in world.agents_unordered() {
             if let Some(o) = a.active_order() {
                 on_the_way += 1;
-                stuck += usize::from(o.stall >= stuck_ticks);
+                stuck += usize::from(o.stuck(rate));
                 speed += f64::from(a.speed());
             }
         }

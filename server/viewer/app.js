@@ -12,6 +12,7 @@ import { w2s, s2w } from './view.js';
 import { bindInput } from './input.js';
 import { bindReplay } from './replay.js';
 import { refreshFlow, refreshAvoidance } from './overlays.js';
+import { refreshStuck } from './stuck.js';
 import { refreshMetrics, updateStatus } from './status.js';
 import { draw } from './draw.js';
 
@@ -52,6 +53,8 @@ setInterval(() => { refreshWorld().catch(() => {}); }, 1000);
 setInterval(() => { refreshMetrics().catch(() => {}); }, 2000);
 setInterval(() => { refreshShapes().catch(() => {}); }, 3000);
 setInterval(() => { refreshFlow().catch(() => {}); }, 500);
+setInterval(() => { refreshStuck().catch(() => {}); }, 1000);
+$('ov-stuck').addEventListener('change', () => { refreshStuck().catch(() => {}); });
 $('ov-flow').addEventListener('change', () => { refreshFlow().catch(() => {}); });
 setInterval(() => { refreshAvoidance().catch(() => {}); }, 200); // 5 Hz, and only while wanted
 for (const id of ['ov-vo', 'ov-pvc']) $(id).addEventListener('change', () => { refreshAvoidance().catch(() => {}); });

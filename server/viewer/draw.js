@@ -3,6 +3,7 @@
 import { $, canvas, ctx, groupColor, S } from './state.js';
 import { visibleRect, updateSubscription } from './stream.js';
 import { drawAvoidance, drawFlow } from './overlays.js';
+import { stuckMark } from './stuck.js';
 import { w2s, fit } from './view.js';
 
 // Drawing
@@ -236,6 +237,16 @@ function drawAgents(sc) {
         ctx.strokeStyle = 'rgba(255,255,255,.85)';
         ctx.lineWidth = 1;
         ctx.stroke();
+      }
+      const mark = stuckMark(a.id);
+      if (mark) {
+        ctx.beginPath();
+        ctx.arc(sx, sy, rpx * 1.7 + 4, 0, Math.PI * 2);
+        ctx.setLineDash(mark === 'stuck' ? [] : [3, 3]);
+        ctx.strokeStyle = 'rgba(230,60,60,.9)';
+        ctx.lineWidth = 2;
+        ctx.stroke();
+        ctx.setLineDash([]);
       }
       const t = S.arrivedAt.get(a.id);
       if (t !== undefined && now - t < 1500) {

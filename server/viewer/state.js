@@ -66,6 +66,12 @@ export const V = {
   resyncs: [],
   destinationReached: 0,
   arrived: [],
+  /** `gave_up` and `unreachable` events received; the agents stuck at the last poll (sorted);
+   * the orders that ended short ({agent, kind, distance}); stuck polls answered. */
+  stoppedShortEvents: 0,
+  stuck: [],
+  stoppedShort: [],
+  stuckPolled: 0,
   moveToSent: 0,
   moveToAgents: [],
   obstaclesPlaced: 0,

@@ -8,6 +8,7 @@ import { refreshWorld, refreshShapes, refreshScenarios, refreshGroups } from './
 import { s2w, fit } from './view.js';
 import { updateSelectionText } from './input.js';
 import { escapeHtml, logEvent } from './status.js';
+import { stoppedShort } from './stuck.js';
 
 /** The stream's own state (no other module reads it; what they share is in `S`). */
 const own = {
@@ -362,6 +363,11 @@ function onEvent(m) {
     S.arrivedAt.set(e.agent, performance.now());
     logEvent(`agent <b>${e.agent}</b> reached its destination`, 'arrive', m.tick);
     updateSelectionText();
+  } else if (e.type === 'gave_up' || e.type === 'unreachable') {
+    V.stoppedShortEvents++;
+    stoppedShort(e.type, e.agent, e.distance);
+    const why = e.type === 'gave_up' ? 'gave up' : 'cannot reach its target and stopped';
+    logEvent(`agent <b>${e.agent}</b> ${why}, ${e.distance.toFixed(1)} short`, 'err', m.tick);
   } else if (e.type === 'path_completed') {
     logEvent(`agent <b>${e.agent}</b> completed its path`, '', m.tick);
   } else if (e.type === 'spawned') {

@@ -7,6 +7,7 @@ import { connect, fillFromSnapshot, allAgents } from './stream.js';
 import { updateSelectionText } from './input.js';
 import { updateTimeline } from './replay.js';
 import { escapeHtml, logEvent } from './status.js';
+import { ordered } from './stuck.js';
 
 // REST-backed state: world info, obstacles, walls, scenarios, group names
 
@@ -99,6 +100,7 @@ export async function moveTo(x, y) {
   if (!agents.length) return;
   S.moveTarget = { x, y, t: performance.now() };
   for (const id of agents) S.arrivedAt.delete(id);
+  ordered(agents);
   S.moveAgents = new Set(agents);
   try {
     await api('POST', wpath('/move-to'), { agents, target: { x, y }, stopping_distance: 0 });

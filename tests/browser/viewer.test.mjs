@@ -329,6 +329,58 @@ test('viewer: streams, selects, moves, places obstacles', { timeout: 80000 }, as
   });
 });
 
+test('viewer: stuck agents and orders that ended short are ringed; REST lists the stuck ones', { timeout: 60000 }, async () => {
+  // A paused world stepped by REST: a unit sent onto a rock that cannot move (max_speed 0)
+  // presses against it and makes no progress (stuck once 10 s pass); a unit sent into a closed
+  // box of walls stops outside at the nearest reachable point (the `unreachable` event).
+  const world = 'stuck-view';
+  await rest('POST', '/worlds', { name: world, paused: true });
+  for (const [a, b] of [[[70, 70], [90, 70]], [[90, 70], [90, 90]], [[90, 90], [70, 90]], [[70, 90], [70, 70]]]) {
+    await rest('POST', `/worlds/${world}/walls`, { a: { x: a[0], y: a[1] }, b: { x: b[0], y: b[1] } });
+  }
+  const pts = (x, y) => ({ type: 'points', points: [{ x, y }] });
+  await rest('POST', `/worlds/${world}/agents`, { group: 'rock', count: 1, area: pts(50, 50), limits: { max_speed: 0, radius: 3 } });
+  const [mover] = (await rest('POST', `/worlds/${world}/agents`, { group: 'mover', count: 1, area: pts(30, 50) })).agents;
+  const [walker] = (await rest('POST', `/worlds/${world}/agents`, { group: 'walker', count: 1, area: pts(40, 80) })).agents;
+  await rest('POST', `/worlds/${world}/move-to`, { agents: [mover], target: { x: 50, y: 50 }, stopping_distance: 0.5 });
+  await rest('POST', `/worlds/${world}/move-to`, { agents: [walker], target: { x: 80, y: 80 }, stopping_distance: 0.5 });
+  const p = await context.newPage();
+  const errors = [];
+  p.on('pageerror', (e) => errors.push(`pageerror: ${e.message}`));
+  p.on('console', (m) => { if (m.type() === 'error') errors.push(`console: ${m.text()}`); });
+  try {
+    await p.goto(`${base}/?world=${world}`);
+    // Paused: the page has the world but no frame until it steps.
+    await p.waitForFunction((w) => window.viewer && window.viewer.ready && window.viewer.world === w && window.viewer.subscribedCells.length > 0, world, { timeout: 15000 });
+    assert.deepEqual(await rest('GET', `/worlds/${world}/agents?stuck=true`), [], 'nobody is stuck before the world runs');
+    // 30 simulated seconds: the walker reaches the box, the mover has pressed on the rock for > 10 s.
+    await rest('POST', `/worlds/${world}/step`, { ticks: 600 });
+    const stuck = await rest('GET', `/worlds/${world}/agents?stuck=true`);
+    assert.deepEqual(stuck.map((a) => a.id), [mover], 'only the unit pressing on the rock is stuck');
+    const o = stuck[0].order;
+    assert.equal(o.state, 'moving');
+    assert.equal(o.stuck, true);
+    assert.ok(o.stalled_secs >= 10, `stalled ${o.stalled_secs} s`);
+    assert.ok(o.distance > 2.5 && o.distance < 4, `pressing on the rock, ${o.distance} from its centre`);
+    const w = await rest('GET', `/worlds/${world}/agents/${walker}`);
+    assert.equal(w.order.state, 'unreachable');
+    await until('the stuck unit ringed in the viewer', () => p.evaluate((id) => window.viewer.stuck.includes(id), mover), 5000)
+      .catch(async (e) => { throw new Error(`${e.message}: ${JSON.stringify(await p.evaluate(() => ({ polled: window.viewer.stuckPolled, stuck: window.viewer.stuck, errors: window.viewer.errors })))} ${errors}`); });
+    const short = await until('the unreachable event in the viewer', () => p.evaluate((id) => window.viewer.stoppedShort.find((s) => s.agent === id), walker), 5000);
+    assert.equal(short.kind, 'unreachable');
+    assert.ok(short.distance > 10 && short.distance < 16, `stopped ${short.distance} from the target`);
+    assert.equal(await p.evaluate(() => window.viewer.stuck.length), 1, 'the rock (no order) and the walker are not stuck');
+    mkdirSync(ARTIFACTS, { recursive: true });
+    await p.evaluate(() => window.viewer.lookAt(60, 65, 8));
+    await p.waitForTimeout(300);
+    await p.screenshot({ path: join(ARTIFACTS, 'viewer-stuck.png') });
+    assert.deepEqual(errors, []);
+  } finally {
+    await p.close();
+    await rest('DELETE', `/worlds/${world}`);
+  }
+});
+
 test('viewer: velocity-obstacle and preferred-vs-chosen overlays of the selected agent', { timeout: 60000 }, async () => {
   // The crossing scenario: 120 agents on a ring, each with reciprocal_avoidance, ~4 units apart,
   // so every agent has neighbours within the default neighbor_dist of 10.

@@ -87,7 +87,7 @@ namespace Steerd.Client
 
     public static class Codec
     {
-        public const int ProtocolVersion = 9;
+        public const int ProtocolVersion = 10;
         /// <summary>Largest server frame a client should accept (§1).</summary>
         public const int DefaultServerLimit = 8 * 1024 * 1024;
         /// <summary>Default largest client frame (§1, Welcome.max_message_bytes).</summary>
@@ -195,7 +195,7 @@ namespace Steerd.Client
             new Variant("welcome", WelcomeFields),
             V("keyframe", F("world", U32), F("cell", U32), F("tick", U64), F("checksum", Checksum, null), F("agents", new PackedT("records"))),
             V("delta", F("world", U32), F("cell", U32), F("tick", U64), F("base_tick", U64), F("checksum", Checksum, null), F("left", new PackedT("ids")), F("changed", new PackedT("changes")), F("entered", new PackedT("records"))),
-            V("event", F("world", U32), F("tick", U64), F("event", new TaggedT(new[] { V("destination_reached", F("agent", U32)), V("path_completed", F("agent", U32)), V("spawned", F("group", Str), Agents), V("despawned", Agents), V("target_lost", F("agent", U32), F("target", U32)), V("tick_rate", F("tick_rate_hz", F32)), V("groups", F("groups", new VecT(Str))) }))),
+            V("event", F("world", U32), F("tick", U64), F("event", new TaggedT(new[] { V("destination_reached", F("agent", U32)), V("path_completed", F("agent", U32)), V("spawned", F("group", Str), Agents), V("despawned", Agents), V("target_lost", F("agent", U32), F("target", U32)), V("tick_rate", F("tick_rate_hz", F32)), V("groups", F("groups", new VecT(Str))), V("gave_up", F("agent", U32), F("distance", F32)), V("unreachable", F("agent", U32), F("distance", F32)) }))),
             V("command_result", Rid, F("result", new TaggedT(new[] { V("ok"), V("subscribed", F("world", U32), F("cells", new PackedT("runs")), F("groups", new VecT(Str))), V("spawned", Agents), new Variant("error", ErrorFields) }))),
             new Variant("error", ErrorFields),
             V("pong", Rid, F("server_tick", U64)),

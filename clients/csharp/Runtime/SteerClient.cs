@@ -89,7 +89,14 @@ namespace Steerd.Client
 
         public event Action<Welcome> Welcomed;
         public event Action<WorldEvent> Event;
+        /// <summary>A MoveTo agent arrived: it stopped within the order's arrival distance of its stop point. Arguments: agent, world, tick.</summary>
         public event Action<uint, string, long> DestinationReached;
+        /// <summary>A MoveTo agent gave up short of its stop point (no progress for the world's give-up time)
+        /// (protocol v10). Arguments: agent, distance from its stop point, world, tick.</summary>
+        public event Action<uint, float, string, long> GaveUp;
+        /// <summary>No path reaches the MoveTo's target: the agent stopped at the nearest reachable point
+        /// (protocol v10). Arguments: agent, distance from the target, world, tick.</summary>
+        public event Action<uint, float, string, long> Unreachable;
         public event Action<uint, string, long> PathCompleted;
         /// <summary>Your agent (first) lost sight of a target (second) its behaviours aimed at, under
         /// `owned` visibility; those behaviours were removed. Arguments: agent, target, world, tick.</summary>
@@ -687,6 +694,7 @@ namespace Steerd.Client
                         ev.Group = Tree.S(e, "group");
                         if (ev.Type == "despawned") NotMine(ev.World, ev.Agents);
                         if (e.ContainsKey("tick_rate_hz")) ev.TickRateHz = Tree.Fl(e, "tick_rate_hz");
+                        if (e.ContainsKey("distance")) ev.Distance = Tree.Fl(e, "distance");
                         if (ev.Type == "groups")
                         {
                             var names = Strings(e["groups"]);
@@ -709,6 +717,8 @@ namespace Steerd.Client
                         }
                         Raise(Event, ev);
                         if (ev.Type == "destination_reached") { var h = DestinationReached; if (h != null) Guard(() => h(ev.Agent, ev.World, ev.Tick)); }
+                        else if (ev.Type == "gave_up") { var h = GaveUp; if (h != null) Guard(() => h(ev.Agent, ev.Distance, ev.World, ev.Tick)); }
+                        else if (ev.Type == "unreachable") { var h = Unreachable; if (h != null) Guard(() => h(ev.Agent, ev.Distance, ev.World, ev.Tick)); }
                         else if (ev.Type == "path_completed") { var h = PathCompleted; if (h != null) Guard(() => h(ev.Agent, ev.World, ev.Tick)); }
                         else if (ev.Type == "target_lost") { var h = TargetLost; if (h != null) Guard(() => h(ev.Agent, ev.Target, ev.World, ev.Tick)); }
                         else if (ev.Type == "tick_rate") { var h = TickRateChanged; if (h != null) Guard(() => h(ev.TickRateHz, ev.World, ev.Tick)); }

@@ -86,15 +86,18 @@ namespace Steerd.Client
     /// <summary>A world event (§5.2 EventKind).</summary>
     public sealed class WorldEvent
     {
-        /// <summary>destination_reached, path_completed, spawned, despawned, target_lost, tick_rate or groups.</summary>
+        /// <summary>destination_reached, gave_up, unreachable, path_completed, spawned, despawned, target_lost, tick_rate or groups.</summary>
         public string Type;
         public string World;
         public long Tick;
-        /// <summary>The agent (destination_reached, path_completed, target_lost), else 0.</summary>
+        /// <summary>The agent (destination_reached, gave_up, unreachable, path_completed, target_lost), else 0.</summary>
         public uint Agent;
         /// <summary>target_lost (protocol v8): the agent the behaviours of <see cref="Agent"/> aimed at,
         /// which left its owner's vision (those behaviours were removed); else 0.</summary>
         public uint Target;
+        /// <summary>gave_up and unreachable (protocol v10): how far short of its goal the MoveTo agent
+        /// stopped — from its stop point (gave_up), from the target asked for (unreachable); else 0.</summary>
+        public float Distance;
         /// <summary>tick_rate (protocol v9): the world's new ticks per second, else 0.</summary>
         public float TickRateHz;
         /// <summary>The agents (spawned, despawned), else empty.</summary>

@@ -129,7 +129,12 @@ export interface ClientEvents {
   welcome: (w: Welcome) => void;
   /** Every world event (`event.type` tells which). */
   event: (event: EventKind, msg: EventMsg, world: string) => void;
+  /** A MoveTo agent arrived: it stopped within the order's arrival distance of its stop point. */
   destination_reached: (agent: number, world: string, tick: number) => void;
+  /** A MoveTo agent gave up `distance` units short of its stop point (no progress for the world's give-up time). */
+  gave_up: (agent: number, distance: number, world: string, tick: number) => void;
+  /** No path reaches the MoveTo's target: the agent stopped at the nearest reachable point, `distance` from the target. */
+  unreachable: (agent: number, distance: number, world: string, tick: number) => void;
   path_completed: (agent: number, world: string, tick: number) => void;
   spawned: (agents: number[], group: string, world: string, tick: number) => void;
   despawned: (agents: number[], world: string, tick: number) => void;
@@ -584,6 +589,8 @@ export class SteerClient {
         const e = m.event;
         this.emit('event', e, m, w);
         if (e.type === 'destination_reached') this.emit('destination_reached', e.agent, w, m.tick);
+        else if (e.type === 'gave_up') this.emit('gave_up', e.agent, e.distance, w, m.tick);
+        else if (e.type === 'unreachable') this.emit('unreachable', e.agent, e.distance, w, m.tick);
         else if (e.type === 'path_completed') this.emit('path_completed', e.agent, w, m.tick);
         else if (e.type === 'spawned') this.emit('spawned', e.agents, e.group, w, m.tick);
         else if (e.type === 'despawned') {

@@ -17,7 +17,7 @@
 
 import type { ClientMsg, ServerMsg, Hello, Encoding, ErrorCodeName, RoleName } from './types.js';
 
-export const PROTOCOL_VERSION = 9;
+export const PROTOCOL_VERSION = 10;
 /** Largest server frame a client should accept (§1). */
 export const DEFAULT_SERVER_LIMIT = 8 * 1024 * 1024;
 /** Default largest client frame (§1, `Welcome.max_message_bytes`). */
@@ -849,6 +849,8 @@ const EventKind = tagged([
   ['target_lost', [['agent', 'u32'], ['target', 'u32']]],
   ['tick_rate', [['tick_rate_hz', 'f32']]],
   ['groups', [['groups', vec('string')]]],
+  ['gave_up', [['agent', 'u32'], ['distance', 'f32']]],
+  ['unreachable', [['agent', 'u32'], ['distance', 'f32']]],
 ]);
 const ErrorFields: Field[] = [['code', ErrorCode], ['message', 'string'], ['field', opt('string'), null]];
 const Outcome = tagged([

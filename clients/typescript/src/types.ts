@@ -107,7 +107,11 @@ export type EventKind =
   /** Since protocol v9: the world runs at `tick_rate_hz` from the event's tick on. */
   | { type: 'tick_rate'; tick_rate_hz: number }
   /** Since protocol v9: the world's group table again (it changed); a record's `group` indexes it. */
-  | { type: 'groups'; groups: string[] };
+  | { type: 'groups'; groups: string[] }
+  /** Since protocol v10: `agent`'s MoveTo ended `distance` units short of its stop point (no progress for the world's give-up time). */
+  | { type: 'gave_up'; agent: number; distance: number }
+  /** Since protocol v10: no path reaches the MoveTo's target; `agent` stopped at the nearest reachable point, `distance` from the target. */
+  | { type: 'unreachable'; agent: number; distance: number };
 export interface EventMsg { type: 'event'; world: number; tick: number; event: EventKind }
 export interface OkOutcome { type: 'ok' }
 /** The cells now covered, ascending (binary: runs of consecutive cells since protocol v7, §5.2). */

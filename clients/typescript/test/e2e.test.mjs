@@ -29,7 +29,7 @@ async function scenario(encoding) {
   const reached = new Set();
   client.on('destination_reached', (agent, w) => { if (w === world) reached.add(agent); });
   try {
-    assert.equal(client.welcome.protocol_version, 9);
+    assert.equal(client.welcome.protocol_version, 10);
     assert.equal(client.playerId, player);
     assert.equal(client.role, 'player');
     assert.match(client.resumeToken, /^[0-9a-f]{32}$/);
@@ -223,6 +223,33 @@ test('events about your agents reach every connection of the player, subscribed 
   } finally {
     a.close();
     b.close();
+  }
+});
+
+test('a MoveTo to a walled-off target ends in unreachable, with the distance, never destination_reached', async () => {
+  const world = 'sdk-unreachable';
+  await srv.rest('POST', '/worlds', { name: world });
+  // A closed box of walls round (80, 80).
+  for (const [a, b] of [[[70, 70], [90, 70]], [[90, 70], [90, 90]], [[90, 90], [70, 90]], [[70, 90], [70, 70]]]) {
+    await srv.rest('POST', `/worlds/${world}/walls`, { a: { x: a[0], y: a[1] }, b: { x: b[0], y: b[1] } });
+  }
+  const client = await connect(srv.base, { token: srv.mintToken('erin') });
+  const ended = new Map();
+  const reached = [];
+  client.on('unreachable', (agent, distance, w) => { if (w === world) ended.set(agent, distance); });
+  client.on('destination_reached', (agent, w) => { if (w === world) reached.push(agent); });
+  try {
+    const { agents } = await client.spawn(world, { group: 'erin', count: 2, area: { type: 'circle', x: 40, y: 40, radius: 2 } });
+    assert.equal((await client.moveTo(world, agents, { x: 80, y: 80 }, { stoppingDistance: 1 })).type, 'ok');
+    await until('unreachable for both agents', () => agents.every((id) => ended.has(id)), 30000);
+    for (const id of agents) {
+      const d = ended.get(id);
+      // Outside the box (half-width 10), near its wall.
+      assert.ok(d > 10 && d < 16, `agent ${id} stopped ${d} from the target`);
+    }
+    assert.deepEqual(reached, [], 'an unreachable order is not an arrival');
+  } finally {
+    client.close();
   }
 });
 

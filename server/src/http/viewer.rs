@@ -15,6 +15,7 @@ const FILES: &[(&str, &str, &str)] = &[
     ("stream.js", "text/javascript; charset=utf-8", include_str!("../../viewer/stream.js")),
     ("world.js", "text/javascript; charset=utf-8", include_str!("../../viewer/world.js")),
     ("overlays.js", "text/javascript; charset=utf-8", include_str!("../../viewer/overlays.js")),
+    ("stuck.js", "text/javascript; charset=utf-8", include_str!("../../viewer/stuck.js")),
     ("view.js", "text/javascript; charset=utf-8", include_str!("../../viewer/view.js")),
     ("input.js", "text/javascript; charset=utf-8", include_str!("../../viewer/input.js")),
     ("replay.js", "text/javascript; charset=utf-8", include_str!("../../viewer/replay.js")),

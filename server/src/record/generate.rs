@@ -75,7 +75,7 @@ pub fn run_script(dir: &Path, scenario: Scenario, script: &[Step], threads: usiz
                     let _ = w.apply(c.clone(), admin.clone()).await;
                 }
                 Step::CmdOn(idx, make) => {
-                    let agents = w.ask(|reply| Request::Agents { limit: usize::MAX, sight: crate::authz::Sight::All, reply }).await.map_err(err)?;
+                    let agents = w.ask(|reply| Request::Agents { limit: usize::MAX, stuck: false, sight: crate::authz::Sight::All, reply }).await.map_err(err)?;
                     let ids: Vec<u32> = idx.iter().filter_map(|&k| agents.get(k).map(|a| a.id)).collect();
                     let _ = w.apply(make(&ids), admin.clone()).await;
                 }

@@ -153,10 +153,24 @@ impl PortalTurn {
     }
 }
 
+/// Seconds without progress after which an agent on its way counts as stuck (in `simulate`'s
+/// reports, REST and the viewer; it goes on trying until `give_up_after`).
+pub const STUCK_SECS: f32 = 10.0;
+
 impl MoveOrder {
     /// True while the agent is still moving to its destination.
     pub fn active(&self) -> bool {
         !self.done
+    }
+
+    /// The stall count from which an order counts as stuck at `tick_rate` ticks per second.
+    pub fn stuck_ticks(tick_rate: f32) -> u32 {
+        (STUCK_SECS * tick_rate).round() as u32
+    }
+
+    /// True while the agent is on its way and made no progress for [`STUCK_SECS`].
+    pub fn stuck(&self, tick_rate: f32) -> bool {
+        self.active() && self.stall >= Self::stuck_ticks(tick_rate)
     }
 
     /// Progress bookkeeping after a step that left the agent (of radius `radius`) at `position`:

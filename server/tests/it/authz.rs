@@ -798,6 +798,20 @@ async fn hidden_agents_are_unknown_to_players_in_owned_worlds() {
     bob_http.get(&format!("/worlds/fog/agents/{seen}")).await.expect(200);
     let r = bob_http.get(&format!("/worlds/fog/flowfield?agent={seen}")).await;
     assert_eq!((r.status, code_of(&r).as_deref()), (403, Some("forbidden")), "{}", r.text());
+    // Its MoveTo order (where it goes, whether it is stuck) is alice's to see, not bob's: on every
+    // read that shows agents, and in the stuck filter. The admin and alice see it.
+    let alice_http = srv.http().with_token(&jwt("alice", "player"));
+    alice_http.post("/worlds/fog/move-to", &json!({"agents": [seen], "target": {"x": 56.5, "y": 64.5}})).await.expect(200);
+    let order_of = |v: &Value| v.as_array().unwrap().iter().find(|a| a["id"] == seen).map(|a| a["order"].clone());
+    assert_eq!(bob_http.get(&format!("/worlds/fog/agents/{seen}")).await.ok()["order"], Value::Null, "bob reads alice's order");
+    assert_eq!(order_of(&bob_http.get("/worlds/fog/agents").await.ok()), Some(Value::Null), "bob lists alice's order");
+    assert_eq!(order_of(&bob_http.get("/worlds/fog/snapshot").await.ok()["agents"]), Some(Value::Null), "bob's snapshot shows alice's order");
+    let stuck = bob_http.get("/worlds/fog/agents?stuck=true").await.ok();
+    assert!(stuck.as_array().unwrap().iter().all(|a| mine.contains(&(a["id"].as_u64().unwrap() as u32))), "bob's stuck filter shows others' agents: {stuck}");
+    for (who, http) in [("the admin", &admin), ("alice", &alice_http)] {
+        let o = http.get(&format!("/worlds/fog/agents/{seen}")).await.ok()["order"].clone();
+        assert_eq!(o["target"], json!([56.5, 64.5]), "{who} sees the order: {o}");
+    }
     let r = bob_http.put(&format!("/worlds/fog/agents/{}/behaviors", mine[0]), &face_json(seen)).await;
     assert_eq!(r.status, 200, "facing a visible agent: {}", r.text());
 
@@ -881,6 +895,7 @@ impl Watch {
                 proto::EventKind::Spawned(s) => s.agents.iter().for_each(|&i| self.id(who, "a spawned event", i)),
                 proto::EventKind::Despawned(d) => d.agents.iter().for_each(|&i| self.id(who, "a despawned event", i)),
                 proto::EventKind::DestinationReached(a) | proto::EventKind::PathCompleted(a) => self.id(who, "an agent event", a.agent),
+                proto::EventKind::GaveUp(s) | proto::EventKind::Unreachable(s) => self.id(who, "a stopped-short event", s.agent),
                 proto::EventKind::TargetLost(t) => {
                     self.id(who, "a target_lost event's agent", t.agent);
                     self.id(who, "a target_lost event's target", t.target);
@@ -1050,6 +1065,7 @@ async fn fog_of_war_holds_on_every_read() {
             ("/worlds".into(), 200),
             ("/worlds/fog".into(), 200),
             ("/worlds/fog/agents".into(), 200),
+            ("/worlds/fog/agents?stuck=true".into(), 200),
             (format!("/worlds/fog/agents/{h}"), 404),
             ("/worlds/fog/snapshot".into(), 200),
             ("/worlds/fog/obstacles".into(), 200),
@@ -1075,6 +1091,7 @@ async fn fog_of_war_holds_on_every_read() {
                 }
                 (_, "/worlds/fog") => assert_eq!(r.json()["agents"].as_u64(), Some(3), "GET /worlds/fog: {}", r.text()),
                 (_, "/worlds/fog/agents") => assert_eq!(agent_ids(&r.json()), mine_set, "GET agents"),
+                (_, "/worlds/fog/agents?stuck=true") => assert!(agent_ids(&r.json()).is_subset(&mine_set), "GET stuck agents: {}", r.text()),
                 (_, "/worlds/fog/snapshot") => {
                     let s = r.json();
                     assert_eq!(agent_ids(&s["agents"]), mine_set, "snapshot agents");

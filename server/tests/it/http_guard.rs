@@ -128,7 +128,18 @@ async fn every_socket_counts_toward_the_connection_cap() {
     for _ in 0..5 {
         idle.push(TcpStream::connect(srv.addr).await.unwrap());
     }
-    let ws = srv.ws().await;
+    // The sixth socket: the WebSocket. The server frees the first /health request's slot when it
+    // sees that socket close, which on a busy machine may come after this connect: then the
+    // upgrade is refused (503) and is tried again.
+    let t0 = Instant::now();
+    let mut ws = loop {
+        match Ws::connect_with(srv.addr, None, steer_proto::Encoding::Binary).await {
+            Ok(ws) => break ws,
+            Err(e) => assert!(t0.elapsed() < WAIT, "the WebSocket was refused with five sockets open: {e}"),
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    ws.hello(None).await;
     // The accept loop takes the sockets in order; the next one is over the cap.
     let r = health_until_503(&http).await;
     assert_eq!(r.status, 503, "a socket over the cap: {}", r.text());

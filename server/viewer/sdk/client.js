@@ -462,6 +462,10 @@ export class SteerClient {
                 this.emit('event', e, m, w);
                 if (e.type === 'destination_reached')
                     this.emit('destination_reached', e.agent, w, m.tick);
+                else if (e.type === 'gave_up')
+                    this.emit('gave_up', e.agent, e.distance, w, m.tick);
+                else if (e.type === 'unreachable')
+                    this.emit('unreachable', e.agent, e.distance, w, m.tick);
                 else if (e.type === 'path_completed')
                     this.emit('path_completed', e.agent, w, m.tick);
                 else if (e.type === 'spawned')

@@ -14,7 +14,7 @@
 // The session handshake (Hello / Welcome) is defined once, in `HELLO_FIELDS` / `WELCOME_FIELDS`
 // and `helloMessage()`.
 // (Compiled by tsc into server/viewer/sdk/ for the viewer: edit this .ts, then `npm run build:viewer`.)
-export const PROTOCOL_VERSION = 9;
+export const PROTOCOL_VERSION = 10;
 /** Largest server frame a client should accept (§1). */
 export const DEFAULT_SERVER_LIMIT = 8 * 1024 * 1024;
 /** Default largest client frame (§1, `Welcome.max_message_bytes`). */
@@ -786,6 +786,8 @@ const EventKind = tagged([
     ['target_lost', [['agent', 'u32'], ['target', 'u32']]],
     ['tick_rate', [['tick_rate_hz', 'f32']]],
     ['groups', [['groups', vec('string')]]],
+    ['gave_up', [['agent', 'u32'], ['distance', 'f32']]],
+    ['unreachable', [['agent', 'u32'], ['distance', 'f32']]],
 ]);
 const ErrorFields = [['code', ErrorCode], ['message', 'string'], ['field', opt('string'), null]];
 const Outcome = tagged([

@@ -137,7 +137,7 @@ namespace Steerd.Client.Tests
         public void TheHelloThisSdkSendsIsTheGoldenHello()
         {
             var v = ReadJson("client_hello");
-            Assert.AreEqual(9, Codec.ProtocolVersion);
+            Assert.AreEqual(10, Codec.ProtocolVersion);
             Assert.AreEqual(Codec.ProtocolVersion, (int)(double)v["protocol_version"]);
             var h = Codec.Hello((string)v["token"], null);
             Assert.AreEqual(ToHex(ReadHex("client_hello")), ToHex(Codec.EncodeClient(h)));
@@ -162,6 +162,15 @@ namespace Steerd.Client.Tests
             var ev = Tree.D(Codec.DecodeServer(ReadHex("server_event_tick_rate")), "event");
             Assert.AreEqual("tick_rate", ev["type"]);
             Assert.AreEqual(30f, Tree.Fl(ev, "tick_rate_hz"));
+            // Protocol v10: an order that ended short of its goal.
+            var gave = Tree.D(Codec.DecodeServer(ReadHex("server_event_gave_up")), "event");
+            Assert.AreEqual("gave_up", gave["type"]);
+            Assert.AreEqual(9L, Tree.L(gave, "agent"));
+            Assert.AreEqual(3.25f, Tree.Fl(gave, "distance"));
+            var unr = Tree.D(Codec.DecodeServer(ReadHex("server_event_unreachable")), "event");
+            Assert.AreEqual("unreachable", unr["type"]);
+            Assert.AreEqual(10L, Tree.L(unr, "agent"));
+            Assert.AreEqual(12.5f, Tree.Fl(unr, "distance"));
             var s = Tree.Welcome(Codec.DecodeServer(ReadHex("server_welcome_spectator")));
             Assert.AreEqual("carol", s.PlayerId);
             Assert.AreEqual(Role.Spectator, s.Role);

@@ -153,7 +153,7 @@ namespace Steerd.Client.Tests
             client.Reconnected += (w, r) => { resumed = r; Interlocked.Increment(ref reconnects); };
             try
             {
-                Assert.AreEqual(9, client.Welcome.ProtocolVersion);
+                Assert.AreEqual(10, client.Welcome.ProtocolVersion);
                 Assert.AreEqual(player, client.PlayerId);
                 Assert.AreEqual(Role.Player, client.Role);
                 StringAssert.IsMatch("^[0-9a-f]{32}$", client.ResumeToken);
@@ -343,6 +343,38 @@ namespace Steerd.Client.Tests
                 }
                 using (var other = Wait(SteerClient.ConnectAsync(srv.Base, new ConnectOptions { Token = srv.MintToken("rates-cs2") })))
                     Assert.AreEqual(10f, other.Welcome.World("sdk-cs-rate-a").TickRateHz, "a later Welcome carries the new rate");
+            }
+            finally
+            {
+                client.Close();
+            }
+        }
+
+        [Test]
+        public void AWalledOffTargetEndsInUnreachableWithTheDistance()
+        {
+            const string world = "sdk-cs-unreachable";
+            srv.Rest("POST", "/worlds", "{\"name\":\"" + world + "\"}");
+            // A closed box of walls round (80, 80).
+            foreach (var w in new[] { "70,70,90,70", "90,70,90,90", "90,90,70,90", "70,90,70,70" })
+            {
+                var c = w.Split(',');
+                srv.Rest("POST", "/worlds/" + world + "/walls", "{\"a\":{\"x\":" + c[0] + ",\"y\":" + c[1] + "},\"b\":{\"x\":" + c[2] + ",\"y\":" + c[3] + "}}");
+            }
+            var client = Wait(SteerClient.ConnectAsync(srv.Base, new ConnectOptions { Token = srv.MintToken("unreachable-cs") }));
+            var ended = new Dictionary<uint, float>();
+            var reached = new List<uint>();
+            client.Unreachable += (a, d, w, t) => { if (w == world) lock (ended) ended[a] = d; };
+            client.DestinationReached += (a, w, t) => { if (w == world) lock (reached) reached.Add(a); };
+            try
+            {
+                var ids = Wait(client.Spawn(world, "units", 2, Shapes.Circle(40, 40, 2))).Agents;
+                Assert.AreEqual("ok", Wait(client.MoveTo(world, ids, 80, 80, 1)).Type);
+                Until("unreachable for both agents", () => { lock (ended) return ids.All(ended.ContainsKey); }, 30000);
+                lock (ended)
+                    foreach (var id in ids)
+                        Assert.IsTrue(ended[id] > 10 && ended[id] < 16, "agent " + id + " stopped " + ended[id] + " from the target (outside the box, near its wall)");
+                lock (reached) Assert.AreEqual(0, reached.Count, "an unreachable order is not an arrival");
             }
             finally
             {

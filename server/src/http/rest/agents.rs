@@ -28,17 +28,22 @@ pub struct ListQuery {
     /// Most agents returned (default 1000, at most 100000).
     #[serde(default)]
     pub limit: Option<usize>,
+    /// Only agents stuck on their way (no progress for 10 s).
+    #[serde(default)]
+    pub stuck: Option<bool>,
 }
 
 /// `GET /worlds/{world}/agents`.
 #[utoipa::path(get, path = "/worlds/{world}/agents", tag = "agents",
     params(
         ("world" = String, Path, description = "World name"),
-        ("limit" = Option<usize>, Query, description = "Most agents returned (default 1000, at most 100000)")),
+        ("limit" = Option<usize>, Query, description = "Most agents returned (default 1000, at most 100000)"),
+        ("stuck" = Option<bool>, Query, description = "Only agents on their way that made no progress for 10 s (among those whose orders the caller may see: all for the admin and spectators, a player's own)")),
     responses((status = 200, description = "Agents", body = [AgentView]), doc::WorldErrors))]
 pub async fn list_agents(State(state): State<AppState>, Extension(grant): Extension<Grant>, Path(name): Path<String>, Query(q): Query<ListQuery>) -> ApiResult {
     let limit = q.limit.unwrap_or(1000).min(100_000);
-    ok(world(&state, &name)?.ask(|reply| Request::Agents { limit, sight: grant.sight, reply }).await?)
+    let stuck = q.stuck.unwrap_or(false);
+    ok(world(&state, &name)?.ask(|reply| Request::Agents { limit, stuck, sight: grant.sight, reply }).await?)
 }
 
 /// Body of `POST /worlds/{world}/agents` (a group).

@@ -132,7 +132,7 @@ mod runner;
 mod sight;
 mod views;
 
-pub use views::{AgentView, AvoidanceView, FlowFieldView, HalfPlaneView, ObstacleView, ReplayOp, ReplaySpawn, ReplayView, Snapshot, WallView, WorldInfoView, Xy};
+pub use views::{AgentView, OrderView, AvoidanceView, FlowFieldView, HalfPlaneView, ObstacleView, ReplayOp, ReplaySpawn, ReplayView, Snapshot, WallView, WorldInfoView, Xy};
 use requests::{MAX_KNOWN_PLAYERS, ORPHAN_CHECK, command_agents, command_kind, command_targets, spawn_count};
 
 type Reply<T> = oneshot::Sender<Result<T, CmdError>>;
@@ -144,8 +144,9 @@ pub enum Request {
     /// Several sim commands, checked for ownership all first, applied in order (stops at the
     /// first error). Answers the last outcome.
     ApplyMany { cmds: Vec<Command>, actor: Actor, reply: Reply<Outcome> },
-    /// Agents the caller sees, up to a limit.
-    Agents { limit: usize, sight: Sight, reply: Reply<Vec<AgentView>> },
+    /// Agents the caller sees, up to a limit (`stuck`: only those on their way that made no
+    /// progress for 10 s, among the agents whose orders the caller may see).
+    Agents { limit: usize, stuck: bool, sight: Sight, reply: Reply<Vec<AgentView>> },
     /// One agent (one the caller does not see is unknown).
     Agent { id: AgentId, sight: Sight, reply: Reply<AgentView> },
     /// The flow field of an agent's MoveTo, at most `max_side` blocks per side (a player that

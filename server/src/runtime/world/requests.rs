@@ -99,14 +99,31 @@ impl Runner {
                 };
                 let _ = reply.send(r);
             }
-            Request::Agents { limit, sight, reply } => {
+            Request::Agents { limit, stuck, sight, reply } => {
                 let seen = self.seen(&sight);
-                let v = self.world.agents().iter().filter(|a| self.sees(seen.as_ref(), a)).take(limit).map(|a| self.agent_view(a)).collect();
+                let rate = self.world.config().tick_rate;
+                // Whether an agent is stuck is part of its order: only whoever may see the order
+                // may filter by it.
+                let shows_order = |a: &crate::sim::Agent| self.sees_order(seen.as_ref(), a.id);
+                let v = self
+                    .world
+                    .agents()
+                    .iter()
+                    .filter(|a| self.sees(seen.as_ref(), a))
+                    .filter(|a| !stuck || (shows_order(a) && a.order.as_ref().is_some_and(|o| o.stuck(rate))))
+                    .take(limit)
+                    .map(|a| self.agent_view(a, shows_order(a)))
+                    .collect();
                 let _ = reply.send(Ok(v));
             }
             Request::Agent { id, sight, reply } => {
                 let seen = self.seen(&sight);
-                let r = self.world.agent(id).filter(|a| self.sees(seen.as_ref(), a)).map(|a| self.agent_view(a)).ok_or(CmdError::Sim(SimError::UnknownAgent(id)));
+                let r = self
+                    .world
+                    .agent(id)
+                    .filter(|a| self.sees(seen.as_ref(), a))
+                    .map(|a| self.agent_view(a, self.sees_order(seen.as_ref(), a.id)))
+                    .ok_or(CmdError::Sim(SimError::UnknownAgent(id)));
                 let _ = reply.send(r);
             }
             Request::FlowField { agent, max_side, sight, reply } => {
@@ -136,7 +153,7 @@ impl Runner {
                 let snap = Snapshot {
                     world: self.name.clone(),
                     tick: self.wire_tick(),
-                    agents: agents.iter().map(|a| self.agent_view(a)).collect(),
+                    agents: agents.iter().map(|a| self.agent_view(a, self.sees_order(seen.as_ref(), a.id))).collect(),
                     obstacles: self.world.obstacles().iter().map(|o| ObstacleView { id: o.id, center: o.center.to_array(), radius: o.radius }).collect(),
                     walls: self.world.walls().iter().map(|w| WallView { id: w.id, a: w.a.to_array(), b: w.b.to_array() }).collect(),
                     quantized: agents.iter().map(|a| q.quantize(&convert::sample(a))).collect(),

@@ -90,6 +90,12 @@ impl Runner {
     pub(super) fn owns(&self, seen: Option<&Seen>, id: AgentId) -> bool {
         seen.is_some_and(|s| self.owners.get(&id).is_some_and(|o| **o == *s.player))
     }
+
+    /// True if `seen` may see agent `id`'s MoveTo order (where it goes, whether it is stuck):
+    /// everything seen whole (the admin, spectators, worlds without fog) or a player's own agent.
+    pub(super) fn sees_order(&self, seen: Option<&Seen>, id: AgentId) -> bool {
+        seen.is_none() || self.owns(seen, id)
+    }
 }
 
 impl Runner {

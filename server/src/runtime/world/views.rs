@@ -13,6 +13,26 @@ pub struct AgentView {
     pub orientation: f32,
     pub radius: f32,
     pub behaviors: Vec<String>,
+    /// The agent's MoveTo order, if it has one: shown to the admin and spectators, and to a
+    /// player for its own agents (under `owned` visibility another player's orders stay hidden).
+    pub order: Option<OrderView>,
+}
+
+/// A MoveTo order as REST shows it.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, utoipa::ToSchema)]
+pub struct OrderView {
+    /// The point asked for.
+    pub target: [f32; 2],
+    /// `moving`, `arrived`, `gave_up` (stopped short after no progress for the give-up time) or
+    /// `unreachable` (no path: stopped at the nearest reachable point).
+    pub state: String,
+    /// Distance from the stop point (its formation slot or the goal); for `unreachable`, from
+    /// the target asked for.
+    pub distance: f32,
+    /// Seconds since the agent last got nearer its stop point.
+    pub stalled_secs: f32,
+    /// On its way and no progress for 10 s (it goes on trying until it gives up).
+    pub stuck: bool,
 }
 
 /// Obstacle as REST shows it.
@@ -224,8 +244,21 @@ pub struct AvoidanceView {
 }
 
 impl Runner {
-    pub(super) fn agent_view(&self, a: &crate::sim::Agent) -> AgentView {
+    /// `a` as REST shows it; `with_order`: the caller may see its MoveTo order.
+    pub(super) fn agent_view(&self, a: &crate::sim::Agent, with_order: bool) -> AgentView {
+        let rate = self.world.config().tick_rate;
+        let order = a.order.as_ref().filter(|_| with_order).map(|o| {
+            let state = match (o.done, o.gave_up, o.unreachable) {
+                (false, _, _) => "moving",
+                (true, true, _) => "gave_up",
+                (true, false, true) => "unreachable",
+                (true, false, false) => "arrived",
+            };
+            let distance = if o.done && o.unreachable && !o.gave_up { a.position.distance(o.target) } else { a.position.distance(o.stop_point) };
+            OrderView { target: o.target.to_array(), state: state.to_string(), distance, stalled_secs: o.stall as f32 / rate, stuck: o.stuck(rate) }
+        });
         AgentView {
+            order,
             id: a.id,
             group: self.world.groups().get(usize::from(a.group)).cloned().unwrap_or_default(),
             position: a.position.to_array(),

@@ -27,6 +27,8 @@ fn maze(solid: bool) -> World {
 struct Run {
     reached: BTreeMap<u32, u32>,
     unreachable: u32,
+    /// Largest `short_by` of an unreachable order's event.
+    max_short_by: f32,
     wall_crossings: u64,
     contacts: u64,
     penetrations: u64,
@@ -40,6 +42,7 @@ fn run(w: &mut World, budget: u64) -> Run {
     let mut r = Run {
         reached: BTreeMap::new(),
         unreachable: 0,
+        max_short_by: 0.0,
         wall_crossings: 0,
         contacts: 0,
         penetrations: 0,
@@ -62,9 +65,10 @@ fn run(w: &mut World, budget: u64) -> Run {
             }
         }
         for e in w.drain_events() {
-            if let Event::DestinationReached { id, unreachable, .. } = e {
+            if let Event::DestinationReached { id, unreachable, short_by, .. } = e {
                 *r.reached.entry(id).or_default() += 1;
                 r.unreachable += u32::from(unreachable);
+                r.max_short_by = r.max_short_by.max(short_by);
             }
         }
         if w.tick() % 5 == 0 {
@@ -244,6 +248,9 @@ fn unreachable_target_sends_agents_to_the_nearest_reachable_cell() {
     let r = run(&mut w, 1200);
     assert_eq!(r.reached.len(), 5);
     assert_eq!(r.unreachable, 5, "the event says so");
+    // …with how far from the target each stopped: beyond the box's half-width, within the
+    // 16 units checked below.
+    assert!(r.max_short_by > 10.0 && r.max_short_by < 16.0, "short by {}", r.max_short_by);
     assert_eq!(r.wall_crossings, 0);
     for a in w.agents() {
         // Outside the box, near its wall.
@@ -545,7 +552,12 @@ fn an_agent_that_cannot_reach_its_stop_point_gives_up_and_is_not_arrived() {
     let mut events = 0;
     for _ in 0..600 {
         w.step();
-        events += w.drain_events().iter().filter(|e| matches!(e, Event::DestinationReached { gave_up: true, .. })).count();
+        for e in w.drain_events() {
+            if let Event::DestinationReached { gave_up: true, short_by, .. } = e {
+                events += 1;
+                assert!((short_by - 3.5).abs() < 0.2, "the event says how far: {short_by}");
+            }
+        }
     }
     let a = w.agent(m).expect("m");
     let o = a.order.as_ref().expect("order");

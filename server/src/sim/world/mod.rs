@@ -730,12 +730,21 @@ impl World {
         for (_, i, flags) in flagged {
             let Some(a) = self.agents.storage_mut().get_mut(i as usize) else { continue };
             let (id, position) = (a.id, a.position);
-            let (unreachable, gave_up) = a.order.as_ref().map_or((false, false), |o| (o.unreachable, o.gave_up));
+            let (unreachable, gave_up, short_by) = a.order.as_ref().map_or((false, false, 0.0), |o| {
+                let short_by = if o.gave_up {
+                    o.short_by
+                } else if o.unreachable {
+                    position.distance(o.target)
+                } else {
+                    0.0
+                };
+                (o.unreachable, o.gave_up, short_by)
+            });
             // An order ends once: a member sent on again by a slot trade reaches its new slot
             // without a second event.
             let first = a.order.as_mut().is_none_or(|o| !std::mem::replace(&mut o.reported, true));
             if flags & EVENT_DESTINATION_REACHED != 0 && first {
-                self.push_event(Event::DestinationReached { id, position, unreachable, gave_up });
+                self.push_event(Event::DestinationReached { id, position, unreachable, gave_up, short_by });
             }
             if flags & EVENT_PATH_COMPLETED != 0 {
                 self.push_event(Event::PathCompleted { id });

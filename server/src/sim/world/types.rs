@@ -10,8 +10,10 @@ pub enum Event {
     Spawned { id: AgentId, group: GroupId },
     /// An agent was removed.
     Despawned { id: AgentId },
-    /// A MoveTo agent stopped at its destination.
-    DestinationReached { id: AgentId, position: Vec2, unreachable: bool, gave_up: bool },
+    /// A MoveTo agent's order ended: it stopped at its destination, or short of it (`gave_up`:
+    /// no progress for `give_up_after`, `short_by` from its stop point; `unreachable`: at the
+    /// nearest reachable point, `short_by` from the target asked for).
+    DestinationReached { id: AgentId, position: Vec2, unreachable: bool, gave_up: bool, short_by: f32 },
     /// A `once` path follower reached the end of its path.
     PathCompleted { id: AgentId },
 }
