@@ -103,6 +103,16 @@ impl Bodies {
     }
 }
 
+/// What the apply phase's parallel pass leaves for contact settling.
+pub(super) struct Pushed<'a> {
+    /// Where each agent stands after it (by storage index).
+    pub(super) at: &'a [Vec2],
+    /// The agents the push or the wall and obstacle net moved (storage indexes).
+    pub(super) moved: Vec<u32>,
+    /// The pairs the push found.
+    pub(super) found: Vec<ContactPair>,
+}
+
 /// A pair of agents in contact: (lower id, higher id, storage index of each).
 pub(super) type ContactPair = (AgentId, AgentId, u32, u32);
 
@@ -350,9 +360,7 @@ impl ApplyCtx<'_> {
         touched
     }
 
-    /// Settles the contacts left after the parallel push. `at`: where each agent stands after
-    /// it (by storage index); `moved`: the agents the push or the wall and obstacle net moved
-    /// (storage indexes); `found`: the pairs the push found.
+    /// Settles the contacts left after the parallel push ([`Pushed`]).
     ///
     /// Each round looks up the neighbours of the agents moved last round that it has not looked
     /// up yet (or that moved more than half of [`CONTACT_MARGIN`] since), keeping every pair
@@ -364,7 +372,8 @@ impl ApplyCtx<'_> {
     /// neighbours are looked up about once per step, however many rounds a crush takes. The
     /// first round's lookups (the agents the push and the net moved) run in parallel.
     /// `bodies`: the world's buffer (emptied here).
-    pub(super) fn settle(&self, c: &Contacts, agents: &mut [Agent], bodies: &mut Bodies, at: &[Vec2], mut moved: Vec<u32>, found: Vec<ContactPair>, rounds_max: usize) {
+    pub(super) fn settle(&self, c: &Contacts, agents: &mut [Agent], bodies: &mut Bodies, left: Pushed, rounds_max: usize) {
+        let Pushed { at, mut moved, found } = left;
         if moved.is_empty() && found.is_empty() {
             return;
         }

@@ -722,7 +722,8 @@ impl World {
             // that relaxing moves are looked at again: `CONTACT_ROUNDS` rounds, then more while
             // a crush leaves some pair deeper than `CONTACT_TOLERANCE` (at most
             // `CONTACT_ROUNDS_MAX`).
-            ctx.settle(c, self.agents.storage_mut(), &mut self.bodies, &applied_at, netted, pairs, self.contact_rounds_max);
+            let left = contact::Pushed { at: &applied_at, moved: netted, found: pairs };
+            ctx.settle(c, self.agents.storage_mut(), &mut self.bodies, left, self.contact_rounds_max);
         }
         self.applied_at = applied_at;
         // Events in id order: the (few) agents with flags, found by a parallel scan of the
