@@ -23,20 +23,25 @@
 #   --threshold R    largest current/base ratio that passes (default 1.05)
 #   --smoke          one round, small cases, no ratio gate: checks that the script works (the
 #                    test command runs `--smoke HEAD`; a latency gate does not belong there)
+#   --fifo           runs each simulate case under SCHED_FIFO (`chrt -f 10`; needs root or
+#                    CAP_SYS_NICE), so that other processes on a busy host do not preempt its
+#                    ticks: without it, the wall time of a tick on a loaded host is largely the
+#                    scheduler's (a driver that never sleeps is sliced more than one that does)
 #
 # Run it against the last release tag or the previous main before a change to the tick, the
 # fan-out or the wire lands, and quote its table in the change's description (CONTRIBUTING.md).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
-rounds=5 threads=1,2 threshold=1.05 smoke=0
-usage() { sed -n '2,26p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }
+rounds=5 threads=1,2 threshold=1.05 smoke=0 fifo=()
+usage() { sed -n '2,30p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }
 while [ $# -gt 0 ]; do
   case $1 in
     --rounds) rounds=${2:?}; shift 2 ;;
     --threads) threads=${2:?}; shift 2 ;;
     --threshold) threshold=${2:?}; shift 2 ;;
     --smoke) smoke=1; shift ;;
+    --fifo) fifo=(chrt -f 10); shift ;;
     -h|--help) usage ;;
     --*) echo "unknown option $1" >&2; usage ;;
     *) break ;;
@@ -83,7 +88,7 @@ trap cleanup EXIT
 simulate() { # bin src scenario agents ticks threads
   local args=("$2/scenarios/$3.json" --ticks "$5" --threads "$6" --json)
   [ "$4" != 0 ] && args+=(--agents "$4")
-  "$1/steerd" simulate "${args[@]}" | python3 -c 'import json,sys; print(json.load(sys.stdin)["tick_ms"]["p50"])'
+  "${fifo[@]}" "$1/steerd" simulate "${args[@]}" | python3 -c 'import json,sys; print(json.load(sys.stdin)["tick_ms"]["p50"])'
 }
 
 # One fan-out run: a server on swarm-10k and `bots` bots for `secs` seconds; prints the server's

@@ -203,8 +203,10 @@ pub struct AgentGrid {
     packed: Vec<Neighbor>,
     /// Crowd records, parallel to `order`.
     crowd: Vec<Crowd>,
-    /// Cell and record of each agent in index order (the rebuild's staging buffer).
-    staged: Vec<(u32, Neighbor)>,
+    /// Record of each agent in index order (the rebuild's staging buffer).
+    staged: Vec<Neighbor>,
+    /// Cell of each agent in index order (staging, like `staged`).
+    cells: Vec<u32>,
     /// Crowd record of each agent in index order (staging, like `staged`).
     staged_crowd: Vec<Crowd>,
     /// See [`AgentGrid::breaks`].
@@ -222,6 +224,7 @@ impl Clone for AgentGrid {
             packed: self.packed.clone(),
             crowd: self.crowd.clone(),
             staged: self.staged.clone(),
+            cells: self.cells.clone(),
             staged_crowd: self.staged_crowd.clone(),
             breaks: self.breaks,
         }
@@ -239,6 +242,7 @@ impl AgentGrid {
             packed: Vec::new(),
             crowd: Vec::new(),
             staged: Vec::new(),
+            cells: Vec::new(),
             staged_crowd: Vec::new(),
             breaks: 0,
         }
@@ -246,28 +250,49 @@ impl AgentGrid {
 
     /// Re-buckets `n` agents given by `get(i) -> (Neighbor, Crowd)` on cells of side `cell` over `bounds`
     /// (a counting sort, O(n + cells)), reusing the buffers, in parallel on the current rayon
-    /// pool. The agents are read once into compact staged records; then the cells are cut into
-    /// one contiguous band per thread, and each band counts and scatters the records that fall
-    /// in it and sorts each of its cells by id, so the result depends neither on the thread
-    /// count nor on the order the agents are stored in.
+    /// pool. The agents are read once into compact staged records, which pass also takes the
+    /// extent of their positions and each one's cell in the last rebuild's shape (the shape is
+    /// the same from tick to tick while the crowd stays within its lattice, and the cells are
+    /// computed again when it is not); then the cells are cut into one contiguous band per
+    /// thread, and each band counts and scatters the records that fall in it (reading the
+    /// 4-byte cells of all and the records of its own) and sorts each of its cells by id, so
+    /// the result depends neither on the thread count nor on the order the agents are stored in.
     pub fn rebuild(&mut self, bounds: Bounds, cell: f32, n: usize, get: impl Fn(usize) -> (Neighbor, Crowd) + Sync) {
         let max_cells = (n * CELLS_PER_AGENT).max(MIN_CELLS);
-        (0..n)
-            .into_par_iter()
-            .with_min_len(PARALLEL_REBUILD_MIN / 2)
-            .map(|i| {
-                let (nb, crowd) = get(i);
-                ((0, nb), crowd)
+        let empty = Neighbor { id: 0, radius: 0.0, position: Vec2::ZERO, velocity: Vec2::ZERO };
+        // Every slot of the staging buffers is written below, so they are only resized.
+        self.staged.resize(n, empty);
+        self.staged_crowd.resize(n, Crowd::default());
+        self.cells.resize(n, 0);
+        let last = self.shape;
+        let chunk = PARALLEL_REBUILD_MIN / 2;
+        let (lo, hi) = self
+            .staged
+            .par_chunks_mut(chunk)
+            .zip(self.staged_crowd.par_chunks_mut(chunk))
+            .zip(self.cells.par_chunks_mut(chunk))
+            .enumerate()
+            .map(|(k, ((staged, crowd), cells))| {
+                let mut ext = NO_EXTENT;
+                for (j, ((s, w), c)) in staged.iter_mut().zip(crowd.iter_mut()).zip(cells.iter_mut()).enumerate() {
+                    let (nb, cw) = get(k * chunk + j);
+                    ext = extend(ext, nb.position);
+                    let (cx, cy) = last.coords(nb.position);
+                    (*s, *w, *c) = (nb, cw, last.index(cx, cy) as u32);
+                }
+                ext
             })
-            .unzip_into_vecs(&mut self.staged, &mut self.staged_crowd);
-        let shape = GridShape::new(occupied(&self.staged, bounds, cell), cell, max_cells);
+            .reduce(|| NO_EXTENT, |(a, b), (c, d)| (a.min(c), b.max(d)));
+        let shape = GridShape::new(occupied((lo, hi), bounds, cell), cell, max_cells);
         self.shape = shape;
         let cells = shape.len();
-        self.staged.par_iter_mut().with_min_len(PARALLEL_REBUILD_MIN / 2).for_each(|(c, nb)| {
-            let (cx, cy) = shape.coords(nb.position);
-            *c = shape.index(cx, cy) as u32;
-        });
-        let (staged, staged_crowd) = (&self.staged, &self.staged_crowd);
+        if shape != last {
+            self.cells.par_iter_mut().zip(self.staged.par_iter()).with_min_len(chunk).for_each(|(c, nb)| {
+                let (cx, cy) = shape.coords(nb.position);
+                *c = shape.index(cx, cy) as u32;
+            });
+        }
+        let (staged, staged_crowd, staged_cells) = (&self.staged, &self.staged_crowd, &self.cells);
         // Below `PARALLEL_REBUILD_MIN` agents the grid fits in one core's cache and a single band
         // is faster than moving it between cores.
         let bands = if n < PARALLEL_REBUILD_MIN { 1 } else { rayon::current_num_threads().clamp(1, 64) };
@@ -281,7 +306,7 @@ impl AgentGrid {
             .enumerate()
             .map(|(b, starts)| {
                 let lo = b * band;
-                for &(c, _) in staged {
+                for &c in staged_cells {
                     if let Some(k) = (c as usize).checked_sub(lo) {
                         if let Some(s) = starts.get_mut(k) {
                             *s += 1;
@@ -300,7 +325,6 @@ impl AgentGrid {
         // Pass 2, per band: scatter into the band's own slices of `order` and `packed`.
         // Every slot of these is written below (the scatter is a permutation), so they are only
         // resized, not cleared.
-        let empty = Neighbor { id: 0, radius: 0.0, position: Vec2::ZERO, velocity: Vec2::ZERO };
         self.order.resize(n, 0);
         self.packed.resize(n, empty);
         self.crowd.resize(n, Crowd::default());
@@ -322,12 +346,12 @@ impl AgentGrid {
         let breaks: usize = jobs
             .into_par_iter()
             .map(|(lo, offset, starts, order, packed, crowd)| {
-                for (i, &(c, nb)) in staged.iter().enumerate() {
+                for (i, &c) in staged_cells.iter().enumerate() {
                     let Some(k) = (c as usize).checked_sub(lo) else { continue };
                     let Some(s) = starts.get_mut(k) else { continue };
                     let at = *s as usize;
                     *s += 1;
-                    if let (Some(o), Some(p), Some(w), Some(&cw)) = (order.get_mut(at), packed.get_mut(at), crowd.get_mut(at), staged_crowd.get(i)) {
+                    if let (Some(o), Some(p), Some(w), Some(&nb), Some(&cw)) = (order.get_mut(at), packed.get_mut(at), crowd.get_mut(at), staged.get(i), staged_crowd.get(i)) {
                         *o = i as u32;
                         *p = nb;
                         *w = cw;
@@ -383,7 +407,8 @@ impl AgentGrid {
             + self.rank.capacity() * size_of::<AtomicU32>()
             + self.packed.capacity() * size_of::<Neighbor>()
             + self.crowd.capacity() * size_of::<Crowd>()
-            + self.staged.capacity() * size_of::<(u32, Neighbor)>()
+            + self.staged.capacity() * size_of::<Neighbor>()
+            + self.cells.capacity() * size_of::<u32>()
             + self.staged_crowd.capacity() * size_of::<Crowd>()
     }
 
@@ -510,21 +535,24 @@ impl AgentGrid {
 /// Cells of the lattice that [`occupied`] snaps the agents' extent to, per side.
 const OCCUPIED_SNAP_CELLS: f32 = 16.0;
 
-/// The part of `bounds` the agents occupy, snapped outwards to a lattice of
+/// The extent of no point (the identity of [`extend`]).
+const NO_EXTENT: (Vec2, Vec2) = (Vec2::splat(f32::INFINITY), Vec2::splat(f32::NEG_INFINITY));
+
+/// `ext` grown to take in `p` when `p` is finite.
+#[inline]
+fn extend(ext: (Vec2, Vec2), p: Vec2) -> (Vec2, Vec2) {
+    if p.is_finite() { (ext.0.min(p), ext.1.max(p)) } else { ext }
+}
+
+/// The part of `bounds` that the extent `(lo, hi)` of the agents' finite positions occupies
+/// ([`NO_EXTENT`]: none), snapped outwards to a lattice of
 /// [`OCCUPIED_SNAP_CELLS`] cells of side `cell`, so that the grid's shape stays the same from
 /// tick to tick while the crowd moves within it. The agent grid covers this, not the whole
 /// world: a crowd gathered in a corner of a large world (a jam) gets cells as small as asked,
 /// where a grid over the world would be coarsened to its cell cap. Points outside are clamped
 /// onto the edge cells, as always. A function of the positions alone (min and max do not
-/// depend on the order), so the same on any thread count.
-fn occupied(staged: &[(u32, Neighbor)], bounds: Bounds, cell: f32) -> Bounds {
-    let (lo, hi) = staged
-        .par_iter()
-        .with_min_len(PARALLEL_REBUILD_MIN / 2)
-        .map(|(_, nb)| nb.position)
-        .filter(|p| p.is_finite())
-        .fold(|| (Vec2::splat(f32::INFINITY), Vec2::splat(f32::NEG_INFINITY)), |(lo, hi), p| (lo.min(p), hi.max(p)))
-        .reduce(|| (Vec2::splat(f32::INFINITY), Vec2::splat(f32::NEG_INFINITY)), |(a, b), (c, d)| (a.min(c), b.max(d)));
+/// depend on the order in which the extent was taken), so the same on any thread count.
+fn occupied((lo, hi): (Vec2, Vec2), bounds: Bounds, cell: f32) -> Bounds {
     let q = if cell.is_finite() && cell > 1e-3 { cell * OCCUPIED_SNAP_CELLS } else { return bounds };
     let lo = ((lo - bounds.min) / q).floor() * q + bounds.min;
     let hi = ((hi - bounds.min) / q).floor() * q + bounds.min + Vec2::splat(q);
@@ -833,6 +861,53 @@ mod tests {
         (g.order.clone(), ranks, g.starts.clone())
     }
 
+    /// A grid rebuilt from the last tick's (its cells taken in the last shape, kept when the
+    /// shape is unchanged and taken again when not) is the grid built from nothing.
+    #[test]
+    fn a_rebuild_over_the_last_grid_equals_a_fresh_one() {
+        let world = Bounds { min: Vec2::ZERO, max: Vec2::splat(1000.0) };
+        let mut x = 0x2545_F491_4F6C_DD1Du64;
+        let mut next = move || {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            (x >> 40) as f32 / (1u64 << 24) as f32
+        };
+        let n = PARALLEL_REBUILD_MIN + 1_000;
+        let crowd = |at: Vec2, spread: f32, next: &mut dyn FnMut() -> f32| -> Vec<Vec2> { (0..n).map(|_| at + Vec2::new(next(), next()) * spread).collect() };
+        let build = |g: &mut AgentGrid, pos: &[Vec2]| {
+            g.rebuild(world, 2.0, pos.len(), |i| (Neighbor { id: (pos.len() - i) as u32, radius: 0.5, position: pos[i], velocity: Vec2::ZERO }, Crowd { max_speed: i as f32, ..Crowd::default() }));
+        };
+        let fresh = |pos: &[Vec2]| {
+            let mut g = AgentGrid::empty(world);
+            build(&mut g, pos);
+            g
+        };
+        let same = |a: &AgentGrid, b: &AgentGrid| {
+            assert_eq!(a.shape, b.shape);
+            assert_eq!(a.starts, b.starts);
+            assert_eq!(a.order, b.order);
+            assert_eq!(a.packed, b.packed);
+            assert_eq!(a.crowd, b.crowd);
+            assert_eq!((0..n).map(|i| a.rank(i)).collect::<Vec<_>>(), (0..n).map(|i| b.rank(i)).collect::<Vec<_>>());
+        };
+        let mut g = AgentGrid::empty(world);
+        let first = crowd(Vec2::new(100.0, 100.0), 300.0, &mut next);
+        build(&mut g, &first);
+        same(&g, &fresh(&first));
+        // Moved a little: the same shape, the cells of the first pass kept.
+        let nudged: Vec<Vec2> = first.iter().map(|p| *p + Vec2::new(next() - 0.5, next() - 0.5)).collect();
+        let shape = g.shape;
+        build(&mut g, &nudged);
+        assert_eq!(g.shape, shape, "the crowd stayed within its lattice");
+        same(&g, &fresh(&nudged));
+        // Gone elsewhere: a new shape, the cells taken again.
+        let moved = crowd(Vec2::new(600.0, 500.0), 100.0, &mut next);
+        build(&mut g, &moved);
+        assert_ne!(g.shape, shape);
+        same(&g, &fresh(&moved));
+    }
+
     #[test]
     fn banded_rebuild_is_the_same_on_any_thread_count() {
         let n = PARALLEL_REBUILD_MIN + 7_919;
@@ -855,6 +930,7 @@ mod tests {
     #[test]
     fn occupied_extent_is_snapped_to_the_lattice_and_clipped_to_the_world() {
         let nb = |x: f32, y: f32| (0, Neighbor { id: 0, radius: 0.5, position: Vec2::new(x, y), velocity: Vec2::ZERO });
+        let occupied = |pts: &[(u32, Neighbor)], world, cell| occupied(pts.iter().fold(NO_EXTENT, |e, (_, nb)| extend(e, nb.position)), world, cell);
         let world = Bounds { min: Vec2::ZERO, max: Vec2::splat(1000.0) };
         // Cell 2: a lattice of 32. x 105..130 → 96..160; y 210..250 → 192..256.
         let b = occupied(&[nb(105.0, 210.0), nb(130.0, 250.0), nb(f32::NAN, 0.0)], world, 2.0);

@@ -29,6 +29,9 @@ pub(super) const CONTACT_ROUNDS_MAX: usize = 32;
 /// Slack (in largest agent radii) within which two agents count as contact candidates.
 pub(super) const CONTACT_MARGIN: f32 = 0.5;
 
+/// Fewest agents per rayon task in the first round's neighbour lookups of contact settling.
+const SETTLE_MIN_LEN: usize = 64;
+
 /// Overlap (fraction of the radii sum) that rounds past [`CONTACT_ROUNDS`] work off.
 pub(super) const CONTACT_TOLERANCE: f32 = 0.01;
 
@@ -100,6 +103,16 @@ impl Bodies {
     }
 }
 
+/// What the apply phase's parallel pass leaves for contact settling.
+pub(super) struct Pushed<'a> {
+    /// Where each agent stands after it (by storage index).
+    pub(super) at: &'a [Vec2],
+    /// The agents the push or the wall and obstacle net moved (storage indexes).
+    pub(super) moved: Vec<u32>,
+    /// The pairs the push found.
+    pub(super) found: Vec<ContactPair>,
+}
+
 /// A pair of agents in contact: (lower id, higher id, storage index of each).
 pub(super) type ContactPair = (AgentId, AgentId, u32, u32);
 
@@ -165,7 +178,7 @@ impl Contacts<'_> {
     }
 
     /// Adds to `cand` every agent that stands within the radii sum plus `margin` of agent `i`
-    /// (a storage index), as a pair.
+    /// (a storage index), as a pair, each where its body stands.
     pub(super) fn candidates_of(&self, bodies: &mut Bodies, agents: &[Agent], i: u32, margin: f32, cand: &mut Vec<ContactPair>) {
         let order = self.grid.order();
         let Some(a) = bodies.get(agents, i) else { return };
@@ -181,6 +194,26 @@ impl Contacts<'_> {
             let rs = r + b.radius + margin;
             if a.position.distance_squared(b.position) < rs * rs {
                 cand.push(if a.id < b.id { (a.id, b.id, i, j) } else { (b.id, a.id, j, i) });
+            }
+        });
+    }
+
+    /// [`Contacts::candidates_of`] before any body has moved from its agent: `at` holds where
+    /// each agent stands (by storage index), and ids and radii are the grid's, so that no agent
+    /// is read (and the lookups may run in parallel); the same pairs.
+    pub(super) fn candidates_at_rest(&self, at: &[Vec2], i: u32, margin: f32, cand: &mut Vec<ContactPair>) {
+        let order = self.grid.order();
+        let (Some(&p), Some(a)) = (at.get(i as usize), self.grid.all().get(self.grid.rank(i as usize))) else { return };
+        let (id, r) = (a.id, a.radius);
+        self.grid.for_each_in_box_ranked(p, 2.0 * r + 2.0 * self.reach + margin, |rank, n| {
+            if n.id == id {
+                return;
+            }
+            let Some(&j) = order.get(rank) else { return };
+            let Some(&q) = at.get(j as usize) else { return };
+            let rs = r + n.radius + margin;
+            if p.distance_squared(q) < rs * rs {
+                cand.push(if id < n.id { (id, n.id, i, j) } else { (n.id, id, j, i) });
             }
         });
     }
@@ -327,8 +360,7 @@ impl ApplyCtx<'_> {
         touched
     }
 
-    /// Settles the contacts left after the parallel push. `moved`: the agents the push or the
-    /// wall and obstacle net moved (storage indexes); `found`: the pairs the push found.
+    /// Settles the contacts left after the parallel push ([`Pushed`]).
     ///
     /// Each round looks up the neighbours of the agents moved last round that it has not looked
     /// up yet (or that moved more than half of [`CONTACT_MARGIN`] since), keeping every pair
@@ -337,25 +369,48 @@ impl ApplyCtx<'_> {
     /// agents either never moved, or was looked up and moved less than half the margin since.
     /// [`CONTACT_ROUNDS`] rounds, then more while a crush leaves some pair deeper than
     /// [`CONTACT_TOLERANCE`] of its radii sum, at most `rounds_max` in all. Each agent's
-    /// neighbours are looked up about once per step, however many rounds a crush takes.
+    /// neighbours are looked up about once per step, however many rounds a crush takes. The
+    /// first round's lookups (the agents the push and the net moved) run in parallel.
     /// `bodies`: the world's buffer (emptied here).
-    pub(super) fn settle(&self, c: &Contacts, agents: &mut [Agent], bodies: &mut Bodies, mut moved: Vec<u32>, found: Vec<ContactPair>, rounds_max: usize) {
+    pub(super) fn settle(&self, c: &Contacts, agents: &mut [Agent], bodies: &mut Bodies, left: Pushed, rounds_max: usize) {
+        let Pushed { at, mut moved, found } = left;
         if moved.is_empty() && found.is_empty() {
             return;
         }
         let margin = CONTACT_MARGIN * c.max_radius;
         let mut cand: Vec<ContactPair> = Vec::new();
         bodies.reset(agents.len());
-        let mut fresh = found;
-        for round in 0..rounds_max {
-            for &i in &moved {
-                let Some(b) = bodies.get_mut(agents, i) else { continue };
-                // NaN (never looked up) compares false.
-                if b.looked.distance_squared(b.position) <= 0.25 * margin * margin {
-                    continue;
-                }
+        // The first round's lookups: no body has moved from its agent yet, so they are read
+        // from `at` and the grid, in parallel (the pairs come out in any order; `absorb` sorts
+        // them). Only the agents of the pairs found are then loaded as bodies.
+        let mut fresh: Vec<ContactPair> = moved
+                .par_iter()
+                .with_min_len(SETTLE_MIN_LEN)
+                .fold(Vec::new, |mut v, &i| {
+                    c.candidates_at_rest(at, i, margin, &mut v);
+                    v
+                })
+                .reduce(Vec::new, |mut a, mut b| {
+                    a.append(&mut b);
+                    a
+                });
+        fresh.extend(found);
+        for &i in &moved {
+            if let Some(b) = bodies.get_mut(agents, i) {
                 b.looked = b.position;
-                c.candidates_of(bodies, agents, i, margin, &mut fresh);
+            }
+        }
+        for round in 0..rounds_max {
+            if round > 0 {
+                for &i in &moved {
+                    let Some(b) = bodies.get_mut(agents, i) else { continue };
+                    // NaN (never looked up) compares false.
+                    if b.looked.distance_squared(b.position) <= 0.25 * margin * margin {
+                        continue;
+                    }
+                    b.looked = b.position;
+                    c.candidates_of(bodies, agents, i, margin, &mut fresh);
+                }
             }
             absorb(&mut cand, &mut fresh);
             if cand.is_empty() || (round >= CONTACT_ROUNDS && !deep_contact(bodies, agents, &cand)) {

@@ -102,6 +102,9 @@ pub struct World {
     contact_rounds_max: usize,
     /// Contact settling's buffer, reused every step (not copied by a fork).
     bodies: Bodies,
+    /// Where each agent stands after the apply phase's parallel pass, by storage index (what
+    /// contact settling's first lookups read instead of the agents); kept from step to step.
+    applied_at: Vec<Vec2>,
 }
 
 impl World {
@@ -132,6 +135,7 @@ impl World {
             extent: (0.0, 0.0),
             contact_rounds_max: CONTACT_ROUNDS_MAX,
             bodies: Bodies::default(),
+            applied_at: Vec::new(),
         })
     }
 
@@ -347,6 +351,7 @@ impl World {
             extent: self.extent,
             contact_rounds_max: self.contact_rounds_max,
             bodies: Bodies::default(),
+            applied_at: Vec::new(),
         };
         w.results.shrink_to_fit();
         w
@@ -649,17 +654,20 @@ impl World {
                 max_speed: self.extent.1,
             }),
         };
+        let mut applied_at = std::mem::take(&mut self.applied_at);
+        applied_at.resize(self.agents.len(), Vec2::ZERO);
         let (stats, pairs, netted) = self
             .agents
             .storage_mut()
             .par_iter_mut()
+            .zip(applied_at.par_iter_mut())
             .with_min_len(256)
             .enumerate()
             // Each split accumulates into its own buffers (in index order, as a per-agent
             // map and reduce would): no tuple of vectors per agent.
             .fold(
                 || (StepStats::default(), Vec::new(), Vec::new()),
-                |(mut x, mut pairs, mut netted): (StepStats, Vec<contact::ContactPair>, Vec<u32>), (i, a)| {
+                |(mut x, mut pairs, mut netted): (StepStats, Vec<contact::ContactPair>, Vec<u32>), (i, (a, at))| {
                     let StepResult(s, mem, flags) = results_ref[grid.rank(i)];
                     a.memory = mem;
                     if flags & EVENT_DESTINATION_REACHED != 0 {
@@ -683,6 +691,7 @@ impl World {
                     if moved {
                         netted.push(i as u32);
                     }
+                    *at = a.position;
                     x.wall_crossings += y.wall_crossings;
                     x.contacts += y.contacts;
                     x.non_finite += y.non_finite;
@@ -713,8 +722,10 @@ impl World {
             // that relaxing moves are looked at again: `CONTACT_ROUNDS` rounds, then more while
             // a crush leaves some pair deeper than `CONTACT_TOLERANCE` (at most
             // `CONTACT_ROUNDS_MAX`).
-            ctx.settle(c, self.agents.storage_mut(), &mut self.bodies, netted, pairs, self.contact_rounds_max);
+            let left = contact::Pushed { at: &applied_at, moved: netted, found: pairs };
+            ctx.settle(c, self.agents.storage_mut(), &mut self.bodies, left, self.contact_rounds_max);
         }
+        self.applied_at = applied_at;
         // Events in id order: the (few) agents with flags, found by a parallel scan of the
         // results in cell order, then sorted by id.
         let order = self.grid.order();
