@@ -376,7 +376,7 @@ impl WorldHandle {
         let mut paused = spawn.paused;
         let mut durable = spawn.durable;
         let mut recovered = None;
-        if let Some(DurableSpawn::Recovered(writer, r)) = durable.take() {
+        if let Some(DurableSpawn::Recovered(writer, r)) = durable.take_if(|d| matches!(d, DurableSpawn::Recovered(..))) {
             let r = *r;
             scenario = r.scenario;
             scenario_name = r.scenario_name.or(scenario_name);
