@@ -514,6 +514,8 @@ pub struct Durable {
     seg_bytes: u64,
     base_seg: u64,
     last_flush: Instant,
+    /// When the last checkpoint was written (one every interval, however often commands flush).
+    last_check: Instant,
     last_snapshot: Instant,
     snap_seq: u64,
     acks: Vec<Ack>,
@@ -565,6 +567,7 @@ impl Durable {
             seg_bytes: 0,
             base_seg,
             last_flush: Instant::now(),
+            last_check: Instant::now(),
             last_snapshot: Instant::now(),
             snap_seq,
             acks: Vec::new(),
@@ -711,7 +714,7 @@ impl Durable {
             return;
         }
         let now = Instant::now();
-        if now.duration_since(self.last_flush) >= self.interval {
+        if now.duration_since(self.last_flush) >= self.interval || now.duration_since(self.last_check) >= self.interval {
             self.checkpoint(world);
             self.flush(true);
         }
@@ -733,6 +736,7 @@ impl Durable {
             self.push(&crate::record::checkpoint(world, false));
             self.pending_tick = world.tick();
             self.stepped = false;
+            self.last_check = Instant::now();
         }
     }
 
