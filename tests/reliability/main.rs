@@ -1,4 +1,4 @@
-//! The reliability suite: the 20 tests of `docs/reliability.md` driving the real
+//! The reliability suite: the 21 tests of `docs/reliability.md` driving the real
 //! release binary from outside. Run it with `tests/reliability/run.sh [--long]`, which installs
 //! the tools (cargo-fuzz, cargo-deny, schemathesis in a venv, iproute2) and builds the binaries.
 //!
