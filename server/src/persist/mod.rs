@@ -239,10 +239,15 @@ pub fn start_record(scenario: &crate::scenario::Scenario, max_agents: usize, max
 /// A reply to send once its chunk is durable (or at once if it cannot be).
 pub type Ack = Box<dyn FnOnce() + Send>;
 
+/// Jobs of one incarnation of a world (`inc`): a world deleted and created again under the same
+/// name is a new incarnation, and the writer drops what the old one still sends.
 enum Job {
-    Append { world: Arc<str>, seg: u64, bytes: Vec<u8>, sync: bool, tick: u64, acks: Vec<Ack>, close_before: Option<u64>, status: Arc<DurableStatus> },
-    Snapshot { world: Arc<str>, seq: u64, bytes: Vec<u8>, base: u64, status: Arc<DurableStatus> },
-    Remove { world: Arc<str> },
+    /// A world's incarnation begins (`fresh`: its stored state is deleted first).
+    Begin { world: Arc<str>, inc: u64, fresh: bool },
+    Append { world: Arc<str>, inc: u64, seg: u64, bytes: Vec<u8>, sync: bool, tick: u64, acks: Vec<Ack>, close_before: Option<u64>, status: Arc<DurableStatus> },
+    Snapshot { world: Arc<str>, inc: u64, seq: u64, bytes: Vec<u8>, base: u64, status: Arc<DurableStatus> },
+    /// Deletes a world's stored state: that incarnation's, or (none) whatever is there.
+    Remove { world: Arc<str>, inc: Option<u64> },
     Barrier(SyncSender<()>),
 }
 
@@ -250,6 +255,7 @@ enum Job {
 pub struct Writer {
     tx: SyncSender<Job>,
     store: Arc<dyn Store>,
+    next_inc: AtomicU64,
     /// The settings.
     pub settings: PersistSettings,
 }
@@ -275,7 +281,7 @@ impl Writer {
         let s = store.clone();
         let max_backlog = settings.max_backlog_bytes;
         std::thread::Builder::new().name("persist".into()).spawn(move || write_loop(&*s, rx, max_backlog))?;
-        Ok(Arc::new(Writer { tx, store, settings }))
+        Ok(Arc::new(Writer { tx, store, next_inc: AtomicU64::new(1), settings }))
     }
 
     /// The store.
@@ -292,7 +298,7 @@ impl Writer {
 
     /// Deletes a world's stored state (after everything queued before).
     pub fn remove(&self, world: &str) {
-        if self.send(Job::Remove { world: Arc::from(world) }).is_err() {
+        if self.send(Job::Remove { world: Arc::from(world), inc: None }).is_err() {
             tracing::warn!(world, "persistence: the writer's queue is full; the world's files stay");
         }
     }
@@ -318,6 +324,7 @@ impl Writer {
 
 fn write_loop(store: &dyn Store, rx: Receiver<Job>, max_backlog: u64) {
     let mut backlogs: HashMap<Arc<str>, Backlog> = HashMap::new();
+    let mut current: HashMap<Arc<str>, u64> = HashMap::new();
     let mut next_retry = Instant::now() + RETRY_EVERY;
     loop {
         let first = match rx.recv_timeout(RETRY_EVERY) {
@@ -342,7 +349,22 @@ fn write_loop(store: &dyn Store, rx: Receiver<Job>, max_backlog: u64) {
         let mut barriers = Vec::new();
         for job in jobs {
             match job {
-                Job::Append { world, seg, bytes, sync, tick, acks: a, close_before, status } => {
+                Job::Begin { world, inc, fresh } => {
+                    if fresh {
+                        backlogs.remove(&world);
+                        to_sync.retain(|e| e.0 != world);
+                        if let Err(e) = store.remove_world(&world) {
+                            tracing::warn!(world = %world, "persistence: {e}");
+                        }
+                    }
+                    current.insert(world, inc);
+                }
+                Job::Append { world, inc, seg, bytes, sync, tick, acks: a, close_before, status } => {
+                    if current.get(&world) != Some(&inc) {
+                        // An earlier incarnation of the name: its world is gone.
+                        acks.extend(a);
+                        continue;
+                    }
                     if let Some(old) = close_before {
                         store.close(&world, old);
                     }
@@ -370,8 +392,8 @@ fn write_loop(store: &dyn Store, rx: Receiver<Job>, max_backlog: u64) {
                         }
                     }
                 }
-                Job::Snapshot { world, seq, bytes, base, status } => {
-                    if backlogs.contains_key(&world) {
+                Job::Snapshot { world, inc, seq, bytes, base, status } => {
+                    if current.get(&world) != Some(&inc) || backlogs.contains_key(&world) {
                         // The log before it is not all on disk: the snapshot would cover a gap.
                         continue;
                     }
@@ -392,7 +414,11 @@ fn write_loop(store: &dyn Store, rx: Receiver<Job>, max_backlog: u64) {
                         }
                     }
                 }
-                Job::Remove { world } => {
+                Job::Remove { world, inc } => {
+                    if inc.is_some_and(|i| current.get(&world) != Some(&i)) {
+                        continue;
+                    }
+                    current.remove(&world);
                     backlogs.remove(&world);
                     to_sync.retain(|e| e.0 != world);
                     if let Err(e) = store.remove_world(&world) {
@@ -504,6 +530,8 @@ fn prune(store: &dyn Store, world: &str, newest_base: u64) {
 /// and hands chunks to the writer without waiting.
 pub struct Durable {
     world: Arc<str>,
+    /// This incarnation of the name (see [`Job`]).
+    inc: u64,
     writer: Arc<Writer>,
     status: Arc<DurableStatus>,
     policy: FsyncPolicy,
@@ -535,8 +563,8 @@ impl Durable {
     /// The hook of a world with no stored state: anything stored under its name is deleted
     /// first, then the log starts with `start`.
     pub fn fresh(writer: &Arc<Writer>, world: &str, start: &Record) -> Durable {
-        writer.remove(world);
         let mut d = Durable::new(writer, world, 0, 0, 0, None);
+        d.begin(true);
         d.push(start);
         d.flush(true);
         d
@@ -546,6 +574,7 @@ impl Durable {
     /// the recovered state (whose `Start` is in `base_seg`).
     pub fn resumed(writer: &Arc<Writer>, world: &str, base_seg: u64, last_seg: u64, last_snap: u64, world_now: &World, report: RecoveryReport) -> Durable {
         let mut d = Durable::new(writer, world, last_seg + 1, base_seg, last_snap + 1, Some(report));
+        d.begin(false);
         d.status.durable_tick.store(world_now.tick(), Ordering::Relaxed);
         d.snapshot(world_now, false, None);
         d
@@ -557,6 +586,7 @@ impl Durable {
         status.durable.store(true, Ordering::Relaxed);
         Durable {
             world: Arc::from(world),
+            inc: writer.next_inc.fetch_add(1, Ordering::Relaxed),
             writer: writer.clone(),
             status,
             policy: s.fsync,
@@ -576,6 +606,12 @@ impl Durable {
             stepped: false,
             pending_tick: 0,
             recovered,
+        }
+    }
+
+    fn begin(&mut self, fresh: bool) {
+        if self.writer.send(Job::Begin { world: self.world.clone(), inc: self.inc, fresh }).is_err() {
+            self.end_log("the persistence writer's queue is full (persistence.writer_queue) at the world's start");
         }
     }
 
@@ -617,6 +653,7 @@ impl Durable {
         let n = bytes.len() as u64;
         let job = Job::Append {
             world: self.world.clone(),
+            inc: self.inc,
             seg: self.seg,
             bytes,
             sync,
@@ -759,7 +796,7 @@ impl Durable {
             scenario_name: scenario_name.map(str::to_string),
             taken_unix: crate::auth::now_secs(),
         };
-        let job = Job::Snapshot { world: self.world.clone(), seq: self.snap_seq, bytes: encode_snapshot(&meta), base: self.base_seg, status: self.status.clone() };
+        let job = Job::Snapshot { world: self.world.clone(), inc: self.inc, seq: self.snap_seq, bytes: encode_snapshot(&meta), base: self.base_seg, status: self.status.clone() };
         self.snap_seq += 1;
         if self.writer.send(job).is_err() {
             tracing::warn!(world = %self.world, "persistence: the writer's queue is full; snapshot skipped");
@@ -782,7 +819,9 @@ impl Durable {
         if forget {
             self.chunk.buf.clear();
             self.release_acks();
-            self.writer.remove(&self.world);
+            if self.writer.send(Job::Remove { world: self.world.clone(), inc: Some(self.inc) }).is_err() {
+                tracing::warn!(world = %self.world, "persistence: the writer's queue is full; the deleted world's files stay");
+            }
             self.off = true;
             return;
         }

@@ -355,3 +355,25 @@ fn every_command_replies_only_after_the_record_is_synced() {
     assert!(rx.recv_timeout(Duration::from_secs(10)).unwrap());
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn a_name_deleted_and_created_again_keeps_only_the_new_worlds_log() {
+    let dir = tmp("again");
+    let store: Arc<dyn Store> = Arc::new(disk::LocalDisk::open(&dir).unwrap());
+    let writer = Writer::start(store.clone(), settings()).unwrap();
+    let mut old = Live::start(&writer, "w");
+    old.steps(4);
+    // DELETE then POST under the same name while the old thread still ends: the old world's
+    // last chunks and its deletion arrive after the new world began.
+    let mut new = Live::start(&writer, "w");
+    new.apply(Command::AddObstacle { center: Vec2::new(5.0, 5.0), radius: 1.0 });
+    new.steps(3);
+    old.steps(6);
+    old.dur.stop(&old.world, true);
+    new.steps(2);
+    assert!(writer.drain(Duration::from_secs(10)));
+    let r = recover(&*store, "w", 1).unwrap();
+    assert_eq!(hashes(&r.world), new.hashes());
+    assert_eq!(r.world.obstacles().len(), new.world.obstacles().len());
+    let _ = std::fs::remove_dir_all(&dir);
+}
