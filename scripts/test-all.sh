@@ -20,7 +20,7 @@
 #     the Unity package layout (C#), and end-to-end tests against a real server (ghost commands
 #     and subscriptions under a network cut)
 #  7. container: the image built with podman (runc), run, probed, drained with SIGTERM
-#  8. reliability: the 20 tests of docs/reliability.md, short mode (tests/reliability/run.sh; installs
+#  8. reliability: the 21 tests of docs/reliability.md, short mode (tests/reliability/run.sh; installs
 #     cargo-fuzz, cargo-deny, schemathesis in a venv, iproute2)
 #
 # Lints are not tests: .ci/run runs clippy (scripts/lint.sh) after this command, so CI still

@@ -92,6 +92,13 @@ pub struct ServeArgs {
     /// Record every world from its start into <data_dir>/recordings (see server/RECORDING.md).
     #[arg(long, env = "STEERD_RECORD")]
     pub record: bool,
+    /// Make worlds durable by default: command log and snapshots in <data_dir>/worlds,
+    /// recovered on start (`persistence.enabled`, docs/persistence.md).
+    #[arg(long, env = "STEERD_PERSISTENCE")]
+    pub persistence: bool,
+    /// Durable worlds' fsync policy: `interval` or `every_command` (`persistence.fsync`).
+    #[arg(long, env = "STEERD_FSYNC")]
+    pub fsync: Option<String>,
     /// Let a dev-mode server (no admin token, no player key: everything open) listen on a
     /// non-loopback address.
     #[arg(long, env = "STEERD_ALLOW_DEV_ON_NETWORK")]
@@ -188,6 +195,13 @@ impl ServeArgs {
         }
         if self.record {
             s.record = true;
+        }
+        if self.persistence {
+            s.persistence.enabled = true;
+        }
+        if let Some(v) = &self.fsync {
+            s.persistence.fsync = serde_json::from_value(serde_json::Value::String(v.clone()))
+                .map_err(|_| anyhow::anyhow!("--fsync: expected interval or every_command, got `{v}`"))?;
         }
         s.validate().map_err(anyhow::Error::msg)?;
         Ok(s)

@@ -51,6 +51,59 @@ pub struct Settings {
     /// Player rules of every world (`[players]`), with per-world overrides
     /// (`[players.worlds.NAME]`).
     pub players: PlayerSettings,
+    /// Durable worlds (`[persistence]`, docs/persistence.md).
+    pub persistence: PersistSettings,
+}
+
+/// When a durable world's log is fsynced.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum FsyncPolicy {
+    /// Group commit every `fsync_interval_ms`: a crash loses at most that much.
+    Interval,
+    /// A command's result is sent only after its record is on disk: nothing acknowledged is lost.
+    EveryCommand,
+}
+
+/// `[persistence]`: durable worlds (their command log and snapshots, recovered on start).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct PersistSettings {
+    /// Worlds are durable unless created with `"durable": false` (`POST /worlds`); off: only
+    /// worlds created with `"durable": true` are. Either way stored worlds are recovered on start.
+    pub enabled: bool,
+    /// Directory of the durable worlds (none: `<data_dir>/worlds`).
+    pub dir: Option<PathBuf>,
+    /// `interval` (group commit every `fsync_interval_ms`) or `every_command` (a command's
+    /// result is sent only after its record is fsynced).
+    pub fsync: FsyncPolicy,
+    /// Milliseconds between group commits under `interval` (each ends with a checkpoint).
+    pub fsync_interval_ms: u64,
+    /// Seconds between snapshots; a snapshot lets the segments before the world's last start go.
+    pub snapshot_every_secs: u64,
+    /// Chunks and snapshots queued for the writer thread; when full, the world's log ends (the
+    /// world is not durable until its next load or reset), never the tick.
+    pub writer_queue: usize,
+    /// A segment file is closed and the next one started once it reaches this many bytes.
+    pub segment_max_bytes: u64,
+    /// Bytes of a world's log kept in memory while writes fail (a full disk), retried every
+    /// 200 ms; beyond it the world's log ends.
+    pub max_backlog_bytes: u64,
+}
+
+impl Default for PersistSettings {
+    fn default() -> Self {
+        PersistSettings {
+            enabled: false,
+            dir: None,
+            fsync: FsyncPolicy::Interval,
+            fsync_interval_ms: 100,
+            snapshot_every_secs: 30,
+            writer_queue: 1024,
+            segment_max_bytes: 16 << 20,
+            max_backlog_bytes: 64 << 20,
+        }
+    }
 }
 
 /// How players prove who they are, and how many sessions the server keeps.
@@ -420,6 +473,7 @@ impl Default for Settings {
             record: false,
             auth: AuthSettings::default(),
             players: PlayerSettings::default(),
+            persistence: PersistSettings::default(),
             fault_injection: false,
             allow_dev_on_network: false,
         }
@@ -628,6 +682,21 @@ impl Settings {
             if v.as_deref().is_some_and(str::is_empty) {
                 return Err(format!("{name} must not be empty when set"));
             }
+        }
+        let p = &self.persistence;
+        for (k, v) in [
+            ("persistence.fsync_interval_ms", p.fsync_interval_ms),
+            ("persistence.snapshot_every_secs", p.snapshot_every_secs),
+            ("persistence.writer_queue", p.writer_queue as u64),
+            ("persistence.segment_max_bytes", p.segment_max_bytes),
+            ("persistence.max_backlog_bytes", p.max_backlog_bytes),
+        ] {
+            if v == 0 {
+                return Err(format!("{k} must be positive"));
+            }
+        }
+        if p.fsync_interval_ms > 60_000 {
+            return Err("persistence.fsync_interval_ms must be at most 60000".into());
         }
         self.players.default.validate("players")?;
         for (name, p) in &self.players.worlds {

@@ -46,6 +46,8 @@ pub mod plot;
 #[cfg(feature = "server")]
 pub mod record;
 #[cfg(feature = "server")]
+pub mod persist;
+#[cfg(feature = "server")]
 pub mod runtime;
 #[cfg(feature = "server")]
 pub mod store;

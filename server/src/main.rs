@@ -162,7 +162,12 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         }
     }
     let reg = state.registry.clone();
-    tokio::task::spawn_blocking(move || reg.create("demo", scenario, name, false)).await??;
+    let recovered = tokio::task::spawn_blocking(move || reg.recover_all()).await?;
+    let reg = state.registry.clone();
+    // A stored `demo` (recovered, or failed and kept for the operator) is not replaced.
+    if !recovered.iter().any(|w| w == "demo") && !reg.failed_recoveries().contains_key("demo") {
+        tokio::task::spawn_blocking(move || reg.create("demo", scenario, name, false)).await??;
+    }
     let addr = listener.local_addr()?;
     tracing::info!("steerd listening on http://{addr} (world `demo` running)");
     println!("steerd listening on http://{addr}");
@@ -178,7 +183,12 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         tokio::spawn(steerd::agones::lifecycle(a, labels, std::time::Duration::from_secs(2), state.cancel.clone()))
     });
     let recorder = state.registry.recorder().cloned();
+    let persist = state.registry.persistence().cloned();
     run(listener, state).await?;
+    // The worlds have stopped and queued their logs' last chunks: let the writer sync them.
+    if let Some(w) = persist {
+        let _ = tokio::task::spawn_blocking(move || w.drain(std::time::Duration::from_secs(5))).await;
+    }
     // The worlds have stopped and queued their recordings' last chunks: let the writer finish.
     if let Some(hub) = recorder {
         let _ = tokio::task::spawn_blocking(move || hub.drain(std::time::Duration::from_secs(5))).await;
@@ -333,8 +343,13 @@ fn replay_cmd(file: &std::path::Path, verify: bool, until: Option<u64>, snapshot
     if threads == 0 || threads > 256 {
         anyhow::bail!("--threads must be between 1 and 256");
     }
-    let bytes = std::fs::read(file).with_context(|| format!("reading {}", file.display()))?;
-    let parsed = format::parse(&bytes).with_context(|| format!("reading {}", file.display()))?;
+    // A directory is a durable world's log (docs/persistence.md): its segments in order.
+    let parsed = if file.is_dir() {
+        steerd::persist::disk::read_log_dir(file).with_context(|| format!("reading {}", file.display()))?
+    } else {
+        let bytes = std::fs::read(file).with_context(|| format!("reading {}", file.display()))?;
+        format::parse(&bytes).with_context(|| format!("reading {}", file.display()))?
+    };
     let mut snap: Option<serde_json::Value> = None;
     let report = replay::replay(&parsed, &replay::ReplayOptions { verify, until, threads }, &mut |w, sc| {
         snap = Some(replay::snapshot_json(w, Some(sc)));

@@ -36,6 +36,12 @@ pub struct Metrics {
     pub overruns: Counter,
     /// Agents in all worlds.
     pub agents: Gauge,
+    /// Durable worlds that are not durable now (a failed write, a full queue).
+    pub worlds_not_durable: Gauge,
+    /// Stored worlds that failed to recover at start.
+    pub worlds_failed_recovery: Gauge,
+    /// Bytes of durable worlds' logs waiting for a failed write to succeed.
+    pub persist_backlog_bytes: Gauge,
     /// Open WebSocket subscriptions.
     pub subscribers: Gauge,
     /// Open WebSocket connections.
@@ -104,6 +110,9 @@ impl Metrics {
             tick_seconds: tick_seconds.clone(),
             overruns: Counter::default(),
             agents: Gauge::default(),
+            worlds_not_durable: Gauge::default(),
+            worlds_failed_recovery: Gauge::default(),
+            persist_backlog_bytes: Gauge::default(),
             subscribers: Gauge::default(),
             connections: Gauge::default(),
             frames_sent: Counter::default(),
@@ -135,6 +144,9 @@ impl Metrics {
         registry.register("tick_duration_seconds", "Duration of one world tick", m.tick_seconds.clone());
         registry.register("tick_overruns", "Ticks dropped because a world fell behind", m.overruns.clone());
         registry.register("agents", "Agents in all worlds", m.agents.clone());
+        registry.register("worlds_not_durable", "Durable worlds whose log is not on disk now (write errors, full writer queue)", m.worlds_not_durable.clone());
+        registry.register("worlds_failed_recovery", "Stored worlds that failed to recover at start", m.worlds_failed_recovery.clone());
+        registry.register("persist_backlog_bytes", "Bytes of durable worlds' logs waiting for a failed write to succeed", m.persist_backlog_bytes.clone());
         registry.register("subscribers", "World subscriptions of connected clients", m.subscribers.clone());
         registry.register("connections", "Open WebSocket connections", m.connections.clone());
         registry.register("frames_sent", "Frames sent to clients", m.frames_sent.clone());

@@ -1,4 +1,4 @@
-//! The reliability suite: the 20 tests of `docs/reliability.md` driving the real
+//! The reliability suite: the 21 tests of `docs/reliability.md` driving the real
 //! release binary from outside. Run it with `tests/reliability/run.sh [--long]`, which installs
 //! the tools (cargo-fuzz, cargo-deny, schemathesis in a venv, iproute2) and builds the binaries.
 //!
@@ -15,6 +15,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod abuse;
+mod durable;
 mod load;
 mod rest;
 mod tools;
@@ -78,6 +79,7 @@ const TESTS: &[(u32, &str, TestFn)] = tests![
     18 "panic containment" abuse::t18_panic_containment,
     19 "soak" load::t19_soak,
     20 "supply chain" tools::t20_supply_chain,
+    21 "crash torture (durable worlds)" durable::t21_crash_torture,
 ];
 
 fn main() {

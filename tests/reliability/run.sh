@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The reliability suite (the 20 tests of docs/reliability.md) against the release binary.
+# The reliability suite (the 21 tests of docs/reliability.md) against the release binary.
 #   tests/reliability/run.sh            short mode (the README test command runs this)
 #   tests/reliability/run.sh --long     full durations (10-min fuzzing per target, 30-min soak)
 #   tests/reliability/run.sh --only 6,7 some tests

@@ -82,6 +82,7 @@ impl From<RegistryError> for ApiError {
             RegistryError::Unknown(_) => ApiError::new(StatusCode::NOT_FOUND, ErrorCode::UnknownWorld, e.to_string()),
             RegistryError::TooMany(_) => ApiError::invalid(e.to_string()),
             RegistryError::Start(c) => c.into(),
+            RegistryError::Unrecovered(..) => ApiError::new(StatusCode::CONFLICT, ErrorCode::BadRequest, e.to_string()),
         }
     }
 }

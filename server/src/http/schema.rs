@@ -32,7 +32,7 @@ pub enum ResetAnswer {
     /// A live world was reset.
     Tick(Tick),
     /// A dead world was restarted (from its autosave if there is one).
-    Restarted(WorldInfoView),
+    Restarted(Box<WorldInfoView>),
 }
 
 /// The id of an obstacle or wall.

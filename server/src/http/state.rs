@@ -45,13 +45,17 @@ impl AppState {
         let store = Store::open(&settings.data_dir, &settings.scenarios_dir)?;
         let auth = crate::auth::Auth::new(settings.admin_token.clone(), &settings.auth).map_err(anyhow::Error::msg)?;
         let players = Arc::new(crate::runtime::Players::new(settings.auth.clone(), settings.players.max_grace_secs()));
+        let persist_dir = settings.persistence.dir.clone().unwrap_or_else(|| settings.data_dir.join("worlds"));
+        let disk: Arc<dyn crate::persist::Store> = Arc::new(crate::persist::disk::LocalDisk::open(&persist_dir)?);
+        let writer = crate::persist::Writer::start(disk, settings.persistence.clone())?;
         Ok(AppState {
             mode: crate::authz::Mode::new(settings.admin_token.is_some(), !auth.dev_mode()),
             auth: Arc::new(auth),
             registry: Arc::new(
                 Registry::new(settings.limits.clone(), settings.players.clone(), players, metrics.clone())?.with_recorder(
                     crate::record::RecordHub::start(&settings.data_dir.join("recordings"), settings.limits.recording(), settings.record)?,
-                ),
+                )
+                .with_persistence(writer, settings.persistence.enabled),
             ),
             connections: Arc::new(tokio::sync::Semaphore::new(settings.limits.max_connections)),
             settings: Arc::new(settings),

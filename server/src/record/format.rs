@@ -10,8 +10,12 @@ use crate::sim::world::Command;
 
 /// First 8 bytes of every recording.
 pub const MAGIC: &[u8; 8] = b"STEERREC";
-/// Format version (bump on any change to the records or the command codec).
-pub const VERSION: u16 = 1;
+/// Format version (bump on any change to the records or the command codec). Version 2 added the
+/// `Owner` record (durable worlds' logs); a reader reads every version from
+/// [`OLDEST_VERSION`] on.
+pub const VERSION: u16 = 2;
+/// The oldest version this build reads.
+pub const OLDEST_VERSION: u16 = 1;
 /// Header: magic, version (u16 LE), 6 reserved zero bytes.
 pub const HEADER_LEN: usize = 16;
 /// Largest chunk payload a reader accepts (a writer flushes long before).
@@ -71,6 +75,10 @@ pub enum Record {
     },
     /// The recording ended at `tick` (absent if the process died).
     End { tick: u64, reason: String },
+    /// Agent `agent` now belongs to `player` (of `team`), or to nobody (`player` absent). Only
+    /// a durable world's log has these (ownership is the runtime's, not the sim's): replays
+    /// skip them, recovery rebuilds the owner map from them.
+    Owner { tick: u64, agent: u32, player: Option<String>, team: Option<String> },
 }
 
 const T_START: u8 = 1;
@@ -79,6 +87,7 @@ const T_TICK_RATE: u8 = 3;
 const T_PAUSED: u8 = 4;
 const T_CHECK: u8 = 5;
 const T_END: u8 = 6;
+const T_OWNER: u8 = 7;
 
 impl Record {
     /// Appends the record's bytes.
@@ -125,6 +134,18 @@ impl Record {
                 e.u64(*tick);
                 e.str(reason);
             }
+            Record::Owner { tick, agent, player, team } => {
+                e.u8(T_OWNER);
+                e.u64(*tick);
+                e.u64(u64::from(*agent));
+                e.u8(u8::from(player.is_some()) | (u8::from(team.is_some()) << 1));
+                if let Some(p) = player {
+                    e.str(p);
+                }
+                if let Some(t) = team {
+                    e.str(t);
+                }
+            }
         }
     }
 
@@ -159,6 +180,14 @@ impl Record {
                 Record::Check { tick, state_hash, exact_hash, agents }
             }
             T_END => Record::End { tick: d.u64()?, reason: d.string()? },
+            T_OWNER => {
+                let tick = d.u64()?;
+                let agent = d.u32()?;
+                let flags = d.u8()?;
+                let player = if flags & 1 != 0 { Some(d.string()?) } else { None };
+                let team = if flags & 2 != 0 { Some(d.string()?) } else { None };
+                Record::Owner { tick, agent, player, team }
+            }
             t => return Err(d.err(format!("unknown record tag {t}"))),
         })
     }
@@ -171,7 +200,7 @@ pub enum FormatError {
     #[error("not a steerd recording (bad magic)")]
     BadMagic,
     /// A version this build cannot read.
-    #[error("recording format version {0} is not supported (this build reads version {VERSION})")]
+    #[error("recording format version {0} is not supported (this build reads versions {OLDEST_VERSION} to {VERSION})")]
     Version(u16),
     /// A chunk that passed its checksum does not decode.
     #[error("chunk {chunk}: {source}")]
@@ -202,7 +231,7 @@ pub fn parse(bytes: &[u8]) -> Result<Parsed, FormatError> {
         return Err(FormatError::BadMagic);
     }
     let version = u16::from_le_bytes([bytes[8], bytes[9]]);
-    if version != VERSION {
+    if !(OLDEST_VERSION..=VERSION).contains(&version) {
         return Err(FormatError::Version(version));
     }
     let mut out = Parsed::default();

@@ -146,6 +146,12 @@ impl Run<'_> {
 
 /// Replays `parsed`. `on_until` sees the world when `--until` is reached.
 pub fn replay(parsed: &Parsed, opts: &ReplayOptions, on_until: &mut dyn FnMut(&World, &Scenario)) -> Result<ReplayReport, ReplayError> {
+    replay_keep(parsed, opts, on_until).map(|(report, _)| report)
+}
+
+/// Replays `parsed` and keeps the world where the replay ended, with the scenario of its last
+/// segment (what a durable world's recovery continues from: `crate::persist`).
+pub fn replay_keep(parsed: &Parsed, opts: &ReplayOptions, on_until: &mut dyn FnMut(&World, &Scenario)) -> Result<(ReplayReport, Option<(World, Scenario)>), ReplayError> {
     let threads = opts.threads.max(1);
     let pool = rayon::ThreadPoolBuilder::new().num_threads(threads).build().map_err(|e| ReplayError::Threads(threads, e.to_string()))?;
     let mut run = Run { pool, world: None, segment: 0, report: ReplayReport::default(), until: opts.until, sim_seconds: 0.0, on_until, scenario: None };
@@ -224,6 +230,8 @@ pub fn replay(parsed: &Parsed, opts: &ReplayOptions, on_until: &mut dyn FnMut(&W
                 }
                 run.report.end = Some((*tick, reason.clone()));
             }
+            // Ownership is the runtime's: it changes nothing in the sim.
+            Record::Owner { .. } => {}
         }
     }
     let mut report = run.report;
@@ -234,7 +242,8 @@ pub fn replay(parsed: &Parsed, opts: &ReplayOptions, on_until: &mut dyn FnMut(&W
         report.final_tick = w.tick();
     }
     report.torn = parsed.torn_reason.clone().map(|r| (parsed.torn_bytes, r));
-    Ok(report)
+    let kept = run.world.zip(run.scenario);
+    Ok((report, kept))
 }
 
 /// The first agent (by id) whose digest differs from the recorded one, or who is missing on

@@ -5,7 +5,7 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, RwLock};
 
 use super::fields::{FieldBuilder, FieldBuilderError};
-use super::world::{CmdError, ReplaySpawn, WorldHandle, WorldSpawn};
+use super::world::{CmdError, DurableSpawn, ReplaySpawn, WorldHandle, WorldSpawn};
 use crate::config::{LimitSettings, PlayerSettings};
 use super::players::Players;
 use crate::metrics::Metrics;
@@ -29,6 +29,10 @@ pub enum RegistryError {
     /// The world could not start.
     #[error(transparent)]
     Start(#[from] CmdError),
+    /// The name's stored state failed to recover: it stays on disk for the operator, and the
+    /// name is not reused meanwhile.
+    #[error("world `{0}` failed to recover from its stored state ({1}); see GET /health")]
+    Unrecovered(String, String),
 }
 
 /// Checks a world or scenario name: 1–64 of `A-Z a-z 0-9 _ -`, not starting with `-` or `.`.
@@ -52,6 +56,11 @@ pub struct Registry {
     player_rules: PlayerSettings,
     /// Players and sessions (shared with every world).
     pub players: Arc<Players>,
+    /// Durable worlds' writer (none: no world is durable), and whether worlds are durable by
+    /// default.
+    persist: Option<(Arc<crate::persist::Writer>, bool)>,
+    /// Stored worlds that failed to recover at start, with why.
+    failed: std::sync::Mutex<BTreeMap<String, String>>,
 }
 
 impl Registry {
@@ -75,7 +84,67 @@ impl Registry {
             recorder: None,
             player_rules,
             players,
+            persist: None,
+            failed: std::sync::Mutex::new(BTreeMap::new()),
         })
+    }
+
+    /// Makes worlds durable through `writer` (by default when `default_on`; set before the
+    /// first world starts).
+    pub fn with_persistence(mut self, writer: Arc<crate::persist::Writer>, default_on: bool) -> Self {
+        self.persist = Some((writer, default_on));
+        self
+    }
+
+    /// The durable worlds' writer, if any.
+    pub fn persistence(&self) -> Option<&Arc<crate::persist::Writer>> {
+        self.persist.as_ref().map(|(w, _)| w)
+    }
+
+    /// Stored worlds that failed to recover at start, with why.
+    pub fn failed_recoveries(&self) -> BTreeMap<String, String> {
+        self.failed.lock().map(|f| f.clone()).unwrap_or_default()
+    }
+
+    /// Recovers every stored world (blocking: re-runs their logs). Each world that fails is
+    /// reported and kept on disk; the others start. Answers the names of the worlds started.
+    pub fn recover_all(&self) -> Vec<String> {
+        let Some((writer, _)) = self.persist.clone() else { return Vec::new() };
+        let names = match writer.store().worlds() {
+            Ok(n) => n,
+            Err(e) => {
+                tracing::error!("persistence: cannot list the stored worlds: {e}");
+                return Vec::new();
+            }
+        };
+        let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
+        let mut started = Vec::new();
+        for name in names {
+            let r = crate::persist::recover(&**writer.store(), &name, threads);
+            match r {
+                Ok(rec) => {
+                    let report = rec.report.clone();
+                    let scenario = rec.scenario.clone();
+                    match self.create_inner(&name, scenario, None, rec.paused, None, Some(DurableSpawn::Recovered(writer.clone(), Box::new(rec)))) {
+                        Ok(_) => {
+                            tracing::info!(world = %name, tick = report.tick, state_hash = %report.state_hash, ticks = report.ticks, checks = report.checks, torn = ?report.torn,
+                                seconds = report.seconds, "persistence: world recovered");
+                            started.push(name);
+                        }
+                        Err(e) => self.fail_recovery(&name, e.to_string()),
+                    }
+                }
+                Err(e) => self.fail_recovery(&name, e.to_string()),
+            }
+        }
+        started
+    }
+
+    fn fail_recovery(&self, name: &str, why: String) {
+        tracing::error!(world = %name, "persistence: the world failed to recover and does not start (its files stay): {why}");
+        if let Ok(mut f) = self.failed.lock() {
+            f.insert(name.to_string(), why);
+        }
     }
 
     /// Lets worlds record into `hub` (set before the first world starts).
@@ -114,13 +183,23 @@ impl Registry {
 
     /// Creates and starts a world.
     pub fn create(&self, name: &str, scenario: Scenario, scenario_name: Option<String>, paused: bool) -> Result<WorldHandle, RegistryError> {
-        self.create_inner(name, scenario, scenario_name, paused, None)
+        self.create_durable(name, scenario, scenario_name, paused, None)
+    }
+
+    /// Creates and starts a world, durable when `durable` says so (none: the server's default).
+    pub fn create_durable(&self, name: &str, scenario: Scenario, scenario_name: Option<String>, paused: bool, durable: Option<bool>) -> Result<WorldHandle, RegistryError> {
+        let d = match (&self.persist, durable) {
+            (Some((w, on)), d) if d.unwrap_or(*on) => Some(DurableSpawn::Fresh(w.clone())),
+            (None, Some(true)) => return Err(RegistryError::Start(CmdError::Invalid("field `durable`: this server has no persistence writer".into()))),
+            _ => None,
+        };
+        self.create_inner(name, scenario, scenario_name, paused, None, d)
     }
 
     /// Creates and starts a read-only replay world playing `replay`.
     pub fn create_replay(&self, name: &str, replay: ReplaySpawn, paused: bool) -> Result<WorldHandle, RegistryError> {
         let scenario = replay.player.scenario().clone();
-        self.create_inner(name, scenario, None, paused, Some(replay))
+        self.create_inner(name, scenario, None, paused, Some(replay), None)
     }
 
     /// The replay-world settings.
@@ -128,9 +207,12 @@ impl Registry {
         self.limits.replay()
     }
 
-    fn create_inner(&self, name: &str, scenario: Scenario, scenario_name: Option<String>, paused: bool, replay: Option<ReplaySpawn>) -> Result<WorldHandle, RegistryError> {
+    fn create_inner(&self, name: &str, scenario: Scenario, scenario_name: Option<String>, paused: bool, replay: Option<ReplaySpawn>, durable: Option<DurableSpawn>) -> Result<WorldHandle, RegistryError> {
         if !valid_name(name) {
             return Err(RegistryError::BadName(name.to_string()));
+        }
+        if let Some(why) = self.failed.lock().ok().and_then(|f| f.get(name).cloned()) {
+            return Err(RegistryError::Unrecovered(name.to_string(), why));
         }
         let mut map = self.worlds.write().unwrap_or_else(|p| p.into_inner());
         if map.contains_key(name) {
@@ -165,6 +247,7 @@ impl Registry {
                 policy: self.player_rules.policy(name).clone(),
                 players: self.players.clone(),
                 replay,
+                durable,
             },
             self.metrics.clone(),
         )?;
@@ -178,11 +261,16 @@ impl Registry {
         self.create(name, scenario, scenario_name, false)
     }
 
-    /// Stops and forgets a world.
+    /// Stops and forgets a world, and deletes its stored state if it is durable.
     pub fn remove(&self, name: &str) -> Result<(), RegistryError> {
         let mut map = self.worlds.write().unwrap_or_else(|p| p.into_inner());
         let h = map.remove(name).ok_or_else(|| RegistryError::Unknown(name.to_string()))?;
+        h.stats.forget.store(true, Ordering::SeqCst);
         h.shutdown();
+        // A dead thread deletes nothing itself.
+        if let (false, Some(_), Some((w, _))) = (h.alive(), &h.durable, &self.persist) {
+            w.remove(name);
+        }
         Ok(())
     }
 

@@ -47,8 +47,23 @@ pub async fn health(State(state): State<AppState>) -> Response {
             }),
         );
     }
+    let mut not_durable = Vec::new();
+    for w in state.registry.list() {
+        if let Some((st, policy)) = &w.durable {
+            let v = st.view(*policy);
+            if !v.durable && w.alive() {
+                not_durable.push(w.name.clone());
+            }
+            if let Some(e) = worlds.get_mut(&w.name) {
+                e["durable"] = json!(v.durable);
+                e["durable_tick"] = json!(v.durable_tick);
+                e["persistence_error"] = json!(v.error);
+            }
+        }
+    }
     let status = if dead.is_empty() { StatusCode::OK } else { StatusCode::SERVICE_UNAVAILABLE };
-    let mut body = json!({"status": if dead.is_empty() { "ok" } else { "degraded" }, "dead_worlds": dead, "overloaded_worlds": overloaded, "worlds": worlds, "auth": state.mode.name(), "sessions": state.registry.players.sessions()});
+    let mut body = json!({"status": if dead.is_empty() { "ok" } else { "degraded" }, "dead_worlds": dead, "overloaded_worlds": overloaded, "worlds": worlds, "auth": state.mode.name(), "sessions": state.registry.players.sessions(),
+        "not_durable_worlds": not_durable, "failed_recoveries": state.registry.failed_recoveries()});
     if state.mode == crate::authz::Mode::Dev {
         body["warning"] = json!("dev mode: no admin token and no player key, every REST call is open");
     }
@@ -63,6 +78,17 @@ pub async fn metrics(State(state): State<AppState>) -> Response {
     let worlds = state.registry.list();
     let agents: u64 = worlds.iter().map(|w| w.stats.agents.load(std::sync::atomic::Ordering::Relaxed)).sum();
     state.metrics.agents.set(agents as i64);
+    let (mut not_durable, mut backlog) = (0i64, 0i64);
+    for w in &worlds {
+        if let Some((st, policy)) = &w.durable {
+            let v = st.view(*policy);
+            not_durable += i64::from(!v.durable && w.alive());
+            backlog += v.backlog_bytes as i64;
+        }
+    }
+    state.metrics.worlds_not_durable.set(not_durable);
+    state.metrics.persist_backlog_bytes.set(backlog);
+    state.metrics.worlds_failed_recovery.set(state.registry.failed_recoveries().len() as i64);
     state.metrics.set_worlds(worlds.iter().map(|w| (w.name.as_str(), w.effective_tick_rate(), w.alive() && w.overloaded())));
     ([(axum::http::header::CONTENT_TYPE, "application/openmetrics-text; version=1.0.0; charset=utf-8")], state.metrics.render()).into_response()
 }

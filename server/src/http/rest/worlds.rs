@@ -60,6 +60,10 @@ pub struct CreateWorld {
     #[serde(default)]
     #[schema(pattern = r"^[A-Za-z0-9_-]{1,64}(\.rec)?$")]
     pub replay: Option<String>,
+    /// Durable: its command log and snapshots are written to the persistence directory and it
+    /// is recovered on start (docs/persistence.md). Default: the server's `persistence.enabled`.
+    #[serde(default)]
+    pub durable: Option<bool>,
 }
 
 /// Opens a recording of the data dir as a replay world's player (on a blocking thread).
@@ -131,7 +135,7 @@ pub async fn create_world(State(state): State<AppState>, body: Body<CreateWorld>
     };
     let reg = state.registry.clone();
     let name = b.name.clone();
-    let h = tokio::task::spawn_blocking(move || reg.create(&name, scenario, sname, b.paused))
+    let h = tokio::task::spawn_blocking(move || reg.create_durable(&name, scenario, sname, b.paused, b.durable))
         .await
         .map_err(|e| ApiError::bad_request(e.to_string()))??;
     let info = h.ask(|reply| Request::Info { sight: Sight::All, reply }).await?;

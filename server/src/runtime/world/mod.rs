@@ -253,6 +253,16 @@ pub struct WorldSpawn {
     pub players: Arc<super::players::Players>,
     /// Play a recording instead of running `scenario` (a read-only replay world).
     pub replay: Option<ReplaySpawn>,
+    /// Durable: a fresh log, or the state recovered from the stored one.
+    pub durable: Option<DurableSpawn>,
+}
+
+/// How a durable world starts.
+pub enum DurableSpawn {
+    /// From its scenario, with a new log (anything stored under its name is deleted).
+    Fresh(Arc<crate::persist::Writer>),
+    /// From its recovered state; the log goes on.
+    Recovered(Arc<crate::persist::Writer>, Box<crate::persist::Recovered>),
 }
 
 /// The one-thread pool a world's runner runs on (named after it), if the OS gives a thread.
@@ -283,6 +293,8 @@ pub struct WorldStats {
     pub overloaded: AtomicBool,
     /// Asks the thread to stop (seen at the next turn of its loop, even if its queue is full).
     pub stop: AtomicBool,
+    /// With `stop`: the world is deleted, so is its stored state.
+    pub forget: AtomicBool,
 }
 
 /// A handle to a running world.
@@ -309,6 +321,8 @@ pub struct WorldHandle {
     pub rates: Arc<RateUsers>,
     /// The world's group names as last announced (`subscribed.groups`).
     pub groups: Arc<Mutex<Vec<String>>>,
+    /// A durable world's persistence status, and its fsync policy.
+    pub durable: Option<(Arc<crate::persist::DurableStatus>, crate::config::FsyncPolicy)>,
 }
 
 /// How many subscriptions use each send rate; index 0 and 1 are unused (every tick is always
@@ -359,9 +373,26 @@ impl WorldHandle {
     /// Starts the world thread.
     pub fn start(spawn: WorldSpawn, metrics: Arc<Metrics>) -> Result<Self, CmdError> {
         let mut scenario = spawn.scenario;
-        let (world, replay) = match spawn.replay {
-            Some(r) => (r.world, Some(ReplayState { player: r.player, recording: r.recording, speed: 1.0, max_speed: r.max_speed })),
-            None => {
+        let mut scenario_name = spawn.scenario_name;
+        let mut paused = spawn.paused;
+        let mut durable = spawn.durable;
+        let mut recovered = None;
+        if let Some(DurableSpawn::Recovered(writer, r)) = durable.take_if(|d| matches!(d, DurableSpawn::Recovered(..))) {
+            let r = *r;
+            scenario = r.scenario;
+            scenario_name = r.scenario_name.or(scenario_name);
+            paused = r.paused;
+            let d = crate::persist::Durable::resumed(&writer, &spawn.name, r.base_segment, r.last_segment, r.last_snapshot, &r.world, r.report);
+            recovered = Some((r.world, r.owners, d));
+        }
+        let (rec_world, recovered) = match recovered {
+            Some((w, o, d)) => (Some(w), Some((o, d))),
+            None => (None, None),
+        };
+        let (world, replay) = match (spawn.replay, rec_world) {
+            (Some(r), _) => (r.world, Some(ReplayState { player: r.player, recording: r.recording, speed: 1.0, max_speed: r.max_speed })),
+            (None, Some(w)) => (w, None),
+            (None, None) => {
                 let w = build_world(&scenario, spawn.max_agents, spawn.max_spawn)?;
                 super::admission::check_scenario(&scenario, &w, &spawn.crowding).map_err(CmdError::Sim)?;
                 (w, None)
@@ -378,6 +409,13 @@ impl WorldHandle {
         if scenario.name.is_empty() {
             scenario.name = spawn.name.clone();
         }
+        let (dur, owners) = match (recovered, durable) {
+            (Some((owners, d)), _) => (Some(d), owners),
+            (None, Some(DurableSpawn::Fresh(writer))) if replay.is_none() => {
+                (Some(crate::persist::Durable::fresh(&writer, &spawn.name, &crate::persist::start_record(&scenario, spawn.max_agents, spawn.max_spawn))), Vec::new())
+            }
+            _ => (None, Vec::new()),
+        };
         let info = world_info(spawn.id, &spawn.name, &world, spawn.max_aoi_cells);
         let (tx, rx) = std::sync::mpsc::sync_channel(spawn.queue.max(1));
         let (frames, _) = broadcast::channel(spawn.frame_buffer.max(1));
@@ -395,10 +433,11 @@ impl WorldHandle {
             info: Arc::new(Mutex::new(info.clone())),
             stats: stats.clone(),
             death: Arc::new(Mutex::new(None)),
-            origin: Arc::new(Mutex::new((scenario.clone(), spawn.scenario_name.clone()))),
+            origin: Arc::new(Mutex::new((scenario.clone(), scenario_name.clone()))),
             latest: Arc::new(Mutex::new(None)),
             rates: Arc::new(RateUsers::new(spawn.max_every_n_ticks)),
             groups: Arc::new(Mutex::new(groups.clone())),
+            durable: dur.as_ref().map(|d| (d.status().clone(), d.policy())),
         };
         // Unbounded, but it holds at most the jobs in the builder's bounded queue.
         let (field_tx, field_rx) = std::sync::mpsc::channel();
@@ -408,7 +447,7 @@ impl WorldHandle {
             published: 0,
             world,
             scenario,
-            scenario_name: spawn.scenario_name,
+            scenario_name,
             owners: HashMap::new(),
             teams: HashMap::new(),
             buckets: HashMap::new(),
@@ -426,7 +465,7 @@ impl WorldHandle {
             shared_groups: handle.groups.clone(),
             info,
             frames,
-            paused: spawn.paused,
+            paused,
             autosave: false,
             max_catchup: spawn.max_catchup_ticks.max(1),
             max_agents: spawn.max_agents,
@@ -455,8 +494,14 @@ impl WorldHandle {
             window: RateWindow::new(Instant::now()),
             rec: crate::record::Hook::new(recorder, spawn.max_agents, spawn.max_spawn),
             replay,
+            dur,
         };
         let mut runner = runner;
+        for (agent, player, team) in owners {
+            let p: Arc<str> = Arc::from(player.as_str());
+            runner.teams.insert(p.clone(), team.as_deref().map(Arc::from));
+            runner.own(agent, p);
+        }
         if runner.replay.is_none() {
             runner.rec.started(&runner.name, &runner.scenario);
         }
@@ -737,6 +782,8 @@ struct Runner {
     rec: crate::record::Hook,
     /// Set for a read-only replay world: its recording, keyframes and playback speed.
     replay: Option<ReplayState>,
+    /// A durable world's log (issue 42): sees what `rec` sees, and ownership.
+    dur: Option<crate::persist::Durable>,
 }
 
 /// The cells of one send rate: diffed every `span` ticks.

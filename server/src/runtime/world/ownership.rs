@@ -92,6 +92,10 @@ impl Runner {
     }
 
     pub(super) fn own(&mut self, id: AgentId, p: Arc<str>) {
+        if let Some(d) = self.dur.as_mut() {
+            let team = self.teams.get(&p).cloned().flatten();
+            d.owner(&self.world, id, Some(&p), team.as_deref());
+        }
         if let Some(old) = self.owners.insert(id, p.clone()) {
             self.release(&old);
         }
@@ -101,6 +105,9 @@ impl Runner {
     /// Forgets the owner of a removed agent.
     pub(super) fn disown(&mut self, id: AgentId) {
         if let Some(s) = self.owners.remove(&id) {
+            if let Some(d) = self.dur.as_mut() {
+                d.owner(&self.world, id, None, None);
+            }
             self.release(&s);
         }
     }

@@ -23,6 +23,9 @@ impl Runner {
             *o = (scenario.clone(), name.clone());
         }
         self.rec.started(&self.name, &scenario);
+        if let Some(d) = self.dur.as_mut() {
+            d.started(&crate::persist::start_record(&scenario, self.max_agents, self.max_spawn));
+        }
         self.scenario = scenario;
         self.scenario_name = name;
         self.owners.clear();
@@ -59,11 +62,11 @@ impl Runner {
         match req {
             Request::Apply { cmd, actor, reply } => {
                 let r = self.apply_for(vec![cmd], &actor);
-                let _ = reply.send(r);
+                self.answer_durably(reply, r);
             }
             Request::ApplyMany { cmds, actor, reply } => {
                 let r = self.apply_for(cmds, &actor);
-                let _ = reply.send(r);
+                self.answer_durably(reply, r);
             }
             Request::Players { reply } => {
                 let mut v: Vec<WorldPlayer> = self
@@ -172,12 +175,18 @@ impl Runner {
                     if let Some(rate) = tick_rate {
                         self.world.set_tick_rate(rate).map_err(CmdError::Sim)?;
                         self.rec.tick_rate(&self.world, rate);
+                        if let Some(d) = self.dur.as_mut() {
+                            d.tick_rate(&self.world, rate);
+                        }
                         self.stats.tick_rate_milli.store((rate * 1000.0) as u32, Ordering::Relaxed);
                         self.sync_info_rate();
                     }
                     if let Some(p) = paused {
                         self.paused = p;
                         self.rec.paused(&self.world, p);
+                        if let Some(d) = self.dur.as_mut() {
+                            d.paused(&self.world, p);
+                        }
                     }
                     if let Some(a) = autosave {
                         self.autosave = a;
@@ -250,7 +259,23 @@ impl Runner {
     /// every one (REST, WebSocket, admin edits, random obstacles).
     pub(super) fn apply(&mut self, cmd: Command) -> Result<Outcome, SimError> {
         self.rec.command(&self.world, &cmd);
+        if let Some(d) = self.dur.as_mut() {
+            d.command(&self.world, &cmd);
+        }
         self.world.apply(cmd)
+    }
+
+    /// Answers a command. A durable world under `every_command` sends the answer once the
+    /// command's record is on disk (the writer sends it); otherwise at once.
+    pub(super) fn answer_durably(&mut self, reply: Reply<Outcome>, r: Result<Outcome, CmdError>) {
+        match self.dur.as_mut() {
+            Some(d) => d.reply(Box::new(move || {
+                let _ = reply.send(r);
+            })),
+            None => {
+                let _ = reply.send(r);
+            }
+        }
     }
 
     /// Starts or stops recording. A world changed since its load cannot be rebuilt from its

@@ -37,6 +37,9 @@ impl Runner {
             if self.serve_queued(&rx) == Flow::Stop {
                 break;
             }
+            if let Some(d) = self.dur.as_mut() {
+                d.idle(&self.world);
+            }
             self.check_orphans();
             if self.stepping.is_some() {
                 self.step_chunk();
@@ -75,6 +78,9 @@ impl Runner {
             let _ = reply.send(Err(CmdError::Dead(self.name.clone())));
         }
         self.rec.stop(&self.world, "world stopped");
+        if let Some(d) = self.dur.as_mut() {
+            d.stop(&self.world, self.stats.forget.load(Ordering::SeqCst));
+        }
         tracing::info!("world stopped");
     }
 
@@ -290,6 +296,9 @@ impl Runner {
             self.sim_pool.install(|| world.step());
         }
         self.rec.after_step(&self.world);
+        if let Some(d) = self.dur.as_mut() {
+            d.after_step(&self.world, self.paused, self.scenario_name.as_deref());
+        }
         // Jobs the world no longer waits for (built on the tick, handed back, or dropped) are
         // skipped by the builder if not started; the new ones are submitted.
         let world = &self.world;

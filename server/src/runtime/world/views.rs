@@ -94,6 +94,8 @@ pub struct WorldInfoView {
     pub recording: crate::record::RecordingView,
     /// Set when the world is a read-only replay of a recording (issue 19).
     pub replay: Option<Box<ReplayView>>,
+    /// A durable world's persistence (docs/persistence.md); absent when the world is not durable.
+    pub persistence: Option<Box<crate::persist::PersistenceView>>,
 }
 
 /// A replay world's timeline and checks (`GET /worlds/{w}`, and the answer of the
@@ -380,6 +382,7 @@ impl Runner {
             autosave: self.autosave,
             recording: self.rec.view(),
             replay: self.replay_view().map(Box::new),
+            persistence: self.dur.as_ref().map(|d| Box::new(d.view())),
         }
     }
 }

@@ -1,0 +1,842 @@
+//! Durable worlds (issue 42): each durable world's command log — the recording format of
+//! `record/`, in numbered segments — and its snapshots, written behind one storage interface
+//! ([`Store`]) whose embedded default is the local disk ([`disk::LocalDisk`]); recovery on start
+//! ([`recover`]). Operators' page: `docs/persistence.md`.
+//!
+//! **Invariant:** the world thread never waits on the store. Its [`Durable`] hook encodes records
+//! into an in-memory chunk and hands chunks to the one [`Writer`] thread over a bounded channel
+//! (`persistence.writer_queue`) with `try_send`. Under `fsync = "interval"` a chunk (ending with
+//! a checkpoint) goes every `fsync_interval_ms`; under `every_command` a command's reply travels
+//! with its chunk and is sent by the writer once the chunk is fsynced.
+//!
+//! **Invariant:** a log never has a gap. A failed write is cut back to whole chunks and kept
+//! (with every later chunk of that world, at most `persistence.max_backlog_bytes`) to be retried;
+//! meanwhile the world runs and is reported not durable. A backlog beyond its bound, or a full
+//! writer queue, ends that log: the world stays not durable until its next load or reset starts
+//! a new one from a scenario.
+
+pub mod disk;
+pub mod recover;
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::mpsc::{Receiver, RecvTimeoutError, SyncSender, TrySendError};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use serde::{Deserialize, Serialize};
+
+pub use recover::{RecoverError, Recovered, RecoveryReport, recover};
+
+use crate::config::{FsyncPolicy, PersistSettings};
+use crate::record::codec::Enc;
+use crate::record::format::{self, Record};
+use crate::sim::world::{Command, World};
+
+/// Why the store could not do something.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum PersistError {
+    /// A file operation failed (names the file).
+    #[error("{file}: {reason}")]
+    Io { file: String, reason: String },
+}
+
+/// Where durable worlds keep their logs and snapshots. The local disk is the embedded default;
+/// a replicated backend (e.g. NATS JetStream: a stream per world for the segments, a KV bucket
+/// for the snapshots) implements the same calls (ARCHITECTURE.md). Only the writer thread and
+/// recovery call it, never a world thread.
+pub trait Store: Send + Sync {
+    /// A segment's (or, with `None`, the world's) location, for errors and reports.
+    fn describe(&self, world: &str, seg: Option<u64>) -> String;
+    /// A snapshot's location.
+    fn describe_snapshot(&self, world: &str, seq: u64) -> String;
+    /// The worlds with anything stored.
+    fn worlds(&self) -> Result<Vec<String>, PersistError>;
+    /// A world's segment numbers, ascending.
+    fn segments(&self, world: &str) -> Result<Vec<u64>, PersistError>;
+    /// Appends whole chunks to a segment (created with the recording header if new). On error
+    /// the segment is as it was before the call.
+    fn append(&self, world: &str, seg: u64, bytes: &[u8]) -> Result<(), PersistError>;
+    /// Makes everything appended to a segment durable.
+    fn sync(&self, world: &str, seg: u64) -> Result<(), PersistError>;
+    /// No more appends to this segment (syncs it).
+    fn close(&self, world: &str, seg: u64);
+    /// A segment's bytes.
+    fn read_segment(&self, world: &str, seg: u64) -> Result<Vec<u8>, PersistError>;
+    /// Cuts a segment to `len` bytes (a torn tail).
+    fn truncate_segment(&self, world: &str, seg: u64, len: u64) -> Result<(), PersistError>;
+    /// Deletes a segment (absent: no error).
+    fn delete_segment(&self, world: &str, seg: u64) -> Result<(), PersistError>;
+    /// Writes a snapshot atomically: afterwards it is there whole, or not at all.
+    fn put_snapshot(&self, world: &str, seq: u64, bytes: &[u8]) -> Result<(), PersistError>;
+    /// A world's snapshot numbers, ascending.
+    fn snapshots(&self, world: &str) -> Result<Vec<u64>, PersistError>;
+    /// A snapshot's bytes.
+    fn read_snapshot(&self, world: &str, seq: u64) -> Result<Vec<u8>, PersistError>;
+    /// Deletes a snapshot (absent: no error).
+    fn delete_snapshot(&self, world: &str, seq: u64) -> Result<(), PersistError>;
+    /// Deletes everything of a world.
+    fn remove_world(&self, world: &str) -> Result<(), PersistError>;
+}
+
+/// First 8 bytes of a snapshot file.
+pub const SNAP_MAGIC: &[u8; 8] = b"STEERSNP";
+/// Snapshot format version.
+pub const SNAP_VERSION: u16 = 1;
+/// Snapshot header: magic, version u16 LE, 2 zero bytes, payload length u32 LE, CRC-32 of the
+/// payload u32 LE; then the payload (JSON of [`SnapshotMeta`]).
+pub const SNAP_HEADER: usize = 20;
+
+/// What a snapshot records: the point of the log it covers and how to check a recovery
+/// against it. The world's state is the log's from `base_segment` on (its last `Start`), re-run;
+/// the snapshot's hashes are compared when the re-run passes its tick.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SnapshotMeta {
+    /// The world's name.
+    pub world: String,
+    /// The sim tick it was taken at.
+    pub tick: u64,
+    /// `state_hash` and `exact_hash` at `tick`.
+    pub state_hash: u64,
+    pub exact_hash: u64,
+    /// The segment holding the `Start` the world's state is re-run from: segments before it
+    /// are no longer needed once this snapshot is durable.
+    pub base_segment: u64,
+    /// The segment being written when it was taken.
+    pub segment: u64,
+    /// The world was paused.
+    pub paused: bool,
+    /// The name of the scenario the world was last loaded from.
+    pub scenario_name: Option<String>,
+    /// Seconds since the Unix epoch when it was taken.
+    pub taken_unix: u64,
+}
+
+/// The bytes of a snapshot file.
+pub fn encode_snapshot(meta: &SnapshotMeta) -> Vec<u8> {
+    let payload = serde_json::to_vec(meta).unwrap_or_default();
+    let mut out = Vec::with_capacity(SNAP_HEADER + payload.len());
+    out.extend_from_slice(SNAP_MAGIC);
+    out.extend_from_slice(&SNAP_VERSION.to_le_bytes());
+    out.extend_from_slice(&[0, 0]);
+    out.extend_from_slice(&(payload.len() as u32).to_le_bytes());
+    out.extend_from_slice(&crc32fast::hash(&payload).to_le_bytes());
+    out.extend_from_slice(&payload);
+    out
+}
+
+/// Reads a snapshot file; the error says what is wrong with it.
+pub fn decode_snapshot(bytes: &[u8]) -> Result<SnapshotMeta, String> {
+    if bytes.len() < SNAP_HEADER || &bytes[..8] != SNAP_MAGIC {
+        return Err("not a steerd snapshot (bad magic)".into());
+    }
+    let version = u16::from_le_bytes([bytes[8], bytes[9]]);
+    if version != SNAP_VERSION {
+        return Err(format!("snapshot version {version} is not supported (this build reads {SNAP_VERSION})"));
+    }
+    let len = u32::from_le_bytes([bytes[12], bytes[13], bytes[14], bytes[15]]) as usize;
+    let crc = u32::from_le_bytes([bytes[16], bytes[17], bytes[18], bytes[19]]);
+    let payload = &bytes[SNAP_HEADER..];
+    if payload.len() != len {
+        return Err(format!("payload is {} bytes, the header says {len}", payload.len()));
+    }
+    if crc32fast::hash(payload) != crc {
+        return Err("checksum mismatch".into());
+    }
+    serde_json::from_slice(payload).map_err(|e| format!("payload: {e}"))
+}
+
+/// A durable world's state as the writer sees it, shared with the world thread and the
+/// health and metrics views (atomics; the error under a short mutex).
+#[derive(Debug, Default)]
+pub struct DurableStatus {
+    /// Everything handed to the writer so far is on disk (or on its way, within the fsync
+    /// policy), and the log has no gap.
+    pub durable: AtomicBool,
+    /// The log has a gap (queue full or backlog over its bound): records are no longer written
+    /// until a load or reset starts a new log.
+    pub broken: AtomicBool,
+    /// Bytes written to the store.
+    pub bytes: AtomicU64,
+    /// Bytes waiting to be retried after a failed write.
+    pub backlog: AtomicU64,
+    /// Failed writes (each retried).
+    pub write_errors: AtomicU64,
+    /// The newest sim tick whose checkpoint is on disk.
+    pub durable_tick: AtomicU64,
+    /// Snapshots written.
+    pub snapshots: AtomicU64,
+    /// The last error, until a write succeeds again.
+    pub error: Mutex<Option<String>>,
+}
+
+impl DurableStatus {
+    fn set_error(&self, e: Option<String>) {
+        if let Ok(mut g) = self.error.lock() {
+            *g = e;
+        }
+    }
+
+    /// The last error.
+    pub fn error(&self) -> Option<String> {
+        self.error.lock().ok().and_then(|g| g.clone())
+    }
+
+    /// The view `GET /worlds/{w}` and `/health` show.
+    pub fn view(&self, policy: FsyncPolicy) -> PersistenceView {
+        PersistenceView {
+            durable: self.durable.load(Ordering::Relaxed) && !self.broken.load(Ordering::Relaxed),
+            fsync: policy,
+            durable_tick: self.durable_tick.load(Ordering::Relaxed),
+            bytes: self.bytes.load(Ordering::Relaxed),
+            backlog_bytes: self.backlog.load(Ordering::Relaxed),
+            write_errors: self.write_errors.load(Ordering::Relaxed),
+            snapshots: self.snapshots.load(Ordering::Relaxed),
+            error: self.error(),
+            recovered: None,
+        }
+    }
+}
+
+/// A durable world's persistence, as `GET /worlds/{w}` and `/health` show it.
+#[derive(Debug, Clone, PartialEq, Serialize, utoipa::ToSchema)]
+pub struct PersistenceView {
+    /// Everything acknowledged is on disk within the fsync policy, and the log has no gap.
+    pub durable: bool,
+    /// The fsync policy.
+    #[schema(value_type = String)]
+    pub fsync: FsyncPolicy,
+    /// The newest sim tick whose checkpoint is on disk.
+    pub durable_tick: u64,
+    /// Bytes written.
+    pub bytes: u64,
+    /// Bytes waiting for a failed write to succeed.
+    pub backlog_bytes: u64,
+    /// Failed writes.
+    pub write_errors: u64,
+    /// Snapshots written.
+    pub snapshots: u64,
+    /// Why the world is not durable now.
+    pub error: Option<String>,
+    /// How the world was recovered at start (absent for a world created in this process).
+    #[schema(value_type = Option<Object>)]
+    pub recovered: Option<RecoveryReport>,
+}
+
+/// The `Start` record of a durable world's log built from `scenario` with these caps. Its
+/// checkpoints fall at group commits, not on a lattice: `hash_every` is 1.
+pub fn start_record(scenario: &crate::scenario::Scenario, max_agents: usize, max_spawn: usize) -> Record {
+    Record::Start {
+        max_agents: max_agents as u64,
+        max_spawn: max_spawn as u64,
+        hash_every: 1,
+        digests: false,
+        from_snapshot: false,
+        scenario: serde_json::to_string(scenario).unwrap_or_default(),
+    }
+}
+
+/// A reply to send once its chunk is durable (or at once if it cannot be).
+pub type Ack = Box<dyn FnOnce() + Send>;
+
+/// Jobs of one incarnation of a world (`inc`): a world deleted and created again under the same
+/// name is a new incarnation, and the writer drops what the old one still sends.
+enum Job {
+    /// A world's incarnation begins (`fresh`: its stored state is deleted first).
+    Begin { world: Arc<str>, inc: u64, fresh: bool },
+    Append { world: Arc<str>, inc: u64, seg: u64, bytes: Vec<u8>, sync: bool, tick: u64, acks: Vec<Ack>, close_before: Option<u64>, status: Arc<DurableStatus> },
+    Snapshot { world: Arc<str>, inc: u64, seq: u64, bytes: Vec<u8>, base: u64, status: Arc<DurableStatus> },
+    /// Deletes a world's stored state: that incarnation's, or (none) whatever is there.
+    Remove { world: Arc<str>, inc: Option<u64> },
+    Barrier(SyncSender<()>),
+}
+
+/// The one thread that writes every durable world's chunks and snapshots.
+pub struct Writer {
+    tx: SyncSender<Job>,
+    store: Arc<dyn Store>,
+    next_inc: AtomicU64,
+    /// The settings.
+    pub settings: PersistSettings,
+}
+
+/// A world's chunks that failed to write, retried in order.
+struct Backlog {
+    items: VecDeque<(u64, Vec<u8>, bool, u64)>,
+    bytes: u64,
+    status: Arc<DurableStatus>,
+}
+
+/// How often a backlog is retried.
+const RETRY_EVERY: Duration = Duration::from_millis(200);
+/// Snapshots kept per world (the newest, and the one before it as the fallback).
+pub const SNAPSHOTS_KEPT: usize = 2;
+/// Most jobs the writer takes before one round of fsyncs (group commit).
+const GROUP_MAX: usize = 256;
+
+impl Writer {
+    /// Starts the writer thread over `store`.
+    pub fn start(store: Arc<dyn Store>, settings: PersistSettings) -> std::io::Result<Arc<Self>> {
+        let (tx, rx) = std::sync::mpsc::sync_channel(settings.writer_queue.max(1));
+        let s = store.clone();
+        let max_backlog = settings.max_backlog_bytes;
+        std::thread::Builder::new().name("persist".into()).spawn(move || write_loop(&*s, rx, max_backlog))?;
+        Ok(Arc::new(Writer { tx, store, next_inc: AtomicU64::new(1), settings }))
+    }
+
+    /// The store.
+    pub fn store(&self) -> &Arc<dyn Store> {
+        &self.store
+    }
+
+    fn send(&self, job: Job) -> Result<(), Job> {
+        match self.tx.try_send(job) {
+            Ok(()) => Ok(()),
+            Err(TrySendError::Full(j) | TrySendError::Disconnected(j)) => Err(j),
+        }
+    }
+
+    /// Deletes a world's stored state (after everything queued before).
+    pub fn remove(&self, world: &str) {
+        if self.send(Job::Remove { world: Arc::from(world), inc: None }).is_err() {
+            tracing::warn!(world, "persistence: the writer's queue is full; the world's files stay");
+        }
+    }
+
+    /// Waits (at most `timeout`) until every job queued before now is done.
+    pub fn drain(&self, timeout: Duration) -> bool {
+        let (tx, rx) = std::sync::mpsc::sync_channel(1);
+        let deadline = Instant::now() + timeout;
+        let mut job = Job::Barrier(tx);
+        loop {
+            match self.tx.try_send(job) {
+                Ok(()) => break,
+                Err(TrySendError::Full(j)) if Instant::now() < deadline => {
+                    job = j;
+                    std::thread::sleep(Duration::from_millis(5));
+                }
+                Err(_) => return false,
+            }
+        }
+        rx.recv_timeout(deadline.saturating_duration_since(Instant::now())).is_ok()
+    }
+}
+
+fn write_loop(store: &dyn Store, rx: Receiver<Job>, max_backlog: u64) {
+    let mut backlogs: HashMap<Arc<str>, Backlog> = HashMap::new();
+    let mut current: HashMap<Arc<str>, u64> = HashMap::new();
+    let mut next_retry = Instant::now() + RETRY_EVERY;
+    loop {
+        let first = match rx.recv_timeout(RETRY_EVERY) {
+            Ok(j) => Some(j),
+            Err(RecvTimeoutError::Timeout) => None,
+            Err(RecvTimeoutError::Disconnected) => break,
+        };
+        let mut jobs: Vec<Job> = first.into_iter().collect();
+        while jobs.len() < GROUP_MAX {
+            match rx.try_recv() {
+                Ok(j) => jobs.push(j),
+                Err(_) => break,
+            }
+        }
+        if Instant::now() >= next_retry || jobs.is_empty() {
+            retry_backlogs(store, &mut backlogs);
+            next_retry = Instant::now() + RETRY_EVERY;
+        }
+        // Group commit: every append first, then one fsync per segment, then the replies.
+        let mut to_sync: Vec<(Arc<str>, u64, u64, Arc<DurableStatus>)> = Vec::new();
+        let mut acks: Vec<Ack> = Vec::new();
+        let mut barriers = Vec::new();
+        for job in jobs {
+            match job {
+                Job::Begin { world, inc, fresh } => {
+                    if fresh {
+                        backlogs.remove(&world);
+                        to_sync.retain(|e| e.0 != world);
+                        if let Err(e) = store.remove_world(&world) {
+                            tracing::warn!(world = %world, "persistence: {e}");
+                        }
+                    }
+                    current.insert(world, inc);
+                }
+                Job::Append { world, inc, seg, bytes, sync, tick, acks: a, close_before, status } => {
+                    if current.get(&world) != Some(&inc) {
+                        // An earlier incarnation of the name: its world is gone.
+                        acks.extend(a);
+                        continue;
+                    }
+                    if let Some(old) = close_before {
+                        store.close(&world, old);
+                    }
+                    acks.extend(a);
+                    if let Some(b) = backlogs.get_mut(&world) {
+                        push_backlog(b, seg, bytes, sync, tick, max_backlog);
+                        continue;
+                    }
+                    match store.append(&world, seg, &bytes) {
+                        Ok(()) => {
+                            status.bytes.fetch_add(bytes.len() as u64, Ordering::Relaxed);
+                            if sync {
+                                if let Some(e) = to_sync.iter_mut().find(|e| e.0 == world && e.1 == seg) {
+                                    e.2 = e.2.max(tick);
+                                } else {
+                                    to_sync.push((world, seg, tick, status));
+                                }
+                            }
+                        }
+                        Err(e) => {
+                            fail(&status, &e);
+                            let mut b = Backlog { items: VecDeque::new(), bytes: 0, status };
+                            push_backlog(&mut b, seg, bytes, sync, tick, max_backlog);
+                            backlogs.insert(world, b);
+                        }
+                    }
+                }
+                Job::Snapshot { world, inc, seq, bytes, base, status } => {
+                    if current.get(&world) != Some(&inc) || backlogs.contains_key(&world) {
+                        // The log before it is not all on disk: the snapshot would cover a gap.
+                        continue;
+                    }
+                    // The log it covers is synced first.
+                    for (w, s, _, st) in to_sync.iter().filter(|e| e.0 == world) {
+                        if let Err(e) = store.sync(w, *s) {
+                            fail(st, &e);
+                        }
+                    }
+                    match store.put_snapshot(&world, seq, &bytes) {
+                        Ok(()) => {
+                            status.snapshots.fetch_add(1, Ordering::Relaxed);
+                            prune(store, &world, base);
+                        }
+                        Err(e) => {
+                            status.write_errors.fetch_add(1, Ordering::Relaxed);
+                            tracing::warn!(world = %world, "persistence: snapshot not written: {e}");
+                        }
+                    }
+                }
+                Job::Remove { world, inc } => {
+                    if inc.is_some_and(|i| current.get(&world) != Some(&i)) {
+                        continue;
+                    }
+                    current.remove(&world);
+                    backlogs.remove(&world);
+                    to_sync.retain(|e| e.0 != world);
+                    if let Err(e) = store.remove_world(&world) {
+                        tracing::warn!(world = %world, "persistence: {e}");
+                    }
+                }
+                // Answered once everything before it is synced and acknowledged.
+                Job::Barrier(done) => barriers.push(done),
+            }
+        }
+        for (world, seg, tick, status) in to_sync {
+            match store.sync(&world, seg) {
+                Ok(()) => {
+                    status.durable_tick.fetch_max(tick, Ordering::Relaxed);
+                    if !status.broken.load(Ordering::Relaxed) && !backlogs.contains_key(&world) {
+                        status.durable.store(true, Ordering::Relaxed);
+                        status.set_error(None);
+                    }
+                }
+                Err(e) => fail(&status, &e),
+            }
+        }
+        for a in acks {
+            a();
+        }
+        for b in barriers {
+            let _ = b.try_send(());
+        }
+    }
+}
+
+fn fail(status: &DurableStatus, e: &PersistError) {
+    if status.durable.swap(false, Ordering::Relaxed) {
+        tracing::error!("persistence: {e}; the world runs on, not durable, and the write is retried");
+    }
+    status.write_errors.fetch_add(1, Ordering::Relaxed);
+    status.set_error(Some(e.to_string()));
+}
+
+fn push_backlog(b: &mut Backlog, seg: u64, bytes: Vec<u8>, sync: bool, tick: u64, max: u64) {
+    if b.status.broken.load(Ordering::Relaxed) {
+        return;
+    }
+    b.bytes += bytes.len() as u64;
+    b.items.push_back((seg, bytes, sync, tick));
+    if b.bytes > max {
+        b.items.clear();
+        b.bytes = 0;
+        b.status.broken.store(true, Ordering::Relaxed);
+        b.status.set_error(Some(format!(
+            "the log's backlog passed persistence.max_backlog_bytes ({max}); records are dropped, the world is not durable until its next load or reset"
+        )));
+        tracing::error!("persistence: backlog over {max} bytes; the world's log ends here");
+    }
+    b.status.backlog.store(b.bytes, Ordering::Relaxed);
+}
+
+fn retry_backlogs(store: &dyn Store, backlogs: &mut HashMap<Arc<str>, Backlog>) {
+    backlogs.retain(|world, b| {
+        while let Some((seg, bytes, sync, tick)) = b.items.front() {
+            let r = store.append(world, *seg, bytes).and_then(|()| if *sync { store.sync(world, *seg) } else { Ok(()) });
+            match r {
+                Ok(()) => {
+                    b.status.bytes.fetch_add(bytes.len() as u64, Ordering::Relaxed);
+                    b.status.durable_tick.fetch_max(*tick, Ordering::Relaxed);
+                    b.bytes -= bytes.len() as u64;
+                    b.items.pop_front();
+                }
+                Err(e) => {
+                    b.status.write_errors.fetch_add(1, Ordering::Relaxed);
+                    b.status.set_error(Some(e.to_string()));
+                    b.status.backlog.store(b.bytes, Ordering::Relaxed);
+                    return true;
+                }
+            }
+        }
+        b.status.backlog.store(0, Ordering::Relaxed);
+        if !b.status.broken.load(Ordering::Relaxed) {
+            tracing::info!(world = %world, "persistence: writes succeed again; the world is durable");
+            b.status.durable.store(true, Ordering::Relaxed);
+            b.status.set_error(None);
+        }
+        false
+    });
+}
+
+/// Keeps the newest [`SNAPSHOTS_KEPT`] snapshots and deletes the segments none of them needs.
+fn prune(store: &dyn Store, world: &str, newest_base: u64) {
+    let Ok(snaps) = store.snapshots(world) else { return };
+    let keep_from = snaps.len().saturating_sub(SNAPSHOTS_KEPT);
+    let mut oldest_base = newest_base;
+    for (i, seq) in snaps.iter().enumerate() {
+        if i < keep_from {
+            let _ = store.delete_snapshot(world, *seq);
+        } else if let Ok(m) = store.read_snapshot(world, *seq).map_err(|e| e.to_string()).and_then(|b| decode_snapshot(&b)) {
+            oldest_base = oldest_base.min(m.base_segment);
+        }
+    }
+    if let Ok(segs) = store.segments(world) {
+        for s in segs.into_iter().filter(|&s| s < oldest_base) {
+            if let Err(e) = store.delete_segment(world, s) {
+                tracing::warn!(world, "persistence: {e}");
+            }
+        }
+    }
+}
+
+/// A durable world's hook on its thread: sees every change the recording sees, plus ownership,
+/// and hands chunks to the writer without waiting.
+pub struct Durable {
+    world: Arc<str>,
+    /// This incarnation of the name (see [`Job`]).
+    inc: u64,
+    writer: Arc<Writer>,
+    status: Arc<DurableStatus>,
+    policy: FsyncPolicy,
+    interval: Duration,
+    snapshot_every: Duration,
+    chunk: Enc,
+    seg: u64,
+    seg_bytes: u64,
+    base_seg: u64,
+    last_flush: Instant,
+    /// When the last checkpoint was written (one every interval, however often commands flush).
+    last_check: Instant,
+    last_snapshot: Instant,
+    snap_seq: u64,
+    acks: Vec<Ack>,
+    /// The segment to close when the next chunk goes (a new segment started).
+    close_before: Option<u64>,
+    /// No log is being written (a gap: until the next start).
+    off: bool,
+    /// A step ran since the last checkpoint.
+    stepped: bool,
+    /// The tick of the newest command or checkpoint in the chunk.
+    pending_tick: u64,
+    /// How the world was recovered (shown in its view).
+    pub recovered: Option<RecoveryReport>,
+}
+
+impl Durable {
+    /// The hook of a world with no stored state: anything stored under its name is deleted
+    /// first, then the log starts with `start`.
+    pub fn fresh(writer: &Arc<Writer>, world: &str, start: &Record) -> Durable {
+        let mut d = Durable::new(writer, world, 0, 0, 0, None);
+        d.begin(true);
+        d.push(start);
+        d.flush(true);
+        d
+    }
+
+    /// The hook of a recovered world: its log goes on in a new segment after `last_seg`, from
+    /// the recovered state (whose `Start` is in `base_seg`).
+    pub fn resumed(writer: &Arc<Writer>, world: &str, base_seg: u64, last_seg: u64, last_snap: u64, world_now: &World, report: RecoveryReport) -> Durable {
+        let mut d = Durable::new(writer, world, last_seg + 1, base_seg, last_snap + 1, Some(report));
+        d.begin(false);
+        d.status.durable_tick.store(world_now.tick(), Ordering::Relaxed);
+        d.snapshot(world_now, false, None);
+        d
+    }
+
+    fn new(writer: &Arc<Writer>, world: &str, seg: u64, base_seg: u64, snap_seq: u64, recovered: Option<RecoveryReport>) -> Durable {
+        let s = &writer.settings;
+        let status = Arc::new(DurableStatus::default());
+        status.durable.store(true, Ordering::Relaxed);
+        Durable {
+            world: Arc::from(world),
+            inc: writer.next_inc.fetch_add(1, Ordering::Relaxed),
+            writer: writer.clone(),
+            status,
+            policy: s.fsync,
+            interval: Duration::from_millis(s.fsync_interval_ms.max(1)),
+            snapshot_every: Duration::from_secs(s.snapshot_every_secs.max(1)),
+            chunk: Enc::default(),
+            seg,
+            seg_bytes: 0,
+            base_seg,
+            last_flush: Instant::now(),
+            last_check: Instant::now(),
+            last_snapshot: Instant::now(),
+            snap_seq,
+            acks: Vec::new(),
+            close_before: None,
+            off: false,
+            stepped: false,
+            pending_tick: 0,
+            recovered,
+        }
+    }
+
+    fn begin(&mut self, fresh: bool) {
+        if self.writer.send(Job::Begin { world: self.world.clone(), inc: self.inc, fresh }).is_err() {
+            self.end_log("the persistence writer's queue is full (persistence.writer_queue) at the world's start");
+        }
+    }
+
+    /// The fsync policy.
+    pub fn policy(&self) -> FsyncPolicy {
+        self.policy
+    }
+
+    /// The status (shared with the views).
+    pub fn status(&self) -> &Arc<DurableStatus> {
+        &self.status
+    }
+
+    /// The view.
+    pub fn view(&self) -> PersistenceView {
+        let mut v = self.status.view(self.policy);
+        v.durable &= !self.off;
+        v.recovered = self.recovered.clone();
+        v
+    }
+
+    fn push(&mut self, r: &Record) {
+        if self.off {
+            return;
+        }
+        r.encode(&mut self.chunk);
+        if self.chunk.buf.len() >= format::MAX_CHUNK / 4 {
+            self.flush(false);
+        }
+    }
+
+    /// Hands the chunk so far to the writer (`sync`: fsynced before its replies go).
+    fn flush(&mut self, sync: bool) {
+        if self.off || (self.chunk.buf.is_empty() && self.acks.is_empty()) {
+            self.release_acks();
+            return;
+        }
+        let bytes = if self.chunk.buf.is_empty() { Vec::new() } else { format::frame_chunk(&std::mem::take(&mut self.chunk.buf)) };
+        let n = bytes.len() as u64;
+        let job = Job::Append {
+            world: self.world.clone(),
+            inc: self.inc,
+            seg: self.seg,
+            bytes,
+            sync,
+            tick: self.status.durable_tick.load(Ordering::Relaxed).max(self.pending_tick),
+            acks: std::mem::take(&mut self.acks),
+            close_before: self.close_before.take(),
+            status: self.status.clone(),
+        };
+        match self.writer.send(job) {
+            Ok(()) => {
+                self.seg_bytes += n;
+                self.last_flush = Instant::now();
+                if self.seg_bytes >= self.writer.settings.segment_max_bytes {
+                    self.close_before = Some(self.seg);
+                    self.seg += 1;
+                    self.seg_bytes = 0;
+                }
+            }
+            Err(job) => {
+                if let Job::Append { acks, .. } = job {
+                    for a in acks {
+                        a();
+                    }
+                }
+                self.end_log("the persistence writer's queue is full (persistence.writer_queue; disk too slow)");
+            }
+        }
+    }
+
+    fn release_acks(&mut self) {
+        for a in std::mem::take(&mut self.acks) {
+            a();
+        }
+    }
+
+    fn end_log(&mut self, why: &str) {
+        tracing::error!(world = %self.world, "persistence: {why}; the world is not durable until its next load or reset");
+        self.off = true;
+        self.chunk.buf.clear();
+        self.status.durable.store(false, Ordering::Relaxed);
+        self.status.broken.store(true, Ordering::Relaxed);
+        self.status.set_error(Some(why.to_string()));
+        self.release_acks();
+    }
+
+    /// The world (re)started from a scenario: a new segment with a `Start` record begins a new
+    /// log, which ends a gap.
+    pub fn started(&mut self, start: &Record) {
+        self.flush(true);
+        // The start goes first in a segment of its own (a fresh one after a rotation is).
+        if self.seg_bytes > 0 {
+            self.close_before = Some(self.seg);
+            self.seg += 1;
+            self.seg_bytes = 0;
+        }
+        if self.off || self.status.broken.load(Ordering::Relaxed) {
+            self.off = false;
+            self.status.broken.store(false, Ordering::Relaxed);
+            self.status.durable.store(true, Ordering::Relaxed);
+            self.status.set_error(None);
+        }
+        self.base_seg = self.seg;
+        self.pending_tick = 0;
+        self.status.durable_tick.store(0, Ordering::Relaxed);
+        self.push(start);
+        self.flush(true);
+    }
+
+    /// A command about to be applied.
+    pub fn command(&mut self, world: &World, command: &Command) {
+        self.pending_tick = world.tick();
+        self.push(&Record::Command { tick: world.tick(), command: command.clone() });
+    }
+
+    /// The tick rate changed.
+    pub fn tick_rate(&mut self, world: &World, rate: f32) {
+        self.push(&Record::TickRate { tick: world.tick(), rate });
+    }
+
+    /// Paused or resumed.
+    pub fn paused(&mut self, world: &World, paused: bool) {
+        self.push(&Record::Paused { tick: world.tick(), paused });
+    }
+
+    /// An agent's owner changed.
+    pub fn owner(&mut self, world: &World, agent: u32, player: Option<&str>, team: Option<&str>) {
+        self.push(&Record::Owner { tick: world.tick(), agent, player: player.map(str::to_string), team: team.map(str::to_string) });
+    }
+
+    /// After a step: every `fsync_interval_ms` a checkpoint and a synced chunk; every
+    /// `snapshot_every_secs` a snapshot.
+    pub fn after_step(&mut self, world: &World, paused: bool, scenario_name: Option<&str>) {
+        self.stepped = true;
+        if self.off {
+            return;
+        }
+        let now = Instant::now();
+        if now.duration_since(self.last_flush) >= self.interval || now.duration_since(self.last_check) >= self.interval {
+            self.checkpoint(world);
+            self.flush(true);
+        }
+        if now.duration_since(self.last_snapshot) >= self.snapshot_every {
+            self.snapshot(world, paused, scenario_name);
+        }
+    }
+
+    /// Called every turn of the loop (also paused): a chunk left unsynced for an interval goes.
+    pub fn idle(&mut self, world: &World) {
+        if !self.off && (!self.chunk.buf.is_empty() || self.stepped) && self.last_flush.elapsed() >= self.interval {
+            self.checkpoint(world);
+            self.flush(true);
+        }
+    }
+
+    fn checkpoint(&mut self, world: &World) {
+        if self.stepped {
+            self.push(&crate::record::checkpoint(world, false));
+            self.pending_tick = world.tick();
+            self.stepped = false;
+            self.last_check = Instant::now();
+        }
+    }
+
+    /// Writes a snapshot of where the log is (after syncing the log up to here).
+    pub fn snapshot(&mut self, world: &World, paused: bool, scenario_name: Option<&str>) {
+        self.last_snapshot = Instant::now();
+        if self.off {
+            return;
+        }
+        self.checkpoint(world);
+        self.flush(true);
+        let meta = SnapshotMeta {
+            world: self.world.to_string(),
+            tick: world.tick(),
+            state_hash: crate::sim::hash::state_hash(world),
+            exact_hash: crate::sim::hash::exact_hash(world),
+            base_segment: self.base_seg,
+            segment: self.seg,
+            paused,
+            scenario_name: scenario_name.map(str::to_string),
+            taken_unix: crate::auth::now_secs(),
+        };
+        let job = Job::Snapshot { world: self.world.clone(), inc: self.inc, seq: self.snap_seq, bytes: encode_snapshot(&meta), base: self.base_seg, status: self.status.clone() };
+        self.snap_seq += 1;
+        if self.writer.send(job).is_err() {
+            tracing::warn!(world = %self.world, "persistence: the writer's queue is full; snapshot skipped");
+        }
+    }
+
+    /// Under `every_command`, `reply` goes once the records so far are on disk; otherwise now.
+    pub fn reply(&mut self, reply: Ack) {
+        if self.off || self.policy != FsyncPolicy::EveryCommand {
+            reply();
+            return;
+        }
+        self.acks.push(reply);
+        self.flush(true);
+    }
+
+    /// The world thread ends (shutdown or DELETE): an `End` record and a last synced chunk;
+    /// `forget` deletes its stored state after that instead.
+    pub fn stop(&mut self, world: &World, forget: bool) {
+        if forget {
+            self.chunk.buf.clear();
+            self.release_acks();
+            if self.writer.send(Job::Remove { world: self.world.clone(), inc: Some(self.inc) }).is_err() {
+                tracing::warn!(world = %self.world, "persistence: the writer's queue is full; the deleted world's files stay");
+            }
+            self.off = true;
+            return;
+        }
+        self.checkpoint(world);
+        self.push(&Record::End { tick: world.tick(), reason: "world stopped".into() });
+        self.flush(true);
+        self.off = true;
+    }
+}
+
+impl Drop for Durable {
+    fn drop(&mut self) {
+        self.release_acks();
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,379 @@
+//! The format and recovery rules: a recovered world equals the one that ran (bit for bit, at the
+//! last durable tick); a torn tail is cut; a corrupt snapshot falls back; a missing segment names
+//! the file; a failing store keeps the world running, not durable, and catches up.
+
+use std::path::PathBuf;
+use std::sync::atomic::AtomicU32;
+
+use glam::Vec2;
+
+use super::*;
+use crate::config::PersistSettings;
+use crate::runtime::world::build_world;
+use crate::scenario::Scenario;
+
+fn tmp(name: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("steerd-persist-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    d
+}
+
+fn crossing() -> Scenario {
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../scenarios/crossing.json");
+    Scenario::from_file(&path).unwrap()
+}
+
+fn settings() -> PersistSettings {
+    // Every step is a group commit: what the tests read back is on disk after `drain`.
+    PersistSettings { fsync_interval_ms: 1, snapshot_every_secs: 3600, ..PersistSettings::default() }
+}
+
+/// A store that fails appends while `fail` is above 0 (each failure counts it down), as a full
+/// disk does.
+struct Flaky {
+    inner: disk::LocalDisk,
+    fail: AtomicU32,
+}
+
+impl Store for Flaky {
+    fn describe(&self, w: &str, s: Option<u64>) -> String {
+        self.inner.describe(w, s)
+    }
+    fn describe_snapshot(&self, w: &str, s: u64) -> String {
+        self.inner.describe_snapshot(w, s)
+    }
+    fn worlds(&self) -> Result<Vec<String>, PersistError> {
+        self.inner.worlds()
+    }
+    fn segments(&self, w: &str) -> Result<Vec<u64>, PersistError> {
+        self.inner.segments(w)
+    }
+    fn append(&self, w: &str, s: u64, b: &[u8]) -> Result<(), PersistError> {
+        if self.fail.load(Ordering::SeqCst) > 0 {
+            self.fail.fetch_sub(1, Ordering::SeqCst);
+            return Err(PersistError::Io { file: self.inner.describe(w, Some(s)), reason: "No space left on device (injected)".into() });
+        }
+        self.inner.append(w, s, b)
+    }
+    fn sync(&self, w: &str, s: u64) -> Result<(), PersistError> {
+        self.inner.sync(w, s)
+    }
+    fn close(&self, w: &str, s: u64) {
+        self.inner.close(w, s)
+    }
+    fn read_segment(&self, w: &str, s: u64) -> Result<Vec<u8>, PersistError> {
+        self.inner.read_segment(w, s)
+    }
+    fn truncate_segment(&self, w: &str, s: u64, l: u64) -> Result<(), PersistError> {
+        self.inner.truncate_segment(w, s, l)
+    }
+    fn delete_segment(&self, w: &str, s: u64) -> Result<(), PersistError> {
+        self.inner.delete_segment(w, s)
+    }
+    fn put_snapshot(&self, w: &str, s: u64, b: &[u8]) -> Result<(), PersistError> {
+        self.inner.put_snapshot(w, s, b)
+    }
+    fn snapshots(&self, w: &str) -> Result<Vec<u64>, PersistError> {
+        self.inner.snapshots(w)
+    }
+    fn read_snapshot(&self, w: &str, s: u64) -> Result<Vec<u8>, PersistError> {
+        self.inner.read_snapshot(w, s)
+    }
+    fn delete_snapshot(&self, w: &str, s: u64) -> Result<(), PersistError> {
+        self.inner.delete_snapshot(w, s)
+    }
+    fn remove_world(&self, w: &str) -> Result<(), PersistError> {
+        self.inner.remove_world(w)
+    }
+}
+
+/// A world driven as its thread drives it: commands through the hook, steps, commits.
+struct Live {
+    world: World,
+    dur: Durable,
+}
+
+impl Live {
+    fn start(writer: &Arc<Writer>, name: &str) -> Live {
+        let sc = crossing();
+        let world = build_world(&sc, 10_000, 1_000).unwrap();
+        let dur = Durable::fresh(writer, name, &start_record(&sc, 10_000, 1_000));
+        Live { world, dur }
+    }
+
+    fn apply(&mut self, c: Command) {
+        self.dur.command(&self.world, &c);
+        let _ = self.world.apply(c);
+    }
+
+    fn steps(&mut self, n: u32) {
+        for _ in 0..n {
+            self.world.step();
+            drop(self.world.take_field_jobs());
+            std::thread::sleep(Duration::from_millis(1));
+            self.dur.after_step(&self.world, false, None);
+        }
+    }
+
+    fn hashes(&self) -> (u64, u64, u64) {
+        (self.world.tick(), crate::sim::hash::state_hash(&self.world), crate::sim::hash::exact_hash(&self.world))
+    }
+}
+
+fn hashes(w: &World) -> (u64, u64, u64) {
+    (w.tick(), crate::sim::hash::state_hash(w), crate::sim::hash::exact_hash(w))
+}
+
+fn some_commands(l: &mut Live) {
+    l.apply(Command::AddObstacle { center: Vec2::new(3.0, 4.0), radius: 2.0 });
+    l.apply(Command::MoveTo { agents: vec![1, 2, 3], target: Vec2::new(10.0, -5.0), stopping_distance: 0.5 });
+    l.apply(Command::Despawn(7));
+}
+
+#[test]
+fn snapshots_round_trip_and_a_flipped_bit_fails_the_checksum() {
+    let m = SnapshotMeta { world: "w".into(), tick: 42, state_hash: 1, exact_hash: 2, base_segment: 3, segment: 4, paused: true, scenario_name: Some("s".into()), taken_unix: 5 };
+    let mut b = encode_snapshot(&m);
+    assert_eq!(decode_snapshot(&b).unwrap(), m);
+    let last = b.len() - 3;
+    b[last] ^= 0x10;
+    assert_eq!(decode_snapshot(&b).unwrap_err(), "checksum mismatch");
+    assert!(decode_snapshot(&b[..SNAP_HEADER + 2]).unwrap_err().contains("header says"));
+    assert!(decode_snapshot(b"STEERREC....").unwrap_err().contains("magic"));
+}
+
+#[test]
+fn a_recovered_world_is_the_one_that_ran_bit_for_bit_with_its_owners() {
+    let dir = tmp("same");
+    let store: Arc<dyn Store> = Arc::new(disk::LocalDisk::open(&dir).unwrap());
+    let writer = Writer::start(store.clone(), settings()).unwrap();
+    let mut l = Live::start(&writer, "w");
+    l.steps(10);
+    some_commands(&mut l);
+    l.dur.owner(&l.world, 5, Some("alice"), Some("red"));
+    l.dur.owner(&l.world, 6, Some("bob"), None);
+    l.dur.owner(&l.world, 6, None, None);
+    l.steps(15);
+    l.dur.idle(&l.world);
+    assert!(writer.drain(Duration::from_secs(10)));
+    let live = l.hashes();
+    assert!(l.dur.view().durable);
+    assert_eq!(l.dur.status().durable_tick.load(Ordering::Relaxed), live.0);
+    let r = recover(&*store, "w", 2).unwrap();
+    assert_eq!(hashes(&r.world), live, "{:?}", r.report);
+    assert_eq!(r.owners, vec![(5, "alice".to_string(), Some("red".to_string()))]);
+    assert!(r.report.checks >= 25, "{:?}", r.report);
+    assert!(r.report.torn.is_none());
+    // The recovered world goes on exactly as the live one.
+    let mut w = r.world;
+    l.steps(5);
+    for _ in 0..5 {
+        w.step();
+        drop(w.take_field_jobs());
+    }
+    assert_eq!(hashes(&w), l.hashes());
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn a_torn_tail_is_cut_off_and_reported() {
+    let dir = tmp("torn");
+    let disk = disk::LocalDisk::open(&dir).unwrap();
+    let store: Arc<dyn Store> = Arc::new(disk);
+    let writer = Writer::start(store.clone(), settings()).unwrap();
+    let mut l = Live::start(&writer, "w");
+    l.steps(12);
+    assert!(writer.drain(Duration::from_secs(10)));
+    let live = l.hashes();
+    // A crash in the middle of the next chunk's write: its first bytes are there.
+    let seg = *store.segments("w").unwrap().last().unwrap();
+    let before = store.read_segment("w", seg).unwrap().len();
+    let chunk = format::frame_chunk(&[2, 12, 1, 5]);
+    store.append("w", seg, &chunk[..chunk.len() - 2]).unwrap();
+    drop(l);
+    let r = recover(&*store, "w", 1).unwrap();
+    assert_eq!(hashes(&r.world), live);
+    let torn = r.report.torn.unwrap();
+    assert!(torn.contains("torn tail of 10 bytes") && torn.contains(&format!("seg-{seg:020}.log")), "{torn}");
+    // The file is whole chunks again.
+    assert_eq!(store.read_segment("w", seg).unwrap().len(), before);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn a_corrupt_snapshot_falls_back_to_the_one_before_and_more_log() {
+    let dir = tmp("snap");
+    let store: Arc<dyn Store> = Arc::new(disk::LocalDisk::open(&dir).unwrap());
+    let writer = Writer::start(store.clone(), PersistSettings { segment_max_bytes: 256, ..settings() }).unwrap();
+    let mut l = Live::start(&writer, "w");
+    l.steps(10);
+    l.dur.snapshot(&l.world, false, Some("crossing"));
+    // A load: a new start, the log from here on is the world's.
+    let sc = crossing();
+    l.world = build_world(&sc, 10_000, 1_000).unwrap();
+    l.dur.started(&start_record(&sc, 10_000, 1_000));
+    l.steps(8);
+    some_commands(&mut l);
+    l.steps(4);
+    l.dur.snapshot(&l.world, false, Some("crossing"));
+    l.steps(3);
+    l.dur.idle(&l.world);
+    assert!(writer.drain(Duration::from_secs(10)));
+    let live = l.hashes();
+    let snaps = store.snapshots("w").unwrap();
+    assert_eq!(snaps.len(), 2, "{snaps:?}");
+    let newest = decode_snapshot(&store.read_snapshot("w", snaps[1]).unwrap()).unwrap();
+    let older = decode_snapshot(&store.read_snapshot("w", snaps[0]).unwrap()).unwrap();
+    assert!(older.base_segment < newest.base_segment, "{older:?} {newest:?}");
+    // Segments before the older snapshot's base were deleted; its base is kept.
+    assert_eq!(store.segments("w").unwrap()[0], older.base_segment);
+    let ok = recover(&*store, "w", 1).unwrap();
+    assert_eq!(hashes(&ok.world), live);
+    assert_eq!(ok.scenario_name.as_deref(), Some("crossing"));
+    // Damage the newest snapshot: the one before it and more log give the same world.
+    let mut b = store.read_snapshot("w", snaps[1]).unwrap();
+    let n = b.len() - 1;
+    b[n] ^= 1;
+    store.put_snapshot("w", snaps[1], &b).unwrap();
+    let r = recover(&*store, "w", 1).unwrap();
+    assert_eq!(hashes(&r.world), live);
+    assert_eq!(r.report.snapshots_rejected.len(), 1, "{:?}", r.report);
+    assert!(r.report.snapshots_rejected[0].contains("checksum mismatch"));
+    assert!(r.report.snapshot.as_deref().is_some_and(|s| s.ends_with(&format!("snap-{:020}.snap", snaps[0]))));
+    assert!(r.report.segments.len() > ok.report.segments.len(), "{:?} vs {:?}", r.report.segments, ok.report.segments);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn a_missing_segment_stops_recovery_naming_the_file() {
+    let dir = tmp("missing");
+    let store: Arc<dyn Store> = Arc::new(disk::LocalDisk::open(&dir).unwrap());
+    let writer = Writer::start(store.clone(), PersistSettings { segment_max_bytes: 200, ..settings() }).unwrap();
+    let mut l = Live::start(&writer, "w");
+    l.steps(20);
+    let mut other = Live::start(&writer, "other");
+    other.steps(3);
+    assert!(writer.drain(Duration::from_secs(10)));
+    let segs = store.segments("w").unwrap();
+    assert!(segs.len() >= 3, "{segs:?}");
+    store.delete_segment("w", segs[1]).unwrap();
+    match recover(&*store, "w", 1) {
+        Err(RecoverError::Missing { file }) => assert!(file.ends_with(&format!("w/seg-{:020}.log", segs[1])), "{file}"),
+        Err(e) => panic!("{e}"),
+        Ok(_) => panic!("recovered a world with a hole in its log"),
+    }
+    // The other world is not affected.
+    assert_eq!(hashes(&recover(&*store, "other", 1).unwrap().world), other.hashes());
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn failed_writes_keep_the_world_running_not_durable_and_catch_up_without_a_gap() {
+    let dir = tmp("flaky");
+    let flaky = Arc::new(Flaky { inner: disk::LocalDisk::open(&dir).unwrap(), fail: AtomicU32::new(0) });
+    let store: Arc<dyn Store> = flaky.clone();
+    let writer = Writer::start(store.clone(), settings()).unwrap();
+    let mut l = Live::start(&writer, "w");
+    l.steps(5);
+    assert!(writer.drain(Duration::from_secs(10)));
+    assert!(l.dur.view().durable);
+    // The disk fills: the next writes fail.
+    flaky.fail.store(6, Ordering::SeqCst);
+    l.steps(4);
+    some_commands(&mut l);
+    l.steps(4);
+    assert!(writer.drain(Duration::from_secs(10)));
+    let v = l.dur.view();
+    assert!(!v.durable, "{v:?}");
+    assert!(v.error.as_deref().is_some_and(|e| e.contains("No space left")), "{v:?}");
+    assert!(v.write_errors >= 1 && v.backlog_bytes > 0, "{v:?}");
+    // Space returns: the retries (every 200 ms) write the backlog in order.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !l.dur.view().durable && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(50));
+        assert!(writer.drain(Duration::from_secs(10)));
+    }
+    let v = l.dur.view();
+    assert!(v.durable && v.backlog_bytes == 0 && v.error.is_none(), "{v:?}");
+    l.steps(3);
+    assert!(writer.drain(Duration::from_secs(10)));
+    let r = recover(&*store, "w", 1).unwrap();
+    assert_eq!(hashes(&r.world), l.hashes());
+    assert!(r.report.torn.is_none(), "{:?}", r.report);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn a_backlog_past_its_bound_ends_the_log_until_the_next_start() {
+    let dir = tmp("bound");
+    let flaky = Arc::new(Flaky { inner: disk::LocalDisk::open(&dir).unwrap(), fail: AtomicU32::new(0) });
+    let store: Arc<dyn Store> = flaky.clone();
+    let writer = Writer::start(store.clone(), PersistSettings { max_backlog_bytes: 200, ..settings() }).unwrap();
+    let mut l = Live::start(&writer, "w");
+    l.steps(3);
+    assert!(writer.drain(Duration::from_secs(10)));
+    flaky.fail.store(u32::MAX, Ordering::SeqCst);
+    l.steps(30);
+    assert!(writer.drain(Duration::from_secs(10)));
+    let v = l.dur.view();
+    assert!(!v.durable && v.error.as_deref().is_some_and(|e| e.contains("max_backlog_bytes")), "{v:?}");
+    flaky.fail.store(0, Ordering::SeqCst);
+    std::thread::sleep(Duration::from_millis(300));
+    assert!(writer.drain(Duration::from_secs(10)));
+    assert!(!l.dur.view().durable, "a log with a gap is not durable");
+    // A load starts a new log: durable again, and recovery re-runs that one.
+    let sc = crossing();
+    l.world = build_world(&sc, 10_000, 1_000).unwrap();
+    l.dur.started(&start_record(&sc, 10_000, 1_000));
+    l.steps(6);
+    assert!(writer.drain(Duration::from_secs(10)));
+    assert!(l.dur.view().durable, "{:?}", l.dur.view());
+    assert_eq!(hashes(&recover(&*store, "w", 1).unwrap().world), l.hashes());
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn every_command_replies_only_after_the_record_is_synced() {
+    let dir = tmp("ack");
+    let store: Arc<dyn Store> = Arc::new(disk::LocalDisk::open(&dir).unwrap());
+    let writer = Writer::start(store.clone(), PersistSettings { fsync: FsyncPolicy::EveryCommand, fsync_interval_ms: 60_000, ..settings() }).unwrap();
+    let mut l = Live::start(&writer, "w");
+    l.steps(3);
+    let (tx, rx) = std::sync::mpsc::channel();
+    l.apply(Command::AddObstacle { center: Vec2::new(1.0, 1.0), radius: 1.0 });
+    let store2 = store.clone();
+    l.dur.reply(Box::new(move || {
+        // When the reply goes, the command is in the file.
+        let segs = store2.segments("w").unwrap();
+        let mut found = false;
+        for s in segs {
+            let p = format::parse(&store2.read_segment("w", s).unwrap()).unwrap();
+            found |= p.records.iter().any(|r| matches!(r, Record::Command { command: Command::AddObstacle { .. }, .. }));
+        }
+        let _ = tx.send(found);
+    }));
+    assert!(rx.recv_timeout(Duration::from_secs(10)).unwrap());
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn a_name_deleted_and_created_again_keeps_only_the_new_worlds_log() {
+    let dir = tmp("again");
+    let store: Arc<dyn Store> = Arc::new(disk::LocalDisk::open(&dir).unwrap());
+    let writer = Writer::start(store.clone(), settings()).unwrap();
+    let mut old = Live::start(&writer, "w");
+    old.steps(4);
+    // DELETE then POST under the same name while the old thread still ends: the old world's
+    // last chunks and its deletion arrive after the new world began.
+    let mut new = Live::start(&writer, "w");
+    new.apply(Command::AddObstacle { center: Vec2::new(5.0, 5.0), radius: 1.0 });
+    new.steps(3);
+    old.steps(6);
+    old.dur.stop(&old.world, true);
+    new.steps(2);
+    assert!(writer.drain(Duration::from_secs(10)));
+    let r = recover(&*store, "w", 1).unwrap();
+    assert_eq!(hashes(&r.world), new.hashes());
+    assert_eq!(r.world.obstacles().len(), new.world.obstacles().len());
+    let _ = std::fs::remove_dir_all(&dir);
+}
