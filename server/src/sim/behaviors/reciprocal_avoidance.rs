@@ -206,11 +206,17 @@ struct Found {
 }
 
 /// The half-planes of `agent` into `lines` (empty), static ones first. `heading`: the unit
-/// direction the agent wants to go, for [`Found::oncoming`] (zero: not measured).
-fn half_planes(agent: &Agent, p: &ReciprocalAvoidanceParams, view: &WorldView, heading: Vec2, lines: &mut Lines) -> Found {
+/// direction the agent wants to go, for [`Found::oncoming`] (zero: not measured). `steps`: the
+/// steps (at least 1) the chosen velocity is kept for: agents already touching are to be apart
+/// after them, and [`Found::clear`] must hold over them, each agent moving at most its top
+/// speed in each.
+fn half_planes(agent: &Agent, p: &ReciprocalAvoidanceParams, view: &WorldView, heading: Vec2, steps: u32, lines: &mut Lines) -> Found {
     let pos = agent.position;
     let r = agent.limits.radius;
     let max_speed = agent.limits.max_speed;
+    // The time the chosen velocity is kept: overlaps are to be undone over it, not over one
+    // step (a velocity that undoes one in a step, kept for `steps`, would overshoot).
+    let span = view.dt * steps.max(1) as f32;
     // Only surfaces the agent could reach within the horizon can constrain it.
     let reach = r + max_speed * p.obstacle_time_horizon;
     view.for_each_obstacle_near(pos, reach, |o| {
@@ -219,7 +225,7 @@ fn half_planes(agent: &Agent, p: &ReciprocalAvoidanceParams, view: &WorldView, h
             let len = away.length();
             let closest = if len > 0.0 { o.center + away * (o.radius / len) } else { o.center + Vec2::X * o.radius };
             let gap = len - o.radius - r;
-            let _ = lines.try_push(orca::static_half_plane(pos, closest, gap, p.obstacle_time_horizon, view.dt, max_speed));
+            let _ = lines.try_push(orca::static_half_plane(pos, closest, gap, p.obstacle_time_horizon, span, max_speed));
         }
     });
     view.for_each_wall_near(pos, reach, |w| {
@@ -227,7 +233,7 @@ fn half_planes(agent: &Agent, p: &ReciprocalAvoidanceParams, view: &WorldView, h
             let closest = closest_on_segment(pos, w.a, w.b);
             let gap = pos.distance(closest) - r;
             if gap < max_speed * p.obstacle_time_horizon {
-                let _ = lines.try_push(orca::static_half_plane(pos, closest, gap, p.obstacle_time_horizon, view.dt, max_speed));
+                let _ = lines.try_push(orca::static_half_plane(pos, closest, gap, p.obstacle_time_horizon, span, max_speed));
             }
         }
     });
@@ -236,9 +242,9 @@ fn half_planes(agent: &Agent, p: &ReciprocalAvoidanceParams, view: &WorldView, h
     nearest(agent, p, view, &mut near);
     let all = view.grid.all();
     // No contact is possible with a neighbour further than both radii plus both top speeds'
-    // step; agents not found are beyond the search radius, or (k found) beyond the k-th.
-    let own = r + max_speed * view.dt;
-    let far = own + view.extent.0 + view.extent.1 * view.dt;
+    // `steps` steps; agents not found are beyond the search radius, or (k found) beyond the k-th.
+    let own = r + max_speed * span;
+    let far = own + view.extent.0 + view.extent.1 * span;
     let beyond = match near.keys.last() {
         Some(&last) if near.len() == near.k => Nearest::dist2(last).sqrt(),
         _ => near.radius,
@@ -260,7 +266,7 @@ fn half_planes(agent: &Agent, p: &ReciprocalAvoidanceParams, view: &WorldView, h
     for &rank in &near.ranks {
         let Some(o) = all.get(rank as usize) else { continue };
         let oc = view.grid.crowd(rank as usize);
-        let lim = own + o.radius + oc.max_speed * view.dt;
+        let lim = own + o.radius + oc.max_speed * span;
         clear &= o.position.distance_squared(pos) > lim * lim;
         if screens.iter().any(|&(a, b)| segment_intersection(pos, o.position, a, b).is_some()) {
             continue;
@@ -295,7 +301,7 @@ fn half_planes(agent: &Agent, p: &ReciprocalAvoidanceParams, view: &WorldView, h
             (true, Yielding::Holds | Yielding::Waits, Yielding::Holds | Yielding::Waits) => 0.5,
             (true, Yielding::No, Yielding::No) => stalled_share(stall, f32::from(oc.stall), view.dt),
         };
-        let _ = lines.try_push(orca::agent_half_plane(agent.velocity, rel_pos, agent.velocity - o.velocity, r + o.radius, p.time_horizon, view.dt, share));
+        let _ = lines.try_push(orca::agent_half_plane(agent.velocity, rel_pos, agent.velocity - o.velocity, r + o.radius, p.time_horizon, span, share));
     }
     Found { n_static, clear, oncoming, blocked }
 }
@@ -307,7 +313,7 @@ pub fn velocity(agent: &Agent, p: &ReciprocalAvoidanceParams, view: &WorldView, 
 
 /// [`velocity`], and whether no agent can touch this one after the step ([`NO_CONTACT`]).
 pub fn velocity_and_clearance(agent: &Agent, p: &ReciprocalAvoidanceParams, view: &WorldView, preferred: Vec2) -> (Vec2, bool) {
-    velocity_passing(agent, p, view, preferred, 0.0, false)
+    velocity_passing(agent, p, view, preferred, 0.0, false, 1)
 }
 
 /// [`velocity_and_clearance`] with a passing side: when agents ahead come against the
@@ -319,10 +325,14 @@ pub fn velocity_and_clearance(agent: &Agent, p: &ReciprocalAvoidanceParams, view
 /// face see no velocity coming against them, and without the turn would wait for each other
 /// for ever). Near a wall or an obstacle it does not: there a stalled agent is usually in a
 /// queue at a corner or a gap, and turning would press it into the wall.
-pub fn velocity_passing(agent: &Agent, p: &ReciprocalAvoidanceParams, view: &WorldView, preferred: Vec2, pass_angle: f32, stalled: bool) -> (Vec2, bool) {
+/// `plan_steps`: the steps (at least 1) the agent keeps the returned velocity for (MoveTo's
+/// agents keep it between avoidance plans, see `MoveToParams::replan_every_ticks`): an
+/// overlap is undone over them, and the clearance returned holds over them, every other agent
+/// moving at most at its top speed.
+pub fn velocity_passing(agent: &Agent, p: &ReciprocalAvoidanceParams, view: &WorldView, preferred: Vec2, pass_angle: f32, stalled: bool, plan_steps: u32) -> (Vec2, bool) {
     let mut lines = Lines::new();
     let heading = if pass_angle > 0.0 { crate::sim::math::dir(preferred) } else { Vec2::ZERO };
-    let found = half_planes(agent, p, view, heading, &mut lines);
+    let found = half_planes(agent, p, view, heading, plan_steps, &mut lines);
     let turn = if stalled && found.blocked && found.n_static == 0 { 1.0 } else { found.oncoming.min(1.0) };
     let preferred = if turn > 0.0 { Vec2::from_angle(-pass_angle * turn).rotate(preferred) } else { preferred };
     if lines.is_empty() {
@@ -363,7 +373,7 @@ pub struct Explain {
 /// The avoidance of `agent` for `preferred`, with the half-planes it solved.
 pub fn explain(agent: &Agent, p: &ReciprocalAvoidanceParams, view: &WorldView, preferred: Vec2) -> Explain {
     let mut lines = Lines::new();
-    let found = half_planes(agent, p, view, Vec2::ZERO, &mut lines);
+    let found = half_planes(agent, p, view, Vec2::ZERO, 1, &mut lines);
     Explain { preferred, chosen: velocity(agent, p, view, preferred), half_planes: lines.to_vec(), n_static: found.n_static }
 }
 
