@@ -74,12 +74,11 @@ pub fn plans_avoidance(id: AgentId, tick: u64, every: u32) -> bool {
     every <= 1 || (tick + u64::from(id)) % u64::from(every) == 0
 }
 
-/// Steering between avoidance plans: keep the velocity (the integrator leaves it as it is),
-/// skipping the contact test when the last plan vouched that no agent can come near.
-fn coast(agent: &Agent, scratch: &mut Scratch) -> Steering {
-    if agent.memory.avoid_clear {
-        scratch.events |= reciprocal_avoidance::NO_CONTACT;
-    }
+/// Steering between avoidance plans of an agent whose last plan vouched that no agent can
+/// come near it before the next: it keeps its velocity (the integrator leaves it as it is),
+/// and the contact test is skipped.
+fn coast(scratch: &mut Scratch) -> Steering {
+    scratch.events |= reciprocal_avoidance::NO_CONTACT;
     Steering::ZERO
 }
 
@@ -126,11 +125,13 @@ pub struct MoveToParams {
     pub portal_radii: f32,
     /// Seconds a direction keeps a narrow passage while the other waits (default 15).
     pub portal_turn: f32,
-    /// Reciprocal mode: an agent plans its avoidance (neighbour search and linear program) on
-    /// one tick in this many, the ticks staggered by agent id so that each tick plans about the
-    /// same share of the crowd ([`plans_avoidance`]); in between it keeps the velocity it chose
-    /// (arrival is still checked, and contacts still settled, every tick). 1 = every tick
-    /// (default 3: at 20 Hz, about 7 plans a second, where RVO2 plans 4).
+    /// Reciprocal mode: an agent on its way whose last avoidance plan found no agent, obstacle
+    /// or wall able to come near it within this many ticks plans again (neighbour search and
+    /// linear program) only on its next planning tick, one in this many, staggered by agent id
+    /// so that each tick plans about the same share of the crowd ([`plans_avoidance`]); in
+    /// between it keeps the velocity it chose, while arrival is checked every tick. Agents
+    /// with others near (a crowd, a knot), holders and waiting agents plan every tick.
+    /// 1 = every tick (default 5: RVO2's 4 Hz at 20 Hz).
     pub replan_every_ticks: u32,
 }
 
@@ -151,7 +152,7 @@ impl Default for MoveToParams {
             give_up_after: 300.0,
             portal_radii: 5.0,
             portal_turn: 15.0,
-            replan_every_ticks: 3,
+            replan_every_ticks: 5,
         }
     }
 }
@@ -290,12 +291,13 @@ pub fn steer(agent: &Agent, order: &MoveOrder, p: &MoveToParams, view: &WorldVie
             return Steering::ZERO;
         }
     }
-    if p.reciprocal.is_some() && !plans_avoidance(agent.id, view.tick, p.replan_every_ticks) {
-        return coast(agent, scratch);
+    // Near its stop point an agent plans every tick: its arrive speed changes from tick to tick.
+    if p.reciprocal.is_some() && agent.memory.avoid_clear && d >= p.slow_radius && !plans_avoidance(agent.id, view.tick, p.replan_every_ticks) {
+        return coast(scratch);
     }
     if let (Some((portal, clear)), Some(rp)) = (PortalTurn::waits_at(order.portal), &p.reciprocal) {
         scratch.memory.avoid_clear = false;
-        return wait(agent, p, rp, view, portal, clear);
+        return wait(agent, rp, view, portal, clear);
     }
     let wanted = wanted_dir(agent, order, view);
     if let Some(rp) = &p.reciprocal {
@@ -332,9 +334,6 @@ pub fn steer(agent: &Agent, order: &MoveOrder, p: &MoveToParams, view: &WorldVie
 /// its stop point with no agent on its way near, it stays put without solving anything.
 pub fn hold(agent: &Agent, order: &MoveOrder, p: &MoveToParams, view: &WorldView, scratch: &mut Scratch) -> Steering {
     let Some(rp) = &p.reciprocal else { return Steering::linear(-agent.velocity / view.dt) };
-    if !plans_avoidance(agent.id, view.tick, p.replan_every_ticks) {
-        return coast(agent, scratch);
-    }
     scratch.memory.avoid_clear = false;
     let d = agent.position.distance(order.stop_point);
     let home = d <= order.tolerance;
@@ -350,19 +349,19 @@ pub fn hold(agent: &Agent, order: &MoveOrder, p: &MoveToParams, view: &WorldView
         dir(order.stop_point - agent.position) * (0.5 * arrive_speed(d, order, p, agent.limits.max_speed))
     };
     let stalled = order.stall as f32 * view.dt >= STALLED_SECS;
-    let (v, _) = reciprocal_avoidance::velocity_passing(agent, rp, view, preferred, p.passing_angle.to_radians(), stalled, p.replan_every_ticks);
+    let (v, _) = reciprocal_avoidance::velocity_passing(agent, rp, view, preferred, p.passing_angle.to_radians(), stalled, 1);
     Steering::linear((v - agent.velocity) / view.dt)
 }
 
 /// Steering of an agent waiting for its turn at a narrow passage ([`MoveOrder::portal`]):
 /// out of the disc of radius `clear` round the passage's centre `portal` at half its top speed,
 /// and off the line of agents on their way, else standing; avoiding as a holder does.
-fn wait(agent: &Agent, p: &MoveToParams, rp: &ReciprocalAvoidanceParams, view: &WorldView, portal: Vec2, clear: f32) -> Steering {
+fn wait(agent: &Agent, rp: &ReciprocalAvoidanceParams, view: &WorldView, portal: Vec2, clear: f32) -> Steering {
     let pos = agent.position;
     let (aside, _) = step_aside(agent, view, Some(portal));
     let out = if pos.distance(portal) < clear { dir(pos - portal) } else { Vec2::ZERO };
     let preferred = dir(aside + out) * (0.5 * agent.limits.max_speed);
-    let (v, _) = reciprocal_avoidance::velocity_passing(agent, rp, view, preferred, 0.0, false, p.replan_every_ticks);
+    let (v, _) = reciprocal_avoidance::velocity_passing(agent, rp, view, preferred, 0.0, false, 1);
     Steering::linear((v - agent.velocity) / view.dt)
 }
 
@@ -606,42 +605,57 @@ mod tests {
     }
 
     #[test]
-    fn between_plans_an_agent_keeps_its_velocity_and_its_last_clearance() {
-        // Agent 2 at tick 0 with planning every 3 ticks: (0 + 2) % 3 ≠ 0, so it coasts —
-        // no steering (the integrator keeps its velocity), not even towards its stop point.
-        let w = world_with(vec![agent_at(2, Vec2::ZERO, Vec2::new(0.0, 1.0))]);
+    fn only_an_agent_its_last_plan_vouched_for_coasts_between_plans() {
+        let p = MoveToParams { replan_every_ticks: 3, ..MoveToParams::default() };
+        // Agent 2 at tick 0, planning every 3 ticks: (0 + 2) % 3 ≠ 0, not a planning tick.
+        // Its last plan vouched for it: it coasts — no steering (the integrator keeps its
+        // velocity), not even towards its stop point — and skips the contact test.
+        let mut a = agent_at(2, Vec2::ZERO, Vec2::new(0.0, 1.0));
+        a.memory.avoid_clear = true;
+        let w = world_with(vec![a]);
         let view = w.view();
         let a = view.agent(2).unwrap();
-        let p = MoveToParams { replan_every_ticks: 3, ..MoveToParams::default() };
         let mut s = scratch_for(a);
         assert_eq!(steer(a, &order(Vec2::new(20.0, 0.0)), &p, &view, &mut s), Steering::ZERO);
-        // Its last plan did not vouch for clearance: the contact test runs.
-        assert_eq!(s.events, 0);
-        let mut b = agent_at(2, Vec2::ZERO, Vec2::new(0.0, 1.0));
-        b.memory.avoid_clear = true;
-        let w = world_with(vec![b]);
+        assert_eq!(s.events, reciprocal_avoidance::NO_CONTACT);
+        // Without that, it plans on any tick: from (0, 1) to the preferred (5, 0) in one step.
+        let w = world_with(vec![agent_at(2, Vec2::ZERO, Vec2::new(0.0, 1.0))]);
         let view = w.view();
         let b = view.agent(2).unwrap();
         let mut s = scratch_for(b);
-        assert_eq!(steer(b, &order(Vec2::new(20.0, 0.0)), &p, &view, &mut s), Steering::ZERO);
+        let out = steer(b, &order(Vec2::new(20.0, 0.0)), &p, &view, &mut s);
+        assert_close(out.linear, Vec2::new(100.0, -20.0));
+        // Alone, the plan vouches for the ticks until the next: nothing within reach.
+        assert!(s.memory.avoid_clear);
         assert_eq!(s.events, reciprocal_avoidance::NO_CONTACT);
-        // Arrival is checked on every tick, planned or not.
-        let w = world_with(vec![agent_at(2, Vec2::new(19.7, 0.0), Vec2::new(0.3, 0.0))]);
+        // A neighbour 2.4 away (gap 1.4; both at top speed 5 close 0.5 a tick) could touch it
+        // within 3 ticks: the plan does not vouch, and the agent plans again next tick.
+        let w = world_with(vec![agent_at(2, Vec2::ZERO, Vec2::new(0.0, 1.0)), agent_at(9, Vec2::new(0.0, -2.4), Vec2::ZERO)]);
         let view = w.view();
         let c = view.agent(2).unwrap();
         let mut s = scratch_for(c);
-        assert_eq!(steer(c, &order(Vec2::new(20.0, 0.0)), &p, &view, &mut s), Steering::ZERO);
-        assert_eq!(s.events, EVENT_DESTINATION_REACHED);
-        // Agent 3 plans at tick 0 ((0 + 3) % 3 = 0): alone, it steers at its goal and records
-        // that nothing can touch it before its next plan.
-        let w = world_with(vec![agent_at(3, Vec2::ZERO, Vec2::ZERO)]);
+        steer(c, &order(Vec2::new(20.0, 0.0)), &p, &view, &mut s);
+        assert!(!s.memory.avoid_clear);
+        assert_eq!(s.events, 0);
+        // Inside the slow radius it plans every tick, vouched for or not: 1.5 from its stop
+        // point at (1.5, 0), speed 5·1.5/3 = 2.5, from (0, 1): ((2.5, 0) − (0, 1))/0.05.
+        let mut d = agent_at(2, Vec2::ZERO, Vec2::new(0.0, 1.0));
+        d.memory.avoid_clear = true;
+        let w = world_with(vec![d]);
         let view = w.view();
-        let d = view.agent(3).unwrap();
+        let d = view.agent(2).unwrap();
         let mut s = scratch_for(d);
-        let out = steer(d, &order(Vec2::new(20.0, 0.0)), &p, &view, &mut s);
-        assert_close(out.linear, Vec2::new(100.0, 0.0));
-        assert!(s.memory.avoid_clear);
-        assert_eq!(s.events, reciprocal_avoidance::NO_CONTACT);
+        let out = steer(d, &order(Vec2::new(1.5, 0.0)), &p, &view, &mut s);
+        assert_close(out.linear, Vec2::new(50.0, -20.0));
+        // Arrival is checked on every tick, planning tick or not.
+        let mut e = agent_at(2, Vec2::new(19.7, 0.0), Vec2::new(0.3, 0.0));
+        e.memory.avoid_clear = true;
+        let w = world_with(vec![e]);
+        let view = w.view();
+        let e = view.agent(2).unwrap();
+        let mut s = scratch_for(e);
+        assert_eq!(steer(e, &order(Vec2::new(20.0, 0.0)), &p, &view, &mut s), Steering::ZERO);
+        assert_eq!(s.events, EVENT_DESTINATION_REACHED);
     }
 
     #[test]

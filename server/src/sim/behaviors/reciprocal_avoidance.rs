@@ -207,15 +207,13 @@ struct Found {
 
 /// The half-planes of `agent` into `lines` (empty), static ones first. `heading`: the unit
 /// direction the agent wants to go, for [`Found::oncoming`] (zero: not measured). `steps`: the
-/// steps (at least 1) the chosen velocity is kept for: agents already touching are to be apart
-/// after them, and [`Found::clear`] must hold over them, each agent moving at most its top
+/// steps (at least 1) over which [`Found::clear`] must hold, each agent moving at most its top
 /// speed in each.
 fn half_planes(agent: &Agent, p: &ReciprocalAvoidanceParams, view: &WorldView, heading: Vec2, steps: u32, lines: &mut Lines) -> Found {
     let pos = agent.position;
     let r = agent.limits.radius;
     let max_speed = agent.limits.max_speed;
-    // The time the chosen velocity is kept: overlaps are to be undone over it, not over one
-    // step (a velocity that undoes one in a step, kept for `steps`, would overshoot).
+    // The time over which `clear` must hold.
     let span = view.dt * steps.max(1) as f32;
     // Only surfaces the agent could reach within the horizon can constrain it.
     let reach = r + max_speed * p.obstacle_time_horizon;
@@ -225,7 +223,7 @@ fn half_planes(agent: &Agent, p: &ReciprocalAvoidanceParams, view: &WorldView, h
             let len = away.length();
             let closest = if len > 0.0 { o.center + away * (o.radius / len) } else { o.center + Vec2::X * o.radius };
             let gap = len - o.radius - r;
-            let _ = lines.try_push(orca::static_half_plane(pos, closest, gap, p.obstacle_time_horizon, span, max_speed));
+            let _ = lines.try_push(orca::static_half_plane(pos, closest, gap, p.obstacle_time_horizon, view.dt, max_speed));
         }
     });
     view.for_each_wall_near(pos, reach, |w| {
@@ -233,7 +231,7 @@ fn half_planes(agent: &Agent, p: &ReciprocalAvoidanceParams, view: &WorldView, h
             let closest = closest_on_segment(pos, w.a, w.b);
             let gap = pos.distance(closest) - r;
             if gap < max_speed * p.obstacle_time_horizon {
-                let _ = lines.try_push(orca::static_half_plane(pos, closest, gap, p.obstacle_time_horizon, span, max_speed));
+                let _ = lines.try_push(orca::static_half_plane(pos, closest, gap, p.obstacle_time_horizon, view.dt, max_speed));
             }
         }
     });
@@ -301,7 +299,7 @@ fn half_planes(agent: &Agent, p: &ReciprocalAvoidanceParams, view: &WorldView, h
             (true, Yielding::Holds | Yielding::Waits, Yielding::Holds | Yielding::Waits) => 0.5,
             (true, Yielding::No, Yielding::No) => stalled_share(stall, f32::from(oc.stall), view.dt),
         };
-        let _ = lines.try_push(orca::agent_half_plane(agent.velocity, rel_pos, agent.velocity - o.velocity, r + o.radius, p.time_horizon, span, share));
+        let _ = lines.try_push(orca::agent_half_plane(agent.velocity, rel_pos, agent.velocity - o.velocity, r + o.radius, p.time_horizon, view.dt, share));
     }
     Found { n_static, clear, oncoming, blocked }
 }
@@ -325,20 +323,21 @@ pub fn velocity_and_clearance(agent: &Agent, p: &ReciprocalAvoidanceParams, view
 /// face see no velocity coming against them, and without the turn would wait for each other
 /// for ever). Near a wall or an obstacle it does not: there a stalled agent is usually in a
 /// queue at a corner or a gap, and turning would press it into the wall.
-/// `plan_steps`: the steps (at least 1) the agent keeps the returned velocity for (MoveTo's
-/// agents keep it between avoidance plans, see `MoveToParams::replan_every_ticks`): an
-/// overlap is undone over them, and the clearance returned holds over them, every other agent
-/// moving at most at its top speed.
+/// `plan_steps`: the steps (at least 1) over which the clearance returned must hold, the agent
+/// keeping the returned velocity and every other moving at most at its top speed; past one
+/// step, an agent with an obstacle or wall near is never clear (MoveTo's agents that are clear
+/// keep their velocity until their next plan, see `MoveToParams::replan_every_ticks`).
 pub fn velocity_passing(agent: &Agent, p: &ReciprocalAvoidanceParams, view: &WorldView, preferred: Vec2, pass_angle: f32, stalled: bool, plan_steps: u32) -> (Vec2, bool) {
     let mut lines = Lines::new();
     let heading = if pass_angle > 0.0 { crate::sim::math::dir(preferred) } else { Vec2::ZERO };
     let found = half_planes(agent, p, view, heading, plan_steps, &mut lines);
     let turn = if stalled && found.blocked && found.n_static == 0 { 1.0 } else { found.oncoming.min(1.0) };
+    let clear = found.clear && (plan_steps <= 1 || found.n_static == 0);
     let preferred = if turn > 0.0 { Vec2::from_angle(-pass_angle * turn).rotate(preferred) } else { preferred };
     if lines.is_empty() {
-        return (crate::sim::math::clamp_len(preferred, agent.limits.max_speed), found.clear);
+        return (crate::sim::math::clamp_len(preferred, agent.limits.max_speed), clear);
     }
-    (orca::solve(&lines, found.n_static, preferred, agent.limits.max_speed, &mut Vec::new()), found.clear)
+    (orca::solve(&lines, found.n_static, preferred, agent.limits.max_speed, &mut Vec::new()), clear)
 }
 
 /// The preferred velocity one step of `wanted` steering gives (the integrator's rule).
