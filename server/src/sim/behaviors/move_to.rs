@@ -125,8 +125,9 @@ pub struct MoveToParams {
     pub portal_radii: f32,
     /// Seconds a direction keeps a narrow passage while the other waits (default 15).
     pub portal_turn: f32,
-    /// Reciprocal mode: an agent on its way whose last avoidance plan found no agent, obstacle
-    /// or wall able to come near it within this many ticks plans again (neighbour search and
+    /// Reciprocal mode: an agent on its way whose last avoidance plan kept its preferred
+    /// velocity and found no agent, obstacle or wall able to come near it within this many
+    /// ticks plans again (neighbour search and
     /// linear program) only on its next planning tick, one in this many, staggered by agent id
     /// so that each tick plans about the same share of the crowd ([`plans_avoidance`]); in
     /// between it keeps the velocity it chose, while arrival is checked every tick. Agents

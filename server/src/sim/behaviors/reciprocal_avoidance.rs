@@ -325,19 +325,24 @@ pub fn velocity_and_clearance(agent: &Agent, p: &ReciprocalAvoidanceParams, view
 /// queue at a corner or a gap, and turning would press it into the wall.
 /// `plan_steps`: the steps (at least 1) over which the clearance returned must hold, the agent
 /// keeping the returned velocity and every other moving at most at its top speed; past one
-/// step, an agent with an obstacle or wall near is never clear (MoveTo's agents that are clear
-/// keep their velocity until their next plan, see `MoveToParams::replan_every_ticks`).
+/// step, an agent is clear only if avoidance had nothing to do (no obstacle or wall near, no
+/// agent coming against it, the preferred velocity kept): MoveTo's agents that are clear keep
+/// their velocity until their next plan, see `MoveToParams::replan_every_ticks`.
 pub fn velocity_passing(agent: &Agent, p: &ReciprocalAvoidanceParams, view: &WorldView, preferred: Vec2, pass_angle: f32, stalled: bool, plan_steps: u32) -> (Vec2, bool) {
     let mut lines = Lines::new();
     let heading = if pass_angle > 0.0 { crate::sim::math::dir(preferred) } else { Vec2::ZERO };
     let found = half_planes(agent, p, view, heading, plan_steps, &mut lines);
     let turn = if stalled && found.blocked && found.n_static == 0 { 1.0 } else { found.oncoming.min(1.0) };
-    let clear = found.clear && (plan_steps <= 1 || found.n_static == 0);
+    // Past one step, clear only when avoidance had nothing to do: no obstacle or wall near,
+    // no agent coming against it, and the preferred velocity kept as it is (below).
+    let coastable = plan_steps <= 1 || (found.n_static == 0 && turn == 0.0);
+    let clear = found.clear && coastable;
     let preferred = if turn > 0.0 { Vec2::from_angle(-pass_angle * turn).rotate(preferred) } else { preferred };
     if lines.is_empty() {
         return (crate::sim::math::clamp_len(preferred, agent.limits.max_speed), clear);
     }
-    (orca::solve(&lines, found.n_static, preferred, agent.limits.max_speed, &mut Vec::new()), clear)
+    let v = orca::solve(&lines, found.n_static, preferred, agent.limits.max_speed, &mut Vec::new());
+    (v, clear && (plan_steps <= 1 || v == crate::sim::math::clamp_len(preferred, agent.limits.max_speed)))
 }
 
 /// The preferred velocity one step of `wanted` steering gives (the integrator's rule).
