@@ -170,6 +170,7 @@ impl Scenario {
             flow_build_cells_per_tick: self.flow_build_cells_per_tick.unwrap_or(d.flow_build_cells_per_tick),
             move_to: MoveToParams {
                 straight_line_max_agents: self.straight_line_max_agents.unwrap_or(d.move_to.straight_line_max_agents),
+                replan_every_ticks: self.replan_every_ticks.unwrap_or(d.move_to.replan_every_ticks),
                 reciprocal: match &self.move_to_avoidance {
                     None => d.move_to.reciprocal,
                     Some(MoveToAvoidanceSpec::Reciprocal(r)) => Some(convert::reciprocal(r)),

@@ -79,6 +79,11 @@ pub struct Scenario {
     /// (default 32; 0 = always a field).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub straight_line_max_agents: Option<u32>,
+    /// MoveTo's reciprocal avoidance: an agent with nothing to avoid plans on one tick in this
+    /// many, staggered by id (default 5; 1 = every tick; at most 20; see
+    /// `MoveToParams::replan_every_ticks`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub replan_every_ticks: Option<u32>,
     /// MoveTo orders issued to whole groups at given ticks.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub orders: Vec<OrderSpec>,

@@ -88,6 +88,10 @@ pub struct AgentMemory {
     pub path_step: i8,
     /// Path following: set once a `once` path reached its end.
     pub path_done: bool,
+    /// MoveTo (reciprocal mode): the last avoidance plan found no agent able to touch this one
+    /// before its next plan, so the ticks between plans skip the contact test too (see
+    /// `MoveToParams::replan_every_ticks`). False after any other steering.
+    pub avoid_clear: bool,
 }
 
 /// A MoveTo order (004 `MoveTo`): layered over the agent's behaviours while active; the

@@ -45,7 +45,7 @@ use super::Scratch;
 use super::context_avoidance::{ContextAvoidanceParams, avoid_dir};
 use super::reciprocal_avoidance::{self, ReciprocalAvoidanceParams};
 use super::separation::separation_dir;
-use crate::sim::agent::{Agent, MoveOrder, PortalTurn};
+use crate::sim::agent::{Agent, AgentId, MoveOrder, PortalTurn};
 use crate::sim::error::{SimError, check_non_negative, check_positive};
 use crate::sim::math::{clamp_len, dir, segment_intersection, sweep_circle};
 use crate::sim::steering::Steering;
@@ -62,6 +62,25 @@ pub const EVENT_DESTINATION_REACHED: u8 = 1;
 /// Event flag, with [`EVENT_DESTINATION_REACHED`]: the order ends short of its stop point
 /// because the agent made no progress for `give_up_after` seconds.
 pub const EVENT_GAVE_UP: u8 = 4;
+
+/// Largest [`MoveToParams::replan_every_ticks`].
+pub const MAX_REPLAN_EVERY_TICKS: u32 = 20;
+
+/// Whether agent `id` plans its avoidance on `tick`, planning once every `every` ticks: on the
+/// ticks where `(tick + id) % every == 0`, so each agent plans exactly once in any `every`
+/// consecutive ticks and, ids being consecutive in a crowd, each tick plans about `1/every` of
+/// it. A function of the id and the tick alone: the same on any thread count.
+pub fn plans_avoidance(id: AgentId, tick: u64, every: u32) -> bool {
+    every <= 1 || (tick + u64::from(id)) % u64::from(every) == 0
+}
+
+/// Steering between avoidance plans of an agent whose last plan vouched that no agent can
+/// come near it before the next: it keeps its velocity (the integrator leaves it as it is),
+/// and the contact test is skipped.
+fn coast(scratch: &mut Scratch) -> Steering {
+    scratch.events |= reciprocal_avoidance::NO_CONTACT;
+    Steering::ZERO
+}
 
 /// Tuning of MoveTo (a world setting).
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -106,6 +125,15 @@ pub struct MoveToParams {
     pub portal_radii: f32,
     /// Seconds a direction keeps a narrow passage while the other waits (default 15).
     pub portal_turn: f32,
+    /// Reciprocal mode: an agent on its way whose last avoidance plan kept its preferred
+    /// velocity and found no agent, obstacle or wall able to come near it within this many
+    /// ticks plans again (neighbour search and
+    /// linear program) only on its next planning tick, one in this many, staggered by agent id
+    /// so that each tick plans about the same share of the crowd ([`plans_avoidance`]); in
+    /// between it keeps the velocity it chose, while arrival is checked every tick. Agents
+    /// with others near (a crowd, a knot), holders and waiting agents plan every tick.
+    /// 1 = every tick (default 5: RVO2's 4 Hz at 20 Hz).
+    pub replan_every_ticks: u32,
 }
 
 impl Default for MoveToParams {
@@ -125,6 +153,7 @@ impl Default for MoveToParams {
             give_up_after: 300.0,
             portal_radii: 5.0,
             portal_turn: 15.0,
+            replan_every_ticks: 5,
         }
     }
 }
@@ -156,6 +185,9 @@ impl MoveToParams {
         check_positive("portal_turn", self.portal_turn)?;
         if self.portal_turn > 3600.0 {
             return Err(SimError::invalid("portal_turn", "must be at most 3600"));
+        }
+        if !(1..=MAX_REPLAN_EVERY_TICKS).contains(&self.replan_every_ticks) {
+            return Err(SimError::invalid("replan_every_ticks", format!("must be between 1 and {MAX_REPLAN_EVERY_TICKS}")));
         }
         if self.passing_angle > 90.0 {
             return Err(SimError::invalid("passing_angle", "must be at most 90"));
@@ -260,7 +292,12 @@ pub fn steer(agent: &Agent, order: &MoveOrder, p: &MoveToParams, view: &WorldVie
             return Steering::ZERO;
         }
     }
+    // Near its stop point an agent plans every tick: its arrive speed changes from tick to tick.
+    if p.reciprocal.is_some() && agent.memory.avoid_clear && d >= p.slow_radius && !plans_avoidance(agent.id, view.tick, p.replan_every_ticks) {
+        return coast(scratch);
+    }
     if let (Some((portal, clear)), Some(rp)) = (PortalTurn::waits_at(order.portal), &p.reciprocal) {
+        scratch.memory.avoid_clear = false;
         return wait(agent, rp, view, portal, clear);
     }
     let wanted = wanted_dir(agent, order, view);
@@ -269,7 +306,8 @@ pub fn steer(agent: &Agent, order: &MoveOrder, p: &MoveToParams, view: &WorldVie
         let stalled = order.stall as f32 * view.dt >= STALLED_SECS;
         // Coming through a narrow passage, the passage's turns decide who passes, not a side.
         let pass = if order.portal.is_some() { 0.0 } else { p.passing_angle.to_radians() };
-        let (v, clear) = reciprocal_avoidance::velocity_passing(agent, rp, view, preferred, pass, stalled);
+        let (v, clear) = reciprocal_avoidance::velocity_passing(agent, rp, view, preferred, pass, stalled, p.replan_every_ticks);
+        scratch.memory.avoid_clear = clear;
         if clear {
             scratch.events |= reciprocal_avoidance::NO_CONTACT;
         }
@@ -296,8 +334,8 @@ pub fn steer(agent: &Agent, order: &MoveOrder, p: &MoveToParams, view: &WorldVie
 /// [`reciprocal_avoidance::HOLDER_SHARE`]) out of the way of agents coming through. At rest on
 /// its stop point with no agent on its way near, it stays put without solving anything.
 pub fn hold(agent: &Agent, order: &MoveOrder, p: &MoveToParams, view: &WorldView, scratch: &mut Scratch) -> Steering {
-    let _ = scratch;
     let Some(rp) = &p.reciprocal else { return Steering::linear(-agent.velocity / view.dt) };
+    scratch.memory.avoid_clear = false;
     let d = agent.position.distance(order.stop_point);
     let home = d <= order.tolerance;
     let (aside, near) = step_aside(agent, view, None);
@@ -312,7 +350,7 @@ pub fn hold(agent: &Agent, order: &MoveOrder, p: &MoveToParams, view: &WorldView
         dir(order.stop_point - agent.position) * (0.5 * arrive_speed(d, order, p, agent.limits.max_speed))
     };
     let stalled = order.stall as f32 * view.dt >= STALLED_SECS;
-    let (v, _) = reciprocal_avoidance::velocity_passing(agent, rp, view, preferred, p.passing_angle.to_radians(), stalled);
+    let (v, _) = reciprocal_avoidance::velocity_passing(agent, rp, view, preferred, p.passing_angle.to_radians(), stalled, 1);
     Steering::linear((v - agent.velocity) / view.dt)
 }
 
@@ -324,7 +362,7 @@ fn wait(agent: &Agent, rp: &ReciprocalAvoidanceParams, view: &WorldView, portal:
     let (aside, _) = step_aside(agent, view, Some(portal));
     let out = if pos.distance(portal) < clear { dir(pos - portal) } else { Vec2::ZERO };
     let preferred = dir(aside + out) * (0.5 * agent.limits.max_speed);
-    let (v, _) = reciprocal_avoidance::velocity_passing(agent, rp, view, preferred, 0.0, false);
+    let (v, _) = reciprocal_avoidance::velocity_passing(agent, rp, view, preferred, 0.0, false, 1);
     Steering::linear((v - agent.velocity) / view.dt)
 }
 
@@ -427,6 +465,11 @@ mod tests {
         MoveToParams { reciprocal: None, ..MoveToParams::default() }
     }
 
+    /// Reciprocal mode planning its avoidance every tick.
+    fn planning() -> MoveToParams {
+        MoveToParams { replan_every_ticks: 1, ..MoveToParams::default() }
+    }
+
     fn order(stop: Vec2) -> MoveOrder {
         MoveOrder {
             target: stop,
@@ -525,7 +568,7 @@ mod tests {
         let view = w.view();
         let a = view.agent(1).unwrap();
         let mut s = scratch_for(a);
-        let out = steer(a, &order(Vec2::new(20.0, 0.0)), &MoveToParams::default(), &view, &mut s);
+        let out = steer(a, &order(Vec2::new(20.0, 0.0)), &planning(), &view, &mut s);
         assert_close(out.linear, Vec2::new(100.0, 0.0));
         assert_close(s.memory.last_move_dir, Vec2::X);
         // Moving (3,0) with a resting agent at (4,0) (radius sum 1, τ 2): the preferred (5,0)
@@ -536,10 +579,108 @@ mod tests {
         let a = view.agent(1).unwrap();
         let mut s = scratch_for(a);
         let rp = ReciprocalAvoidanceParams { time_horizon: 2.0, ..ReciprocalAvoidanceParams::default() };
-        let params = MoveToParams { reciprocal: Some(rp), ..MoveToParams::default() };
+        let params = MoveToParams { reciprocal: Some(rp), ..planning() };
         let out = steer(a, &order(Vec2::new(20.0, 0.0)), &params, &view, &mut s);
         let v = Vec2::new(5.0 * 15.0 / 16.0, -5.0 * 15f32.sqrt() / 16.0);
         assert!((out.linear - (v - Vec2::new(3.0, 0.0)) / 0.05).length() < 0.05, "{}", out.linear);
     }
 
+
+    #[test]
+    fn staggered_plans_cover_every_agent_once_per_period_and_spread_evenly() {
+        for every in 1..=MAX_REPLAN_EVERY_TICKS {
+            // Any `every` consecutive ticks: each agent plans exactly once.
+            for id in 0..200u32 {
+                for start in [0u64, 1, 7, 1_000_003] {
+                    let plans = (start..start + u64::from(every)).filter(|&t| plans_avoidance(id, t, every)).count();
+                    assert_eq!(plans, 1, "id {id}, every {every}, from tick {start}");
+                }
+            }
+            // A crowd of consecutive ids: each tick plans ⌊n/every⌋ or ⌈n/every⌉ of them.
+            let n = 1000u32;
+            for tick in 0..2 * u64::from(every) {
+                let count = (1..=n).filter(|&id| plans_avoidance(id, tick, every)).count() as u32;
+                assert!(count == n / every || count == n.div_ceil(every), "tick {tick}, every {every}: {count}");
+            }
+        }
+    }
+
+    #[test]
+    fn only_an_agent_its_last_plan_vouched_for_coasts_between_plans() {
+        let p = MoveToParams { replan_every_ticks: 3, ..MoveToParams::default() };
+        // Agent 2 at tick 0, planning every 3 ticks: (0 + 2) % 3 ≠ 0, not a planning tick.
+        // Its last plan vouched for it: it coasts — no steering (the integrator keeps its
+        // velocity), not even towards its stop point — and skips the contact test.
+        let mut a = agent_at(2, Vec2::ZERO, Vec2::new(0.0, 1.0));
+        a.memory.avoid_clear = true;
+        let w = world_with(vec![a]);
+        let view = w.view();
+        let a = view.agent(2).unwrap();
+        let mut s = scratch_for(a);
+        assert_eq!(steer(a, &order(Vec2::new(20.0, 0.0)), &p, &view, &mut s), Steering::ZERO);
+        assert_eq!(s.events, reciprocal_avoidance::NO_CONTACT);
+        // Without that, it plans on any tick: from (0, 1) to the preferred (5, 0) in one step.
+        let w = world_with(vec![agent_at(2, Vec2::ZERO, Vec2::new(0.0, 1.0))]);
+        let view = w.view();
+        let b = view.agent(2).unwrap();
+        let mut s = scratch_for(b);
+        let out = steer(b, &order(Vec2::new(20.0, 0.0)), &p, &view, &mut s);
+        assert_close(out.linear, Vec2::new(100.0, -20.0));
+        // Alone, the plan vouches for the ticks until the next: nothing within reach.
+        assert!(s.memory.avoid_clear);
+        assert_eq!(s.events, reciprocal_avoidance::NO_CONTACT);
+        // A neighbour 2.4 away (gap 1.4; both at top speed 5 close 0.5 a tick) could touch it
+        // within 3 ticks: the plan does not vouch, and the agent plans again next tick.
+        let w = world_with(vec![agent_at(2, Vec2::ZERO, Vec2::new(0.0, 1.0)), agent_at(9, Vec2::new(0.0, -2.4), Vec2::ZERO)]);
+        let view = w.view();
+        let c = view.agent(2).unwrap();
+        let mut s = scratch_for(c);
+        steer(c, &order(Vec2::new(20.0, 0.0)), &p, &view, &mut s);
+        assert!(!s.memory.avoid_clear);
+        assert_eq!(s.events, 0);
+        // Inside the slow radius it plans every tick, vouched for or not: 1.5 from its stop
+        // point at (1.5, 0), speed 5·1.5/3 = 2.5, from (0, 1): ((2.5, 0) − (0, 1))/0.05.
+        let mut d = agent_at(2, Vec2::ZERO, Vec2::new(0.0, 1.0));
+        d.memory.avoid_clear = true;
+        let w = world_with(vec![d]);
+        let view = w.view();
+        let d = view.agent(2).unwrap();
+        let mut s = scratch_for(d);
+        let out = steer(d, &order(Vec2::new(1.5, 0.0)), &p, &view, &mut s);
+        assert_close(out.linear, Vec2::new(50.0, -20.0));
+        // Arrival is checked on every tick, planning tick or not.
+        let mut e = agent_at(2, Vec2::new(19.7, 0.0), Vec2::new(0.3, 0.0));
+        e.memory.avoid_clear = true;
+        let w = world_with(vec![e]);
+        let view = w.view();
+        let e = view.agent(2).unwrap();
+        let mut s = scratch_for(e);
+        assert_eq!(steer(e, &order(Vec2::new(20.0, 0.0)), &p, &view, &mut s), Steering::ZERO);
+        assert_eq!(s.events, EVENT_DESTINATION_REACHED);
+    }
+
+    #[test]
+    fn a_plan_vouches_for_clearance_only_over_the_ticks_until_the_next() {
+        // Agents 3 (at the origin) and 4 (5.6 away, both at rest, radius 0.5, top speed 5,
+        // dt 0.05): one step closes at most 2·0.25 = 0.5 of the 4.6 gap, so a plan every tick
+        // vouches for the step; over 10 steps the two could close 5 > 4.6, so a plan every 10
+        // ticks does not.
+        let w = world_with(vec![agent_at(3, Vec2::ZERO, Vec2::ZERO), agent_at(4, Vec2::new(5.6, 0.0), Vec2::ZERO)]);
+        let view = w.view();
+        let a = view.agent(3).unwrap();
+        let rp = ReciprocalAvoidanceParams::default();
+        let (_, clear) = reciprocal_avoidance::velocity_passing(a, &rp, &view, Vec2::X, 0.0, false, 1);
+        assert!(clear);
+        let (_, clear) = reciprocal_avoidance::velocity_passing(a, &rp, &view, Vec2::X, 0.0, false, 10);
+        assert!(!clear);
+    }
+
+    #[test]
+    fn replan_period_is_validated() {
+        for bad in [0, MAX_REPLAN_EVERY_TICKS + 1] {
+            let p = MoveToParams { replan_every_ticks: bad, ..MoveToParams::default() };
+            assert!(p.validate().unwrap_err().to_string().contains("replan_every_ticks"));
+        }
+        assert!(MoveToParams { replan_every_ticks: MAX_REPLAN_EVERY_TICKS, ..MoveToParams::default() }.validate().is_ok());
+    }
 }

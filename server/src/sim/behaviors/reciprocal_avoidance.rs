@@ -206,11 +206,15 @@ struct Found {
 }
 
 /// The half-planes of `agent` into `lines` (empty), static ones first. `heading`: the unit
-/// direction the agent wants to go, for [`Found::oncoming`] (zero: not measured).
-fn half_planes(agent: &Agent, p: &ReciprocalAvoidanceParams, view: &WorldView, heading: Vec2, lines: &mut Lines) -> Found {
+/// direction the agent wants to go, for [`Found::oncoming`] (zero: not measured). `steps`: the
+/// steps (at least 1) over which [`Found::clear`] must hold, each agent moving at most its top
+/// speed in each.
+fn half_planes(agent: &Agent, p: &ReciprocalAvoidanceParams, view: &WorldView, heading: Vec2, steps: u32, lines: &mut Lines) -> Found {
     let pos = agent.position;
     let r = agent.limits.radius;
     let max_speed = agent.limits.max_speed;
+    // The time over which `clear` must hold.
+    let span = view.dt * steps.max(1) as f32;
     // Only surfaces the agent could reach within the horizon can constrain it.
     let reach = r + max_speed * p.obstacle_time_horizon;
     view.for_each_obstacle_near(pos, reach, |o| {
@@ -236,9 +240,9 @@ fn half_planes(agent: &Agent, p: &ReciprocalAvoidanceParams, view: &WorldView, h
     nearest(agent, p, view, &mut near);
     let all = view.grid.all();
     // No contact is possible with a neighbour further than both radii plus both top speeds'
-    // step; agents not found are beyond the search radius, or (k found) beyond the k-th.
-    let own = r + max_speed * view.dt;
-    let far = own + view.extent.0 + view.extent.1 * view.dt;
+    // `steps` steps; agents not found are beyond the search radius, or (k found) beyond the k-th.
+    let own = r + max_speed * span;
+    let far = own + view.extent.0 + view.extent.1 * span;
     let beyond = match near.keys.last() {
         Some(&last) if near.len() == near.k => Nearest::dist2(last).sqrt(),
         _ => near.radius,
@@ -260,7 +264,7 @@ fn half_planes(agent: &Agent, p: &ReciprocalAvoidanceParams, view: &WorldView, h
     for &rank in &near.ranks {
         let Some(o) = all.get(rank as usize) else { continue };
         let oc = view.grid.crowd(rank as usize);
-        let lim = own + o.radius + oc.max_speed * view.dt;
+        let lim = own + o.radius + oc.max_speed * span;
         clear &= o.position.distance_squared(pos) > lim * lim;
         if screens.iter().any(|&(a, b)| segment_intersection(pos, o.position, a, b).is_some()) {
             continue;
@@ -307,7 +311,7 @@ pub fn velocity(agent: &Agent, p: &ReciprocalAvoidanceParams, view: &WorldView, 
 
 /// [`velocity`], and whether no agent can touch this one after the step ([`NO_CONTACT`]).
 pub fn velocity_and_clearance(agent: &Agent, p: &ReciprocalAvoidanceParams, view: &WorldView, preferred: Vec2) -> (Vec2, bool) {
-    velocity_passing(agent, p, view, preferred, 0.0, false)
+    velocity_passing(agent, p, view, preferred, 0.0, false, 1)
 }
 
 /// [`velocity_and_clearance`] with a passing side: when agents ahead come against the
@@ -319,16 +323,26 @@ pub fn velocity_and_clearance(agent: &Agent, p: &ReciprocalAvoidanceParams, view
 /// face see no velocity coming against them, and without the turn would wait for each other
 /// for ever). Near a wall or an obstacle it does not: there a stalled agent is usually in a
 /// queue at a corner or a gap, and turning would press it into the wall.
-pub fn velocity_passing(agent: &Agent, p: &ReciprocalAvoidanceParams, view: &WorldView, preferred: Vec2, pass_angle: f32, stalled: bool) -> (Vec2, bool) {
+/// `plan_steps`: the steps (at least 1) over which the clearance returned must hold, the agent
+/// keeping the returned velocity and every other moving at most at its top speed; past one
+/// step, an agent is clear only if avoidance had nothing to do (no obstacle or wall near, no
+/// agent coming against it, the preferred velocity kept): MoveTo's agents that are clear keep
+/// their velocity until their next plan, see `MoveToParams::replan_every_ticks`.
+pub fn velocity_passing(agent: &Agent, p: &ReciprocalAvoidanceParams, view: &WorldView, preferred: Vec2, pass_angle: f32, stalled: bool, plan_steps: u32) -> (Vec2, bool) {
     let mut lines = Lines::new();
     let heading = if pass_angle > 0.0 { crate::sim::math::dir(preferred) } else { Vec2::ZERO };
-    let found = half_planes(agent, p, view, heading, &mut lines);
+    let found = half_planes(agent, p, view, heading, plan_steps, &mut lines);
     let turn = if stalled && found.blocked && found.n_static == 0 { 1.0 } else { found.oncoming.min(1.0) };
+    // Past one step, clear only when avoidance had nothing to do: no obstacle or wall near,
+    // no agent coming against it, and the preferred velocity kept as it is (below).
+    let coastable = plan_steps <= 1 || (found.n_static == 0 && turn == 0.0);
+    let clear = found.clear && coastable;
     let preferred = if turn > 0.0 { Vec2::from_angle(-pass_angle * turn).rotate(preferred) } else { preferred };
     if lines.is_empty() {
-        return (crate::sim::math::clamp_len(preferred, agent.limits.max_speed), found.clear);
+        return (crate::sim::math::clamp_len(preferred, agent.limits.max_speed), clear);
     }
-    (orca::solve(&lines, found.n_static, preferred, agent.limits.max_speed, &mut Vec::new()), found.clear)
+    let v = orca::solve(&lines, found.n_static, preferred, agent.limits.max_speed, &mut Vec::new());
+    (v, clear && (plan_steps <= 1 || v == crate::sim::math::clamp_len(preferred, agent.limits.max_speed)))
 }
 
 /// The preferred velocity one step of `wanted` steering gives (the integrator's rule).
@@ -363,7 +377,7 @@ pub struct Explain {
 /// The avoidance of `agent` for `preferred`, with the half-planes it solved.
 pub fn explain(agent: &Agent, p: &ReciprocalAvoidanceParams, view: &WorldView, preferred: Vec2) -> Explain {
     let mut lines = Lines::new();
-    let found = half_planes(agent, p, view, Vec2::ZERO, &mut lines);
+    let found = half_planes(agent, p, view, Vec2::ZERO, 1, &mut lines);
     Explain { preferred, chosen: velocity(agent, p, view, preferred), half_planes: lines.to_vec(), n_static: found.n_static }
 }
 

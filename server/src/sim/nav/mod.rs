@@ -464,6 +464,7 @@ impl NavState {
             }
             a.memory.last_move_dir = Vec2::ZERO;
             a.memory.last_avoid_dir = Vec2::ZERO;
+            a.memory.avoid_clear = false;
             let cell = free_cell_near(&self.grid, walls, statics, a.position).unwrap_or_else(|| self.grid.cell_of(a.position));
             let comp = self.grid.component(cell);
             let r = *by_comp.entry(comp).or_insert_with(|| resolve_goal(&self.grid, cell, target, stopping_distance));

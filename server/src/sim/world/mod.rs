@@ -629,7 +629,11 @@ impl World {
                     let s = match (a.active_order(), a.held_order()) {
                         (Some(o), _) => move_to::steer(a, o, view.move_to, &view, &mut scratch),
                         (None, Some(o)) => move_to::hold(a, o, view.move_to, &view, &mut scratch),
-                        (None, None) => a.behaviors.steer(a, &view, &mut scratch),
+                        (None, None) => {
+                            // Only MoveTo's avoidance plans vouch for the ticks after them.
+                            scratch.memory.avoid_clear = false;
+                            a.behaviors.steer(a, &view, &mut scratch)
+                        }
                     };
                     StepResult(s, scratch.memory, scratch.events)
                 })
