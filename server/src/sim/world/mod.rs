@@ -26,7 +26,7 @@ mod types;
 
 pub use config::{EdgeRule, WorldConfig};
 pub use contact::{FACE_VELOCITY_EPSILON, integrate};
-use contact::{ApplyCtx, Bodies, CONTACT_ROUNDS_MAX, Contacts};
+use contact::{ApplyCtx, Bodies, CONTACT_ROUNDS_MAX, Contacts, Spot};
 /// The largest `stopping_distance` of a MoveTo, world units (the REST schema states it too;
 /// `http::rest::agents` checks that they agree).
 pub const MAX_STOPPING_DISTANCE: f32 = 1000.0;
@@ -103,8 +103,9 @@ pub struct World {
     /// Contact settling's buffer, reused every step (not copied by a fork).
     bodies: Bodies,
     /// Where each agent stands after the apply phase's parallel pass, by storage index (what
-    /// contact settling's first lookups read instead of the agents); kept from step to step.
-    applied_at: Vec<Vec2>,
+    /// contact settling reads and moves instead of the agents); kept from step to step (not
+    /// copied by a fork: every step rewrites it).
+    applied_at: Vec<Spot>,
 }
 
 impl World {
@@ -659,12 +660,12 @@ impl World {
             }),
         };
         let mut applied_at = std::mem::take(&mut self.applied_at);
-        applied_at.resize(self.agents.len(), Vec2::ZERO);
+        applied_at.resize_with(self.agents.len(), Spot::default);
         let (stats, pairs, netted) = self
             .agents
             .storage_mut()
             .par_iter_mut()
-            .zip(applied_at.par_iter_mut())
+            .zip(applied_at.par_iter())
             .with_min_len(256)
             .enumerate()
             // Each split accumulates into its own buffers (in index order, as a per-agent
@@ -695,7 +696,7 @@ impl World {
                     if moved {
                         netted.push(i as u32);
                     }
-                    *at = a.position;
+                    at.set(a.position);
                     x.wall_crossings += y.wall_crossings;
                     x.contacts += y.contacts;
                     x.non_finite += y.non_finite;
