@@ -27,6 +27,16 @@ pub(super) const CONTACT_ROUNDS: usize = 4;
 /// than [`CONTACT_TOLERANCE`] of its radii sum (a jam's crush).
 pub(super) const CONTACT_ROUNDS_MAX: usize = 32;
 
+/// The rounds past [`CONTACT_ROUNDS`] start only while the pairs they relaxed number at most
+/// this many per candidate pair plus [`CONTACT_EXTRA_PAIRS_MIN`]: a crush bigger than that is
+/// worked off over the next ticks (each starts with the push), so that a knot of thousands does
+/// not make one tick dozens of times a free crowd's.
+pub(super) const CONTACT_EXTRA_PAIRS_PER_PAIR: usize = 2;
+
+/// See [`CONTACT_EXTRA_PAIRS_PER_PAIR`]: what a small crush may always use (the 121 agents of
+/// a crushed lattice take about 6,000).
+pub(super) const CONTACT_EXTRA_PAIRS_MIN: usize = 16_384;
+
 /// Slack (in largest agent radii) within which two agents count as contact candidates.
 pub(super) const CONTACT_MARGIN: f32 = 0.5;
 
@@ -36,13 +46,44 @@ const SETTLE_MIN_LEN: usize = 64;
 /// Overlap (fraction of the radii sum) that rounds past [`CONTACT_ROUNDS`] work off.
 pub(super) const CONTACT_TOLERANCE: f32 = 0.01;
 
-/// Whether some pair overlaps by more than [`CONTACT_TOLERANCE`] of its radii sum (in
-/// parallel: the answer does not depend on the split).
-pub(super) fn deep_contact(at: &[Spot], pairs: &[ContactPair]) -> bool {
-    pairs.par_iter().with_min_len(PAR_MIN_PAIRS).any(|&(_, _, ia, ib, rs)| match (at.get(ia as usize), at.get(ib as usize)) {
+/// Whether the pair overlaps by more than [`CONTACT_TOLERANCE`] of its radii sum.
+#[inline]
+fn deep(at: &[Spot], &(_, _, ia, ib, rs): &ContactPair) -> bool {
+    match (at.get(ia as usize), at.get(ib as usize)) {
         (Some(a), Some(b)) => a.get().distance(b.get()) < rs * (1.0 - CONTACT_TOLERANCE),
         _ => false,
-    })
+    }
+}
+
+/// The pairs of `pairs` (in their order) with an agent in a pair that overlaps by more than
+/// [`CONTACT_TOLERANCE`] of its radii sum; none when no pair is that deep. `hot`: a flag per
+/// storage index, all clear (and left clear).
+pub(super) fn hot_pairs(at: &[Spot], pairs: &[ContactPair], hot: &mut Vec<bool>) -> Vec<ContactPair> {
+    // The deep pairs in parallel (`collect` keeps their order), then their agents flagged.
+    let deep_pairs: Vec<&ContactPair> = pairs.par_iter().with_min_len(PAR_MIN_PAIRS).filter(|p| deep(at, p)).collect();
+    if deep_pairs.is_empty() {
+        return Vec::new();
+    }
+    if hot.len() < at.len() {
+        hot.resize(at.len(), false);
+    }
+    for &&(_, _, ia, ib, _) in &deep_pairs {
+        for i in [ia, ib] {
+            if let Some(h) = hot.get_mut(i as usize) {
+                *h = true;
+            }
+        }
+    }
+    let flagged = |i: u32| hot.get(i as usize).copied().unwrap_or(false);
+    let out: Vec<ContactPair> = pairs.iter().filter(|p| flagged(p.2) || flagged(p.3)).copied().collect();
+    for &&(_, _, ia, ib, _) in &deep_pairs {
+        for i in [ia, ib] {
+            if let Some(h) = hot.get_mut(i as usize) {
+                *h = false;
+            }
+        }
+    }
+    out
 }
 
 /// Where an agent stands while contact settling moves it: an `f32` pair in one atomic word, so
@@ -89,6 +130,9 @@ pub(super) struct Bodies {
     long: Vec<u32>,
     /// Per pair: which of its agents the passes moved (bit 0: the first, bit 1: the second).
     pair_moved: Vec<AtomicU8>,
+    /// Per storage index: whether the agent is in a pair deeper than the tolerance (see
+    /// [`hot_pairs`]; all clear between uses).
+    hot: Vec<bool>,
 }
 
 /// The key of a pair whose agents stand more than one tile apart (see [`Bodies::schedule`]).
@@ -398,7 +442,7 @@ impl ApplyCtx<'_> {
     /// any number of threads. A move that would cross a wall is not made; moved agents are
     /// written back to `agents` and kept out of obstacles and in bounds after.
     ///
-    /// Returns the storage indexes of the agents it moved (sorted, each once).
+    /// Returns the storage indexes of the agents it moved (each once).
     pub(super) fn relax(&self, agents: &mut [Agent], at: &[Spot], buf: &mut Bodies, pairs: &[ContactPair], side: f32) -> Vec<u32> {
         buf.schedule(at, pairs, side);
         let Bodies { order, groups, colour_ends, long, pair_moved, .. } = &*buf;
@@ -430,18 +474,29 @@ impl ApplyCtx<'_> {
                 break;
             }
         }
+        // The moved agents, each once (flagged in `hot`, cleared after), in the pairs' order:
+        // what is done with each of them does not depend on the others.
         let mut touched: Vec<u32> = Vec::new();
-        for (&(_, _, ia, ib, _), pm) in pairs.iter().zip(pair_moved.iter()) {
+        let hot = &mut buf.hot;
+        if hot.len() < at.len() {
+            hot.resize(at.len(), false);
+        }
+        for (&(_, _, ia, ib, _), pm) in pairs.iter().zip(buf.pair_moved.iter()) {
             let pm = pm.load(Ordering::Relaxed);
-            if pm & 1 != 0 {
-                touched.push(ia);
-            }
-            if pm & 2 != 0 {
-                touched.push(ib);
+            for (bit, i) in [(1, ia), (2, ib)] {
+                if pm & bit != 0 {
+                    if let Some(h) = hot.get_mut(i as usize).filter(|h| !**h) {
+                        *h = true;
+                        touched.push(i);
+                    }
+                }
             }
         }
-        touched.sort_unstable();
-        touched.dedup();
+        for &i in &touched {
+            if let Some(h) = hot.get_mut(i as usize) {
+                *h = false;
+            }
+        }
         for &i in &touched {
             let (Some(spot), Some(a)) = (at.get(i as usize), agents.get_mut(i as usize)) else { continue };
             a.position = spot.get();
@@ -508,7 +563,12 @@ impl ApplyCtx<'_> {
         let mut cand: Vec<ContactPair> = Vec::new();
         let mut fresh = found;
         let mut look: Vec<u32> = Vec::new();
+        // Pairs relaxed in the rounds past the plain ones, and the most that start another.
+        let (mut extra, mut extra_budget) = (0usize, 0usize);
         for round in 0..rounds_max {
+            if round == CONTACT_ROUNDS {
+                extra_budget = CONTACT_EXTRA_PAIRS_PER_PAIR * cand.len() + CONTACT_EXTRA_PAIRS_MIN;
+            }
             look.clear();
             for &i in &moved {
                 let (Some(l), Some(p)) = (buf.looked.get_mut(i as usize), at.get(i as usize).map(Spot::get)) else { continue };
@@ -525,10 +585,22 @@ impl ApplyCtx<'_> {
             let mut more = c.candidates_of_all(at, &look, margin);
             fresh.append(&mut more);
             absorb(&mut cand, &mut fresh);
-            if cand.is_empty() || (round >= CONTACT_ROUNDS && !deep_contact(at, &cand)) {
+            if cand.is_empty() {
                 break;
             }
-            moved = self.relax(agents, at, buf, &cand, side);
+            moved = if round < CONTACT_ROUNDS {
+                self.relax(agents, at, buf, &cand, side)
+            } else {
+                // Past the plain rounds, only the crush is worked on: the pairs of the agents
+                // of a pair deeper than the tolerance (the rest are within it already), so a
+                // round costs the crush's pairs, not the whole crowd's.
+                let hot = hot_pairs(at, &cand, &mut buf.hot);
+                if hot.is_empty() || extra > extra_budget {
+                    break;
+                }
+                extra += hot.len();
+                self.relax(agents, at, buf, &hot, side)
+            };
             if moved.is_empty() {
                 break;
             }
