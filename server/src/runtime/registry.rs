@@ -35,13 +35,7 @@ pub enum RegistryError {
     Unrecovered(String, String),
 }
 
-/// Checks a world or scenario name: 1–64 of `A-Z a-z 0-9 _ -`, not starting with `-` or `.`.
-pub fn valid_name(name: &str) -> bool {
-    !name.is_empty()
-        && name.len() <= 64
-        && !name.starts_with('-')
-        && name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
-}
+use crate::scenario::valid_name;
 
 /// Worlds by name.
 pub struct Registry {
@@ -204,7 +198,7 @@ impl Registry {
 
     /// The replay-world settings.
     pub fn replay_settings(&self) -> crate::record::player::ReplaySettings {
-        self.limits.replay()
+        crate::record::player::ReplaySettings::from(&self.limits)
     }
 
     fn create_inner(&self, name: &str, scenario: Scenario, scenario_name: Option<String>, paused: bool, replay: Option<ReplaySpawn>, durable: Option<DurableSpawn>) -> Result<WorldHandle, RegistryError> {
@@ -234,7 +228,7 @@ impl Registry {
                 max_aoi_cells: l.max_aoi_cells,
                 max_agents: l.max_agents_per_world,
                 max_spawn: l.max_spawn,
-                crowding: l.crowding(),
+                crowding: crate::runtime::admission::Crowding::from(l),
                 paused,
                 fields: self.fields.clone(),
                 sim_pool: self.sim_pool.clone(),
