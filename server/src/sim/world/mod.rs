@@ -21,6 +21,7 @@
 mod batch;
 mod config;
 mod contact;
+mod save;
 mod spawn;
 mod types;
 
@@ -31,6 +32,7 @@ use contact::{ApplyCtx, Bodies, CONTACT_ROUNDS_MAX, Contacts};
 /// `http::rest::agents` checks that they agree).
 pub const MAX_STOPPING_DISTANCE: f32 = 1000.0;
 
+pub use save::{SAVE_MAGIC, SAVE_VERSION};
 pub use types::{Audit, Command, Event, Outcome, SpawnArea, SpawnSpec, StepStats, TargetBinding};
 
 use std::sync::Arc;
@@ -524,6 +526,11 @@ impl World {
     /// Rebuilds the agent grid (and the static index if obstacles or walls changed).
     pub fn rebuild_indexes(&mut self) {
         self.rebuild_statics();
+        self.rebuild_grid();
+    }
+
+    /// Rebuilds the agent grid.
+    fn rebuild_grid(&mut self) {
         let cell = self.config.agent_cell_size.unwrap_or_else(|| {
             // In parallel; runs of agents sharing one behaviour set are looked at once. `max` is
             // order-independent, so the cell size does not depend on the split.
