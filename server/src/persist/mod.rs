@@ -630,6 +630,8 @@ pub struct Durable {
     snap_seq: u64,
     /// A snapshot is wanted at the runner's next turn (a recovered world's first one).
     snapshot_wanted: bool,
+    /// The resume-token hashes of the sessions last logged (a `Sessions` record or a snapshot).
+    sessions_logged: Vec<String>,
     acks: Vec<Ack>,
     /// The segment to close when the next chunk goes (a new segment started).
     close_before: Option<u64>,
@@ -688,6 +690,7 @@ impl Durable {
             last_snapshot: Instant::now(),
             snap_seq,
             snapshot_wanted: false,
+            sessions_logged: Vec::new(),
             acks: Vec::new(),
             close_before: None,
             off: false,
@@ -836,6 +839,17 @@ impl Durable {
         self.push(&Record::Owner { tick: world.tick(), agent, player: player.map(str::to_string), team: team.map(str::to_string) });
     }
 
+    /// The world's sessions now (`Players::stored_sessions`): logged (a `Sessions` record) when
+    /// their set of resume tokens changed since last logged, so a session opened or resumed is
+    /// durable within the runner's check (a second) and the next group commit.
+    pub fn sessions(&mut self, world: &World, sessions: &[StoredSession]) {
+        if self.off || sessions.iter().map(|s| &s.token_sha256).eq(self.sessions_logged.iter()) {
+            return;
+        }
+        self.sessions_logged = sessions.iter().map(|s| s.token_sha256.clone()).collect();
+        self.push(&Record::Sessions { tick: world.tick(), sessions: serde_json::to_string(sessions).unwrap_or_default() });
+    }
+
     /// After a step: every `fsync_interval_ms` a checkpoint and a synced chunk.
     pub fn after_step(&mut self, world: &World) {
         self.stepped = true;
@@ -896,8 +910,10 @@ impl Durable {
             paused,
             scenario_name: scenario_name.map(str::to_string),
             taken_unix: crate::auth::now_secs(),
-            runner: Some(runner),
+            runner: None,
         };
+        self.sessions_logged = runner.sessions.iter().map(|s| s.token_sha256.clone()).collect();
+        let meta = SnapshotMeta { runner: Some(runner), ..meta };
         let bytes = encode_snapshot(&meta, &world.save());
         let job = Job::Snapshot { world: self.world.clone(), inc: self.inc, seq: self.snap_seq, bytes, base: self.seg, status: self.status.clone() };
         self.snap_seq += 1;

@@ -95,7 +95,7 @@ enum Base {
 }
 
 /// The world and runner state a version-2 snapshot holds, checked against the hashes it names.
-fn restore(meta: &SnapshotMeta, world: &[u8]) -> Result<(World, Scenario, RunnerState), String> {
+pub(crate) fn restore(meta: &SnapshotMeta, world: &[u8]) -> Result<(World, Scenario, RunnerState), String> {
     let runner = meta.runner.clone().ok_or("no runner state")?;
     let w = World::load(world).map_err(|e| e.to_string())?;
     let (sh, eh) = (crate::sim::hash::state_hash(&w), crate::sim::hash::exact_hash(&w));
@@ -202,7 +202,7 @@ pub fn recover(store: &dyn Store, world: &str, threads: usize) -> Result<Recover
     }
     // A load or reset after the snapshot: the world is the log's from its last `Start`.
     let restart = records.iter().rposition(|(_, r)| matches!(r, Record::Start { .. }));
-    let (initial, base_segment, mut owners, mut paused, scenario_name, sessions, from_file) = match (chosen, restart) {
+    let (initial, base_segment, mut owners, mut paused, scenario_name, mut sessions, from_file) = match (chosen, restart) {
         (Some(Base::State { file, meta, world: w, scenario, runner }), None) => {
             let owners: BTreeMap<u32, (String, Option<String>)> = runner.owners.into_iter().map(|(a, p, t)| (a, (p, t))).collect();
             report.snapshot = Some(file.clone());
@@ -231,6 +231,11 @@ pub fn recover(store: &dyn Store, world: &str, threads: usize) -> Result<Recover
                 owners.remove(agent);
             }
             Record::Paused { paused: p, .. } => paused = *p,
+            Record::Sessions { sessions: s, .. } => match serde_json::from_str::<Vec<StoredSession>>(s) {
+                Ok(v) => sessions = v,
+                // Sessions are the runtime's, not the world's: a bad record loses them, not the world.
+                Err(e) => tracing::warn!(world, "recovery: a sessions record does not read ({e}); kept the ones before it"),
+            },
             _ => {}
         }
     }

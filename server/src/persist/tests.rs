@@ -507,3 +507,44 @@ fn an_exported_world_imports_into_any_store_and_recovers_to_the_same_state() {
     assert_eq!(hashes(&recover(&target, "moved", 1).unwrap().world), live);
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn sessions_logged_after_the_snapshot_are_the_ones_recovered() {
+    let dir = tmp("sessions");
+    let store: Arc<dyn Store> = Arc::new(disk::LocalDisk::open(&dir).unwrap());
+    let writer = Writer::start(store.clone(), settings()).unwrap();
+    let mut l = Live::start(&writer, "w");
+    let session = |k: u8, grace_ms: u64| StoredSession {
+        token_sha256: format!("{k:064x}"),
+        player: format!("p{k}"),
+        role: steer_proto::Role::Player,
+        team: None,
+        worlds: None,
+        expires: Some(4_000_000_000),
+        subs: Vec::new(),
+        grace_ms,
+    };
+    l.steps(3);
+    l.snap(Vec::new());
+    let before = vec![session(1, 30_000)];
+    l.dur.sessions(&l.world, &before);
+    l.steps(3);
+    // The same set again is not logged again; a new one is.
+    l.dur.sessions(&l.world, &[session(1, 20_000)]);
+    let after = vec![session(1, 15_000), session(2, 30_000)];
+    l.dur.sessions(&l.world, &after);
+    l.steps(2);
+    l.dur.idle(&l.world);
+    assert!(writer.drain(Duration::from_secs(10)));
+    let r = recover(&*store, "w", 1).unwrap();
+    assert_eq!(r.sessions, after);
+    assert_eq!(hashes(&r.world), l.hashes());
+    let logged: usize = store
+        .segments("w")
+        .unwrap()
+        .iter()
+        .map(|&s| format::parse(&store.read_segment("w", s).unwrap()).unwrap().records.iter().filter(|r| matches!(r, Record::Sessions { .. })).count())
+        .sum();
+    assert_eq!(logged, 2);
+    let _ = std::fs::remove_dir_all(&dir);
+}

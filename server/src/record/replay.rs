@@ -247,8 +247,8 @@ pub fn replay_onto(
                 }
                 run.report.end = Some((*tick, reason.clone()));
             }
-            // Ownership is the runtime's: it changes nothing in the sim.
-            Record::Owner { .. } => {}
+            // Ownership and sessions are the runtime's: they change nothing in the sim.
+            Record::Owner { .. } | Record::Sessions { .. } => {}
         }
     }
     let mut report = run.report;

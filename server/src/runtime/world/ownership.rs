@@ -107,6 +107,19 @@ impl Runner {
         }
     }
 
+    /// A durable world logs its sessions when their set changed (checked with the orphans,
+    /// once a second): a session opened or resumed since the last snapshot survives a crash.
+    fn log_sessions(&mut self) {
+        if self.dur.is_none() {
+            return;
+        }
+        let players: std::collections::HashSet<&str> = self.owned.keys().map(|p| &**p).collect();
+        let sessions = self.players.stored_sessions(&self.name, &players);
+        if let Some(d) = self.dur.as_mut() {
+            d.sessions(&self.world, &sessions);
+        }
+    }
+
     /// Takes a durable world's snapshot when one is due (or, `now`, at once: a clean stop).
     pub(super) fn snapshot_if_due(&mut self, now: bool) {
         if !self.dur.as_ref().is_some_and(|d| now || d.snapshot_due()) {
@@ -231,6 +244,7 @@ impl Runner {
             return;
         }
         self.next_orphan_check = now + ORPHAN_CHECK;
+        self.log_sessions();
         if self.teams.is_empty() {
             return;
         }
