@@ -89,7 +89,7 @@ pub struct Recovered {
 /// The snapshot recovery starts from.
 enum Base {
     /// A version-2 snapshot: the world and the runner's state at (`meta.segment`, `meta.records`).
-    State { file: String, meta: SnapshotMeta, world: World, scenario: Scenario, runner: RunnerState },
+    State { file: String, meta: SnapshotMeta, world: Box<World>, scenario: Box<Scenario>, runner: RunnerState },
     /// A version-1 snapshot: the log is re-run from its base segment.
     Pointer { file: String, meta: SnapshotMeta },
 }
@@ -128,7 +128,7 @@ pub fn recover(store: &dyn Store, world: &str, threads: usize) -> Result<Recover
             }
         };
         let got = decode_snapshot(&bytes).and_then(|s| match s.world {
-            Some(wb) => restore(&s.meta, wb).map(|(world, scenario, runner)| Base::State { file: file.clone(), meta: s.meta, world, scenario, runner }),
+            Some(wb) => restore(&s.meta, wb).map(|(world, scenario, runner)| Base::State { file: file.clone(), meta: s.meta, world: Box::new(world), scenario: Box::new(scenario), runner }),
             None => Ok(Base::Pointer { file: file.clone(), meta: s.meta }),
         });
         match got {
@@ -206,7 +206,7 @@ pub fn recover(store: &dyn Store, world: &str, threads: usize) -> Result<Recover
         (Some(Base::State { file, meta, world: w, scenario, runner }), None) => {
             let owners: BTreeMap<u32, (String, Option<String>)> = runner.owners.into_iter().map(|(a, p, t)| (a, (p, t))).collect();
             report.snapshot = Some(file.clone());
-            (Some((w, scenario)), meta.base_segment, owners, meta.paused, meta.scenario_name, runner.sessions, file)
+            (Some((*w, *scenario)), meta.base_segment, owners, meta.paused, meta.scenario_name, runner.sessions, file)
         }
         (chosen, Some(at)) => {
             let seg = records[at].0;
