@@ -15,8 +15,9 @@
 //!
 //! Files: `config.rs` (settings and their checks), `types.rs` (commands, outcomes, events,
 //! spawn specs, step statistics, audits), `spawn.rs` (spawning and group target bindings),
-//! `contact.rs` (the apply phase: the integrator, contact settling, walls, obstacles, edges);
-//! this file holds the `World` itself, its commands and the two-phase step.
+//! `contact.rs` (the apply phase: the integrator, contact settling, walls, obstacles, edges),
+//! `save.rs` (the world's saved form: `World::save`, `World::load`); this file holds the
+//! `World` itself, its commands and the two-phase step.
 
 mod batch;
 mod config;
@@ -75,7 +76,8 @@ const SWAP_AFTER_SECS: f32 = 1.0;
 /// and the event flags): below this a scan stays on one thread.
 const SCAN_MIN_LEN: usize = 16_384;
 
-/// The simulation world. [`World::fork`] copies it (replay keyframes).
+/// The simulation world. [`World::fork`] copies it (replay keyframes); [`World::save`] and
+/// [`World::load`] (`save.rs`) turn it into bytes and back (durable worlds' snapshots).
 pub struct World {
     config: WorldConfig,
     /// The agents: stored in (roughly) cell order, found by id.

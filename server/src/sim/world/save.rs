@@ -12,11 +12,11 @@
 //! grid and the static index (rebuilt from the agents, obstacles and walls; the tick rebuilds
 //! the grid first anyway), the compute and contact buffers, and the navigation caches.
 //!
-//! **Invariant:** loading never panics and never builds a world that the commands could not
-//! have built: every length is bounded, every float is finite (a MoveTo's best distance may be
-//! +∞: "none yet"), every setting, limit and behaviour is validated as a command's would be,
-//! ids are unique and below their counters, and every index (group, formation cell, flow-field
-//! goal cell) is in range. The error names what is wrong and where.
+//! **Invariant:** loading never panics, and a loaded world steps without panicking: every
+//! length is bounded, every float is finite (a MoveTo's best distance may be +∞: "none yet"),
+//! every setting, limit and behaviour is validated as a command's would be, ids are unique and
+//! below their counters, and every index (group, behaviour set, nav cell, flow-field goal cell)
+//! is in range. The error names what is wrong and the byte offset.
 
 use super::*;
 use crate::sim::agent::{MoveOrder, PortalTurn};
