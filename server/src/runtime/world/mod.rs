@@ -418,6 +418,11 @@ impl WorldHandle {
             scenario_name = r.scenario_name.or(scenario_name);
             paused = r.paused;
             let d = crate::persist::Durable::resumed(&writer, &spawn.name, r.base_segment, r.last_segment, r.last_snapshot, &r.world, r.report);
+            // Players resume with their old tokens, within the grace left, counted from now.
+            let refused = spawn.players.restore_sessions(&spawn.name, &r.sessions);
+            if refused > 0 {
+                tracing::warn!(world = %spawn.name, refused, "recovery: sessions not restored (auth.max_sessions)");
+            }
             recovered = Some((r.world, r.owners, d));
         }
         let (rec_world, recovered) = match recovered {
