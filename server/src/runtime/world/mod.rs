@@ -18,10 +18,11 @@
 //!
 //! Files: `runner.rs` (the loop: serving the queue, ticking, replay), `requests.rs` (each
 //! request answered), `publish.rs` (a tick's frames for subscribers, AOI visibility),
-//! `ownership.rs` (who may command which agent, spawn quotas, orphans), `views.rs` (what REST
+//! `ownership.rs` (who may command which agent, spawn quotas, orphans), `pipeline.rs` (the
+//! world's flow-field jobs at the builder threads), `views.rs` (what REST
 //! and the debug endpoints show). The `Runner` is declared here so every part sees its state.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::mpsc::{Receiver, RecvTimeoutError, SyncSender, TrySendError};
 use std::sync::{Arc, Mutex};
@@ -30,13 +31,11 @@ use std::time::{Duration, Instant};
 use steer_proto as proto;
 use tokio::sync::{broadcast, oneshot};
 
-use super::fields::{BuildTicket, FieldBuilder};
+use super::fields::FieldBuilder;
 use super::frames::{CellFrame, FrameEvent, Shared, TickFrame};
 use crate::convert;
 use crate::metrics::Metrics;
 use crate::scenario::{CappedBuildError, Scenario};
-use crate::sim::nav::PipelineStats;
-use crate::sim::nav::flowfield::FlowField;
 use crate::authz::Sight;
 use crate::sim::world::{Command, Outcome};
 use crate::sim::{AgentId, SimError, World};
@@ -125,6 +124,7 @@ impl CmdError {
 }
 
 mod ownership;
+mod pipeline;
 mod publish;
 mod requests;
 mod runner;
@@ -479,8 +479,6 @@ impl WorldHandle {
             groups: Arc::new(Mutex::new(groups.clone())),
             durable: dur.as_ref().map(|d| (d.status().clone(), d.policy())),
         };
-        // Unbounded, but it holds at most the jobs in the builder's bounded queue.
-        let (field_tx, field_rx) = std::sync::mpsc::channel();
         let runner = Runner {
             name: spawn.name.clone(),
             id: spawn.id,
@@ -519,11 +517,7 @@ impl WorldHandle {
             latest: handle.latest.clone(),
             tick_offset: 0,
             reset_pending: false,
-            fields: spawn.fields,
-            field_tx,
-            field_rx,
-            field_tickets: BTreeMap::new(),
-            pipeline: PipelineStats::default(),
+            fields: pipeline::FieldPipeline::new(spawn.fields),
             sim_pool: spawn.sim_pool,
             on_solo: false,
             parallel_min: spawn.parallel_step_min_agents,
@@ -711,9 +705,6 @@ struct ReplayState {
     max_speed: f64,
 }
 
-/// Longest a tick waits for a builder finishing a field it needs (then it builds the field).
-const FIELD_WAIT: Duration = Duration::from_secs(2);
-
 /// Longest the loop sleeps waiting for a request (so a stop flag is seen even at 0.1 Hz).
 const MAX_IDLE_WAIT: Duration = Duration::from_millis(100);
 
@@ -789,14 +780,8 @@ struct Runner {
     tick_offset: u64,
     /// The next publish marks its frame as a reset.
     reset_pending: bool,
-    fields: Arc<FieldBuilder>,
-    field_tx: std::sync::mpsc::Sender<FlowField>,
-    field_rx: std::sync::mpsc::Receiver<FlowField>,
-    /// Tickets of the jobs submitted to `fields` whose fields the world still wants, by request
-    /// id (at most the builder's bounded queue: a refused job gets none).
-    field_tickets: BTreeMap<u64, BuildTicket>,
-    /// Pipeline counters at the last tick (the metrics count the differences).
-    pipeline: PipelineStats,
+    /// Flow fields: the jobs at the builder threads and the fields coming back.
+    fields: pipeline::FieldPipeline,
     /// Steps large worlds.
     sim_pool: Arc<rayon::ThreadPool>,
     /// The runner runs on a one-thread pool of its own, which steps this world while it is

@@ -12,13 +12,7 @@ impl Runner {
         }
         self.tick_offset = self.wire_tick() + 1;
         self.world = world;
-        // Fields still being built were for the old world: a new channel leaves them unheard,
-        // and the jobs not started yet are skipped.
-        (self.field_tx, self.field_rx) = std::sync::mpsc::channel();
-        for t in std::mem::take(&mut self.field_tickets).into_values() {
-            t.cancel();
-        }
-        self.pipeline = PipelineStats::default();
+        self.fields.restart();
         if let Ok(mut o) = self.origin.lock() {
             *o = (scenario.clone(), name.clone());
         }

@@ -293,7 +293,7 @@ impl Runner {
             return;
         }
         let start = Instant::now();
-        self.collect_fields();
+        self.fields.collect(&mut self.world);
         let world = &mut self.world;
         if self.on_solo && world.agents().len() < self.parallel_min {
             // On this world's own one-thread pool: the step's parallel loops run inline.
@@ -306,58 +306,9 @@ impl Runner {
             d.after_step(&self.world);
         }
         self.snapshot_if_due(false);
-        // Jobs the world no longer waits for (built on the tick, handed back, or dropped) are
-        // skipped by the builder if not started; the new ones are submitted.
-        let world = &self.world;
-        self.field_tickets.retain(|&id, t| {
-            let wanted = world.field_requested(id);
-            if !wanted {
-                t.cancel();
-            }
-            wanted
-        });
-        for job in self.world.take_field_jobs() {
-            let id = job.id();
-            match self.fields.submit(job, self.field_tx.clone()) {
-                Some(t) => {
-                    self.field_tickets.insert(id, t);
-                }
-                None => {
-                    self.metrics.field_builds_refused.inc();
-                }
-            }
-        }
+        self.fields.submit(&mut self.world, &self.metrics);
         let elapsed = start.elapsed();
-        if let Some(p) = self.world.nav().map(|n| n.pipeline_stats()) {
-            let last = std::mem::replace(&mut self.pipeline, p);
-            self.metrics.fields_requested.inc_by(p.requested.saturating_sub(last.requested));
-            self.metrics.fields_delivered.inc_by(p.delivered.saturating_sub(last.delivered));
-            self.metrics.fields_built_on_tick.inc_by(p.built_on_tick.saturating_sub(last.built_on_tick));
-        }
+        self.fields.count(&self.world, &self.metrics);
         self.metrics.tick_seconds.observe(elapsed.as_secs_f64());
-    }
-
-    /// Hands the world the flow fields built since the last tick. For a field due now that a
-    /// builder is still building, waits for it (at most [`FIELD_WAIT`]) rather than build it a
-    /// second time; one not started yet is taken back, and the tick builds it.
-    pub(super) fn collect_fields(&mut self) {
-        let deadline = Instant::now() + FIELD_WAIT;
-        loop {
-            while let Ok(f) = self.field_rx.try_recv() {
-                self.world.deliver_field(f);
-            }
-            // A due field with no job at a builder (refused), or whose job was not started, is
-            // built by the tick; one being built is waited for.
-            let mut awaited = self.world.awaited_fields();
-            awaited.retain(|id| self.field_tickets.get(id).is_some_and(|t| !t.cancel_unstarted()));
-            let now = Instant::now();
-            if awaited.is_empty() || now >= deadline {
-                return;
-            }
-            match self.field_rx.recv_timeout(deadline - now) {
-                Ok(f) => self.world.deliver_field(f),
-                Err(_) => return,
-            }
-        }
     }
 }
