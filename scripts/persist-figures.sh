@@ -8,13 +8,15 @@
 # the ticks of log re-run after the newest snapshot (`snapshot_every_secs` 30, the default: the
 # kill falls SECS + 2 s after the start, so SECS sets where in the snapshot interval it lands).
 # Prints markdown rows ending with BENCHMARKS.md's date, commit, machine and command cells.
-# Usage: scripts/persist-figures.sh [ROUNDS] [SECS]
+# Usage: [SNAPSHOT_SECS=N] scripts/persist-figures.sh [ROUNDS] [SECS] (SNAPSHOT_SECS sets
+# `persistence.snapshot_every_secs` instead of its default, 30).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 rounds="${1:-3}"
 secs="${2:-30}"
 . scripts/bench-meta.sh
-meta="$(bench_meta "scripts/persist-figures.sh $rounds $secs")"
+snap_secs="${SNAPSHOT_SECS:-}"
+meta="$(bench_meta "${snap_secs:+SNAPSHOT_SECS=$snap_secs }scripts/persist-figures.sh $rounds $secs")"
 cargo build --release -p steerd -p steer-swarm >&2
 target="${CARGO_TARGET_DIR:-target}"
 bin="$target/release/steerd"
@@ -37,6 +39,10 @@ for round in $(seq 1 "$rounds"); do
     for mode in off interval; do
         data="$work/$mode-$round"; mkdir -p "$data"
         args=(); [ "$mode" = interval ] && args=(--persistence --fsync interval)
+        if [ "$mode" = interval ] && [ -n "$snap_secs" ]; then
+            printf '[persistence]\nsnapshot_every_secs = %s\n' "$snap_secs" >"$data/steerd.toml"
+            args+=(--config "$data/steerd.toml")
+        fi
         start "$data" "${args[@]}"
         sleep 2
         read -r s0 c0 < <(tick_stats)

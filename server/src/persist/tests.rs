@@ -548,3 +548,28 @@ fn sessions_logged_after_the_snapshot_are_the_ones_recovered() {
     assert_eq!(logged, 2);
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn a_pruned_log_directory_replays_from_its_oldest_snapshot() {
+    let dir = tmp("pruned");
+    let store: Arc<dyn Store> = Arc::new(disk::LocalDisk::open(&dir).unwrap());
+    let writer = Writer::start(store.clone(), PersistSettings { segment_max_bytes: 300, ..settings() }).unwrap();
+    let mut l = Live::start(&writer, "w");
+    l.steps(20);
+    l.snap(Vec::new());
+    l.steps(10);
+    some_commands(&mut l);
+    l.snap(Vec::new());
+    l.steps(10);
+    l.dur.idle(&l.world);
+    assert!(writer.drain(Duration::from_secs(10)));
+    let live = l.hashes();
+    let d = disk::read_log_dir(&dir.join("w")).unwrap();
+    assert!(!matches!(d.parsed.records.first(), Some(Record::Start { .. })), "the log's start was pruned");
+    let snaps = store.snapshots("w").unwrap();
+    assert!(d.snapshot.as_deref().is_some_and(|s| s.ends_with(&format!("snap-{:020}.snap", snaps[0]))), "{:?}", d.snapshot);
+    let (rep, kept) = crate::record::replay::replay_onto(d.from, &d.parsed, &crate::record::replay::ReplayOptions::default(), &mut |_, _| {}).unwrap();
+    assert!(rep.checks > 0 && rep.checks == rep.checks_ok, "{rep:?}");
+    assert_eq!(hashes(&kept.unwrap().0), live);
+    let _ = std::fs::remove_dir_all(&dir);
+}
