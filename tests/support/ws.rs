@@ -288,7 +288,7 @@ impl Ws {
                 self.cells_messages += 1;
                 self.last_tick = self.last_tick.max(c.tick);
             }
-            ServerMsg::Pong(_) => {}
+            ServerMsg::Pong(_) | ServerMsg::Moved(_) => {}
         }
         if let Err(e) = self.state.apply(msg) {
             let what = match msg {

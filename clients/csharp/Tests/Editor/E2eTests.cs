@@ -153,7 +153,7 @@ namespace Steerd.Client.Tests
             client.Reconnected += (w, r) => { resumed = r; Interlocked.Increment(ref reconnects); };
             try
             {
-                Assert.AreEqual(10, client.Welcome.ProtocolVersion);
+                Assert.AreEqual(11, client.Welcome.ProtocolVersion);
                 Assert.AreEqual(player, client.PlayerId);
                 Assert.AreEqual(Role.Player, client.Role);
                 StringAssert.IsMatch("^[0-9a-f]{32}$", client.ResumeToken);

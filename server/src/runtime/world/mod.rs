@@ -106,6 +106,9 @@ pub enum CmdError {
     /// The request does not fit the world's state (e.g. replay controls on a live world).
     #[error("{0}")]
     Conflict(String),
+    /// The world is being handed off to another server: it takes no change meanwhile.
+    #[error("world `{0}` is being handed off to another server; try again in a moment")]
+    Moving(String),
 }
 
 impl CmdError {
@@ -121,6 +124,7 @@ impl CmdError {
             CmdError::Invalid(m) => proto::ErrorBody { code: proto::ErrorCode::BadRequest, message: m.clone(), field: None },
             CmdError::ReadOnly(m) => proto::ErrorBody { code: proto::ErrorCode::Forbidden, message: m.clone(), field: None },
             CmdError::Conflict(m) => proto::ErrorBody { code: proto::ErrorCode::BadRequest, message: m.clone(), field: None },
+            CmdError::Moving(_) => proto::ErrorBody { code: proto::ErrorCode::Busy, message: self.to_string(), field: None },
         }
     }
 }
@@ -184,6 +188,12 @@ pub enum Request {
     SetOwner { agent: AgentId, player: Option<String>, team: Option<String>, reply: Reply<()> },
     /// A replay control; answers the replay's state (a world that is not a replay refuses).
     Replay { op: ReplayOp, reply: Reply<ReplayView> },
+    /// A handoff begins (`http/handoff.rs`): the world stops ticking and refuses every change
+    /// until `Thaw` (the handoff failed) or its stop (it succeeded); a durable world's log is
+    /// flushed and a snapshot queued at this tick first.
+    Freeze { reply: Reply<Frozen> },
+    /// The handoff failed: the world ticks and takes changes again.
+    Thaw { reply: Reply<()> },
     /// Stop the thread.
     Shutdown,
     /// Panic the thread (fault injection: `POST /debug/panic`, served only with
@@ -192,6 +202,28 @@ pub enum Request {
     /// Block the thread this long (fault injection: `POST /debug/stall`, served only with
     /// `fault_injection` on): no tick and no request is served meanwhile, so the queue fills.
     Stall(std::time::Duration),
+}
+
+/// A world frozen for a handoff: where it stands.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Frozen {
+    /// The sim tick, and the wire tick's offset from it (the wire tick is their sum).
+    pub tick: u64,
+    pub tick_offset: u64,
+    /// `state_hash` at `tick`.
+    pub state_hash: u64,
+    /// The players owning agents here.
+    pub owners: Vec<String>,
+}
+
+/// A world that arrives by a handoff: how it goes on.
+#[derive(Debug, Clone)]
+pub struct Arrival {
+    /// The wire tick's offset on the old server (ticks go on from there).
+    pub tick_offset: u64,
+    /// No tick before every awaited session resumed (the count reaches 0) or `until` passed.
+    pub awaited: Arc<std::sync::atomic::AtomicUsize>,
+    pub until: Instant,
 }
 
 /// A player as a world knows it.
@@ -255,6 +287,8 @@ pub struct WorldSpawn {
     pub replay: Option<ReplaySpawn>,
     /// Durable: a fresh log, or the state recovered from the stored one.
     pub durable: Option<DurableSpawn>,
+    /// Arrived by a handoff: the tick numbering to continue and the resumes to wait for.
+    pub arrival: Option<Arrival>,
 }
 
 /// How a durable world starts.
@@ -263,6 +297,9 @@ pub enum DurableSpawn {
     Fresh(Arc<crate::persist::Writer>),
     /// From its recovered state; the log goes on.
     Recovered(Arc<crate::persist::Writer>, Box<crate::persist::Recovered>),
+    /// From a state recovered elsewhere (a handoff to a server without persistence): not
+    /// durable here.
+    Imported(Box<crate::persist::Recovered>),
 }
 
 /// The one-thread pool a world's runner runs on (named after it), if the OS gives a thread.
@@ -383,7 +420,13 @@ impl WorldHandle {
             scenario_name = r.scenario_name.or(scenario_name);
             paused = r.paused;
             let d = crate::persist::Durable::resumed(&writer, &spawn.name, r.base_segment, r.last_segment, r.last_snapshot, &r.world, r.report);
-            recovered = Some((r.world, r.owners, d));
+            recovered = Some((r.world, r.owners, Some(d)));
+        } else if let Some(DurableSpawn::Imported(r)) = durable.take_if(|d| matches!(d, DurableSpawn::Imported(..))) {
+            let r = *r;
+            scenario = r.scenario;
+            scenario_name = r.scenario_name.or(scenario_name);
+            paused = r.paused;
+            recovered = Some((r.world, r.owners, None));
         }
         let (rec_world, recovered) = match recovered {
             Some((w, o, d)) => (Some(w), Some((o, d))),
@@ -410,7 +453,7 @@ impl WorldHandle {
             scenario.name = spawn.name.clone();
         }
         let (dur, owners) = match (recovered, durable) {
-            (Some((owners, d)), _) => (Some(d), owners),
+            (Some((owners, d)), _) => (d, owners),
             (None, Some(DurableSpawn::Fresh(writer))) if replay.is_none() => {
                 (Some(crate::persist::Durable::fresh(&writer, &spawn.name, &crate::persist::start_record(&scenario, spawn.max_agents, spawn.max_spawn))), Vec::new())
             }
@@ -477,7 +520,7 @@ impl WorldHandle {
             shared_info: handle.info.clone(),
             origin: handle.origin.clone(),
             latest: handle.latest.clone(),
-            tick_offset: 0,
+            tick_offset: spawn.arrival.as_ref().map_or(0, |a| a.tick_offset),
             reset_pending: false,
             fields: spawn.fields,
             field_tx,
@@ -495,6 +538,8 @@ impl WorldHandle {
             rec: crate::record::Hook::new(recorder, spawn.max_agents, spawn.max_spawn),
             replay,
             dur,
+            frozen: false,
+            hold: spawn.arrival,
         };
         let mut runner = runner;
         for (agent, player, team) in owners {
@@ -784,6 +829,10 @@ struct Runner {
     replay: Option<ReplayState>,
     /// A durable world's log (issue 42): sees what `rec` sees, and ownership.
     dur: Option<crate::persist::Durable>,
+    /// Frozen for a handoff: no tick, no change (see [`Request::Freeze`]).
+    frozen: bool,
+    /// Arrived by a handoff and not ticking yet (see [`Arrival`]).
+    hold: Option<Arrival>,
 }
 
 /// The cells of one send rate: diffed every `span` ticks.
