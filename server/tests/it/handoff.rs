@@ -197,3 +197,28 @@ async fn the_cluster_secret_gates_every_transfer() {
     assert_eq!(bad.status, 400, "a malformed package: {}", bad.text());
     assert!(bad.text().contains("handoff package"), "{}", bad.text());
 }
+
+/// `drain.handoff_to`: at SIGTERM the durable world moves to the target before the server stops;
+/// its connected player is told `moved` (not a 1001 close first) and resumes there.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigterm_hands_the_worlds_off_with_drain_handoff_to() {
+    let b = cluster_server("handoff-drain-b", Some(SECRET));
+    let mut a = Server::fresh(
+        "handoff-drain-a",
+        Opts { args: ["--persistence", "--cluster-secret", SECRET, "--handoff-to", &format!("http://{}", b.addr)].map(String::from).to_vec(), ..Opts::default() },
+    );
+    create_world(&a.http(), "arena", "arena-base", &wander_scenario(100.0, 40)).await;
+    let (mut p, mine) = player(&a, "arena", 3, [10.0, 10.0, 30.0, 30.0]).await;
+    let who = p.welcome.clone().unwrap();
+    p.drain(Duration::from_millis(300), Duration::from_millis(300)).await;
+    a.terminate();
+    let (m, _) = until_moved(&mut p, "arena").await;
+    assert!(a.wait_exit(Duration::from_secs(15)).is_some_and(|s| s.success()), "A stops cleanly after the handoff");
+    let mut q = Ws::connect_url(&m.to).await;
+    assert_eq!(q.hello_resume(None, &who.resume_token).await.player_id, who.player_id);
+    let rid = q.rid();
+    assert!(matches!(q.request(&move_to_msg(rid, "arena", mine, 50.0, 50.0, 0.0)).await, Outcome::Ok(_)));
+    // B has a `demo` of its own: A's stays (refused by B, it stops with A as without a drain
+    // target), and A says so.
+    assert!(a.log().contains("drain: handoff failed") && a.log().contains("runs here already"), "{}", a.log_tail(20));
+}
