@@ -238,7 +238,7 @@ pub async fn import_world(State(state): State<AppState>, Path(name): Path<String
     if pkg.meta.world != name {
         return Err(ApiError::bad_request(format!("the package is world `{}`, the path names `{name}`", pkg.meta.world)));
     }
-    if !crate::runtime::registry::valid_name(&name) {
+    if !crate::scenario::valid_name(&name) {
         return Err(ApiError::bad_request(format!("invalid world name `{name}`")));
     }
     if state.registry.get(&name).is_ok() {

@@ -109,7 +109,7 @@ impl Store for LocalDisk {
             .flatten()
             .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
             .map(|e| e.file_name().to_string_lossy().into_owned())
-            .filter(|n| crate::runtime::registry::valid_name(n))
+            .filter(|n| crate::scenario::valid_name(n))
             .collect();
         out.sort();
         Ok(out)

@@ -49,6 +49,19 @@ pub struct RecordSettings {
     pub agent_digests: bool,
 }
 
+impl From<&crate::config::LimitSettings> for RecordSettings {
+    fn from(l: &crate::config::LimitSettings) -> Self {
+        RecordSettings {
+            max_bytes: l.recording_max_bytes,
+            max_files: l.recording_max_files,
+            hash_every_ticks: u64::from(l.recording_hash_every_ticks.max(1)),
+            writer_queue: l.recording_writer_queue,
+            agent_digests: l.recording_agent_digests,
+            ..RecordSettings::default()
+        }
+    }
+}
+
 impl Default for RecordSettings {
     fn default() -> Self {
         RecordSettings { max_bytes: 64 << 20, max_files: 8, hash_every_ticks: 20, writer_queue: 256, chunk_bytes: 64 << 10, agent_digests: false }
@@ -124,7 +137,7 @@ impl RecordHub {
 
     /// The file of a recording name (None if the name is not valid).
     pub fn path_of(&self, name: &str) -> Option<PathBuf> {
-        crate::runtime::registry::valid_name(name).then(|| self.dir.join(format!("{name}.{EXT}")))
+        crate::scenario::valid_name(name).then(|| self.dir.join(format!("{name}.{EXT}")))
     }
 
     /// True while a world writes to this recording.
@@ -142,7 +155,7 @@ impl RecordHub {
                 continue;
             }
             let Some(name) = p.file_stem().and_then(|s| s.to_str()) else { continue };
-            if !crate::runtime::registry::valid_name(name) {
+            if !crate::scenario::valid_name(name) {
                 continue;
             }
             let len = e.metadata().map(|m| m.len()).unwrap_or(0);

@@ -7,7 +7,6 @@ use serde::Serialize;
 
 use super::format::{Parsed, Record};
 use super::{agent_digest, checkpoint};
-use crate::runtime::world::build_world;
 use crate::scenario::Scenario;
 use crate::sim::world::World;
 
@@ -168,7 +167,7 @@ pub fn replay_keep(parsed: &Parsed, opts: &ReplayOptions, on_until: &mut dyn FnM
                 }
                 let sc = Scenario::from_stored_json(scenario).map_err(|e| ReplayError::Scenario(run.segment, e.to_string()))?;
                 let caps = |v: u64| usize::try_from(v).unwrap_or(usize::MAX);
-                let w = build_world(&sc, caps(*max_agents), caps(*max_spawn)).map_err(|e| ReplayError::Scenario(run.segment, e.to_string()))?;
+                let w = sc.build_capped(caps(*max_agents), caps(*max_spawn)).map_err(|e| ReplayError::Scenario(run.segment, e.to_string()))?;
                 run.world = Some(w);
                 run.scenario = Some(sc);
                 run.report.segments += 1;

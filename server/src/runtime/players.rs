@@ -30,9 +30,11 @@ use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 use super::frames::Shared;
-use super::world::SessionId;
 use crate::auth::{Identity, now_secs, random_hex};
 use crate::config::AuthSettings;
+
+/// A connection's id.
+pub type SessionId = u64;
 
 /// A message to one connection, encoded by its send task.
 pub type Direct = Arc<Shared<proto::ServerMsg>>;

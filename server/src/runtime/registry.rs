@@ -42,12 +42,13 @@ pub enum RegistryError {
 /// is forgotten first.
 pub const MAX_MOVED: usize = 1024;
 
-/// Checks a world or scenario name: 1–64 of `A-Z a-z 0-9 _ -`, not starting with `-` or `.`.
-pub fn valid_name(name: &str) -> bool {
-    !name.is_empty()
-        && name.len() <= 64
-        && !name.starts_with('-')
-        && name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
+use crate::scenario::valid_name;
+
+/// How a world starts besides its scenario: a replay, durable, or arrived by a handoff.
+struct Start {
+    replay: Option<ReplaySpawn>,
+    durable: Option<DurableSpawn>,
+    arrival: Option<Arrival>,
 }
 
 /// Worlds by name.
@@ -211,7 +212,7 @@ impl Registry {
             Some((w, _)) => DurableSpawn::Recovered(w.clone(), Box::new(rec)),
             None => DurableSpawn::Imported(Box::new(rec)),
         };
-        self.create_full(name, scenario, None, paused, None, Some(spawn), Some(arrival))
+        self.create_full(name, scenario, None, paused, Start { replay: None, durable: Some(spawn), arrival: Some(arrival) })
     }
 
     /// The world with wire id `id`.
@@ -254,24 +255,15 @@ impl Registry {
 
     /// The replay-world settings.
     pub fn replay_settings(&self) -> crate::record::player::ReplaySettings {
-        self.limits.replay()
+        crate::record::player::ReplaySettings::from(&self.limits)
     }
 
     fn create_inner(&self, name: &str, scenario: Scenario, scenario_name: Option<String>, paused: bool, replay: Option<ReplaySpawn>, durable: Option<DurableSpawn>) -> Result<WorldHandle, RegistryError> {
-        self.create_full(name, scenario, scenario_name, paused, replay, durable, None)
+        self.create_full(name, scenario, scenario_name, paused, Start { replay, durable, arrival: None })
     }
 
-    #[allow(clippy::too_many_arguments)]
-    fn create_full(
-        &self,
-        name: &str,
-        scenario: Scenario,
-        scenario_name: Option<String>,
-        paused: bool,
-        replay: Option<ReplaySpawn>,
-        durable: Option<DurableSpawn>,
-        arrival: Option<Arrival>,
-    ) -> Result<WorldHandle, RegistryError> {
+    fn create_full(&self, name: &str, scenario: Scenario, scenario_name: Option<String>, paused: bool, start: Start) -> Result<WorldHandle, RegistryError> {
+        let Start { replay, durable, arrival } = start;
         if !valid_name(name) {
             return Err(RegistryError::BadName(name.to_string()));
         }
@@ -298,7 +290,7 @@ impl Registry {
                 max_aoi_cells: l.max_aoi_cells,
                 max_agents: l.max_agents_per_world,
                 max_spawn: l.max_spawn,
-                crowding: l.crowding(),
+                crowding: crate::runtime::admission::Crowding::from(l),
                 paused,
                 fields: self.fields.clone(),
                 sim_pool: self.sim_pool.clone(),

@@ -34,15 +34,14 @@ use super::fields::{BuildTicket, FieldBuilder};
 use super::frames::{CellFrame, FrameEvent, Shared, TickFrame};
 use crate::convert;
 use crate::metrics::Metrics;
-use crate::scenario::Scenario;
+use crate::scenario::{CappedBuildError, Scenario};
 use crate::sim::nav::PipelineStats;
 use crate::sim::nav::flowfield::FlowField;
 use crate::authz::Sight;
 use crate::sim::world::{Command, Outcome};
 use crate::sim::{AgentId, SimError, World};
 
-/// A connection's id.
-pub type SessionId = u64;
+pub use super::players::SessionId;
 
 /// Who issues a command.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -202,6 +201,44 @@ pub enum Request {
     /// Block the thread this long (fault injection: `POST /debug/stall`, served only with
     /// `fault_injection` on): no tick and no request is served meanwhile, so the queue fills.
     Stall(std::time::Duration),
+}
+
+impl Request {
+    /// The change this request makes to the world, named for a refusal (a replay world makes
+    /// none but play/pause); `None` for reads, play/pause and the runner's own requests.
+    pub fn change(&self) -> Option<&'static str> {
+        match self {
+            Request::Apply { cmd, .. } => Some(requests::command_kind(cmd)),
+            Request::ApplyMany { cmds, .. } => Some(cmds.first().map_or("a command", requests::command_kind)),
+            Request::Patch { tick_rate: Some(_), .. } => Some("a tick-rate change"),
+            Request::Patch { autosave: Some(true), .. } => Some("autosave"),
+            Request::Patch { .. } => None,
+            Request::Step { .. } => Some("a step"),
+            Request::Reset { .. } => Some("a reset"),
+            Request::Load { .. } => Some("a load"),
+            Request::RandomObstacles { .. } => Some("random obstacles"),
+            Request::Recording { on: true, .. } => Some("recording"),
+            Request::Recording { on: false, .. } => None,
+            Request::Kick { .. } => Some("a kick"),
+            Request::SetOwner { .. } => Some("an owner change"),
+            Request::Agents { .. }
+            | Request::Agent { .. }
+            | Request::FlowField { .. }
+            | Request::Avoidance { .. }
+            | Request::Obstacles { .. }
+            | Request::Walls { .. }
+            | Request::Snapshot { .. }
+            | Request::Info { .. }
+            | Request::Save { .. }
+            | Request::Players { .. }
+            | Request::Replay { .. }
+            | Request::Shutdown
+            | Request::Panic
+            | Request::Stall(_)
+            | Request::Freeze { .. }
+            | Request::Thaw { .. } => None,
+        }
+    }
 }
 
 /// A world frozen for a handoff: where it stands.
@@ -687,13 +724,10 @@ pub fn catch_up(next: Instant, now: Instant, period: Duration, max_catchup: u32)
 
 /// Builds a world from a scenario with the server's caps applied.
 pub fn build_world(scenario: &Scenario, max_agents: usize, max_spawn: usize) -> Result<World, CmdError> {
-    let total: usize = scenario.groups.iter().map(|g| g.agent_count()).sum();
-    if total > max_agents {
-        return Err(CmdError::Sim(SimError::LimitExceeded { what: "agents".into(), max: max_agents }));
-    }
-    let mut world = scenario.build().map_err(|e| CmdError::Invalid(e.to_string()))?;
-    world.set_caps(max_agents, max_spawn);
-    Ok(world)
+    scenario.build_capped(max_agents, max_spawn).map_err(|e| match e {
+        CappedBuildError::TooMany(e) => CmdError::Sim(e),
+        CappedBuildError::Scenario(e) => CmdError::Invalid(e.to_string()),
+    })
 }
 
 /// AOI grid of a world: cells of 50 units, grown until there are at most `max_cells`.
