@@ -209,11 +209,14 @@ fn write_files(store: &dyn Store, world: &str, files: &[File]) -> Result<(), Han
 /// the unit tests' store). Bounded by what is put into it; dropped with it.
 #[derive(Debug, Default)]
 pub struct MemStore {
-    worlds: Mutex<HashMap<String, (BTreeMap<u64, Vec<u8>>, BTreeMap<u64, Vec<u8>>)>>,
+    worlds: Mutex<HashMap<String, MemWorld>>,
 }
 
+/// A world in a [`MemStore`]: its segments and its snapshots, by number.
+type MemWorld = (BTreeMap<u64, Vec<u8>>, BTreeMap<u64, Vec<u8>>);
+
 impl MemStore {
-    fn with<T>(&self, f: impl FnOnce(&mut HashMap<String, (BTreeMap<u64, Vec<u8>>, BTreeMap<u64, Vec<u8>>)>) -> T) -> T {
+    fn with<T>(&self, f: impl FnOnce(&mut HashMap<String, MemWorld>) -> T) -> T {
         f(&mut self.worlds.lock().unwrap_or_else(|p| p.into_inner()))
     }
 }
