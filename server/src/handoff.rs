@@ -1,29 +1,24 @@
 //! Live handoff of a running world to another server (issue 42; operators' page:
 //! `docs/handoff.md`; the HTTP side is `http/handoff.rs`).
 //!
-//! What moves is a **package**: the world's stored state — its newest snapshot and its log from
-//! that snapshot's base, exactly the files recovery reads ([`export_state`]) — plus the tick
-//! numbering and the player sessions that use the world. The target writes the files into its
-//! own store (or, without persistence, into a [`MemStore`]) and brings the world back through
-//! the same recovery as after a restart ([`import_state`], `persist::recover`), so a handed-off
-//! world is the one that ran, bit for bit, and goes on at the next tick.
+//! What moves is a **package**: the world's stored state — its snapshots (the newest taken at
+//! the freeze: the world itself) and the log they need, as `persist::transfer::export_world`
+//! packs them ([`export_state`]) — plus the tick numbering and the player sessions that use the
+//! world. The target unpacks it into its own store and brings the world back through the same
+//! recovery as after a restart ([`import_state`], `persist::recover`), so a handed-off world is
+//! the one that ran, bit for bit, and goes on at the next tick.
 //!
 //! Package layout (little-endian): `STEERHND`, version u16, 2 zero bytes, the JSON meta's
 //! length u32, the CRC-32 of everything after the header u32 (20 bytes of header), then the
-//! [`PackageMeta`] JSON, then the files, each `kind u8` (1 segment, 2 snapshot), `seq u64`,
-//! `len u64` and its bytes.
+//! [`PackageMeta`] JSON, then the export.
 //!
 //! **Invariant:** a package is checked whole (header, checksum, every length against what is
 //! left) before anything is written, and a world whose recovery fails leaves nothing behind in
 //! the target's store.
 
-use std::collections::{BTreeMap, HashMap};
-use std::sync::Mutex;
-
 use serde::{Deserialize, Serialize};
 
 use crate::persist::{self, PersistError, Recovered, Store};
-use crate::record::format;
 use crate::runtime::players::MovedSession;
 
 /// First 8 bytes of a package.
@@ -66,43 +61,26 @@ pub struct PackageMeta {
     pub sessions: Vec<MovedSession>,
 }
 
-/// A stored file of a world.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum FileKind {
-    /// A log segment (as stored: the recording header, then chunks).
-    Segment = 1,
-    /// A snapshot file.
-    Snapshot = 2,
-}
-
-/// One stored file: kind, number, bytes.
-pub type File = (FileKind, u64, Vec<u8>);
-
 /// A world on its way to another server.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Package {
     pub meta: PackageMeta,
-    pub files: Vec<File>,
+    /// The world's stored state (`persist::transfer::export_world`).
+    pub state: Vec<u8>,
 }
 
 impl Package {
     /// The bytes sent.
     pub fn encode(&self) -> Vec<u8> {
         let meta = serde_json::to_vec(&self.meta).unwrap_or_default();
-        let body_len = meta.len() + self.files.iter().map(|f| 17 + f.2.len()).sum::<usize>();
-        let mut out = Vec::with_capacity(HEADER + body_len);
+        let mut out = Vec::with_capacity(HEADER + meta.len() + self.state.len());
         out.extend_from_slice(MAGIC);
         out.extend_from_slice(&VERSION.to_le_bytes());
         out.extend_from_slice(&[0, 0]);
         out.extend_from_slice(&(meta.len() as u32).to_le_bytes());
         out.extend_from_slice(&[0; 4]);
         out.extend_from_slice(&meta);
-        for (kind, seq, bytes) in &self.files {
-            out.push(*kind as u8);
-            out.extend_from_slice(&seq.to_le_bytes());
-            out.extend_from_slice(&(bytes.len() as u64).to_le_bytes());
-            out.extend_from_slice(bytes);
-        }
+        out.extend_from_slice(&self.state);
         let crc = crc32fast::hash(&out[HEADER..]);
         out[16..20].copy_from_slice(&crc.to_le_bytes());
         out
@@ -128,163 +106,33 @@ impl Package {
             return Err(bad(format!("meta of {meta_len} bytes, {} left", body.len())));
         }
         let meta: PackageMeta = serde_json::from_slice(&body[..meta_len]).map_err(|e| bad(format!("meta: {e}")))?;
-        let mut rest = &body[meta_len..];
-        let mut files = Vec::new();
-        while !rest.is_empty() {
-            if rest.len() < 17 {
-                return Err(bad(format!("file {}: header cut short", files.len())));
-            }
-            let kind = match rest[0] {
-                1 => FileKind::Segment,
-                2 => FileKind::Snapshot,
-                k => return Err(bad(format!("file {}: unknown kind {k}", files.len()))),
-            };
-            let seq = u64::from_le_bytes(rest[1..9].try_into().map_err(|_| bad("seq".into()))?);
-            let len = u64::from_le_bytes(rest[9..17].try_into().map_err(|_| bad("len".into()))?);
-            rest = &rest[17..];
-            let len = usize::try_from(len).ok().filter(|&l| l <= rest.len()).ok_or_else(|| bad(format!("file {}: {len} bytes, {} left", files.len(), rest.len())))?;
-            files.push((kind, seq, rest[..len].to_vec()));
-            rest = &rest[len..];
-        }
-        Ok(Package { meta, files })
+        Ok(Package { meta, state: body[meta_len..].to_vec() })
     }
 }
 
-/// The stored state of `world` that a handoff moves: its newest readable snapshot and every
-/// segment from that snapshot's base to the last (the whole log when there is no snapshot).
-/// The caller has frozen the world and waited for its writer, so the log ends at the freeze.
-pub fn export_state(store: &dyn Store, world: &str) -> Result<Vec<File>, HandoffError> {
-    let mut files = Vec::new();
-    let mut base = None;
-    for seq in store.snapshots(world)?.into_iter().rev() {
-        let bytes = store.read_snapshot(world, seq)?;
-        if let Ok(meta) = persist::decode_snapshot(&bytes) {
-            base = Some(meta.base_segment);
-            files.push((FileKind::Snapshot, seq, bytes));
-            break;
-        }
-    }
-    let segs = store.segments(world)?;
-    let Some(&first) = segs.first() else {
+/// The stored state of `world` that a handoff moves (`persist::transfer::export_world`). The
+/// caller has frozen the world (which queued a snapshot at the freeze) and waited for its
+/// writer, so the export is the world at the freeze.
+pub fn export_state(store: &dyn Store, world: &str) -> Result<Vec<u8>, HandoffError> {
+    if store.segments(world)?.is_empty() {
         return Err(HandoffError::Refused(format!("world `{world}` has no stored log to hand off")));
-    };
-    let from = base.unwrap_or(first);
-    for seg in segs.into_iter().filter(|&s| s >= from) {
-        files.push((FileKind::Segment, seg, store.read_segment(world, seg)?));
     }
-    Ok(files)
+    Ok(persist::transfer::export_world(store, world)?)
 }
 
-/// Writes a package's files into `store` as world `world` (which must have nothing stored
-/// there) and recovers the world from them, as at a restart; on failure nothing of it stays.
-pub fn import_state(store: &dyn Store, world: &str, files: &[File], threads: usize) -> Result<Recovered, HandoffError> {
+/// Unpacks an export into `store` as world `world` (which must have nothing stored there) and
+/// recovers the world from it, as at a restart; on failure nothing of it stays.
+pub fn import_state(store: &dyn Store, world: &str, state: &[u8], threads: usize) -> Result<Recovered, HandoffError> {
     if !store.segments(world)?.is_empty() || !store.snapshots(world)?.is_empty() {
         return Err(HandoffError::Refused(format!("this server has stored state of a world `{world}` already (move it away first)")));
     }
-    let r = write_files(store, world, files).and_then(|()| persist::recover(store, world, threads).map_err(|e| HandoffError::Recover(e.to_string())));
+    let r = persist::transfer::import_world(store, world, state)
+        .map_err(|e| HandoffError::Malformed(e.to_string()))
+        .and_then(|()| persist::recover(store, world, threads).map_err(|e| HandoffError::Recover(e.to_string())));
     if r.is_err() {
         let _ = store.remove_world(world);
     }
     r
-}
-
-fn write_files(store: &dyn Store, world: &str, files: &[File]) -> Result<(), HandoffError> {
-    for (kind, seq, bytes) in files {
-        match kind {
-            FileKind::Snapshot => store.put_snapshot(world, *seq, bytes)?,
-            FileKind::Segment => {
-                // The store writes the recording header of a new segment itself.
-                if bytes.len() < format::HEADER_LEN || &bytes[..8] != format::MAGIC {
-                    return Err(HandoffError::Malformed(format!("segment {seq}: not a recording (bad header)")));
-                }
-                store.append(world, *seq, &bytes[format::HEADER_LEN..])?;
-                store.close(world, *seq);
-            }
-        }
-    }
-    Ok(())
-}
-
-/// A store in memory: where a server without persistence recovers a world handed to it (and
-/// the unit tests' store). Bounded by what is put into it; dropped with it.
-#[derive(Debug, Default)]
-pub struct MemStore {
-    worlds: Mutex<HashMap<String, MemWorld>>,
-}
-
-/// A world in a [`MemStore`]: its segments and its snapshots, by number.
-type MemWorld = (BTreeMap<u64, Vec<u8>>, BTreeMap<u64, Vec<u8>>);
-
-impl MemStore {
-    fn with<T>(&self, f: impl FnOnce(&mut HashMap<String, MemWorld>) -> T) -> T {
-        f(&mut self.worlds.lock().unwrap_or_else(|p| p.into_inner()))
-    }
-}
-
-fn missing(what: String) -> PersistError {
-    PersistError::Io { file: what, reason: "not found".into() }
-}
-
-impl Store for MemStore {
-    fn describe(&self, world: &str, seg: Option<u64>) -> String {
-        match seg {
-            Some(s) => format!("(handoff) {world}/seg-{s:020}.log"),
-            None => format!("(handoff) {world}"),
-        }
-    }
-    fn describe_snapshot(&self, world: &str, seq: u64) -> String {
-        format!("(handoff) {world}/snap-{seq:020}.snap")
-    }
-    fn worlds(&self) -> Result<Vec<String>, PersistError> {
-        Ok(self.with(|m| m.keys().cloned().collect()))
-    }
-    fn segments(&self, world: &str) -> Result<Vec<u64>, PersistError> {
-        Ok(self.with(|m| m.get(world).map(|w| w.0.keys().copied().collect()).unwrap_or_default()))
-    }
-    fn append(&self, world: &str, seg: u64, bytes: &[u8]) -> Result<(), PersistError> {
-        self.with(|m| {
-            let s = m.entry(world.to_string()).or_default().0.entry(seg).or_insert_with(|| format::header().to_vec());
-            s.extend_from_slice(bytes);
-        });
-        Ok(())
-    }
-    fn sync(&self, _world: &str, _seg: u64) -> Result<(), PersistError> {
-        Ok(())
-    }
-    fn close(&self, _world: &str, _seg: u64) {}
-    fn read_segment(&self, world: &str, seg: u64) -> Result<Vec<u8>, PersistError> {
-        self.with(|m| m.get(world).and_then(|w| w.0.get(&seg).cloned())).ok_or_else(|| missing(self.describe(world, Some(seg))))
-    }
-    fn truncate_segment(&self, world: &str, seg: u64, len: u64) -> Result<(), PersistError> {
-        self.with(|m| {
-            if let Some(s) = m.get_mut(world).and_then(|w| w.0.get_mut(&seg)) {
-                s.truncate(usize::try_from(len).unwrap_or(usize::MAX));
-            }
-        });
-        Ok(())
-    }
-    fn delete_segment(&self, world: &str, seg: u64) -> Result<(), PersistError> {
-        self.with(|m| m.get_mut(world).map(|w| w.0.remove(&seg)));
-        Ok(())
-    }
-    fn put_snapshot(&self, world: &str, seq: u64, bytes: &[u8]) -> Result<(), PersistError> {
-        self.with(|m| m.entry(world.to_string()).or_default().1.insert(seq, bytes.to_vec()));
-        Ok(())
-    }
-    fn snapshots(&self, world: &str) -> Result<Vec<u64>, PersistError> {
-        Ok(self.with(|m| m.get(world).map(|w| w.1.keys().copied().collect()).unwrap_or_default()))
-    }
-    fn read_snapshot(&self, world: &str, seq: u64) -> Result<Vec<u8>, PersistError> {
-        self.with(|m| m.get(world).and_then(|w| w.1.get(&seq).cloned())).ok_or_else(|| missing(self.describe_snapshot(world, seq)))
-    }
-    fn delete_snapshot(&self, world: &str, seq: u64) -> Result<(), PersistError> {
-        self.with(|m| m.get_mut(world).map(|w| w.1.remove(&seq)));
-        Ok(())
-    }
-    fn remove_world(&self, world: &str) -> Result<(), PersistError> {
-        self.with(|m| m.remove(world));
-        Ok(())
-    }
 }
 
 /// True if `given` is the cluster secret `secret`: their SHA-256 digests compared in constant
@@ -323,7 +171,7 @@ mod tests {
 
     #[test]
     fn packages_round_trip_and_damage_is_named() {
-        let p = Package { meta: meta(), files: vec![(FileKind::Snapshot, 2, vec![1, 2, 3]), (FileKind::Segment, 5, vec![9; 40])] };
+        let p = Package { meta: meta(), state: vec![9; 40] };
         let bytes = p.encode();
         assert_eq!(Package::decode(&bytes).unwrap(), p);
         let mut flipped = bytes.clone();
@@ -331,15 +179,12 @@ mod tests {
         flipped[last] ^= 1;
         assert!(Package::decode(&flipped).unwrap_err().to_string().contains("checksum"));
         assert!(Package::decode(&bytes[..10]).unwrap_err().to_string().contains("magic"));
-        // A file length past the end is refused even with a good checksum.
-        let mut cut = p.clone();
-        cut.files.truncate(1);
-        let mut b = cut.encode();
-        let n = b.len();
-        b[n - 3 - 8..n - 3].copy_from_slice(&1000u64.to_le_bytes());
+        // A meta length past the end is refused even with a good checksum.
+        let mut b = bytes.clone();
+        b[12..16].copy_from_slice(&100_000u32.to_le_bytes());
         let crc = crc32fast::hash(&b[HEADER..]);
         b[16..20].copy_from_slice(&crc.to_le_bytes());
-        assert!(Package::decode(&b).unwrap_err().to_string().contains("bytes"), "{:?}", Package::decode(&b));
+        assert!(Package::decode(&b).unwrap_err().to_string().contains("left"), "{:?}", Package::decode(&b));
     }
 
     #[test]
@@ -356,7 +201,7 @@ mod tests {
     #[test]
     fn a_world_exported_from_one_store_recovers_from_another() {
         use crate::persist::{Durable, Writer, start_record};
-        let src: std::sync::Arc<dyn Store> = std::sync::Arc::new(MemStore::default());
+        let src: std::sync::Arc<dyn Store> = std::sync::Arc::new(crate::persist::mem::MemStore::default());
         let settings = crate::config::PersistSettings { fsync_interval_ms: 1, snapshot_every_secs: 3600, ..Default::default() };
         let writer = Writer::start(src.clone(), settings).unwrap();
         let path = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../scenarios/crossing.json");
@@ -366,26 +211,25 @@ mod tests {
         let mut d = Durable::fresh(&writer, "w", &start_record(&sc, 1000, 100));
         for _ in 0..40 {
             let _ = world.step();
-            d.after_step(&world, false, None);
+            d.after_step(&world);
         }
-        d.snapshot(&world, false, None);
+        let runner = crate::persist::RunnerState { scenario: serde_json::to_string(&sc).unwrap(), max_agents: 1000, max_spawn: 100, owners: Vec::new(), sessions: Vec::new() };
+        d.snapshot(&world, false, None, runner);
         assert!(writer.drain(std::time::Duration::from_secs(5)));
-        let files = export_state(&*src, "w").unwrap();
-        assert!(files.iter().any(|f| f.0 == FileKind::Snapshot) && files.iter().any(|f| f.0 == FileKind::Segment));
-        let pkg = Package { meta: meta(), files };
+        let state = export_state(&*src, "w").unwrap();
+        let pkg = Package { meta: meta(), state };
         let back = Package::decode(&pkg.encode()).unwrap();
-        let dst = MemStore::default();
-        let rec = import_state(&dst, "w", &back.files, 1).unwrap();
+        let dst = crate::persist::mem::MemStore::default();
+        let rec = import_state(&dst, "w", &back.state, 1).unwrap();
         assert_eq!(rec.world.tick(), world.tick());
         assert_eq!(crate::sim::hash::exact_hash(&rec.world), crate::sim::hash::exact_hash(&world));
         // A second import of the same name is refused, and leaves the first one alone.
-        assert!(matches!(import_state(&dst, "w", &back.files, 1), Err(HandoffError::Refused(_))));
-        // A damaged segment does not become a world, and leaves nothing behind.
-        let mut bad = back.files.clone();
-        for f in bad.iter_mut().filter(|f| f.0 == FileKind::Segment) {
-            f.2.truncate(format::HEADER_LEN - 1);
-        }
-        let empty = MemStore::default();
+        assert!(matches!(import_state(&dst, "w", &back.state, 1), Err(HandoffError::Refused(_))));
+        // A damaged export does not become a world, and leaves nothing behind.
+        let mut bad = back.state.clone();
+        let mid = bad.len() / 2;
+        bad[mid] ^= 0x5a;
+        let empty = crate::persist::mem::MemStore::default();
         assert!(import_state(&empty, "w", &bad, 1).is_err());
         assert!(empty.worlds().unwrap().is_empty());
     }

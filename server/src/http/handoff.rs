@@ -154,7 +154,7 @@ pub async fn handoff(state: &AppState, name: &str, to: &str, client_url: Option<
         state_hash: format!("{:016x}", frozen.state_hash),
         sessions: sessions.clone(),
     };
-    let bytes = Package { meta, files }.encode();
+    let bytes = Package { meta, state: files }.encode();
     let len = bytes.len() as u64;
     let c = &state.settings.cluster;
     if len > c.max_transfer_bytes {
@@ -248,8 +248,8 @@ pub async fn import_world(State(state): State<AppState>, Path(name): Path<String
         return Err(conflict("this server has no store to take a world into"));
     };
     let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
-    let (n, files) = (name.clone(), pkg.files);
-    let rec = tokio::task::spawn_blocking(move || crate::handoff::import_state(&**writer.store(), &n, &files, threads))
+    let (n, world_state) = (name.clone(), pkg.state);
+    let rec = tokio::task::spawn_blocking(move || crate::handoff::import_state(&**writer.store(), &n, &world_state, threads))
         .await
         .map_err(|e| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, proto::ErrorCode::Internal, e.to_string()))?;
     let rec = match rec {

@@ -8,7 +8,8 @@
 //! with `try_send`; when the channel is full the recording stops (and says why in the world's
 //! status) rather than stall the tick.
 
-pub mod codec;
+/// The command codec lives in the sim core (`sim::codec`), shared with world snapshots.
+pub use crate::sim::codec;
 pub mod format;
 pub mod generate;
 pub mod player;

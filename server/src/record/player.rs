@@ -308,7 +308,7 @@ impl Player {
             Record::Command { command, .. } => drop(world.apply(command.clone())),
             Record::TickRate { tick, rate } => world.set_tick_rate(*rate).map_err(|e| OpenError::TickRate(*tick, e.to_string()))?,
             Record::Check { tick, state_hash, exact_hash, agents } => self.check(world, *tick, *state_hash, *exact_hash, agents),
-            Record::Start { .. } | Record::Paused { .. } | Record::End { .. } | Record::Owner { .. } => {}
+            Record::Start { .. } | Record::Paused { .. } | Record::End { .. } | Record::Owner { .. } | Record::Sessions { .. } => {}
         }
         Ok(())
     }
@@ -417,7 +417,7 @@ impl Player {
 fn record_tick(r: &Record) -> u64 {
     match r {
         Record::Start { .. } => 0,
-        Record::Command { tick, .. } | Record::TickRate { tick, .. } | Record::Paused { tick, .. } | Record::Check { tick, .. } | Record::End { tick, .. } | Record::Owner { tick, .. } => *tick,
+        Record::Command { tick, .. } | Record::TickRate { tick, .. } | Record::Paused { tick, .. } | Record::Check { tick, .. } | Record::End { tick, .. } | Record::Owner { tick, .. } | Record::Sessions { tick, .. } => *tick,
     }
 }
 

@@ -202,16 +202,15 @@ impl Registry {
         Ok(())
     }
 
-    /// Starts a world handed over by another server, from its recovered state: durable here
-    /// when this server has persistence (`rec` was recovered from this server's store), else
-    /// not.
+    /// Starts a world handed over by another server, from its state recovered from this
+    /// server's store (durable here).
     pub fn create_arrived(&self, name: &str, rec: crate::persist::Recovered, arrival: Arrival) -> Result<WorldHandle, RegistryError> {
         let scenario = rec.scenario.clone();
         let paused = rec.paused;
-        let spawn = match &self.persist {
-            Some((w, _)) => DurableSpawn::Recovered(w.clone(), Box::new(rec)),
-            None => DurableSpawn::Imported(Box::new(rec)),
+        let Some((w, _)) = &self.persist else {
+            return Err(RegistryError::Start(CmdError::Invalid("this server has no persistence writer to take a world into".into())));
         };
+        let spawn = DurableSpawn::Recovered(w.clone(), Box::new(rec));
         self.create_full(name, scenario, None, paused, Start { replay: None, durable: Some(spawn), arrival: Some(arrival) })
     }
 

@@ -334,9 +334,6 @@ pub enum DurableSpawn {
     Fresh(Arc<crate::persist::Writer>),
     /// From its recovered state; the log goes on.
     Recovered(Arc<crate::persist::Writer>, Box<crate::persist::Recovered>),
-    /// From a state recovered elsewhere (a handoff to a server without persistence): not
-    /// durable here.
-    Imported(Box<crate::persist::Recovered>),
 }
 
 /// The one-thread pool a world's runner runs on (named after it), if the OS gives a thread.
@@ -457,13 +454,12 @@ impl WorldHandle {
             scenario_name = r.scenario_name.or(scenario_name);
             paused = r.paused;
             let d = crate::persist::Durable::resumed(&writer, &spawn.name, r.base_segment, r.last_segment, r.last_snapshot, &r.world, r.report);
+            // Players resume with their old tokens, within the grace left, counted from now.
+            let refused = spawn.players.restore_sessions(&spawn.name, &r.sessions);
+            if refused > 0 {
+                tracing::warn!(world = %spawn.name, refused, "recovery: sessions not restored (auth.max_sessions)");
+            }
             recovered = Some((r.world, r.owners, Some(d)));
-        } else if let Some(DurableSpawn::Imported(r)) = durable.take_if(|d| matches!(d, DurableSpawn::Imported(..))) {
-            let r = *r;
-            scenario = r.scenario;
-            scenario_name = r.scenario_name.or(scenario_name);
-            paused = r.paused;
-            recovered = Some((r.world, r.owners, None));
         }
         let (rec_world, recovered) = match recovered {
             Some((w, o, d)) => (Some(w), Some((o, d))),

@@ -184,9 +184,8 @@ impl Runner {
             return Err(CmdError::Conflict(format!("world `{}` is running a step; hand it off once the step is done", self.name)));
         }
         self.frozen = true;
-        if let Some(d) = self.dur.as_mut() {
-            d.snapshot(&self.world, self.paused, self.scenario_name.as_deref());
-        }
+        // The world itself at the freeze (and the sessions): the target starts from it.
+        self.snapshot_if_due(true);
         let mut owners: Vec<String> = self.owned.iter().filter(|(_, n)| **n > 0).map(|(p, _)| p.to_string()).collect();
         owners.sort_unstable();
         tracing::info!(tick = self.world.tick(), "handoff: frozen");

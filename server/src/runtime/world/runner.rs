@@ -43,6 +43,7 @@ impl Runner {
                 d.idle(&self.world);
             }
             if !self.frozen {
+                self.snapshot_if_due(false);
                 self.check_orphans();
             }
             if let Some(h) = &self.hold {
@@ -96,8 +97,13 @@ impl Runner {
             let _ = reply.send(Err(CmdError::Dead(self.name.clone())));
         }
         self.rec.stop(&self.world, "world stopped");
+        let forget = self.stats.forget.load(Ordering::SeqCst);
+        if !forget {
+            // A clean stop: the next start restores this snapshot with no log to re-run.
+            self.snapshot_if_due(true);
+        }
         if let Some(d) = self.dur.as_mut() {
-            d.stop(&self.world, self.stats.forget.load(Ordering::SeqCst));
+            d.stop(&self.world, forget);
         }
         tracing::info!("world stopped");
     }
@@ -315,8 +321,9 @@ impl Runner {
         }
         self.rec.after_step(&self.world);
         if let Some(d) = self.dur.as_mut() {
-            d.after_step(&self.world, self.paused, self.scenario_name.as_deref());
+            d.after_step(&self.world);
         }
+        self.snapshot_if_due(false);
         // Jobs the world no longer waits for (built on the tick, handed back, or dropped) are
         // skipped by the builder if not started; the new ones are submitted.
         let world = &self.world;
