@@ -53,6 +53,45 @@ pub struct Settings {
     pub players: PlayerSettings,
     /// Durable worlds (`[persistence]`, docs/persistence.md).
     pub persistence: PersistSettings,
+    /// Servers that hand worlds to each other (`[cluster]`, docs/handoff.md).
+    pub cluster: ClusterSettings,
+    /// What a stop (SIGTERM) does with the running worlds (`[drain]`, docs/handoff.md).
+    pub drain: DrainSettings,
+}
+
+/// `[cluster]`: live handoff of worlds between servers (docs/handoff.md).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ClusterSettings {
+    /// The secret servers of one cluster share: a handoff's transfer carries it, and a server
+    /// takes a world only from a caller that presents it (compared in constant time). Unset:
+    /// handoffs are disabled, both ways. At least 16 bytes.
+    pub secret: Option<String>,
+    /// Largest world transfer accepted (bytes of snapshot and log).
+    pub max_transfer_bytes: u64,
+    /// Longest a handoff waits for the target server to take the world (then the world runs on
+    /// here).
+    pub transfer_timeout_ms: u64,
+    /// Longest a world taken over waits, before its first tick, for the sessions that were
+    /// connected to it on the old server to resume (a client that follows at once misses no
+    /// tick).
+    pub resume_wait_ms: u64,
+}
+
+impl Default for ClusterSettings {
+    fn default() -> Self {
+        ClusterSettings { secret: None, max_transfer_bytes: 256 << 20, transfer_timeout_ms: 10_000, resume_wait_ms: 1_000 }
+    }
+}
+
+/// `[drain]`: the stop of a server (SIGTERM, an Agones shutdown).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct DrainSettings {
+    /// A steerd URL (`http://host:port`): on SIGTERM every durable world is handed off to it
+    /// (its clients follow) instead of stopping here; a world whose handoff fails autosaves and
+    /// stops as without it. Needs `cluster.secret`.
+    pub handoff_to: Option<String>,
 }
 
 /// When a durable world's log is fsynced.
@@ -474,6 +513,8 @@ impl Default for Settings {
             auth: AuthSettings::default(),
             players: PlayerSettings::default(),
             persistence: PersistSettings::default(),
+            cluster: ClusterSettings::default(),
+            drain: DrainSettings::default(),
             fault_injection: false,
             allow_dev_on_network: false,
         }
@@ -561,6 +602,7 @@ impl Settings {
         }
         self.auth.validate()?;
         self.persistence.validate()?;
+        self.cluster.validate(&self.drain)?;
         self.players.default.validate("players")?;
         for (name, p) in &self.players.worlds {
             p.validate(&format!("players.worlds.{name}"))?;
@@ -669,6 +711,33 @@ impl AuthSettings {
         for (name, v) in [("auth.jwt_issuer", &self.jwt_issuer), ("auth.jwt_audience", &self.jwt_audience)] {
             if v.as_deref().is_some_and(str::is_empty) {
                 return Err(format!("{name} must not be empty when set"));
+            }
+        }
+        Ok(())
+    }
+}
+
+impl ClusterSettings {
+    /// Checks every `cluster.*` setting and `drain.handoff_to` (which needs a secret); the error
+    /// names the first bad one.
+    pub fn validate(&self, drain: &DrainSettings) -> Result<(), String> {
+        if self.secret.as_deref().is_some_and(|s| s.len() < 16) {
+            return Err("cluster.secret must be at least 16 bytes".into());
+        }
+        for (k, v) in [("cluster.max_transfer_bytes", self.max_transfer_bytes), ("cluster.transfer_timeout_ms", self.transfer_timeout_ms)] {
+            if v == 0 {
+                return Err(format!("{k} must be positive"));
+            }
+        }
+        if self.resume_wait_ms > 60_000 {
+            return Err("cluster.resume_wait_ms must be at most 60000".into());
+        }
+        if let Some(to) = &drain.handoff_to {
+            if !(to.starts_with("http://") || to.starts_with("https://")) {
+                return Err(format!("drain.handoff_to must be an http:// or https:// URL of a steerd, got `{to}`"));
+            }
+            if self.secret.is_none() {
+                return Err("drain.handoff_to needs cluster.secret (the target takes worlds only from a server that presents it)".into());
             }
         }
         Ok(())

@@ -172,9 +172,14 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     tracing::info!("steerd listening on http://{addr} (world `demo` running)");
     println!("steerd listening on http://{addr}");
     let cancel = state.cancel.clone();
+    let draining = state.clone();
     tokio::spawn(async move {
         shutdown_signal().await;
         tracing::info!("shutting down");
+        // With `drain.handoff_to`, the durable worlds move first, while their clients are still
+        // connected to be told where (docs/handoff.md).
+        let deadline = tokio::time::Instant::now() + std::time::Duration::from_millis(draining.settings.limits.shutdown_timeout_ms);
+        steerd::http::handoff::drain(&draining, deadline).await;
         cancel.cancel();
     });
     let agones = steerd::agones::Agones::from_env(args.agones).map(|a| {

@@ -2,6 +2,7 @@
 
 pub mod error;
 pub mod guard;
+pub mod handoff;
 pub mod openapi;
 pub mod recordings;
 pub mod rest;
@@ -32,6 +33,7 @@ use crate::metrics::Metrics;
 pub fn app(state: AppState) -> Router {
     use rest::*;
     let body_limit = state.settings.limits.max_body_bytes;
+    let transfer_limit = usize::try_from(state.settings.cluster.max_transfer_bytes).unwrap_or(usize::MAX);
     Router::new()
         .route("/", get(viewer::index)).route("/viewer/{*file}", get(viewer::file))
         .route("/health", get(health))
@@ -71,8 +73,17 @@ pub fn app(state: AppState) -> Router {
         .route("/debug/stall", post(debug_stall))
         .route("/scenarios", get(list_scenarios))
         .route("/scenarios/{name}", get(get_scenario).put(put_scenario).delete(delete_scenario))
+        .route("/worlds/{world}/handoff", post(handoff::handoff_world))
         .layer(DefaultBodyLimit::max(body_limit))
         .layer(tower_http::limit::RequestBodyLimitLayer::new(body_limit))
+        // Server to server, with its own body bound (`cluster.max_transfer_bytes`; the gate
+        // checks the cluster secret before the body is read).
+        .merge(
+            Router::new()
+                .route("/cluster/worlds/{world}", post(handoff::import_world))
+                .layer(DefaultBodyLimit::max(transfer_limit))
+                .layer(tower_http::limit::RequestBodyLimitLayer::new(transfer_limit)),
+        )
         // Outermost last: errors become JSON; mutating calls are authenticated before their
         // body is read, and the body is read with a size and a time bound.
         .layer(axum::middleware::from_fn_with_state(state.clone(), guard::guard))

@@ -75,6 +75,27 @@ struct Session {
     /// The peer address of an anonymous dev-mode player's connection (what
     /// `auth.max_sessions_per_ip` counts); none for everyone else.
     ip: Option<IpAddr>,
+    /// Handed over by another server with a world that waits for it to resume: the world's
+    /// count of sessions it still waits for (decremented at the resume).
+    awaited: Option<Arc<std::sync::atomic::AtomicUsize>>,
+}
+
+/// A session as a handoff carries it to the server that takes the world (`http/handoff.rs`):
+/// the resume token the client holds, who it is, and its subscriptions to the world.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct MovedSession {
+    /// The key of the resume token the client holds (its SHA-256, as sessions are kept: the
+    /// token itself never leaves the server that issued it).
+    pub token: String,
+    pub player: String,
+    pub role: proto::Role,
+    pub team: Option<String>,
+    pub worlds: Option<Vec<String>>,
+    pub expires: Option<u64>,
+    /// Its subscriptions to the world: (world, area, every_n_ticks).
+    pub subs: Vec<(String, proto::Area, u32)>,
+    /// It had a connection when the world left: the world waits for it to resume.
+    pub live: bool,
 }
 
 impl Session {
@@ -229,7 +250,11 @@ impl Players {
         let identity = presented.cloned().unwrap_or_else(|| s.identity.clone());
         Self::prune(&mut g, now, self.grace, secs);
         self.admit(&mut g, &identity, peer, Some(token))?;
-        let subs = g.sessions.remove(token).map(|s| s.subs).unwrap_or_default();
+        let (subs, awaited) = g.sessions.remove(token).map(|s| (s.subs, s.awaited)).unwrap_or_default();
+        if let Some(a) = awaited {
+            // Saturating: a count the world stopped watching may already be 0.
+            let _ = a.fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1));
+        }
         Ok(Self::register(&mut g, identity, subs, id, conn, peer))
     }
 
@@ -329,7 +354,7 @@ impl Players {
         let pending: Vec<Direct> = p.pending.drain(..).collect();
         let token = random_hex(16);
         let ip = peer.filter(|_| identity.is_anonymous());
-        g.sessions.insert(token_key(&token), Session { identity: identity.clone(), subs: Vec::new(), conn: Some(id), until: None, ip });
+        g.sessions.insert(token_key(&token), Session { identity: identity.clone(), subs: Vec::new(), conn: Some(id), until: None, ip, awaited: None });
         Joined { identity, subs, token, pending }
     }
 
@@ -409,7 +434,7 @@ impl Players {
                 pending: VecDeque::new(),
                 dropped: 0,
             });
-            g.sessions.insert(st.token_sha256.clone(), Session { identity, subs, conn: None, until: Some(until), ip: None });
+            g.sessions.insert(st.token_sha256.clone(), Session { identity, subs, conn: None, until: Some(until), ip: None, awaited: None });
         }
         refused
     }
@@ -484,6 +509,77 @@ impl Players {
     /// The team of a known player.
     pub fn team(&self, player: &str) -> Option<String> {
         self.lock().players.get(player).and_then(|p| p.team.clone())
+    }
+
+    /// A live session's subscriptions changed (kept so that a handoff knows who uses a world).
+    pub fn set_subs(&self, token: &str, id: SessionId, subs: &[(String, proto::Area, u32)]) {
+        let mut g = self.lock();
+        if let Some(s) = g.sessions.get_mut(&token_key(token)).filter(|s| s.conn == Some(id)) {
+            s.subs.clear();
+            s.subs.extend_from_slice(subs);
+        }
+    }
+
+    /// The sessions that use world `world` — subscribed to it, or of a player in `owners` — and
+    /// may use it, as a handoff carries them; and the connections of the live ones (to tell
+    /// them where the world went).
+    pub fn sessions_of_world(&self, world: &str, owners: &[String]) -> (Vec<MovedSession>, Vec<ConnHandle>) {
+        let g = self.lock();
+        let mut out = Vec::new();
+        let mut conns = Vec::new();
+        for (token, s) in &g.sessions {
+            let subs: Vec<(String, proto::Area, u32)> = s.subs.iter().filter(|(w, _, _)| w == world).cloned().collect();
+            if (subs.is_empty() && !owners.contains(&s.identity.player)) || s.identity.check_world(world).is_err() {
+                continue;
+            }
+            let id = &s.identity;
+            out.push(MovedSession {
+                token: token.clone(),
+                player: id.player.clone(),
+                role: id.role,
+                team: id.team.clone(),
+                worlds: id.worlds.clone(),
+                expires: id.expires,
+                subs,
+                live: s.conn.is_some(),
+            });
+            if let Some(c) = s.conn.and_then(|c| g.players.get(&id.player).and_then(|p| p.conns.get(&c))) {
+                conns.push(c.clone());
+            }
+        }
+        (out, conns)
+    }
+
+    /// Forgets sessions (handed over to another server with their world), by key.
+    pub fn forget_sessions(&self, tokens: &[String]) {
+        let mut g = self.lock();
+        for t in tokens {
+            g.sessions.remove(t);
+        }
+    }
+
+    /// Takes over sessions handed over with a world: each resumable here for the grace period
+    /// from now, with its subscriptions; the live ones count in `awaited` until they resume.
+    /// Answers how many were taken: a token already known here is skipped, and so is every
+    /// session past `auth.max_sessions`.
+    pub fn adopt(&self, sessions: Vec<MovedSession>, awaited: &Arc<std::sync::atomic::AtomicUsize>) -> usize {
+        let mut g = self.lock();
+        let now = Instant::now();
+        Self::prune(&mut g, now, self.grace, now_secs());
+        let mut taken = 0;
+        for m in sessions {
+            if g.sessions.len() >= self.settings.max_sessions || g.sessions.contains_key(&m.token) {
+                continue;
+            }
+            let identity = Identity { player: m.player, role: m.role, team: m.team, worlds: m.worlds, expires: m.expires };
+            let live = m.live.then(|| {
+                awaited.fetch_add(1, Ordering::SeqCst);
+                awaited.clone()
+            });
+            g.sessions.insert(m.token, Session { identity, subs: m.subs, conn: None, until: Some(now + self.grace), ip: None, awaited: live });
+            taken += 1;
+        }
+        taken
     }
 
     /// Number of sessions (live and resumable).

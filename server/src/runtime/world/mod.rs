@@ -104,6 +104,9 @@ pub enum CmdError {
     /// The request does not fit the world's state (e.g. replay controls on a live world).
     #[error("{0}")]
     Conflict(String),
+    /// The world is being handed off to another server: it takes no change meanwhile.
+    #[error("world `{0}` is being handed off to another server; try again in a moment")]
+    Moving(String),
 }
 
 impl CmdError {
@@ -119,6 +122,7 @@ impl CmdError {
             CmdError::Invalid(m) => proto::ErrorBody { code: proto::ErrorCode::BadRequest, message: m.clone(), field: None },
             CmdError::ReadOnly(m) => proto::ErrorBody { code: proto::ErrorCode::Forbidden, message: m.clone(), field: None },
             CmdError::Conflict(m) => proto::ErrorBody { code: proto::ErrorCode::BadRequest, message: m.clone(), field: None },
+            CmdError::Moving(_) => proto::ErrorBody { code: proto::ErrorCode::Busy, message: self.to_string(), field: None },
         }
     }
 }
@@ -183,6 +187,12 @@ pub enum Request {
     SetOwner { agent: AgentId, player: Option<String>, team: Option<String>, reply: Reply<()> },
     /// A replay control; answers the replay's state (a world that is not a replay refuses).
     Replay { op: ReplayOp, reply: Reply<ReplayView> },
+    /// A handoff begins (`http/handoff.rs`): the world stops ticking and refuses every change
+    /// until `Thaw` (the handoff failed) or its stop (it succeeded); a durable world's log is
+    /// flushed and a snapshot queued at this tick first.
+    Freeze { reply: Reply<Frozen> },
+    /// The handoff failed: the world ticks and takes changes again.
+    Thaw { reply: Reply<()> },
     /// Stop the thread.
     Shutdown,
     /// Panic the thread (fault injection: `POST /debug/panic`, served only with
@@ -224,9 +234,33 @@ impl Request {
             | Request::Replay { .. }
             | Request::Shutdown
             | Request::Panic
-            | Request::Stall(_) => None,
+            | Request::Stall(_)
+            | Request::Freeze { .. }
+            | Request::Thaw { .. } => None,
         }
     }
+}
+
+/// A world frozen for a handoff: where it stands.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Frozen {
+    /// The sim tick, and the wire tick's offset from it (the wire tick is their sum).
+    pub tick: u64,
+    pub tick_offset: u64,
+    /// `state_hash` at `tick`.
+    pub state_hash: u64,
+    /// The players owning agents here.
+    pub owners: Vec<String>,
+}
+
+/// A world that arrives by a handoff: how it goes on.
+#[derive(Debug, Clone)]
+pub struct Arrival {
+    /// The wire tick's offset on the old server (ticks go on from there).
+    pub tick_offset: u64,
+    /// No tick before every awaited session resumed (the count reaches 0) or `until` passed.
+    pub awaited: Arc<std::sync::atomic::AtomicUsize>,
+    pub until: Instant,
 }
 
 /// A player as a world knows it.
@@ -290,6 +324,8 @@ pub struct WorldSpawn {
     pub replay: Option<ReplaySpawn>,
     /// Durable: a fresh log, or the state recovered from the stored one.
     pub durable: Option<DurableSpawn>,
+    /// Arrived by a handoff: the tick numbering to continue and the resumes to wait for.
+    pub arrival: Option<Arrival>,
 }
 
 /// How a durable world starts.
@@ -423,7 +459,7 @@ impl WorldHandle {
             if refused > 0 {
                 tracing::warn!(world = %spawn.name, refused, "recovery: sessions not restored (auth.max_sessions)");
             }
-            recovered = Some((r.world, r.owners, d));
+            recovered = Some((r.world, r.owners, Some(d)));
         }
         let (rec_world, recovered) = match recovered {
             Some((w, o, d)) => (Some(w), Some((o, d))),
@@ -450,7 +486,7 @@ impl WorldHandle {
             scenario.name = spawn.name.clone();
         }
         let (dur, owners) = match (recovered, durable) {
-            (Some((owners, d)), _) => (Some(d), owners),
+            (Some((owners, d)), _) => (d, owners),
             (None, Some(DurableSpawn::Fresh(writer))) if replay.is_none() => {
                 (Some(crate::persist::Durable::fresh(&writer, &spawn.name, &crate::persist::start_record(&scenario, spawn.max_agents, spawn.max_spawn))), Vec::new())
             }
@@ -515,7 +551,7 @@ impl WorldHandle {
             shared_info: handle.info.clone(),
             origin: handle.origin.clone(),
             latest: handle.latest.clone(),
-            tick_offset: 0,
+            tick_offset: spawn.arrival.as_ref().map_or(0, |a| a.tick_offset),
             reset_pending: false,
             fields: pipeline::FieldPipeline::new(spawn.fields),
             sim_pool: spawn.sim_pool,
@@ -529,6 +565,8 @@ impl WorldHandle {
             rec: crate::record::Hook::new(recorder, spawn.max_agents, spawn.max_spawn),
             replay,
             dur,
+            frozen: false,
+            hold: spawn.arrival,
         };
         let mut runner = runner;
         for (agent, player, team) in owners {
@@ -806,6 +844,10 @@ struct Runner {
     replay: Option<ReplayState>,
     /// A durable world's log (issue 42): sees what `rec` sees, and ownership.
     dur: Option<crate::persist::Durable>,
+    /// Frozen for a handoff: no tick, no change (see [`Request::Freeze`]).
+    frozen: bool,
+    /// Arrived by a handoff and not ticking yet (see [`Arrival`]).
+    hold: Option<Arrival>,
 }
 
 /// The cells of one send rate: diffed every `span` ticks.

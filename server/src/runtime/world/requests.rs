@@ -32,6 +32,26 @@ impl Runner {
     }
 
     pub(super) fn handle(&mut self, req: Request) {
+        // Frozen for a handoff: reads only (the state handed off must stay the state here).
+        if self.frozen
+            && matches!(
+                &req,
+                Request::Apply { .. }
+                    | Request::ApplyMany { .. }
+                    | Request::Patch { .. }
+                    | Request::Step { .. }
+                    | Request::Reset { .. }
+                    | Request::Load { .. }
+                    | Request::RandomObstacles { .. }
+                    | Request::Recording { .. }
+                    | Request::Kick { .. }
+                    | Request::SetOwner { .. }
+                    | Request::Replay { .. }
+                    | Request::Freeze { .. }
+            )
+        {
+            return refuse(req, CmdError::Moving(self.name.clone()));
+        }
         // A replay world refuses every change but play/pause, with the reason.
         if let Some(what) = req.change()
             && let Err(e) = self.read_only(what)
@@ -134,10 +154,36 @@ impl Runner {
                 let r = self.set_recording(on, digests).map(|()| self.info_view());
                 let _ = reply.send(r);
             }
+            Request::Freeze { reply } => {
+                let _ = reply.send(self.freeze());
+            }
+            Request::Thaw { reply } => {
+                self.frozen = false;
+                tracing::info!("handoff: thawed, the world runs on here");
+                let _ = reply.send(Ok(()));
+            }
             Request::Shutdown => {}
             Request::Panic => panic!("fault injection: a world thread panic was asked for"),
             Request::Stall(time) => std::thread::sleep(time),
         }
+    }
+
+    /// Freezes the world for a handoff (see [`Request::Freeze`]): a durable world's log gets a
+    /// checkpoint and a snapshot at this tick, queued for the writer.
+    fn freeze(&mut self) -> Result<Frozen, CmdError> {
+        if self.replay.is_some() {
+            return Err(CmdError::Conflict(format!("world `{}` is a replay: a replay is not handed off", self.name)));
+        }
+        if self.stepping.is_some() {
+            return Err(CmdError::Conflict(format!("world `{}` is running a step; hand it off once the step is done", self.name)));
+        }
+        self.frozen = true;
+        // The world itself at the freeze (and the sessions): the target starts from it.
+        self.snapshot_if_due(true);
+        let mut owners: Vec<String> = self.owned.iter().filter(|(_, n)| **n > 0).map(|(p, _)| p.to_string()).collect();
+        owners.sort_unstable();
+        tracing::info!(tick = self.world.tick(), "handoff: frozen");
+        Ok(Frozen { tick: self.world.tick(), tick_offset: self.tick_offset, state_hash: crate::sim::hash::state_hash(&self.world), owners })
     }
 
     /// Every player known here, by name.
@@ -372,6 +418,12 @@ pub(super) fn refuse(req: Request, e: CmdError) {
             let _ = reply.send(Err(e));
         },
         Request::Replay { reply, .. } => {
+            let _ = reply.send(Err(e));
+        },
+        Request::Freeze { reply } => {
+            let _ = reply.send(Err(e));
+        },
+        Request::Thaw { reply } => {
             let _ = reply.send(Err(e));
         },
         Request::Shutdown | Request::Panic | Request::Stall(_) => {}

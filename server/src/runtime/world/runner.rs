@@ -24,9 +24,11 @@ impl Runner {
         let _span = tracing::info_span!("world", name = %self.name).entered();
         tracing::info!(agents = self.world.agents().len(), "world started");
         let mut next = Instant::now() + self.period();
-        if self.replay.is_some() {
-            // A replay world may start paused: its subscribers get tick 0's keyframes at once.
+        if self.replay.is_some() || self.hold.is_some() {
+            // A replay world may start paused, and a world that arrived by a handoff waits for
+            // its sessions: their subscribers get the current keyframes at once.
             self.publish();
+            self.stats.tick.store(self.wire_tick(), Ordering::Relaxed);
         }
         loop {
             if self.stats.stop.load(Ordering::SeqCst) {
@@ -40,15 +42,31 @@ impl Runner {
             if let Some(d) = self.dur.as_mut() {
                 d.idle(&self.world);
             }
-            self.snapshot_if_due(false);
-            self.check_orphans();
+            if !self.frozen {
+                self.snapshot_if_due(false);
+                self.check_orphans();
+            }
+            if let Some(h) = &self.hold {
+                // Arrived by a handoff: the first tick waits for the sessions to resume.
+                let now = Instant::now();
+                if h.awaited.load(Ordering::SeqCst) == 0 || now >= h.until {
+                    tracing::info!(waited_for = h.awaited.load(Ordering::SeqCst), "handoff: the world ticks");
+                    self.hold = None;
+                    next = now;
+                    continue;
+                }
+                if self.wait_for_request(&rx, (now + Duration::from_millis(2)).min(h.until)) == Flow::Stop {
+                    break;
+                }
+                continue;
+            }
             if self.stepping.is_some() {
                 self.step_chunk();
                 next = Instant::now() + self.period();
                 continue;
             }
             let now = Instant::now();
-            if self.paused {
+            if self.paused || self.frozen {
                 self.measure(now, 0, 0);
                 if self.wait_for_request(&rx, now + self.period()) == Flow::Stop {
                     break;
