@@ -12,7 +12,7 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
-use super::{PersistError, Store};
+use super::store::{PersistError, Store};
 use crate::record::format;
 
 /// Segments and snapshots of every durable world in one directory tree.

@@ -4,7 +4,7 @@
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Mutex;
 
-use super::{PersistError, Store};
+use super::store::{PersistError, Store};
 use crate::record::format;
 
 /// One world's files.

@@ -16,7 +16,8 @@ use std::time::Instant;
 
 use serde::Serialize;
 
-use super::{PersistError, RunnerState, SnapshotMeta, Store, StoredSession, decode_snapshot};
+use super::snapshot::{RunnerState, SnapshotMeta, StoredSession, decode_snapshot};
+use super::store::{PersistError, Store};
 use crate::record::format::{self, Parsed, Record};
 use crate::record::replay::{ReplayOptions, replay_onto};
 use crate::scenario::Scenario;

@@ -9,7 +9,7 @@
 //! the CRC-32 of everything before it, u32 LE. Segments and snapshots keep their own framing
 //! and checksums inside.
 
-use super::{PersistError, Store};
+use super::store::{PersistError, Store};
 
 /// First 8 bytes of an exported world.
 pub const XFER_MAGIC: &[u8; 8] = b"STEERXFR";

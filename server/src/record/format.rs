@@ -5,7 +5,7 @@
 //! short: it stops there and keeps every chunk before it (a crash loses at most the chunk being
 //! written).
 
-use super::codec::{Dec, DecodeError, Enc, decode_command, encode_command};
+use crate::sim::codec::{Dec, DecodeError, Enc, decode_command, encode_command};
 use crate::sim::world::Command;
 
 /// First 8 bytes of every recording.
