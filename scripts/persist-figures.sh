@@ -3,16 +3,20 @@
 # (10,000 agents, world `demo`) under a 200-bot steer-swarm commanding it, with persistence off
 # and with `fsync = "interval"` (100 ms group commits), interleaved, ROUNDS rounds of SECS
 # seconds each (defaults 3 and 30); the log's bytes per world-hour; and, after each interval run,
-# the recovery: `kill -9`, restart, and the wall time from the new process's start until the
-# world ticks again past its recovered tick (with the recovered world's age in ticks: recovery
-# re-runs the log from the world's last start). Prints markdown rows ending with BENCHMARKS.md's
-# date, commit, machine and command cells. Usage: scripts/persist-figures.sh [ROUNDS] [SECS]
+# the recovery: `kill -9` right after the swarm's run, restart, and the wall time from the new
+# process's start until the world ticks again past its recovered tick, with the world's age and
+# the ticks of log re-run after the newest snapshot (`snapshot_every_secs` 30, the default: the
+# kill falls SECS + 2 s after the start, so SECS sets where in the snapshot interval it lands).
+# Prints markdown rows ending with BENCHMARKS.md's date, commit, machine and command cells.
+# Usage: [SNAPSHOT_SECS=N] scripts/persist-figures.sh [ROUNDS] [SECS] (SNAPSHOT_SECS sets
+# `persistence.snapshot_every_secs` instead of its default, 30).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 rounds="${1:-3}"
 secs="${2:-30}"
 . scripts/bench-meta.sh
-meta="$(bench_meta "scripts/persist-figures.sh $rounds $secs")"
+snap_secs="${SNAPSHOT_SECS:-}"
+meta="$(bench_meta "${snap_secs:+SNAPSHOT_SECS=$snap_secs }scripts/persist-figures.sh $rounds $secs")"
 cargo build --release -p steerd -p steer-swarm >&2
 target="${CARGO_TARGET_DIR:-target}"
 bin="$target/release/steerd"
@@ -35,6 +39,10 @@ for round in $(seq 1 "$rounds"); do
     for mode in off interval; do
         data="$work/$mode-$round"; mkdir -p "$data"
         args=(); [ "$mode" = interval ] && args=(--persistence --fsync interval)
+        if [ "$mode" = interval ] && [ -n "$snap_secs" ]; then
+            printf '[persistence]\nsnapshot_every_secs = %s\n' "$snap_secs" >"$data/steerd.toml"
+            args+=(--config "$data/steerd.toml")
+        fi
         start "$data" "${args[@]}"
         sleep 2
         read -r s0 c0 < <(tick_stats)
@@ -46,14 +54,14 @@ for round in $(seq 1 "$rounds"); do
             kill -9 "$pid"; wait "$pid" 2>/dev/null || true
             t0=$(date +%s.%N)
             start "$data" "${args[@]}"
-            rec=$(curl -fs "localhost:$port/worlds/demo" | python3 -c 'import json,sys; d=json.load(sys.stdin); r=d["persistence"]["recovered"]; print(r["tick"], r["seconds"])')
-            read -r rtick rsecs <<<"$rec"
+            rec=$(curl -fs "localhost:$port/worlds/demo" | python3 -c 'import json,sys; d=json.load(sys.stdin); r=d["persistence"]["recovered"]; print(r["tick"], r["seconds"], r["ticks"])')
+            read -r rtick rsecs rticks <<<"$rec"
             while :; do
                 t=$(curl -fs "localhost:$port/worlds/demo" | python3 -c 'import json,sys; print(json.load(sys.stdin)["tick"])')
                 [ "$t" -gt "$rtick" ] && break; sleep 0.01
             done
             t1=$(date +%s.%N)
-            echo "$round recovery $rtick $rsecs $(python3 -c "print($t1 - $t0)")" >>"$out"
+            echo "$round recovery $rtick $rsecs $(python3 -c "print($t1 - $t0)") $rticks" >>"$out"
         fi
         echo "$round $mode $s0 $c0 $s1 $c1 $bytes $secs $age" >>"$out"
         kill -9 "$pid" 2>/dev/null || true; wait "$pid" 2>/dev/null || true; pid=""
@@ -67,7 +75,7 @@ tick = defaultdict(list); rate = []; rec = []
 for line in open(sys.argv[1]):
     f = line.split()
     if f[1] == "recovery":
-        rec.append((int(f[2]), float(f[3]), float(f[4])))
+        rec.append((int(f[2]), float(f[3]), float(f[4]), int(f[5])))
         continue
     _, mode, s0, c0, s1, c1, b, secs, age = f
     tick[mode].append((float(s1) - float(s0)) / max(1.0, float(c1) - float(c0)) * 1000)
@@ -79,6 +87,6 @@ print("| what | persistence off | `interval` | ratio | runs (off / interval, ms)
 print("|---|---|---|---|---|---|---|---|---|")
 print(f"| swarm-10k tick, 200 bots commanding (mean ms, median of rounds) | {off:.2f} | {on:.2f} | {on / off:.3f} | {', '.join(f'{x:.2f}' for x in tick['off'])} / {', '.join(f'{x:.2f}' for x in tick['interval'])} {meta}")
 print(f"| log bytes per world-hour (`interval`) | — | {statistics.median(rate) / 2**20:.1f} MiB | — | {', '.join(f'{x / 2**20:.1f}' for x in rate)} {meta}")
-for t, s, w in rec:
-    print(f"| recovery of swarm-10k after `kill -9` at tick {t:,} (re-run {s:.2f} s) | — | ticking {w:.2f} s after the process starts | — | — {meta}")
+for t, s, w, n in rec:
+    print(f"| recovery of swarm-10k after `kill -9` at tick {t:,}: newest snapshot and {n} ticks of log after it (recovery {s:.2f} s) | — | ticking {w:.2f} s after the process starts | — | — {meta}")
 PY

@@ -47,4 +47,4 @@ pub use state::{AppliedEntry, ApplyError, CellState, CellsError, ClientState, ap
 pub use validate::{FieldError, FieldPath, Validate};
 
 /// The protocol version this crate speaks.
-pub const PROTOCOL_VERSION: u16 = 10;
+pub const PROTOCOL_VERSION: u16 = 11;

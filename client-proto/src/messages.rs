@@ -408,6 +408,22 @@ wire_struct! {
     }
 }
 
+wire_struct! {
+    /// A world this connection uses moved to another server (a live handoff, since version 11):
+    /// the world is gone from this server (commands naming it are refused from now on) and runs
+    /// on at `to`, a WebSocket URL. The client reconnects there and sends `Hello { resume }` with
+    /// its latest `Welcome.resume_token`, which the new server accepts; the world's id there is
+    /// in that server's `Welcome.worlds` (match it by `name`).
+    pub struct Moved {
+        /// The world's id on this server.
+        pub world: u32,
+        /// The world's name (the same on the new server).
+        pub name: String,
+        /// Where it runs now: a `ws://` or `wss://` URL of the new server's `/ws`.
+        pub to: String,
+    }
+}
+
 wire_enum! {
     /// Every server → client message.
     pub enum ServerMsg / ServerMsgKind {
@@ -419,6 +435,7 @@ wire_enum! {
         Error(ErrorBody) = "error",
         Pong(Pong) = "pong",
         Cells(crate::cells::Cells) = "cells",
+        Moved(Moved) = "moved",
     }
 }
 
@@ -447,6 +464,6 @@ mod tests {
         assert_eq!(m.kind(), ClientMsgKind::Ping);
         assert_eq!(ClientMsgKind::ALL.len(), 11);
         assert_eq!(ServerMsgKind::ALL.iter().map(|k| k.name()).collect::<Vec<_>>().join(","),
-            "welcome,keyframe,delta,event,command_result,error,pong,cells");
+            "welcome,keyframe,delta,event,command_result,error,pong,cells,moved");
     }
 }

@@ -334,6 +334,7 @@ fn server_vectors() -> Vec<(&'static str, ServerMsg, Vec<QAgent>)> {
             field: Some("protocol_version".into()),
         })),
         ("server_pong", ServerMsg::Pong(Pong { request_id: 11, server_tick: 123_456 })),
+        ("server_moved", ServerMsg::Moved(Moved { world: 1, name: "arena".into(), to: "ws://10.0.0.7:8080/ws".into() })),
     ];
     let mut v: Vec<_> = v.into_iter().map(|(name, m)| (name, m, vec![])).collect();
     let names = ["server_chain_0_keyframe", "server_chain_1_delta", "server_chain_2_delta", "server_chain_3_delta"];

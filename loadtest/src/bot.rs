@@ -231,6 +231,8 @@ enum End {
     Deadline,
     /// The connection ended early; the cause names it.
     Lost(String),
+    /// The world moved to the server at this URL (`moved`): follow it there.
+    Moved(String),
 }
 
 fn ws_config() -> WebSocketConfig {
@@ -320,7 +322,28 @@ pub async fn run(cfg: Arc<BotConfig>, index: usize) {
     // (so that a fully passive swarm still measures lateness).
     bot.pinging = bot.active || index < VERIFYING;
     bot.skimming = cfg.skim && index >= VERIFYING;
-    let end = bot.session(ws).await;
+    bot.resume = Some(welcome.resume_token.clone());
+    let mut ws = ws;
+    let end = loop {
+        match bot.session(ws).await {
+            // The world moved: reconnect there, resume the session, go on (`follow.rs`).
+            End::Moved(to) => match crate::follow::follow(&cfg, &to, bot.resume.take()).await {
+                Ok((next, w)) => match w.worlds.iter().find(|x| x.name == cfg.world) {
+                    Some(info) => {
+                        bot.rebind(info.clone(), w.resume_token.clone());
+                        stats.add(C::Follows, 1);
+                        ws = next;
+                    }
+                    None => break End::Lost("moved: the new server has no such world".into()),
+                },
+                Err(e) => {
+                    stats.note(format!("bot {index}: following the world to {to} failed: {e:#}"));
+                    break End::Lost("follow_failed".into());
+                }
+            },
+            end => break end,
+        }
+    };
     if let End::Lost(cause) = end {
         stats.disconnect(cause);
     }
@@ -332,10 +355,15 @@ pub async fn run(cfg: Arc<BotConfig>, index: usize) {
 }
 
 async fn connect(cfg: &BotConfig) -> anyhow::Result<(Ws, proto::Welcome)> {
-    let (mut ws, _) = tokio_tungstenite::connect_async_with_config(cfg.url.as_str(), Some(ws_config()), true)
+    connect_to(cfg, &cfg.url, None).await
+}
+
+/// Connects to `url` and says Hello (with `resume`, a session to take over).
+pub(crate) async fn connect_to(cfg: &BotConfig, url: &str, resume: Option<String>) -> anyhow::Result<(Ws, proto::Welcome)> {
+    let (mut ws, _) = tokio_tungstenite::connect_async_with_config(url, Some(ws_config()), true)
         .await
-        .with_context(|| format!("WebSocket connect to {}", cfg.url))?;
-    let hello = ClientMsg::Hello(Hello { protocol_version: proto::PROTOCOL_VERSION, token: cfg.token.clone(), encoding: cfg.encoding, resume: None });
+        .with_context(|| format!("WebSocket connect to {url}"))?;
+    let hello = ClientMsg::Hello(Hello { protocol_version: proto::PROTOCOL_VERSION, token: cfg.token.clone(), encoding: cfg.encoding, resume });
     ws.send(to_message(&hello, cfg.encoding)?).await?;
     while let Some(m) = ws.next().await {
         let m = m?;
@@ -389,6 +417,12 @@ struct Bot {
     in_window: bool,
     /// The entries of the `cells` message being applied (a buffer reused from tick to tick).
     entries: Vec<proto::AppliedEntry>,
+    /// The session's resume token (the latest Welcome's).
+    resume: Option<String>,
+    /// The world moved to this URL (a `moved` message): the session ends to follow it.
+    moved: Option<String>,
+    /// When the last new tick's state arrived.
+    last_tick_at: Option<Instant>,
 }
 
 impl Bot {
@@ -422,7 +456,23 @@ impl Bot {
             join: Join::default(),
             in_window: false,
             entries: Vec::new(),
+            resume: None,
+            moved: None,
+            last_tick_at: None,
         }
+    }
+
+    /// The bot followed its world to another server: the world's id there, and the session's
+    /// new resume token. Its agents and its tick count go on; its cells come anew.
+    fn rebind(&mut self, info: WorldInfo, resume: String) {
+        self.info = info;
+        self.resume = Some(resume);
+        self.state = ClientState::new(self.quant);
+        self.subscribing = false;
+        self.resync_wanted = false;
+        self.pending.retain(|_, p| p.kind == Kind::Command);
+        self.join = Join::default();
+        self.last_rx = Instant::now();
     }
 
     fn now_ns(&self) -> u64 {
@@ -497,7 +547,10 @@ impl Bot {
     async fn session(&mut self, mut ws: Ws) -> End {
         let cfg = self.cfg.clone();
         self.subscribe();
-        self.queue_spawn();
+        // A bot that followed its world keeps the agents it spawned.
+        if self.agents.is_empty() && self.pending.values().all(|p| p.kind != Kind::Spawn) {
+            self.queue_spawn();
+        }
         if let Err(cause) = self.flush_outbox(&mut ws).await {
             return End::Lost(cause);
         }
@@ -532,6 +585,9 @@ impl Bot {
                         break End::Lost(cause);
                     }
                     self.on_message(&m);
+                    if let Some(to) = self.moved.take() {
+                        break End::Moved(to);
+                    }
                 }
                 () = &mut cmd_timer, if commanding && !self.agents.is_empty() => {
                     self.command();
@@ -633,6 +689,10 @@ impl Bot {
             _ => false,
         };
         if new {
+            let now = Instant::now();
+            if let Some(t) = self.last_tick_at.replace(now) {
+                self.rec.record(H::TickIntervalUs, now.duration_since(t).as_micros() as u64, &self.stats);
+            }
             self.last_tick = Some(tick);
             self.rec.add(C::TicksSeen, 1);
             if self.in_window {
@@ -852,7 +912,8 @@ impl Bot {
                 self.stats.error_code(e.code.name());
                 self.stats.note(format!("server error: {} ({})", e.message, e.code));
             }
-            ServerMsg::Welcome(_) => {}
+            ServerMsg::Moved(m) if m.name == self.cfg.world => self.moved = Some(m.to),
+            ServerMsg::Welcome(_) | ServerMsg::Moved(_) => {}
         }
     }
 

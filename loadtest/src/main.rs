@@ -23,6 +23,7 @@ static GLOBAL: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 
 mod bot;
 mod clock;
+mod follow;
 mod metrics;
 mod report;
 mod stats;
@@ -599,6 +600,7 @@ fn build_report(cli: &Cli, s: &Stats, secs: f64, tick_mean_ms: f64) -> Report {
         window_ticks_seen: g(C::WindowTicks),
         joins: g(C::Joins),
         skimmed_messages: g(C::Skimmed),
+        follows: g(C::Follows),
         join_bytes_per_agent: report::per_moving_agent(g(C::JoinBytes), g(C::JoinAgents)).map(report::round3),
         join_bytes_per_bot: (g(C::Joins) > 0).then(|| report::round3(g(C::JoinBytes) as f64 / g(C::Joins) as f64)),
         ..Report::default()
@@ -612,6 +614,7 @@ fn build_report(cli: &Cli, s: &Stats, secs: f64, tick_mean_ms: f64) -> Report {
         r.lateness_error_bound_ms = Pct::of(h.get(H::ClockErrorUs), 1e3, 0.0);
         r.ping_rtt_ms = Pct::of(h.get(H::PingRttUs), 1e3, 0.0);
         r.bytes_per_frame = Pct::of(h.get(H::FrameBytes), 1.0, 0.0);
+        r.tick_interval_ms = Pct::of(h.get(H::TickIntervalUs), 1e3, 0.0);
     });
     r
 }

@@ -157,6 +157,11 @@ pub struct Report {
     pub ticks_seen: u64,
     /// Ticks missed between ticks seen, summed over bots.
     pub tick_gaps: u64,
+    /// Bots that followed their world to another server (`moved`) and resumed there.
+    pub follows: u64,
+    /// Time between the arrivals of consecutive ticks' states at a bot, ms (across a handoff:
+    /// its largest sample is the longest pause a client saw).
+    pub tick_interval_ms: Pct,
     /// Commands sent (MoveTo, behaviour commands).
     pub commands_sent: u64,
     /// Their results.
@@ -292,6 +297,7 @@ impl Report {
             &mut r.frame_delivery_ms,
             &mut r.lateness_error_bound_ms,
             &mut r.ping_rtt_ms,
+            &mut r.tick_interval_ms,
         ] {
             *p = one;
         }
@@ -339,6 +345,9 @@ impl Report {
         row(&mut s, "bytes per agent update", format!("{:.2} ({} updates)", self.bytes_per_agent_update, self.agent_updates));
         row(&mut s, "errors", format!("decode {}, checksum {}, chain breaks {}, resyncs {}", self.decode_errors, self.checksum_errors, self.chain_breaks, self.resyncs));
         row(&mut s, "ticks seen / gaps", format!("{} / {}", self.ticks_seen, self.tick_gaps));
+        if self.follows > 0 {
+            row(&mut s, "followed a moved world", self.follows.to_string());
+        }
         row(&mut s, "commands", format!("{} sent, {} results, {} errors, {} timeouts, {:.1}/s", self.commands_sent, self.command_results, self.command_errors, self.command_timeouts, self.commands_per_sec));
         if !self.command_error_codes.is_empty() {
             let codes: Vec<String> = self.command_error_codes.iter().map(|(k, v)| format!("{k}×{v}")).collect();
@@ -354,6 +363,7 @@ impl Report {
             ("frame delivery ms (publish)", &self.frame_delivery_ms),
             ("lateness error bound ms", &self.lateness_error_bound_ms),
             ("ping rtt ms", &self.ping_rtt_ms),
+            ("tick interval ms", &self.tick_interval_ms),
             ("bytes per frame", &self.bytes_per_frame),
         ] {
             let _ = writeln!(s, "{name:<28} {:>8} {:>9} {:>9} {:>9} {:>9}", p.count, fmt_opt(p.p50), fmt_opt(p.p90), fmt_opt(p.p99), fmt_opt(p.max));

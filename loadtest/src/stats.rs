@@ -86,11 +86,13 @@ pub enum C {
     JoinAgents,
     /// `cells` messages whose head only was read (`--skim`), not decoded or verified.
     Skimmed,
+    /// Bots that followed their world to another server (a `moved` message) and resumed there.
+    Follows,
 }
 
 impl C {
     /// Number of counters.
-    pub const N: usize = C::Skimmed as usize + 1;
+    pub const N: usize = C::Follows as usize + 1;
 }
 
 /// Histogram metrics, one per variant.
@@ -110,11 +112,14 @@ pub enum H {
     FrameBytes,
     /// Error bound of the shared clock estimate when lateness was recorded, µs.
     ClockErrorUs,
+    /// Arrival of a tick's state − arrival of the previous tick's, per bot, µs (a handoff's
+    /// pause shows as its largest sample).
+    TickIntervalUs,
 }
 
 impl H {
     /// Number of histograms.
-    pub const N: usize = H::ClockErrorUs as usize + 1;
+    pub const N: usize = H::TickIntervalUs as usize + 1;
 }
 
 /// Histograms of the whole swarm.

@@ -79,6 +79,9 @@ pub enum Rule {
     Session,
     /// Everything else: the admin only.
     Admin,
+    /// Server to server (a handoff's transfer): the cluster secret, which the gate checks
+    /// (`http/guard.rs`); no token of any role is enough.
+    Cluster,
 }
 
 /// What a granted caller sees of a world.
@@ -172,6 +175,7 @@ pub fn decide(mode: Mode, caller: &Caller, rule: Rule, world: Option<Target<'_>>
     let open = world.is_none_or(|w| w.visibility == Visibility::Open);
     let sight = world.map_or(Sight::All, |w| sight_of(&identity, w.visibility));
     let allowed = match (rule, identity.role) {
+        (Rule::Cluster, _) => false,
         (Rule::Public, _) | (_, Role::Admin) => true,
         (Rule::Read | Rule::AgentRead | Rule::Session, _) => true,
         (Rule::WholeWorldRead, Role::Spectator) => true,
@@ -189,6 +193,7 @@ pub fn decide(mode: Mode, caller: &Caller, rule: Rule, world: Option<Target<'_>>
         }
         Rule::Admin => Denial::forbidden(format!("this call is for the admin; `{}` is a {}", identity.player, identity.role)),
         Rule::Command => Denial::forbidden("spectators command nothing"),
+        Rule::Cluster => Denial::forbidden("a server-to-server call: it needs the cluster secret, not a token"),
         _ => Denial::forbidden(format!("in world `{}` (visibility not `open`) this read is for the admin and spectators", world.map_or("", |w| w.name))),
     })
 }
@@ -262,6 +267,8 @@ pub const ROUTES: &[(&str, &str, Rule)] = &[
     ("POST", "/worlds/{world}/replay/speed", Rule::Admin),
     ("GET", "/recordings", Rule::Admin),
     ("DELETE", "/recordings/{name}", Rule::Admin),
+    ("POST", "/worlds/{world}/handoff", Rule::Admin),
+    ("POST", "/cluster/worlds/{world}", Rule::Cluster),
     ("POST", "/debug/panic", Rule::Admin),
     ("POST", "/debug/stall", Rule::Admin),
     ("GET", "/scenarios", Rule::Read),

@@ -101,6 +101,13 @@ pub struct ServeArgs {
     pub fsync: Option<String>,
     /// Let a dev-mode server (no admin token, no player key: everything open) listen on a
     /// non-loopback address.
+    /// The cluster's shared secret (`cluster.secret`): enables live handoff of worlds between
+    /// servers that share it.
+    #[arg(long = "cluster-secret", env = "STEERD_CLUSTER_SECRET", hide_env_values = true)]
+    pub secret: Option<String>,
+    /// On SIGTERM, hand every durable world off to this steerd (`drain.handoff_to`).
+    #[arg(long, env = "STEERD_HANDOFF_TO")]
+    pub handoff_to: Option<String>,
     #[arg(long, env = "STEERD_ALLOW_DEV_ON_NETWORK")]
     pub allow_dev_on_network: bool,
     /// Serve `POST /debug/panic` and `POST /debug/stall` (admin only) for the reliability suite's
@@ -139,6 +146,12 @@ impl ServeArgs {
         }
         if let Some(v) = &self.same_origin_hosts {
             s.same_origin_hosts = v.clone();
+        }
+        if let Some(v) = &self.secret {
+            s.cluster.secret = Some(v.clone());
+        }
+        if let Some(v) = &self.handoff_to {
+            s.drain.handoff_to = Some(v.clone());
         }
         if self.allow_dev_on_network {
             s.allow_dev_on_network = true;

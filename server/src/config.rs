@@ -53,6 +53,45 @@ pub struct Settings {
     pub players: PlayerSettings,
     /// Durable worlds (`[persistence]`, docs/persistence.md).
     pub persistence: PersistSettings,
+    /// Servers that hand worlds to each other (`[cluster]`, docs/handoff.md).
+    pub cluster: ClusterSettings,
+    /// What a stop (SIGTERM) does with the running worlds (`[drain]`, docs/handoff.md).
+    pub drain: DrainSettings,
+}
+
+/// `[cluster]`: live handoff of worlds between servers (docs/handoff.md).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ClusterSettings {
+    /// The secret servers of one cluster share: a handoff's transfer carries it, and a server
+    /// takes a world only from a caller that presents it (compared in constant time). Unset:
+    /// handoffs are disabled, both ways. At least 16 bytes.
+    pub secret: Option<String>,
+    /// Largest world transfer accepted (bytes of snapshot and log).
+    pub max_transfer_bytes: u64,
+    /// Longest a handoff waits for the target server to take the world (then the world runs on
+    /// here).
+    pub transfer_timeout_ms: u64,
+    /// Longest a world taken over waits, before its first tick, for the sessions that were
+    /// connected to it on the old server to resume (a client that follows at once misses no
+    /// tick).
+    pub resume_wait_ms: u64,
+}
+
+impl Default for ClusterSettings {
+    fn default() -> Self {
+        ClusterSettings { secret: None, max_transfer_bytes: 256 << 20, transfer_timeout_ms: 10_000, resume_wait_ms: 1_000 }
+    }
+}
+
+/// `[drain]`: the stop of a server (SIGTERM, an Agones shutdown).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct DrainSettings {
+    /// A steerd URL (`http://host:port`): on SIGTERM every durable world is handed off to it
+    /// (its clients follow) instead of stopping here; a world whose handoff fails autosaves and
+    /// stops as without it. Needs `cluster.secret`.
+    pub handoff_to: Option<String>,
 }
 
 /// When a durable world's log is fsynced.
@@ -474,6 +513,8 @@ impl Default for Settings {
             auth: AuthSettings::default(),
             players: PlayerSettings::default(),
             persistence: PersistSettings::default(),
+            cluster: ClusterSettings::default(),
+            drain: DrainSettings::default(),
             fault_injection: false,
             allow_dev_on_network: false,
         }
@@ -537,40 +578,6 @@ impl Default for LimitSettings {
 }
 
 impl LimitSettings {
-    /// The bounds on what spawns may put into a world (`runtime/admission.rs`).
-    pub fn crowding(&self) -> crate::runtime::admission::Crowding {
-        crate::runtime::admission::Crowding {
-            max_agent_radius: self.max_agent_radius,
-            max_agent_speed: self.max_agent_speed,
-            max_spawn_overlaps: self.max_spawn_overlaps,
-            max_agent_cover: self.max_agent_cover,
-            max_static_cells: self.max_static_cells,
-            max_spawn: self.max_spawn,
-        }
-    }
-
-    /// The recording settings.
-    pub fn recording(&self) -> crate::record::RecordSettings {
-        crate::record::RecordSettings {
-            max_bytes: self.recording_max_bytes,
-            max_files: self.recording_max_files,
-            hash_every_ticks: u64::from(self.recording_hash_every_ticks.max(1)),
-            writer_queue: self.recording_writer_queue,
-            agent_digests: self.recording_agent_digests,
-            ..crate::record::RecordSettings::default()
-        }
-    }
-
-    /// The replay-world settings.
-    pub fn replay(&self) -> crate::record::player::ReplaySettings {
-        crate::record::player::ReplaySettings {
-            keyframe_every: u64::from(self.replay_keyframe_every.max(1)),
-            max_keyframes: self.replay_max_keyframes.max(1),
-            keyframe_max_bytes: usize::try_from(self.replay_keyframe_max_bytes).unwrap_or(usize::MAX),
-            max_speed: self.replay_max_speed,
-        }
-    }
-
     /// The write timeout.
     pub fn write_timeout(&self) -> Duration {
         Duration::from_millis(self.write_timeout_ms)
@@ -586,7 +593,29 @@ impl Settings {
 
     /// Checks the settings; the error names the setting.
     pub fn validate(&self) -> Result<(), String> {
-        let l = &self.limits;
+        self.limits.validate()?;
+        if self.log_format != "text" && self.log_format != "json" {
+            return Err("log_format must be `text` or `json`".into());
+        }
+        if self.admin_token.as_deref().is_some_and(str::is_empty) {
+            return Err("admin_token must not be empty when set".into());
+        }
+        self.auth.validate()?;
+        self.persistence.validate()?;
+        self.cluster.validate(&self.drain)?;
+        self.players.default.validate("players")?;
+        for (name, p) in &self.players.worlds {
+            p.validate(&format!("players.worlds.{name}"))?;
+        }
+        Ok(())
+    }
+}
+
+
+impl LimitSettings {
+    /// Checks every `limits.*` setting; the error names the first bad one.
+    pub fn validate(&self) -> Result<(), String> {
+        let l = self;
         let positive = [
             ("limits.max_connections", l.max_connections as f64),
             ("limits.max_worlds", l.max_worlds as f64),
@@ -655,35 +684,70 @@ impl Settings {
         if l.sim_threads > 256 {
             return Err("limits.sim_threads must be at most 256".into());
         }
-        if self.log_format != "text" && self.log_format != "json" {
-            return Err("log_format must be `text` or `json`".into());
-        }
-        if self.admin_token.as_deref().is_some_and(str::is_empty) {
-            return Err("admin_token must not be empty when set".into());
-        }
-        if self.auth.player_jwt_secret.as_deref().is_some_and(|s| s.len() < 16) {
+        Ok(())
+    }
+}
+
+impl AuthSettings {
+    /// Checks every `auth.*` setting; the error names the first bad one.
+    pub fn validate(&self) -> Result<(), String> {
+        if self.player_jwt_secret.as_deref().is_some_and(|s| s.len() < 16) {
             return Err("auth.player_jwt_secret must be at least 16 bytes".into());
         }
         for (name, v) in [
-            ("auth.max_sessions", self.auth.max_sessions),
-            ("auth.max_connections_per_player", self.auth.max_connections_per_player),
-            ("auth.pending_events_per_player", self.auth.pending_events_per_player),
-            ("auth.max_sessions_per_player", self.auth.max_sessions_per_player),
-            ("auth.max_sessions_per_ip", self.auth.max_sessions_per_ip),
+            ("auth.max_sessions", self.max_sessions),
+            ("auth.max_connections_per_player", self.max_connections_per_player),
+            ("auth.pending_events_per_player", self.pending_events_per_player),
+            ("auth.max_sessions_per_player", self.max_sessions_per_player),
+            ("auth.max_sessions_per_ip", self.max_sessions_per_ip),
         ] {
             if v == 0 {
                 return Err(format!("{name} must be positive"));
             }
         }
-        if self.auth.max_token_lifetime_secs == 0 || self.auth.max_token_lifetime_secs > 366 * 86_400 {
+        if self.max_token_lifetime_secs == 0 || self.max_token_lifetime_secs > 366 * 86_400 {
             return Err("auth.max_token_lifetime_secs must be from 1 to 31622400 (366 days)".into());
         }
-        for (name, v) in [("auth.jwt_issuer", &self.auth.jwt_issuer), ("auth.jwt_audience", &self.auth.jwt_audience)] {
+        for (name, v) in [("auth.jwt_issuer", &self.jwt_issuer), ("auth.jwt_audience", &self.jwt_audience)] {
             if v.as_deref().is_some_and(str::is_empty) {
                 return Err(format!("{name} must not be empty when set"));
             }
         }
-        let p = &self.persistence;
+        Ok(())
+    }
+}
+
+impl ClusterSettings {
+    /// Checks every `cluster.*` setting and `drain.handoff_to` (which needs a secret); the error
+    /// names the first bad one.
+    pub fn validate(&self, drain: &DrainSettings) -> Result<(), String> {
+        if self.secret.as_deref().is_some_and(|s| s.len() < 16) {
+            return Err("cluster.secret must be at least 16 bytes".into());
+        }
+        for (k, v) in [("cluster.max_transfer_bytes", self.max_transfer_bytes), ("cluster.transfer_timeout_ms", self.transfer_timeout_ms)] {
+            if v == 0 {
+                return Err(format!("{k} must be positive"));
+            }
+        }
+        if self.resume_wait_ms > 60_000 {
+            return Err("cluster.resume_wait_ms must be at most 60000".into());
+        }
+        if let Some(to) = &drain.handoff_to {
+            if !(to.starts_with("http://") || to.starts_with("https://")) {
+                return Err(format!("drain.handoff_to must be an http:// or https:// URL of a steerd, got `{to}`"));
+            }
+            if self.secret.is_none() {
+                return Err("drain.handoff_to needs cluster.secret (the target takes worlds only from a server that presents it)".into());
+            }
+        }
+        Ok(())
+    }
+}
+
+impl PersistSettings {
+    /// Checks every `persistence.*` setting; the error names the first bad one.
+    pub fn validate(&self) -> Result<(), String> {
+        let p = self;
         for (k, v) in [
             ("persistence.fsync_interval_ms", p.fsync_interval_ms),
             ("persistence.snapshot_every_secs", p.snapshot_every_secs),
@@ -697,10 +761,6 @@ impl Settings {
         }
         if p.fsync_interval_ms > 60_000 {
             return Err("persistence.fsync_interval_ms must be at most 60000".into());
-        }
-        self.players.default.validate("players")?;
-        for (name, p) in &self.players.worlds {
-            p.validate(&format!("players.worlds.{name}"))?;
         }
         Ok(())
     }

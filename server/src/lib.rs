@@ -38,6 +38,8 @@ pub mod cli;
 #[cfg(feature = "server")]
 pub mod config;
 #[cfg(feature = "server")]
+pub mod handoff;
+#[cfg(feature = "server")]
 pub mod http;
 #[cfg(feature = "server")]
 pub mod metrics;

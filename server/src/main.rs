@@ -172,9 +172,14 @@ async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     tracing::info!("steerd listening on http://{addr} (world `demo` running)");
     println!("steerd listening on http://{addr}");
     let cancel = state.cancel.clone();
+    let draining = state.clone();
     tokio::spawn(async move {
         shutdown_signal().await;
         tracing::info!("shutting down");
+        // With `drain.handoff_to`, the durable worlds move first, while their clients are still
+        // connected to be told where (docs/handoff.md).
+        let deadline = tokio::time::Instant::now() + std::time::Duration::from_millis(draining.settings.limits.shutdown_timeout_ms);
+        steerd::http::handoff::drain(&draining, deadline).await;
         cancel.cancel();
     });
     let agones = steerd::agones::Agones::from_env(args.agones).map(|a| {
@@ -344,14 +349,19 @@ fn replay_cmd(file: &std::path::Path, verify: bool, until: Option<u64>, snapshot
         anyhow::bail!("--threads must be between 1 and 256");
     }
     // A directory is a durable world's log (docs/persistence.md): its segments in order.
-    let parsed = if file.is_dir() {
-        steerd::persist::disk::read_log_dir(file).with_context(|| format!("reading {}", file.display()))?
+    // (Pruned: from the oldest snapshot whose place is in the log.)
+    let (from, parsed) = if file.is_dir() {
+        let d = steerd::persist::disk::read_log_dir(file).with_context(|| format!("reading {}", file.display()))?;
+        if let (Some(s), false) = (&d.snapshot, json) {
+            println!("starting from snapshot {s}");
+        }
+        (d.from, d.parsed)
     } else {
         let bytes = std::fs::read(file).with_context(|| format!("reading {}", file.display()))?;
-        format::parse(&bytes).with_context(|| format!("reading {}", file.display()))?
+        (None, format::parse(&bytes).with_context(|| format!("reading {}", file.display()))?)
     };
     let mut snap: Option<serde_json::Value> = None;
-    let report = replay::replay(&parsed, &replay::ReplayOptions { verify, until, threads }, &mut |w, sc| {
+    let (report, _) = replay::replay_onto(from, &parsed, &replay::ReplayOptions { verify, until, threads }, &mut |w, sc| {
         snap = Some(replay::snapshot_json(w, Some(sc)));
     })
     .with_context(|| format!("replaying {}", file.display()))?;

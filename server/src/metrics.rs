@@ -93,6 +93,8 @@ pub struct Metrics {
     pub replay_seek_ticks: Counter,
     /// Recorded checkpoints a replay world did not reproduce.
     pub replay_divergences: Counter,
+    /// Worlds handed off to another server.
+    pub handoffs: Counter,
 }
 
 impl Default for Metrics {
@@ -138,6 +140,7 @@ impl Metrics {
             replay_seeks: Counter::default(),
             replay_seek_ticks: Counter::default(),
             replay_divergences: Counter::default(),
+            handoffs: Counter::default(),
             registry: Registry::default(),
             process: Registry::default(),
         };
@@ -172,6 +175,7 @@ impl Metrics {
         registry.register("replay_seeks", "Seeks served by replay worlds", m.replay_seeks.clone());
         registry.register("replay_seek_ticks", "Ticks simulated by replay-world seeks", m.replay_seek_ticks.clone());
         registry.register("replay_divergences", "Recorded checkpoints a replay world did not reproduce", m.replay_divergences.clone());
+        registry.register("handoffs", "Worlds handed off to another server (they run there now)", m.handoffs.clone());
         registry.register_collector(Box::new(HeapCollector));
         let mut process = Registry::default();
         process.register_collector(Box::new(ProcessCollector));

@@ -107,6 +107,8 @@ fn struct_of(prefix: &str) -> &'static str {
         "players" => "WorldPolicy",
         "players.spawn_zones[]" => "SpawnZone",
         "persistence" => "PersistSettings",
+        "cluster" => "ClusterSettings",
+        "drain" => "DrainSettings",
         other => panic!("no struct known for settings section `{other}`: teach reference_docs.rs"),
     }
 }
@@ -142,7 +144,7 @@ fn settings_keys() -> Vec<(String, String, String)> {
     let top = defaults.as_object().unwrap();
     let plain: serde_json::Map<String, Value> = top.iter().filter(|(_, v)| !v.is_object()).map(|(k, v)| (k.clone(), v.clone())).collect();
     section("", &plain, &mut rows);
-    for name in ["auth", "limits", "persistence"] {
+    for name in ["auth", "limits", "persistence", "cluster", "drain"] {
         section(name, top[name].as_object().unwrap(), &mut rows);
     }
     let mut players = top["players"].as_object().unwrap().clone();

@@ -9,7 +9,7 @@ use serde::Serialize;
 use crate::scenario::{Scenario, ScenarioError};
 use crate::sim::behaviors::{Behavior, Target};
 use crate::sim::hash::state_hash;
-use crate::sim::world::World;
+use crate::sim::world::{Audit, World};
 
 /// Options of one run.
 #[derive(Debug, Clone)]
@@ -253,50 +253,9 @@ pub fn run(name: &str, scenario: &Scenario, opts: &SimulateOptions) -> Result<Re
         .build()
         .map_err(|e| SimulateError::Threads(threads, e.to_string()))?;
     let mut world = sc.build()?;
-    let mut times = Vec::with_capacity(opts.ticks as usize);
-    let mut events: BTreeMap<String, u64> = BTreeMap::new();
-    let mut r = Report {
-        scenario: name.to_string(),
-        agents: world.agents().len(),
-        ticks: opts.ticks,
-        threads,
-        seed: sc.seed,
-        tick_ms: TickMs { p50: 0.0, p99: 0.0, mean: 0.0, max: 0.0 },
-        ns_per_agent_tick: 0.0,
-        state_hash: String::new(),
-        events: BTreeMap::new(),
-        arrived: 0,
-        gave_up: 0,
-        gave_up_short_by: Vec::new(),
-        throughput_per_min: None,
-        with_target: 0,
-        obstacle_penetrations: 0,
-        min_obstacle_clearance: None,
-        wall_crossings: 0,
-        contacts: 0,
-        agent_overlaps: 0,
-        max_penetration: 0.0,
-        overlap_pair_ticks: 0,
-        stuck_agents: 0,
-        max_goal_distance: None,
-        non_finite: 0,
-        out_of_bounds: 0,
-        audited: opts.audit_every > 0,
-        nav: None,
-        arrived_max_turn: None,
-        all_arrived_tick: None,
-        series: Vec::new(),
-    };
-    let per_second = f64::from(sc.tick_rate).round().max(1.0) as u64;
-    for e in world.drain_events() {
-        *events.entry(e.kind().to_string()).or_default() += 1;
-    }
-    let mut last_orient: Vec<f32> = Vec::new();
-    // Positions (by id) 10 s before the end, for `stuck_agents`.
-    let window = (10.0 * f64::from(sc.tick_rate)).round() as u64;
-    let mut earlier: BTreeMap<u32, glam::Vec2> = BTreeMap::new();
-    let mut arrived_max_turn: Option<f32> = None;
-    let mut all_arrived_tick = None;
+    let mut r = Report::empty(name, &world, opts, threads, sc.seed);
+    let mut watch = Watch::new(opts, sc.tick_rate);
+    watch.count_events(&mut world);
     // The whole run inside the pool: the calling thread is its worker, so no tick's timing
     // includes handing the step to another thread and waking back (a futex round trip).
     pool.install(|| -> Result<(), SimulateError> {
@@ -305,81 +264,178 @@ pub fn run(name: &str, scenario: &Scenario, opts: &SimulateOptions) -> Result<Re
                 let now = world.tick();
                 sc.apply_orders(&mut world, now)?;
             }
-            if opts.ticks >= window && t == opts.ticks - window {
-                earlier = world.agents().iter().map(|a| (a.id, a.position)).collect();
-            }
-            last_orient.clear();
-            last_orient.extend(world.agents().iter().map(|a| if a.order.as_ref().is_some_and(|o| o.done) { a.orientation } else { f32::NAN }));
+            watch.before_step(&world, t, opts.ticks);
             let start = Instant::now();
             let stats = world.step();
-            times.push(start.elapsed().as_secs_f64() * 1e3);
+            watch.times.push(start.elapsed().as_secs_f64() * 1e3);
             r.wall_crossings += u64::from(stats.wall_crossings);
             r.contacts += u64::from(stats.contacts);
             r.non_finite += u64::from(stats.non_finite);
-            if last_orient.len() == world.agents().len() {
-                for (a, &before) in world.agents().iter().zip(&last_orient) {
-                    if before.is_finite() {
-                        let turn = crate::sim::math::wrap_angle(a.orientation - before).abs();
-                        arrived_max_turn = Some(arrived_max_turn.map_or(turn, |m: f32| m.max(turn)));
-                    }
-                }
-            }
-            let agents = world.agents_unordered();
-            let ordered = agents.iter().filter(|a| a.order.is_some()).count();
-            if all_arrived_tick.is_none() && ordered > 0 && agents.iter().all(|a| a.order.as_ref().is_none_or(|o| o.done && !o.gave_up)) {
-                all_arrived_tick = Some(world.tick());
-            }
-            if opts.series && world.tick() % per_second == 0 {
-                r.series.push(SeriesRow::of(&world));
-            }
-            for e in world.drain_events() {
-                *events.entry(e.kind().to_string()).or_default() += 1;
-            }
+            watch.after_step(&mut world, &mut r);
             if opts.audit_every > 0 && (t + 1) % opts.audit_every == 0 {
-                let a = world.audit();
-                r.obstacle_penetrations += u64::from(a.obstacle_penetrations);
-                r.agent_overlaps += u64::from(a.agent_overlaps);
-                r.overlap_pair_ticks += u64::from(a.overlap_pairs);
-                r.max_penetration = r.max_penetration.max(a.max_penetration);
-                r.non_finite += u64::from(a.non_finite);
-                r.out_of_bounds += u64::from(a.out_of_bounds);
-                if a.min_obstacle_clearance.is_finite() {
-                    r.min_obstacle_clearance =
-                        Some(r.min_obstacle_clearance.map_or(a.min_obstacle_clearance, |m| m.min(a.min_obstacle_clearance)));
-                }
+                r.add_audit(&world.audit());
             }
         }
         Ok(())
     })?;
-    r.tick_ms = percentiles(&mut times);
-    r.agents = world.agents().len();
-    r.ns_per_agent_tick = if r.agents > 0 { r.tick_ms.mean * 1e6 / r.agents as f64 } else { 0.0 };
-    r.state_hash = format!("{:016x}", state_hash(&world));
-    r.events = events;
-    (r.arrived, r.with_target) = arrived(&world);
-    let short = gave_up(&world);
-    r.gave_up = short.len();
-    r.gave_up_short_by = short.into_iter().take(20).collect();
-    let ordered = world.agents_unordered().iter().any(|a| a.order.is_some());
-    let minutes = all_arrived_tick.unwrap_or(world.tick()) as f64 / f64::from(sc.tick_rate) / 60.0;
-    r.throughput_per_min = (ordered && r.arrived > 0 && minutes > 0.0).then(|| r.arrived as f64 / minutes);
-    r.stuck_agents = stuck_agents(&world, &earlier);
-    r.max_goal_distance = max_goal_distance(&world);
-    r.arrived_max_turn = arrived_max_turn;
-    r.all_arrived_tick = all_arrived_tick;
-    r.nav = world.nav().map(|n| {
-        let st = n.cache.stats();
-        let (c, rws) = n.grid.dims();
-        NavReport {
-            grid_cells: c as usize * rws as usize,
-            fields_built: st.builds,
-            cache_hits: st.hits,
-            cache_hit_rate: st.hit_rate(),
-            evictions: st.evictions,
-            bytes: n.bytes(),
-        }
-    });
+    watch.finish(&world, &mut r);
     Ok(r)
+}
+
+impl Report {
+    /// A report with nothing measured yet.
+    fn empty(name: &str, world: &World, opts: &SimulateOptions, threads: usize, seed: u64) -> Report {
+        Report {
+            scenario: name.to_string(),
+            agents: world.agents().len(),
+            ticks: opts.ticks,
+            threads,
+            seed,
+            tick_ms: TickMs { p50: 0.0, p99: 0.0, mean: 0.0, max: 0.0 },
+            ns_per_agent_tick: 0.0,
+            state_hash: String::new(),
+            events: BTreeMap::new(),
+            arrived: 0,
+            gave_up: 0,
+            gave_up_short_by: Vec::new(),
+            throughput_per_min: None,
+            with_target: 0,
+            obstacle_penetrations: 0,
+            min_obstacle_clearance: None,
+            wall_crossings: 0,
+            contacts: 0,
+            agent_overlaps: 0,
+            max_penetration: 0.0,
+            overlap_pair_ticks: 0,
+            stuck_agents: 0,
+            max_goal_distance: None,
+            non_finite: 0,
+            out_of_bounds: 0,
+            audited: opts.audit_every > 0,
+            nav: None,
+            arrived_max_turn: None,
+            all_arrived_tick: None,
+            series: Vec::new(),
+        }
+    }
+
+    /// Adds one audit's counts.
+    fn add_audit(&mut self, a: &Audit) {
+        self.obstacle_penetrations += u64::from(a.obstacle_penetrations);
+        self.agent_overlaps += u64::from(a.agent_overlaps);
+        self.overlap_pair_ticks += u64::from(a.overlap_pairs);
+        self.max_penetration = self.max_penetration.max(a.max_penetration);
+        self.non_finite += u64::from(a.non_finite);
+        self.out_of_bounds += u64::from(a.out_of_bounds);
+        if a.min_obstacle_clearance.is_finite() {
+            self.min_obstacle_clearance = Some(self.min_obstacle_clearance.map_or(a.min_obstacle_clearance, |m| m.min(a.min_obstacle_clearance)));
+        }
+    }
+}
+
+/// What a run watches from tick to tick (besides the step's own counts).
+struct Watch {
+    /// Each step's duration, ms.
+    times: Vec<f64>,
+    /// Events by kind.
+    events: BTreeMap<String, u64>,
+    /// Orientation before the step of each agent whose order is done (NaN for the others).
+    last_orient: Vec<f32>,
+    /// Ticks in 10 simulated seconds: `stuck_agents` compares positions this long before the end.
+    window: u64,
+    /// Positions (by id) `window` ticks before the end.
+    earlier: BTreeMap<u32, glam::Vec2>,
+    /// Ticks per simulated second (a series row each).
+    per_second: u64,
+    tick_rate: f32,
+    series: bool,
+    arrived_max_turn: Option<f32>,
+    all_arrived_tick: Option<u64>,
+}
+
+impl Watch {
+    fn new(opts: &SimulateOptions, tick_rate: f32) -> Watch {
+        Watch {
+            times: Vec::with_capacity(opts.ticks as usize),
+            events: BTreeMap::new(),
+            last_orient: Vec::new(),
+            window: (10.0 * f64::from(tick_rate)).round() as u64,
+            earlier: BTreeMap::new(),
+            per_second: f64::from(tick_rate).round().max(1.0) as u64,
+            tick_rate,
+            series: opts.series,
+            arrived_max_turn: None,
+            all_arrived_tick: None,
+        }
+    }
+
+    fn count_events(&mut self, world: &mut World) {
+        for e in world.drain_events() {
+            *self.events.entry(e.kind().to_string()).or_default() += 1;
+        }
+    }
+
+    /// Before step `t` of `ticks`.
+    fn before_step(&mut self, world: &World, t: u64, ticks: u64) {
+        if ticks >= self.window && t == ticks - self.window {
+            self.earlier = world.agents().iter().map(|a| (a.id, a.position)).collect();
+        }
+        self.last_orient.clear();
+        self.last_orient
+            .extend(world.agents().iter().map(|a| if a.order.as_ref().is_some_and(|o| o.done) { a.orientation } else { f32::NAN }));
+    }
+
+    fn after_step(&mut self, world: &mut World, r: &mut Report) {
+        if self.last_orient.len() == world.agents().len() {
+            for (a, &before) in world.agents().iter().zip(&self.last_orient) {
+                if before.is_finite() {
+                    let turn = crate::sim::math::wrap_angle(a.orientation - before).abs();
+                    self.arrived_max_turn = Some(self.arrived_max_turn.map_or(turn, |m: f32| m.max(turn)));
+                }
+            }
+        }
+        let agents = world.agents_unordered();
+        let ordered = agents.iter().filter(|a| a.order.is_some()).count();
+        if self.all_arrived_tick.is_none() && ordered > 0 && agents.iter().all(|a| a.order.as_ref().is_none_or(|o| o.done && !o.gave_up)) {
+            self.all_arrived_tick = Some(world.tick());
+        }
+        if self.series && world.tick() % self.per_second == 0 {
+            r.series.push(SeriesRow::of(world));
+        }
+        self.count_events(world);
+    }
+
+    /// Fills the report's end-of-run figures.
+    fn finish(mut self, world: &World, r: &mut Report) {
+        r.tick_ms = percentiles(&mut self.times);
+        r.agents = world.agents().len();
+        r.ns_per_agent_tick = if r.agents > 0 { r.tick_ms.mean * 1e6 / r.agents as f64 } else { 0.0 };
+        r.state_hash = format!("{:016x}", state_hash(world));
+        r.events = self.events;
+        (r.arrived, r.with_target) = arrived(world);
+        let short = gave_up(world);
+        r.gave_up = short.len();
+        r.gave_up_short_by = short.into_iter().take(20).collect();
+        let ordered = world.agents_unordered().iter().any(|a| a.order.is_some());
+        let minutes = self.all_arrived_tick.unwrap_or(world.tick()) as f64 / f64::from(self.tick_rate) / 60.0;
+        r.throughput_per_min = (ordered && r.arrived > 0 && minutes > 0.0).then(|| r.arrived as f64 / minutes);
+        r.stuck_agents = stuck_agents(world, &self.earlier);
+        r.max_goal_distance = max_goal_distance(world);
+        r.arrived_max_turn = self.arrived_max_turn;
+        r.all_arrived_tick = self.all_arrived_tick;
+        r.nav = world.nav().map(|n| {
+            let st = n.cache.stats();
+            let (c, rws) = n.grid.dims();
+            NavReport {
+                grid_cells: c as usize * rws as usize,
+                fields_built: st.builds,
+                cache_hits: st.hits,
+                cache_hit_rate: st.hit_rate(),
+                evictions: st.evictions,
+                bytes: n.bytes(),
+            }
+        });
+    }
 }
 
 /// p50, p99, mean and max of `v` (sorted in place).

@@ -8,7 +8,7 @@ use std::fs::{self, File, OpenOptions};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
-use crate::runtime::registry::valid_name;
+use crate::scenario::valid_name;
 use crate::scenario::{MAX_SCENARIO_BYTES, Scenario, ScenarioError};
 
 /// Why a store operation failed.

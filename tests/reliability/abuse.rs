@@ -240,7 +240,7 @@ pub async fn t02_extreme_commands(cfg: Cfg) -> Outcome {
 
 /// Test 4: WebSocket frame abuse. Each offender is closed (codes below) while a control client
 /// keeps its stream (its chain is verified) and keeps being served.
-pub async fn t04_frame_abuse(_cfg: Cfg) -> Outcome {
+pub async fn t04_frame_abuse(cfg: Cfg) -> Outcome {
     let srv = Server::fresh("t4", Opts::default());
     let http = srv.http();
     let max = srv.ws().await.welcome.as_ref().unwrap().max_message_bytes as usize;
@@ -294,10 +294,13 @@ pub async fn t04_frame_abuse(_cfg: Cfg) -> Outcome {
     let _ = stop.send(());
     let (mut ws, mut gaps) = control.await.expect("control client");
     ws.ping().await;
-    gate(worst < Duration::from_secs(5), || format!("an offender was closed only after {worst:?}"));
+    // How soon is a figure: only the long mode gates it (read_close's 10 s bound is the hang guard).
+    if cfg.long {
+        gate(worst < Duration::from_secs(1), || format!("an offender was closed only after {worst:?} (pass line 1 s)"));
+    }
     no_panic(&srv);
     Outcome::Pass(format!(
-        "{}; every offender closed within {:.0} ms max (pass line 1 s; gate 5 s in short mode); control client kept its chain, world ran {:.1} ticks/s over the test (nominal 20, figure), control p99 tick gap {:.0} ms",
+        "{}; every offender closed within {:.0} ms max (pass line 1 s, gated in --long); control client kept its chain, world ran {:.1} ticks/s over the test (nominal 20, figure), control p99 tick gap {:.0} ms",
         lines.join("; "),
         worst.as_secs_f64() * 1e3,
         ticks as f64 / secs,
@@ -560,10 +563,12 @@ pub async fn t18_panic_containment(cfg: Cfg) -> Outcome {
     ws.ping().await;
     let health = http.get("/health").await.json();
     let err = health["worlds"]["victim"]["error"].as_str().unwrap_or("").to_string();
-    // The pass line is 1 s; the short mode allows 3 s so that a busy machine does not fail it.
-    gate(seen < cfg.pick(Duration::from_secs(3), Duration::from_secs(1)), || format!("/health reported the dead world after {seen:?} (pass line 1 s)"));
+    // How soon is a figure: only the long mode gates it (the loop's 10 s bound is the hang guard).
+    if cfg.long {
+        gate(seen < Duration::from_secs(1), || format!("/health reported the dead world after {seen:?} (pass line 1 s)"));
+    }
     Outcome::Pass(format!(
-        "off by default (404); connection-task panic closed only its socket (health ok, WebSocket client kept); world-thread panic reported by /health (503, dead_worlds [victim], error \"{err}\") after {:.0} ms (< 1 s; /health reads the thread's liveness, no polling interval); world demo kept ticking",
+        "off by default (404); connection-task panic closed only its socket (health ok, WebSocket client kept); world-thread panic reported by /health (503, dead_worlds [victim], error \"{err}\") after {:.0} ms (pass line 1 s, gated in --long; /health reads the thread's liveness, no polling interval); world demo kept ticking",
         seen.as_secs_f64() * 1e3
     ))
 }

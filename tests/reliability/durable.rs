@@ -4,7 +4,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use serde_json::{Value, json};
-use steer_proto::{ClientMsg, Limits};
+use steer_proto::{ClientMsg, Limits, ServerMsg};
 use steerd_tests::*;
 
 use super::{Cfg, Outcome, gate, no_panic};
@@ -45,6 +45,35 @@ async fn obstacle_writer(http: Http, acked: Arc<Mutex<Vec<f32>>>, start: u32) {
     }
 }
 
+/// A player that stays connected: its resume token, player id and agents.
+async fn keeper(addr: std::net::SocketAddr) -> (Ws, String, String, Vec<u32>) {
+    let mut ws = Ws::connect(addr).await;
+    let w = ws.hello(None).await;
+    let rid = ws.rid();
+    let agents = match ws.request(&spawn_msg(rid, WORLD, 2, [90.0, 90.0, 110.0, 110.0], Limits::default())).await {
+        steer_proto::Outcome::Spawned(s) => s.agents,
+        other => panic!("keeper spawn: {other:?}"),
+    };
+    (ws, w.resume_token, w.player_id, agents)
+}
+
+/// Resumes the keeper's session on the restarted server with its old token, and commands its
+/// agents: Ok(what) or Err(why).
+async fn resume_keeper(addr: std::net::SocketAddr, token: &str, player: &str, agents: &[u32]) -> Result<String, String> {
+    let mut ws = Ws::connect(addr).await;
+    let hello = ClientMsg::Hello(steer_proto::Hello { protocol_version: steer_proto::PROTOCOL_VERSION, token: None, encoding: ws.enc, resume: Some(token.to_string()) });
+    ws.send(&hello).await;
+    match ws.next_until(Duration::from_secs(10), |m| matches!(m, ServerMsg::Welcome(_) | ServerMsg::Error(_))).await {
+        Some(ServerMsg::Welcome(w)) if w.player_id == player => {}
+        other => return Err(format!("resume refused: {other:?}")),
+    }
+    let rid = ws.rid();
+    match ws.request(&move_to_msg(rid, WORLD, agents.to_vec(), 20.0, 20.0, 1.0)).await {
+        steer_proto::Outcome::Error(e) => Err(format!("its agents are not its own after the resume: {e:?}")),
+        _ => Ok(format!("{player} resumed and commanded {} agents", agents.len())),
+    }
+}
+
 fn key(c: &Value) -> f32 {
     c[0].as_f64().unwrap_or(0.0) as f32
 }
@@ -82,9 +111,12 @@ pub async fn t21_crash_torture(cfg: Cfg) -> Outcome {
             tasks.push(tokio::spawn(bot(srv.addr, (round * 1000 + b) as u64)));
         }
         tasks.push(tokio::spawn(obstacle_writer(srv.http(), acked.clone(), next_obstacle)));
-        // A random moment: 0.5 to 3 s into the round.
-        tokio::time::sleep(Duration::from_millis(500 + rng.below(2500))).await;
+        // A player connected at the kill: its session is logged within a second of opening.
+        let (keep, token, player, keeper_agents) = keeper(srv.addr).await;
+        // A random moment: 1.5 to 4 s into the round.
+        tokio::time::sleep(Duration::from_millis(1500 + rng.below(2500))).await;
         srv.kill9();
+        drop(keep);
         for t in &tasks {
             t.abort();
         }
@@ -112,12 +144,15 @@ pub async fn t21_crash_torture(cfg: Cfg) -> Outcome {
         let players = http.get(&format!("/worlds/{WORLD}/players")).await.ok();
         let owning = players.as_array().map_or(0, |p| p.iter().filter(|p| p["agents"].as_u64().unwrap_or(0) > 0).count());
         gate(owning > 0, || format!("round {round}: no player owns an agent after recovery: {players}"));
+        // The connected player resumes with its old resume token and still owns its agents.
+        let resumed = resume_keeper(srv.addr, &token, &player, &keeper_agents).await;
+        gate(resumed.is_ok(), || format!("round {round}: {}", resumed.clone().err().unwrap_or_default()));
         recovered_ticks.push(rec["tick"].as_u64().unwrap_or(0));
         recovery_secs = recovery_secs.max(rec["seconds"].as_f64().unwrap_or(0.0));
         no_panic(&srv);
     }
     srv.terminate();
     Outcome::Pass(format!(
-        "{rounds} kill -9 under {bots} bots (every_command): each restart equal to `steerd replay` of its log (ticks {recovered_ticks:?}), all {acked_total} acknowledged obstacles kept, owners kept; slowest recovery {recovery_secs:.2} s"
+        "{rounds} kill -9 under {bots} bots (every_command): each restart equal to `steerd replay` of its log (ticks {recovered_ticks:?}), all {acked_total} acknowledged obstacles kept, owners kept, a connected player resumed with its token each time; slowest recovery {recovery_secs:.2} s"
     ))
 }

@@ -181,6 +181,25 @@ impl Ws {
         self.next_id
     }
 
+    /// Connects to a WebSocket URL (e.g. a `moved` message's `to`), binary, no `Hello` yet.
+    pub async fn connect_url(url: &str) -> Ws {
+        Ws::open(url.to_string(), None, Encoding::Binary).await.expect("WebSocket connect")
+    }
+
+    /// Sends `Hello` resuming the session of `resume` and waits for `Welcome` (panics on
+    /// anything else).
+    pub async fn hello_resume(&mut self, token: Option<&str>, resume: &str) -> Welcome {
+        let mut h = hello(token, self.enc);
+        if let ClientMsg::Hello(x) = &mut h {
+            x.resume = Some(resume.to_string());
+        }
+        self.send(&h).await;
+        match self.next_until(WAIT, |m| matches!(m, ServerMsg::Welcome(_) | ServerMsg::Error(_))).await {
+            Some(ServerMsg::Welcome(w)) => w,
+            other => panic!("expected Welcome to a resume, got {other:?}"),
+        }
+    }
+
     /// Sends `Hello` and waits for `Welcome` (panics on anything else).
     pub async fn hello(&mut self, token: Option<&str>) -> Welcome {
         self.send(&hello(token, self.enc)).await;
@@ -288,7 +307,7 @@ impl Ws {
                 self.cells_messages += 1;
                 self.last_tick = self.last_tick.max(c.tick);
             }
-            ServerMsg::Pong(_) => {}
+            ServerMsg::Pong(_) | ServerMsg::Moved(_) => {}
         }
         if let Err(e) = self.state.apply(msg) {
             let what = match msg {

@@ -87,7 +87,7 @@ namespace Steerd.Client
 
     public static class Codec
     {
-        public const int ProtocolVersion = 10;
+        public const int ProtocolVersion = 11;
         /// <summary>Largest server frame a client should accept (§1).</summary>
         public const int DefaultServerLimit = 8 * 1024 * 1024;
         /// <summary>Default largest client frame (§1, Welcome.max_message_bytes).</summary>
@@ -200,6 +200,7 @@ namespace Steerd.Client
             new Variant("error", ErrorFields),
             V("pong", Rid, F("server_tick", U64)),
             V("cells", F("world", U32), F("tick", U64), F("span", U32), F("checksum", Checksum, null), F("entries", new PackedT("entries"))),
+            V("moved", F("world", U32), F("name", Str), F("to", Str)),
         });
 
         /// <summary>

@@ -114,6 +114,12 @@ namespace Steerd.Client
         public event Action<Welcome, bool> Reconnected;
         /// <summary>The server refused the resume token (grace period over, kicked, restarted): the reason.</summary>
         public event Action<string> SessionLost;
+        /// <summary>
+        /// A world moved to another server (a live handoff): (world, URL). When this client uses it
+        /// (a view of it, or agents it spawned there) it reconnects to the URL at once and resumes
+        /// its session there (same player, same agents; views resubscribe); Reconnected follows.
+        /// </summary>
+        public event Action<string, string> Moved;
         /// <summary>A view asked for keyframes again (world, reason).</summary>
         public event Action<string, string> Resynced;
         /// <summary>
@@ -122,7 +128,9 @@ namespace Steerd.Client
         /// </summary>
         public event Action<string, string> ViewRemoved;
 
-        readonly Uri uri;
+        volatile Uri uri;
+        /// <summary>Set when a <c>moved</c> message sent this client elsewhere: the next connection starts at once.</summary>
+        volatile bool moving;
         readonly ConnectOptions opts;
         readonly SynchronizationContext context;
         readonly CancellationTokenSource stop = new CancellationTokenSource();
@@ -595,10 +603,14 @@ namespace Steerd.Client
                     why = e.Message;
                     info.Reason = e.Message;
                 }
-                if (closingByClient) { info.Cause = DisconnectCause.Client; info.Code = 4000; info.Reason = "dropped by the client"; }
+                bool moved = moving;
+                moving = false;
+                if (closingByClient) { info.Cause = DisconnectCause.Client; info.Code = moved ? 1000 : 4000; info.Reason = moved ? "world moved" : "dropped by the client"; }
                 lock (SyncRoot) { if (ws == w) ws = null; }
                 try { w.Dispose(); } catch (Exception) { }
                 if (!OnDrop(why, info)) return;
+                // A moved world's new server is up: no back-off.
+                if (moved) continue;
                 int delay = (int)(Math.Min(opts.ReconnectMaxDelayMs, opts.ReconnectMinDelayMs * Math.Pow(2, Math.Min(attempts, 20))) * (0.5 + Jitter()));
                 attempts++;
                 try { await Wait(delay, stop.Token).ConfigureAwait(false); } catch (OperationCanceledException) { return; }
@@ -725,6 +737,23 @@ namespace Steerd.Client
                         return;
                     }
                 case "command_result": OnResult(m); return;
+                case "moved":
+                    {
+                        string name = (string)m["name"], to = (string)m["to"];
+                        bool uses;
+                        lock (SyncRoot) uses = views.ContainsKey(name) || owned.ContainsKey(name);
+                        Raise(Moved, name, to);
+                        if (!uses || State == "closed") return;
+                        Uri next;
+                        try { next = WsUri(to, opts.Batch); }
+                        catch (Exception e) when (e is UriFormatException || e is ArgumentException) { Raise(Error, "moved: `" + to + "` is not a URL"); return; }
+                        // Reconnect there now and resume the session with the latest resume token.
+                        uri = next;
+                        moving = true;
+                        var w = ws;
+                        if (w != null) { closingByClient = true; w.Abort(); }
+                        return;
+                    }
                 case "pong":
                     {
                         long rid = Tree.L(m, "request_id");

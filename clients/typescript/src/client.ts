@@ -154,6 +154,12 @@ export interface ClientEvents {
   reconnect: (w: Welcome, resumed: boolean) => void;
   /** The server refused the resume token (grace period over, kicked, server restarted). */
   session_lost: (reason: string) => void;
+  /**
+   * World `world` moved to another server (a live handoff): when this client uses it (a view
+   * of it, or agents it spawned there) it reconnects to `to` at once and resumes its session
+   * there (same player, same agents; views resubscribe); `reconnect` follows.
+   */
+  moved: (world: string, to: string) => void;
   /** A view asked for keyframes again (chain break, bad frame, checksum mismatch). */
   resync: (world: string, reason: string) => void;
   /**
@@ -221,7 +227,7 @@ export class SteerClient {
   /** Reconnects that resumed the previous session (same player, its agents and subscriptions). */
   resumes = 0;
 
-  private readonly url: string;
+  private url: string;
   private readonly opts: ConnectOptions;
   private readonly Ctor: SocketCtor;
   private ws: SocketLike | null = null;
@@ -607,6 +613,8 @@ export class SteerClient {
       }
       case 'command_result':
         return this.onResult(m);
+      case 'moved':
+        return this.onMoved(m.name, m.to);
       case 'pong': {
         const sent = this.pings.get(m.request_id);
         this.pings.delete(m.request_id);
@@ -642,6 +650,41 @@ export class SteerClient {
         return;
       }
     }
+  }
+
+  /**
+   * A world this client uses moved to another server: reconnect there now (no back-off) and
+   * resume the session with the latest resume token (the new server knows it); the views
+   * resubscribe at the Welcome, as after any reconnect.
+   */
+  private onMoved(world: string, to: string): void {
+    this.emit('moved', world, to);
+    if (this.state === 'closed' || !(this.views.has(world) || this.owned.has(world))) return;
+    let url: string;
+    try {
+      url = wsUrl(to, !!this.opts.batch);
+    } catch {
+      this.emit('error', new Error(`moved: \`${to}\` is not a URL`));
+      return;
+    }
+    this.url = url;
+    const ws = this.ws;
+    this.ws = null;
+    if (ws) {
+      ws.onclose = null;
+      try { ws.close(1000, 'world moved'); } catch { /* already closing */ }
+    }
+    this.clearTimers();
+    for (const [rid, p] of this.pending) {
+      if (!p.sent) continue;
+      clearTimeout(p.timer);
+      this.pending.delete(rid);
+      if (!p.internal) p.reject(new CommandError('outcome_unknown', `the world moved before the result of ${p.what}: it may or may not have taken effect`, null, rid));
+    }
+    this.pings.clear();
+    this.state = 'reconnecting';
+    this.emit('disconnect', { cause: 'client', code: 1000, reason: 'world moved', willReconnect: true });
+    this.open();
   }
 
   /** The world's rate changed: its WorldInfo and its view's clock follow. */

@@ -17,7 +17,7 @@
 
 import type { ClientMsg, ServerMsg, Hello, Encoding, ErrorCodeName, RoleName } from './types.js';
 
-export const PROTOCOL_VERSION = 10;
+export const PROTOCOL_VERSION = 11;
 /** Largest server frame a client should accept (§1). */
 export const DEFAULT_SERVER_LIMIT = 8 * 1024 * 1024;
 /** Default largest client frame (§1, `Welcome.max_message_bytes`). */
@@ -870,6 +870,7 @@ const SERVER = tagged([
   ['error', ErrorFields],
   ['pong', [rid, ['server_tick', 'u64']]],
   ['cells', [['world', 'u32'], ['tick', 'u64'], ['span', 'u32'], ['checksum', 'checksum', null], ['entries', { packed: 'entries' }]]],
+  ['moved', [['world', 'u32'], ['name', 'string'], ['to', 'string']]],
 ]);
 
 /**

@@ -135,4 +135,10 @@ export interface Cells {
   checksum: string | null;
   entries: CellsEntry[];
 }
-export type ServerMsg = Welcome | Keyframe | Delta | EventMsg | CommandResult | ErrorMsg | Pong | Cells;
+/**
+ * The world moved to another server (protocol v11, a live handoff): it runs on at `to` (a
+ * `ws://` / `wss://` URL), where the session resumes with its resume token. `SteerClient`
+ * follows it by itself and emits `moved`.
+ */
+export interface Moved { type: 'moved'; world: number; name: string; to: string }
+export type ServerMsg = Welcome | Keyframe | Delta | EventMsg | CommandResult | ErrorMsg | Pong | Cells | Moved;

@@ -29,7 +29,7 @@ async function scenario(encoding) {
   const reached = new Set();
   client.on('destination_reached', (agent, w) => { if (w === world) reached.add(agent); });
   try {
-    assert.equal(client.welcome.protocol_version, 10);
+    assert.equal(client.welcome.protocol_version, 11);
     assert.equal(client.playerId, player);
     assert.equal(client.role, 'player');
     assert.match(client.resumeToken, /^[0-9a-f]{32}$/);

@@ -74,5 +74,5 @@ test('npm pack → install into a fresh project with ws → strict tsc (node and
   const out = await new Promise((ok, fail) => {
     import('node:child_process').then(({ execFile }) => execFile('node', ['dist/main.js', srv.base, 'packed'], { cwd: app, timeout: 30000 }, (err, stdout, stderr) => (err ? fail(new Error(`${err.message}\n${stderr}`)) : ok(stdout))));
   });
-  assert.deepEqual(JSON.parse(out.trim()), { protocol: 10, spawned: 2, inView: 2 });
+  assert.deepEqual(JSON.parse(out.trim()), { protocol: 11, spawned: 2, inView: 2 });
 });

@@ -35,13 +35,14 @@ export async function until(what, fn, timeoutMs = 15000, everyMs = 50) {
  * `adminToken`: started with `--admin-token` (REST calls then send it as a bearer token).
  * `playerSecret`: started with `--player-jwt-secret` (player tokens required: `mintToken`);
  * without it the server runs in dev mode (a client without a token is an anonymous player).
+ * `args`: more flags (e.g. `--persistence`, `--cluster-secret`).
  */
-export async function startServer({ adminToken, playerSecret } = {}) {
+export async function startServer({ adminToken, playerSecret, args = [] } = {}) {
   if (!existsSync(BIN)) throw new Error(`steerd binary not found at ${BIN} (set STEERD_BIN)`);
   const scratch = mkdtempSync(join(tmpdir(), 'steerd-sdk-'));
   const port = await freePort();
   const base = `http://127.0.0.1:${port}`;
-  const proc = spawn(BIN, ['--listen', `127.0.0.1:${port}`, '--data-dir', join(scratch, 'data'), '--scenarios-dir', join(root, 'scenarios'), ...(adminToken ? ['--admin-token', adminToken] : []), ...(playerSecret ? ['--player-jwt-secret', playerSecret] : [])], {
+  const proc = spawn(BIN, ['--listen', `127.0.0.1:${port}`, '--data-dir', join(scratch, 'data'), '--scenarios-dir', join(root, 'scenarios'), ...(adminToken ? ['--admin-token', adminToken] : []), ...(playerSecret ? ['--player-jwt-secret', playerSecret] : []), ...args], {
     stdio: ['ignore', 'pipe', 'pipe'],
     env: { ...process.env, RUST_LOG: process.env.RUST_LOG || 'warn' },
   });
@@ -78,5 +79,5 @@ export async function startServer({ adminToken, playerSecret } = {}) {
     if (!playerSecret) throw new Error('mintToken needs a server started with playerSecret');
     return execFileSync(BIN, ['token', '--sub', sub, '--role', role, '--ttl', '1h', '--secret', playerSecret], { encoding: 'utf8' }).trim();
   };
-  return { base, rest, stop, mintToken, log: () => log };
+  return { base, port, rest, stop, mintToken, log: () => log };
 }

@@ -68,7 +68,7 @@ for (const name of plain) {
 }
 
 test('the Hello this SDK sends is the golden Hello (new session and resume)', () => {
-  assert.equal(PROTOCOL_VERSION, 10);
+  assert.equal(PROTOCOL_VERSION, 11);
   const v = readJson('client_hello');
   assert.equal(v.protocol_version, PROTOCOL_VERSION);
   const h = helloMessage({ token: v.token, encoding: v.encoding });
@@ -92,6 +92,8 @@ test('the golden Welcomes tell the player, its role and the resume token', () =>
   assert.equal(decodeServer(readHex('server_event_tick_rate')).event.tick_rate_hz, 30);
   // Protocol v10: an order that ended short of its goal.
   assert.deepEqual(decodeServer(readHex('server_event_gave_up')).event, { type: 'gave_up', agent: 9, distance: 3.25 });
+  // Protocol v11: the world moved to another server (a live handoff).
+  assert.deepEqual(decodeServer(readHex('server_moved')), { type: 'moved', world: 1, name: 'arena', to: 'ws://10.0.0.7:8080/ws' });
   assert.deepEqual(decodeServer(readHex('server_event_unreachable')).event, { type: 'unreachable', agent: 10, distance: 12.5 });
   const s = decodeServer(readHex('server_welcome_spectator'));
   assert.equal(s.player_id, 'carol');

@@ -60,6 +60,7 @@ impl From<CmdError> for ApiError {
             CmdError::Invalid(m) => ApiError::invalid(m.clone()),
             CmdError::ReadOnly(m) => ApiError::new(StatusCode::CONFLICT, ErrorCode::Forbidden, m.clone()),
             CmdError::Conflict(m) => ApiError::new(StatusCode::CONFLICT, ErrorCode::BadRequest, m.clone()),
+            CmdError::Moving(_) => ApiError::new(StatusCode::SERVICE_UNAVAILABLE, ErrorCode::Busy, e.to_string()),
         }
     }
 }
@@ -83,6 +84,7 @@ impl From<RegistryError> for ApiError {
             RegistryError::TooMany(_) => ApiError::invalid(e.to_string()),
             RegistryError::Start(c) => c.into(),
             RegistryError::Unrecovered(..) => ApiError::new(StatusCode::CONFLICT, ErrorCode::BadRequest, e.to_string()),
+            RegistryError::Moved(..) => ApiError::new(StatusCode::GONE, ErrorCode::UnknownWorld, e.to_string()),
         }
     }
 }

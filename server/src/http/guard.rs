@@ -122,6 +122,9 @@ pub async fn guard(State(state): State<AppState>, mut req: Request, next: Next) 
     if mutating && !origin_allowed(&state, req.headers()) {
         return refuse(StatusCode::FORBIDDEN, ErrorCode::Forbidden, "Origin not allowed");
     }
+    if rule == authz::Rule::Cluster {
+        return cluster_gate(&state, req, next).await;
+    }
     let caller = caller(&state, req.headers());
     let target = world_segment(&pattern, req.uri().path()).map(|name| authz::Target { name, visibility: state.registry.policy(name).visibility });
     let grant = match authz::decide(state.mode, &caller, rule, target) {
@@ -165,6 +168,35 @@ pub async fn guard(State(state): State<AppState>, mut req: Request, next: Next) 
             }
             next.run(Request::from_parts(parts, Body::from(bytes))).await
         }
+    }
+}
+
+/// The gate of the server-to-server routes (a handoff's transfer): the cluster secret in
+/// [`crate::handoff::SECRET_HEADER`], compared in constant time — none configured: 403 (handoff
+/// disabled), none sent: 401, another: 403 — then the body, bounded by
+/// `cluster.max_transfer_bytes` (413) and `limits.body_timeout_ms` (408).
+async fn cluster_gate(state: &AppState, req: Request, next: Next) -> Response {
+    let Some(secret) = state.settings.cluster.secret.as_deref() else {
+        return refuse(StatusCode::FORBIDDEN, ErrorCode::Forbidden, "handoff is disabled on this server: it has no cluster secret (`cluster.secret`)");
+    };
+    let Some(given) = req.headers().get(crate::handoff::SECRET_HEADER) else {
+        return refuse(StatusCode::UNAUTHORIZED, ErrorCode::Unauthorized, format!("a server-to-server call needs the cluster secret in `{}`", crate::handoff::SECRET_HEADER));
+    };
+    if !given.to_str().is_ok_and(|g| crate::handoff::secret_matches(secret, g)) {
+        return refuse(StatusCode::FORBIDDEN, ErrorCode::Forbidden, "wrong cluster secret");
+    }
+    let limit = usize::try_from(state.settings.cluster.max_transfer_bytes).unwrap_or(usize::MAX);
+    let declared = req.headers().get(header::CONTENT_LENGTH).and_then(|v| v.to_str().ok()).and_then(|v| v.parse::<u64>().ok());
+    if declared.is_some_and(|n| n > limit as u64) {
+        return too_large(limit);
+    }
+    let timeout = Duration::from_millis(state.settings.limits.body_timeout_ms.max(state.settings.cluster.transfer_timeout_ms));
+    let (parts, body) = req.into_parts();
+    match tokio::time::timeout(timeout, http_body_util::BodyExt::collect(http_body_util::Limited::new(body, limit))).await {
+        Err(_) => ApiError::new(StatusCode::REQUEST_TIMEOUT, ErrorCode::BadRequest, format!("request body not received within {} ms", timeout.as_millis())).into_response(),
+        Ok(Err(e)) if e.downcast_ref::<http_body_util::LengthLimitError>().is_some() => too_large(limit),
+        Ok(Err(e)) => ApiError::bad_request(format!("reading the request body: {e}")).into_response(),
+        Ok(Ok(collected)) => next.run(Request::from_parts(parts, Body::from(collected.to_bytes()))).await,
     }
 }
 

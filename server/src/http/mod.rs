@@ -2,6 +2,7 @@
 
 pub mod error;
 pub mod guard;
+pub mod handoff;
 pub mod openapi;
 pub mod recordings;
 pub mod rest;
@@ -32,6 +33,7 @@ use crate::metrics::Metrics;
 pub fn app(state: AppState) -> Router {
     use rest::*;
     let body_limit = state.settings.limits.max_body_bytes;
+    let transfer_limit = usize::try_from(state.settings.cluster.max_transfer_bytes).unwrap_or(usize::MAX);
     Router::new()
         .route("/", get(viewer::index)).route("/viewer/{*file}", get(viewer::file))
         .route("/health", get(health))
@@ -71,8 +73,17 @@ pub fn app(state: AppState) -> Router {
         .route("/debug/stall", post(debug_stall))
         .route("/scenarios", get(list_scenarios))
         .route("/scenarios/{name}", get(get_scenario).put(put_scenario).delete(delete_scenario))
+        .route("/worlds/{world}/handoff", post(handoff::handoff_world))
         .layer(DefaultBodyLimit::max(body_limit))
         .layer(tower_http::limit::RequestBodyLimitLayer::new(body_limit))
+        // Server to server, with its own body bound (`cluster.max_transfer_bytes`; the gate
+        // checks the cluster secret before the body is read).
+        .merge(
+            Router::new()
+                .route("/cluster/worlds/{world}", post(handoff::import_world))
+                .layer(DefaultBodyLimit::max(transfer_limit))
+                .layer(tower_http::limit::RequestBodyLimitLayer::new(transfer_limit)),
+        )
         // Outermost last: errors become JSON; mutating calls are authenticated before their
         // body is read, and the body is read with a size and a time bound.
         .layer(axum::middleware::from_fn_with_state(state.clone(), guard::guard))
@@ -90,7 +101,7 @@ pub async fn run(listener: TcpListener, state: AppState) -> anyhow::Result<()> {
     let header_timeout = Duration::from_millis(state.settings.limits.header_timeout_ms);
     let sockets = Arc::new(tokio::sync::Semaphore::new(socket_cap(state.settings.limits.max_http_connections)));
     let send_buffer = state.settings.limits.socket_send_buffer_bytes;
-    let http_conns = serve(listener, router, cancel.clone(), header_timeout, sockets, state.metrics.clone(), send_buffer).await?;
+    let http_conns = serve(listener, router, cancel.clone(), Serving { header_timeout, sockets, metrics: state.metrics.clone(), send_buffer }).await?;
     let timeout = Duration::from_millis(state.settings.limits.shutdown_timeout_ms);
     let started = tokio::time::Instant::now();
     let deadline = started + timeout;
@@ -218,21 +229,25 @@ fn refuse(mut stream: tokio::net::TcpStream, refusing: &Arc<tokio::sync::Semapho
     });
 }
 
+/// What [`serve`] bounds each socket by, and where it counts them.
+struct Serving {
+    /// Longest a request's header may take to arrive.
+    header_timeout: Duration,
+    /// One slot per accepted socket.
+    sockets: Arc<tokio::sync::Semaphore>,
+    metrics: Arc<Metrics>,
+    /// The kernel send buffer of each socket, bytes (0: the system's default).
+    send_buffer: usize,
+}
+
 /// The accept loop: hyper's HTTP/1 server with a header-read timeout (which `axum::serve`
 /// lacks, leaving it open to slowloris), WebSocket upgrades, and graceful shutdown. Every
 /// accepted socket takes a slot of `sockets` (idle ones too, and upgraded ones until their
 /// session ends); beyond it a socket is answered 503 at once and closed, so file descriptors
 /// stay bounded. Accept errors (e.g. EMFILE) back off briefly instead of spinning. Answers,
 /// once cancelled, the tracker of the connection tasks still finishing.
-async fn serve(
-    listener: TcpListener,
-    router: Router,
-    cancel: CancellationToken,
-    header_timeout: Duration,
-    sockets: Arc<tokio::sync::Semaphore>,
-    metrics: Arc<Metrics>,
-    send_buffer: usize,
-) -> anyhow::Result<TaskTracker> {
+async fn serve(listener: TcpListener, router: Router, cancel: CancellationToken, how: Serving) -> anyhow::Result<TaskTracker> {
+    let Serving { header_timeout, sockets, metrics, send_buffer } = how;
     use hyper_util::rt::{TokioIo, TokioTimer};
     let conns = TaskTracker::new();
     let refusing = Arc::new(tokio::sync::Semaphore::new(REFUSING));

@@ -7,7 +7,7 @@ use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
 use utoipa::{Modify, OpenApi};
 
 use super::schema::*;
-use super::{recordings, rest, ws};
+use super::{handoff, recordings, rest, ws};
 
 /// The document.
 #[derive(OpenApi)]
@@ -69,6 +69,8 @@ use super::{recordings, rest, ws};
         rest::put_owner,
         rest::debug_panic,
         rest::debug_stall,
+        handoff::handoff_world,
+        handoff::import_world,
     ),
     components(schemas(ErrorBody)),
     modifiers(&BearerAuth),
@@ -88,6 +90,8 @@ pub struct ApiDoc;
 
 /// Name of the admin-token security scheme.
 pub const BEARER: &str = "bearer";
+/// Name of the cluster-secret security scheme (server-to-server routes).
+pub const CLUSTER: &str = "cluster";
 
 /// Adds the `bearer` security scheme (the admin token).
 struct BearerAuth;
@@ -103,6 +107,13 @@ impl Modify for BearerAuth {
                     .description(Some("The admin token (`--admin-token`); needed only when the server has one"))
                     .build(),
             ),
+        );
+        components.add_security_scheme(
+            CLUSTER,
+            SecurityScheme::ApiKey(utoipa::openapi::security::ApiKey::Header(utoipa::openapi::security::ApiKeyValue::with_description(
+                crate::handoff::SECRET_HEADER,
+                "The cluster secret (`cluster.secret`) servers of one cluster share: server-to-server calls only",
+            ))),
         );
     }
 }
@@ -270,6 +281,13 @@ mod tests {
         for (path, item) in doc["paths"].as_object().unwrap() {
             for (method, op) in item.as_object().unwrap() {
                 if !METHODS.contains(&method.as_str()) {
+                    continue;
+                }
+                // Server-to-server routes take the cluster secret instead, and no token.
+                if path.starts_with("/cluster/") {
+                    let cluster = op["security"].as_array().is_some_and(|s| s.len() == 1 && s[0].get(CLUSTER).is_some());
+                    assert!(cluster, "{method} {path}: security {}", op["security"]);
+                    assert!(op["responses"]["401"].is_object() && op["responses"]["403"].is_object(), "{method} {path} documents 401/403");
                     continue;
                 }
                 let secured = op["security"].as_array().is_some_and(|s| s.iter().any(|r| r.get(BEARER).is_some()));

@@ -53,7 +53,7 @@ impl AppState {
             auth: Arc::new(auth),
             registry: Arc::new(
                 Registry::new(settings.limits.clone(), settings.players.clone(), players, metrics.clone())?.with_recorder(
-                    crate::record::RecordHub::start(&settings.data_dir.join("recordings"), settings.limits.recording(), settings.record)?,
+                    crate::record::RecordHub::start(&settings.data_dir.join("recordings"), crate::record::RecordSettings::from(&settings.limits), settings.record)?,
                 )
                 .with_persistence(writer, settings.persistence.enabled),
             ),

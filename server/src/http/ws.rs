@@ -553,8 +553,13 @@ async fn recv_task(stream: &mut wsio::Reader, ctl: &mpsc::Sender<Ctl>, env: &mut
                 Some(Ok(m)) => session.on_message(env, inbound(m), Instant::now(), &mut out),
             },
         };
+        let subs_changed = out.iter().any(|e| matches!(e, Effect::Subscribe { .. } | Effect::Unsubscribe { .. }));
         if !carry_out(&mut out, session, ctl, &env.state).await || flow == Flow::Stop {
             return;
+        }
+        if subs_changed && let Some((_, token, subs)) = session.resumable() {
+            // Who uses which world, for a handoff (`http/handoff.rs`).
+            env.state.registry.players.set_subs(token, env.id, subs);
         }
     }
 }

@@ -12,7 +12,7 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
-use super::{PersistError, Store};
+use super::store::{PersistError, Store};
 use crate::record::format;
 
 /// Segments and snapshots of every durable world in one directory tree.
@@ -109,7 +109,7 @@ impl Store for LocalDisk {
             .flatten()
             .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
             .map(|e| e.file_name().to_string_lossy().into_owned())
-            .filter(|n| crate::runtime::registry::valid_name(n))
+            .filter(|n| crate::scenario::valid_name(n))
             .collect();
         out.sort();
         Ok(out)
@@ -239,29 +239,50 @@ impl Store for LocalDisk {
     }
 }
 
-/// Reads a durable world's directory as one recording, for `steerd replay DIR`: its segments in
-/// order (each must be there), records concatenated; a torn tail of the last segment is reported
-/// as the recording's torn tail, damage anywhere else is an error naming the file. Writes nothing.
-pub fn read_log_dir(dir: &Path) -> Result<format::Parsed, PersistError> {
+/// A durable world's directory as `steerd replay DIR` re-runs it: the world to start from (none
+/// when the log begins with its `Start`), and the records after it.
+pub struct LogDir {
+    /// The oldest snapshot's world and scenario whose place is in the log (segments before
+    /// a snapshot are pruned, so the log alone no longer starts from a scenario).
+    pub from: Option<(crate::sim::world::World, crate::scenario::Scenario)>,
+    /// The snapshot it came from.
+    pub snapshot: Option<String>,
+    /// The records to re-run.
+    pub parsed: format::Parsed,
+}
+
+/// Reads a durable world's directory for `steerd replay DIR`: its segments in order (each must
+/// be there), records concatenated; a torn tail of the last segment is reported as the
+/// recording's torn tail, damage anywhere else is an error naming the file. When the first
+/// segment does not begin with a `Start`, the oldest valid snapshot whose place is in the log
+/// is the start, and the records after it are re-run. Writes nothing.
+pub fn read_log_dir(dir: &Path) -> Result<LogDir, PersistError> {
     let rd = std::fs::read_dir(dir).map_err(|e| io(dir, "cannot list", e))?;
-    let mut segs: Vec<(u64, PathBuf)> = rd
-        .flatten()
-        .filter_map(|e| {
-            let n = e.file_name().to_string_lossy().into_owned();
-            let digits = n.strip_prefix(SEG_PREFIX)?.strip_suffix(SEG_EXT)?.to_string();
-            (digits.len() == 20).then(|| digits.parse().ok().map(|v| (v, e.path()))).flatten()
-        })
-        .collect();
+    let mut segs: Vec<(u64, PathBuf)> = Vec::new();
+    let mut snaps: Vec<(u64, PathBuf)> = Vec::new();
+    for e in rd.flatten() {
+        let n = e.file_name().to_string_lossy().into_owned();
+        let num = |p: &str, x: &str| n.strip_prefix(p)?.strip_suffix(x).filter(|d| d.len() == 20)?.parse::<u64>().ok();
+        if let Some(v) = num(SEG_PREFIX, SEG_EXT) {
+            segs.push((v, e.path()));
+        } else if let Some(v) = num(SNAP_PREFIX, SNAP_EXT) {
+            snaps.push((v, e.path()));
+        }
+    }
     segs.sort();
+    snaps.sort();
     let Some(first) = segs.first().map(|s| s.0) else {
         return Err(io(dir, "no segment", std::io::Error::other("seg-*.log not found")));
     };
     let mut out = format::Parsed::default();
+    // Records before each segment.
+    let mut starts: Vec<(u64, usize)> = Vec::new();
     let last = segs.len() - 1;
     for (i, (n, path)) in segs.iter().enumerate() {
         if *n != first + i as u64 {
             return Err(PersistError::Io { file: dir.join(format!("{SEG_PREFIX}{:020}{SEG_EXT}", first + i as u64)).display().to_string(), reason: "missing segment".into() });
         }
+        starts.push((*n, out.records.len()));
         let bytes = std::fs::read(path).map_err(|e| io(path, "cannot read", e))?;
         if i == last && bytes.len() < format::HEADER_LEN {
             out.torn_bytes = bytes.len();
@@ -279,5 +300,35 @@ pub fn read_log_dir(dir: &Path) -> Result<format::Parsed, PersistError> {
         out.chunks += p.chunks;
         out.records.extend(p.records);
     }
-    Ok(out)
+    if matches!(out.records.first(), Some(format::Record::Start { .. })) {
+        return Ok(LogDir { from: None, snapshot: None, parsed: out });
+    }
+    let mut why = Vec::new();
+    for (_, path) in &snaps {
+        let Ok(bytes) = std::fs::read(path) else { continue };
+        let s = match super::decode_snapshot(&bytes) {
+            Ok(s) => s,
+            Err(e) => {
+                why.push(format!("{}: {e}", path.display()));
+                continue;
+            }
+        };
+        let Some(world) = s.world else { continue };
+        let Some(&(_, before)) = starts.iter().find(|x| x.0 == s.meta.segment) else { continue };
+        let at = before.saturating_add(usize::try_from(s.meta.records).unwrap_or(usize::MAX));
+        if at > out.records.len() {
+            continue;
+        }
+        match super::recover::restore(&s.meta, world) {
+            Ok((w, scenario, _)) => {
+                out.records.drain(..at);
+                return Ok(LogDir { from: Some((w, scenario)), snapshot: Some(path.display().to_string()), parsed: out });
+            }
+            Err(e) => why.push(format!("{}: {e}", path.display())),
+        }
+    }
+    Err(PersistError::Io {
+        file: segs[0].1.display().to_string(),
+        reason: format!("the log does not begin with a start record and no snapshot in the directory starts it ({})", if why.is_empty() { "none covers its first segment".to_string() } else { why.join("; ") }),
+    })
 }

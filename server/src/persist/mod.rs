@@ -16,7 +16,11 @@
 //! a new one from a scenario.
 
 pub mod disk;
+pub mod mem;
 pub mod recover;
+pub mod snapshot;
+pub mod store;
+pub mod transfer;
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -24,127 +28,17 @@ use std::sync::mpsc::{Receiver, RecvTimeoutError, SyncSender, TrySendError};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 
 pub use recover::{RecoverError, Recovered, RecoveryReport, recover};
+pub use snapshot::{RunnerState, SNAP_HEADER, SNAP_MAGIC, SNAP_VERSION, Snapshot, SnapshotMeta, StoredSession, decode_snapshot, encode_snapshot, needs_log_from};
+pub use store::{PersistError, Store};
+pub use transfer::{TransferError, export_world, import_world};
 
 use crate::config::{FsyncPolicy, PersistSettings};
 use crate::record::codec::Enc;
 use crate::record::format::{self, Record};
 use crate::sim::world::{Command, World};
-
-/// Why the store could not do something.
-#[derive(Debug, Clone, PartialEq, thiserror::Error)]
-pub enum PersistError {
-    /// A file operation failed (names the file).
-    #[error("{file}: {reason}")]
-    Io { file: String, reason: String },
-}
-
-/// Where durable worlds keep their logs and snapshots. The local disk is the embedded default;
-/// a replicated backend (e.g. NATS JetStream: a stream per world for the segments, a KV bucket
-/// for the snapshots) implements the same calls (ARCHITECTURE.md). Only the writer thread and
-/// recovery call it, never a world thread.
-pub trait Store: Send + Sync {
-    /// A segment's (or, with `None`, the world's) location, for errors and reports.
-    fn describe(&self, world: &str, seg: Option<u64>) -> String;
-    /// A snapshot's location.
-    fn describe_snapshot(&self, world: &str, seq: u64) -> String;
-    /// The worlds with anything stored.
-    fn worlds(&self) -> Result<Vec<String>, PersistError>;
-    /// A world's segment numbers, ascending.
-    fn segments(&self, world: &str) -> Result<Vec<u64>, PersistError>;
-    /// Appends whole chunks to a segment (created with the recording header if new). On error
-    /// the segment is as it was before the call.
-    fn append(&self, world: &str, seg: u64, bytes: &[u8]) -> Result<(), PersistError>;
-    /// Makes everything appended to a segment durable.
-    fn sync(&self, world: &str, seg: u64) -> Result<(), PersistError>;
-    /// No more appends to this segment (syncs it).
-    fn close(&self, world: &str, seg: u64);
-    /// A segment's bytes.
-    fn read_segment(&self, world: &str, seg: u64) -> Result<Vec<u8>, PersistError>;
-    /// Cuts a segment to `len` bytes (a torn tail).
-    fn truncate_segment(&self, world: &str, seg: u64, len: u64) -> Result<(), PersistError>;
-    /// Deletes a segment (absent: no error).
-    fn delete_segment(&self, world: &str, seg: u64) -> Result<(), PersistError>;
-    /// Writes a snapshot atomically: afterwards it is there whole, or not at all.
-    fn put_snapshot(&self, world: &str, seq: u64, bytes: &[u8]) -> Result<(), PersistError>;
-    /// A world's snapshot numbers, ascending.
-    fn snapshots(&self, world: &str) -> Result<Vec<u64>, PersistError>;
-    /// A snapshot's bytes.
-    fn read_snapshot(&self, world: &str, seq: u64) -> Result<Vec<u8>, PersistError>;
-    /// Deletes a snapshot (absent: no error).
-    fn delete_snapshot(&self, world: &str, seq: u64) -> Result<(), PersistError>;
-    /// Deletes everything of a world.
-    fn remove_world(&self, world: &str) -> Result<(), PersistError>;
-}
-
-/// First 8 bytes of a snapshot file.
-pub const SNAP_MAGIC: &[u8; 8] = b"STEERSNP";
-/// Snapshot format version.
-pub const SNAP_VERSION: u16 = 1;
-/// Snapshot header: magic, version u16 LE, 2 zero bytes, payload length u32 LE, CRC-32 of the
-/// payload u32 LE; then the payload (JSON of [`SnapshotMeta`]).
-pub const SNAP_HEADER: usize = 20;
-
-/// What a snapshot records: the point of the log it covers and how to check a recovery
-/// against it. The world's state is the log's from `base_segment` on (its last `Start`), re-run;
-/// the snapshot's hashes are compared when the re-run passes its tick.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct SnapshotMeta {
-    /// The world's name.
-    pub world: String,
-    /// The sim tick it was taken at.
-    pub tick: u64,
-    /// `state_hash` and `exact_hash` at `tick`.
-    pub state_hash: u64,
-    pub exact_hash: u64,
-    /// The segment holding the `Start` the world's state is re-run from: segments before it
-    /// are no longer needed once this snapshot is durable.
-    pub base_segment: u64,
-    /// The segment being written when it was taken.
-    pub segment: u64,
-    /// The world was paused.
-    pub paused: bool,
-    /// The name of the scenario the world was last loaded from.
-    pub scenario_name: Option<String>,
-    /// Seconds since the Unix epoch when it was taken.
-    pub taken_unix: u64,
-}
-
-/// The bytes of a snapshot file.
-pub fn encode_snapshot(meta: &SnapshotMeta) -> Vec<u8> {
-    let payload = serde_json::to_vec(meta).unwrap_or_default();
-    let mut out = Vec::with_capacity(SNAP_HEADER + payload.len());
-    out.extend_from_slice(SNAP_MAGIC);
-    out.extend_from_slice(&SNAP_VERSION.to_le_bytes());
-    out.extend_from_slice(&[0, 0]);
-    out.extend_from_slice(&(payload.len() as u32).to_le_bytes());
-    out.extend_from_slice(&crc32fast::hash(&payload).to_le_bytes());
-    out.extend_from_slice(&payload);
-    out
-}
-
-/// Reads a snapshot file; the error says what is wrong with it.
-pub fn decode_snapshot(bytes: &[u8]) -> Result<SnapshotMeta, String> {
-    if bytes.len() < SNAP_HEADER || &bytes[..8] != SNAP_MAGIC {
-        return Err("not a steerd snapshot (bad magic)".into());
-    }
-    let version = u16::from_le_bytes([bytes[8], bytes[9]]);
-    if version != SNAP_VERSION {
-        return Err(format!("snapshot version {version} is not supported (this build reads {SNAP_VERSION})"));
-    }
-    let len = u32::from_le_bytes([bytes[12], bytes[13], bytes[14], bytes[15]]) as usize;
-    let crc = u32::from_le_bytes([bytes[16], bytes[17], bytes[18], bytes[19]]);
-    let payload = &bytes[SNAP_HEADER..];
-    if payload.len() != len {
-        return Err(format!("payload is {} bytes, the header says {len}", payload.len()));
-    }
-    if crc32fast::hash(payload) != crc {
-        return Err("checksum mismatch".into());
-    }
-    serde_json::from_slice(payload).map_err(|e| format!("payload: {e}"))
-}
 
 /// A durable world's state as the writer sees it, shared with the world thread and the
 /// health and metrics views (atomics; the error under a short mutex).
@@ -513,8 +407,10 @@ fn prune(store: &dyn Store, world: &str, newest_base: u64) {
     for (i, seq) in snaps.iter().enumerate() {
         if i < keep_from {
             let _ = store.delete_snapshot(world, *seq);
-        } else if let Ok(m) = store.read_snapshot(world, *seq).map_err(|e| e.to_string()).and_then(|b| decode_snapshot(&b)) {
-            oldest_base = oldest_base.min(m.base_segment);
+        } else if let Ok(b) = store.read_snapshot(world, *seq) {
+            if let Ok(s) = decode_snapshot(&b) {
+                oldest_base = oldest_base.min(needs_log_from(&s));
+            }
         }
     }
     if let Ok(segs) = store.segments(world) {
@@ -540,12 +436,20 @@ pub struct Durable {
     chunk: Enc,
     seg: u64,
     seg_bytes: u64,
+    /// Records handed to the writer for `seg`, and records in the chunk not yet handed: a
+    /// snapshot's place in the log is (`seg`, `seg_records`) right after a flush.
+    seg_records: u64,
+    chunk_records: u64,
     base_seg: u64,
     last_flush: Instant,
     /// When the last checkpoint was written (one every interval, however often commands flush).
     last_check: Instant,
     last_snapshot: Instant,
     snap_seq: u64,
+    /// A snapshot is wanted at the runner's next turn (a recovered world's first one).
+    snapshot_wanted: bool,
+    /// The resume-token hashes of the sessions last logged (a `Sessions` record or a snapshot).
+    sessions_logged: Vec<String>,
     acks: Vec<Ack>,
     /// The segment to close when the next chunk goes (a new segment started).
     close_before: Option<u64>,
@@ -571,12 +475,13 @@ impl Durable {
     }
 
     /// The hook of a recovered world: its log goes on in a new segment after `last_seg`, from
-    /// the recovered state (whose `Start` is in `base_seg`).
+    /// the recovered state (whose `Start` is in `base_seg`); it takes a snapshot at the
+    /// runner's first turn ([`Durable::snapshot_due`]).
     pub fn resumed(writer: &Arc<Writer>, world: &str, base_seg: u64, last_seg: u64, last_snap: u64, world_now: &World, report: RecoveryReport) -> Durable {
         let mut d = Durable::new(writer, world, last_seg + 1, base_seg, last_snap + 1, Some(report));
         d.begin(false);
         d.status.durable_tick.store(world_now.tick(), Ordering::Relaxed);
-        d.snapshot(world_now, false, None);
+        d.snapshot_wanted = true;
         d
     }
 
@@ -595,11 +500,15 @@ impl Durable {
             chunk: Enc::default(),
             seg,
             seg_bytes: 0,
+            seg_records: 0,
+            chunk_records: 0,
             base_seg,
             last_flush: Instant::now(),
             last_check: Instant::now(),
             last_snapshot: Instant::now(),
             snap_seq,
+            snapshot_wanted: false,
+            sessions_logged: Vec::new(),
             acks: Vec::new(),
             close_before: None,
             off: false,
@@ -638,6 +547,7 @@ impl Durable {
             return;
         }
         r.encode(&mut self.chunk);
+        self.chunk_records += 1;
         if self.chunk.buf.len() >= format::MAX_CHUNK / 4 {
             self.flush(false);
         }
@@ -665,11 +575,13 @@ impl Durable {
         match self.writer.send(job) {
             Ok(()) => {
                 self.seg_bytes += n;
+                self.seg_records += std::mem::take(&mut self.chunk_records);
                 self.last_flush = Instant::now();
                 if self.seg_bytes >= self.writer.settings.segment_max_bytes {
                     self.close_before = Some(self.seg);
                     self.seg += 1;
                     self.seg_bytes = 0;
+                    self.seg_records = 0;
                 }
             }
             Err(job) => {
@@ -693,6 +605,7 @@ impl Durable {
         tracing::error!(world = %self.world, "persistence: {why}; the world is not durable until its next load or reset");
         self.off = true;
         self.chunk.buf.clear();
+        self.chunk_records = 0;
         self.status.durable.store(false, Ordering::Relaxed);
         self.status.broken.store(true, Ordering::Relaxed);
         self.status.set_error(Some(why.to_string()));
@@ -708,6 +621,7 @@ impl Durable {
             self.close_before = Some(self.seg);
             self.seg += 1;
             self.seg_bytes = 0;
+            self.seg_records = 0;
         }
         if self.off || self.status.broken.load(Ordering::Relaxed) {
             self.off = false;
@@ -743,9 +657,19 @@ impl Durable {
         self.push(&Record::Owner { tick: world.tick(), agent, player: player.map(str::to_string), team: team.map(str::to_string) });
     }
 
-    /// After a step: every `fsync_interval_ms` a checkpoint and a synced chunk; every
-    /// `snapshot_every_secs` a snapshot.
-    pub fn after_step(&mut self, world: &World, paused: bool, scenario_name: Option<&str>) {
+    /// The world's sessions now (`Players::stored_sessions`): logged (a `Sessions` record) when
+    /// their set of resume tokens changed since last logged, so a session opened or resumed is
+    /// durable within the runner's check (a second) and the next group commit.
+    pub fn sessions(&mut self, world: &World, sessions: &[StoredSession]) {
+        if self.off || sessions.iter().map(|s| &s.token_sha256).eq(self.sessions_logged.iter()) {
+            return;
+        }
+        self.sessions_logged = sessions.iter().map(|s| s.token_sha256.clone()).collect();
+        self.push(&Record::Sessions { tick: world.tick(), sessions: serde_json::to_string(sessions).unwrap_or_default() });
+    }
+
+    /// After a step: every `fsync_interval_ms` a checkpoint and a synced chunk.
+    pub fn after_step(&mut self, world: &World) {
         self.stepped = true;
         if self.off {
             return;
@@ -755,9 +679,12 @@ impl Durable {
             self.checkpoint(world);
             self.flush(true);
         }
-        if now.duration_since(self.last_snapshot) >= self.snapshot_every {
-            self.snapshot(world, paused, scenario_name);
-        }
+    }
+
+    /// A snapshot is due: `snapshot_every_secs` passed since the last, or the world was just
+    /// recovered. The runner then calls [`Durable::snapshot`] with its state.
+    pub fn snapshot_due(&self) -> bool {
+        !self.off && (self.snapshot_wanted || self.last_snapshot.elapsed() >= self.snapshot_every)
     }
 
     /// Called every turn of the loop (also paused): a chunk left unsynced for an interval goes.
@@ -777,14 +704,19 @@ impl Durable {
         }
     }
 
-    /// Writes a snapshot of where the log is (after syncing the log up to here).
-    pub fn snapshot(&mut self, world: &World, paused: bool, scenario_name: Option<&str>) {
+    /// Writes a snapshot: the world's saved form, the runner's state (`paused`, the scenario's
+    /// name, `runner`) and its place in the log (after syncing the log up to here).
+    pub fn snapshot(&mut self, world: &World, paused: bool, scenario_name: Option<&str>, runner: RunnerState) {
         self.last_snapshot = Instant::now();
+        self.snapshot_wanted = false;
         if self.off {
             return;
         }
         self.checkpoint(world);
         self.flush(true);
+        if self.off {
+            return;
+        }
         let meta = SnapshotMeta {
             world: self.world.to_string(),
             tick: world.tick(),
@@ -792,11 +724,16 @@ impl Durable {
             exact_hash: crate::sim::hash::exact_hash(world),
             base_segment: self.base_seg,
             segment: self.seg,
+            records: self.seg_records,
             paused,
             scenario_name: scenario_name.map(str::to_string),
             taken_unix: crate::auth::now_secs(),
+            runner: None,
         };
-        let job = Job::Snapshot { world: self.world.clone(), inc: self.inc, seq: self.snap_seq, bytes: encode_snapshot(&meta), base: self.base_seg, status: self.status.clone() };
+        self.sessions_logged = runner.sessions.iter().map(|s| s.token_sha256.clone()).collect();
+        let meta = SnapshotMeta { runner: Some(runner), ..meta };
+        let bytes = encode_snapshot(&meta, &world.save());
+        let job = Job::Snapshot { world: self.world.clone(), inc: self.inc, seq: self.snap_seq, bytes, base: self.seg, status: self.status.clone() };
         self.snap_seq += 1;
         if self.writer.send(job).is_err() {
             tracing::warn!(world = %self.world, "persistence: the writer's queue is full; snapshot skipped");

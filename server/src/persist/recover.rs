@@ -1,21 +1,25 @@
-//! Recovery of a durable world on start: the newest valid snapshot names the segment the log is
-//! re-run from; the segments from there are read in order and re-run through the replay
-//! (`record::replay`), every recorded checkpoint compared, so the world is the one that ran, bit
-//! for bit, at the last record on disk.
+//! Recovery of a durable world on start: the newest valid snapshot holds the world and the
+//! runner's state at its place in the log; the records after that place (the log's tail) are
+//! read in order and re-run on it through the replay (`record::replay`), every recorded
+//! checkpoint compared, so the world is the one that ran, bit for bit, at the last record on
+//! disk. A tail with a `Start` (a load or reset after the snapshot) is re-run from its last
+//! `Start`; a version-1 snapshot (no world) from the `Start` in its base segment.
 //!
 //! Bad input never becomes a world: a torn last chunk of the last segment is cut off (and
-//! reported); a snapshot that fails its checksum is skipped for the one before it (whose base is
-//! an older segment: more log); a missing segment, a segment damaged before its end, or a
-//! divergence stops this world's recovery with an error naming the file — the other worlds start.
+//! reported); a snapshot that fails its checksum, does not load, or does not hash to the state
+//! it names is skipped for the one before it (whose place is further back: more log); a missing
+//! segment, a segment damaged before its end, or a divergence stops this world's recovery with
+//! an error naming the file — the other worlds start.
 
 use std::collections::BTreeMap;
 use std::time::Instant;
 
 use serde::Serialize;
 
-use super::{PersistError, Store, decode_snapshot};
+use super::snapshot::{RunnerState, SnapshotMeta, StoredSession, decode_snapshot};
+use super::store::{PersistError, Store};
 use crate::record::format::{self, Parsed, Record};
-use crate::record::replay::{ReplayOptions, replay_keep};
+use crate::record::replay::{ReplayOptions, replay_onto};
 use crate::scenario::Scenario;
 use crate::sim::world::World;
 
@@ -73,12 +77,39 @@ pub struct Recovered {
     pub paused: bool,
     /// Owned agents: (agent, player, team).
     pub owners: Vec<(u32, String, Option<String>)>,
+    /// The players' sessions kept by the snapshot used (resumable again, with the grace left).
+    pub sessions: Vec<StoredSession>,
     /// The segment of the last `Start`, the last segment, the last snapshot number.
     pub base_segment: u64,
     pub last_segment: u64,
     pub last_snapshot: u64,
     /// What was done.
     pub report: RecoveryReport,
+}
+
+/// The snapshot recovery starts from.
+enum Base {
+    /// A version-2 snapshot: the world and the runner's state at (`meta.segment`, `meta.records`).
+    State { file: String, meta: SnapshotMeta, world: Box<World>, scenario: Box<Scenario>, runner: RunnerState },
+    /// A version-1 snapshot: the log is re-run from its base segment.
+    Pointer { file: String, meta: SnapshotMeta },
+}
+
+/// The world and runner state a version-2 snapshot holds, checked against the hashes it names.
+pub(crate) fn restore(meta: &SnapshotMeta, world: &[u8]) -> Result<(World, Scenario, RunnerState), String> {
+    let runner = meta.runner.clone().ok_or("no runner state")?;
+    let w = World::load(world).map_err(|e| e.to_string())?;
+    let (sh, eh) = (crate::sim::hash::state_hash(&w), crate::sim::hash::exact_hash(&w));
+    if w.tick() != meta.tick || sh != meta.state_hash || eh != meta.exact_hash {
+        return Err(format!(
+            "the world it holds (tick {}, state_hash {sh:016x}) is not the one it names (tick {}, state_hash {:016x})",
+            w.tick(),
+            meta.tick,
+            meta.state_hash
+        ));
+    }
+    let scenario = Scenario::from_stored_json(&runner.scenario).map_err(|e| format!("scenario: {e}"))?;
+    Ok((w, scenario, runner))
 }
 
 /// Recovers `world` from `store`; `threads` step the re-run (the result does not depend on it).
@@ -89,9 +120,21 @@ pub fn recover(store: &dyn Store, world: &str, threads: usize) -> Result<Recover
     let mut chosen = None;
     for seq in snaps.iter().rev() {
         let file = store.describe_snapshot(world, *seq);
-        match store.read_snapshot(world, *seq).map_err(|e| e.to_string()).and_then(|b| decode_snapshot(&b)) {
-            Ok(m) => {
-                chosen = Some((file, m));
+        let bytes = match store.read_snapshot(world, *seq) {
+            Ok(b) => b,
+            Err(e) => {
+                tracing::warn!(world, "recovery: snapshot {file} skipped: {e}");
+                report.snapshots_rejected.push(format!("{file}: {e}"));
+                continue;
+            }
+        };
+        let got = decode_snapshot(&bytes).and_then(|s| match s.world {
+            Some(wb) => restore(&s.meta, wb).map(|(world, scenario, runner)| Base::State { file: file.clone(), meta: s.meta, world: Box::new(world), scenario: Box::new(scenario), runner }),
+            None => Ok(Base::Pointer { file: file.clone(), meta: s.meta }),
+        });
+        match got {
+            Ok(b) => {
+                chosen = Some(b);
                 break;
             }
             Err(e) => {
@@ -101,18 +144,29 @@ pub fn recover(store: &dyn Store, world: &str, threads: usize) -> Result<Recover
         }
     }
     let segs = store.segments(world)?;
-    let Some(&last) = segs.last() else {
-        return Err(RecoverError::Missing { file: store.describe(world, Some(chosen.as_ref().map_or(0, |c| c.1.base_segment))) });
+    // Where the log is needed from, and how many records of that segment the snapshot covers.
+    let (from, skip) = match &chosen {
+        Some(Base::State { meta, .. }) => (meta.segment, meta.records),
+        Some(Base::Pointer { meta, .. }) => (meta.base_segment, 0),
+        None => (segs.first().copied().unwrap_or(0), 0),
     };
-    let from = chosen.as_ref().map_or(segs[0], |c| c.1.base_segment);
-    // Every segment from the base to the last must be there.
-    for n in from..=last {
-        if segs.binary_search(&n).is_err() {
-            return Err(RecoverError::Missing { file: store.describe(world, Some(n)) });
+    let last = match (segs.last(), &chosen) {
+        (Some(&l), _) => l.max(from),
+        // A snapshot taken right after its segment was closed: no log after it yet.
+        (None, Some(Base::State { .. })) => from,
+        (None, _) => return Err(RecoverError::Missing { file: store.describe(world, Some(from)) }),
+    };
+    let state_without_log = matches!(chosen, Some(Base::State { .. })) && segs.last().is_none_or(|&l| l < from);
+    if !state_without_log {
+        // Every segment from the snapshot's place to the last must be there.
+        for n in from..=last {
+            if segs.binary_search(&n).is_err() {
+                return Err(RecoverError::Missing { file: store.describe(world, Some(n)) });
+            }
         }
     }
     let mut records: Vec<(u64, Record)> = Vec::new();
-    for n in from..=last {
+    for n in (from..=last).filter(|_| !state_without_log) {
         let file = store.describe(world, Some(n));
         let bytes = store.read_segment(world, n)?;
         if n == last && bytes.len() < format::HEADER_LEN {
@@ -120,6 +174,9 @@ pub fn recover(store: &dyn Store, world: &str, threads: usize) -> Result<Recover
             store.truncate_segment(world, n, 0)?;
             store.delete_segment(world, n)?;
             report.torn = Some(format!("{file}: {} bytes of a header cut off", bytes.len()));
+            if n == from && skip > 0 {
+                return Err(RecoverError::Corrupt { file, reason: format!("holds no record; the snapshot covers {skip}") });
+            }
             continue;
         }
         let parsed = format::parse(&bytes).map_err(|e| RecoverError::Corrupt { file: file.clone(), reason: e.to_string() })?;
@@ -133,17 +190,39 @@ pub fn recover(store: &dyn Store, world: &str, threads: usize) -> Result<Recover
             tracing::warn!(world, "recovery: {msg}");
             report.torn = Some(msg);
         }
+        let mut recs = parsed.records;
+        if n == from && skip > 0 {
+            let covered = usize::try_from(skip).unwrap_or(usize::MAX);
+            if recs.len() < covered {
+                return Err(RecoverError::Corrupt { file, reason: format!("holds {} records; the snapshot covers {skip}", recs.len()) });
+            }
+            recs.drain(..covered);
+        }
         report.segments.push(file);
-        records.extend(parsed.records.into_iter().map(|r| (n, r)));
+        records.extend(recs.into_iter().map(|r| (n, r)));
     }
-    let Some(start_at) = records.iter().rposition(|(_, r)| matches!(r, Record::Start { .. })) else {
-        return Err(RecoverError::NoStart { file: store.describe(world, Some(from)) });
+    // A load or reset after the snapshot: the world is the log's from its last `Start`.
+    let restart = records.iter().rposition(|(_, r)| matches!(r, Record::Start { .. }));
+    let (initial, base_segment, mut owners, mut paused, scenario_name, mut sessions, from_file) = match (chosen, restart) {
+        (Some(Base::State { file, meta, world: w, scenario, runner }), None) => {
+            let owners: BTreeMap<u32, (String, Option<String>)> = runner.owners.into_iter().map(|(a, p, t)| (a, (p, t))).collect();
+            report.snapshot = Some(file.clone());
+            (Some((*w, *scenario)), meta.base_segment, owners, meta.paused, meta.scenario_name, runner.sessions, file)
+        }
+        (chosen, Some(at)) => {
+            let seg = records[at].0;
+            records.drain(..at);
+            let (name, sessions, file) = match chosen {
+                Some(Base::State { meta, runner, file, .. }) => (meta.scenario_name, runner.sessions, Some(file)),
+                Some(Base::Pointer { meta, file }) => (meta.scenario_name, Vec::new(), Some(file)),
+                None => (None, Vec::new(), None),
+            };
+            report.snapshot = file;
+            (None, seg, BTreeMap::new(), false, name, sessions, store.describe(world, Some(seg)))
+        }
+        (_, None) => return Err(RecoverError::NoStart { file: store.describe(world, Some(from)) }),
     };
-    let base_segment = records[start_at].0;
-    let base_file = store.describe(world, Some(base_segment));
-    let tail: Vec<Record> = records.drain(start_at..).map(|(_, r)| r).collect();
-    let mut owners: BTreeMap<u32, (String, Option<String>)> = BTreeMap::new();
-    let mut paused = false;
+    let tail: Vec<Record> = records.into_iter().map(|(_, r)| r).collect();
     for r in &tail {
         match r {
             Record::Owner { agent, player: Some(p), team, .. } => {
@@ -153,31 +232,36 @@ pub fn recover(store: &dyn Store, world: &str, threads: usize) -> Result<Recover
                 owners.remove(agent);
             }
             Record::Paused { paused: p, .. } => paused = *p,
+            Record::Sessions { sessions: s, .. } => match serde_json::from_str::<Vec<StoredSession>>(s) {
+                Ok(v) => sessions = v,
+                // Sessions are the runtime's, not the world's: a bad record loses them, not the world.
+                Err(e) => tracing::warn!(world, "recovery: a sessions record does not read ({e}); kept the ones before it"),
+            },
             _ => {}
         }
     }
     let parsed = Parsed { records: tail, chunks: 0, torn_bytes: 0, torn_reason: None };
     let opts = ReplayOptions { verify: true, until: None, threads: threads.max(1) };
-    let (rep, kept) = replay_keep(&parsed, &opts, &mut |_, _| {}).map_err(|e| RecoverError::Replay { file: base_file.clone(), reason: e.to_string() })?;
+    let (rep, kept) = replay_onto(initial, &parsed, &opts, &mut |_, _| {}).map_err(|e| RecoverError::Replay { file: from_file.clone(), reason: e.to_string() })?;
     if let Some(d) = rep.divergences.first() {
-        return Err(RecoverError::Replay { file: base_file, reason: d.to_string() });
+        return Err(RecoverError::Replay { file: from_file, reason: d.to_string() });
     }
-    let Some((w, scenario)) = kept else { return Err(RecoverError::NoStart { file: base_file }) };
+    let Some((w, scenario)) = kept else { return Err(RecoverError::NoStart { file: from_file }) };
     // Agents that are gone have no owner.
     owners.retain(|id, _| w.agent(*id).is_some());
     report.tick = w.tick();
-    report.state_hash = rep.final_state_hash.clone();
+    report.state_hash = format!("{:016x}", crate::sim::hash::state_hash(&w));
     report.ticks = rep.ticks;
     report.commands = rep.commands;
     report.checks = rep.checks;
-    report.snapshot = chosen.as_ref().map(|c| c.0.clone());
     report.seconds = started.elapsed().as_secs_f64();
     Ok(Recovered {
         world: w,
         scenario,
-        scenario_name: chosen.as_ref().and_then(|c| c.1.scenario_name.clone()),
+        scenario_name,
         paused,
         owners: owners.into_iter().map(|(a, (p, t))| (a, p, t)).collect(),
+        sessions,
         base_segment,
         last_segment: last,
         last_snapshot: snaps.last().copied().unwrap_or(0),

@@ -111,8 +111,14 @@ impl Live {
             self.world.step();
             drop(self.world.take_field_jobs());
             std::thread::sleep(Duration::from_millis(1));
-            self.dur.after_step(&self.world, false, None);
+            self.dur.after_step(&self.world);
         }
+    }
+
+    /// A snapshot, with the runner state of a world loaded from `crossing` and `owners`.
+    fn snap(&mut self, owners: Vec<(u32, String, Option<String>)>) {
+        let runner = RunnerState { scenario: serde_json::to_string(&crossing()).unwrap(), max_agents: 10_000, max_spawn: 1_000, owners, sessions: Vec::new() };
+        self.dur.snapshot(&self.world, false, Some("crossing"), runner);
     }
 
     fn hashes(&self) -> (u64, u64, u64) {
@@ -132,9 +138,23 @@ fn some_commands(l: &mut Live) {
 
 #[test]
 fn snapshots_round_trip_and_a_flipped_bit_fails_the_checksum() {
-    let m = SnapshotMeta { world: "w".into(), tick: 42, state_hash: 1, exact_hash: 2, base_segment: 3, segment: 4, paused: true, scenario_name: Some("s".into()), taken_unix: 5 };
-    let mut b = encode_snapshot(&m);
-    assert_eq!(decode_snapshot(&b).unwrap(), m);
+    let m = SnapshotMeta {
+        world: "w".into(),
+        tick: 42,
+        state_hash: 1,
+        exact_hash: 2,
+        base_segment: 3,
+        segment: 4,
+        records: 9,
+        paused: true,
+        scenario_name: Some("s".into()),
+        taken_unix: 5,
+        runner: Some(RunnerState { scenario: "{}".into(), max_agents: 1, max_spawn: 1, owners: vec![(3, "p".into(), None)], sessions: Vec::new() }),
+    };
+    let world = [7u8, 8, 9];
+    let mut b = encode_snapshot(&m, &world);
+    assert_eq!(decode_snapshot(&b).unwrap(), Snapshot { meta: m.clone(), world: Some(&world[..]) });
+    assert_eq!(needs_log_from(&decode_snapshot(&b).unwrap()), 4);
     let last = b.len() - 3;
     b[last] ^= 0x10;
     assert_eq!(decode_snapshot(&b).unwrap_err(), "checksum mismatch");
@@ -207,7 +227,7 @@ fn a_corrupt_snapshot_falls_back_to_the_one_before_and_more_log() {
     let writer = Writer::start(store.clone(), PersistSettings { segment_max_bytes: 256, ..settings() }).unwrap();
     let mut l = Live::start(&writer, "w");
     l.steps(10);
-    l.dur.snapshot(&l.world, false, Some("crossing"));
+    l.snap(Vec::new());
     // A load: a new start, the log from here on is the world's.
     let sc = crossing();
     l.world = build_world(&sc, 10_000, 1_000).unwrap();
@@ -215,18 +235,18 @@ fn a_corrupt_snapshot_falls_back_to_the_one_before_and_more_log() {
     l.steps(8);
     some_commands(&mut l);
     l.steps(4);
-    l.dur.snapshot(&l.world, false, Some("crossing"));
+    l.snap(Vec::new());
     l.steps(3);
     l.dur.idle(&l.world);
     assert!(writer.drain(Duration::from_secs(10)));
     let live = l.hashes();
     let snaps = store.snapshots("w").unwrap();
     assert_eq!(snaps.len(), 2, "{snaps:?}");
-    let newest = decode_snapshot(&store.read_snapshot("w", snaps[1]).unwrap()).unwrap();
-    let older = decode_snapshot(&store.read_snapshot("w", snaps[0]).unwrap()).unwrap();
-    assert!(older.base_segment < newest.base_segment, "{older:?} {newest:?}");
-    // Segments before the older snapshot's base were deleted; its base is kept.
-    assert_eq!(store.segments("w").unwrap()[0], older.base_segment);
+    let (newest, older) = (store.read_snapshot("w", snaps[1]).unwrap(), store.read_snapshot("w", snaps[0]).unwrap());
+    let (newest, older) = (decode_snapshot(&newest).unwrap().meta, decode_snapshot(&older).unwrap().meta);
+    assert!(older.segment < newest.segment, "{older:?} {newest:?}");
+    // Segments before the older snapshot's place were deleted; its segment is kept.
+    assert_eq!(store.segments("w").unwrap()[0], older.segment);
     let ok = recover(&*store, "w", 1).unwrap();
     assert_eq!(hashes(&ok.world), live);
     assert_eq!(ok.scenario_name.as_deref(), Some("crossing"));
@@ -375,5 +395,181 @@ fn a_name_deleted_and_created_again_keeps_only_the_new_worlds_log() {
     let r = recover(&*store, "w", 1).unwrap();
     assert_eq!(hashes(&r.world), new.hashes());
     assert_eq!(r.world.obstacles().len(), new.world.obstacles().len());
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn recovery_restores_the_snapshot_and_re_runs_only_the_log_after_it() {
+    let dir = tmp("tail");
+    let store: Arc<dyn Store> = Arc::new(disk::LocalDisk::open(&dir).unwrap());
+    let writer = Writer::start(store.clone(), PersistSettings { segment_max_bytes: 300, ..settings() }).unwrap();
+    let mut l = Live::start(&writer, "w");
+    l.steps(30);
+    some_commands(&mut l);
+    l.dur.owner(&l.world, 5, Some("alice"), Some("red"));
+    l.steps(10);
+    l.snap(vec![(5, "alice".into(), Some("red".into()))]);
+    let at = l.world.tick();
+    l.snap(vec![(5, "alice".into(), Some("red".into()))]);
+    // After the snapshot: more steps, a command and an owner change, all in the tail.
+    l.steps(7);
+    l.apply(Command::MoveTo { agents: vec![4, 8], target: Vec2::new(-6.0, 2.0), stopping_distance: 0.5 });
+    l.dur.owner(&l.world, 8, Some("bob"), None);
+    l.steps(6);
+    l.dur.idle(&l.world);
+    assert!(writer.drain(Duration::from_secs(10)));
+    let live = l.hashes();
+    let r = recover(&*store, "w", 2).unwrap();
+    assert_eq!(hashes(&r.world), live, "{:?}", r.report);
+    assert_eq!(r.report.ticks, live.0 - at, "only the ticks after the snapshot are re-run: {:?}", r.report);
+    assert_eq!(r.report.commands, 1, "{:?}", r.report);
+    assert!(r.report.snapshot.is_some() && r.report.checks >= 1, "{:?}", r.report);
+    assert_eq!(r.owners, vec![(5, "alice".to_string(), Some("red".to_string())), (8, "bob".to_string(), None)]);
+    assert_eq!(r.scenario_name.as_deref(), Some("crossing"));
+    // The segments before the older kept snapshot's place are gone: the log did not grow with
+    // the world's life.
+    let snaps = store.snapshots("w").unwrap();
+    let older = decode_snapshot(&store.read_snapshot("w", snaps[0]).unwrap()).unwrap().meta;
+    assert!(older.segment > 0);
+    assert_eq!(store.segments("w").unwrap()[0], older.segment);
+    // The recovered world goes on exactly as the live one.
+    let mut w = r.world;
+    l.steps(5);
+    for _ in 0..5 {
+        w.step();
+        drop(w.take_field_jobs());
+    }
+    assert_eq!(hashes(&w), l.hashes());
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn a_snapshot_whose_world_is_not_the_one_it_names_falls_back() {
+    let dir = tmp("lie");
+    let store: Arc<dyn Store> = Arc::new(disk::LocalDisk::open(&dir).unwrap());
+    let writer = Writer::start(store.clone(), settings()).unwrap();
+    let mut l = Live::start(&writer, "w");
+    l.steps(5);
+    l.snap(Vec::new());
+    l.steps(5);
+    l.snap(Vec::new());
+    l.steps(3);
+    assert!(writer.drain(Duration::from_secs(10)));
+    let live = l.hashes();
+    let snaps = store.snapshots("w").unwrap();
+    // The newest snapshot's world is changed (an agent's x nudged) and its checksum made
+    // good again: it loads, but does not hash to the state it names.
+    let b = store.read_snapshot("w", snaps[1]).unwrap();
+    let s = decode_snapshot(&b).unwrap();
+    let mut world = s.world.unwrap().to_vec();
+    let w = World::load(&world).unwrap();
+    let x = w.agents().iter().next().unwrap().position.x;
+    let at = world.windows(4).position(|q| q == x.to_bits().to_le_bytes()).unwrap();
+    world[at..at + 4].copy_from_slice(&(x + 0.25).to_bits().to_le_bytes());
+    store.put_snapshot("w", snaps[1], &encode_snapshot(&s.meta, &world)).unwrap();
+    let r = recover(&*store, "w", 1).unwrap();
+    assert_eq!(hashes(&r.world), live);
+    assert!(r.report.snapshots_rejected.len() == 1 && r.report.snapshots_rejected[0].contains("is not the one it names"), "{:?}", r.report);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn an_exported_world_imports_into_any_store_and_recovers_to_the_same_state() {
+    let mem: Arc<dyn Store> = Arc::new(mem::MemStore::new());
+    let writer = Writer::start(mem.clone(), PersistSettings { segment_max_bytes: 400, ..settings() }).unwrap();
+    let mut l = Live::start(&writer, "w");
+    l.steps(12);
+    some_commands(&mut l);
+    l.snap(vec![(5, "alice".into(), None)]);
+    l.steps(9);
+    l.dur.idle(&l.world);
+    assert!(writer.drain(Duration::from_secs(10)));
+    let live = l.hashes();
+    let bytes = export_world(&*mem, "w").unwrap();
+    // Into another in-memory store (a server receiving the world), under another name.
+    let target = mem::MemStore::new();
+    import_world(&target, "moved", &bytes).unwrap();
+    let r = recover(&target, "moved", 1).unwrap();
+    assert_eq!(hashes(&r.world), live);
+    assert_eq!(r.owners, vec![(5, "alice".to_string(), None)]);
+    assert!(r.report.snapshot.is_some());
+    // Into a disk store, as the target's own persistence would keep it.
+    let dir = tmp("import");
+    let disk = disk::LocalDisk::open(&dir).unwrap();
+    import_world(&disk, "w", &bytes).unwrap();
+    assert_eq!(hashes(&recover(&disk, "w", 1).unwrap().world), live);
+    // A damaged export changes nothing in the target.
+    let mut bad = bytes.clone();
+    let k = bad.len() / 2;
+    bad[k] ^= 4;
+    assert!(matches!(import_world(&target, "moved", &bad), Err(TransferError::Malformed(m)) if m.contains("checksum")));
+    assert!(import_world(&target, "moved", &bytes[..bytes.len() - 9]).is_err());
+    assert_eq!(hashes(&recover(&target, "moved", 1).unwrap().world), live);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn sessions_logged_after_the_snapshot_are_the_ones_recovered() {
+    let dir = tmp("sessions");
+    let store: Arc<dyn Store> = Arc::new(disk::LocalDisk::open(&dir).unwrap());
+    let writer = Writer::start(store.clone(), settings()).unwrap();
+    let mut l = Live::start(&writer, "w");
+    let session = |k: u8, grace_ms: u64| StoredSession {
+        token_sha256: format!("{k:064x}"),
+        player: format!("p{k}"),
+        role: steer_proto::Role::Player,
+        team: None,
+        worlds: None,
+        expires: Some(4_000_000_000),
+        subs: Vec::new(),
+        grace_ms,
+    };
+    l.steps(3);
+    l.snap(Vec::new());
+    let before = vec![session(1, 30_000)];
+    l.dur.sessions(&l.world, &before);
+    l.steps(3);
+    // The same set again is not logged again; a new one is.
+    l.dur.sessions(&l.world, &[session(1, 20_000)]);
+    let after = vec![session(1, 15_000), session(2, 30_000)];
+    l.dur.sessions(&l.world, &after);
+    l.steps(2);
+    l.dur.idle(&l.world);
+    assert!(writer.drain(Duration::from_secs(10)));
+    let r = recover(&*store, "w", 1).unwrap();
+    assert_eq!(r.sessions, after);
+    assert_eq!(hashes(&r.world), l.hashes());
+    let logged: usize = store
+        .segments("w")
+        .unwrap()
+        .iter()
+        .map(|&s| format::parse(&store.read_segment("w", s).unwrap()).unwrap().records.iter().filter(|r| matches!(r, Record::Sessions { .. })).count())
+        .sum();
+    assert_eq!(logged, 2);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn a_pruned_log_directory_replays_from_its_oldest_snapshot() {
+    let dir = tmp("pruned");
+    let store: Arc<dyn Store> = Arc::new(disk::LocalDisk::open(&dir).unwrap());
+    let writer = Writer::start(store.clone(), PersistSettings { segment_max_bytes: 300, ..settings() }).unwrap();
+    let mut l = Live::start(&writer, "w");
+    l.steps(20);
+    l.snap(Vec::new());
+    l.steps(10);
+    some_commands(&mut l);
+    l.snap(Vec::new());
+    l.steps(10);
+    l.dur.idle(&l.world);
+    assert!(writer.drain(Duration::from_secs(10)));
+    let live = l.hashes();
+    let d = disk::read_log_dir(&dir.join("w")).unwrap();
+    assert!(!matches!(d.parsed.records.first(), Some(Record::Start { .. })), "the log's start was pruned");
+    let snaps = store.snapshots("w").unwrap();
+    assert!(d.snapshot.as_deref().is_some_and(|s| s.ends_with(&format!("snap-{:020}.snap", snaps[0]))), "{:?}", d.snapshot);
+    let (rep, kept) = crate::record::replay::replay_onto(d.from, &d.parsed, &crate::record::replay::ReplayOptions::default(), &mut |_, _| {}).unwrap();
+    assert!(rep.checks > 0 && rep.checks == rep.checks_ok, "{rep:?}");
+    assert_eq!(hashes(&kept.unwrap().0), live);
     let _ = std::fs::remove_dir_all(&dir);
 }

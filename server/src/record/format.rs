@@ -5,15 +5,15 @@
 //! short: it stops there and keeps every chunk before it (a crash loses at most the chunk being
 //! written).
 
-use super::codec::{Dec, DecodeError, Enc, decode_command, encode_command};
+use crate::sim::codec::{Dec, DecodeError, Enc, decode_command, encode_command};
 use crate::sim::world::Command;
 
 /// First 8 bytes of every recording.
 pub const MAGIC: &[u8; 8] = b"STEERREC";
 /// Format version (bump on any change to the records or the command codec). Version 2 added the
-/// `Owner` record (durable worlds' logs); a reader reads every version from
-/// [`OLDEST_VERSION`] on.
-pub const VERSION: u16 = 2;
+/// `Owner` record, version 3 the `Sessions` record (durable worlds' logs); a reader reads every
+/// version from [`OLDEST_VERSION`] on.
+pub const VERSION: u16 = 3;
 /// The oldest version this build reads.
 pub const OLDEST_VERSION: u16 = 1;
 /// Header: magic, version (u16 LE), 6 reserved zero bytes.
@@ -79,6 +79,10 @@ pub enum Record {
     /// a durable world's log has these (ownership is the runtime's, not the sim's): replays
     /// skip them, recovery rebuilds the owner map from them.
     Owner { tick: u64, agent: u32, player: Option<String>, team: Option<String> },
+    /// The players' sessions a durable world keeps from now on (JSON of
+    /// `persist::StoredSession`s: hashed resume tokens, who, the grace left), logged when their
+    /// set changes. Replays skip them; recovery restores the last one.
+    Sessions { tick: u64, sessions: String },
 }
 
 const T_START: u8 = 1;
@@ -88,6 +92,7 @@ const T_PAUSED: u8 = 4;
 const T_CHECK: u8 = 5;
 const T_END: u8 = 6;
 const T_OWNER: u8 = 7;
+const T_SESSIONS: u8 = 8;
 
 impl Record {
     /// Appends the record's bytes.
@@ -146,6 +151,11 @@ impl Record {
                     e.str(t);
                 }
             }
+            Record::Sessions { tick, sessions } => {
+                e.u8(T_SESSIONS);
+                e.u64(*tick);
+                e.str(sessions);
+            }
         }
     }
 
@@ -188,6 +198,7 @@ impl Record {
                 let team = if flags & 2 != 0 { Some(d.string()?) } else { None };
                 Record::Owner { tick, agent, player, team }
             }
+            T_SESSIONS => Record::Sessions { tick: d.u64()?, sessions: d.string()? },
             t => return Err(d.err(format!("unknown record tag {t}"))),
         })
     }

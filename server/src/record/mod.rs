@@ -8,7 +8,8 @@
 //! with `try_send`; when the channel is full the recording stops (and says why in the world's
 //! status) rather than stall the tick.
 
-pub mod codec;
+/// The command codec lives in the sim core (`sim::codec`), shared with world snapshots.
+pub use crate::sim::codec;
 pub mod format;
 pub mod generate;
 pub mod player;
@@ -47,6 +48,19 @@ pub struct RecordSettings {
     /// Checkpoints carry per-agent digests (lets `replay --verify` name the first differing
     /// agent; costs 4–6 bytes per agent per checkpoint).
     pub agent_digests: bool,
+}
+
+impl From<&crate::config::LimitSettings> for RecordSettings {
+    fn from(l: &crate::config::LimitSettings) -> Self {
+        RecordSettings {
+            max_bytes: l.recording_max_bytes,
+            max_files: l.recording_max_files,
+            hash_every_ticks: u64::from(l.recording_hash_every_ticks.max(1)),
+            writer_queue: l.recording_writer_queue,
+            agent_digests: l.recording_agent_digests,
+            ..RecordSettings::default()
+        }
+    }
 }
 
 impl Default for RecordSettings {
@@ -124,7 +138,7 @@ impl RecordHub {
 
     /// The file of a recording name (None if the name is not valid).
     pub fn path_of(&self, name: &str) -> Option<PathBuf> {
-        crate::runtime::registry::valid_name(name).then(|| self.dir.join(format!("{name}.{EXT}")))
+        crate::scenario::valid_name(name).then(|| self.dir.join(format!("{name}.{EXT}")))
     }
 
     /// True while a world writes to this recording.
@@ -142,7 +156,7 @@ impl RecordHub {
                 continue;
             }
             let Some(name) = p.file_stem().and_then(|s| s.to_str()) else { continue };
-            if !crate::runtime::registry::valid_name(name) {
+            if !crate::scenario::valid_name(name) {
                 continue;
             }
             let len = e.metadata().map(|m| m.len()).unwrap_or(0);

@@ -16,7 +16,6 @@ use serde::Serialize;
 use super::checkpoint;
 use super::format::{Parsed, Record};
 use super::replay::Divergence;
-use crate::runtime::world::build_world;
 use crate::scenario::Scenario;
 use crate::sim::world::World;
 
@@ -32,6 +31,17 @@ pub struct ReplaySettings {
     pub keyframe_max_bytes: usize,
     /// Fastest playback, as a multiple of the recorded tick rate.
     pub max_speed: f64,
+}
+
+impl From<&crate::config::LimitSettings> for ReplaySettings {
+    fn from(l: &crate::config::LimitSettings) -> Self {
+        ReplaySettings {
+            keyframe_every: u64::from(l.replay_keyframe_every.max(1)),
+            max_keyframes: l.replay_max_keyframes.max(1),
+            keyframe_max_bytes: usize::try_from(l.replay_keyframe_max_bytes).unwrap_or(usize::MAX),
+            max_speed: l.replay_max_speed,
+        }
+    }
 }
 
 impl Default for ReplaySettings {
@@ -219,7 +229,7 @@ impl Player {
         let Record::Start { max_agents, max_spawn, digests, scenario, .. } = records.remove(0) else { return Err(OpenError::NoStart) };
         let sc = Scenario::from_stored_json(&scenario).map_err(|e| OpenError::Scenario(e.to_string()))?;
         let caps = |v: u64| usize::try_from(v).unwrap_or(usize::MAX);
-        let mut world = build_world(&sc, caps(max_agents), caps(max_spawn)).map_err(|e| OpenError::Scenario(e.to_string()))?;
+        let mut world = sc.build_capped(caps(max_agents), caps(max_spawn)).map_err(|e| OpenError::Scenario(e.to_string()))?;
         let mut last = 0;
         for r in &records {
             let t = record_tick(r);
@@ -298,7 +308,7 @@ impl Player {
             Record::Command { command, .. } => drop(world.apply(command.clone())),
             Record::TickRate { tick, rate } => world.set_tick_rate(*rate).map_err(|e| OpenError::TickRate(*tick, e.to_string()))?,
             Record::Check { tick, state_hash, exact_hash, agents } => self.check(world, *tick, *state_hash, *exact_hash, agents),
-            Record::Start { .. } | Record::Paused { .. } | Record::End { .. } | Record::Owner { .. } => {}
+            Record::Start { .. } | Record::Paused { .. } | Record::End { .. } | Record::Owner { .. } | Record::Sessions { .. } => {}
         }
         Ok(())
     }
@@ -407,7 +417,7 @@ impl Player {
 fn record_tick(r: &Record) -> u64 {
     match r {
         Record::Start { .. } => 0,
-        Record::Command { tick, .. } | Record::TickRate { tick, .. } | Record::Paused { tick, .. } | Record::Check { tick, .. } | Record::End { tick, .. } | Record::Owner { tick, .. } => *tick,
+        Record::Command { tick, .. } | Record::TickRate { tick, .. } | Record::Paused { tick, .. } | Record::Check { tick, .. } | Record::End { tick, .. } | Record::Owner { tick, .. } | Record::Sessions { tick, .. } => *tick,
     }
 }
 

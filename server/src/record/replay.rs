@@ -7,7 +7,6 @@ use serde::Serialize;
 
 use super::format::{Parsed, Record};
 use super::{agent_digest, checkpoint};
-use crate::runtime::world::build_world;
 use crate::scenario::Scenario;
 use crate::sim::world::World;
 
@@ -152,11 +151,28 @@ pub fn replay(parsed: &Parsed, opts: &ReplayOptions, on_until: &mut dyn FnMut(&W
 /// Replays `parsed` and keeps the world where the replay ended, with the scenario of its last
 /// segment (what a durable world's recovery continues from: `crate::persist`).
 pub fn replay_keep(parsed: &Parsed, opts: &ReplayOptions, on_until: &mut dyn FnMut(&World, &Scenario)) -> Result<(ReplayReport, Option<(World, Scenario)>), ReplayError> {
+    replay_onto(None, parsed, opts, on_until)
+}
+
+/// Replays `parsed` onto `from` (a world restored from a snapshot, with the scenario its last
+/// `Start` built), or, with `None`, from the `Start` record `parsed` must begin with; keeps the
+/// world where the replay ended. The records continue `from`'s log: none may be before its tick.
+pub fn replay_onto(
+    from: Option<(World, Scenario)>,
+    parsed: &Parsed,
+    opts: &ReplayOptions,
+    on_until: &mut dyn FnMut(&World, &Scenario),
+) -> Result<(ReplayReport, Option<(World, Scenario)>), ReplayError> {
     let threads = opts.threads.max(1);
     let pool = rayon::ThreadPoolBuilder::new().num_threads(threads).build().map_err(|e| ReplayError::Threads(threads, e.to_string()))?;
-    let mut run = Run { pool, world: None, segment: 0, report: ReplayReport::default(), until: opts.until, sim_seconds: 0.0, on_until, scenario: None };
-    if !matches!(parsed.records.first(), Some(Record::Start { .. })) {
+    let (world, scenario) = from.map_or((None, None), |(w, s)| (Some(w), Some(s)));
+    let resumed = world.is_some();
+    let mut run = Run { pool, world, segment: 0, report: ReplayReport::default(), until: opts.until, sim_seconds: 0.0, on_until, scenario };
+    if !resumed && !matches!(parsed.records.first(), Some(Record::Start { .. })) {
         return Err(ReplayError::NoStart);
+    }
+    if resumed {
+        run.report.segments = 1;
     }
     let start = Instant::now();
     'records: for rec in &parsed.records {
@@ -168,7 +184,7 @@ pub fn replay_keep(parsed: &Parsed, opts: &ReplayOptions, on_until: &mut dyn FnM
                 }
                 let sc = Scenario::from_stored_json(scenario).map_err(|e| ReplayError::Scenario(run.segment, e.to_string()))?;
                 let caps = |v: u64| usize::try_from(v).unwrap_or(usize::MAX);
-                let w = build_world(&sc, caps(*max_agents), caps(*max_spawn)).map_err(|e| ReplayError::Scenario(run.segment, e.to_string()))?;
+                let w = sc.build_capped(caps(*max_agents), caps(*max_spawn)).map_err(|e| ReplayError::Scenario(run.segment, e.to_string()))?;
                 run.world = Some(w);
                 run.scenario = Some(sc);
                 run.report.segments += 1;
@@ -230,8 +246,8 @@ pub fn replay_keep(parsed: &Parsed, opts: &ReplayOptions, on_until: &mut dyn FnM
                 }
                 run.report.end = Some((*tick, reason.clone()));
             }
-            // Ownership is the runtime's: it changes nothing in the sim.
-            Record::Owner { .. } => {}
+            // Ownership and sessions are the runtime's: they change nothing in the sim.
+            Record::Owner { .. } | Record::Sessions { .. } => {}
         }
     }
     let mut report = run.report;

@@ -21,13 +21,15 @@
 
 use glam::Vec2;
 
+use crate::config::LimitSettings;
 use crate::scenario::Scenario;
 use crate::sim::error::SimError;
 use crate::sim::spatial::GridShape;
 use crate::sim::view::Bounds;
 use crate::sim::world::{SpawnArea, SpawnSpec, World, WorldConfig};
 
-/// The bounds (from `LimitSettings::crowding`).
+/// The bounds (the `limits.max_agent_*`, `max_spawn_overlaps`, `max_static_cells` and
+/// `max_spawn` settings).
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Crowding {
     /// Largest agent radius.
@@ -45,9 +47,22 @@ pub struct Crowding {
     pub max_spawn: usize,
 }
 
+impl From<&LimitSettings> for Crowding {
+    fn from(l: &LimitSettings) -> Self {
+        Crowding {
+            max_agent_radius: l.max_agent_radius,
+            max_agent_speed: l.max_agent_speed,
+            max_spawn_overlaps: l.max_spawn_overlaps,
+            max_agent_cover: l.max_agent_cover,
+            max_static_cells: l.max_static_cells,
+            max_spawn: l.max_spawn,
+        }
+    }
+}
+
 impl Default for Crowding {
     fn default() -> Self {
-        crate::config::LimitSettings::default().crowding()
+        Crowding::from(&LimitSettings::default())
     }
 }
 

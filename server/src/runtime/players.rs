@@ -30,9 +30,11 @@ use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 use super::frames::Shared;
-use super::world::SessionId;
 use crate::auth::{Identity, now_secs, random_hex};
 use crate::config::AuthSettings;
+
+/// A connection's id.
+pub type SessionId = u64;
 
 /// A message to one connection, encoded by its send task.
 pub type Direct = Arc<Shared<proto::ServerMsg>>;
@@ -73,6 +75,27 @@ struct Session {
     /// The peer address of an anonymous dev-mode player's connection (what
     /// `auth.max_sessions_per_ip` counts); none for everyone else.
     ip: Option<IpAddr>,
+    /// Handed over by another server with a world that waits for it to resume: the world's
+    /// count of sessions it still waits for (decremented at the resume).
+    awaited: Option<Arc<std::sync::atomic::AtomicUsize>>,
+}
+
+/// A session as a handoff carries it to the server that takes the world (`http/handoff.rs`):
+/// the resume token the client holds, who it is, and its subscriptions to the world.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct MovedSession {
+    /// The key of the resume token the client holds (its SHA-256, as sessions are kept: the
+    /// token itself never leaves the server that issued it).
+    pub token: String,
+    pub player: String,
+    pub role: proto::Role,
+    pub team: Option<String>,
+    pub worlds: Option<Vec<String>>,
+    pub expires: Option<u64>,
+    /// Its subscriptions to the world: (world, area, every_n_ticks).
+    pub subs: Vec<(String, proto::Area, u32)>,
+    /// It had a connection when the world left: the world waits for it to resume.
+    pub live: bool,
 }
 
 impl Session {
@@ -147,7 +170,15 @@ pub struct PlayerInfo {
 #[derive(Debug, Default)]
 struct Inner {
     players: HashMap<String, Player>,
+    /// By [`token_key`] of their resume token (the token itself is only its client's).
     sessions: HashMap<String, Session>,
+}
+
+/// The key a session is kept under: the SHA-256 of its resume token, hex. Durable worlds'
+/// snapshots store this key, never the token.
+pub fn token_key(token: &str) -> String {
+    use sha2::{Digest, Sha256};
+    Sha256::digest(token.as_bytes()).iter().map(|b| format!("{b:02x}")).collect()
 }
 
 /// Every player and session of the server.
@@ -199,6 +230,8 @@ impl Players {
         let mut g = self.lock();
         let now = Instant::now();
         let secs = now_secs();
+        let key = token_key(token);
+        let token = key.as_str();
         let s = g.sessions.get(token).ok_or(JoinError::BadResume)?;
         if !s.dropped() {
             return Err(JoinError::SessionInUse);
@@ -217,7 +250,11 @@ impl Players {
         let identity = presented.cloned().unwrap_or_else(|| s.identity.clone());
         Self::prune(&mut g, now, self.grace, secs);
         self.admit(&mut g, &identity, peer, Some(token))?;
-        let subs = g.sessions.remove(token).map(|s| s.subs).unwrap_or_default();
+        let (subs, awaited) = g.sessions.remove(token).map(|s| (s.subs, s.awaited)).unwrap_or_default();
+        if let Some(a) = awaited {
+            // Saturating: a count the world stopped watching may already be 0.
+            let _ = a.fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1));
+        }
         Ok(Self::register(&mut g, identity, subs, id, conn, peer))
     }
 
@@ -317,7 +354,7 @@ impl Players {
         let pending: Vec<Direct> = p.pending.drain(..).collect();
         let token = random_hex(16);
         let ip = peer.filter(|_| identity.is_anonymous());
-        g.sessions.insert(token.clone(), Session { identity: identity.clone(), subs: Vec::new(), conn: Some(id), until: None, ip });
+        g.sessions.insert(token_key(&token), Session { identity: identity.clone(), subs: Vec::new(), conn: Some(id), until: None, ip, awaited: None });
         Joined { identity, subs, token, pending }
     }
 
@@ -325,7 +362,7 @@ impl Players {
     pub fn leave(&self, player: &str, id: SessionId, token: &str, subs: Vec<(String, proto::Area, u32)>) {
         let mut g = self.lock();
         let now = Instant::now();
-        if let Some(s) = g.sessions.get_mut(token).filter(|s| s.conn == Some(id)) {
+        if let Some(s) = g.sessions.get_mut(&token_key(token)).filter(|s| s.conn == Some(id)) {
             s.conn = None;
             s.subs = subs;
             s.until = Some(now + self.grace);
@@ -336,6 +373,70 @@ impl Players {
                 p.gone_since = Some(now);
             }
         }
+    }
+
+    /// The sessions a durable world's snapshot keeps (`crate::persist::RunnerState`): those of
+    /// `owners` (the players owning its agents) and the dropped ones subscribed to `world`, each
+    /// with its subscriptions to `world` (a connected session's are its connection's, not known
+    /// here: its client subscribes again when it resumes) and the grace it has left (the whole
+    /// grace for a connected one: its connection ends with the process).
+    pub fn stored_sessions(&self, world: &str, owners: &HashSet<&str>) -> Vec<crate::persist::StoredSession> {
+        let g = self.lock();
+        let now = Instant::now();
+        let mut out: Vec<crate::persist::StoredSession> = g
+            .sessions
+            .iter()
+            .filter(|(_, s)| owners.contains(s.identity.player.as_str()) || s.subs.iter().any(|x| x.0 == world))
+            .filter(|(_, s)| s.until.is_none_or(|u| u > now))
+            .map(|(key, s)| crate::persist::StoredSession {
+                token_sha256: key.clone(),
+                player: s.identity.player.clone(),
+                role: s.identity.role,
+                team: s.identity.team.clone(),
+                worlds: s.identity.worlds.clone(),
+                expires: s.identity.expires,
+                subs: s.subs.iter().filter(|x| x.0 == world).map(|x| (x.1.clone(), x.2)).collect(),
+                grace_ms: s.until.map_or(self.grace, |u| u.duration_since(now)).as_millis().min(u128::from(u64::MAX)) as u64,
+            })
+            .collect();
+        out.sort_unstable_by(|a, b| a.token_sha256.cmp(&b.token_sha256));
+        out
+    }
+
+    /// Makes sessions a snapshot kept resumable here (a world recovered after a restart, or
+    /// moved from another server): each resumable with its old token for the grace it had
+    /// left, counted from now (at most this server's grace). A session already known (another
+    /// world of the same server kept it too) gains `world`'s subscriptions. Within
+    /// `auth.max_sessions`: the rest are dropped (and counted in the answer).
+    pub fn restore_sessions(&self, world: &str, sessions: &[crate::persist::StoredSession]) -> usize {
+        let mut g = self.lock();
+        let now = Instant::now();
+        let mut refused = 0;
+        for st in sessions {
+            let subs: Vec<(String, proto::Area, u32)> = st.subs.iter().map(|(a, n)| (world.to_string(), a.clone(), *n)).collect();
+            if let Some(s) = g.sessions.get_mut(&st.token_sha256) {
+                if !s.subs.iter().any(|y| y.0 == world) {
+                    s.subs.extend(subs);
+                }
+                continue;
+            }
+            if g.sessions.len() >= self.settings.max_sessions || st.token_sha256.len() != 64 {
+                refused += 1;
+                continue;
+            }
+            let identity = Identity { player: st.player.clone(), role: st.role, team: st.team.clone(), worlds: st.worlds.clone(), expires: st.expires };
+            let until = now + Duration::from_millis(st.grace_ms).min(self.grace);
+            g.players.entry(identity.player.clone()).or_insert_with(|| Player {
+                role: identity.role,
+                team: identity.team.clone(),
+                conns: HashMap::new(),
+                gone_since: Some(now),
+                pending: VecDeque::new(),
+                dropped: 0,
+            });
+            g.sessions.insert(st.token_sha256.clone(), Session { identity, subs, conn: None, until: Some(until), ip: None, awaited: None });
+        }
+        refused
     }
 
     /// Drops sessions past their grace period or, dropped, past their player token's expiry
@@ -408,6 +509,77 @@ impl Players {
     /// The team of a known player.
     pub fn team(&self, player: &str) -> Option<String> {
         self.lock().players.get(player).and_then(|p| p.team.clone())
+    }
+
+    /// A live session's subscriptions changed (kept so that a handoff knows who uses a world).
+    pub fn set_subs(&self, token: &str, id: SessionId, subs: &[(String, proto::Area, u32)]) {
+        let mut g = self.lock();
+        if let Some(s) = g.sessions.get_mut(&token_key(token)).filter(|s| s.conn == Some(id)) {
+            s.subs.clear();
+            s.subs.extend_from_slice(subs);
+        }
+    }
+
+    /// The sessions that use world `world` — subscribed to it, or of a player in `owners` — and
+    /// may use it, as a handoff carries them; and the connections of the live ones (to tell
+    /// them where the world went).
+    pub fn sessions_of_world(&self, world: &str, owners: &[String]) -> (Vec<MovedSession>, Vec<ConnHandle>) {
+        let g = self.lock();
+        let mut out = Vec::new();
+        let mut conns = Vec::new();
+        for (token, s) in &g.sessions {
+            let subs: Vec<(String, proto::Area, u32)> = s.subs.iter().filter(|(w, _, _)| w == world).cloned().collect();
+            if (subs.is_empty() && !owners.contains(&s.identity.player)) || s.identity.check_world(world).is_err() {
+                continue;
+            }
+            let id = &s.identity;
+            out.push(MovedSession {
+                token: token.clone(),
+                player: id.player.clone(),
+                role: id.role,
+                team: id.team.clone(),
+                worlds: id.worlds.clone(),
+                expires: id.expires,
+                subs,
+                live: s.conn.is_some(),
+            });
+            if let Some(c) = s.conn.and_then(|c| g.players.get(&id.player).and_then(|p| p.conns.get(&c))) {
+                conns.push(c.clone());
+            }
+        }
+        (out, conns)
+    }
+
+    /// Forgets sessions (handed over to another server with their world), by key.
+    pub fn forget_sessions(&self, tokens: &[String]) {
+        let mut g = self.lock();
+        for t in tokens {
+            g.sessions.remove(t);
+        }
+    }
+
+    /// Takes over sessions handed over with a world: each resumable here for the grace period
+    /// from now, with its subscriptions; the live ones count in `awaited` until they resume.
+    /// Answers how many were taken: a token already known here is skipped, and so is every
+    /// session past `auth.max_sessions`.
+    pub fn adopt(&self, sessions: Vec<MovedSession>, awaited: &Arc<std::sync::atomic::AtomicUsize>) -> usize {
+        let mut g = self.lock();
+        let now = Instant::now();
+        Self::prune(&mut g, now, self.grace, now_secs());
+        let mut taken = 0;
+        for m in sessions {
+            if g.sessions.len() >= self.settings.max_sessions || g.sessions.contains_key(&m.token) {
+                continue;
+            }
+            let identity = Identity { player: m.player, role: m.role, team: m.team, worlds: m.worlds, expires: m.expires };
+            let live = m.live.then(|| {
+                awaited.fetch_add(1, Ordering::SeqCst);
+                awaited.clone()
+            });
+            g.sessions.insert(m.token, Session { identity, subs: m.subs, conn: None, until: Some(now + self.grace), ip: None, awaited: live });
+            taken += 1;
+        }
+        taken
     }
 
     /// Number of sessions (live and resumable).
@@ -612,7 +784,7 @@ mod tests {
     fn anonymous_sessions_are_capped_per_address() {
         let p = Players::new(AuthSettings { max_sessions_per_ip: 2, ..AuthSettings::default() }, 30);
         let t1 = join_and_leave(&p, &anon(1), 1, ip(1));
-        join_and_leave(&p, &anon(2), 2, ip(1));
+        let t2 = join_and_leave(&p, &anon(2), 2, ip(1));
         let (c, _rx) = conn();
         p.join(&anon(3), 3, c, ip(1)).unwrap();
         assert_eq!(p.sessions(), 2);
@@ -627,7 +799,6 @@ mod tests {
         p.join(&alice(), 6, c, ip(1)).unwrap();
         // Two live anonymous sessions from 10.0.0.1 (anon 2 resumed, anon 3): a third joins too
         // (live connections are bounded by the connection cap), evicting no live one.
-        let t2 = p.lock().sessions.iter().find(|(_, s)| s.identity.player == "anon-t-2").map(|(t, _)| t.clone()).unwrap_or_default();
         let (c, _rx4) = conn();
         p.resume(&t2, None, 7, c, ip(1)).unwrap();
         let before = p.sessions();
@@ -635,5 +806,48 @@ mod tests {
         p.join(&anon(5), 8, c, ip(1)).unwrap();
         assert_eq!(p.sessions(), before + 1);
         assert!(p.info("anon-t-2").is_some() && p.info("anon-t-3").is_some(), "live sessions are never evicted");
+    }
+
+    #[test]
+    fn stored_sessions_resume_with_their_tokens_on_another_registry_within_the_grace_left() {
+        let p = Players::new(AuthSettings::default(), 30);
+        // A dropped session subscribed to `w`, a live one of an owner, and one of elsewhere.
+        let (c, _rx) = conn();
+        let j = p.join(&alice(), 1, c, None).unwrap();
+        let area = proto::Area::WholeWorld(proto::WholeWorld {});
+        p.leave("alice", 1, &j.token, vec![("w".into(), area.clone(), 2), ("x".into(), area.clone(), 1)]);
+        let (c, _rx2) = conn();
+        let bob = p.join(&player("bob", now_secs() + 600), 2, c, None).unwrap();
+        let (c, _rx3) = conn();
+        let carol = p.join(&player("carol", now_secs() + 600), 3, c, None).unwrap();
+        let owners: HashSet<&str> = ["bob"].into_iter().collect();
+        let stored = p.stored_sessions("w", &owners);
+        assert_eq!(stored.len(), 2, "{stored:?}");
+        assert!(stored.iter().all(|s| s.token_sha256.len() == 64 && s.token_sha256 != j.token && s.token_sha256 != bob.token), "tokens are stored hashed");
+        let a = stored.iter().find(|s| s.player == "alice").unwrap();
+        assert_eq!(a.subs, vec![(area.clone(), 2)], "only the world's own subscriptions");
+        assert!(a.grace_ms <= 30_000 && a.grace_ms > 25_000, "{a:?}");
+        let b = stored.iter().find(|s| s.player == "bob").unwrap();
+        assert_eq!(b.grace_ms, 30_000, "a live session gets the whole grace");
+        // Another registry (the restarted server) takes them: both resume with their tokens.
+        let q = Players::new(AuthSettings::default(), 30);
+        assert_eq!(q.restore_sessions("w", &stored), 0);
+        let (c, _rx4) = conn();
+        let back = q.resume(&j.token, None, 10, c, None).unwrap();
+        assert_eq!(back.identity.player, "alice");
+        assert_eq!(back.subs, vec![("w".to_string(), area, 2)]);
+        let (c, _rx5) = conn();
+        assert_eq!(q.resume(&bob.token, None, 11, c, None).unwrap().identity.player, "bob");
+        let (c, _rx6) = conn();
+        assert_eq!(q.resume(&carol.token, None, 12, c, None).unwrap_err(), JoinError::BadResume, "not the world's");
+        // Grace over: a session restored with none left is refused.
+        let mut late = stored.clone();
+        for s in &mut late {
+            s.grace_ms = 0;
+        }
+        let r = Players::new(AuthSettings::default(), 30);
+        r.restore_sessions("w", &late);
+        let (c, _rx7) = conn();
+        assert_eq!(r.resume(&j.token, None, 13, c, None).unwrap_err(), JoinError::BadResume);
     }
 }

@@ -5,7 +5,7 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, RwLock};
 
 use super::fields::{FieldBuilder, FieldBuilderError};
-use super::world::{CmdError, DurableSpawn, ReplaySpawn, WorldHandle, WorldSpawn};
+use super::world::{Arrival, CmdError, DurableSpawn, ReplaySpawn, WorldHandle, WorldSpawn};
 use crate::config::{LimitSettings, PlayerSettings};
 use super::players::Players;
 use crate::metrics::Metrics;
@@ -33,14 +33,22 @@ pub enum RegistryError {
     /// name is not reused meanwhile.
     #[error("world `{0}` failed to recover from its stored state ({1}); see GET /health")]
     Unrecovered(String, String),
+    /// The world was handed off to another server (where it runs now).
+    #[error("world `{0}` moved to another server: {1}")]
+    Moved(String, String),
 }
 
-/// Checks a world or scenario name: 1–64 of `A-Z a-z 0-9 _ -`, not starting with `-` or `.`.
-pub fn valid_name(name: &str) -> bool {
-    !name.is_empty()
-        && name.len() <= 64
-        && !name.starts_with('-')
-        && name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
+/// Most handed-off worlds remembered (for the error that says where they went); the oldest
+/// is forgotten first.
+pub const MAX_MOVED: usize = 1024;
+
+use crate::scenario::valid_name;
+
+/// How a world starts besides its scenario: a replay, durable, or arrived by a handoff.
+struct Start {
+    replay: Option<ReplaySpawn>,
+    durable: Option<DurableSpawn>,
+    arrival: Option<Arrival>,
 }
 
 /// Worlds by name.
@@ -61,6 +69,9 @@ pub struct Registry {
     persist: Option<(Arc<crate::persist::Writer>, bool)>,
     /// Stored worlds that failed to recover at start, with why.
     failed: std::sync::Mutex<BTreeMap<String, String>>,
+    /// Worlds handed off to another server: name → the URL clients reach it at (at most
+    /// [`MAX_MOVED`], oldest first).
+    moved: std::sync::Mutex<std::collections::VecDeque<(String, String)>>,
 }
 
 impl Registry {
@@ -86,6 +97,7 @@ impl Registry {
             players,
             persist: None,
             failed: std::sync::Mutex::new(BTreeMap::new()),
+            moved: std::sync::Mutex::new(std::collections::VecDeque::new()),
         })
     }
 
@@ -158,10 +170,48 @@ impl Registry {
         self.recorder.as_ref()
     }
 
-    /// The world named `name`.
+    /// The world named `name` (a world handed off elsewhere says where it went).
     pub fn get(&self, name: &str) -> Result<WorldHandle, RegistryError> {
         let map = self.worlds.read().unwrap_or_else(|p| p.into_inner());
-        map.get(name).cloned().ok_or_else(|| RegistryError::Unknown(name.to_string()))
+        match map.get(name) {
+            Some(w) => Ok(w.clone()),
+            None => Err(match self.moved_to(name) {
+                Some(to) => RegistryError::Moved(name.to_string(), to),
+                None => RegistryError::Unknown(name.to_string()),
+            }),
+        }
+    }
+
+    /// Where world `name` went, if it was handed off from here (and is not here again).
+    pub fn moved_to(&self, name: &str) -> Option<String> {
+        let m = self.moved.lock().unwrap_or_else(|p| p.into_inner());
+        m.iter().rev().find(|(n, _)| n == name).map(|(_, to)| to.clone())
+    }
+
+    /// The world was handed off to the server clients reach at `to`: it is stopped here and
+    /// its stored state deleted (the other server keeps it now), and its name answers where it
+    /// went until a world of that name is created here again.
+    pub fn handed_off(&self, name: &str, to: &str) -> Result<(), RegistryError> {
+        self.remove(name)?;
+        let mut m = self.moved.lock().unwrap_or_else(|p| p.into_inner());
+        m.retain(|(n, _)| n != name);
+        if m.len() >= MAX_MOVED {
+            m.pop_front();
+        }
+        m.push_back((name.to_string(), to.to_string()));
+        Ok(())
+    }
+
+    /// Starts a world handed over by another server, from its state recovered from this
+    /// server's store (durable here).
+    pub fn create_arrived(&self, name: &str, rec: crate::persist::Recovered, arrival: Arrival) -> Result<WorldHandle, RegistryError> {
+        let scenario = rec.scenario.clone();
+        let paused = rec.paused;
+        let Some((w, _)) = &self.persist else {
+            return Err(RegistryError::Start(CmdError::Invalid("this server has no persistence writer to take a world into".into())));
+        };
+        let spawn = DurableSpawn::Recovered(w.clone(), Box::new(rec));
+        self.create_full(name, scenario, None, paused, Start { replay: None, durable: Some(spawn), arrival: Some(arrival) })
     }
 
     /// The world with wire id `id`.
@@ -204,10 +254,15 @@ impl Registry {
 
     /// The replay-world settings.
     pub fn replay_settings(&self) -> crate::record::player::ReplaySettings {
-        self.limits.replay()
+        crate::record::player::ReplaySettings::from(&self.limits)
     }
 
     fn create_inner(&self, name: &str, scenario: Scenario, scenario_name: Option<String>, paused: bool, replay: Option<ReplaySpawn>, durable: Option<DurableSpawn>) -> Result<WorldHandle, RegistryError> {
+        self.create_full(name, scenario, scenario_name, paused, Start { replay, durable, arrival: None })
+    }
+
+    fn create_full(&self, name: &str, scenario: Scenario, scenario_name: Option<String>, paused: bool, start: Start) -> Result<WorldHandle, RegistryError> {
+        let Start { replay, durable, arrival } = start;
         if !valid_name(name) {
             return Err(RegistryError::BadName(name.to_string()));
         }
@@ -234,7 +289,7 @@ impl Registry {
                 max_aoi_cells: l.max_aoi_cells,
                 max_agents: l.max_agents_per_world,
                 max_spawn: l.max_spawn,
-                crowding: l.crowding(),
+                crowding: crate::runtime::admission::Crowding::from(l),
                 paused,
                 fields: self.fields.clone(),
                 sim_pool: self.sim_pool.clone(),
@@ -248,10 +303,14 @@ impl Registry {
                 players: self.players.clone(),
                 replay,
                 durable,
+                arrival,
             },
             self.metrics.clone(),
         )?;
         map.insert(name.to_string(), handle.clone());
+        drop(map);
+        // A world of that name is here (again): it no longer answers where it went.
+        self.moved.lock().unwrap_or_else(|p| p.into_inner()).retain(|(n, _)| n != name);
         Ok(handle)
     }
 

@@ -59,6 +59,26 @@ pub enum ScenarioError {
     Io { path: String, source: std::io::Error },
 }
 
+/// Why [`Scenario::build_capped`] made no world.
+#[derive(Debug, Error)]
+pub enum CappedBuildError {
+    /// The scenario has more agents than the server allows in a world.
+    #[error(transparent)]
+    TooMany(SimError),
+    /// The scenario itself is invalid.
+    #[error(transparent)]
+    Scenario(ScenarioError),
+}
+
+/// Checks a world, scenario or recording name: 1–64 of `A-Z a-z 0-9 _ -`, not starting with
+/// `-`.
+pub fn valid_name(name: &str) -> bool {
+    !name.is_empty()
+        && name.len() <= 64
+        && !name.starts_with('-')
+        && name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
+}
+
 impl Scenario {
     /// Parses JSON; a bad field's path is in the error. A field no type has (in behaviours and
     /// limits too, whose wire types let JSON clients send more) is an error naming it; a
@@ -202,6 +222,18 @@ impl Scenario {
             }
         }
         Ok(())
+    }
+
+    /// Builds the world with a server's caps applied: at most `max_agents` agents in all (else
+    /// [`CappedBuildError::TooMany`]), and the world refuses later spawns beyond its caps.
+    pub fn build_capped(&self, max_agents: usize, max_spawn: usize) -> Result<World, CappedBuildError> {
+        let total: usize = self.groups.iter().map(|g| g.agent_count()).sum();
+        if total > max_agents {
+            return Err(CappedBuildError::TooMany(SimError::LimitExceeded { what: "agents".into(), max: max_agents }));
+        }
+        let mut world = self.build().map_err(CappedBuildError::Scenario)?;
+        world.set_caps(max_agents, max_spawn);
+        Ok(world)
     }
 
     /// Builds the world: config, obstacles, walls, then the groups in order.

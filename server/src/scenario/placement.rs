@@ -2,7 +2,7 @@
 
 use glam::Vec2;
 
-use super::RandomObstacles;
+use super::spec::RandomObstacles;
 use crate::convert::vec2;
 use crate::sim::error::{SimError, check_non_negative, check_positive, check_vec};
 use crate::sim::rng::Rng;

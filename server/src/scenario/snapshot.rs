@@ -2,7 +2,7 @@
 
 use steer_proto::{Limits, Point, Points, SpawnArea};
 
-use super::{BindingSpec, GroupSpec, ObstacleSpec, Scenario, WallSpec};
+use super::spec::{BindingSpec, GroupSpec, ObstacleSpec, Scenario, WallSpec};
 use crate::convert::point;
 use crate::sim::world::World;
 

@@ -6,6 +6,7 @@
 
 pub mod agent;
 pub mod behaviors;
+pub mod codec;
 pub mod error;
 pub mod hash;
 pub mod math;

@@ -40,6 +40,18 @@ fn det(a: Vec2, b: Vec2) -> f32 {
     a.x * b.y - a.y * b.x
 }
 
+/// Two agents as [`agent_half_plane`] sees them: where and how fast the other is relative to
+/// this one, and how close their centres may come.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Pair {
+    /// The other's position minus this one's.
+    pub rel_pos: Vec2,
+    /// This one's velocity minus the other's.
+    pub rel_vel: Vec2,
+    /// The sum of their radii.
+    pub radius: f32,
+}
+
 /// The half-plane that agent A (velocity `va`) takes for neighbour B.
 ///
 /// `rel_pos` = p_B − p_A, `rel_vel` = v_A − v_B, `radius` = r_A + r_B, `tau` the time horizon
@@ -53,7 +65,8 @@ fn det(a: Vec2, b: Vec2) -> f32 {
 /// outward normal there; the half-plane passes through `va + share·u` with normal `n`.
 /// Colliding already: the cut-off disc is that of one step (`tau = dt`), so that the pair is
 /// apart after one step.
-pub fn agent_half_plane(va: Vec2, rel_pos: Vec2, rel_vel: Vec2, radius: f32, tau: f32, dt: f32, share: f32) -> HalfPlane {
+pub fn agent_half_plane(va: Vec2, pair: Pair, tau: f32, dt: f32, share: f32) -> HalfPlane {
+    let Pair { rel_pos, rel_vel, radius } = pair;
     let dist_sq = rel_pos.length_squared();
     let r_sq = radius * radius;
     let (direction, u) = if dist_sq > r_sq {
@@ -249,7 +262,7 @@ mod tests {
         // picks the right leg, direction −(4·√15, −4)/16 = (−√15/4, 1/4). rel_vel·direction =
         // −√15/2; u = (−√15/2)·(−√15/4, 1/4) − (2,0) = (15/8 − 2, −√15/8) = (−1/8, −√15/8).
         // A's share is half: the boundary passes through (1 − 1/16, −√15/16).
-        let h = agent_half_plane(Vec2::X, Vec2::new(4.0, 0.0), Vec2::new(2.0, 0.0), 1.0, 2.0, 0.05, 0.5);
+        let h = agent_half_plane(Vec2::X, Pair { rel_pos: Vec2::new(4.0, 0.0), rel_vel: Vec2::new(2.0, 0.0), radius: 1.0 }, 2.0, 0.05, 0.5);
         close(h.direction, Vec2::new(-S15 / 4.0, 0.25));
         close(h.point, Vec2::new(15.0 / 16.0, -S15 / 16.0));
         // The preferred (1,0) is outside; its projection onto the boundary is the point itself
@@ -259,7 +272,7 @@ mod tests {
         let v = solve(&[h], 0, Vec2::X, 2.0, &mut scratch);
         close(v, Vec2::new(15.0 / 16.0, -S15 / 16.0));
         // B's view is the mirror image: it veers to its own right (+y), so they pass.
-        let hb = agent_half_plane(-Vec2::X, Vec2::new(-4.0, 0.0), Vec2::new(-2.0, 0.0), 1.0, 2.0, 0.05, 0.5);
+        let hb = agent_half_plane(-Vec2::X, Pair { rel_pos: Vec2::new(-4.0, 0.0), rel_vel: Vec2::new(-2.0, 0.0), radius: 1.0 }, 2.0, 0.05, 0.5);
         let vb = solve(&[hb], 0, -Vec2::X, 2.0, &mut scratch);
         close(vb, Vec2::new(-15.0 / 16.0, S15 / 16.0));
     }
@@ -270,14 +283,14 @@ mod tests {
         // = (1,0), w·rel_pos = 4 > 0, so the leg again. u = (−3/16·... ): the new velocity is the
         // projection of (3,0) on the right leg, 3·cos θ along (cos θ, −sin θ):
         // (3·15/16, −3·√15/16) = (2.8125, −0.72618).
-        let h = agent_half_plane(Vec2::new(3.0, 0.0), Vec2::new(4.0, 0.0), Vec2::new(3.0, 0.0), 1.0, 2.0, 0.05, 1.0);
+        let h = agent_half_plane(Vec2::new(3.0, 0.0), Pair { rel_pos: Vec2::new(4.0, 0.0), rel_vel: Vec2::new(3.0, 0.0), radius: 1.0 }, 2.0, 0.05, 1.0);
         let mut scratch = Vec::new();
         let v = solve(&[h], 0, Vec2::new(3.0, 0.0), 5.0, &mut scratch);
         close(v, Vec2::new(2.8125, -3.0 * S15 / 16.0));
         // Slow enough to stop short of B within the horizon: (1,0) has w = (−1,0), outside the
         // cut-off disc (centre (2,0), radius 1/2) on the near side, so the cut-off arc gives the
         // boundary x = 1.5 (u = (1/2, 0), direction (0,1)) and (1,0) is already permitted.
-        let h = agent_half_plane(Vec2::X, Vec2::new(4.0, 0.0), Vec2::X, 1.0, 2.0, 0.05, 1.0);
+        let h = agent_half_plane(Vec2::X, Pair { rel_pos: Vec2::new(4.0, 0.0), rel_vel: Vec2::X, radius: 1.0 }, 2.0, 0.05, 1.0);
         close(h.direction, Vec2::Y);
         close(h.point, Vec2::new(1.5, 0.0));
         close(solve(&[h], 0, Vec2::X, 5.0, &mut scratch), Vec2::X);
@@ -289,7 +302,7 @@ mod tests {
         // τ = 2: w = (1,−1) − (1.5,−1.5) = (−0.5, 0.5); w·rel_pos = −3 < 0 and 9 > 1·0.5, so the
         // cut-off arc: |w| = √½, unit w = (−√½, √½), direction (√½, √½), u = (½ − √½)·unit w.
         // The collision is beyond the horizon and (1,0) is permitted.
-        let h = agent_half_plane(Vec2::X, Vec2::new(3.0, -3.0), Vec2::new(1.0, -1.0), 1.0, 2.0, 0.05, 0.5);
+        let h = agent_half_plane(Vec2::X, Pair { rel_pos: Vec2::new(3.0, -3.0), rel_vel: Vec2::new(1.0, -1.0), radius: 1.0 }, 2.0, 0.05, 0.5);
         let r = std::f32::consts::FRAC_1_SQRT_2;
         close(h.direction, Vec2::new(r, r));
         close(h.point, Vec2::X + Vec2::new(-r, r) * ((0.5 - r) * 0.5));
@@ -298,7 +311,7 @@ mod tests {
         // → the right leg: leg = √17, direction −(3√17 − 3, −3 − 3√17)/18. A's new velocity is
         // (1,0) + u/2 with u = (rel_vel·direction)·direction − rel_vel, and it must slow down
         // and turn away from B's path (x < 1, y < 0 … right of its course, behind B).
-        let h = agent_half_plane(Vec2::X, Vec2::new(3.0, -3.0), Vec2::new(1.0, -1.0), 1.0, 4.0, 0.05, 0.5);
+        let h = agent_half_plane(Vec2::X, Pair { rel_pos: Vec2::new(3.0, -3.0), rel_vel: Vec2::new(1.0, -1.0), radius: 1.0 }, 4.0, 0.05, 0.5);
         let s17 = 17f32.sqrt();
         let d = -Vec2::new(3.0 * s17 - 3.0, -3.0 - 3.0 * s17) / 18.0;
         close(h.direction, d);
@@ -316,7 +329,7 @@ mod tests {
         // w = 0 − (0.5,0)/0.05 = (−10,0); u = (1/0.05 − 10)·(−1,0) = (−10,0); half: the boundary
         // is x = −5 (direction (0,1)): A must move left at 5 units/s, B right at 5, and after
         // 0.05 s they are 0.5 further apart: just touching.
-        let h = agent_half_plane(Vec2::ZERO, Vec2::new(0.5, 0.0), Vec2::ZERO, 1.0, 2.0, 0.05, 0.5);
+        let h = agent_half_plane(Vec2::ZERO, Pair { rel_pos: Vec2::new(0.5, 0.0), rel_vel: Vec2::ZERO, radius: 1.0 }, 2.0, 0.05, 0.5);
         close(h.direction, Vec2::Y);
         close(h.point, Vec2::new(-5.0, 0.0));
         let mut scratch = Vec::new();
@@ -377,7 +390,7 @@ mod tests {
             for ((px, py), (vx, vy), r, recip) in &nbrs {
                 let rel = Vec2::new(*px, *py);
                 if rel == Vec2::ZERO { continue; }
-                lines.push(agent_half_plane(va, rel, va - Vec2::new(*vx, *vy), 0.5 + r, tau, 0.05, if *recip { 0.5 } else { 1.0 }));
+                lines.push(agent_half_plane(va, Pair { rel_pos: rel, rel_vel: va - Vec2::new(*vx, *vy), radius: 0.5 + r }, tau, 0.05, if *recip { 0.5 } else { 1.0 }));
             }
             let mut scratch = Vec::new();
             let v = solve(&lines, n_static, Vec2::new(pref.0, pref.1), max_speed, &mut scratch);

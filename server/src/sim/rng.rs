@@ -22,6 +22,16 @@ impl Rng {
         Rng { state: mix(seed ^ GOLDEN) }
     }
 
+    /// The stream's position (a saved world keeps it: [`Rng::from_state`] continues the stream).
+    pub fn state(&self) -> u64 {
+        self.state
+    }
+
+    /// The stream at a position [`Rng::state`] returned.
+    pub fn from_state(state: u64) -> Self {
+        Rng { state }
+    }
+
     /// The stream of one agent in one tick.
     pub fn for_agent(world_seed: u64, agent_id: u32, tick: u64) -> Self {
         Rng::new(mix(world_seed ^ mix(u64::from(agent_id) ^ mix(tick.wrapping_add(GOLDEN)))))

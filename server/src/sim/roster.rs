@@ -25,6 +25,17 @@ pub struct Roster {
 }
 
 impl Roster {
+    /// A roster of `agents` in this storage order; `None` if two share an id.
+    pub fn from_storage(agents: Vec<Agent>) -> Option<Roster> {
+        let mut by_id: Vec<(AgentId, u32)> = agents.iter().enumerate().map(|(i, a)| (a.id, i as u32)).collect();
+        by_id.sort_unstable();
+        if by_id.windows(2).any(|w| w[0].0 == w[1].0) {
+            return None;
+        }
+        let (ids, slots) = by_id.into_iter().unzip();
+        Some(Roster { agents, ids, slots })
+    }
+
     /// Number of agents.
     pub fn len(&self) -> usize {
         self.agents.len()

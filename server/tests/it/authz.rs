@@ -138,6 +138,10 @@ enum Need {
     Command,
     /// The admin only.
     Admin,
+    /// Server to server: the cluster secret, no token of any role. The matrix's servers have
+    /// none, so every caller is refused 403 (handoff disabled); `handoff.rs` checks the
+    /// secret's own answers.
+    Cluster,
 }
 
 /// The test's own statement of the rule of every route.
@@ -187,6 +191,8 @@ const SPEC: &[(&str, &str, Need)] = &[
     ("DELETE", "/recordings/{name}", Need::Admin),
     ("POST", "/debug/panic", Need::Admin),
     ("POST", "/debug/stall", Need::Admin),
+    ("POST", "/worlds/{world}/handoff", Need::Admin),
+    ("POST", "/cluster/worlds/{world}", Need::Cluster),
     ("GET", "/scenarios", Need::Token),
     ("GET", "/scenarios/{name}", Need::Token),
     ("PUT", "/scenarios/{name}", Need::Admin),
@@ -241,6 +247,9 @@ fn expected(mode: Mode, c: &Caller, need: Need, world: Option<&str>, owned: bool
     if need == Need::Anyone {
         return None;
     }
+    if need == Need::Cluster {
+        return Some(403);
+    }
     let dev = !mode.admin && !mode.jwt;
     let who = match (c.token.is_some(), c.who) {
         (false, _) => return if dev { None } else { Some(401) },
@@ -262,13 +271,14 @@ fn expected(mode: Mode, c: &Caller, need: Need, world: Option<&str>, owned: bool
         (Need::Command, _) => None,
         (Need::Admin, _) => Some(if mode.admin { 403 } else { 401 }),
         (Need::Anyone, _) => None,
+        (Need::Cluster, _) => Some(403),
     }
 }
 
 /// The world a route's request names for `world`: admin routes name one that does not exist
 /// (an allowed admin call then changes nothing).
 fn world_in_path(need: Need, world: &str) -> String {
-    if need == Need::Admin { format!("nope-{world}") } else { world.to_string() }
+    if matches!(need, Need::Admin | Need::Cluster) { format!("nope-{world}") } else { world.to_string() }
 }
 
 /// The concrete, harmless request of a route for a world: admin routes name a world that does
@@ -908,7 +918,7 @@ impl Watch {
                     s.agents.iter().for_each(|&i| self.id(who, "a spawn result", i));
                 }
             }
-            ServerMsg::Welcome(_) | ServerMsg::Error(_) | ServerMsg::Pong(_) => {}
+            ServerMsg::Welcome(_) | ServerMsg::Error(_) | ServerMsg::Pong(_) | ServerMsg::Moved(_) => {}
         }
         for k in keys {
             for a in &k.agents {

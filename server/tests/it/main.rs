@@ -19,6 +19,8 @@
 //!   failed one leaves the victim's session; per-player and per-address session caps.
 //! * `http_guard` — auth before the body, body timeout, socket cap, JSON error bodies.
 //! * `persist` — save/load across a restart, kill -9 while saving.
+//! * `handoff` — a live world, its players and their agents move between two servers; the
+//!   cluster secret gates the transfer.
 //! * `limits` — 100 subscribers with 20 that never read.
 //! * `record` — recording over REST and `--record`, download, list, delete, `steerd replay --verify`.
 //! * `record_replay` — a shipped recording as a read-only replay world: WebSocket frames,
@@ -32,6 +34,7 @@ mod authz;
 mod avoidance;
 mod bad_input;
 mod fanout;
+mod handoff;
 mod http_guard;
 mod limits;
 mod overload;

@@ -14,7 +14,7 @@
 // The session handshake (Hello / Welcome) is defined once, in `HELLO_FIELDS` / `WELCOME_FIELDS`
 // and `helloMessage()`.
 // (Compiled by tsc into server/viewer/sdk/ for the viewer: edit this .ts, then `npm run build:viewer`.)
-export const PROTOCOL_VERSION = 10;
+export const PROTOCOL_VERSION = 11;
 /** Largest server frame a client should accept (§1). */
 export const DEFAULT_SERVER_LIMIT = 8 * 1024 * 1024;
 /** Default largest client frame (§1, `Welcome.max_message_bytes`). */
@@ -806,6 +806,7 @@ const SERVER = tagged([
     ['error', ErrorFields],
     ['pong', [rid, ['server_tick', 'u64']]],
     ['cells', [['world', 'u32'], ['tick', 'u64'], ['span', 'u32'], ['checksum', 'checksum', null], ['entries', { packed: 'entries' }]]],
+    ['moved', [['world', 'u32'], ['name', 'string'], ['to', 'string']]],
 ]);
 /**
  * The codec's tables of the two message enums, in the grammar of steer-proto's `schema.json`

@@ -137,7 +137,7 @@ namespace Steerd.Client.Tests
         public void TheHelloThisSdkSendsIsTheGoldenHello()
         {
             var v = ReadJson("client_hello");
-            Assert.AreEqual(10, Codec.ProtocolVersion);
+            Assert.AreEqual(11, Codec.ProtocolVersion);
             Assert.AreEqual(Codec.ProtocolVersion, (int)(double)v["protocol_version"]);
             var h = Codec.Hello((string)v["token"], null);
             Assert.AreEqual(ToHex(ReadHex("client_hello")), ToHex(Codec.EncodeClient(h)));
@@ -171,6 +171,11 @@ namespace Steerd.Client.Tests
             Assert.AreEqual("unreachable", unr["type"]);
             Assert.AreEqual(10L, Tree.L(unr, "agent"));
             Assert.AreEqual(12.5f, Tree.Fl(unr, "distance"));
+            // Protocol v11: the world moved to another server (a live handoff).
+            var moved = Codec.DecodeServer(ReadHex("server_moved"));
+            Assert.AreEqual("moved", moved["type"]);
+            Assert.AreEqual("arena", moved["name"]);
+            Assert.AreEqual("ws://10.0.0.7:8080/ws", moved["to"]);
             var s = Tree.Welcome(Codec.DecodeServer(ReadHex("server_welcome_spectator")));
             Assert.AreEqual("carol", s.PlayerId);
             Assert.AreEqual(Role.Spectator, s.Role);

@@ -33,7 +33,7 @@ namespace Steerd.Client.Tests
         /// adminToken: --admin-token (REST calls send it). playerSecret: --player-jwt-secret
         /// (player tokens required, see MintToken); without it the server runs in dev mode.
         /// </summary>
-        public Server(string adminToken, string playerSecret = null)
+        public Server(string adminToken, string playerSecret = null, string extraArgs = null)
         {
             this.adminToken = adminToken;
             this.playerSecret = playerSecret;
@@ -52,6 +52,7 @@ namespace Steerd.Client.Tests
             var args = "--listen 127.0.0.1:" + port + " --data-dir " + Path.Combine(scratch, "data") + " --scenarios-dir " + Path.Combine(root, "scenarios");
             if (adminToken != null) args += " --admin-token " + adminToken;
             if (playerSecret != null) args += " --player-jwt-secret " + playerSecret;
+            if (extraArgs != null) args += " " + extraArgs;
             var psi = new ProcessStartInfo(bin, args) { UseShellExecute = false, RedirectStandardOutput = true, RedirectStandardError = true };
             psi.EnvironmentVariables["RUST_LOG"] = "warn";
             proc = Process.Start(psi);
@@ -135,6 +136,49 @@ namespace Steerd.Client.Tests
             return null;
         }
 
+        /// <summary>
+        /// Live handoff between two real servers: the client follows <c>moved</c> by itself
+        /// (reconnect, resume, resubscribe), keeps its player and agents, and commands them on
+        /// the new server; the game code only sees the Moved event.
+        /// </summary>
+        [Test]
+        public void AClientFollowsItsWorldToAnotherServerAndKeepsItsAgents()
+        {
+            const string cluster = "--persistence --cluster-secret sdk-cs-handoff-secret-0123";
+            using (var a = new Server(null, null, cluster))
+            using (var b = new Server(null, null, cluster))
+            {
+                a.Rest("POST", "/worlds", "{\"name\":\"moving\"}");
+                var client = Wait(SteerClient.ConnectAsync(a.Base));
+                var moved = new List<string>();
+                bool resumed = false;
+                int reconnects = 0;
+                client.Moved += (w, to) => { lock (moved) moved.Add(w + " " + to); };
+                client.Reconnected += (w, r) => { resumed = r; Interlocked.Increment(ref reconnects); };
+                try
+                {
+                    var player = client.PlayerId;
+                    Wait(client.Subscribe("moving"));
+                    var view = client.View("moving");
+                    var ids = Wait(client.Spawn("moving", "mine", 3, Shapes.Circle(40, 40, 5))).Agents;
+                    Until("the agents in the view", () => { lock (client.SyncRoot) return ids.All(id => view.Agent(id) != null); });
+                    var r = (Dictionary<string, object>)a.Rest("POST", "/worlds/moving/handoff", "{\"to\":\"" + b.Base + "\"}");
+                    var to = (string)r["client_url"];
+                    Assert.AreEqual("ws://" + b.Base.Substring("http://".Length) + "/ws", to);
+                    Until("the client resumed on B", () => Volatile.Read(ref reconnects) > 0);
+                    lock (moved) CollectionAssert.AreEqual(new[] { "moving " + to }, moved);
+                    Assert.IsTrue(resumed, "the session resumed (same player)");
+                    Assert.AreEqual(player, client.PlayerId);
+                    CollectionAssert.AreEquivalent(ids, client.Mine("moving"));
+                    Until("the agents in B's view", () => { lock (client.SyncRoot) { var v = client.View("moving"); return v != null && ids.All(id => v.Agent(id) != null); } });
+                    Assert.AreEqual("ok", Wait(client.MoveTo("moving", ids, 60, 60)).Type);
+                    var onB = (Dictionary<string, object>)b.Rest("GET", "/worlds/moving");
+                    Assert.GreaterOrEqual(Convert.ToInt64(onB["agents"]), 3L);
+                }
+                finally { client.Close(); }
+            }
+        }
+
         [Test]
         public void ConnectAsPlayerSpawnMoveDropResumeContinueSnapshot()
         {
@@ -153,7 +197,7 @@ namespace Steerd.Client.Tests
             client.Reconnected += (w, r) => { resumed = r; Interlocked.Increment(ref reconnects); };
             try
             {
-                Assert.AreEqual(10, client.Welcome.ProtocolVersion);
+                Assert.AreEqual(11, client.Welcome.ProtocolVersion);
                 Assert.AreEqual(player, client.PlayerId);
                 Assert.AreEqual(Role.Player, client.Role);
                 StringAssert.IsMatch("^[0-9a-f]{32}$", client.ResumeToken);

@@ -49,7 +49,7 @@ pub async fn put_scenario(State(state): State<AppState>, Path(name): Path<String
     let store = state.store.clone();
     tokio::task::spawn_blocking(move || {
         let w = crate::runtime::world::build_world(&sc, limits.max_agents_per_world, limits.max_spawn).map_err(ApiError::from)?;
-        crate::runtime::admission::check_scenario(&sc, &w, &limits.crowding()).map_err(ApiError::from)?;
+        crate::runtime::admission::check_scenario(&sc, &w, &crate::runtime::admission::Crowding::from(&limits)).map_err(ApiError::from)?;
         store.put(&name, &sc).map_err(ApiError::from)
     })
     .await

@@ -114,7 +114,7 @@ pub async fn create_world(State(state): State<AppState>, body: Body<CreateWorld>
         if b.scenario.is_some() {
             return Err(ApiError::invalid("field `replay`: a replay world plays its recording's own scenario; give `scenario` or `replay`, not both"));
         }
-        if !crate::runtime::registry::valid_name(&b.name) {
+        if !crate::scenario::valid_name(&b.name) {
             return Err(crate::runtime::RegistryError::BadName(b.name.clone()).into());
         }
         if state.registry.get(&b.name).is_ok() {

@@ -18,10 +18,11 @@
 //!
 //! Files: `runner.rs` (the loop: serving the queue, ticking, replay), `requests.rs` (each
 //! request answered), `publish.rs` (a tick's frames for subscribers, AOI visibility),
-//! `ownership.rs` (who may command which agent, spawn quotas, orphans), `views.rs` (what REST
+//! `ownership.rs` (who may command which agent, spawn quotas, orphans), `pipeline.rs` (the
+//! world's flow-field jobs at the builder threads), `views.rs` (what REST
 //! and the debug endpoints show). The `Runner` is declared here so every part sees its state.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::mpsc::{Receiver, RecvTimeoutError, SyncSender, TrySendError};
 use std::sync::{Arc, Mutex};
@@ -30,19 +31,16 @@ use std::time::{Duration, Instant};
 use steer_proto as proto;
 use tokio::sync::{broadcast, oneshot};
 
-use super::fields::{BuildTicket, FieldBuilder};
+use super::fields::FieldBuilder;
 use super::frames::{CellFrame, FrameEvent, Shared, TickFrame};
 use crate::convert;
 use crate::metrics::Metrics;
-use crate::scenario::Scenario;
-use crate::sim::nav::PipelineStats;
-use crate::sim::nav::flowfield::FlowField;
+use crate::scenario::{CappedBuildError, Scenario};
 use crate::authz::Sight;
 use crate::sim::world::{Command, Outcome};
 use crate::sim::{AgentId, SimError, World};
 
-/// A connection's id.
-pub type SessionId = u64;
+pub use super::players::SessionId;
 
 /// Who issues a command.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -106,6 +104,9 @@ pub enum CmdError {
     /// The request does not fit the world's state (e.g. replay controls on a live world).
     #[error("{0}")]
     Conflict(String),
+    /// The world is being handed off to another server: it takes no change meanwhile.
+    #[error("world `{0}` is being handed off to another server; try again in a moment")]
+    Moving(String),
 }
 
 impl CmdError {
@@ -121,11 +122,13 @@ impl CmdError {
             CmdError::Invalid(m) => proto::ErrorBody { code: proto::ErrorCode::BadRequest, message: m.clone(), field: None },
             CmdError::ReadOnly(m) => proto::ErrorBody { code: proto::ErrorCode::Forbidden, message: m.clone(), field: None },
             CmdError::Conflict(m) => proto::ErrorBody { code: proto::ErrorCode::BadRequest, message: m.clone(), field: None },
+            CmdError::Moving(_) => proto::ErrorBody { code: proto::ErrorCode::Busy, message: self.to_string(), field: None },
         }
     }
 }
 
 mod ownership;
+mod pipeline;
 mod publish;
 mod requests;
 mod runner;
@@ -184,6 +187,12 @@ pub enum Request {
     SetOwner { agent: AgentId, player: Option<String>, team: Option<String>, reply: Reply<()> },
     /// A replay control; answers the replay's state (a world that is not a replay refuses).
     Replay { op: ReplayOp, reply: Reply<ReplayView> },
+    /// A handoff begins (`http/handoff.rs`): the world stops ticking and refuses every change
+    /// until `Thaw` (the handoff failed) or its stop (it succeeded); a durable world's log is
+    /// flushed and a snapshot queued at this tick first.
+    Freeze { reply: Reply<Frozen> },
+    /// The handoff failed: the world ticks and takes changes again.
+    Thaw { reply: Reply<()> },
     /// Stop the thread.
     Shutdown,
     /// Panic the thread (fault injection: `POST /debug/panic`, served only with
@@ -192,6 +201,66 @@ pub enum Request {
     /// Block the thread this long (fault injection: `POST /debug/stall`, served only with
     /// `fault_injection` on): no tick and no request is served meanwhile, so the queue fills.
     Stall(std::time::Duration),
+}
+
+impl Request {
+    /// The change this request makes to the world, named for a refusal (a replay world makes
+    /// none but play/pause); `None` for reads, play/pause and the runner's own requests.
+    pub fn change(&self) -> Option<&'static str> {
+        match self {
+            Request::Apply { cmd, .. } => Some(requests::command_kind(cmd)),
+            Request::ApplyMany { cmds, .. } => Some(cmds.first().map_or("a command", requests::command_kind)),
+            Request::Patch { tick_rate: Some(_), .. } => Some("a tick-rate change"),
+            Request::Patch { autosave: Some(true), .. } => Some("autosave"),
+            Request::Patch { .. } => None,
+            Request::Step { .. } => Some("a step"),
+            Request::Reset { .. } => Some("a reset"),
+            Request::Load { .. } => Some("a load"),
+            Request::RandomObstacles { .. } => Some("random obstacles"),
+            Request::Recording { on: true, .. } => Some("recording"),
+            Request::Recording { on: false, .. } => None,
+            Request::Kick { .. } => Some("a kick"),
+            Request::SetOwner { .. } => Some("an owner change"),
+            Request::Agents { .. }
+            | Request::Agent { .. }
+            | Request::FlowField { .. }
+            | Request::Avoidance { .. }
+            | Request::Obstacles { .. }
+            | Request::Walls { .. }
+            | Request::Snapshot { .. }
+            | Request::Info { .. }
+            | Request::Save { .. }
+            | Request::Players { .. }
+            | Request::Replay { .. }
+            | Request::Shutdown
+            | Request::Panic
+            | Request::Stall(_)
+            | Request::Freeze { .. }
+            | Request::Thaw { .. } => None,
+        }
+    }
+}
+
+/// A world frozen for a handoff: where it stands.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Frozen {
+    /// The sim tick, and the wire tick's offset from it (the wire tick is their sum).
+    pub tick: u64,
+    pub tick_offset: u64,
+    /// `state_hash` at `tick`.
+    pub state_hash: u64,
+    /// The players owning agents here.
+    pub owners: Vec<String>,
+}
+
+/// A world that arrives by a handoff: how it goes on.
+#[derive(Debug, Clone)]
+pub struct Arrival {
+    /// The wire tick's offset on the old server (ticks go on from there).
+    pub tick_offset: u64,
+    /// No tick before every awaited session resumed (the count reaches 0) or `until` passed.
+    pub awaited: Arc<std::sync::atomic::AtomicUsize>,
+    pub until: Instant,
 }
 
 /// A player as a world knows it.
@@ -255,6 +324,8 @@ pub struct WorldSpawn {
     pub replay: Option<ReplaySpawn>,
     /// Durable: a fresh log, or the state recovered from the stored one.
     pub durable: Option<DurableSpawn>,
+    /// Arrived by a handoff: the tick numbering to continue and the resumes to wait for.
+    pub arrival: Option<Arrival>,
 }
 
 /// How a durable world starts.
@@ -383,7 +454,12 @@ impl WorldHandle {
             scenario_name = r.scenario_name.or(scenario_name);
             paused = r.paused;
             let d = crate::persist::Durable::resumed(&writer, &spawn.name, r.base_segment, r.last_segment, r.last_snapshot, &r.world, r.report);
-            recovered = Some((r.world, r.owners, d));
+            // Players resume with their old tokens, within the grace left, counted from now.
+            let refused = spawn.players.restore_sessions(&spawn.name, &r.sessions);
+            if refused > 0 {
+                tracing::warn!(world = %spawn.name, refused, "recovery: sessions not restored (auth.max_sessions)");
+            }
+            recovered = Some((r.world, r.owners, Some(d)));
         }
         let (rec_world, recovered) = match recovered {
             Some((w, o, d)) => (Some(w), Some((o, d))),
@@ -410,7 +486,7 @@ impl WorldHandle {
             scenario.name = spawn.name.clone();
         }
         let (dur, owners) = match (recovered, durable) {
-            (Some((owners, d)), _) => (Some(d), owners),
+            (Some((owners, d)), _) => (d, owners),
             (None, Some(DurableSpawn::Fresh(writer))) if replay.is_none() => {
                 (Some(crate::persist::Durable::fresh(&writer, &spawn.name, &crate::persist::start_record(&scenario, spawn.max_agents, spawn.max_spawn))), Vec::new())
             }
@@ -439,8 +515,6 @@ impl WorldHandle {
             groups: Arc::new(Mutex::new(groups.clone())),
             durable: dur.as_ref().map(|d| (d.status().clone(), d.policy())),
         };
-        // Unbounded, but it holds at most the jobs in the builder's bounded queue.
-        let (field_tx, field_rx) = std::sync::mpsc::channel();
         let runner = Runner {
             name: spawn.name.clone(),
             id: spawn.id,
@@ -477,13 +551,9 @@ impl WorldHandle {
             shared_info: handle.info.clone(),
             origin: handle.origin.clone(),
             latest: handle.latest.clone(),
-            tick_offset: 0,
+            tick_offset: spawn.arrival.as_ref().map_or(0, |a| a.tick_offset),
             reset_pending: false,
-            fields: spawn.fields,
-            field_tx,
-            field_rx,
-            field_tickets: BTreeMap::new(),
-            pipeline: PipelineStats::default(),
+            fields: pipeline::FieldPipeline::new(spawn.fields),
             sim_pool: spawn.sim_pool,
             on_solo: false,
             parallel_min: spawn.parallel_step_min_agents,
@@ -495,6 +565,8 @@ impl WorldHandle {
             rec: crate::record::Hook::new(recorder, spawn.max_agents, spawn.max_spawn),
             replay,
             dur,
+            frozen: false,
+            hold: spawn.arrival,
         };
         let mut runner = runner;
         for (agent, player, team) in owners {
@@ -642,13 +714,10 @@ pub fn catch_up(next: Instant, now: Instant, period: Duration, max_catchup: u32)
 
 /// Builds a world from a scenario with the server's caps applied.
 pub fn build_world(scenario: &Scenario, max_agents: usize, max_spawn: usize) -> Result<World, CmdError> {
-    let total: usize = scenario.groups.iter().map(|g| g.agent_count()).sum();
-    if total > max_agents {
-        return Err(CmdError::Sim(SimError::LimitExceeded { what: "agents".into(), max: max_agents }));
-    }
-    let mut world = scenario.build().map_err(|e| CmdError::Invalid(e.to_string()))?;
-    world.set_caps(max_agents, max_spawn);
-    Ok(world)
+    scenario.build_capped(max_agents, max_spawn).map_err(|e| match e {
+        CappedBuildError::TooMany(e) => CmdError::Sim(e),
+        CappedBuildError::Scenario(e) => CmdError::Invalid(e.to_string()),
+    })
 }
 
 /// AOI grid of a world: cells of 50 units, grown until there are at most `max_cells`.
@@ -673,9 +742,6 @@ struct ReplayState {
     speed: f64,
     max_speed: f64,
 }
-
-/// Longest a tick waits for a builder finishing a field it needs (then it builds the field).
-const FIELD_WAIT: Duration = Duration::from_secs(2);
 
 /// Longest the loop sleeps waiting for a request (so a stop flag is seen even at 0.1 Hz).
 const MAX_IDLE_WAIT: Duration = Duration::from_millis(100);
@@ -752,14 +818,8 @@ struct Runner {
     tick_offset: u64,
     /// The next publish marks its frame as a reset.
     reset_pending: bool,
-    fields: Arc<FieldBuilder>,
-    field_tx: std::sync::mpsc::Sender<FlowField>,
-    field_rx: std::sync::mpsc::Receiver<FlowField>,
-    /// Tickets of the jobs submitted to `fields` whose fields the world still wants, by request
-    /// id (at most the builder's bounded queue: a refused job gets none).
-    field_tickets: BTreeMap<u64, BuildTicket>,
-    /// Pipeline counters at the last tick (the metrics count the differences).
-    pipeline: PipelineStats,
+    /// Flow fields: the jobs at the builder threads and the fields coming back.
+    fields: pipeline::FieldPipeline,
     /// Steps large worlds.
     sim_pool: Arc<rayon::ThreadPool>,
     /// The runner runs on a one-thread pool of its own, which steps this world while it is
@@ -784,6 +844,10 @@ struct Runner {
     replay: Option<ReplayState>,
     /// A durable world's log (issue 42): sees what `rec` sees, and ownership.
     dur: Option<crate::persist::Durable>,
+    /// Frozen for a handoff: no tick, no change (see [`Request::Freeze`]).
+    frozen: bool,
+    /// Arrived by a handoff and not ticking yet (see [`Arrival`]).
+    hold: Option<Arrival>,
 }
 
 /// The cells of one send rate: diffed every `span` ticks.

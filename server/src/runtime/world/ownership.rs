@@ -91,6 +91,46 @@ impl Runner {
         }
     }
 
+    /// The runner's state a durable world's snapshot keeps besides the world: the scenario a
+    /// reset goes back to, the owners, and the sessions of the owners and subscribers.
+    pub(super) fn durable_state(&self) -> crate::persist::RunnerState {
+        let mut owners: Vec<(u32, String, Option<String>)> =
+            self.owners.iter().map(|(&a, p)| (a, p.to_string(), self.teams.get(p).cloned().flatten().map(|t| t.to_string()))).collect();
+        owners.sort_unstable();
+        let players: std::collections::HashSet<&str> = self.owned.keys().map(|p| &**p).collect();
+        crate::persist::RunnerState {
+            scenario: serde_json::to_string(&self.scenario).unwrap_or_default(),
+            max_agents: self.max_agents as u64,
+            max_spawn: self.max_spawn as u64,
+            owners,
+            sessions: self.players.stored_sessions(&self.name, &players),
+        }
+    }
+
+    /// A durable world logs its sessions when their set changed (checked with the orphans,
+    /// once a second): a session opened or resumed since the last snapshot survives a crash.
+    fn log_sessions(&mut self) {
+        if self.dur.is_none() {
+            return;
+        }
+        let players: std::collections::HashSet<&str> = self.owned.keys().map(|p| &**p).collect();
+        let sessions = self.players.stored_sessions(&self.name, &players);
+        if let Some(d) = self.dur.as_mut() {
+            d.sessions(&self.world, &sessions);
+        }
+    }
+
+    /// Takes a durable world's snapshot when one is due (or, `now`, at once: a clean stop).
+    pub(super) fn snapshot_if_due(&mut self, now: bool) {
+        if !self.dur.as_ref().is_some_and(|d| now || d.snapshot_due()) {
+            return;
+        }
+        let state = self.durable_state();
+        if let Some(d) = self.dur.as_mut() {
+            d.snapshot(&self.world, self.paused, self.scenario_name.as_deref(), state);
+        }
+    }
+
     pub(super) fn own(&mut self, id: AgentId, p: Arc<str>) {
         if let Some(d) = self.dur.as_mut() {
             let team = self.teams.get(&p).cloned().flatten();
@@ -204,6 +244,7 @@ impl Runner {
             return;
         }
         self.next_orphan_check = now + ORPHAN_CHECK;
+        self.log_sessions();
         if self.teams.is_empty() {
             return;
         }

@@ -58,88 +58,14 @@ impl Runner {
         let vision = self.vision();
         let lost = self.drop_hidden_targets(vision.as_deref());
         let q = self.quant();
-        let n = self.encoders.len();
         let per_cell = self.quantize_cells(&q);
         let tick = self.wire_tick();
         let with_sum = tick % self.checksum_every == 0;
-        // Other send rates: drop those nobody uses, start new ones from this state.
-        let in_use: Vec<u32> = self.rate_users.in_use().collect();
-        self.rate_sets.retain(|r| in_use.contains(&r.span));
-        let mut rates = Vec::with_capacity(in_use.len());
-        for span in in_use {
-            match self.rate_sets.iter_mut().find(|r| r.span == span) {
-                Some(set) => rates.push(set.cells(&per_cell, tick, &q)),
-                None => {
-                    let mut set = RateSet::new(span, self.id, &per_cell, tick, &q);
-                    rates.push(set.cells(&[], tick, &q));
-                    self.rate_sets.push(set);
-                }
-            }
-        }
-        let mut cells = Vec::with_capacity(n);
-        for (c, next) in per_cell.into_iter().enumerate() {
-            let (Some(enc), Some(key)) = (self.encoders.get_mut(c), self.keys.get_mut(c)) else { continue };
-            let delta = match enc.update(next, tick, &q, with_sum) {
-                Ok(Some(d)) => {
-                    *key = Arc::new(Shared::new(proto::ServerMsg::Keyframe(enc.keyframe(with_sum))));
-                    Some(Arc::new(Shared::new(proto::ServerMsg::Delta(d))))
-                }
-                Ok(None) => None,
-                Err(e) => {
-                    tracing::error!("cell {c}: cannot encode delta: {e}");
-                    None
-                }
-            };
-            cells.push(CellFrame { delta, key: key.clone() });
-        }
-        let groups = self.world.groups().to_vec();
-        // One wire event per run of same-group, same-owner spawns / despawns (their `agents`
-        // lists), not one per agent: a 10k-agent spawn is one message to each subscriber.
-        let mut kinds: Vec<(Option<Arc<str>>, proto::EventKind)> = Vec::new();
-        for e in self.world.drain_events() {
-            let id = match &e {
-                crate::sim::world::Event::Spawned { id, .. }
-                | crate::sim::world::Event::Despawned { id }
-                | crate::sim::world::Event::DestinationReached { id, .. }
-                | crate::sim::world::Event::PathCompleted { id } => *id,
-            };
-            let owner = self.owners.get(&id).cloned();
-            if let crate::sim::world::Event::Despawned { id } = &e {
-                self.disown(*id);
-            }
-            match (kinds.last_mut(), convert::event(&e, &groups)) {
-                (Some((o, proto::EventKind::Spawned(last))), proto::EventKind::Spawned(s)) if last.group == s.group && *o == owner => last.agents.extend(s.agents),
-                (Some((o, proto::EventKind::Despawned(last))), proto::EventKind::Despawned(d)) if *o == owner => last.agents.extend(d.agents),
-                (_, k) => kinds.push((owner, k)),
-            }
-        }
+        let rates = self.rate_cells(&per_cell, tick, &q);
+        let cells = self.diff_cells(per_cell, tick, &q, with_sum);
+        let mut kinds = self.sim_events();
         kinds.extend(lost);
-        // A tick-rate change (PATCH, a load, a replay's recording) is announced to every
-        // subscriber with this tick's frame; later Welcomes carry it in WorldInfo.
-        self.sync_info_rate();
-        let rate = self.info.tick_rate_hz;
-        let rate_event = (rate.to_bits() != self.announced_rate.to_bits()).then(|| {
-            self.announced_rate = rate;
-            let msg = Arc::new(Shared::new(proto::ServerMsg::Event(proto::Event {
-                world: self.id,
-                tick,
-                event: proto::EventKind::TickRate(proto::TickRateEvent { tick_rate_hz: rate }),
-            })));
-            FrameEvent { owner: None, vision: None, public: true, msg }
-        });
-        // So is a change of the group table (a spawn of a new group, a load).
-        let groups_event = (self.world.groups() != self.announced_groups.as_slice()).then(|| {
-            self.announced_groups = self.world.groups().to_vec();
-            if let Ok(mut g) = self.shared_groups.lock() {
-                g.clone_from(&self.announced_groups);
-            }
-            let msg = Arc::new(Shared::new(proto::ServerMsg::Event(proto::Event {
-                world: self.id,
-                tick,
-                event: proto::EventKind::Groups(proto::GroupsEvent { groups: self.announced_groups.clone() }),
-            })));
-            FrameEvent { owner: None, vision: None, public: true, msg }
-        });
+        let announced = self.announcements(tick);
         let events: Vec<FrameEvent> = kinds
             .into_iter()
             .map(|(owner, event)| {
@@ -152,8 +78,7 @@ impl Runner {
                 let vision = owner.as_ref().map(|p| crate::auth::vision_key(p, self.teams.get(p).cloned().flatten().as_deref()));
                 FrameEvent { owner, vision, public: false, msg }
             })
-            .chain(rate_event)
-            .chain(groups_event)
+            .chain(announced)
             .collect();
         self.published += 1;
         let frame = Arc::new(TickFrame {
@@ -174,6 +99,100 @@ impl Runner {
         }
         // No receivers is fine: nobody is watching.
         let _ = self.frames.send(frame);
+    }
+
+    /// The cells of each send rate other than 1 in use: those nobody uses are dropped, new ones
+    /// start from this state.
+    fn rate_cells(&mut self, per_cell: &[Vec<proto::QAgent>], tick: u64, q: &proto::Quantization) -> Vec<crate::runtime::frames::RateCells> {
+        let in_use: Vec<u32> = self.rate_users.in_use().collect();
+        self.rate_sets.retain(|r| in_use.contains(&r.span));
+        let mut rates = Vec::with_capacity(in_use.len());
+        for span in in_use {
+            match self.rate_sets.iter_mut().find(|r| r.span == span) {
+                Some(set) => rates.push(set.cells(per_cell, tick, q)),
+                None => {
+                    let mut set = RateSet::new(span, self.id, per_cell, tick, q);
+                    rates.push(set.cells(&[], tick, q));
+                    self.rate_sets.push(set);
+                }
+            }
+        }
+        rates
+    }
+
+    /// Each AOI cell diffed once against its last state: the delta (if anything changed) and
+    /// the cell's keyframe.
+    fn diff_cells(&mut self, per_cell: Vec<Vec<proto::QAgent>>, tick: u64, q: &proto::Quantization, with_sum: bool) -> Vec<CellFrame> {
+        let mut cells = Vec::with_capacity(self.encoders.len());
+        for (c, next) in per_cell.into_iter().enumerate() {
+            let (Some(enc), Some(key)) = (self.encoders.get_mut(c), self.keys.get_mut(c)) else { continue };
+            let delta = match enc.update(next, tick, q, with_sum) {
+                Ok(Some(d)) => {
+                    *key = Arc::new(Shared::new(proto::ServerMsg::Keyframe(enc.keyframe(with_sum))));
+                    Some(Arc::new(Shared::new(proto::ServerMsg::Delta(d))))
+                }
+                Ok(None) => None,
+                Err(e) => {
+                    tracing::error!("cell {c}: cannot encode delta: {e}");
+                    None
+                }
+            };
+            cells.push(CellFrame { delta, key: key.clone() });
+        }
+        cells
+    }
+
+    /// The sim's events since the last publish, with their agents' owners: one wire event per
+    /// run of same-group, same-owner spawns / despawns (their `agents` lists), not one per
+    /// agent, so a 10k-agent spawn is one message to each subscriber.
+    fn sim_events(&mut self) -> Vec<(Option<Arc<str>>, proto::EventKind)> {
+        let groups = self.world.groups().to_vec();
+        let mut kinds: Vec<(Option<Arc<str>>, proto::EventKind)> = Vec::new();
+        for e in self.world.drain_events() {
+            let id = match &e {
+                crate::sim::world::Event::Spawned { id, .. }
+                | crate::sim::world::Event::Despawned { id }
+                | crate::sim::world::Event::DestinationReached { id, .. }
+                | crate::sim::world::Event::PathCompleted { id } => *id,
+            };
+            let owner = self.owners.get(&id).cloned();
+            if let crate::sim::world::Event::Despawned { id } = &e {
+                self.disown(*id);
+            }
+            match (kinds.last_mut(), convert::event(&e, &groups)) {
+                (Some((o, proto::EventKind::Spawned(last))), proto::EventKind::Spawned(s)) if last.group == s.group && *o == owner => last.agents.extend(s.agents),
+                (Some((o, proto::EventKind::Despawned(last))), proto::EventKind::Despawned(d)) if *o == owner => last.agents.extend(d.agents),
+                (_, k) => kinds.push((owner, k)),
+            }
+        }
+        kinds
+    }
+
+    /// A tick-rate change (PATCH, a load, a replay's recording) and a change of the group table
+    /// (a spawn of a new group, a load), announced to every subscriber with this tick's frame;
+    /// later Welcomes and Subscribed answers carry them.
+    fn announcements(&mut self, tick: u64) -> Vec<FrameEvent> {
+        let public = |world: u32, event| FrameEvent {
+            owner: None,
+            vision: None,
+            public: true,
+            msg: Arc::new(Shared::new(proto::ServerMsg::Event(proto::Event { world, tick, event }))),
+        };
+        let mut out = Vec::new();
+        self.sync_info_rate();
+        let rate = self.info.tick_rate_hz;
+        if rate.to_bits() != self.announced_rate.to_bits() {
+            self.announced_rate = rate;
+            out.push(public(self.id, proto::EventKind::TickRate(proto::TickRateEvent { tick_rate_hz: rate })));
+        }
+        if self.world.groups() != self.announced_groups.as_slice() {
+            self.announced_groups = self.world.groups().to_vec();
+            if let Ok(mut g) = self.shared_groups.lock() {
+                g.clone_from(&self.announced_groups);
+            }
+            out.push(public(self.id, proto::EventKind::Groups(proto::GroupsEvent { groups: self.announced_groups.clone() })));
+        }
+        out
     }
 
     /// Under `owned` visibility: per vision key (a team, or a player without one), the AOI

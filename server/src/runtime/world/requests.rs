@@ -12,13 +12,7 @@ impl Runner {
         }
         self.tick_offset = self.wire_tick() + 1;
         self.world = world;
-        // Fields still being built were for the old world: a new channel leaves them unheard,
-        // and the jobs not started yet are skipped.
-        (self.field_tx, self.field_rx) = std::sync::mpsc::channel();
-        for t in std::mem::take(&mut self.field_tickets).into_values() {
-            t.cancel();
-        }
-        self.pipeline = PipelineStats::default();
+        self.fields.restart();
         if let Ok(mut o) = self.origin.lock() {
             *o = (scenario.clone(), name.clone());
         }
@@ -38,22 +32,28 @@ impl Runner {
     }
 
     pub(super) fn handle(&mut self, req: Request) {
+        // Frozen for a handoff: reads only (the state handed off must stay the state here).
+        if self.frozen
+            && matches!(
+                &req,
+                Request::Apply { .. }
+                    | Request::ApplyMany { .. }
+                    | Request::Patch { .. }
+                    | Request::Step { .. }
+                    | Request::Reset { .. }
+                    | Request::Load { .. }
+                    | Request::RandomObstacles { .. }
+                    | Request::Recording { .. }
+                    | Request::Kick { .. }
+                    | Request::SetOwner { .. }
+                    | Request::Replay { .. }
+                    | Request::Freeze { .. }
+            )
+        {
+            return refuse(req, CmdError::Moving(self.name.clone()));
+        }
         // A replay world refuses every change but play/pause, with the reason.
-        let refused = match &req {
-            Request::Apply { cmd, .. } => Some(command_kind(cmd)),
-            Request::ApplyMany { cmds, .. } => Some(cmds.first().map_or("a command", command_kind)),
-            Request::Patch { tick_rate: Some(_), .. } => Some("a tick-rate change"),
-            Request::Patch { autosave: Some(true), .. } => Some("autosave"),
-            Request::Step { .. } => Some("a step"),
-            Request::Reset { .. } => Some("a reset"),
-            Request::Load { .. } => Some("a load"),
-            Request::RandomObstacles { .. } => Some("random obstacles"),
-            Request::Recording { on: true, .. } => Some("recording"),
-            Request::Kick { .. } => Some("a kick"),
-            Request::SetOwner { .. } => Some("an owner change"),
-            _ => None,
-        };
-        if let Some(what) = refused
+        if let Some(what) = req.change()
             && let Err(e) = self.read_only(what)
         {
             self.metrics.command("replay_refused", false);
@@ -69,55 +69,16 @@ impl Runner {
                 self.answer_durably(reply, r);
             }
             Request::Players { reply } => {
-                let mut v: Vec<WorldPlayer> = self
-                    .teams
-                    .keys()
-                    .map(|p| WorldPlayer {
-                        player: p.to_string(),
-                        agents: self.owned.get(p).copied().unwrap_or(0),
-                        orphaned: self.gone.get(p).is_some_and(|g| g.1),
-                    })
-                    .collect();
-                v.sort_by(|a, b| a.player.cmp(&b.player));
-                let _ = reply.send(Ok(v));
+                let _ = reply.send(Ok(self.players_view()));
             }
             Request::Kick { player, reply } => {
-                let key: Arc<str> = Arc::from(player.as_str());
-                let n = self.owned.get(&key).copied().unwrap_or(0);
-                self.gone.insert(key.clone(), (Instant::now(), true));
-                self.apply_orphan_policy(&key);
-                let _ = reply.send(Ok(n));
+                let _ = reply.send(Ok(self.kick(&player)));
             }
             Request::SetOwner { agent, player, team, reply } => {
-                let r = if self.world.agent(agent).is_none() {
-                    Err(CmdError::Sim(SimError::UnknownAgent(agent)))
-                } else {
-                    self.disown(agent);
-                    if let Some(p) = player {
-                        let key: Arc<str> = Arc::from(p.as_str());
-                        self.teams.insert(key.clone(), team.as_deref().map(Arc::from));
-                        self.own(agent, key);
-                    }
-                    Ok(())
-                };
-                let _ = reply.send(r);
+                let _ = reply.send(self.set_owner(agent, player, team));
             }
             Request::Agents { limit, stuck, sight, reply } => {
-                let seen = self.seen(&sight);
-                let rate = self.world.config().tick_rate;
-                // Whether an agent is stuck is part of its order: only whoever may see the order
-                // may filter by it.
-                let shows_order = |a: &crate::sim::Agent| self.sees_order(seen.as_ref(), a.id);
-                let v = self
-                    .world
-                    .agents()
-                    .iter()
-                    .filter(|a| self.sees(seen.as_ref(), a))
-                    .filter(|a| !stuck || (shows_order(a) && a.order.as_ref().is_some_and(|o| o.stuck(rate))))
-                    .take(limit)
-                    .map(|a| self.agent_view(a, shows_order(a)))
-                    .collect();
-                let _ = reply.send(Ok(v));
+                let _ = reply.send(Ok(self.agents_view(limit, stuck, &sight)));
             }
             Request::Agent { id, sight, reply } => {
                 let seen = self.seen(&sight);
@@ -142,26 +103,13 @@ impl Runner {
                 let _ = reply.send(self.avoidance_view(agent));
             }
             Request::Obstacles { reply } => {
-                let v = self.world.obstacles().iter().map(|o| ObstacleView { id: o.id, center: o.center.to_array(), radius: o.radius }).collect();
-                let _ = reply.send(Ok(v));
+                let _ = reply.send(Ok(self.obstacle_views()));
             }
             Request::Walls { reply } => {
-                let v = self.world.walls().iter().map(|w| WallView { id: w.id, a: w.a.to_array(), b: w.b.to_array() }).collect();
-                let _ = reply.send(Ok(v));
+                let _ = reply.send(Ok(self.wall_views()));
             }
             Request::Snapshot { sight, reply } => {
-                let q = self.quant();
-                let seen = self.seen(&sight);
-                let agents: Vec<&crate::sim::Agent> = self.world.agents().iter().filter(|a| self.sees(seen.as_ref(), a)).collect();
-                let snap = Snapshot {
-                    world: self.name.clone(),
-                    tick: self.wire_tick(),
-                    agents: agents.iter().map(|a| self.agent_view(a, self.sees_order(seen.as_ref(), a.id))).collect(),
-                    obstacles: self.world.obstacles().iter().map(|o| ObstacleView { id: o.id, center: o.center.to_array(), radius: o.radius }).collect(),
-                    walls: self.world.walls().iter().map(|w| WallView { id: w.id, a: w.a.to_array(), b: w.b.to_array() }).collect(),
-                    quantized: agents.iter().map(|a| q.quantize(&convert::sample(a))).collect(),
-                };
-                let _ = reply.send(Ok(snap));
+                let _ = reply.send(Ok(self.snapshot_view(&sight)));
             }
             Request::Info { sight, reply } => {
                 let mut v = self.info_view();
@@ -171,29 +119,7 @@ impl Runner {
                 let _ = reply.send(Ok(v));
             }
             Request::Patch { tick_rate, paused, autosave, reply } => {
-                let r = (|| {
-                    if let Some(rate) = tick_rate {
-                        self.world.set_tick_rate(rate).map_err(CmdError::Sim)?;
-                        self.rec.tick_rate(&self.world, rate);
-                        if let Some(d) = self.dur.as_mut() {
-                            d.tick_rate(&self.world, rate);
-                        }
-                        self.stats.tick_rate_milli.store((rate * 1000.0) as u32, Ordering::Relaxed);
-                        self.sync_info_rate();
-                    }
-                    if let Some(p) = paused {
-                        self.paused = p;
-                        self.rec.paused(&self.world, p);
-                        if let Some(d) = self.dur.as_mut() {
-                            d.paused(&self.world, p);
-                        }
-                    }
-                    if let Some(a) = autosave {
-                        self.autosave = a;
-                    }
-                    Ok(self.info_view())
-                })();
-                let _ = reply.send(r);
+                let _ = reply.send(self.patch(tick_rate, paused, autosave));
             }
             Request::Step { ticks, reply } => {
                 // Run in chunks by the loop, between which it serves requests.
@@ -217,28 +143,7 @@ impl Runner {
                 let _ = reply.send(Ok(Box::new(crate::scenario::snapshot_scenario(&self.world, &self.scenario))));
             }
             Request::RandomObstacles { spec, reply } => {
-                let r = (|| {
-                    let existing: Vec<(glam::Vec2, f32)> = self.world.obstacles().iter().map(|o| (o.center, o.radius)).collect();
-                    let placed = crate::scenario::place_random_obstacles(self.world.config().bounds, &spec, &existing, self.world.config().seed)?;
-                    let room = self.world.config().max_obstacles.saturating_sub(self.world.obstacles().len());
-                    if placed.len() > room {
-                        return Err(SimError::LimitExceeded { what: "obstacles".into(), max: self.world.config().max_obstacles });
-                    }
-                    let shape = crate::runtime::admission::static_shape(self.world.config());
-                    let adding: u64 = placed.iter().map(|&(c, r)| {
-                        let (lo, hi) = crate::runtime::admission::obstacle_box(c, r);
-                        crate::runtime::admission::box_cells(&shape, lo, hi)
-                    }).sum();
-                    crate::runtime::admission::check_static(crate::runtime::admission::static_cells(&self.world, &shape) + adding, "max_radius", &self.crowding)?;
-                    placed
-                        .into_iter()
-                        .map(|(center, radius)| match self.apply(Command::AddObstacle { center, radius })? {
-                            Outcome::Added(id) => Ok(id),
-                            other => Err(SimError::invalid("obstacles", format!("unexpected outcome {other:?}"))),
-                        })
-                        .collect::<Result<Vec<u32>, SimError>>()
-                })()
-                .map_err(CmdError::from);
+                let r = self.random_obstacles(&spec).map_err(CmdError::from);
                 self.metrics.command("random_obstacles", r.is_ok());
                 let _ = reply.send(r);
             }
@@ -249,10 +154,165 @@ impl Runner {
                 let r = self.set_recording(on, digests).map(|()| self.info_view());
                 let _ = reply.send(r);
             }
+            Request::Freeze { reply } => {
+                let _ = reply.send(self.freeze());
+            }
+            Request::Thaw { reply } => {
+                self.frozen = false;
+                tracing::info!("handoff: thawed, the world runs on here");
+                let _ = reply.send(Ok(()));
+            }
             Request::Shutdown => {}
             Request::Panic => panic!("fault injection: a world thread panic was asked for"),
             Request::Stall(time) => std::thread::sleep(time),
         }
+    }
+
+    /// Freezes the world for a handoff (see [`Request::Freeze`]): a durable world's log gets a
+    /// checkpoint and a snapshot at this tick, queued for the writer.
+    fn freeze(&mut self) -> Result<Frozen, CmdError> {
+        if self.replay.is_some() {
+            return Err(CmdError::Conflict(format!("world `{}` is a replay: a replay is not handed off", self.name)));
+        }
+        if self.stepping.is_some() {
+            return Err(CmdError::Conflict(format!("world `{}` is running a step; hand it off once the step is done", self.name)));
+        }
+        self.frozen = true;
+        // The world itself at the freeze (and the sessions): the target starts from it.
+        self.snapshot_if_due(true);
+        let mut owners: Vec<String> = self.owned.iter().filter(|(_, n)| **n > 0).map(|(p, _)| p.to_string()).collect();
+        owners.sort_unstable();
+        tracing::info!(tick = self.world.tick(), "handoff: frozen");
+        Ok(Frozen { tick: self.world.tick(), tick_offset: self.tick_offset, state_hash: crate::sim::hash::state_hash(&self.world), owners })
+    }
+
+    /// Every player known here, by name.
+    fn players_view(&self) -> Vec<WorldPlayer> {
+        let mut v: Vec<WorldPlayer> = self
+            .teams
+            .keys()
+            .map(|p| WorldPlayer {
+                player: p.to_string(),
+                agents: self.owned.get(p).copied().unwrap_or(0),
+                orphaned: self.gone.get(p).is_some_and(|g| g.1),
+            })
+            .collect();
+        v.sort_by(|a, b| a.player.cmp(&b.player));
+        v
+    }
+
+    /// Treats `player` as gone for good (its orphan policy applies now); answers the agents it owned.
+    fn kick(&mut self, player: &str) -> usize {
+        let key: Arc<str> = Arc::from(player);
+        let n = self.owned.get(&key).copied().unwrap_or(0);
+        self.gone.insert(key.clone(), (Instant::now(), true));
+        self.apply_orphan_policy(&key);
+        n
+    }
+
+    /// Gives `agent` to `player` (in `team`), or to no one.
+    fn set_owner(&mut self, agent: AgentId, player: Option<String>, team: Option<String>) -> Result<(), CmdError> {
+        if self.world.agent(agent).is_none() {
+            return Err(CmdError::Sim(SimError::UnknownAgent(agent)));
+        }
+        self.disown(agent);
+        if let Some(p) = player {
+            let key: Arc<str> = Arc::from(p.as_str());
+            self.teams.insert(key.clone(), team.as_deref().map(Arc::from));
+            self.own(agent, key);
+        }
+        Ok(())
+    }
+
+    /// The agents `sight` sees (only the stuck ones with `stuck`), at most `limit`.
+    fn agents_view(&self, limit: usize, stuck: bool, sight: &Sight) -> Vec<AgentView> {
+        let seen = self.seen(sight);
+        let rate = self.world.config().tick_rate;
+        // Whether an agent is stuck is part of its order: only whoever may see the order
+        // may filter by it.
+        let shows_order = |a: &crate::sim::Agent| self.sees_order(seen.as_ref(), a.id);
+        self.world
+            .agents()
+            .iter()
+            .filter(|a| self.sees(seen.as_ref(), a))
+            .filter(|a| !stuck || (shows_order(a) && a.order.as_ref().is_some_and(|o| o.stuck(rate))))
+            .take(limit)
+            .map(|a| self.agent_view(a, shows_order(a)))
+            .collect()
+    }
+
+    fn obstacle_views(&self) -> Vec<ObstacleView> {
+        self.world.obstacles().iter().map(|o| ObstacleView { id: o.id, center: o.center.to_array(), radius: o.radius }).collect()
+    }
+
+    fn wall_views(&self) -> Vec<WallView> {
+        self.world.walls().iter().map(|w| WallView { id: w.id, a: w.a.to_array(), b: w.b.to_array() }).collect()
+    }
+
+    /// The world as `sight` sees it.
+    fn snapshot_view(&self, sight: &Sight) -> Snapshot {
+        let q = self.quant();
+        let seen = self.seen(sight);
+        let agents: Vec<&crate::sim::Agent> = self.world.agents().iter().filter(|a| self.sees(seen.as_ref(), a)).collect();
+        Snapshot {
+            world: self.name.clone(),
+            tick: self.wire_tick(),
+            agents: agents.iter().map(|a| self.agent_view(a, self.sees_order(seen.as_ref(), a.id))).collect(),
+            obstacles: self.obstacle_views(),
+            walls: self.wall_views(),
+            quantized: agents.iter().map(|a| q.quantize(&convert::sample(a))).collect(),
+        }
+    }
+
+    /// Changes the tick rate, pause and autosave (each when given).
+    fn patch(&mut self, tick_rate: Option<f32>, paused: Option<bool>, autosave: Option<bool>) -> Result<WorldInfoView, CmdError> {
+        if let Some(rate) = tick_rate {
+            self.world.set_tick_rate(rate).map_err(CmdError::Sim)?;
+            self.rec.tick_rate(&self.world, rate);
+            if let Some(d) = self.dur.as_mut() {
+                d.tick_rate(&self.world, rate);
+            }
+            self.stats.tick_rate_milli.store((rate * 1000.0) as u32, Ordering::Relaxed);
+            self.sync_info_rate();
+        }
+        if let Some(p) = paused {
+            self.paused = p;
+            self.rec.paused(&self.world, p);
+            if let Some(d) = self.dur.as_mut() {
+                d.paused(&self.world, p);
+            }
+        }
+        if let Some(a) = autosave {
+            self.autosave = a;
+        }
+        Ok(self.info_view())
+    }
+
+    /// Places random obstacles as `spec` says, within the world's obstacle and index bounds.
+    fn random_obstacles(&mut self, spec: &crate::scenario::RandomObstacles) -> Result<Vec<u32>, SimError> {
+        use crate::runtime::admission::{box_cells, check_static, obstacle_box, static_cells, static_shape};
+        let existing: Vec<(glam::Vec2, f32)> = self.world.obstacles().iter().map(|o| (o.center, o.radius)).collect();
+        let placed = crate::scenario::place_random_obstacles(self.world.config().bounds, spec, &existing, self.world.config().seed)?;
+        let room = self.world.config().max_obstacles.saturating_sub(self.world.obstacles().len());
+        if placed.len() > room {
+            return Err(SimError::LimitExceeded { what: "obstacles".into(), max: self.world.config().max_obstacles });
+        }
+        let shape = static_shape(self.world.config());
+        let adding: u64 = placed
+            .iter()
+            .map(|&(c, r)| {
+                let (lo, hi) = obstacle_box(c, r);
+                box_cells(&shape, lo, hi)
+            })
+            .sum();
+        check_static(static_cells(&self.world, &shape) + adding, "max_radius", &self.crowding)?;
+        placed
+            .into_iter()
+            .map(|(center, radius)| match self.apply(Command::AddObstacle { center, radius })? {
+                Outcome::Added(id) => Ok(id),
+                other => Err(SimError::invalid("obstacles", format!("unexpected outcome {other:?}"))),
+            })
+            .collect()
     }
 
     /// Applies a sim command: the one place commands reach the `World`, so the recording sees
@@ -358,6 +418,12 @@ pub(super) fn refuse(req: Request, e: CmdError) {
             let _ = reply.send(Err(e));
         },
         Request::Replay { reply, .. } => {
+            let _ = reply.send(Err(e));
+        },
+        Request::Freeze { reply } => {
+            let _ = reply.send(Err(e));
+        },
+        Request::Thaw { reply } => {
             let _ = reply.send(Err(e));
         },
         Request::Shutdown | Request::Panic | Request::Stall(_) => {}

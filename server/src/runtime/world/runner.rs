@@ -24,9 +24,11 @@ impl Runner {
         let _span = tracing::info_span!("world", name = %self.name).entered();
         tracing::info!(agents = self.world.agents().len(), "world started");
         let mut next = Instant::now() + self.period();
-        if self.replay.is_some() {
-            // A replay world may start paused: its subscribers get tick 0's keyframes at once.
+        if self.replay.is_some() || self.hold.is_some() {
+            // A replay world may start paused, and a world that arrived by a handoff waits for
+            // its sessions: their subscribers get the current keyframes at once.
             self.publish();
+            self.stats.tick.store(self.wire_tick(), Ordering::Relaxed);
         }
         loop {
             if self.stats.stop.load(Ordering::SeqCst) {
@@ -40,14 +42,31 @@ impl Runner {
             if let Some(d) = self.dur.as_mut() {
                 d.idle(&self.world);
             }
-            self.check_orphans();
+            if !self.frozen {
+                self.snapshot_if_due(false);
+                self.check_orphans();
+            }
+            if let Some(h) = &self.hold {
+                // Arrived by a handoff: the first tick waits for the sessions to resume.
+                let now = Instant::now();
+                if h.awaited.load(Ordering::SeqCst) == 0 || now >= h.until {
+                    tracing::info!(waited_for = h.awaited.load(Ordering::SeqCst), "handoff: the world ticks");
+                    self.hold = None;
+                    next = now;
+                    continue;
+                }
+                if self.wait_for_request(&rx, (now + Duration::from_millis(2)).min(h.until)) == Flow::Stop {
+                    break;
+                }
+                continue;
+            }
             if self.stepping.is_some() {
                 self.step_chunk();
                 next = Instant::now() + self.period();
                 continue;
             }
             let now = Instant::now();
-            if self.paused {
+            if self.paused || self.frozen {
                 self.measure(now, 0, 0);
                 if self.wait_for_request(&rx, now + self.period()) == Flow::Stop {
                     break;
@@ -78,8 +97,13 @@ impl Runner {
             let _ = reply.send(Err(CmdError::Dead(self.name.clone())));
         }
         self.rec.stop(&self.world, "world stopped");
+        let forget = self.stats.forget.load(Ordering::SeqCst);
+        if !forget {
+            // A clean stop: the next start restores this snapshot with no log to re-run.
+            self.snapshot_if_due(true);
+        }
         if let Some(d) = self.dur.as_mut() {
-            d.stop(&self.world, self.stats.forget.load(Ordering::SeqCst));
+            d.stop(&self.world, forget);
         }
         tracing::info!("world stopped");
     }
@@ -287,7 +311,7 @@ impl Runner {
             return;
         }
         let start = Instant::now();
-        self.collect_fields();
+        self.fields.collect(&mut self.world);
         let world = &mut self.world;
         if self.on_solo && world.agents().len() < self.parallel_min {
             // On this world's own one-thread pool: the step's parallel loops run inline.
@@ -297,60 +321,12 @@ impl Runner {
         }
         self.rec.after_step(&self.world);
         if let Some(d) = self.dur.as_mut() {
-            d.after_step(&self.world, self.paused, self.scenario_name.as_deref());
+            d.after_step(&self.world);
         }
-        // Jobs the world no longer waits for (built on the tick, handed back, or dropped) are
-        // skipped by the builder if not started; the new ones are submitted.
-        let world = &self.world;
-        self.field_tickets.retain(|&id, t| {
-            let wanted = world.field_requested(id);
-            if !wanted {
-                t.cancel();
-            }
-            wanted
-        });
-        for job in self.world.take_field_jobs() {
-            let id = job.id();
-            match self.fields.submit(job, self.field_tx.clone()) {
-                Some(t) => {
-                    self.field_tickets.insert(id, t);
-                }
-                None => {
-                    self.metrics.field_builds_refused.inc();
-                }
-            }
-        }
+        self.snapshot_if_due(false);
+        self.fields.submit(&mut self.world, &self.metrics);
         let elapsed = start.elapsed();
-        if let Some(p) = self.world.nav().map(|n| n.pipeline_stats()) {
-            let last = std::mem::replace(&mut self.pipeline, p);
-            self.metrics.fields_requested.inc_by(p.requested.saturating_sub(last.requested));
-            self.metrics.fields_delivered.inc_by(p.delivered.saturating_sub(last.delivered));
-            self.metrics.fields_built_on_tick.inc_by(p.built_on_tick.saturating_sub(last.built_on_tick));
-        }
+        self.fields.count(&self.world, &self.metrics);
         self.metrics.tick_seconds.observe(elapsed.as_secs_f64());
-    }
-
-    /// Hands the world the flow fields built since the last tick. For a field due now that a
-    /// builder is still building, waits for it (at most [`FIELD_WAIT`]) rather than build it a
-    /// second time; one not started yet is taken back, and the tick builds it.
-    pub(super) fn collect_fields(&mut self) {
-        let deadline = Instant::now() + FIELD_WAIT;
-        loop {
-            while let Ok(f) = self.field_rx.try_recv() {
-                self.world.deliver_field(f);
-            }
-            // A due field with no job at a builder (refused), or whose job was not started, is
-            // built by the tick; one being built is waited for.
-            let mut awaited = self.world.awaited_fields();
-            awaited.retain(|id| self.field_tickets.get(id).is_some_and(|t| !t.cancel_unstarted()));
-            let now = Instant::now();
-            if awaited.is_empty() || now >= deadline {
-                return;
-            }
-            match self.field_rx.recv_timeout(deadline - now) {
-                Ok(f) => self.world.deliver_field(f),
-                Err(_) => return,
-            }
-        }
     }
 }

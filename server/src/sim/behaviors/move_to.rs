@@ -43,7 +43,7 @@ use glam::Vec2;
 
 use super::Scratch;
 use super::context_avoidance::{ContextAvoidanceParams, avoid_dir};
-use super::reciprocal_avoidance::{self, ReciprocalAvoidanceParams};
+use super::reciprocal_avoidance::{self, Passing, ReciprocalAvoidanceParams};
 use super::separation::separation_dir;
 use crate::sim::agent::{Agent, AgentId, MoveOrder, PortalTurn};
 use crate::sim::error::{SimError, check_non_negative, check_positive};
@@ -306,7 +306,7 @@ pub fn steer(agent: &Agent, order: &MoveOrder, p: &MoveToParams, view: &WorldVie
         let stalled = order.stall as f32 * view.dt >= STALLED_SECS;
         // Coming through a narrow passage, the passage's turns decide who passes, not a side.
         let pass = if order.portal.is_some() { 0.0 } else { p.passing_angle.to_radians() };
-        let (v, clear) = reciprocal_avoidance::velocity_passing(agent, rp, view, preferred, pass, stalled, p.replan_every_ticks);
+        let (v, clear) = reciprocal_avoidance::velocity_passing(agent, rp, view, preferred, Passing { angle: pass, stalled, plan_steps: p.replan_every_ticks });
         scratch.memory.avoid_clear = clear;
         if clear {
             scratch.events |= reciprocal_avoidance::NO_CONTACT;
@@ -350,7 +350,7 @@ pub fn hold(agent: &Agent, order: &MoveOrder, p: &MoveToParams, view: &WorldView
         dir(order.stop_point - agent.position) * (0.5 * arrive_speed(d, order, p, agent.limits.max_speed))
     };
     let stalled = order.stall as f32 * view.dt >= STALLED_SECS;
-    let (v, _) = reciprocal_avoidance::velocity_passing(agent, rp, view, preferred, p.passing_angle.to_radians(), stalled, 1);
+    let (v, _) = reciprocal_avoidance::velocity_passing(agent, rp, view, preferred, Passing { angle: p.passing_angle.to_radians(), stalled, plan_steps: 1 });
     Steering::linear((v - agent.velocity) / view.dt)
 }
 
@@ -362,7 +362,7 @@ fn wait(agent: &Agent, rp: &ReciprocalAvoidanceParams, view: &WorldView, portal:
     let (aside, _) = step_aside(agent, view, Some(portal));
     let out = if pos.distance(portal) < clear { dir(pos - portal) } else { Vec2::ZERO };
     let preferred = dir(aside + out) * (0.5 * agent.limits.max_speed);
-    let (v, _) = reciprocal_avoidance::velocity_passing(agent, rp, view, preferred, 0.0, false, 1);
+    let (v, _) = reciprocal_avoidance::velocity_passing(agent, rp, view, preferred, Passing::NONE);
     Steering::linear((v - agent.velocity) / view.dt)
 }
 
@@ -669,9 +669,9 @@ mod tests {
         let view = w.view();
         let a = view.agent(3).unwrap();
         let rp = ReciprocalAvoidanceParams::default();
-        let (_, clear) = reciprocal_avoidance::velocity_passing(a, &rp, &view, Vec2::X, 0.0, false, 1);
+        let (_, clear) = reciprocal_avoidance::velocity_passing(a, &rp, &view, Vec2::X, Passing::NONE);
         assert!(clear);
-        let (_, clear) = reciprocal_avoidance::velocity_passing(a, &rp, &view, Vec2::X, 0.0, false, 10);
+        let (_, clear) = reciprocal_avoidance::velocity_passing(a, &rp, &view, Vec2::X, Passing { plan_steps: 10, ..Passing::NONE });
         assert!(!clear);
     }
 

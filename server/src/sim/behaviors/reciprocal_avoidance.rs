@@ -22,7 +22,7 @@ use glam::Vec2;
 use crate::sim::agent::{Agent, PortalTurn};
 use crate::sim::error::{SimError, check_positive, check_radius};
 use crate::sim::math::{closest_on_segment, pair_dir, segment_intersection};
-use crate::sim::orca::{self, HalfPlane};
+use crate::sim::orca::{self, HalfPlane, Pair};
 use crate::sim::spatial::Yielding;
 use crate::sim::steering::Steering;
 use crate::sim::view::WorldView;
@@ -299,7 +299,7 @@ fn half_planes(agent: &Agent, p: &ReciprocalAvoidanceParams, view: &WorldView, h
             (true, Yielding::Holds | Yielding::Waits, Yielding::Holds | Yielding::Waits) => 0.5,
             (true, Yielding::No, Yielding::No) => stalled_share(stall, f32::from(oc.stall), view.dt),
         };
-        let _ = lines.try_push(orca::agent_half_plane(agent.velocity, rel_pos, agent.velocity - o.velocity, r + o.radius, p.time_horizon, view.dt, share));
+        let _ = lines.try_push(orca::agent_half_plane(agent.velocity, Pair { rel_pos, rel_vel: agent.velocity - o.velocity, radius: r + o.radius }, p.time_horizon, view.dt, share));
     }
     Found { n_static, clear, oncoming, blocked }
 }
@@ -311,7 +311,23 @@ pub fn velocity(agent: &Agent, p: &ReciprocalAvoidanceParams, view: &WorldView, 
 
 /// [`velocity`], and whether no agent can touch this one after the step ([`NO_CONTACT`]).
 pub fn velocity_and_clearance(agent: &Agent, p: &ReciprocalAvoidanceParams, view: &WorldView, preferred: Vec2) -> (Vec2, bool) {
-    velocity_passing(agent, p, view, preferred, 0.0, false, 1)
+    velocity_passing(agent, p, view, preferred, Passing::NONE)
+}
+
+/// How [`velocity_passing`] plans: the passing side and how long the plan must hold.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Passing {
+    /// Radians the preferred velocity turns (to the right) against oncoming agents; 0: no turn.
+    pub angle: f32,
+    /// The agent made no progress lately: a blocked agent with no static obstacle near turns fully.
+    pub stalled: bool,
+    /// Steps (at least 1) over which the returned clearance must hold.
+    pub plan_steps: u32,
+}
+
+impl Passing {
+    /// Plain reciprocal avoidance: no passing side, planned for one step.
+    pub const NONE: Passing = Passing { angle: 0.0, stalled: false, plan_steps: 1 };
 }
 
 /// [`velocity_and_clearance`] with a passing side: when agents ahead come against the
@@ -328,7 +344,8 @@ pub fn velocity_and_clearance(agent: &Agent, p: &ReciprocalAvoidanceParams, view
 /// step, an agent is clear only if avoidance had nothing to do (no obstacle or wall near, no
 /// agent coming against it, the preferred velocity kept): MoveTo's agents that are clear keep
 /// their velocity until their next plan, see `MoveToParams::replan_every_ticks`.
-pub fn velocity_passing(agent: &Agent, p: &ReciprocalAvoidanceParams, view: &WorldView, preferred: Vec2, pass_angle: f32, stalled: bool, plan_steps: u32) -> (Vec2, bool) {
+pub fn velocity_passing(agent: &Agent, p: &ReciprocalAvoidanceParams, view: &WorldView, preferred: Vec2, how: Passing) -> (Vec2, bool) {
+    let Passing { angle: pass_angle, stalled, plan_steps } = how;
     let mut lines = Lines::new();
     let heading = if pass_angle > 0.0 { crate::sim::math::dir(preferred) } else { Vec2::ZERO };
     let found = half_planes(agent, p, view, heading, plan_steps, &mut lines);

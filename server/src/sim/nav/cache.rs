@@ -11,6 +11,7 @@ use std::sync::Arc;
 use glam::Vec2;
 
 use super::flowfield::FlowField;
+use crate::sim::codec::{Dec, DecodeError, Enc};
 use super::grid::NavGrid;
 
 /// Counters of the cache.
@@ -136,6 +137,53 @@ impl FlowCache {
     /// Counters.
     pub fn stats(&self) -> CacheStats {
         self.stats
+    }
+}
+
+
+impl FlowCache {
+    /// Appends what a saved world keeps of the cache (`world/save.rs`): each field's goal cell,
+    /// goal and last use, the clock and the counters. Fields are built again on load: a field is
+    /// a pure function of the grid and its goal, and every cached field is of the current grid.
+    pub(crate) fn save(&self, e: &mut Enc) {
+        let FlowCache { capacity: _, entries, clock, round_start, stats } = self;
+        e.u64(entries.len() as u64);
+        for en in entries {
+            e.u64(en.field.goal_cell() as u64);
+            e.vec2(en.field.goal());
+            e.u64(en.last_used);
+        }
+        e.u64(*clock);
+        e.u64(*round_start);
+        let CacheStats { hits, builds, evictions, invalidations } = *stats;
+        for v in [hits, builds, evictions, invalidations] {
+            e.u64(v);
+        }
+    }
+
+    /// Reads what [`FlowCache::save`] wrote, building the fields on `grid` (their builds run in
+    /// parallel: each is independent). `max`: most fields the world can hold (the capacity, or
+    /// more while more goals are in use in one round).
+    pub(crate) fn load(d: &mut Dec, capacity: usize, max: usize, grid: &NavGrid) -> Result<FlowCache, DecodeError> {
+        use rayon::prelude::*;
+        let n = d.list_len()?;
+        if n > max {
+            return Err(d.err(format!("{n} cached flow fields, more than the {max} the world can hold")));
+        }
+        let mut keys = Vec::with_capacity(n);
+        for _ in 0..n {
+            let gc = usize::try_from(d.u64()?).ok().filter(|&c| c < grid.len()).ok_or_else(|| d.err("flow field goal cell off the nav grid"))?;
+            let goal = d.vec2()?;
+            if !goal.is_finite() {
+                return Err(d.err("flow field goal is not finite"));
+            }
+            keys.push((gc, goal, d.u64()?));
+        }
+        let entries = keys.par_iter().map(|&(gc, goal, last_used)| Entry { field: Arc::new(FlowField::build(grid, gc, goal)), last_used }).collect();
+        let clock = d.u64()?;
+        let round_start = d.u64()?;
+        let stats = CacheStats { hits: d.u64()?, builds: d.u64()?, evictions: d.u64()?, invalidations: d.u64()? };
+        Ok(FlowCache { capacity: capacity.max(1), entries, clock, round_start, stats })
     }
 }
 

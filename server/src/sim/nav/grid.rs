@@ -14,6 +14,7 @@
 
 use glam::Vec2;
 
+use crate::sim::codec::{Dec, DecodeError, Enc};
 use crate::sim::math::{cell_axis, closest_on_segment};
 use crate::sim::spatial::StaticIndex;
 use crate::sim::view::{Bounds, Obstacle, Wall};
@@ -374,6 +375,45 @@ impl NavGrid {
             }
         }
         best.map(|b| b.1)
+    }
+}
+
+
+impl NavGrid {
+    /// Appends what a saved world keeps of the grid (`world/save.rs`): the version, whether the
+    /// component labels are current, and the blocked flags (one bit per cell). The shape comes
+    /// from the world's settings; labels and clearance map are computed again on load.
+    pub(crate) fn save(&self, e: &mut Enc) {
+        e.u64(self.version);
+        e.u8(u8::from(self.components_current()));
+        e.u64(self.blocked.len() as u64);
+        for chunk in self.blocked.chunks(8) {
+            e.u8(chunk.iter().enumerate().fold(0u8, |b, (i, &x)| b | (u8::from(x) << i)));
+        }
+    }
+
+    /// Reads what [`NavGrid::save`] wrote into this grid (built empty from the same settings).
+    pub(crate) fn load(&mut self, d: &mut Dec) -> Result<(), DecodeError> {
+        let version = d.u64()?;
+        let current = d.bool()?;
+        let n = usize::try_from(d.u64()?).map_err(|_| d.err("nav cells"))?;
+        if n != self.blocked.len() {
+            return Err(d.err(format!("nav grid has {n} cells, the world's settings give {}", self.blocked.len())));
+        }
+        for k in 0..n.div_ceil(8) {
+            let b = d.u8()?;
+            for (i, cell) in self.blocked.iter_mut().skip(8 * k).take(8).enumerate() {
+                *cell = b & (1 << i) != 0;
+            }
+        }
+        self.version = version;
+        self.components = Vec::new();
+        self.clear = Vec::new();
+        self.components_version = 0;
+        if current {
+            self.update_components();
+        }
+        Ok(())
     }
 }
 

@@ -27,6 +27,7 @@ pub mod cache;
 pub mod flowfield;
 pub mod grid;
 pub mod portals;
+mod save;
 #[cfg(test)]
 mod scenario_tests;
 

@@ -23,6 +23,7 @@
 use glam::Vec2;
 
 use super::NavState;
+use crate::sim::codec::{Dec, DecodeError, Enc};
 use crate::sim::agent::PortalTurn;
 use super::grid::NavGrid;
 use crate::sim::roster::Roster;
@@ -297,6 +298,66 @@ impl NavState {
             }
         }
         self.portals.coming.len()
+    }
+}
+
+
+impl Portals {
+    /// Appends what a saved world keeps of the portals (`world/save.rs`): what they were found
+    /// for, each portal's turn state, and the agents coming. The cell map is found again on load.
+    pub(crate) fn save(&self, e: &mut Enc) {
+        let Portals { found_for, list, of_cell: _, coming } = self;
+        match found_for {
+            None => e.u8(0),
+            Some((v, w)) => {
+                e.u8(1);
+                e.u64(*v);
+                e.fixed32(*w);
+            }
+        }
+        e.u64(list.len() as u64);
+        for p in list {
+            let Portal { center, axis, half, owner, since, closing } = p;
+            e.vec2(*center);
+            e.vec2(*axis);
+            e.vec2(*half);
+            e.u8(*owner as u8);
+            e.u64(*since);
+            e.u8(u8::from(*closing));
+        }
+        e.u64(coming.len() as u64);
+        for &id in coming {
+            e.u64(u64::from(id));
+        }
+    }
+
+    /// Reads what [`Portals::save`] wrote; `grid` is the loaded nav grid.
+    pub(crate) fn load(d: &mut Dec, grid: &NavGrid) -> Result<Portals, DecodeError> {
+        let found_for = if d.bool()? { Some((d.u64()?, d.fixed32()?)) } else { None };
+        let list = d.list(|d| {
+            let (center, axis, half) = (d.vec2()?, d.vec2()?, d.vec2()?);
+            if !(center.is_finite() && axis.is_finite() && half.is_finite()) {
+                return Err(d.err("portal geometry is not finite"));
+            }
+            let owner = d.u8()? as i8;
+            if !(-1..=1).contains(&owner) {
+                return Err(d.err(format!("portal owner {owner}")));
+            }
+            Ok(Portal { center, axis, half, owner, since: d.u64()?, closing: d.bool()? })
+        })?;
+        let coming = d.list(|d| d.u32())?;
+        // The cell map of portals found on this grid version is found again (the same map);
+        // portals of an older version are found anew on the next pre-pass anyway.
+        let mut of_cell = Vec::new();
+        if let Some((v, w)) = found_for.filter(|f| f.0 == grid.version()) {
+            let (found, cells) = find(grid, f32::from_bits(w));
+            if found.len() != list.len() {
+                return Err(d.err(format!("{} portals saved, the nav grid has {}", list.len(), found.len())));
+            }
+            let _ = v;
+            of_cell = cells;
+        }
+        Ok(Portals { found_for, list, of_cell, coming })
     }
 }
 

@@ -15,12 +15,14 @@
 //!
 //! Files: `config.rs` (settings and their checks), `types.rs` (commands, outcomes, events,
 //! spawn specs, step statistics, audits), `spawn.rs` (spawning and group target bindings),
-//! `contact.rs` (the apply phase: the integrator, contact settling, walls, obstacles, edges);
-//! this file holds the `World` itself, its commands and the two-phase step.
+//! `contact.rs` (the apply phase: the integrator, contact settling, walls, obstacles, edges),
+//! `save.rs` (the world's saved form: `World::save`, `World::load`); this file holds the
+//! `World` itself, its commands and the two-phase step.
 
 mod batch;
 mod config;
 mod contact;
+mod save;
 mod spawn;
 mod types;
 
@@ -31,6 +33,7 @@ use contact::{ApplyCtx, Bodies, CONTACT_ROUNDS_MAX, Contacts, Spot};
 /// `http::rest::agents` checks that they agree).
 pub const MAX_STOPPING_DISTANCE: f32 = 1000.0;
 
+pub use save::{SAVE_MAGIC, SAVE_VERSION};
 pub use types::{Audit, Command, Event, Outcome, SpawnArea, SpawnSpec, StepStats, TargetBinding};
 
 use std::sync::Arc;
@@ -73,7 +76,8 @@ const SWAP_AFTER_SECS: f32 = 1.0;
 /// and the event flags): below this a scan stays on one thread.
 const SCAN_MIN_LEN: usize = 16_384;
 
-/// The simulation world. [`World::fork`] copies it (replay keyframes).
+/// The simulation world. [`World::fork`] copies it (replay keyframes); [`World::save`] and
+/// [`World::load`] (`save.rs`) turn it into bytes and back (durable worlds' snapshots).
 pub struct World {
     config: WorldConfig,
     /// The agents: stored in (roughly) cell order, found by id.
@@ -525,6 +529,11 @@ impl World {
     /// Rebuilds the agent grid (and the static index if obstacles or walls changed).
     pub fn rebuild_indexes(&mut self) {
         self.rebuild_statics();
+        self.rebuild_grid();
+    }
+
+    /// Rebuilds the agent grid.
+    fn rebuild_grid(&mut self) {
         let cell = self.config.agent_cell_size.unwrap_or_else(|| {
             // In parallel; runs of agents sharing one behaviour set are looked at once. `max` is
             // order-independent, so the cell size does not depend on the split.

@@ -1,29 +1,30 @@
-//! The binary encoding of sim [`Command`]s in a recording (see `server/RECORDING.md`).
+//! The binary encoding of sim values: [`Command`]s in a recording (see `server/RECORDING.md`),
+//! and the behaviours, limits and targets inside a world's saved state (`world/save.rs`).
 //!
 //! Hand-written rather than derived: the sim core stays free of serde/bincode, and every
 //! struct is destructured exhaustively, so a field added to a sim type fails to compile here
-//! until the recording format learns it (and its version moves).
+//! until the recording format (and the world's save format) learns it and its version moves.
 //!
 //! Integers are LEB128 varints, floats their exact little-endian bits (so a replay applies
 //! bit-identical commands), strings a varint length and UTF-8.
 
 use glam::Vec2;
 
-use crate::sim::agent::PathMode;
-use crate::sim::behaviors::{
+use super::agent::PathMode;
+use super::behaviors::{
     Behavior, BehaviorEntry, BehaviorKind, Target, agent_avoidance, ahead_avoidance, align, alignment, arrive, cohesion, evade, face, flee,
     leader_following, look_where_you_are_going, obstacle_avoidance, path_following, pursue, random_target, reciprocal_avoidance, seek, separation,
     velocity_match, wall_avoidance, wander,
 };
-use crate::sim::world::{Command, SpawnArea, SpawnSpec, TargetBinding};
-use crate::sim::Limits;
+use super::world::{Command, SpawnArea, SpawnSpec, TargetBinding};
+use super::Limits;
 
 /// Most elements a decoded list may have (a corrupt length never allocates more).
 pub const MAX_LIST: usize = 1 << 20;
 
 /// Why bytes do not decode.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("recording is malformed at byte {at}: {what}")]
+#[error("malformed at byte {at}: {what}")]
 pub struct DecodeError {
     /// Offset in the buffer being decoded.
     pub at: usize,
@@ -72,11 +73,11 @@ impl Enc {
         self.u64(s.len() as u64);
         self.buf.extend_from_slice(s.as_bytes());
     }
-    fn vec2(&mut self, v: Vec2) {
+    pub fn vec2(&mut self, v: Vec2) {
         self.f32(v.x);
         self.f32(v.y);
     }
-    fn opt_f32(&mut self, v: Option<f32>) {
+    pub fn opt_f32(&mut self, v: Option<f32>) {
         match v {
             None => self.u8(0),
             Some(x) => {
@@ -85,7 +86,7 @@ impl Enc {
             }
         }
     }
-    fn opt_vec2(&mut self, v: Option<Vec2>) {
+    pub fn opt_vec2(&mut self, v: Option<Vec2>) {
         match v {
             None => self.u8(0),
             Some(x) => {
@@ -111,6 +112,14 @@ impl<'a> Dec<'a> {
     /// True when every byte was read.
     pub fn done(&self) -> bool {
         self.pos >= self.buf.len()
+    }
+    /// Bytes read so far.
+    pub fn pos(&self) -> usize {
+        self.pos
+    }
+    /// The next `n` raw bytes.
+    pub fn bytes(&mut self, n: usize) -> Result<&'a [u8], DecodeError> {
+        self.take(n)
     }
     /// An error at the current offset.
     pub fn err(&self, what: impl Into<String>) -> DecodeError {
@@ -180,16 +189,16 @@ impl<'a> Dec<'a> {
         let b = self.take(n)?;
         String::from_utf8(b.to_vec()).map_err(|_| self.err("string is not UTF-8"))
     }
-    fn vec2(&mut self) -> Result<Vec2, DecodeError> {
+    pub fn vec2(&mut self) -> Result<Vec2, DecodeError> {
         Ok(Vec2::new(self.f32()?, self.f32()?))
     }
-    fn opt_f32(&mut self) -> Result<Option<f32>, DecodeError> {
+    pub fn opt_f32(&mut self) -> Result<Option<f32>, DecodeError> {
         Ok(if self.bool()? { Some(self.f32()?) } else { None })
     }
-    fn opt_vec2(&mut self) -> Result<Option<Vec2>, DecodeError> {
+    pub fn opt_vec2(&mut self) -> Result<Option<Vec2>, DecodeError> {
         Ok(if self.bool()? { Some(self.vec2()?) } else { None })
     }
-    fn list<T>(&mut self, mut item: impl FnMut(&mut Self) -> Result<T, DecodeError>) -> Result<Vec<T>, DecodeError> {
+    pub fn list<T>(&mut self, mut item: impl FnMut(&mut Self) -> Result<T, DecodeError>) -> Result<Vec<T>, DecodeError> {
         let n = self.list_len()?;
         let mut v = Vec::with_capacity(n.min(1024));
         for _ in 0..n {
@@ -389,29 +398,29 @@ fn decode_spawn(d: &mut Dec) -> Result<SpawnSpec, DecodeError> {
     Ok(SpawnSpec { group, count, area, limits, behaviors, binding, initial_speed: d.f32()?, orientation: d.opt_f32()? })
 }
 
-fn limits(e: &mut Enc, l: &Limits) {
+pub fn limits(e: &mut Enc, l: &Limits) {
     let Limits { max_speed, max_accel, max_rotation, max_angular_accel, radius, mass } = *l;
     for v in [max_speed, max_accel, max_rotation, max_angular_accel, radius, mass] {
         e.f32(v);
     }
 }
 
-fn decode_limits(d: &mut Dec) -> Result<Limits, DecodeError> {
+pub fn decode_limits(d: &mut Dec) -> Result<Limits, DecodeError> {
     Ok(Limits { max_speed: d.f32()?, max_accel: d.f32()?, max_rotation: d.f32()?, max_angular_accel: d.f32()?, radius: d.f32()?, mass: d.f32()? })
 }
 
-fn entry(e: &mut Enc, en: &BehaviorEntry) {
+pub fn entry(e: &mut Enc, en: &BehaviorEntry) {
     let BehaviorEntry { behavior: b, weight, priority } = en;
     behavior(e, b);
     e.f32(*weight);
     e.u8(*priority);
 }
 
-fn decode_entry(d: &mut Dec) -> Result<BehaviorEntry, DecodeError> {
+pub fn decode_entry(d: &mut Dec) -> Result<BehaviorEntry, DecodeError> {
     Ok(BehaviorEntry { behavior: decode_behavior(d)?, weight: d.f32()?, priority: d.u8()? })
 }
 
-fn target(e: &mut Enc, t: &Target) {
+pub fn target(e: &mut Enc, t: &Target) {
     match t {
         Target::Point(p) => {
             e.u8(0);
@@ -424,7 +433,7 @@ fn target(e: &mut Enc, t: &Target) {
     }
 }
 
-fn decode_target(d: &mut Dec) -> Result<Target, DecodeError> {
+pub fn decode_target(d: &mut Dec) -> Result<Target, DecodeError> {
     match d.u8()? {
         0 => Ok(Target::Point(d.vec2()?)),
         1 => Ok(Target::Agent(d.u32()?)),
@@ -454,7 +463,7 @@ fn decode_arrive_tuning(d: &mut Dec) -> Result<arrive::ArriveTuning, DecodeError
     Ok(arrive::ArriveTuning { target_radius: d.f32()?, slow_radius: d.f32()?, time_to_target: d.f32()? })
 }
 
-fn behavior(e: &mut Enc, b: &Behavior) {
+pub fn behavior(e: &mut Enc, b: &Behavior) {
     match b {
         Behavior::Seek(seek::SeekParams { target: t }) => {
             e.u8(0);
@@ -606,7 +615,7 @@ fn behavior(e: &mut Enc, b: &Behavior) {
     }
 }
 
-fn decode_behavior(d: &mut Dec) -> Result<Behavior, DecodeError> {
+pub fn decode_behavior(d: &mut Dec) -> Result<Behavior, DecodeError> {
     Ok(match d.u8()? {
         0 => Behavior::Seek(seek::SeekParams { target: decode_target(d)? }),
         1 => Behavior::Flee(flee::FleeParams { target: decode_target(d)?, panic_distance: d.f32()? }),

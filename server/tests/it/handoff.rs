@@ -1,0 +1,224 @@
+//! Live handoff between two real steerd processes (docs/handoff.md): the world, its players
+//! and their agents move; clients follow `moved` and resume; the target's run re-runs bit for
+//! bit from the whole log (`steerd replay --verify`); the cluster secret gates the transfer.
+
+use std::time::{Duration, Instant};
+
+use steer_proto::{self as proto, ErrorCode, Outcome, ServerMsg};
+use steerd_tests::*;
+
+const SECRET: &str = "handoff-test-secret-0123456789";
+
+fn cluster_server(tag: &str, secret: Option<&str>) -> Server {
+    let mut args = vec!["--persistence".to_string()];
+    if let Some(s) = secret {
+        args.extend(["--cluster-secret".to_string(), s.to_string()]);
+    }
+    Server::fresh(tag, Opts { args, ..Opts::default() })
+}
+
+/// A client of `srv` subscribed to the whole of `world`, with `spawn` agents of its own.
+async fn player(srv: &Server, world: &str, spawn: u32, at: [f32; 4]) -> (Ws, Vec<u32>) {
+    let mut ws = Ws::connect(srv.addr).await;
+    ws.hello(None).await;
+    ws.subscribe(world, whole_world()).await;
+    let mut agents = Vec::new();
+    if spawn > 0 {
+        let rid = ws.rid();
+        match ws.request(&spawn_msg(rid, world, spawn, at, proto::Limits::default())).await {
+            Outcome::Spawned(s) => agents = s.agents,
+            other => panic!("spawn: {other:?}"),
+        }
+    }
+    (ws, agents)
+}
+
+/// Reads until `moved` for `world` (applying frames meanwhile); answers it and the last state
+/// tick seen before it.
+async fn until_moved(ws: &mut Ws, world: &str) -> (proto::Moved, u64) {
+    match ws.next_until(WAIT, |m| matches!(m, ServerMsg::Moved(x) if x.name == world)).await {
+        Some(ServerMsg::Moved(m)) => (m, ws.last_tick),
+        other => panic!("no `moved` for {world}: {other:?}"),
+    }
+}
+
+/// The ticks of the state messages `ws` receives for `wait`.
+async fn ticks_for(ws: &mut Ws, wait: Duration) -> Vec<u64> {
+    let deadline = tokio::time::Instant::now() + wait;
+    let mut ticks = Vec::new();
+    loop {
+        let left = deadline.saturating_duration_since(tokio::time::Instant::now());
+        match ws.next(left).await {
+            Next::Msg(ServerMsg::Cells(c)) => {
+                if ticks.last() != Some(&c.tick) {
+                    ticks.push(c.tick);
+                }
+            }
+            Next::Msg(_) => {}
+            Next::Timeout | Next::Closed(_) => return ticks,
+        }
+    }
+}
+
+/// A durable world with two connected players (one owning agents, one watching) moves from
+/// server A to server B: both get `moved`, resume on B with their resume tokens, keep their
+/// identity and agents, and command them there; B's first tick follows A's last without a gap
+/// (nobody missed a tick's state); A answers the world's name with where it went and keeps
+/// nothing of it; B's log — A's, then B's own — re-runs bit for bit (`steerd replay --verify`),
+/// so B's `state_hash` sequence is an uninterrupted run's.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_world_and_its_players_move_to_another_server() {
+    let a = cluster_server("handoff-a", Some(SECRET));
+    let mut b = cluster_server("handoff-b", Some(SECRET));
+    let (ha, hb) = (a.http(), b.http());
+    create_world(&ha, "arena", "arena-base", &wander_scenario(200.0, 300)).await;
+    let (mut p1, mine) = player(&a, "arena", 6, [20.0, 20.0, 60.0, 60.0]).await;
+    let (mut p2, _) = player(&a, "arena", 0, [0.0; 4]).await;
+    let who = p1.welcome.clone().unwrap();
+    let watcher = p2.welcome.clone().unwrap();
+    // Let it run, with an order in flight.
+    let rid = p1.rid();
+    assert!(matches!(p1.request(&move_to_msg(rid, "arena", mine.clone(), 150.0, 150.0, 0.0)).await, Outcome::Ok(_)));
+    p1.drain(Duration::from_millis(700), Duration::from_millis(700)).await;
+
+    let t0 = Instant::now();
+    let r = ha.post("/worlds/arena/handoff", &json!({"to": format!("http://{}", b.addr)})).await.ok();
+    let answered = t0.elapsed();
+    assert_eq!(r["client_url"], format!("ws://{}/ws", b.addr), "{r}");
+    assert!(r["sessions"].as_u64().unwrap() >= 2 && r["connections_told"].as_u64().unwrap() >= 2, "{r}");
+    let frozen_tick = r["tick"].as_u64().unwrap();
+
+    let (m1, last_a1) = until_moved(&mut p1, "arena").await;
+    let (m2, last_a2) = until_moved(&mut p2, "arena").await;
+    assert_eq!(m1.to, format!("ws://{}/ws", b.addr));
+    assert_eq!(m2.to, m1.to);
+
+    // Both follow at once, each with its resume token.
+    let mut q1 = Ws::connect_url(&m1.to).await;
+    let w1 = q1.hello_resume(None, &who.resume_token).await;
+    let mut q2 = Ws::connect_url(&m2.to).await;
+    let w2 = q2.hello_resume(None, &watcher.resume_token).await;
+    assert_eq!((w1.player_id.as_str(), w2.player_id.as_str()), (who.player_id.as_str(), watcher.player_id.as_str()), "the sessions resumed on B");
+    assert!(w1.worlds.iter().any(|w| w.name == "arena"), "{:?}", w1.worlds);
+
+    // The restored subscriptions stream B's ticks: the first follows A's last with no gap,
+    // then every tick in order.
+    let ticks1 = ticks_for(&mut q1, Duration::from_millis(800)).await;
+    let ticks2 = ticks_for(&mut q2, Duration::from_millis(100)).await;
+    for (name, last_a, ticks) in [("owner", last_a1, &ticks1), ("watcher", last_a2, &ticks2)] {
+        let first = *ticks.first().unwrap_or_else(|| panic!("{name}: no state from B"));
+        assert!(first <= last_a + 1, "{name}: last tick on A {last_a}, first on B {first}: ticks missed");
+        assert!(ticks.windows(2).all(|w| w[1] == w[0] + 1), "{name}: ticks on B not consecutive: {ticks:?}");
+    }
+
+    // The owner keeps its agents on B and commands them.
+    let rid = q1.rid();
+    let out = q1.request(&move_to_msg(rid, "arena", mine.clone(), 30.0, 170.0, 0.0)).await;
+    assert!(matches!(out, Outcome::Ok(_)), "MoveTo on B: {out:?}");
+    // Another player may not command them there either.
+    let rid = q2.rid();
+    let out = q2.request(&move_to_msg(rid, "arena", mine.clone(), 30.0, 170.0, 0.0)).await;
+    assert!(matches!(&out, Outcome::Error(e) if e.code == ErrorCode::Forbidden), "another player's MoveTo on B: {out:?}");
+    let bw = hb.get("/worlds/arena").await.ok();
+    assert_eq!(bw["agents"], 306, "{bw}");
+
+    // A: the world is gone, its name says where, commands on the old connection are refused.
+    let gone = ha.get("/worlds/arena").await;
+    gone.expect(410);
+    assert!(gone.text().contains("moved"), "{}", gone.text());
+    let rid = p1.rid();
+    match p1.request(&move_to_msg(rid, "arena", mine.clone(), 1.0, 1.0, 0.0)).await {
+        Outcome::Error(e) => assert!(e.code == ErrorCode::UnknownWorld && e.message.contains("moved"), "{e:?}"),
+        other => panic!("a command on A after the move: {other:?}"),
+    }
+    let a_files = std::fs::read_dir(a.data_dir.join("worlds").join("arena")).map(|d| d.count()).unwrap_or(0);
+    assert_eq!(a_files, 0, "A keeps no stored state of the world it handed off");
+
+    // B's log re-runs bit for bit, A's part and B's: every checkpoint matches.
+    q1.drain(Duration::from_millis(500), Duration::from_millis(500)).await;
+    hb.patch("/worlds/arena", &json!({"paused": true})).await.ok();
+    b.terminate();
+    assert!(b.wait_exit(Duration::from_secs(15)).is_some_and(|s| s.success()), "B stops cleanly");
+    let out = std::process::Command::new(steerd_bin())
+        .args(["replay", "--verify", "--json"])
+        .arg(b.data_dir.join("worlds").join("arena"))
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "steerd replay --verify of B's log failed: {text}{}", String::from_utf8_lossy(&out.stderr));
+    let rep: serde_json::Value = serde_json::from_str(&text).unwrap();
+    assert!(rep["final_tick"].as_u64().unwrap() > frozen_tick, "B ran past the freeze: {rep}");
+    assert_eq!(rep["checks"], rep["checks_ok"], "{rep}");
+    assert!(rep["checks"].as_u64().unwrap() >= 10, "{rep}");
+    eprintln!("handoff: answered in {answered:?}, frozen at tick {frozen_tick}, B's log re-ran to tick {} with {} checkpoints", rep["final_tick"], rep["checks"]);
+}
+
+/// Without the right secret nothing moves: a target without a secret, or with another one,
+/// refuses the transfer (the source answers 502 and the world runs on there, taking commands);
+/// a source without a secret refuses to start (409); a world that is not durable is refused
+/// (409). The server-to-server route answers 401 without the secret, 403 with a wrong one or
+/// on a server that has none.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_cluster_secret_gates_every_transfer() {
+    let a = cluster_server("handoff-gate-a", Some(SECRET));
+    let b = cluster_server("handoff-gate-b", Some("another-cluster-secret-42"));
+    let c = cluster_server("handoff-gate-c", None);
+    let ha = a.http();
+    create_world(&ha, "w", "w-base", &wander_scenario(100.0, 50)).await;
+    for (to, why) in [(&b, "wrong cluster secret"), (&c, "has no cluster secret")] {
+        let r = ha.post("/worlds/w/handoff", &json!({"to": format!("http://{}", to.addr)})).await;
+        r.expect(502);
+        assert!(r.text().contains("403") && r.text().contains(why), "{}", r.text());
+        // Thawed: it ticks and takes commands here.
+        let t = tick(&ha, "w").await;
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        assert!(tick(&ha, "w").await > t, "the world runs on after a failed handoff");
+        ha.post("/worlds/w/agents", &json!({"group": "g", "count": 1, "area": {"type": "rect", "min_x": 1, "min_y": 1, "max_x": 9, "max_y": 9}})).await.expect(201);
+    }
+    let r = c.http().post("/worlds/demo/handoff", &json!({"to": format!("http://{}", a.addr)})).await;
+    r.expect(409);
+    assert!(r.text().contains("cluster secret"), "{}", r.text());
+    ha.post("/worlds", &json!({"name": "volatile", "scenario": "w-base", "durable": false})).await.expect(201);
+    let r = ha.post("/worlds/volatile/handoff", &json!({"to": format!("http://{}", b.addr)})).await;
+    r.expect(409);
+    assert!(r.text().contains("not durable"), "{}", r.text());
+    let r = ha.post("/worlds/w/handoff", &json!({"to": "ftp://x"})).await;
+    r.expect(422);
+
+    // The server-to-server route itself.
+    let body = b"STEERHND not really a package";
+    let none = a.http().raw("POST", "/cluster/worlds/x", Some(body), &[("content-type", "application/octet-stream")]).await;
+    assert_eq!(none.status, 401, "{}", none.text());
+    let wrong = a.http().raw("POST", "/cluster/worlds/x", Some(body), &[("content-type", "application/octet-stream"), ("x-steerd-cluster-secret", "not-the-secret-at-all")]).await;
+    assert_eq!(wrong.status, 403, "{}", wrong.text());
+    let off = c.http().raw("POST", "/cluster/worlds/x", Some(body), &[("x-steerd-cluster-secret", SECRET)]).await;
+    assert_eq!(off.status, 403, "{}", off.text());
+    let bad = a.http().raw("POST", "/cluster/worlds/x", Some(body), &[("x-steerd-cluster-secret", SECRET)]).await;
+    assert_eq!(bad.status, 400, "a malformed package: {}", bad.text());
+    assert!(bad.text().contains("handoff package"), "{}", bad.text());
+}
+
+/// `drain.handoff_to`: at SIGTERM the durable world moves to the target before the server stops;
+/// its connected player is told `moved` (not a 1001 close first) and resumes there.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigterm_hands_the_worlds_off_with_drain_handoff_to() {
+    let b = cluster_server("handoff-drain-b", Some(SECRET));
+    let mut a = Server::fresh(
+        "handoff-drain-a",
+        Opts { args: ["--persistence", "--cluster-secret", SECRET, "--handoff-to", &format!("http://{}", b.addr)].map(String::from).to_vec(), ..Opts::default() },
+    );
+    create_world(&a.http(), "arena", "arena-base", &wander_scenario(100.0, 40)).await;
+    let (mut p, mine) = player(&a, "arena", 3, [10.0, 10.0, 30.0, 30.0]).await;
+    let who = p.welcome.clone().unwrap();
+    p.drain(Duration::from_millis(300), Duration::from_millis(300)).await;
+    a.terminate();
+    let (m, _) = until_moved(&mut p, "arena").await;
+    assert!(a.wait_exit(Duration::from_secs(15)).is_some_and(|s| s.success()), "A stops cleanly after the handoff");
+    let mut q = Ws::connect_url(&m.to).await;
+    assert_eq!(q.hello_resume(None, &who.resume_token).await.player_id, who.player_id);
+    let rid = q.rid();
+    assert!(matches!(q.request(&move_to_msg(rid, "arena", mine, 50.0, 50.0, 0.0)).await, Outcome::Ok(_)));
+    // B has a `demo` of its own: A's stays (refused by B, it stops with A as without a drain
+    // target), and A says so.
+    assert!(a.log().contains("drain: handoff failed") && a.log().contains("runs here already"), "{}", a.log_tail(20));
+}
