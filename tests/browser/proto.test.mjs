@@ -104,7 +104,7 @@ test(`chain vectors (${chain.join(', ')}): decode, resolve base indices, apply, 
 });
 
 test(`cells vectors (${cellsChain.join(', ')}): decode == JSON twin, encode == hex, applied in order as the viewer does`, () => {
-  assert.equal(PROTOCOL_VERSION, 10);
+  assert.equal(PROTOCOL_VERSION, 11);
   assert.ok(cellsChain.length >= 2, 'protocol 4 and later have cells vectors (server_cells_*)');
   const welcome = JSON.parse(readFileSync(join(dir, 'server_welcome.json'), 'utf8'));
   const predictNum = welcome.quantization.predict_num;

@@ -93,7 +93,7 @@ test('the jslib carries Hello and Welcome through the heap, and tells the server
     assert.equal(r.short, -1);
     assert.equal(r.got, r.n);
     assert.equal(r.type, 'welcome');
-    assert.equal(r.version, 10);
+    assert.equal(r.version, 11);
     assert.match(r.player, /^anon-/);
     assert.equal(r.left, -1);
 
