@@ -20,22 +20,43 @@ pub(super) struct ApplyCtx<'a> {
 /// Passes over the pairs in contact after the parallel push (see [`ApplyCtx::relax`]).
 pub(super) const CONTACT_RELAX_PASSES: usize = 4;
 
-/// Rounds of finding and relaxing contacts after the parallel push (see [`World::step`]).
+/// Rounds of finding and relaxing contacts after the parallel push that relax every pair that
+/// may need it (see [`ApplyCtx::settle`]).
 pub(super) const CONTACT_ROUNDS: usize = 4;
 
-/// Most rounds: past [`CONTACT_ROUNDS`], rounds go on only while some pair overlaps by more
-/// than [`CONTACT_TOLERANCE`] of its radii sum (a jam's crush).
-pub(super) const CONTACT_ROUNDS_MAX: usize = 32;
+/// Most rounds: past [`CONTACT_ROUNDS`], rounds relax only the pairs around a pair still deeper
+/// than [`CONTACT_TOLERANCE`] of its radii sum (a jam's crush; see [`ApplyCtx::settle`]).
+pub(super) const CONTACT_ROUNDS_MAX: usize = 64;
 
-/// The rounds past [`CONTACT_ROUNDS`] start only while the pairs they relaxed number at most
-/// this many per candidate pair plus [`CONTACT_EXTRA_PAIRS_MIN`]: a crush bigger than that is
-/// worked off over the next ticks (each starts with the push), so that a knot of thousands does
-/// not make one tick dozens of times a free crowd's.
-pub(super) const CONTACT_EXTRA_PAIRS_PER_PAIR: usize = 2;
+/// How much work contact settling may do in one step (see [`ApplyCtx::settle`]). Counts, not
+/// time: the same settings give the same states on any machine and thread count.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct ContactParams {
+    /// Most rounds per step (default [`CONTACT_ROUNDS_MAX`]; a test lowers it to show what
+    /// the rounds past [`CONTACT_ROUNDS`] do).
+    pub(super) rounds_max: usize,
+    /// The rounds past [`CONTACT_ROUNDS`] start only while the pairs they relaxed in this step number
+    /// fewer than this many per candidate pair plus [`ContactParams::deep_pairs_min`]: a crush
+    /// bigger than that is worked off over the next steps (each starts with the push), so
+    /// that a knot of thousands does not make one step many times a free crowd's (default 2).
+    pub(super) deep_pairs_per_pair: usize,
+    /// What the rounds past [`CONTACT_ROUNDS`] may always relax in one step, however few the candidate
+    /// pairs (default 16,384: a crushed lattice of 121 agents takes about 6,000).
+    pub(super) deep_pairs_min: usize,
+}
 
-/// See [`CONTACT_EXTRA_PAIRS_PER_PAIR`]: what a small crush may always use (the 121 agents of
-/// a crushed lattice take about 6,000).
-pub(super) const CONTACT_EXTRA_PAIRS_MIN: usize = 16_384;
+impl Default for ContactParams {
+    fn default() -> Self {
+        ContactParams { rounds_max: CONTACT_ROUNDS_MAX, deep_pairs_per_pair: 2, deep_pairs_min: 16_384 }
+    }
+}
+
+impl ContactParams {
+    /// Most pairs the rounds past [`CONTACT_ROUNDS`] may relax in a step with `cand` candidate pairs.
+    fn deep_budget(&self, cand: usize) -> usize {
+        self.deep_pairs_per_pair.saturating_mul(cand).saturating_add(self.deep_pairs_min)
+    }
+}
 
 /// Slack (in largest agent radii) within which two agents count as contact candidates.
 pub(super) const CONTACT_MARGIN: f32 = 0.5;
@@ -43,8 +64,13 @@ pub(super) const CONTACT_MARGIN: f32 = 0.5;
 /// Fewest agents per rayon task in the first round's neighbour lookups of contact settling.
 const SETTLE_MIN_LEN: usize = 64;
 
-/// Overlap (fraction of the radii sum) that rounds past [`CONTACT_ROUNDS`] work off.
+/// Overlap (fraction of the radii sum) that the rounds past [`CONTACT_ROUNDS`] work off.
 pub(super) const CONTACT_TOLERANCE: f32 = 0.01;
+
+/// Overlap (fraction of the radii sum) under which relaxation leaves a pair alone: a tenth of
+/// [`CONTACT_TOLERANCE`], so that pairs left touching to within rounding are not moved (and
+/// their agents looked at again) round after round.
+pub(super) const CONTACT_SLOP: f32 = 0.001;
 
 /// Whether the pair overlaps by more than [`CONTACT_TOLERANCE`] of its radii sum.
 #[inline]
@@ -53,37 +79,6 @@ fn deep(at: &[Spot], &(_, _, ia, ib, rs): &ContactPair) -> bool {
         (Some(a), Some(b)) => a.get().distance(b.get()) < rs * (1.0 - CONTACT_TOLERANCE),
         _ => false,
     }
-}
-
-/// The pairs of `pairs` (in their order) with an agent in a pair that overlaps by more than
-/// [`CONTACT_TOLERANCE`] of its radii sum; none when no pair is that deep. `hot`: a flag per
-/// storage index, all clear (and left clear).
-pub(super) fn hot_pairs(at: &[Spot], pairs: &[ContactPair], hot: &mut Vec<bool>) -> Vec<ContactPair> {
-    // The deep pairs in parallel (`collect` keeps their order), then their agents flagged.
-    let deep_pairs: Vec<&ContactPair> = pairs.par_iter().with_min_len(PAR_MIN_PAIRS).filter(|p| deep(at, p)).collect();
-    if deep_pairs.is_empty() {
-        return Vec::new();
-    }
-    if hot.len() < at.len() {
-        hot.resize(at.len(), false);
-    }
-    for &&(_, _, ia, ib, _) in &deep_pairs {
-        for i in [ia, ib] {
-            if let Some(h) = hot.get_mut(i as usize) {
-                *h = true;
-            }
-        }
-    }
-    let flagged = |i: u32| hot.get(i as usize).copied().unwrap_or(false);
-    let out: Vec<ContactPair> = pairs.iter().filter(|p| flagged(p.2) || flagged(p.3)).copied().collect();
-    for &&(_, _, ia, ib, _) in &deep_pairs {
-        for i in [ia, ib] {
-            if let Some(h) = hot.get_mut(i as usize) {
-                *h = false;
-            }
-        }
-    }
-    out
 }
 
 /// Where an agent stands while contact settling moves it: an `f32` pair in one atomic word, so
@@ -130,9 +125,19 @@ pub(super) struct Bodies {
     long: Vec<u32>,
     /// Per pair: which of its agents the passes moved (bit 0: the first, bit 1: the second).
     pair_moved: Vec<AtomicU8>,
-    /// Per storage index: whether the agent is in a pair deeper than the tolerance (see
-    /// [`hot_pairs`]; all clear between uses).
-    hot: Vec<bool>,
+    /// Per storage index: whether relaxing moved the agent (all clear between uses).
+    flag: Vec<bool>,
+    /// Per storage index, and one more: where the agent's candidate pairs start in `adj`
+    /// ([`Bodies::index`]).
+    adj_start: Vec<u32>,
+    /// Candidate pair indexes, by agent (each agent's in ascending order).
+    adj: Vec<u32>,
+    /// Where the next pair of each agent goes in `adj` while it is filled.
+    adj_next: Vec<u32>,
+    /// How many candidate pairs `adj` indexes.
+    adj_pairs: usize,
+    /// Per candidate pair: whether a deep round has taken it already (all clear between uses).
+    pair_seen: Vec<bool>,
 }
 
 /// The key of a pair whose agents stand more than one tile apart (see [`Bodies::schedule`]).
@@ -155,6 +160,102 @@ impl Bodies {
         }
         self.looked_set.clear();
         self.looked.resize(agents, Vec2::NAN);
+    }
+
+    /// Indexes the candidate pairs by agent (`n` storage indexes), unless they are the ones
+    /// indexed already (`cand` only grows within a step).
+    fn index(&mut self, n: usize, cand: &[ContactPair]) {
+        if self.adj_pairs == cand.len() && self.adj_start.len() == n + 1 {
+            return;
+        }
+        self.adj_pairs = cand.len();
+        self.adj_start.clear();
+        self.adj_start.resize(n + 1, 0);
+        for &(_, _, ia, ib, _) in cand {
+            for i in [ia, ib] {
+                if let Some(c) = self.adj_start.get_mut(i as usize + 1) {
+                    *c += 1;
+                }
+            }
+        }
+        for i in 1..self.adj_start.len() {
+            let prev = self.adj_start.get(i - 1).copied().unwrap_or(0);
+            if let Some(c) = self.adj_start.get_mut(i) {
+                *c += prev;
+            }
+        }
+        self.adj_next.clear();
+        self.adj_next.extend_from_slice(&self.adj_start);
+        self.adj.clear();
+        self.adj.resize(self.adj_start.last().copied().unwrap_or(0) as usize, 0);
+        for (k, &(_, _, ia, ib, _)) in cand.iter().enumerate() {
+            for i in [ia, ib] {
+                if let Some(next) = self.adj_next.get_mut(i as usize) {
+                    if let Some(slot) = self.adj.get_mut(*next as usize) {
+                        *slot = k as u32;
+                    }
+                    *next += 1;
+                }
+            }
+        }
+        if self.pair_seen.len() < cand.len() {
+            self.pair_seen.resize(cand.len(), false);
+        }
+    }
+
+    /// Every candidate pair (in their order) of the agents `agents`. Needs [`Bodies::index`]
+    /// of `cand`.
+    fn pairs_of_agents(&mut self, cand: &[ContactPair], agents: &[u32]) -> Vec<ContactPair> {
+        let mut taken: Vec<u32> = Vec::new();
+        for &i in agents {
+            let (start, end) = match (self.adj_start.get(i as usize), self.adj_start.get(i as usize + 1)) {
+                (Some(&s), Some(&e)) => (s as usize, e as usize),
+                _ => continue,
+            };
+            for &k in self.adj.get(start..end).unwrap_or(&[]) {
+                if let Some(seen) = self.pair_seen.get_mut(k as usize).filter(|s| !**s) {
+                    *seen = true;
+                    taken.push(k);
+                }
+            }
+        }
+        for &k in &taken {
+            if let Some(s) = self.pair_seen.get_mut(k as usize) {
+                *s = false;
+            }
+        }
+        taken.sort_unstable();
+        taken.iter().filter_map(|&k| cand.get(k as usize)).copied().collect()
+    }
+
+    /// The work of a deep round: every candidate pair (in their order) of an agent in a pair
+    /// deeper than [`CONTACT_TOLERANCE`]. Only the pairs of the agents `moved` last round are
+    /// looked at for depth: a pair neither of whose agents moved was left apart (or blocked by
+    /// a wall) by that round, since it relaxed every pair it was given to within
+    /// [`CONTACT_SLOP`] of touching. Needs [`Bodies::index`] of `cand`.
+    fn deep_work(&mut self, at: &[Spot], cand: &[ContactPair], moved: &[u32]) -> Vec<ContactPair> {
+        let mut deep_agents: Vec<u32> = Vec::new();
+        let mut taken: Vec<u32> = Vec::new();
+        for &i in moved {
+            let (start, end) = match (self.adj_start.get(i as usize), self.adj_start.get(i as usize + 1)) {
+                (Some(&s), Some(&e)) => (s as usize, e as usize),
+                _ => continue,
+            };
+            for &k in self.adj.get(start..end).unwrap_or(&[]) {
+                let Some(seen) = self.pair_seen.get_mut(k as usize).filter(|s| !**s) else { continue };
+                *seen = true;
+                taken.push(k);
+                if let Some(p) = cand.get(k as usize).filter(|p| deep(at, p)) {
+                    deep_agents.extend([p.2, p.3]);
+                }
+            }
+        }
+        for &k in &taken {
+            if let Some(s) = self.pair_seen.get_mut(k as usize) {
+                *s = false;
+            }
+        }
+        self.pairs_of_agents(cand, &deep_agents)
     }
 
     /// Schedules a relaxation of `pairs` so that it can run in parallel and still give the
@@ -474,10 +575,10 @@ impl ApplyCtx<'_> {
                 break;
             }
         }
-        // The moved agents, each once (flagged in `hot`, cleared after), in the pairs' order:
+        // The moved agents, each once (flagged in `flag`, cleared after), in the pairs' order:
         // what is done with each of them does not depend on the others.
         let mut touched: Vec<u32> = Vec::new();
-        let hot = &mut buf.hot;
+        let hot = &mut buf.flag;
         if hot.len() < at.len() {
             hot.resize(at.len(), false);
         }
@@ -518,7 +619,8 @@ impl ApplyCtx<'_> {
         let (pa, pb) = (sa.get(), sb.get());
         let d = pa - pb;
         let d2 = d.length_squared();
-        if d2 >= rs * rs {
+        let near = rs * (1.0 - CONTACT_SLOP);
+        if d2 >= near * near {
             return false;
         }
         let dist = d2.sqrt();
@@ -543,14 +645,18 @@ impl ApplyCtx<'_> {
     ///
     /// Each round looks up the neighbours of the agents moved last round that it has not looked
     /// up yet (or that moved more than half of [`CONTACT_MARGIN`] since), in parallel, keeping
-    /// every pair within its radii sum plus the margin as a candidate, then relaxes the
-    /// candidates ([`ApplyCtx::relax`]). A pair missing from the candidates cannot touch: each
-    /// of its agents either never moved, or was looked up and moved less than half the margin
-    /// since. [`CONTACT_ROUNDS`] rounds, then more while a crush leaves some pair deeper than
-    /// [`CONTACT_TOLERANCE`] of its radii sum, at most `rounds_max` in all. Each agent's
-    /// neighbours are looked up about once per step, however many rounds a crush takes.
-    /// `buf`: the world's buffers (emptied here).
-    pub(super) fn settle(&self, c: &Contacts, agents: &mut [Agent], buf: &mut Bodies, left: Pushed, rounds_max: usize) {
+    /// every pair within its radii sum plus the margin as a candidate; a pair missing from the
+    /// candidates cannot touch: each of its agents either never moved, or was looked up and
+    /// moved less than half the margin since. The first round relaxes every candidate
+    /// ([`ApplyCtx::relax`]), the next ones up to [`CONTACT_ROUNDS`] the candidates of the
+    /// agents the round before moved (a pair neither of whose agents moved was left apart, or
+    /// blocked by a wall, by it). Past them, each round relaxes only the pairs of the agents in
+    /// a pair still deeper than [`CONTACT_TOLERANCE`] of its radii sum ([`Bodies::deep_work`]),
+    /// so that a round costs the crush, not the whole crowd. Rounds end when nothing moved,
+    /// when no pair is that deep (past [`CONTACT_ROUNDS`]), after `params.rounds_max` rounds, or
+    /// once the deep rounds have relaxed their budget of pairs ([`ContactParams`]). `buf`: the
+    /// world's buffers (emptied here).
+    pub(super) fn settle(&self, c: &Contacts, agents: &mut [Agent], buf: &mut Bodies, left: Pushed, params: &ContactParams) {
         let Pushed { at, mut moved, found } = left;
         if moved.is_empty() && found.is_empty() {
             return;
@@ -560,15 +666,13 @@ impl ApplyCtx<'_> {
         // margin) plus what both its agents may have moved since (half the margin each).
         let side = 2.0 * c.max_radius + 2.0 * margin;
         buf.reset(agents.len());
+        buf.adj_pairs = usize::MAX;
         let mut cand: Vec<ContactPair> = Vec::new();
         let mut fresh = found;
         let mut look: Vec<u32> = Vec::new();
-        // Pairs relaxed in the rounds past the plain ones, and the most that start another.
-        let (mut extra, mut extra_budget) = (0usize, 0usize);
-        for round in 0..rounds_max {
-            if round == CONTACT_ROUNDS {
-                extra_budget = CONTACT_EXTRA_PAIRS_PER_PAIR * cand.len() + CONTACT_EXTRA_PAIRS_MIN;
-            }
+        // Pairs relaxed by the rounds past the first, and the most they may relax.
+        let (mut deep_relaxed, mut budget) = (0usize, 0usize);
+        for round in 0..params.rounds_max {
             look.clear();
             for &i in &moved {
                 let (Some(l), Some(p)) = (buf.looked.get_mut(i as usize), at.get(i as usize).map(Spot::get)) else { continue };
@@ -588,24 +692,31 @@ impl ApplyCtx<'_> {
             if cand.is_empty() {
                 break;
             }
-            moved = if round < CONTACT_ROUNDS {
+            moved = if round == 0 {
+                budget = params.deep_budget(cand.len());
                 self.relax(agents, at, buf, &cand, side)
+            } else if round < CONTACT_ROUNDS {
+                buf.index(agents.len(), &cand);
+                let live = buf.pairs_of_agents(&cand, &moved);
+                self.relax(agents, at, buf, &live, side)
             } else {
-                // Past the plain rounds, only the crush is worked on: the pairs of the agents
-                // of a pair deeper than the tolerance (the rest are within it already), so a
-                // round costs the crush's pairs, not the whole crowd's.
-                let hot = hot_pairs(at, &cand, &mut buf.hot);
-                if hot.is_empty() || extra > extra_budget {
+                if deep_relaxed >= budget {
                     break;
                 }
-                extra += hot.len();
-                self.relax(agents, at, buf, &hot, side)
+                buf.index(agents.len(), &cand);
+                let work = buf.deep_work(at, &cand, &moved);
+                if work.is_empty() {
+                    break;
+                }
+                deep_relaxed += work.len();
+                self.relax(agents, at, buf, &work, side)
             };
             if moved.is_empty() {
                 break;
             }
         }
     }
+
     /// Also returns whether the contact push or the wall and obstacle net moved the agent.
     /// `flags` are the agent's compute-phase flags ([`NO_CONTACT`]: no agent can touch it this
     /// step, so the contact test is skipped).
@@ -885,9 +996,24 @@ mod tests {
         // The same crowd, relaxed by the plain rounds alone, is still crushed: the extra rounds
         // are what meets the tolerance.
         let mut w = crowd();
-        w.contact_rounds_max = CONTACT_ROUNDS;
+        w.contact.rounds_max = CONTACT_ROUNDS;
         w.step();
-        assert!(deepest(&w) > 2.0 * tol, "plain rounds already reach {}", deepest(&w));
+        let plain = deepest(&w);
+        assert!(plain > 2.0 * tol, "plain rounds already reach {plain}");
+        // A budget of no deep pairs stops there too (the same state), and a budget smaller
+        // than the crush needs leaves it deeper than the tolerance but shallower than that.
+        let mut none = crowd();
+        none.contact.deep_pairs_per_pair = 0;
+        none.contact.deep_pairs_min = 0;
+        none.step();
+        let pos = |w: &World| w.agents().iter().map(|a| (a.id, a.position.x.to_bits(), a.position.y.to_bits())).collect::<Vec<_>>();
+        assert_eq!(pos(&none), pos(&w), "a zero budget is the plain rounds");
+        let mut some = crowd();
+        some.contact.deep_pairs_per_pair = 0;
+        some.contact.deep_pairs_min = 1000;
+        some.step();
+        let partial = deepest(&some);
+        assert!(partial > tol + 1e-4 && partial < plain, "budget of 1,000 pairs: {partial} (plain {plain}, full {tol})");
     }
 
     /// A crushed square lattice of `side` × `side` radius-0.5 agents at rest, 0.7 apart.

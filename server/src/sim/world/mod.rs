@@ -28,7 +28,7 @@ mod types;
 
 pub use config::{EdgeRule, WorldConfig};
 pub use contact::{FACE_VELOCITY_EPSILON, integrate};
-use contact::{ApplyCtx, Bodies, CONTACT_ROUNDS_MAX, Contacts, Spot};
+use contact::{ApplyCtx, Bodies, CONTACT_ROUNDS_MAX, ContactParams, Contacts, Spot};
 /// The largest `stopping_distance` of a MoveTo, world units (the REST schema states it too;
 /// `http::rest::agents` checks that they agree).
 pub const MAX_STOPPING_DISTANCE: f32 = 1000.0;
@@ -101,9 +101,9 @@ pub struct World {
     results: Vec<StepResult>,
     /// Largest radius and top speed any agent was spawned with (bounds for the contact query).
     extent: (f32, f32),
-    /// Most contact rounds per step ([`CONTACT_ROUNDS_MAX`]; a test lowers it to show what the
-    /// rounds past [`CONTACT_ROUNDS`] do).
-    contact_rounds_max: usize,
+    /// How much work contact settling may do per step (a test lowers it to show what the
+    /// rounds past the first do).
+    contact: ContactParams,
     /// Contact settling's buffer, reused every step (not copied by a fork).
     bodies: Bodies,
     /// Where each agent stands after the apply phase's parallel pass, by storage index (what
@@ -138,7 +138,7 @@ impl World {
             events_dropped: 0,
             results: Vec::new(),
             extent: (0.0, 0.0),
-            contact_rounds_max: CONTACT_ROUNDS_MAX,
+            contact: ContactParams::default(),
             bodies: Bodies::default(),
             applied_at: Vec::new(),
         })
@@ -354,7 +354,7 @@ impl World {
             events_dropped: self.events_dropped,
             results: Vec::new(),
             extent: self.extent,
-            contact_rounds_max: self.contact_rounds_max,
+            contact: self.contact,
             bodies: Bodies::default(),
             applied_at: Vec::new(),
         };
@@ -733,11 +733,11 @@ impl World {
             // and the push and the wall and obstacle net move agents onto others that no
             // prediction told of. So the contacts of every agent moved so far are found from
             // where everyone now is, and relaxed one pair after another in id order; the agents
-            // that relaxing moves are looked at again: `CONTACT_ROUNDS` rounds, then more while
-            // a crush leaves some pair deeper than `CONTACT_TOLERANCE` (at most
-            // `CONTACT_ROUNDS_MAX`).
+            // that relaxing moves are looked at again: the first round relaxes every pair, the
+            // later ones only the pairs around one deeper than `CONTACT_TOLERANCE`, within the
+            // budget of `self.contact`.
             let left = contact::Pushed { at: &applied_at, moved: netted, found: pairs };
-            ctx.settle(c, self.agents.storage_mut(), &mut self.bodies, left, self.contact_rounds_max);
+            ctx.settle(c, self.agents.storage_mut(), &mut self.bodies, left, &self.contact);
         }
         self.applied_at = applied_at;
         // Events in id order: the (few) agents with flags, found by a parallel scan of the
