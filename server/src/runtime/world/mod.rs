@@ -32,7 +32,7 @@ use steer_proto as proto;
 use tokio::sync::{broadcast, oneshot};
 
 use super::fields::FieldBuilder;
-use super::frames::{CellFrame, FrameEvent, Shared, TickFrame};
+use super::frames::{FrameEvent, TickFrame};
 use crate::convert;
 use crate::metrics::Metrics;
 use crate::scenario::{CappedBuildError, Scenario};
@@ -127,18 +127,24 @@ impl CmdError {
     }
 }
 
+mod commands;
 mod ownership;
 mod pipeline;
 mod publish;
+mod recorder;
+mod replay;
 mod requests;
 mod runner;
 mod sight;
 mod views;
 
 pub use views::{AgentView, OrderView, AvoidanceView, FlowFieldView, HalfPlaneView, ObstacleView, ReplayOp, ReplaySpawn, ReplayView, Snapshot, WallView, WorldInfoView, Xy};
-use requests::{MAX_KNOWN_PLAYERS, ORPHAN_CHECK, command_agents, command_kind, command_targets, spawn_count};
+use requests::{command_agents, command_kind, command_targets, spawn_count};
 
 type Reply<T> = oneshot::Sender<Result<T, CmdError>>;
+
+/// Per vision key (a team, or a player without one), the AOI cells it sees this tick.
+type Vision = HashMap<String, Vec<bool>>;
 
 /// The closed set of requests a world thread serves.
 pub enum Request {
@@ -466,7 +472,7 @@ impl WorldHandle {
             None => (None, None),
         };
         let (world, replay) = match (spawn.replay, rec_world) {
-            (Some(r), _) => (r.world, Some(ReplayState { player: r.player, recording: r.recording, speed: 1.0, max_speed: r.max_speed })),
+            (Some(r), _) => (r.world, Some(replay::ReplayState::new(r.player, r.recording, r.max_speed))),
             (None, Some(w)) => (w, None),
             (None, None) => {
                 let w = build_world(&scenario, spawn.max_agents, spawn.max_spawn)?;
@@ -515,20 +521,8 @@ impl WorldHandle {
             groups: Arc::new(Mutex::new(groups.clone())),
             durable: dur.as_ref().map(|d| (d.status().clone(), d.policy())),
         };
-        let runner = Runner {
-            name: spawn.name.clone(),
+        let publisher = publish::Publisher {
             id: spawn.id,
-            published: 0,
-            world,
-            scenario,
-            scenario_name,
-            owners: HashMap::new(),
-            teams: HashMap::new(),
-            buckets: HashMap::new(),
-            gone: HashMap::new(),
-            next_orphan_check: Instant::now(),
-            policy: spawn.policy,
-            players: spawn.players,
             encoders: Vec::new(),
             keys: Vec::new(),
             rate_sets: Vec::new(),
@@ -538,44 +532,52 @@ impl WorldHandle {
             announced_groups: groups,
             shared_groups: handle.groups.clone(),
             info,
+            shared_info: handle.info.clone(),
+            max_aoi_cells: spawn.max_aoi_cells,
             frames,
+            latest: handle.latest.clone(),
+            published: 0,
+            reset_pending: false,
+            checksum_every: u64::from(spawn.checksum_every_ticks.max(1)),
+        };
+        let mut runner = Runner {
+            name: spawn.name.clone(),
+            id: spawn.id,
+            world,
+            scenario,
+            scenario_name,
+            ownership: ownership::Ownership::new(spawn.policy),
+            publisher,
+            recorder: recorder::Recorder::new(crate::record::Hook::new(recorder, spawn.max_agents, spawn.max_spawn), dur),
+            replay,
+            fields: pipeline::FieldPipeline::new(spawn.fields),
+            players: spawn.players,
             paused,
             autosave: false,
             max_catchup: spawn.max_catchup_ticks.max(1),
             max_agents: spawn.max_agents,
             max_spawn: spawn.max_spawn,
             crowding: spawn.crowding,
-            max_aoi_cells: spawn.max_aoi_cells,
             stats: stats.clone(),
             metrics,
-            shared_info: handle.info.clone(),
             origin: handle.origin.clone(),
-            latest: handle.latest.clone(),
             tick_offset: spawn.arrival.as_ref().map_or(0, |a| a.tick_offset),
-            reset_pending: false,
-            fields: pipeline::FieldPipeline::new(spawn.fields),
             sim_pool: spawn.sim_pool,
             on_solo: false,
             parallel_min: spawn.parallel_step_min_agents,
-            checksum_every: u64::from(spawn.checksum_every_ticks.max(1)),
             max_requests_per_turn: spawn.max_requests_per_turn.max(1),
-            owned: HashMap::new(),
             stepping: None,
             window: RateWindow::new(Instant::now()),
-            rec: crate::record::Hook::new(recorder, spawn.max_agents, spawn.max_spawn),
-            replay,
-            dur,
             frozen: false,
             hold: spawn.arrival,
         };
-        let mut runner = runner;
         for (agent, player, team) in owners {
             let p: Arc<str> = Arc::from(player.as_str());
-            runner.teams.insert(p.clone(), team.as_deref().map(Arc::from));
+            runner.ownership.set_team(p.clone(), team.as_deref().map(Arc::from));
             runner.own(agent, p);
         }
         if runner.replay.is_none() {
-            runner.rec.started(&runner.name, &runner.scenario);
+            runner.recorder.rec.started(&runner.name, &runner.scenario);
         }
         let death = handle.death.clone();
         let name = spawn.name;
@@ -735,13 +737,6 @@ pub fn world_info(id: u32, name: &str, world: &World, max_cells: u32) -> proto::
 }
 
 
-/// A replay world's state on its thread.
-struct ReplayState {
-    player: Box<crate::record::player::Player>,
-    recording: String,
-    speed: f64,
-    max_speed: f64,
-}
 
 /// Longest the loop sleeps waiting for a request (so a stop flag is seen even at 0.1 Hz).
 const MAX_IDLE_WAIT: Duration = Duration::from_millis(100);
@@ -769,57 +764,37 @@ enum Flow {
     Stop,
 }
 
+/// The world thread's state: the world and its scenario, and the parts the loop sequences.
 struct Runner {
     name: String,
     id: u32,
-    /// Frames published (the last one's `seq`).
-    published: u64,
     world: World,
     scenario: Scenario,
     scenario_name: Option<String>,
-    /// The owner of each owned agent (agents of the scenario and of the admin have none).
-    owners: HashMap<AgentId, Arc<str>>,
-    /// The team of every player known here (owners, and players who commanded here).
-    teams: HashMap<Arc<str>, Option<Arc<str>>>,
-    /// Spawn-rate token bucket per player: (tokens, last refill).
-    buckets: HashMap<Arc<str>, (f64, Instant)>,
-    /// Owners without a connection: since when, and whether the orphan policy was applied.
-    gone: HashMap<Arc<str>, (Instant, bool)>,
-    next_orphan_check: Instant,
-    policy: crate::config::WorldPolicy,
+    /// Who owns which agent, teams, quotas, orphans (`ownership.rs`).
+    ownership: ownership::Ownership,
+    /// A tick's frames for subscribers (`publish.rs`).
+    publisher: publish::Publisher,
+    /// The recording and a durable world's log (`recorder.rs`).
+    recorder: recorder::Recorder,
+    /// Set for a read-only replay world: its recording, keyframes and playback speed
+    /// (`replay.rs`).
+    replay: Option<replay::ReplayState>,
+    /// Flow fields: the jobs at the builder threads and the fields coming back (`pipeline.rs`).
+    fields: pipeline::FieldPipeline,
     players: Arc<super::players::Players>,
-    encoders: Vec<proto::CellEncoder>,
-    keys: Vec<Arc<Shared<proto::ServerMsg>>>,
-    /// Encoders and keys of each send rate in use other than 1.
-    rate_sets: Vec<RateSet>,
-    rate_users: Arc<RateUsers>,
-    max_shared: usize,
-    info: proto::WorldInfo,
-    shared_info: Arc<Mutex<proto::WorldInfo>>,
-    /// The tick rate subscribers were last told (the next publish announces a different one).
-    announced_rate: f32,
-    /// The group names subscribers were last told, and their copy a subscribe answers with.
-    announced_groups: Vec<String>,
-    shared_groups: Arc<Mutex<Vec<String>>>,
-    frames: broadcast::Sender<Arc<TickFrame>>,
     paused: bool,
     autosave: bool,
     max_catchup: u32,
     max_agents: usize,
     max_spawn: usize,
     crowding: super::admission::Crowding,
-    max_aoi_cells: u32,
     stats: Arc<WorldStats>,
     metrics: Arc<Metrics>,
     origin: Arc<Mutex<(Scenario, Option<String>)>>,
-    latest: Arc<Mutex<Option<Arc<TickFrame>>>>,
     /// Added to the world's tick on the wire, so that ticks never go back when a world is
     /// replaced (load/reset) and clients' chains stay well ordered.
     tick_offset: u64,
-    /// The next publish marks its frame as a reset.
-    reset_pending: bool,
-    /// Flow fields: the jobs at the builder threads and the fields coming back.
-    fields: pipeline::FieldPipeline,
     /// Steps large worlds.
     sim_pool: Arc<rayon::ThreadPool>,
     /// The runner runs on a one-thread pool of its own, which steps this world while it is
@@ -828,71 +803,17 @@ struct Runner {
     on_solo: bool,
     /// Agent count from which the shared pool steps this world.
     parallel_min: usize,
-    /// Frames carry checksums on ticks that are multiples of this (≥ 1).
-    checksum_every: u64,
     /// Requests served per turn of the loop (≥ 1).
     max_requests_per_turn: usize,
-    /// Agents each player owns (the counts of `owners`).
-    owned: HashMap<Arc<str>, usize>,
     /// A `Step` in progress: ticks left and whom to answer when they are done.
     stepping: Option<(u32, Reply<u64>)>,
     /// Effective tick rate and overload measurement.
     window: RateWindow,
-    /// Recording: sees every change to `world` (commands, tick rate, pauses, steps, loads).
-    rec: crate::record::Hook,
-    /// Set for a read-only replay world: its recording, keyframes and playback speed.
-    replay: Option<ReplayState>,
-    /// A durable world's log (issue 42): sees what `rec` sees, and ownership.
-    dur: Option<crate::persist::Durable>,
     /// Frozen for a handoff: no tick, no change (see [`Request::Freeze`]).
     frozen: bool,
     /// Arrived by a handoff and not ticking yet (see [`Arrival`]).
     hold: Option<Arrival>,
 }
-
-/// The cells of one send rate: diffed every `span` ticks.
-struct RateSet {
-    span: u32,
-    encoders: Vec<proto::CellEncoder>,
-    keys: Vec<Arc<Shared<proto::ServerMsg>>>,
-}
-
-impl RateSet {
-    /// A rate whose cells start at the current state (their keyframes are what its subscribers
-    /// start from).
-    fn new(span: u32, world: u32, per_cell: &[Vec<proto::QAgent>], tick: u64, q: &proto::Quantization) -> Self {
-        let mut encoders: Vec<proto::CellEncoder> = (0..per_cell.len()).map(|c| proto::CellEncoder::new(proto::FrameScope { world, cell: c as u32 })).collect();
-        for (enc, cell) in encoders.iter_mut().zip(per_cell) {
-            if let Err(e) = enc.update(cell.clone(), tick, q, false) {
-                tracing::error!("cannot encode a cell of rate {span}: {e}");
-            }
-        }
-        let keys = encoders.iter().map(|e| Arc::new(Shared::new(proto::ServerMsg::Keyframe(e.keyframe(false))))).collect();
-        RateSet { span, encoders, keys }
-    }
-
-    /// This tick's cells of the rate: diffed when the tick is one of its ticks.
-    fn cells(&mut self, per_cell: &[Vec<proto::QAgent>], tick: u64, q: &proto::Quantization) -> super::frames::RateCells {
-        let due = tick % u64::from(self.span) == 0;
-        let mut cells = Vec::with_capacity(self.keys.len());
-        for (c, key) in self.keys.iter_mut().enumerate() {
-            let mut delta = None;
-            if let (true, Some(enc), Some(next)) = (due, self.encoders.get_mut(c), per_cell.get(c)) {
-                match enc.update(next.clone(), tick, q, false) {
-                    Ok(Some(d)) => {
-                        *key = Arc::new(Shared::new(proto::ServerMsg::Keyframe(enc.keyframe(false))));
-                        delta = Some(Arc::new(Shared::new(proto::ServerMsg::Delta(d))));
-                    }
-                    Ok(None) => {}
-                    Err(e) => tracing::error!("cell {c} of rate {}: cannot encode delta: {e}", self.span),
-                }
-            }
-            cells.push(CellFrame { delta, key: key.clone() });
-        }
-        super::frames::RateCells { span: self.span, due, cells }
-    }
-}
-
 
 #[cfg(test)]
 mod tests {

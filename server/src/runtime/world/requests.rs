@@ -16,17 +16,13 @@ impl Runner {
         if let Ok(mut o) = self.origin.lock() {
             *o = (scenario.clone(), name.clone());
         }
-        self.rec.started(&self.name, &scenario);
-        if let Some(d) = self.dur.as_mut() {
-            d.started(&crate::persist::start_record(&scenario, self.max_agents, self.max_spawn));
-        }
+        self.recorder.replaced(&self.name, &scenario, self.max_agents, self.max_spawn);
         self.scenario = scenario;
         self.scenario_name = name;
-        self.owners.clear();
-        self.owned.clear();
+        self.ownership.clear_owners();
         self.reset_encoders();
         // Subscribers resync from this frame's keyframes.
-        self.reset_pending = true;
+        self.publisher.reset_pending = true;
         self.publish();
         Ok(self.wire_tick())
     }
@@ -69,7 +65,7 @@ impl Runner {
                 self.answer_durably(reply, r);
             }
             Request::Players { reply } => {
-                let _ = reply.send(Ok(self.players_view()));
+                let _ = reply.send(Ok(self.ownership.players_view()));
             }
             Request::Kick { player, reply } => {
                 let _ = reply.send(Ok(self.kick(&player)));
@@ -180,32 +176,15 @@ impl Runner {
         self.frozen = true;
         // The world itself at the freeze (and the sessions): the target starts from it.
         self.snapshot_if_due(true);
-        let mut owners: Vec<String> = self.owned.iter().filter(|(_, n)| **n > 0).map(|(p, _)| p.to_string()).collect();
-        owners.sort_unstable();
+        let owners = self.ownership.owning_sorted();
         tracing::info!(tick = self.world.tick(), "handoff: frozen");
         Ok(Frozen { tick: self.world.tick(), tick_offset: self.tick_offset, state_hash: crate::sim::hash::state_hash(&self.world), owners })
-    }
-
-    /// Every player known here, by name.
-    fn players_view(&self) -> Vec<WorldPlayer> {
-        let mut v: Vec<WorldPlayer> = self
-            .teams
-            .keys()
-            .map(|p| WorldPlayer {
-                player: p.to_string(),
-                agents: self.owned.get(p).copied().unwrap_or(0),
-                orphaned: self.gone.get(p).is_some_and(|g| g.1),
-            })
-            .collect();
-        v.sort_by(|a, b| a.player.cmp(&b.player));
-        v
     }
 
     /// Treats `player` as gone for good (its orphan policy applies now); answers the agents it owned.
     fn kick(&mut self, player: &str) -> usize {
         let key: Arc<str> = Arc::from(player);
-        let n = self.owned.get(&key).copied().unwrap_or(0);
-        self.gone.insert(key.clone(), (Instant::now(), true));
+        let n = self.ownership.kick(&key);
         self.apply_orphan_policy(&key);
         n
     }
@@ -218,7 +197,7 @@ impl Runner {
         self.disown(agent);
         if let Some(p) = player {
             let key: Arc<str> = Arc::from(p.as_str());
-            self.teams.insert(key.clone(), team.as_deref().map(Arc::from));
+            self.ownership.set_team(key.clone(), team.as_deref().map(Arc::from));
             self.own(agent, key);
         }
         Ok(())
@@ -268,19 +247,13 @@ impl Runner {
     fn patch(&mut self, tick_rate: Option<f32>, paused: Option<bool>, autosave: Option<bool>) -> Result<WorldInfoView, CmdError> {
         if let Some(rate) = tick_rate {
             self.world.set_tick_rate(rate).map_err(CmdError::Sim)?;
-            self.rec.tick_rate(&self.world, rate);
-            if let Some(d) = self.dur.as_mut() {
-                d.tick_rate(&self.world, rate);
-            }
+            self.recorder.tick_rate(&self.world, rate);
             self.stats.tick_rate_milli.store((rate * 1000.0) as u32, Ordering::Relaxed);
-            self.sync_info_rate();
+            self.publisher.sync_info_rate(self.world.config().tick_rate);
         }
         if let Some(p) = paused {
             self.paused = p;
-            self.rec.paused(&self.world, p);
-            if let Some(d) = self.dur.as_mut() {
-                d.paused(&self.world, p);
-            }
+            self.recorder.paused(&self.world, p);
         }
         if let Some(a) = autosave {
             self.autosave = a;
@@ -318,24 +291,14 @@ impl Runner {
     /// Applies a sim command: the one place commands reach the `World`, so the recording sees
     /// every one (REST, WebSocket, admin edits, random obstacles).
     pub(super) fn apply(&mut self, cmd: Command) -> Result<Outcome, SimError> {
-        self.rec.command(&self.world, &cmd);
-        if let Some(d) = self.dur.as_mut() {
-            d.command(&self.world, &cmd);
-        }
+        self.recorder.command(&self.world, &cmd);
         self.world.apply(cmd)
     }
 
     /// Answers a command. A durable world under `every_command` sends the answer once the
     /// command's record is on disk (the writer sends it); otherwise at once.
     pub(super) fn answer_durably(&mut self, reply: Reply<Outcome>, r: Result<Outcome, CmdError>) {
-        match self.dur.as_mut() {
-            Some(d) => d.reply(Box::new(move || {
-                let _ = reply.send(r);
-            })),
-            None => {
-                let _ = reply.send(r);
-            }
-        }
+        self.recorder.answer(reply, r);
     }
 
     /// Starts or stops recording. A world changed since its load cannot be rebuilt from its
@@ -345,15 +308,15 @@ impl Runner {
     /// world's scenario for `reset` stays the one it was loaded from.
     pub(super) fn set_recording(&mut self, on: bool, digests: Option<bool>) -> Result<(), CmdError> {
         if !on {
-            self.rec.stop(&self.world, "stopped by request");
+            self.recorder.rec.stop(&self.world, "stopped by request");
             return Ok(());
         }
-        if self.rec.active() {
+        if self.recorder.rec.active() {
             return Ok(());
         }
-        if self.rec.pristine() {
+        if self.recorder.rec.pristine() {
             let sc = self.scenario.clone();
-            return self.rec.start(&self.name, &sc, digests, false).map_err(CmdError::Invalid);
+            return self.recorder.rec.start(&self.name, &sc, digests, false).map_err(CmdError::Invalid);
         }
         let snap = crate::scenario::snapshot_scenario(&self.world, &self.scenario);
         let (base, base_name) = (self.scenario.clone(), self.scenario_name.clone());
@@ -362,7 +325,7 @@ impl Runner {
         if let Ok(mut o) = self.origin.lock() {
             *o = (base, base_name);
         }
-        self.rec.start(&self.name, &snap, digests, true).map_err(CmdError::Invalid)
+        self.recorder.rec.start(&self.name, &snap, digests, true).map_err(CmdError::Invalid)
     }
 }
 
