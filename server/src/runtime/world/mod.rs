@@ -374,6 +374,19 @@ pub struct WorldStats {
     pub forget: AtomicBool,
 }
 
+impl WorldStats {
+    /// The counters of a world thread about to start with `world`.
+    fn starting(world: &World) -> Self {
+        let stats = WorldStats::default();
+        stats.alive.store(true, Ordering::SeqCst);
+        let milli = (world.config().tick_rate * 1000.0) as u32;
+        stats.tick_rate_milli.store(milli, Ordering::Relaxed);
+        stats.effective_tick_rate_milli.store(milli, Ordering::Relaxed);
+        stats.agents.store(world.agents().len() as u64, Ordering::Relaxed);
+        stats
+    }
+}
+
 /// A handle to a running world.
 #[derive(Clone)]
 pub struct WorldHandle {
@@ -455,17 +468,11 @@ impl WorldHandle {
         let mut durable = spawn.durable;
         let mut recovered = None;
         if let Some(DurableSpawn::Recovered(writer, r)) = durable.take_if(|d| matches!(d, DurableSpawn::Recovered(..))) {
-            let r = *r;
+            let (r, d) = resume_log(&writer, &spawn.name, &spawn.players, *r);
             scenario = r.scenario;
             scenario_name = r.scenario_name.or(scenario_name);
             paused = r.paused;
-            let d = crate::persist::Durable::resumed(&writer, &spawn.name, r.base_segment, r.last_segment, r.last_snapshot, &r.world, r.report);
-            // Players resume with their old tokens, within the grace left, counted from now.
-            let refused = spawn.players.restore_sessions(&spawn.name, &r.sessions);
-            if refused > 0 {
-                tracing::warn!(world = %spawn.name, refused, "recovery: sessions not restored (auth.max_sessions)");
-            }
-            recovered = Some((r.world, r.owners, Some(d)));
+            recovered = Some((r.world, r.owners, d));
         }
         let (rec_world, recovered) = match recovered {
             Some((w, o, d)) => (Some(w), Some((o, d))),
@@ -474,17 +481,10 @@ impl WorldHandle {
         let (world, replay) = match (spawn.replay, rec_world) {
             (Some(r), _) => (r.world, Some(replay::ReplayState::new(r.player, r.recording, r.max_speed))),
             (None, Some(w)) => (w, None),
-            (None, None) => {
-                let w = build_world(&scenario, spawn.max_agents, spawn.max_spawn)?;
-                super::admission::check_scenario(&scenario, &w, &spawn.crowding).map_err(CmdError::Sim)?;
-                (w, None)
-            }
+            (None, None) => (admitted_world(&scenario, spawn.max_agents, spawn.max_spawn, &spawn.crowding)?, None),
         };
         if let Some(r) = &replay {
-            let d = r.player.verification().divergences;
-            if d > 0 {
-                metrics.replay_divergences.inc_by(d);
-            }
+            r.count_divergences(&metrics);
         }
         // A replay world records nothing (it changes only as its recording says).
         let recorder = if replay.is_some() { None } else { spawn.recorder };
@@ -492,7 +492,7 @@ impl WorldHandle {
             scenario.name = spawn.name.clone();
         }
         let (dur, owners) = match (recovered, durable) {
-            (Some((owners, d)), _) => (d, owners),
+            (Some((owners, d)), _) => (Some(d), owners),
             (None, Some(DurableSpawn::Fresh(writer))) if replay.is_none() => {
                 (Some(crate::persist::Durable::fresh(&writer, &spawn.name, &crate::persist::start_record(&scenario, spawn.max_agents, spawn.max_spawn))), Vec::new())
             }
@@ -501,45 +501,21 @@ impl WorldHandle {
         let info = world_info(spawn.id, &spawn.name, &world, spawn.max_aoi_cells);
         let (tx, rx) = std::sync::mpsc::sync_channel(spawn.queue.max(1));
         let (frames, _) = broadcast::channel(spawn.frame_buffer.max(1));
-        let stats = Arc::new(WorldStats::default());
-        stats.alive.store(true, Ordering::SeqCst);
-        stats.tick_rate_milli.store((world.config().tick_rate * 1000.0) as u32, Ordering::Relaxed);
-        stats.effective_tick_rate_milli.store((world.config().tick_rate * 1000.0) as u32, Ordering::Relaxed);
-        stats.agents.store(world.agents().len() as u64, Ordering::Relaxed);
-        let groups = world.groups().to_vec();
         let handle = WorldHandle {
             name: spawn.name.clone(),
             id: spawn.id,
             tx,
-            frames: frames.clone(),
-            info: Arc::new(Mutex::new(info.clone())),
-            stats: stats.clone(),
+            frames,
+            info: Arc::new(Mutex::new(info)),
+            stats: Arc::new(WorldStats::starting(&world)),
             death: Arc::new(Mutex::new(None)),
             origin: Arc::new(Mutex::new((scenario.clone(), scenario_name.clone()))),
             latest: Arc::new(Mutex::new(None)),
             rates: Arc::new(RateUsers::new(spawn.max_every_n_ticks)),
-            groups: Arc::new(Mutex::new(groups.clone())),
+            groups: Arc::new(Mutex::new(world.groups().to_vec())),
             durable: dur.as_ref().map(|d| (d.status().clone(), d.policy())),
         };
-        let publisher = publish::Publisher {
-            id: spawn.id,
-            encoders: Vec::new(),
-            keys: Vec::new(),
-            rate_sets: Vec::new(),
-            rate_users: handle.rates.clone(),
-            max_shared: spawn.max_shared_messages,
-            announced_rate: info.tick_rate_hz,
-            announced_groups: groups,
-            shared_groups: handle.groups.clone(),
-            info,
-            shared_info: handle.info.clone(),
-            max_aoi_cells: spawn.max_aoi_cells,
-            frames,
-            latest: handle.latest.clone(),
-            published: 0,
-            reset_pending: false,
-            checksum_every: u64::from(spawn.checksum_every_ticks.max(1)),
-        };
+        let publisher = publish::Publisher::new(&handle, spawn.max_shared_messages, spawn.checksum_every_ticks, spawn.max_aoi_cells);
         let mut runner = Runner {
             name: spawn.name.clone(),
             id: spawn.id,
@@ -558,7 +534,7 @@ impl WorldHandle {
             max_agents: spawn.max_agents,
             max_spawn: spawn.max_spawn,
             crowding: spawn.crowding,
-            stats: stats.clone(),
+            stats: handle.stats.clone(),
             metrics,
             origin: handle.origin.clone(),
             tick_offset: spawn.arrival.as_ref().map_or(0, |a| a.tick_offset),
@@ -579,44 +555,7 @@ impl WorldHandle {
         if runner.replay.is_none() {
             runner.recorder.rec.started(&runner.name, &runner.scenario);
         }
-        let death = handle.death.clone();
-        let name = spawn.name;
-        std::thread::Builder::new()
-            .name(format!("world-{name}"))
-            .spawn(move || {
-                let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(move || {
-                    let mut r = runner;
-                    // The runner runs on a one-thread rayon pool of its own, so that a small
-                    // world's step runs its parallel loops inline: no hand-off to another
-                    // thread, and no wake-up of a sleeping one, on any tick.
-                    match solo_pool(&r.name) {
-                        Some(pool) => {
-                            r.on_solo = true;
-                            pool.install(move || {
-                                r.reset_encoders();
-                                r.run(rx);
-                            });
-                        }
-                        None => {
-                            r.reset_encoders();
-                            r.run(rx);
-                        }
-                    }
-                }));
-                stats.alive.store(false, Ordering::SeqCst);
-                if let Err(p) = result {
-                    let msg = p
-                        .downcast_ref::<&str>()
-                        .map(|s| s.to_string())
-                        .or_else(|| p.downcast_ref::<String>().cloned())
-                        .unwrap_or_else(|| "panic".into());
-                    tracing::error!(world = %name, "world thread panicked: {msg}");
-                    if let Ok(mut d) = death.lock() {
-                        *d = Some(msg);
-                    }
-                }
-            })
-            .map_err(|e| CmdError::Invalid(format!("cannot start world thread: {e}")))?;
+        runner.spawn_thread(rx, handle.death.clone())?;
         Ok(handle)
     }
 
@@ -712,6 +651,25 @@ pub fn catch_up(next: Instant, now: Instant, period: Duration, max_catchup: u32)
     } else {
         (next, 0)
     }
+}
+
+/// A recovered durable world's log goes on, and its players' sessions are restored (they
+/// resume with their old tokens within the grace left, counted from now).
+fn resume_log(writer: &Arc<crate::persist::Writer>, name: &str, players: &super::players::Players, mut r: crate::persist::Recovered) -> (crate::persist::Recovered, crate::persist::Durable) {
+    let report = std::mem::take(&mut r.report);
+    let d = crate::persist::Durable::resumed(writer, name, r.log_place(), &r.world, report);
+    let refused = players.restore_sessions(name, &r.sessions);
+    if refused > 0 {
+        tracing::warn!(world = %name, refused, "recovery: sessions not restored (auth.max_sessions)");
+    }
+    (r, d)
+}
+
+/// A new world from its scenario, with the server's caps, whose groups pass the crowding bounds.
+fn admitted_world(scenario: &Scenario, max_agents: usize, max_spawn: usize, crowding: &super::admission::Crowding) -> Result<World, CmdError> {
+    let w = build_world(scenario, max_agents, max_spawn)?;
+    super::admission::check_scenario(scenario, &w, crowding).map_err(CmdError::Sim)?;
+    Ok(w)
 }
 
 /// Builds a world from a scenario with the server's caps applied.

@@ -31,6 +31,14 @@ impl ReplayState {
         ReplayState { player, recording, speed: 1.0, max_speed }
     }
 
+    /// Counts the divergences found while the recording was opened (its keyframes built).
+    pub(super) fn count_divergences(&self, metrics: &Metrics) {
+        let d = self.player.verification().divergences;
+        if d > 0 {
+            metrics.replay_divergences.inc_by(d);
+        }
+    }
+
     /// One replay tick: the recording's next step (`run` steps the world). Answers `false`
     /// when playback must pause (the recording ended or failed).
     pub(super) fn advance(&mut self, world: &mut World, run: &mut impl FnMut(&mut World), metrics: &Metrics) -> bool {

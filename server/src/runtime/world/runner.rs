@@ -5,6 +5,51 @@ use super::*;
 use super::replay::Control;
 
 impl Runner {
+    /// Runs the loop on a thread of its own, named after the world. A panic ends the thread,
+    /// not the server: `alive` turns false and `death` says why.
+    pub(super) fn spawn_thread(self, rx: Receiver<Request>, death: Arc<Mutex<Option<String>>>) -> Result<(), CmdError> {
+        let name = self.name.clone();
+        let stats = self.stats.clone();
+        std::thread::Builder::new()
+            .name(format!("world-{name}"))
+            .spawn(move || {
+                let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(move || self.run_on_solo_pool(rx)));
+                stats.alive.store(false, Ordering::SeqCst);
+                if let Err(p) = result {
+                    let msg = p
+                        .downcast_ref::<&str>()
+                        .map(|s| s.to_string())
+                        .or_else(|| p.downcast_ref::<String>().cloned())
+                        .unwrap_or_else(|| "panic".into());
+                    tracing::error!(world = %name, "world thread panicked: {msg}");
+                    if let Ok(mut d) = death.lock() {
+                        *d = Some(msg);
+                    }
+                }
+            })
+            .map(drop)
+            .map_err(|e| CmdError::Invalid(format!("cannot start world thread: {e}")))
+    }
+
+    /// The runner runs on a one-thread rayon pool of its own, so that a small world's step runs
+    /// its parallel loops inline: no hand-off to another thread, and no wake-up of a sleeping
+    /// one, on any tick.
+    fn run_on_solo_pool(mut self, rx: Receiver<Request>) {
+        match solo_pool(&self.name) {
+            Some(pool) => {
+                self.on_solo = true;
+                pool.install(move || {
+                    self.reset_encoders();
+                    self.run(rx);
+                });
+            }
+            None => {
+                self.reset_encoders();
+                self.run(rx);
+            }
+        }
+    }
+
     /// The tick as clients see it (monotonic across loads).
     pub(super) fn wire_tick(&self) -> u64 {
         self.tick_offset + self.world.tick()
