@@ -113,6 +113,93 @@ struct Run<'a> {
 }
 
 impl Run<'_> {
+    /// Replays one record; false when the run stops there (`--until` reached, or with
+    /// `verify` the first divergence).
+    fn record(&mut self, rec: &Record, verify: bool) -> Result<bool, ReplayError> {
+        match rec {
+            Record::Start { max_agents, max_spawn, scenario, .. } => {
+                self.start_segment(scenario, *max_agents, *max_spawn)?;
+                self.advance_to(0)
+            }
+            Record::Command { tick, command } => {
+                if !self.advance_to(*tick)? {
+                    return Ok(false);
+                }
+                if let Some(w) = self.world.as_mut() {
+                    self.report.commands += 1;
+                    // Refused commands leave the world unchanged, here as they did live.
+                    if w.apply(command.clone()).is_err() {
+                        self.report.commands_refused += 1;
+                    }
+                }
+                Ok(true)
+            }
+            Record::TickRate { tick, rate } => {
+                if !self.advance_to(*tick)? {
+                    return Ok(false);
+                }
+                if let Some(w) = self.world.as_mut() {
+                    w.set_tick_rate(*rate).map_err(|e| ReplayError::Sim(self.segment, e.to_string()))?;
+                }
+                Ok(true)
+            }
+            Record::Paused { tick, .. } => self.advance_to(*tick),
+            Record::Check { tick, state_hash, exact_hash, agents } => {
+                if !self.advance_to(*tick)? {
+                    return Ok(false);
+                }
+                let diverged = self.check(*tick, (*state_hash, *exact_hash), agents)?;
+                Ok(!(diverged && verify))
+            }
+            Record::End { tick, reason } => {
+                if !self.advance_to(*tick)? {
+                    return Ok(false);
+                }
+                self.report.end = Some((*tick, reason.clone()));
+                Ok(true)
+            }
+            // Ownership and sessions are the runtime's: they change nothing in the sim.
+            Record::Owner { .. } | Record::Sessions { .. } => Ok(true),
+        }
+    }
+
+    /// A `Start` record: a new segment, its world built from the recorded scenario and caps.
+    fn start_segment(&mut self, scenario: &str, max_agents: u64, max_spawn: u64) -> Result<(), ReplayError> {
+        if self.world.is_some() {
+            self.segment += 1;
+            // `--until` names a tick of the first segment that reaches it.
+        }
+        let sc = Scenario::from_stored_json(scenario).map_err(|e| ReplayError::Scenario(self.segment, e.to_string()))?;
+        let caps = |v: u64| usize::try_from(v).unwrap_or(usize::MAX);
+        let w = sc.build_capped(caps(max_agents), caps(max_spawn)).map_err(|e| ReplayError::Scenario(self.segment, e.to_string()))?;
+        self.world = Some(w);
+        self.scenario = Some(sc);
+        self.report.segments += 1;
+        Ok(())
+    }
+
+    /// A checkpoint: the world's hashes against the recorded (state, exact) ones; a divergence
+    /// is reported with the first agent that differs (when digests were recorded). Answers
+    /// whether it diverged.
+    fn check(&mut self, tick: u64, (state_hash, exact_hash): (u64, u64), agents: &[(u32, u32)]) -> Result<bool, ReplayError> {
+        let Some(w) = self.world.as_ref() else { return Err(ReplayError::NoStart) };
+        self.report.checks += 1;
+        let Record::Check { state_hash: sh, exact_hash: eh, .. } = checkpoint(w, false) else { return Ok(false) };
+        if sh == state_hash && eh == exact_hash {
+            self.report.checks_ok += 1;
+            return Ok(false);
+        }
+        let agent = (!agents.is_empty()).then(|| first_differing_agent(w, agents)).flatten();
+        self.report.divergences.push(Divergence {
+            segment: self.segment,
+            tick,
+            recorded: format!("state_hash {state_hash:016x} exact_hash {exact_hash:016x}"),
+            replayed: format!("state_hash {sh:016x} exact_hash {eh:016x}"),
+            agent,
+        });
+        Ok(true)
+    }
+
     /// Steps to `tick`; false when `--until` stopped the run.
     fn advance_to(&mut self, tick: u64) -> Result<bool, ReplayError> {
         let Some(w) = self.world.as_mut() else { return Err(ReplayError::NoStart) };
@@ -175,79 +262,9 @@ pub fn replay_onto(
         run.report.segments = 1;
     }
     let start = Instant::now();
-    'records: for rec in &parsed.records {
-        match rec {
-            Record::Start { max_agents, max_spawn, scenario, .. } => {
-                if run.world.is_some() {
-                    run.segment += 1;
-                    // `--until` names a tick of the first segment that reaches it.
-                }
-                let sc = Scenario::from_stored_json(scenario).map_err(|e| ReplayError::Scenario(run.segment, e.to_string()))?;
-                let caps = |v: u64| usize::try_from(v).unwrap_or(usize::MAX);
-                let w = sc.build_capped(caps(*max_agents), caps(*max_spawn)).map_err(|e| ReplayError::Scenario(run.segment, e.to_string()))?;
-                run.world = Some(w);
-                run.scenario = Some(sc);
-                run.report.segments += 1;
-                if !run.advance_to(0)? {
-                    break 'records;
-                }
-            }
-            Record::Command { tick, command } => {
-                if !run.advance_to(*tick)? {
-                    break 'records;
-                }
-                if let Some(w) = run.world.as_mut() {
-                    run.report.commands += 1;
-                    // Refused commands leave the world unchanged, here as they did live.
-                    if w.apply(command.clone()).is_err() {
-                        run.report.commands_refused += 1;
-                    }
-                }
-            }
-            Record::TickRate { tick, rate } => {
-                if !run.advance_to(*tick)? {
-                    break 'records;
-                }
-                if let Some(w) = run.world.as_mut() {
-                    w.set_tick_rate(*rate).map_err(|e| ReplayError::Sim(run.segment, e.to_string()))?;
-                }
-            }
-            Record::Paused { tick, .. } => {
-                if !run.advance_to(*tick)? {
-                    break 'records;
-                }
-            }
-            Record::Check { tick, state_hash, exact_hash, agents } => {
-                if !run.advance_to(*tick)? {
-                    break 'records;
-                }
-                let Some(w) = run.world.as_ref() else { return Err(ReplayError::NoStart) };
-                run.report.checks += 1;
-                let Record::Check { state_hash: sh, exact_hash: eh, .. } = checkpoint(w, false) else { continue };
-                if sh == *state_hash && eh == *exact_hash {
-                    run.report.checks_ok += 1;
-                    continue;
-                }
-                let agent = (!agents.is_empty()).then(|| first_differing_agent(w, agents)).flatten();
-                run.report.divergences.push(Divergence {
-                    segment: run.segment,
-                    tick: *tick,
-                    recorded: format!("state_hash {state_hash:016x} exact_hash {exact_hash:016x}"),
-                    replayed: format!("state_hash {sh:016x} exact_hash {eh:016x}"),
-                    agent,
-                });
-                if opts.verify {
-                    break 'records;
-                }
-            }
-            Record::End { tick, reason } => {
-                if !run.advance_to(*tick)? {
-                    break 'records;
-                }
-                run.report.end = Some((*tick, reason.clone()));
-            }
-            // Ownership and sessions are the runtime's: they change nothing in the sim.
-            Record::Owner { .. } | Record::Sessions { .. } => {}
+    for rec in &parsed.records {
+        if !run.record(rec, opts.verify)? {
+            break;
         }
     }
     let mut report = run.report;
