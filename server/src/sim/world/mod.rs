@@ -316,15 +316,7 @@ impl World {
         self.rebuild_statics();
         if self.nav.is_none() {
             let c = &self.config;
-            self.nav = Some(NavState::new(
-                c.bounds,
-                c.nav_cell_size,
-                c.nav_clearance,
-                c.flow_cache_capacity,
-                &self.obstacles,
-                &self.walls,
-                &self.statics,
-            ));
+            self.nav = Some(NavState::new(c.nav_shape(), &self.obstacles, &self.walls, &self.statics));
         }
     }
 
@@ -613,8 +605,7 @@ impl World {
         // Flow fields and slot claims: sequential, before the view is taken.
         if let Some(nav) = self.nav.as_mut() {
             let c = &self.config;
-            let straight = c.move_to.straight_line_max_agents;
-            nav.prepare(&mut self.agents, &self.walls, &self.statics, c.flow_builds_per_tick, self.tick, u64::from(c.flow_build_ticks), straight, u64::from(c.flow_build_cells_per_tick));
+            nav.prepare(&mut self.agents, &self.walls, &self.statics, self.tick, c.field_budget());
             let after = (SWAP_AFTER_SECS * c.tick_rate).ceil() as u32;
             nav.swap_blocked_slots(&mut self.agents, &self.grid, after, self.extent.0);
             let m = &c.move_to;
