@@ -64,6 +64,24 @@ use super::view::{Bounds, Obstacle, Wall, WorldView};
 #[repr(align(64))]
 struct StepResult(Steering, AgentMemory, u8);
 
+/// Two splits of the apply phase joined in index order: counters added, contact pairs and
+/// moved agents concatenated.
+type Applied = (StepStats, Vec<contact::ContactPair>, Vec<u32>);
+
+fn merge_applied((x, mut xp, mut xn): Applied, (y, yp, yn): Applied) -> Applied {
+    xp.extend(yp);
+    xn.extend(yn);
+    (
+        StepStats {
+            wall_crossings: x.wall_crossings + y.wall_crossings,
+            contacts: x.contacts + y.contacts,
+            non_finite: x.non_finite + y.non_finite,
+        },
+        xp,
+        xn,
+    )
+}
+
 /// The agents are re-sorted into cell order when more than one in this many starts a break in
 /// the grid's order (an agent whose cell-order successor is not stored right after it).
 const RESORT_BREAKS_DIVISOR: usize = 8;
@@ -603,42 +621,10 @@ impl World {
             }
         }
         // Flow fields and slot claims: sequential, before the view is taken.
-        if let Some(nav) = self.nav.as_mut() {
-            let c = &self.config;
-            nav.prepare(&mut self.agents, &self.walls, &self.statics, self.tick, c.field_budget());
-            let after = (SWAP_AFTER_SECS * c.tick_rate).ceil() as u32;
-            nav.swap_blocked_slots(&mut self.agents, &self.grid, after, self.extent.0);
-            let m = &c.move_to;
-            let rules = PortalRules { max_width: m.portal_radii * self.extent.0, turn: (m.portal_turn * c.tick_rate).ceil() as u64, max_radius: self.extent.0 };
-            nav.take_turns(&mut self.agents, &self.grid, self.tick, rules);
-        }
-        let seed = self.config.seed;
-        let tick = self.tick;
-        // Compute phase, in cell order so that neighbouring agents are computed together.
+        self.prepare_nav();
+        // Compute phase: every agent's steering from the immutable view.
         let mut results = std::mem::take(&mut self.results);
-        {
-            let view = self.view();
-            let agents = self.agents.storage();
-            self.grid
-                .order()
-                .par_iter()
-                .with_min_len(256)
-                .map(|&i| {
-                    let a = &agents[i as usize];
-                    let mut scratch = Scratch { rng: Rng::for_agent(seed, a.id, tick), memory: a.memory, events: 0 };
-                    let s = match (a.active_order(), a.held_order()) {
-                        (Some(o), _) => move_to::steer(a, o, view.move_to, &view, &mut scratch),
-                        (None, Some(o)) => move_to::hold(a, o, view.move_to, &view, &mut scratch),
-                        (None, None) => {
-                            // Only MoveTo's avoidance plans vouch for the ticks after them.
-                            scratch.memory.avoid_clear = false;
-                            a.behaviors.steer(a, &view, &mut scratch)
-                        }
-                    };
-                    StepResult(s, scratch.memory, scratch.events)
-                })
-                .collect_into_vec(&mut results);
-        }
+        self.compute(&mut results);
         let grid = &self.grid;
         let results_ref = &results;
         let dt = self.config.dt();
@@ -702,22 +688,7 @@ impl World {
                     (x, pairs, netted)
                 },
             )
-            .reduce(
-                || (StepStats::default(), Vec::new(), Vec::new()),
-                |(x, mut xp, mut xn), (y, yp, yn)| {
-                    xp.extend(yp);
-                    xn.extend(yn);
-                    (
-                        StepStats {
-                            wall_crossings: x.wall_crossings + y.wall_crossings,
-                            contacts: x.contacts + y.contacts,
-                            non_finite: x.non_finite + y.non_finite,
-                        },
-                        xp,
-                        xn,
-                    )
-                },
-            );
+            .reduce(|| (StepStats::default(), Vec::new(), Vec::new()), merge_applied);
         if let Some(c) = &ctx.contacts {
             // Jam clusters: the halves of several overlaps can cancel in the one parallel push,
             // and the push and the wall and obstacle net move agents onto others that no
@@ -730,6 +701,58 @@ impl World {
             ctx.settle(c, self.agents.storage_mut(), &mut self.bodies, left, self.contact_rounds_max);
         }
         self.applied_at = applied_at;
+        // Events of the agents whose step raised flags, in id order.
+        self.report_flagged(&results);
+        self.results = results;
+        self.tick += 1;
+        stats
+    }
+
+    /// Flow fields and slot claims, and whose turn it is at narrow passages: the navigation
+    /// pre-pass of a step (sequential, before the view is taken).
+    fn prepare_nav(&mut self) {
+        if let Some(nav) = self.nav.as_mut() {
+            let c = &self.config;
+            nav.prepare(&mut self.agents, &self.walls, &self.statics, self.tick, c.field_budget());
+            let after = (SWAP_AFTER_SECS * c.tick_rate).ceil() as u32;
+            nav.swap_blocked_slots(&mut self.agents, &self.grid, after, self.extent.0);
+            let m = &c.move_to;
+            let rules = PortalRules { max_width: m.portal_radii * self.extent.0, turn: (m.portal_turn * c.tick_rate).ceil() as u64, max_radius: self.extent.0 };
+            nav.take_turns(&mut self.agents, &self.grid, self.tick, rules);
+        }
+    }
+
+    /// The compute phase: every agent's steering from the immutable view, in cell order so
+    /// that neighbouring agents are computed together (`results` by cell rank).
+    fn compute(&self, results: &mut Vec<StepResult>) {
+        let seed = self.config.seed;
+        let tick = self.tick;
+        let view = self.view();
+        let agents = self.agents.storage();
+        self.grid
+            .order()
+            .par_iter()
+            .with_min_len(256)
+            .map(|&i| {
+                let a = &agents[i as usize];
+                let mut scratch = Scratch { rng: Rng::for_agent(seed, a.id, tick), memory: a.memory, events: 0 };
+                let s = match (a.active_order(), a.held_order()) {
+                    (Some(o), _) => move_to::steer(a, o, view.move_to, &view, &mut scratch),
+                    (None, Some(o)) => move_to::hold(a, o, view.move_to, &view, &mut scratch),
+                    (None, None) => {
+                        // Only MoveTo's avoidance plans vouch for the ticks after them.
+                        scratch.memory.avoid_clear = false;
+                        a.behaviors.steer(a, &view, &mut scratch)
+                    }
+                };
+                StepResult(s, scratch.memory, scratch.events)
+            })
+            .collect_into_vec(results);
+    }
+
+    /// Events in id order for the agents whose step raised flags: destination reached (once
+    /// per order) and path completed.
+    fn report_flagged(&mut self, results: &[StepResult]) {
         // Events in id order: the (few) agents with flags, found by a parallel scan of the
         // results in cell order, then sorted by id.
         let order = self.grid.order();
@@ -765,9 +788,6 @@ impl World {
                 self.push_event(Event::PathCompleted { id });
             }
         }
-        self.results = results;
-        self.tick += 1;
-        stats
     }
 
     /// Safety audit of the current state (rebuilds the indexes).
