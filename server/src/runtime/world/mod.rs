@@ -16,11 +16,15 @@
 //! frame per chunk, serving the queue between chunks.
 
 //!
-//! Files: `runner.rs` (the loop: serving the queue, ticking, replay), `requests.rs` (each
-//! request answered), `publish.rs` (a tick's frames for subscribers, AOI visibility),
-//! `ownership.rs` (who may command which agent, spawn quotas, orphans), `pipeline.rs` (the
-//! world's flow-field jobs at the builder threads), `views.rs` (what REST
-//! and the debug endpoints show). The `Runner` is declared here so every part sees its state.
+//! Files: `runner.rs` (the loop: serving the queue, the order of a tick, replay controls),
+//! `requests.rs` (each request answered), `commands.rs` (a command's checks, then the one
+//! recorded `apply`), `sight.rs` (what a caller sees, per-team vision), `views.rs` (what REST
+//! and the debug endpoints show). The `Runner` is declared here; it holds the world and its
+//! parts, each a struct with its own state in its own file: `ownership.rs` (`Ownership`: who
+//! may command which agent, spawn quotas, orphans), `publish.rs` (`Publisher`: a tick's frames
+//! for subscribers), `recorder.rs` (`Recorder`: the recording and a durable world's log),
+//! `replay.rs` (`ReplayState`: a replay world's recording), `pipeline.rs` (`FieldPipeline`: the
+//! world's flow-field jobs at the builder threads).
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};

@@ -1,6 +1,6 @@
 //! What a caller sees of the world. Under `owned` visibility every REST read and every agent
 //! a player's command names is narrowed to the player's vision (`authz::Sight`), exactly as
-//! its WebSocket frames are (`publish::vision`): its own agents, and the agents in the AOI
+//! its WebSocket frames are (`Runner::vision` below): its own agents, and the agents in the AOI
 //! cells within `vision_radius` of an agent of its own or its team's.
 //!
 //! **Invariant:** a hidden agent and an unknown one look the same to a player: the same error
