@@ -217,3 +217,84 @@ impl Ownership {
         expired
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use steer_proto as proto;
+
+    fn player(name: &str, team: Option<&str>) -> Actor {
+        Actor { player: Some(Arc::from(name)), role: proto::Role::Player, team: team.map(Arc::from) }
+    }
+
+    #[test]
+    fn owning_moving_and_disowning_keep_the_counts() {
+        let mut o = Ownership::new(WorldPolicy::default());
+        let (p, q): (Arc<str>, Arc<str>) = (Arc::from("p"), Arc::from("q"));
+        o.own(1, p.clone());
+        o.own(2, p.clone());
+        // Agent 2 changes hands: p keeps one, q has one.
+        o.own(2, q.clone());
+        assert_eq!((o.owned.get(&p).copied(), o.owned.get(&q).copied()), (Some(1), Some(1)));
+        assert_eq!(o.agents_of(&p), vec![1]);
+        assert!(o.disown(1));
+        // Owning nothing, p is no owner any more; a second disown finds nobody.
+        assert!(!o.owned.contains_key(&p));
+        assert!(!o.disown(1));
+        assert_eq!(o.owning_sorted(), vec!["q".to_string()]);
+        o.clear_owners();
+        assert!(o.owners.is_empty() && o.owned.is_empty());
+    }
+
+    #[test]
+    fn spawn_quotas_name_the_player_the_rate_and_the_world_cap() {
+        let policy = WorldPolicy { max_agents_per_player: 3, spawn_rate_per_sec: 1.0, ..WorldPolicy::default() };
+        let mut o = Ownership::new(policy);
+        let a = player("p", None);
+        // Within every quota.
+        assert_eq!(o.check_spawn_quota(&a, 3, "w", 0, 100), Ok(()));
+        // More than the player may own.
+        let e = o.check_spawn_quota(&a, 4, "w", 0, 100).unwrap_err().to_string();
+        assert_eq!(e, "player `p` may own at most 3 agents in world `w` (owns 0, asked 4)");
+        // The bucket starts full (3 tokens); three spawned leave none for now.
+        o.charge_spawn(&a, 3);
+        let e = o.check_spawn_quota(&a, 1, "w", 3, 100).unwrap_err().to_string();
+        assert!(e.starts_with("player `p` spawns too fast in world `w`: at most 1 agents per second"), "{e}");
+        // The world's cap, for a player with room and tokens.
+        let e = o.check_spawn_quota(&player("r", None), 2, "w", 99, 100).unwrap_err().to_string();
+        assert_eq!(e, "world `w` is full: 99 of at most 100 agents");
+        // The admin has no quotas.
+        assert_eq!(o.check_spawn_quota(&Actor::admin(), 1000, "w", 99, 100), Ok(()));
+    }
+
+    #[test]
+    fn an_away_owner_expires_once_after_the_grace_and_an_idle_player_is_forgotten() {
+        let policy = WorldPolicy { session_grace_secs: 0, ..WorldPolicy::default() };
+        let mut o = Ownership::new(policy);
+        let (p, q) = (player("p", Some("red")), player("q", None));
+        o.know(&p);
+        o.know(&q);
+        o.own(7, Arc::from("p"));
+        assert_eq!(o.team_of(&Arc::from("p")).as_deref(), Some("red"));
+        let now = Instant::now();
+        // p owns an agent and is away past a grace of 0: its orphan policy applies, once.
+        assert_eq!(o.expired(now, |_| false), vec![Arc::<str>::from("p")]);
+        assert!(o.expired(now, |_| false).is_empty());
+        // q owns nothing and is away: forgotten.
+        let names: Vec<String> = o.players_view().into_iter().map(|w| w.player).collect();
+        assert_eq!(names, vec!["p".to_string()]);
+        assert!(o.players_view()[0].orphaned);
+        // Back again, p is no longer counted as gone.
+        assert!(o.expired(now, |_| true).is_empty());
+        assert!(!o.players_view()[0].orphaned);
+    }
+
+    #[test]
+    fn orphans_are_looked_for_once_per_check_period() {
+        let mut o = Ownership::new(WorldPolicy::default());
+        let now = Instant::now();
+        assert!(o.orphan_check_due(now));
+        assert!(!o.orphan_check_due(now));
+        assert!(o.orphan_check_due(now + ORPHAN_CHECK));
+    }
+}
