@@ -24,7 +24,8 @@
 //! may command which agent, spawn quotas, orphans), `publish.rs` (`Publisher`: a tick's frames
 //! for subscribers), `recorder.rs` (`Recorder`: the recording and a durable world's log),
 //! `replay.rs` (`ReplayState`: a replay world's recording), `pipeline.rs` (`FieldPipeline`: the
-//! world's flow-field jobs at the builder threads).
+//! world's flow-field jobs at the builder threads), `stepper.rs` (`Stepper`: which pool steps
+//! the sim).
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
@@ -140,6 +141,7 @@ mod replay;
 mod requests;
 mod runner;
 mod sight;
+mod stepper;
 mod views;
 
 pub use views::{AgentView, OrderView, AvoidanceView, FlowFieldView, HalfPlaneView, ObstacleView, ReplayOp, ReplaySpawn, ReplayView, Snapshot, WallView, WorldInfoView, Xy};
@@ -542,9 +544,7 @@ impl WorldHandle {
             metrics,
             origin: handle.origin.clone(),
             tick_offset: spawn.arrival.as_ref().map_or(0, |a| a.tick_offset),
-            sim_pool: spawn.sim_pool,
-            on_solo: false,
-            parallel_min: spawn.parallel_step_min_agents,
+            stepper: stepper::Stepper::new(spawn.sim_pool, spawn.parallel_step_min_agents),
             max_requests_per_turn: spawn.max_requests_per_turn.max(1),
             stepping: None,
             window: RateWindow::new(Instant::now()),
@@ -757,14 +757,8 @@ struct Runner {
     /// Added to the world's tick on the wire, so that ticks never go back when a world is
     /// replaced (load/reset) and clients' chains stay well ordered.
     tick_offset: u64,
-    /// Steps large worlds.
-    sim_pool: Arc<rayon::ThreadPool>,
-    /// The runner runs on a one-thread pool of its own, which steps this world while it is
-    /// small: a tick never hands work to, or waits at a parallel join for, a thread the OS has
-    /// given to someone else (false if that pool could not start: then the shared pool steps it).
-    on_solo: bool,
-    /// Agent count from which the shared pool steps this world.
-    parallel_min: usize,
+    /// How the sim steps: on the world's own thread or the shared pool (`stepper.rs`).
+    stepper: stepper::Stepper,
     /// Requests served per turn of the loop (≥ 1).
     max_requests_per_turn: usize,
     /// A `Step` in progress: ticks left and whom to answer when they are done.

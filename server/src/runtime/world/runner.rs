@@ -37,7 +37,7 @@ impl Runner {
     fn run_on_solo_pool(mut self, rx: Receiver<Request>) {
         match solo_pool(&self.name) {
             Some(pool) => {
-                self.on_solo = true;
+                self.stepper.on_solo_pool();
                 pool.install(move || {
                     self.reset_encoders();
                     self.run(rx);
@@ -231,17 +231,10 @@ impl Runner {
         self.stats.agents.store(self.world.agents().len() as u64, Ordering::Relaxed);
     }
 
-    /// How this world's sim steps: inline on its own one-thread pool while small, else on the
-    /// shared pool.
+    /// How this world's sim steps, as a function a replay's player calls.
     pub(super) fn stepper(&self) -> impl FnMut(&mut World) + use<> {
-        let (pool, solo, min) = (self.sim_pool.clone(), self.on_solo, self.parallel_min);
-        move |w: &mut World| {
-            if solo && w.agents().len() < min {
-                let _ = w.step();
-            } else {
-                let _ = pool.install(|| w.step());
-            }
-        }
+        let stepper = self.stepper.clone();
+        move |w: &mut World| stepper.step(w)
     }
 
     /// A replay world's tick: the recording's next step; at the end it pauses.
@@ -304,13 +297,7 @@ impl Runner {
         }
         let start = Instant::now();
         self.fields.collect(&mut self.world);
-        let world = &mut self.world;
-        if self.on_solo && world.agents().len() < self.parallel_min {
-            // On this world's own one-thread pool: the step's parallel loops run inline.
-            world.step();
-        } else {
-            self.sim_pool.install(|| world.step());
-        }
+        self.stepper.step(&mut self.world);
         self.recorder.after_step(&self.world);
         self.snapshot_if_due(false);
         self.fields.submit(&mut self.world, &self.metrics);
