@@ -25,7 +25,8 @@
 //! for subscribers), `recorder.rs` (`Recorder`: the recording and a durable world's log),
 //! `replay.rs` (`ReplayState`: a replay world's recording), `pipeline.rs` (`FieldPipeline`: the
 //! world's flow-field jobs at the builder threads), `stepper.rs` (`Stepper`: which pool steps
-//! the sim).
+//! the sim). The parts import only `types.rs` (the requests' vocabulary) and each other's
+//! data types, never the runner: dependencies point down.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
@@ -47,91 +48,6 @@ use crate::sim::{AgentId, SimError, World};
 
 pub use super::players::SessionId;
 
-/// Who issues a command.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Actor {
-    /// The player (`None` for the admin).
-    pub player: Option<Arc<str>>,
-    /// What it may do.
-    pub role: proto::Role,
-    /// Its team (shares vision under `owned` visibility).
-    pub team: Option<Arc<str>>,
-}
-
-impl Actor {
-    /// The admin (the admin token, or REST with no admin token configured): commands every
-    /// agent, owns none, has no quotas.
-    pub fn admin() -> Self {
-        Actor { player: None, role: proto::Role::Admin, team: None }
-    }
-
-    /// The actor of an authenticated identity.
-    pub fn of(id: &crate::auth::Identity) -> Self {
-        if id.role == proto::Role::Admin {
-            return Actor::admin();
-        }
-        Actor { player: Some(Arc::from(id.player.as_str())), role: id.role, team: id.team.as_deref().map(Arc::from) }
-    }
-
-    /// True for the admin.
-    pub fn is_admin(&self) -> bool {
-        self.role == proto::Role::Admin
-    }
-}
-
-/// Why a request failed.
-#[derive(Debug, Clone, PartialEq, thiserror::Error)]
-pub enum CmdError {
-    /// The sim refused it (names the field).
-    #[error(transparent)]
-    Sim(#[from] SimError),
-    /// The agent is not this actor's to command.
-    #[error("agent {0} is not yours to command")]
-    Forbidden(AgentId),
-    /// The actor's role may not do this.
-    #[error("{0}")]
-    NotAllowed(String),
-    /// A per-player or per-world quota would be exceeded (nothing changed).
-    #[error("{0}")]
-    Quota(String),
-    /// The world's queue is full.
-    #[error("world `{0}` is busy, try again")]
-    Busy(String),
-    /// The world thread is gone.
-    #[error("world `{0}` is not running")]
-    Dead(String),
-    /// Something else, with a reason.
-    #[error("{0}")]
-    Invalid(String),
-    /// The world is a read-only replay: it takes no command that would change it.
-    #[error("{0}")]
-    ReadOnly(String),
-    /// The request does not fit the world's state (e.g. replay controls on a live world).
-    #[error("{0}")]
-    Conflict(String),
-    /// The world is being handed off to another server: it takes no change meanwhile.
-    #[error("world `{0}` is being handed off to another server; try again in a moment")]
-    Moving(String),
-}
-
-impl CmdError {
-    /// The wire error body.
-    pub fn body(&self) -> proto::ErrorBody {
-        match self {
-            CmdError::Sim(e) => convert::error_body(e),
-            CmdError::Forbidden(_) => proto::ErrorBody { code: proto::ErrorCode::Forbidden, message: self.to_string(), field: Some("agents".into()) },
-            CmdError::NotAllowed(m) => proto::ErrorBody { code: proto::ErrorCode::Forbidden, message: m.clone(), field: None },
-            CmdError::Quota(m) => proto::ErrorBody { code: proto::ErrorCode::QuotaExceeded, message: m.clone(), field: Some("count".into()) },
-            CmdError::Busy(_) => proto::ErrorBody { code: proto::ErrorCode::Busy, message: self.to_string(), field: None },
-            CmdError::Dead(_) => proto::ErrorBody { code: proto::ErrorCode::Internal, message: self.to_string(), field: None },
-            CmdError::Invalid(m) => proto::ErrorBody { code: proto::ErrorCode::BadRequest, message: m.clone(), field: None },
-            CmdError::ReadOnly(m) => proto::ErrorBody { code: proto::ErrorCode::Forbidden, message: m.clone(), field: None },
-            CmdError::Conflict(m) => proto::ErrorBody { code: proto::ErrorCode::BadRequest, message: m.clone(), field: None },
-            CmdError::Moving(_) => proto::ErrorBody { code: proto::ErrorCode::Busy, message: self.to_string(), field: None },
-        }
-    }
-}
-
 mod commands;
 mod ownership;
 mod pipeline;
@@ -142,15 +58,15 @@ mod requests;
 mod runner;
 mod sight;
 mod stepper;
+mod types;
 mod views;
 
+pub use types::{Actor, CmdError, RateGuard, RateUsers, WorldPlayer, world_info};
+use types::{Reply, Vision};
 pub use views::{AgentView, OrderView, AvoidanceView, FlowFieldView, HalfPlaneView, ObstacleView, ReplayOp, ReplaySpawn, ReplayView, Snapshot, WallView, WorldInfoView, Xy};
 use requests::{command_agents, command_kind, command_targets, spawn_count};
 
-type Reply<T> = oneshot::Sender<Result<T, CmdError>>;
 
-/// Per vision key (a team, or a player without one), the AOI cells it sees this tick.
-type Vision = HashMap<String, Vec<bool>>;
 
 /// The closed set of requests a world thread serves.
 pub enum Request {
@@ -273,17 +189,6 @@ pub struct Arrival {
     /// No tick before every awaited session resumed (the count reaches 0) or `until` passed.
     pub awaited: Arc<std::sync::atomic::AtomicUsize>,
     pub until: Instant,
-}
-
-/// A player as a world knows it.
-#[derive(Debug, Clone, PartialEq)]
-pub struct WorldPlayer {
-    /// Player id.
-    pub player: String,
-    /// Agents it owns here.
-    pub agents: usize,
-    /// The orphan policy was applied to its agents (grace period over, or kicked).
-    pub orphaned: bool,
 }
 
 /// What a new world starts from.
@@ -421,50 +326,6 @@ pub struct WorldHandle {
     pub durable: Option<(Arc<crate::persist::DurableStatus>, crate::config::FsyncPolicy)>,
 }
 
-/// How many subscriptions use each send rate; index 0 and 1 are unused (every tick is always
-/// kept).
-#[derive(Debug)]
-pub struct RateUsers(Vec<AtomicU32>);
-
-impl RateUsers {
-    fn new(max: u32) -> Self {
-        RateUsers((0..=max.max(1)).map(|_| AtomicU32::new(0)).collect())
-    }
-
-    /// The largest rate allowed.
-    pub fn max(&self) -> u32 {
-        (self.0.len() - 1) as u32
-    }
-
-    /// Registers one subscription of rate `n`, until the guard drops.
-    pub fn hold(self: &Arc<Self>, n: u32) -> RateGuard {
-        if let Some(c) = self.0.get(n as usize).filter(|_| n > 1) {
-            c.fetch_add(1, Ordering::Relaxed);
-        }
-        RateGuard { users: self.clone(), n }
-    }
-
-    /// Rates (> 1) with at least one subscription.
-    fn in_use(&self) -> impl Iterator<Item = u32> + '_ {
-        self.0.iter().enumerate().skip(2).filter(|(_, c)| c.load(Ordering::Relaxed) > 0).map(|(n, _)| n as u32)
-    }
-}
-
-/// One subscription's hold on a send rate.
-#[derive(Debug)]
-pub struct RateGuard {
-    users: Arc<RateUsers>,
-    n: u32,
-}
-
-impl Drop for RateGuard {
-    fn drop(&mut self) {
-        if let Some(c) = self.users.0.get(self.n as usize).filter(|_| self.n > 1) {
-            c.fetch_sub(1, Ordering::Relaxed);
-        }
-    }
-}
-
 impl WorldHandle {
     /// Starts the world thread.
     pub fn start(spawn: WorldSpawn, metrics: Arc<Metrics>) -> Result<Self, CmdError> {
@@ -521,7 +382,7 @@ impl WorldHandle {
             groups: Arc::new(Mutex::new(world.groups().to_vec())),
             durable: dur.as_ref().map(|d| (d.status().clone(), d.policy())),
         };
-        let publisher = publish::Publisher::new(&handle, spawn.max_shared_messages, spawn.checksum_every_ticks, spawn.max_aoi_cells);
+        let publisher = publisher(&handle, spawn.max_shared_messages, spawn.checksum_every_ticks, spawn.max_aoi_cells);
         let mut runner = Runner {
             name: spawn.name.clone(),
             id: spawn.id,
@@ -657,6 +518,33 @@ pub fn catch_up(next: Instant, now: Instant, period: Duration, max_catchup: u32)
     }
 }
 
+/// The publisher of `handle`'s world: it announces what the handle shows, and keeps the
+/// cells of the send rates the handle's subscriptions use (`max_shared`: shared `cells`
+/// messages per tick; checksums every `checksum_every` ticks; at most `max_aoi_cells`).
+fn publisher(handle: &WorldHandle, max_shared: usize, checksum_every: u32, max_aoi_cells: u32) -> publish::Publisher {
+    let info = handle.world_info();
+    let announced_groups = handle.groups.lock().map(|g| g.clone()).unwrap_or_else(|p| p.into_inner().clone());
+    publish::Publisher {
+        id: handle.id,
+        encoders: Vec::new(),
+        keys: Vec::new(),
+        rate_sets: Vec::new(),
+        rate_users: handle.rates.clone(),
+        max_shared,
+        announced_rate: info.tick_rate_hz,
+        announced_groups,
+        shared_groups: handle.groups.clone(),
+        info,
+        shared_info: handle.info.clone(),
+        max_aoi_cells,
+        frames: handle.frames.clone(),
+        latest: handle.latest.clone(),
+        published: 0,
+        reset_pending: false,
+        checksum_every: u64::from(checksum_every.max(1)),
+    }
+}
+
 /// A recovered durable world's log goes on, and its players' sessions are restored (they
 /// resume with their old tokens within the grace left, counted from now).
 fn resume_log(writer: &Arc<crate::persist::Writer>, name: &str, players: &super::players::Players, mut r: crate::persist::Recovered) -> (crate::persist::Recovered, crate::persist::Durable) {
@@ -682,20 +570,6 @@ pub fn build_world(scenario: &Scenario, max_agents: usize, max_spawn: usize) -> 
         CappedBuildError::TooMany(e) => CmdError::Sim(e),
         CappedBuildError::Scenario(e) => CmdError::Invalid(e.to_string()),
     })
-}
-
-/// AOI grid of a world: cells of 50 units, grown until there are at most `max_cells`.
-pub fn world_info(id: u32, name: &str, world: &World, max_cells: u32) -> proto::WorldInfo {
-    let b = world.config().bounds;
-    let rect = proto::Rect { min_x: b.min.x, min_y: b.min.y, max_x: b.max.x, max_y: b.max.y };
-    let mut cell = 50.0f32;
-    loop {
-        let info = proto::WorldInfo::new(id, name, rect, cell, world.config().tick_rate);
-        if u64::from(info.cols) * u64::from(info.rows) <= u64::from(max_cells.max(1)) {
-            return info;
-        }
-        cell *= 1.5;
-    }
 }
 
 

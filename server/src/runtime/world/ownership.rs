@@ -6,10 +6,15 @@ use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use super::requests::{MAX_KNOWN_PLAYERS, ORPHAN_CHECK};
-use super::{Actor, CmdError, WorldPlayer};
+use super::types::{Actor, CmdError, WorldPlayer};
 use crate::config::WorldPolicy;
 use crate::sim::AgentId;
+
+/// Most players a world remembers (owners, and players who commanded in it).
+pub(super) const MAX_KNOWN_PLAYERS: usize = 100_000;
+
+/// How often a world looks for owners whose grace period is over.
+pub(super) const ORPHAN_CHECK: Duration = Duration::from_millis(250);
 
 pub(super) struct Ownership {
     /// The player rules of this world (quotas, grace, orphan policy, visibility).

@@ -8,7 +8,7 @@ use steer_proto as proto;
 use tokio::sync::broadcast;
 
 use super::super::frames::{CellFrame, FrameEvent, RateCells, Shared, TickFrame};
-use super::{RateUsers, world_info};
+use super::types::{RateUsers, Vision, world_info};
 use crate::convert;
 use crate::sim::World;
 
@@ -43,33 +43,6 @@ pub(super) struct Publisher {
 }
 
 impl Publisher {
-    /// The publisher of `handle`'s world: it announces what the handle shows, and keeps the
-    /// cells of the send rates the handle's subscriptions use (`max_shared`: shared `cells`
-    /// messages per tick; checksums every `checksum_every` ticks; at most `max_aoi_cells`).
-    pub(super) fn new(handle: &super::WorldHandle, max_shared: usize, checksum_every: u32, max_aoi_cells: u32) -> Self {
-        let info = handle.world_info();
-        let announced_groups = handle.groups.lock().map(|g| g.clone()).unwrap_or_else(|p| p.into_inner().clone());
-        Publisher {
-            id: handle.id,
-            encoders: Vec::new(),
-            keys: Vec::new(),
-            rate_sets: Vec::new(),
-            rate_users: handle.rates.clone(),
-            max_shared,
-            announced_rate: info.tick_rate_hz,
-            announced_groups,
-            shared_groups: handle.groups.clone(),
-            info,
-            shared_info: handle.info.clone(),
-            max_aoi_cells,
-            frames: handle.frames.clone(),
-            latest: handle.latest.clone(),
-            published: 0,
-            reset_pending: false,
-            checksum_every: u64::from(checksum_every.max(1)),
-        }
-    }
-
     /// The announced WorldInfo (a later Welcome's) takes the world's current tick rate.
     pub(super) fn sync_info_rate(&mut self, rate: f32) {
         if self.info.tick_rate_hz.to_bits() == rate.to_bits() {
@@ -190,7 +163,7 @@ impl Publisher {
     }
 
     /// Sends this tick's frame to every subscriber and keeps it as the newest.
-    pub(super) fn broadcast(&mut self, tick: u64, cells: Vec<CellFrame>, rates: Vec<RateCells>, events: Vec<FrameEvent>, vision: Option<Arc<super::Vision>>) {
+    pub(super) fn broadcast(&mut self, tick: u64, cells: Vec<CellFrame>, rates: Vec<RateCells>, events: Vec<FrameEvent>, vision: Option<Arc<Vision>>) {
         self.published += 1;
         let frame = Arc::new(TickFrame {
             world: self.id,

@@ -2,6 +2,7 @@
 //! and a durable world's log (`persist::Durable`). Both see every change to the world in the
 //! order it is made; the log also sees owners and sessions, and takes snapshots.
 
+use super::types::{CmdError, Reply};
 use crate::persist::{Durable, RunnerState, StoredSession};
 use crate::record::Hook;
 use crate::scenario::Scenario;
@@ -100,7 +101,7 @@ impl Recorder {
 
     /// Sends a command's answer: under `every_command` a durable world's writer sends it once
     /// the command's record is on disk; otherwise at once.
-    pub(super) fn answer<T: Send + 'static>(&mut self, reply: super::Reply<T>, r: Result<T, super::CmdError>) {
+    pub(super) fn answer<T: Send + 'static>(&mut self, reply: Reply<T>, r: Result<T, CmdError>) {
         match self.dur.as_mut() {
             Some(d) => d.reply(Box::new(move || {
                 let _ = reply.send(r);

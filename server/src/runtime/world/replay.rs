@@ -3,7 +3,8 @@
 
 use std::time::Instant;
 
-use super::{CmdError, ReplayOp, ReplayView};
+use super::types::CmdError;
+use super::views::{ReplayOp, ReplayView};
 use crate::metrics::Metrics;
 use crate::sim::{SimError, World};
 

@@ -381,12 +381,6 @@ pub(super) fn refuse(req: Request, e: CmdError) {
     }
 }
 
-/// Most players a world remembers (owners, and players who commanded in it).
-pub(super) const MAX_KNOWN_PLAYERS: usize = 100_000;
-
-/// How often a world looks for owners whose grace period is over.
-pub(super) const ORPHAN_CHECK: Duration = Duration::from_millis(250);
-
 /// Agents the spawns among `cmds` create.
 pub(super) fn spawn_count(cmds: &[Command]) -> usize {
     cmds.iter()

@@ -96,21 +96,6 @@ impl Default for WorldConfig {
 }
 
 impl WorldConfig {
-    /// The navigation grid's shape and the flow cache's capacity.
-    pub fn nav_shape(&self) -> crate::sim::nav::NavShape {
-        crate::sim::nav::NavShape { bounds: self.bounds, cell: self.nav_cell_size, clearance: self.nav_clearance, capacity: self.flow_cache_capacity }
-    }
-
-    /// How many flow fields a tick may ask for, and how soon they are due.
-    pub fn field_budget(&self) -> crate::sim::nav::FieldBudget {
-        crate::sim::nav::FieldBudget {
-            max_builds: self.flow_builds_per_tick,
-            latency: u64::from(self.flow_build_ticks),
-            straight_max: self.move_to.straight_line_max_agents,
-            cells_per_tick: u64::from(self.flow_build_cells_per_tick),
-        }
-    }
-
     /// Validates every field; the error names it.
     pub fn validate(&self) -> Result<(), SimError> {
         check_vec("bounds.min", self.bounds.min)?;

@@ -50,7 +50,7 @@ use super::error::{SimError, check_finite, check_positive, check_vec};
 use super::math::{clamp_len, closest_on_segment, dir, orientation_of, pair_dir, perp, segment_intersection, wrap_angle};
 use super::nav::flowfield::FlowField;
 use super::nav::portals::PortalRules;
-use super::nav::{FieldJob, NavState};
+use super::nav::{FieldBudget, FieldJob, NavShape, NavState};
 use super::rng::Rng;
 use super::roster::{ById, Roster};
 use super::spatial::{AgentGrid, Crowd, Neighbor, StaticIndex};
@@ -80,6 +80,25 @@ fn merge_applied((x, mut xp, mut xn): Applied, (y, yp, yn): Applied) -> Applied 
         xp,
         xn,
     )
+}
+
+/// The world's settings as the navigation state takes them (here, where the world meets
+/// `sim::nav`, so that `config.rs` names nothing of it).
+impl WorldConfig {
+    /// The navigation grid's shape and the flow cache's capacity.
+    pub fn nav_shape(&self) -> NavShape {
+        NavShape { bounds: self.bounds, cell: self.nav_cell_size, clearance: self.nav_clearance, capacity: self.flow_cache_capacity }
+    }
+
+    /// How many flow fields a tick may ask for, and how soon they are due.
+    pub fn field_budget(&self) -> FieldBudget {
+        FieldBudget {
+            max_builds: self.flow_builds_per_tick,
+            latency: u64::from(self.flow_build_ticks),
+            straight_max: self.move_to.straight_line_max_agents,
+            cells_per_tick: u64::from(self.flow_build_cells_per_tick),
+        }
+    }
 }
 
 /// The agents are re-sorted into cell order when more than one in this many starts a break in
