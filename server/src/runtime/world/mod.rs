@@ -25,8 +25,8 @@
 //! for subscribers), `recorder.rs` (`Recorder`: the recording and a durable world's log),
 //! `replay.rs` (`ReplayState`: a replay world's recording), `pipeline.rs` (`FieldPipeline`: the
 //! world's flow-field jobs at the builder threads), `stepper.rs` (`Stepper`: which pool steps
-//! the sim). The parts import only `types.rs` (the requests' vocabulary) and each other's
-//! data types, never the runner: dependencies point down.
+//! the sim). The parts import only `types.rs` (the requests' vocabulary) and the view
+//! types of `views.rs`, never the runner: dependencies point down.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
