@@ -632,7 +632,7 @@ impl NavState {
             .par_chunk_by(|x, y| x.goal_cell == y.goal_cell)
             .map(|group| {
                 let (gc, goal, n) = (group[0].goal_cell, group[0].goal, group.len());
-                let unserved = cache.get(gc as usize).is_none() && !pending.contains_key(&gc);
+                let unserved = !cache.contains(gc as usize) && !pending.contains_key(&gc);
                 let mut looked = 0;
                 let mut sees = unserved && n <= straight_max as usize;
                 if sees {
@@ -671,9 +671,13 @@ impl NavState {
         self.cache.begin_round();
         // Requests whose goal nobody heads for any more are dropped.
         self.pending.retain(|gc, _| users.binary_search_by_key(gc, |u| u.0).is_ok());
+        if self.cache.has_unbuilt() {
+            let cells: Vec<u32> = users.iter().map(|u| u.0).collect();
+            self.cache.build_loaded(&cells);
+        }
         let mut requests = 0;
         for (gc, goal, n) in users {
-            if self.cache.get(gc as usize).is_some() {
+            if self.cache.contains(gc as usize) {
                 self.cache.fetch(&self.grid, gc as usize, goal, n);
                 continue;
             }

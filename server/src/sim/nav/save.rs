@@ -68,6 +68,7 @@ impl NavState {
     pub(crate) fn load(d: &mut Dec, bounds: Bounds, cell: f32, clearance: f32, capacity: usize, max_fields: usize) -> Result<NavState, DecodeError> {
         let mut grid = NavGrid::empty(bounds, cell, clearance);
         grid.load(d)?;
+        let grid = Arc::new(grid);
         let cache = FlowCache::load(d, capacity, max_fields, &grid)?;
         let cells = grid.len();
         let n = d.list_len()?;
@@ -126,7 +127,7 @@ impl NavState {
         let credit = d.u64()?;
         let portals = portals::Portals::load(d, &grid)?;
         Ok(NavState {
-            grid: Arc::new(grid),
+            grid,
             cache,
             formations,
             next_formation,
