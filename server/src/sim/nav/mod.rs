@@ -111,7 +111,7 @@ pub fn hex_slots(goal: Vec2, s: f32, n: usize, taken: usize, mut keep: impl FnMu
             let off = Vec2::new((i as f32 + 0.5 * (j.rem_euclid(2)) as f32) * s, j as f32 * row);
             let d = off.length();
             if d <= k as f32 * s {
-                pts.push((d, off.y.atan2(off.x), goal + off));
+                pts.push((d, super::math::atan2(off.y, off.x), goal + off));
             }
         }
     }
