@@ -1,8 +1,9 @@
 //! Recovery of a durable world on start: the newest valid snapshot holds the world and the
 //! runner's state at its place in the log; the records after that place (the log's tail) are
-//! read in order and re-run on it through the replay (`record::replay`), every recorded
-//! checkpoint compared, so the world is the one that ran, bit for bit, at the last record on
-//! disk. A tail with a `Start` (a load or reset after the snapshot) is re-run from its last
+//! read in order and re-run on it through the replay (`record::replay`), the last recorded
+//! checkpoint compared (`state_hash` and `exact_hash`: hashing the world at each of them would
+//! cost as much as the steps; `steerd replay --verify` compares every one), so the world is the
+//! one that ran, bit for bit, at the last record on disk. A tail with a `Start` (a load or reset after the snapshot) is re-run from its last
 //! `Start`; a version-1 snapshot (no world) from the `Start` in its base segment.
 //!
 //! Bad input never becomes a world: a torn last chunk of the last segment is cut off (and
@@ -57,7 +58,8 @@ pub struct RecoveryReport {
     pub segments: Vec<String>,
     /// A torn tail cut off the last segment: the file, bytes and why.
     pub torn: Option<String>,
-    /// Steps re-run, commands re-applied, checkpoints compared (all matched).
+    /// Steps re-run, commands re-applied, checkpoints compared (the last of the log's; it
+    /// matched).
     pub ticks: u64,
     pub commands: u64,
     pub checks: u64,
@@ -241,7 +243,7 @@ pub fn recover(store: &dyn Store, world: &str, threads: usize) -> Result<Recover
         }
     }
     let parsed = Parsed { records: tail, chunks: 0, torn_bytes: 0, torn_reason: None };
-    let opts = ReplayOptions { verify: true, until: None, threads: threads.max(1) };
+    let opts = ReplayOptions { verify: true, until: None, threads: threads.max(1), last_check_only: true };
     let (rep, kept) = replay_onto(initial, &parsed, &opts, &mut |_, _| {}).map_err(|e| RecoverError::Replay { file: from_file.clone(), reason: e.to_string() })?;
     if let Some(d) = rep.divergences.first() {
         return Err(RecoverError::Replay { file: from_file, reason: d.to_string() });

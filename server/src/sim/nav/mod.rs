@@ -111,7 +111,7 @@ pub fn hex_slots(goal: Vec2, s: f32, n: usize, taken: usize, mut keep: impl FnMu
             let off = Vec2::new((i as f32 + 0.5 * (j.rem_euclid(2)) as f32) * s, j as f32 * row);
             let d = off.length();
             if d <= k as f32 * s {
-                pts.push((d, off.y.atan2(off.x), goal + off));
+                pts.push((d, super::math::atan2(off.y, off.x), goal + off));
             }
         }
     }
@@ -612,6 +612,10 @@ impl NavState {
         self.cache.begin_round();
         // Requests whose goal nobody heads for any more are dropped.
         self.pending.retain(|gc, _| users.binary_search_by_key(gc, |u| u.0).is_ok());
+        if self.cache.has_unbuilt() {
+            let cells: Vec<u32> = users.iter().map(|u| u.0).collect();
+            self.cache.build_loaded(&cells);
+        }
         self.serve_fields(users, tick, budget);
         // Slot claims, in id order (none to make when every active order has its slot, as a
         // lone agent's order has from the start).
@@ -670,7 +674,7 @@ impl NavState {
             .par_chunk_by(|x, y| x.goal_cell == y.goal_cell)
             .map(|group| {
                 let (gc, goal, n) = (group[0].goal_cell, group[0].goal, group.len());
-                let unserved = cache.get(gc as usize).is_none() && !pending.contains_key(&gc);
+                let unserved = !cache.contains(gc as usize) && !pending.contains_key(&gc);
                 let mut looked = 0;
                 let mut sees = unserved && n <= straight_max as usize;
                 if sees {
@@ -717,7 +721,7 @@ impl NavState {
         let cells_per_tick = cells_per_tick.max(1);
         let mut requests = 0;
         for (gc, goal, n) in users {
-            if self.cache.get(gc as usize).is_some() {
+            if self.cache.contains(gc as usize) {
                 self.cache.fetch(&self.grid, gc as usize, goal, n);
                 continue;
             }

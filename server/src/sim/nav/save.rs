@@ -69,6 +69,7 @@ impl NavState {
         let NavShape { bounds, cell, clearance, capacity } = shape;
         let mut grid = NavGrid::empty(bounds, cell, clearance);
         grid.load(d)?;
+        let grid = Arc::new(grid);
         let cache = FlowCache::load(d, capacity, max_fields, &grid)?;
         let cells = grid.len();
         let n = d.list_len()?;
@@ -127,7 +128,7 @@ impl NavState {
         let credit = d.u64()?;
         let portals = portals::Portals::load(d, &grid)?;
         Ok(NavState {
-            grid: Arc::new(grid),
+            grid,
             cache,
             formations,
             next_formation,
