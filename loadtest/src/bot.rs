@@ -423,6 +423,9 @@ struct Bot {
     moved: Option<String>,
     /// When the last new tick's state arrived.
     last_tick_at: Option<Instant>,
+    /// The bot followed its world to another server and no command of it has been
+    /// acknowledged there yet (a result on the new connection answers a request sent on it).
+    awaiting_command_after_follow: bool,
 }
 
 impl Bot {
@@ -459,6 +462,7 @@ impl Bot {
             resume: None,
             moved: None,
             last_tick_at: None,
+            awaiting_command_after_follow: false,
         }
     }
 
@@ -473,6 +477,7 @@ impl Bot {
         self.pending.retain(|_, p| p.kind == Kind::Command);
         self.join = Join::default();
         self.last_rx = Instant::now();
+        self.awaiting_command_after_follow = true;
     }
 
     fn now_ns(&self) -> u64 {
@@ -968,7 +973,11 @@ impl Bot {
             self.stats.note(format!("{:?} failed: {} ({})", p.kind, e.message, e.code));
         }
         match (p.kind, r.result) {
-            (Kind::Command, _) => {
+            (Kind::Command, result) => {
+                if self.awaiting_command_after_follow && !matches!(result, proto::Outcome::Error(_)) {
+                    self.awaiting_command_after_follow = false;
+                    self.rec.add(C::CommandedAfterFollow, 1);
+                }
                 self.rec.add(C::CommandResults, 1);
                 self.rec.record(H::CmdRttUs, p.sent.elapsed().as_micros() as u64, &self.stats);
             }
