@@ -426,6 +426,8 @@ struct Bot {
     /// The bot followed its world to another server and no command of it has been
     /// acknowledged there yet (a result on the new connection answers a request sent on it).
     awaiting_command_after_follow: bool,
+    /// Times the bot followed its world to another server.
+    follows: u32,
 }
 
 impl Bot {
@@ -463,6 +465,7 @@ impl Bot {
             moved: None,
             last_tick_at: None,
             awaiting_command_after_follow: false,
+            follows: 0,
         }
     }
 
@@ -478,6 +481,7 @@ impl Bot {
         self.join = Join::default();
         self.last_rx = Instant::now();
         self.awaiting_command_after_follow = true;
+        self.follows += 1;
     }
 
     fn now_ns(&self) -> u64 {
@@ -689,6 +693,10 @@ impl Bot {
             None if is_delta => true,
             Some(last) if tick > last => {
                 self.rec.add(C::TickGaps, tick - last - 1);
+                if tick > last + 1 {
+                    let moved = if self.follows > 0 { format!(" (after following its world {} time(s))", self.follows) } else { String::new() };
+                    self.stats.note(format!("ticks {}..{} missed: tick {tick} came after {last}{moved}", last + 1, tick - 1));
+                }
                 true
             }
             _ => false,

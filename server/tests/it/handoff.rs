@@ -205,13 +205,14 @@ async fn steer_swarm_bots_follow_the_world_and_command_their_agents_there() {
     let (ha, hb) = (a.http(), b.http());
     create_world(&ha, "arena", "arena-base", &wander_scenario(200.0, 300)).await;
     let report = a.data_dir.join("swarm-report.json");
+    let errors = a.data_dir.join("swarm-stderr.txt");
     let mut bots = std::process::Command::new(&swarm)
         .args(["--url", &format!("ws://{}/ws", a.addr), "--world", "arena", "--bots", &BOTS.to_string(), "--ramp", "300ms"])
-        .args(["--duration", "10s", "--whole-world", "--spawn-per-bot", &SPAWN.to_string(), "--commands-per-sec", "3", "--seed", "4", "--quiet"])
+        .args(["--duration", "10s", "--whole-world", "--spawn-per-bot", &SPAWN.to_string(), "--commands-per-sec", "3", "--seed", "4"])
         .arg("--report")
         .arg(&report)
         .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::piped())
+        .stderr(std::fs::File::create(&errors).expect("creating steer-swarm's stderr file"))
         .spawn()
         .expect("starting steer-swarm");
 
@@ -241,8 +242,7 @@ async fn steer_swarm_bots_follow_the_world_and_command_their_agents_there() {
         assert!(Instant::now() < deadline, "steer-swarm did not end");
         tokio::time::sleep(Duration::from_millis(100)).await;
     };
-    let mut stderr = String::new();
-    std::io::Read::read_to_string(bots.stderr.as_mut().unwrap(), &mut stderr).unwrap();
+    let stderr = std::fs::read_to_string(&errors).unwrap_or_default();
     assert!(status.success(), "steer-swarm failed ({status:?}):\n{stderr}");
     let rep: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&report).unwrap()).unwrap();
     let n = |k: &str| rep[k].as_u64().unwrap_or_else(|| panic!("{k} missing in {rep:#}"));
