@@ -81,6 +81,9 @@ pub struct ImportReport {
     pub awaited: usize,
 }
 
+/// Longest wait, before `moved` goes out, for the fan-out to write the world's last frame.
+const FANOUT_WAIT: Duration = Duration::from_millis(500);
+
 fn conflict(m: impl Into<String>) -> ApiError {
     ApiError::new(StatusCode::CONFLICT, proto::ErrorCode::BadRequest, m)
 }
@@ -175,6 +178,16 @@ pub async fn handoff(state: &AppState, name: &str, to: &str, client_url: Option<
     if answer.state_hash != want || answer.tick != frozen.tick {
         // The target runs the world now either way; say loudly that it differs.
         tracing::error!(world = name, tick = frozen.tick, here = %want, there = %answer.state_hash, "handoff: the target's recovered world differs from the one handed off");
+    }
+    // `moved` must come after the last frame the world published here (a subscriber that
+    // follows at once misses no tick's state): frames a connection reads itself go before it
+    // (its send task takes frames before direct messages), and the fan-out's writers, which
+    // write the frames of steady subscribers on their own, are waited for (bounded).
+    if let Some(seq) = w.latest().map(|f| f.seq) {
+        let until = Instant::now() + FANOUT_WAIT;
+        while !state.fanout_passed(w.id, seq) && Instant::now() < until {
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
     }
     // Stopped here (its stored state deleted with it); its name says where it went.
     state.registry.handed_off(name, &client_url)?;
