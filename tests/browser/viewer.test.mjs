@@ -51,6 +51,22 @@ async function rest(method, path, body) {
   return text ? JSON.parse(text) : null;
 }
 
+/** A REST call to the server at `srvBase`: its status and parsed body, whatever the status. */
+async function callAt(srvBase, method, path, body) {
+  const r = await fetch(srvBase + path, { method, headers: body === undefined ? {} : { 'Content-Type': 'application/json' }, body: body === undefined ? undefined : JSON.stringify(body) });
+  const text = await r.text();
+  return { status: r.status, body: text ? JSON.parse(text) : null };
+}
+
+/** A square world of `side` with `count` wanderers (for the handoff tests). */
+function wanderScenario(name, side, count, seed) {
+  return {
+    name, bounds: { min: { x: 0, y: 0 }, max: { x: side, y: side } }, edge: 'wrap', tick_rate: 20, seed,
+    groups: [{ name: 'w', count, area: { type: 'rect', min_x: 0, min_y: 0, max_x: side, max_y: side },
+      limits: { max_speed: 5, max_accel: 10, radius: 0.5 }, initial_speed: 3, behaviors: [{ behavior: { type: 'wander' } }] }],
+  };
+}
+
 async function until(what, fn, timeoutMs = 10000, everyMs = 100) {
   const end = Date.now() + timeoutMs;
   let last;
@@ -521,19 +537,10 @@ test('viewer: follows its world to another server when it is handed off (moved)'
   const secret = 'viewer-handoff-secret-0123456789';
   const a = await startServer(['--persistence', '--cluster-secret', secret]);
   const b = await startServer(['--persistence', '--cluster-secret', secret]);
-  const call = async (srvBase, method, path, body) => {
-    const r = await fetch(srvBase + path, { method, headers: body === undefined ? {} : { 'Content-Type': 'application/json' }, body: body === undefined ? undefined : JSON.stringify(body) });
-    const text = await r.text();
-    return { status: r.status, body: text ? JSON.parse(text) : null };
-  };
   const COUNT = 60;
-  const scenario = {
-    name: 'viewer-arena', bounds: { min: { x: 0, y: 0 }, max: { x: 100, y: 100 } }, edge: 'wrap', tick_rate: 20, seed: 5,
-    groups: [{ name: 'w', count: COUNT, area: { type: 'rect', min_x: 0, min_y: 0, max_x: 100, max_y: 100 },
-      limits: { max_speed: 5, max_accel: 10, radius: 0.5 }, initial_speed: 3, behaviors: [{ behavior: { type: 'wander' } }] }],
-  };
-  assert.equal((await call(a.base, 'PUT', '/scenarios/viewer-arena', scenario)).status < 300, true);
-  assert.equal((await call(a.base, 'POST', '/worlds', { name: 'arena', scenario: 'viewer-arena' })).status, 201);
+  const scenario = wanderScenario('viewer-arena', 100, COUNT, 5);
+  assert.equal((await callAt(a.base, 'PUT', '/scenarios/viewer-arena', scenario)).status < 300, true);
+  assert.equal((await callAt(a.base, 'POST', '/worlds', { name: 'arena', scenario: 'viewer-arena' })).status, 201);
   const p = await context.newPage();
   const errors = [];
   p.on('pageerror', (e) => errors.push(e.message));
@@ -542,7 +549,7 @@ test('viewer: follows its world to another server when it is handed off (moved)'
     await p.waitForFunction((n) => window.viewer && window.viewer.ready && window.viewer.connected && window.viewer.world === 'arena' && window.viewer.agents().length === n, COUNT, { timeout: 15000 });
     const player = await p.evaluate(() => window.viewer.player);
     assert.match(player, /^anon-/);
-    const h = await call(a.base, 'POST', '/worlds/arena/handoff', { to: b.base });
+    const h = await callAt(a.base, 'POST', '/worlds/arena/handoff', { to: b.base });
     assert.equal(h.status, 200, JSON.stringify(h.body));
     assert.ok(h.body.sessions >= 1, JSON.stringify(h.body));
     await p.waitForURL(`${b.base}/?world=arena`, { timeout: 15000 });
@@ -553,7 +560,7 @@ test('viewer: follows its world to another server when it is handed off (moved)'
     const t0 = await p.evaluate(() => window.viewer.tick);
     assert.ok(t0 >= h.body.tick, `B streams from the freeze on: tick ${t0}, frozen at ${h.body.tick}`);
     await until('the world to tick on B', () => p.evaluate((t) => window.viewer.tick >= t + 5, t0), 5000);
-    assert.equal((await call(a.base, 'GET', '/worlds/arena')).status, 410);
+    assert.equal((await callAt(a.base, 'GET', '/worlds/arena')).status, 410);
     assert.deepEqual(errors, []);
   } finally {
     await p.close();
@@ -585,19 +592,10 @@ test('viewer: behind one address (a load balancer), follows its moved world in p
   });
   await new Promise((r) => proxy.listen(0, '127.0.0.1', r));
   const lb = `http://127.0.0.1:${proxy.address().port}`;
-  const call = async (srvBase, method, path, body) => {
-    const r = await fetch(srvBase + path, { method, headers: body === undefined ? {} : { 'Content-Type': 'application/json' }, body: body === undefined ? undefined : JSON.stringify(body) });
-    const text = await r.text();
-    return { status: r.status, body: text ? JSON.parse(text) : null };
-  };
   const COUNT = 40;
-  const scenario = {
-    name: 'viewer-lb', bounds: { min: { x: 0, y: 0 }, max: { x: 80, y: 80 } }, edge: 'wrap', tick_rate: 20, seed: 6,
-    groups: [{ name: 'w', count: COUNT, area: { type: 'rect', min_x: 0, min_y: 0, max_x: 80, max_y: 80 },
-      limits: { max_speed: 5, max_accel: 10, radius: 0.5 }, initial_speed: 3, behaviors: [{ behavior: { type: 'wander' } }] }],
-  };
-  assert.ok((await call(a.base, 'PUT', '/scenarios/viewer-lb', scenario)).status < 300);
-  assert.equal((await call(a.base, 'POST', '/worlds', { name: 'lb', scenario: 'viewer-lb' })).status, 201);
+  const scenario = wanderScenario('viewer-lb', 80, COUNT, 6);
+  assert.ok((await callAt(a.base, 'PUT', '/scenarios/viewer-lb', scenario)).status < 300);
+  assert.equal((await callAt(a.base, 'POST', '/worlds', { name: 'lb', scenario: 'viewer-lb' })).status, 201);
   const p = await context.newPage();
   const errors = [];
   p.on('pageerror', (e) => errors.push(e.message));
@@ -609,7 +607,7 @@ test('viewer: behind one address (a load balancer), follows its moved world in p
     // REST connections are closed, as a load balancer draining A would).
     upstream = Number(new URL(b.base).port);
     for (const e of sockets) if (!e.ws) { e.down.destroy(); e.up.destroy(); }
-    const h = await call(a.base, 'POST', '/worlds/lb/handoff', { to: b.base, client_url: `ws://127.0.0.1:${proxy.address().port}/ws` });
+    const h = await callAt(a.base, 'POST', '/worlds/lb/handoff', { to: b.base, client_url: `ws://127.0.0.1:${proxy.address().port}/ws` });
     assert.equal(h.status, 200, JSON.stringify(h.body));
     await until('the page to follow in place', () => p.evaluate(() => window.viewer.moved.length === 1 && window.viewer.connected), 10000);
     assert.equal(p.url(), `${lb}/?world=lb`, 'the page stays');
@@ -618,8 +616,8 @@ test('viewer: behind one address (a load balancer), follows its moved world in p
     await until('the notice', async () => /moved to 127\.0\.0\.1:\d+: following/.test(await p.textContent('#toast')), 5000);
     const t0 = await p.evaluate(() => window.viewer.tick);
     await until('the world to tick on B', () => p.evaluate((t) => window.viewer.tick >= t + 5, t0), 5000);
-    assert.equal((await call(b.base, 'GET', '/worlds/lb')).status, 200);
-    assert.equal((await call(a.base, 'GET', '/worlds/lb')).status, 410);
+    assert.equal((await callAt(b.base, 'GET', '/worlds/lb')).status, 200);
+    assert.equal((await callAt(a.base, 'GET', '/worlds/lb')).status, 410);
     assert.deepEqual(errors, []);
   } finally {
     await p.close();
