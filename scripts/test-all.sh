@@ -19,7 +19,8 @@
 #     schema check, frame chains, cell-edge smoothness, the npm pack/install check (TypeScript),
 #     the Unity package layout (C#), and end-to-end tests against a real server (ghost commands
 #     and subscriptions under a network cut)
-#  7. container: the image built with podman (runc), run, probed, drained with SIGTERM
+#  7. container: the image built with podman (runc), run, probed, drained with SIGTERM; a durable
+#     world with steer-swarm bots handed off from one container to another
 #  8. reliability: the 21 tests of docs/reliability.md, short mode (tests/reliability/run.sh; installs
 #     cargo-fuzz, cargo-deny, schemathesis in a venv, iproute2)
 #

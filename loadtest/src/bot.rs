@@ -423,6 +423,11 @@ struct Bot {
     moved: Option<String>,
     /// When the last new tick's state arrived.
     last_tick_at: Option<Instant>,
+    /// The bot followed its world to another server and no command of it has been
+    /// acknowledged there yet (a result on the new connection answers a request sent on it).
+    awaiting_command_after_follow: bool,
+    /// Times the bot followed its world to another server.
+    follows: u32,
 }
 
 impl Bot {
@@ -459,6 +464,8 @@ impl Bot {
             resume: None,
             moved: None,
             last_tick_at: None,
+            awaiting_command_after_follow: false,
+            follows: 0,
         }
     }
 
@@ -473,6 +480,8 @@ impl Bot {
         self.pending.retain(|_, p| p.kind == Kind::Command);
         self.join = Join::default();
         self.last_rx = Instant::now();
+        self.awaiting_command_after_follow = true;
+        self.follows += 1;
     }
 
     fn now_ns(&self) -> u64 {
@@ -684,6 +693,10 @@ impl Bot {
             None if is_delta => true,
             Some(last) if tick > last => {
                 self.rec.add(C::TickGaps, tick - last - 1);
+                if tick > last + 1 {
+                    let moved = if self.follows > 0 { format!(" (after following its world {} time(s))", self.follows) } else { String::new() };
+                    self.stats.note(format!("ticks {}..{} missed: tick {tick} came after {last}{moved}", last + 1, tick - 1));
+                }
                 true
             }
             _ => false,
@@ -968,7 +981,11 @@ impl Bot {
             self.stats.note(format!("{:?} failed: {} ({})", p.kind, e.message, e.code));
         }
         match (p.kind, r.result) {
-            (Kind::Command, _) => {
+            (Kind::Command, result) => {
+                if self.awaiting_command_after_follow && !matches!(result, proto::Outcome::Error(_)) {
+                    self.awaiting_command_after_follow = false;
+                    self.rec.add(C::CommandedAfterFollow, 1);
+                }
                 self.rec.add(C::CommandResults, 1);
                 self.rec.record(H::CmdRttUs, p.sent.elapsed().as_micros() as u64, &self.stats);
             }

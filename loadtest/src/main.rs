@@ -601,6 +601,7 @@ fn build_report(cli: &Cli, s: &Stats, secs: f64, tick_mean_ms: f64) -> Report {
         joins: g(C::Joins),
         skimmed_messages: g(C::Skimmed),
         follows: g(C::Follows),
+        commanded_after_follow: g(C::CommandedAfterFollow),
         join_bytes_per_agent: report::per_moving_agent(g(C::JoinBytes), g(C::JoinAgents)).map(report::round3),
         join_bytes_per_bot: (g(C::Joins) > 0).then(|| report::round3(g(C::JoinBytes) as f64 / g(C::Joins) as f64)),
         ..Report::default()

@@ -159,6 +159,9 @@ pub struct Report {
     pub tick_gaps: u64,
     /// Bots that followed their world to another server (`moved`) and resumed there.
     pub follows: u64,
+    /// Bots whose command was acknowledged (not an error) on the server they followed their
+    /// world to, once per follow: they kept their agents and command them there.
+    pub commanded_after_follow: u64,
     /// Time between the arrivals of consecutive ticks' states at a bot, ms (across a handoff:
     /// its largest sample is the longest pause a client saw).
     pub tick_interval_ms: Pct,
@@ -346,7 +349,7 @@ impl Report {
         row(&mut s, "errors", format!("decode {}, checksum {}, chain breaks {}, resyncs {}", self.decode_errors, self.checksum_errors, self.chain_breaks, self.resyncs));
         row(&mut s, "ticks seen / gaps", format!("{} / {}", self.ticks_seen, self.tick_gaps));
         if self.follows > 0 {
-            row(&mut s, "followed a moved world", self.follows.to_string());
+            row(&mut s, "followed a moved world", format!("{} ({} commanded there)", self.follows, self.commanded_after_follow));
         }
         row(&mut s, "commands", format!("{} sent, {} results, {} errors, {} timeouts, {:.1}/s", self.commands_sent, self.command_results, self.command_errors, self.command_timeouts, self.commands_per_sec));
         if !self.command_error_codes.is_empty() {

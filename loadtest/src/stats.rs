@@ -88,11 +88,14 @@ pub enum C {
     Skimmed,
     /// Bots that followed their world to another server (a `moved` message) and resumed there.
     Follows,
+    /// Bots whose command was acknowledged (an outcome that is not an error) on the server
+    /// they followed their world to: once per follow.
+    CommandedAfterFollow,
 }
 
 impl C {
     /// Number of counters.
-    pub const N: usize = C::Follows as usize + 1;
+    pub const N: usize = C::CommandedAfterFollow as usize + 1;
 }
 
 /// Histogram metrics, one per variant.

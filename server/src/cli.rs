@@ -123,6 +123,16 @@ impl ServeArgs {
             Some(p) => Settings::from_toml_file(p).with_context(|| format!("reading {}", p.display()))?,
             None => Settings::default(),
         };
+        self.server_flags(&mut s);
+        self.player_flags(&mut s)?;
+        self.limit_flags(&mut s.limits);
+        self.storage_flags(&mut s)?;
+        s.validate().map_err(anyhow::Error::msg)?;
+        Ok(s)
+    }
+
+    /// Where it listens and reads from, its tokens, origins, cluster and drain, dev switches.
+    fn server_flags(&self, s: &mut Settings) {
         if let Some(v) = self.listen {
             s.listen = v;
         }
@@ -159,9 +169,10 @@ impl ServeArgs {
         if self.fault_injection {
             s.fault_injection = true;
         }
-        if let Some(v) = self.max_agents_per_world {
-            s.limits.max_agents_per_world = v;
-        }
+    }
+
+    /// Player tokens and the default player rules.
+    fn player_flags(&self, s: &mut Settings) -> anyhow::Result<()> {
         if let Some(v) = &self.player_jwt_secret {
             s.auth.player_jwt_secret = Some(v.clone());
         }
@@ -182,30 +193,42 @@ impl ServeArgs {
             s.players.default.visibility = serde_json::from_value(serde_json::Value::String(v.clone()))
                 .map_err(|_| anyhow::anyhow!("--visibility: expected open, owned or spectators_only_whole_world, got `{v}`"))?;
         }
+        Ok(())
+    }
+
+    /// Server limits.
+    fn limit_flags(&self, limits: &mut crate::config::LimitSettings) {
+        if let Some(v) = self.max_agents_per_world {
+            limits.max_agents_per_world = v;
+        }
         if let Some(v) = self.max_connections {
-            s.limits.max_connections = v;
+            limits.max_connections = v;
         }
         if let Some(v) = self.commands_per_sec {
-            s.limits.commands_per_sec = v;
+            limits.commands_per_sec = v;
         }
         if let Some(v) = self.max_message_bytes {
-            s.limits.max_message_bytes = v;
+            limits.max_message_bytes = v;
         }
         if let Some(v) = self.shutdown_timeout_ms {
-            s.limits.shutdown_timeout_ms = v;
+            limits.shutdown_timeout_ms = v;
         }
         if let Some(v) = self.socket_send_buffer_bytes {
-            s.limits.socket_send_buffer_bytes = v;
+            limits.socket_send_buffer_bytes = v;
         }
         if let Some(v) = self.write_timeout_ms {
-            s.limits.write_timeout_ms = v;
+            limits.write_timeout_ms = v;
         }
         if let Some(v) = self.body_timeout_ms {
-            s.limits.body_timeout_ms = v;
+            limits.body_timeout_ms = v;
         }
         if let Some(v) = self.max_http_connections {
-            s.limits.max_http_connections = v;
+            limits.max_http_connections = v;
         }
+    }
+
+    /// Recording and persistence.
+    fn storage_flags(&self, s: &mut Settings) -> anyhow::Result<()> {
         if self.record {
             s.record = true;
         }
@@ -216,7 +239,6 @@ impl ServeArgs {
             s.persistence.fsync = serde_json::from_value(serde_json::Value::String(v.clone()))
                 .map_err(|_| anyhow::anyhow!("--fsync: expected interval or every_command, got `{v}`"))?;
         }
-        s.validate().map_err(anyhow::Error::msg)?;
-        Ok(s)
+        Ok(())
     }
 }

@@ -361,7 +361,7 @@ fn replay_cmd(file: &std::path::Path, verify: bool, until: Option<u64>, snapshot
         (None, format::parse(&bytes).with_context(|| format!("reading {}", file.display()))?)
     };
     let mut snap: Option<serde_json::Value> = None;
-    let (report, _) = replay::replay_onto(from, &parsed, &replay::ReplayOptions { verify, until, threads }, &mut |w, sc| {
+    let (report, _) = replay::replay_onto(from, &parsed, &replay::ReplayOptions { verify, until, threads, last_check_only: false }, &mut |w, sc| {
         snap = Some(replay::snapshot_json(w, Some(sc)));
     })
     .with_context(|| format!("replaying {}", file.display()))?;

@@ -86,6 +86,8 @@ export const V = {
   /** The replay world's timeline (GET /worlds/{w}/replay), null for a live world. */
   get replay() { return S.replay; },
   replaySeeks: 0,
+  /** `moved` messages followed ({name, to}): the world on screen moved to another server. */
+  moved: [],
   /** Welcome.player_id of the stream's session (kept across a drop: the page resumes it). */
   get player() { return S.welcome ? S.welcome.player_id : null; },
   /** Closes the stream as a network failure would (the page reconnects and resumes). */

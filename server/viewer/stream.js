@@ -3,7 +3,7 @@
 
 import { decodeServer, encodeClient, helloMessage, CellMap, CellsTxn, applyCells, cellOf, ProtoError } from './sdk/index.js';
 import { $, canvas, S, V } from './state.js';
-import { api, wpath, fail, showTokenField } from './rest.js';
+import { api, wpath, fail, showTokenField, toast } from './rest.js';
 import { refreshWorld, refreshShapes, refreshScenarios, refreshGroups } from './world.js';
 import { s2w, fit } from './view.js';
 import { updateSelectionText } from './input.js';
@@ -23,6 +23,26 @@ const own = {
   ticksSeen: new Set(),
 };
 
+// A page opened by following a moved world (`moved`, below) carries the session's resume token
+// in its fragment: taken once and removed from the address (it never reaches a server in a
+// request, and a reload or a copied link does not carry it on).
+// The fragment also names the world that moved, which the page notes (`V.moved`) and says.
+{
+  const carried = new URLSearchParams(location.hash.slice(1));
+  if (carried.has('resume') || carried.has('moved')) {
+    S.resume = carried.get('resume') || null;
+    history.replaceState(null, '', location.pathname + location.search);
+  }
+  const name = carried.get('moved');
+  if (name) {
+    V.moved.push({ name, to: ownWsUrl() });
+    setTimeout(() => {
+      toast(`world ${name} moved to this server (${location.host}): followed`, true);
+      logEvent(`world <b>${escapeHtml(name)}</b> moved to this server: followed`, 'arrive');
+    }, 0);
+  }
+}
+
 // WebSocket
 
 export function connect() {
@@ -32,7 +52,7 @@ export function connect() {
   }
   V.connected = false;
   setConn('connecting', 'warn');
-  const url = `${location.protocol === 'https:' ? 'wss:' : 'ws:'}//${location.host}/ws`;
+  const url = ownWsUrl();
   const ws = new WebSocket(url);
   ws.binaryType = 'arraybuffer';
   S.ws = ws;
@@ -62,6 +82,47 @@ export function connect() {
   };
 }
 
+/** The WebSocket URL of the server that serves this page. */
+function ownWsUrl() {
+  return `${location.protocol === 'https:' ? 'wss:' : 'ws:'}//${location.host}/ws`;
+}
+
+/**
+ * The world on screen moved to another server (a live handoff, protocol 11 `moved`;
+ * docs/handoff.md). The page talks to one server (its REST calls are same-origin), so it
+ * follows the world to where it went: on this server's own address (an empty `to`, or a `to`
+ * naming this page's host: a load balancer in front of the fleet) it reconnects at once and
+ * resumes its session, on another server it opens that server's viewer on the world, carrying
+ * the resume token in the fragment, so the page keeps its session (same player, its agents
+ * still commandable). A short notice says where it went.
+ */
+function onMoved(m) {
+  if (!S.world || m.name !== S.world.name) return;
+  V.moved.push({ name: m.name, to: m.to });
+  const to = m.to || ownWsUrl();
+  let target;
+  try {
+    target = new URL(to);
+  } catch {
+    return fail(new Error(`world ${m.name} moved to an unusable address: ${to}`));
+  }
+  const origin = `${target.protocol === 'wss:' ? 'https:' : 'http:'}//${target.host}`;
+  toast(`world ${m.name} moved to ${target.host}: following`, true);
+  logEvent(`world <b>${escapeHtml(m.name)}</b> moved to ${escapeHtml(target.host)}: following`, 'arrive');
+  if (origin === location.origin) {
+    own.worldName = m.name;
+    connect();
+    return;
+  }
+  const carry = new URLSearchParams({ moved: m.name });
+  if (S.resume) carry.set('resume', S.resume);
+  if (S.ws) {
+    S.ws.onclose = null;
+    S.ws.close();
+  }
+  location.assign(`${origin}/?world=${encodeURIComponent(m.name)}#${carry}`);
+}
+
 function setConn(text, cls) {
   const c = $('conn');
   c.textContent = text;
@@ -81,6 +142,7 @@ function onMessage(m) {
     case 'cells': return onCells(m);
     case 'event': return onEvent(m);
     case 'command_result': return onResult(m);
+    case 'moved': return onMoved(m);
     case 'error':
       if (m.code === 'unauthorized' && m.field === 'resume') {
         // The session expired: the next connection starts a new one.

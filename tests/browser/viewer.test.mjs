@@ -2,13 +2,14 @@
 // Starts steerd (STEERD_BIN) on a free port with a scratch data directory, opens the page and
 // drives it like a person: agents move between two captures, box-select + right-click MoveTo
 // until DestinationReached arrives for every selected agent, place and drag an obstacle (checked
-// through REST), pause / step / resume, the status panel, the flow-field and avoidance overlays.
+// through REST), pause / step / resume, the status panel, the flow-field and avoidance overlays;
+// the page follows its world when it is handed off to another server.
 // Keeps screenshots in tests/artifacts/.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
 import { copyFileSync, mkdtempSync, mkdirSync, rmSync, existsSync } from 'node:fs';
-import { createServer } from 'node:net';
+import { createServer, createServer as createNetServer, connect as netConnect } from 'node:net';
 import { tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -48,6 +49,22 @@ async function rest(method, path, body) {
   const text = await r.text();
   assert.ok(r.ok, `${method} ${path}: ${r.status} ${text}`);
   return text ? JSON.parse(text) : null;
+}
+
+/** A REST call to the server at `srvBase`: its status and parsed body, whatever the status. */
+async function callAt(srvBase, method, path, body) {
+  const r = await fetch(srvBase + path, { method, headers: body === undefined ? {} : { 'Content-Type': 'application/json' }, body: body === undefined ? undefined : JSON.stringify(body) });
+  const text = await r.text();
+  return { status: r.status, body: text ? JSON.parse(text) : null };
+}
+
+/** A square world of `side` with `count` wanderers (for the handoff tests). */
+function wanderScenario(name, side, count, seed) {
+  return {
+    name, bounds: { min: { x: 0, y: 0 }, max: { x: side, y: side } }, edge: 'wrap', tick_rate: 20, seed,
+    groups: [{ name: 'w', count, area: { type: 'rect', min_x: 0, min_y: 0, max_x: side, max_y: side },
+      limits: { max_speed: 5, max_accel: 10, radius: 0.5 }, initial_speed: 3, behaviors: [{ behavior: { type: 'wander' } }] }],
+  };
 }
 
 async function until(what, fn, timeoutMs = 10000, everyMs = 100) {
@@ -509,6 +526,105 @@ test('viewer: admin token field when the server has one', { timeout: 30000 }, as
   } finally {
     await p.close();
     await stopServer(srv.proc);
+  }
+});
+
+test('viewer: follows its world to another server when it is handed off (moved)', { timeout: 60000 }, async () => {
+  // Two servers of one cluster; a durable world on A, watched by the page (subscribed: its
+  // session moves with the world). A hands it to B: the page gets `moved` and opens B's viewer on
+  // the world with its session's resume token; there it is the same player, streams the world
+  // from B with every agent, ticking on, and says where the world went.
+  const secret = 'viewer-handoff-secret-0123456789';
+  const a = await startServer(['--persistence', '--cluster-secret', secret]);
+  const b = await startServer(['--persistence', '--cluster-secret', secret]);
+  const COUNT = 60;
+  const scenario = wanderScenario('viewer-arena', 100, COUNT, 5);
+  assert.equal((await callAt(a.base, 'PUT', '/scenarios/viewer-arena', scenario)).status < 300, true);
+  assert.equal((await callAt(a.base, 'POST', '/worlds', { name: 'arena', scenario: 'viewer-arena' })).status, 201);
+  const p = await context.newPage();
+  const errors = [];
+  p.on('pageerror', (e) => errors.push(e.message));
+  try {
+    await p.goto(`${a.base}/?world=arena`);
+    await p.waitForFunction((n) => window.viewer && window.viewer.ready && window.viewer.connected && window.viewer.world === 'arena' && window.viewer.agents().length === n, COUNT, { timeout: 15000 });
+    const player = await p.evaluate(() => window.viewer.player);
+    assert.match(player, /^anon-/);
+    const h = await callAt(a.base, 'POST', '/worlds/arena/handoff', { to: b.base });
+    assert.equal(h.status, 200, JSON.stringify(h.body));
+    assert.ok(h.body.sessions >= 1, JSON.stringify(h.body));
+    await p.waitForURL(`${b.base}/?world=arena`, { timeout: 15000 });
+    await p.waitForFunction((n) => window.viewer && window.viewer.ready && window.viewer.connected && window.viewer.world === 'arena' && window.viewer.agents().length === n, COUNT, { timeout: 15000 });
+    assert.equal(await p.evaluate(() => window.viewer.player), player, 'the same player on B: the session resumed');
+    assert.deepEqual(await p.evaluate(() => window.viewer.moved.map((m) => m.name)), ['arena']);
+    await until('the notice', async () => /moved to this server/.test(await p.textContent('#toast')), 5000);
+    const t0 = await p.evaluate(() => window.viewer.tick);
+    assert.ok(t0 >= h.body.tick, `B streams from the freeze on: tick ${t0}, frozen at ${h.body.tick}`);
+    await until('the world to tick on B', () => p.evaluate((t) => window.viewer.tick >= t + 5, t0), 5000);
+    assert.equal((await callAt(a.base, 'GET', '/worlds/arena')).status, 410);
+    assert.deepEqual(errors, []);
+  } finally {
+    await p.close();
+    await stopServer(a.proc);
+    await stopServer(b.proc);
+  }
+});
+
+test('viewer: behind one address (a load balancer), follows its moved world in place', { timeout: 60000 }, async () => {
+  // The page is served through a TCP proxy that stands for a load balancer in front of a fleet:
+  // it sends new connections to A, then (once the world is on its way) to B. The handoff names
+  // the proxy as where clients reach B, so `moved.to` is the page's own address: the page
+  // reconnects there at once, resumes its session and resubscribes, without leaving.
+  const secret = 'viewer-handoff-secret-0123456789';
+  const a = await startServer(['--persistence', '--cluster-secret', secret]);
+  const b = await startServer(['--persistence', '--cluster-secret', secret]);
+  let upstream = Number(new URL(a.base).port);
+  const sockets = new Set();
+  const proxy = createNetServer((down) => {
+    const up = netConnect(upstream, '127.0.0.1');
+    const entry = { down, up, ws: false };
+    sockets.add(entry);
+    down.once('data', (d) => { entry.ws = d.toString('latin1').startsWith('GET /ws'); });
+    down.pipe(up);
+    up.pipe(down);
+    const end = () => { sockets.delete(entry); down.destroy(); up.destroy(); };
+    down.on('error', end).on('close', end);
+    up.on('error', end).on('close', end);
+  });
+  await new Promise((r) => proxy.listen(0, '127.0.0.1', r));
+  const lb = `http://127.0.0.1:${proxy.address().port}`;
+  const COUNT = 40;
+  const scenario = wanderScenario('viewer-lb', 80, COUNT, 6);
+  assert.ok((await callAt(a.base, 'PUT', '/scenarios/viewer-lb', scenario)).status < 300);
+  assert.equal((await callAt(a.base, 'POST', '/worlds', { name: 'lb', scenario: 'viewer-lb' })).status, 201);
+  const p = await context.newPage();
+  const errors = [];
+  p.on('pageerror', (e) => errors.push(e.message));
+  try {
+    await p.goto(`${lb}/?world=lb`);
+    await p.waitForFunction((n) => window.viewer && window.viewer.ready && window.viewer.connected && window.viewer.world === 'lb' && window.viewer.agents().length === n, COUNT, { timeout: 15000 });
+    const player = await p.evaluate(() => window.viewer.player);
+    // New connections go to B from now on; the page's open stream stays on A (and its idle
+    // REST connections are closed, as a load balancer draining A would).
+    upstream = Number(new URL(b.base).port);
+    for (const e of sockets) if (!e.ws) { e.down.destroy(); e.up.destroy(); }
+    const h = await callAt(a.base, 'POST', '/worlds/lb/handoff', { to: b.base, client_url: `ws://127.0.0.1:${proxy.address().port}/ws` });
+    assert.equal(h.status, 200, JSON.stringify(h.body));
+    await until('the page to follow in place', () => p.evaluate(() => window.viewer.moved.length === 1 && window.viewer.connected), 10000);
+    assert.equal(p.url(), `${lb}/?world=lb`, 'the page stays');
+    await p.waitForFunction((n) => window.viewer.world === 'lb' && window.viewer.agents().length === n, COUNT, { timeout: 10000 });
+    assert.equal(await p.evaluate(() => window.viewer.player), player, 'the same player: the session resumed on B');
+    await until('the notice', async () => /moved to 127\.0\.0\.1:\d+: following/.test(await p.textContent('#toast')), 5000);
+    const t0 = await p.evaluate(() => window.viewer.tick);
+    await until('the world to tick on B', () => p.evaluate((t) => window.viewer.tick >= t + 5, t0), 5000);
+    assert.equal((await callAt(b.base, 'GET', '/worlds/lb')).status, 200);
+    assert.equal((await callAt(a.base, 'GET', '/worlds/lb')).status, 410);
+    assert.deepEqual(errors, []);
+  } finally {
+    await p.close();
+    for (const e of sockets) { e.down.destroy(); e.up.destroy(); }
+    await new Promise((r) => proxy.close(r));
+    await stopServer(a.proc);
+    await stopServer(b.proc);
   }
 });
 

@@ -14,7 +14,10 @@
 //! already built — `STEERD_BIN` when set (the reliability suite), otherwise `steerd` in the
 //! profile directory of the running test binary (`<target>/<profile>/deps/it-<hash>` →
 //! `<target>/<profile>/steerd`), which Cargo builds before it runs the `steerd` package's
-//! integration tests (the `it` suite checks that this is `CARGO_BIN_EXE_steerd`).
+//! integration tests (the `it` suite checks that this is `CARGO_BIN_EXE_steerd`). The one
+//! exception is [`steer_swarm_bin`]: `steer-swarm` is another package, which Cargo builds for
+//! `steerd`'s tests only in a workspace run, so it is built (a no-op when up to date) with the
+//! `cargo` that runs the tests.
 //!
 //! Every wait is bounded; every server is killed when its [`Server`] drops.
 

@@ -37,6 +37,38 @@ pub fn steerd_bin() -> &'static Path {
     })
 }
 
+/// Path of the `steer-swarm` binary, up to date: `STEER_SWARM_BIN` when set, else built with
+/// the `cargo` that runs the tests (`CARGO`) into the running test binary's target directory
+/// and profile (`cargo build -p steer-swarm`; nothing to compile after a workspace build, which
+/// builds it for its own tests). steer-swarm is another package, so Cargo builds it for
+/// `steerd`'s tests only when the whole workspace's tests are built; this keeps a stale binary
+/// from being tested. Panics with the build's failure.
+pub fn steer_swarm_bin() -> &'static Path {
+    static BIN: OnceLock<PathBuf> = OnceLock::new();
+    BIN.get_or_init(|| {
+        if let Some(p) = std::env::var_os("STEER_SWARM_BIN") {
+            return PathBuf::from(p);
+        }
+        let exe = std::env::current_exe().expect("current_exe");
+        // <target>/<profile>/deps/<test>-<hash>
+        let profile_dir = exe.parent().and_then(Path::parent).expect("test binary in <target>/<profile>/deps");
+        let target = profile_dir.parent().expect("<target>");
+        let profile = profile_dir.file_name().and_then(|n| n.to_str()).expect("profile directory name");
+        let profile = if profile == "debug" { "dev" } else { profile };
+        let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+        let out = Command::new(cargo)
+            .args(["build", "-p", "steer-swarm", "--profile", profile, "--target-dir"])
+            .arg(target)
+            .current_dir(repo_root())
+            .output()
+            .expect("running cargo build -p steer-swarm");
+        assert!(out.status.success(), "cargo build -p steer-swarm --profile {profile} failed:\n{}", String::from_utf8_lossy(&out.stderr));
+        let bin = profile_dir.join(format!("steer-swarm{}", std::env::consts::EXE_SUFFIX));
+        assert!(bin.is_file(), "no steer-swarm binary at {} after building it", bin.display());
+        bin
+    })
+}
+
 /// A directory removed on drop.
 #[derive(Debug)]
 pub struct TempDir(PathBuf);

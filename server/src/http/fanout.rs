@@ -149,6 +149,15 @@ impl Fanout {
         true
     }
 
+    /// Whether every writer has written the frame `seq` (or a later one) to its members, or
+    /// stopped: a message sent to a member's connection after this comes after that frame.
+    pub fn passed(&self, seq: u64) -> bool {
+        self.shards.iter().all(|s| {
+            let s = lock(s);
+            s.stopped || s.seen >= seq
+        })
+    }
+
     /// Whether a writer stopped (the world ended, or it failed): a new fan-out is needed.
     pub fn stopped(&self) -> bool {
         self.shards.iter().any(|s| lock(s).stopped)
@@ -369,7 +378,7 @@ mod tests {
     /// Waits until the writer has passed frame `seq`.
     async fn passed(fan: &Fanout, seq: u64) {
         for _ in 0..500 {
-            if fan.shards.iter().all(|s| lock(s).seen >= seq) {
+            if fan.passed(seq) {
                 return;
             }
             tokio::time::sleep(Duration::from_millis(2)).await;
@@ -389,6 +398,7 @@ mod tests {
         let fan = Fanout::over(|| tx.subscribe(), 1, metrics.clone(), &tracker, cancel.clone());
         let (out, _client) = socket().await;
         let (back_tx, mut back_rx) = mpsc::channel(4);
+        assert!(!fan.passed(1), "no frame written yet");
 
         tx.send(frame(1, false)).unwrap();
         tx.send(frame(2, false)).unwrap();
@@ -427,5 +437,6 @@ mod tests {
         tracker.close();
         tracker.wait().await;
         assert!(fan.stopped());
+        assert!(fan.passed(99), "a stopped fan-out holds no message back");
     }
 }

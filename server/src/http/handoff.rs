@@ -81,6 +81,9 @@ pub struct ImportReport {
     pub awaited: usize,
 }
 
+/// Longest wait, before `moved` goes out, for the fan-out to write the world's last frame.
+const FANOUT_WAIT: Duration = Duration::from_millis(500);
+
 fn conflict(m: impl Into<String>) -> ApiError {
     ApiError::new(StatusCode::CONFLICT, proto::ErrorCode::BadRequest, m)
 }
@@ -105,14 +108,7 @@ pub async fn handoff(state: &AppState, name: &str, to: &str, client_url: Option<
     let Some(secret) = state.settings.cluster.secret.clone() else {
         return Err(conflict("handoff is disabled on this server: it has no cluster secret (`cluster.secret`, `--cluster-secret`)"));
     };
-    if !(to.starts_with("http://") || to.starts_with("https://")) {
-        return Err(ApiError::invalid(format!("field `to`: expected the target's http:// or https:// URL, got `{to}`")));
-    }
-    let client_url = match client_url {
-        Some(u) if u.starts_with("ws://") || u.starts_with("wss://") => u.to_string(),
-        Some(u) => return Err(ApiError::invalid(format!("field `client_url`: expected a ws:// or wss:// URL, got `{u}`"))),
-        None => crate::handoff::client_url(to).map_err(|e| ApiError::invalid(format!("field `to`: {e}")))?,
-    };
+    let client_url = client_url_of(to, client_url)?;
     let w = state.registry.get(name)?;
     let Some(writer) = state.registry.persistence().cloned().filter(|_| w.durable.is_some()) else {
         return Err(conflict(format!(
@@ -130,19 +126,7 @@ pub async fn handoff(state: &AppState, name: &str, to: &str, client_url: Option<
             why
         }
     };
-    // The snapshot and the log up to the freeze, on disk.
-    let store = writer.store().clone();
-    let (n, wr) = (name.to_string(), writer.clone());
-    let files = tokio::task::spawn_blocking(move || {
-        if !wr.drain(Duration::from_secs(10)) {
-            return Err(HandoffError::Refused("the persistence writer did not catch up within 10 s".into()));
-        }
-        crate::handoff::export_state(&*store, &n)
-    })
-    .await
-    .map_err(|e| HandoffError::Refused(e.to_string()))
-    .and_then(|r| r);
-    let files = match files {
+    let files = match stored_state(writer, name).await {
         Ok(f) => f,
         Err(e) => return Err(conflict(thaw(format!("world `{name}` cannot be handed off: {e}")).await)),
     };
@@ -176,15 +160,11 @@ pub async fn handoff(state: &AppState, name: &str, to: &str, client_url: Option<
         // The target runs the world now either way; say loudly that it differs.
         tracing::error!(world = name, tick = frozen.tick, here = %want, there = %answer.state_hash, "handoff: the target's recovered world differs from the one handed off");
     }
+    last_frame_written(state, &w).await;
     // Stopped here (its stored state deleted with it); its name says where it went.
     state.registry.handed_off(name, &client_url)?;
     let moved = Arc::new(Shared::new(proto::ServerMsg::Moved(proto::Moved { world: w.id, name: name.to_string(), to: client_url.clone() })));
-    let mut told = 0;
-    for c in &conns {
-        if c.events.try_send(moved.clone()).is_ok() {
-            told += 1;
-        }
-    }
+    let told = conns.iter().filter(|c| c.events.try_send(moved.clone()).is_ok()).count();
     state.registry.players.forget_sessions(&sessions.iter().map(|s| s.token.clone()).collect::<Vec<_>>());
     state.metrics.handoffs.inc();
     tracing::info!(world = name, to, tick = frozen.tick, sessions = sessions.len(), told, bytes = len, frozen_ms, "handoff: the world runs on the target now");
@@ -199,6 +179,48 @@ pub async fn handoff(state: &AppState, name: &str, to: &str, client_url: Option<
         bytes: len,
         frozen_ms,
     })
+}
+
+/// The URL clients are told to follow to: `client_url` if given (ws:// or wss://), else the
+/// WebSocket URL of `to` (which must be http:// or https://).
+fn client_url_of(to: &str, client_url: Option<&str>) -> Result<String, ApiError> {
+    if !(to.starts_with("http://") || to.starts_with("https://")) {
+        return Err(ApiError::invalid(format!("field `to`: expected the target's http:// or https:// URL, got `{to}`")));
+    }
+    match client_url {
+        Some(u) if u.starts_with("ws://") || u.starts_with("wss://") => Ok(u.to_string()),
+        Some(u) => Err(ApiError::invalid(format!("field `client_url`: expected a ws:// or wss:// URL, got `{u}`"))),
+        None => crate::handoff::client_url(to).map_err(|e| ApiError::invalid(format!("field `to`: {e}"))),
+    }
+}
+
+/// The world's snapshot and log up to the freeze, once the writer has them on disk.
+async fn stored_state(writer: Arc<crate::persist::Writer>, name: &str) -> Result<Vec<u8>, HandoffError> {
+    let store = writer.store().clone();
+    let n = name.to_string();
+    tokio::task::spawn_blocking(move || {
+        if !writer.drain(Duration::from_secs(10)) {
+            return Err(HandoffError::Refused("the persistence writer did not catch up within 10 s".into()));
+        }
+        crate::handoff::export_state(&*store, &n)
+    })
+    .await
+    .map_err(|e| HandoffError::Refused(e.to_string()))
+    .and_then(|r| r)
+}
+
+/// Waits (at most [`FANOUT_WAIT`]) until the fan-out's writers wrote the world's last frame:
+/// `moved` must come after the last frame the world published here (a subscriber that follows
+/// at once misses no tick's state). Frames a connection reads itself go before it anyway (its
+/// send task takes frames before direct messages); the fan-out writes the frames of steady
+/// subscribers on its own.
+async fn last_frame_written(state: &AppState, w: &crate::runtime::world::WorldHandle) {
+    if let Some(seq) = w.latest().map(|f| f.seq) {
+        let until = Instant::now() + FANOUT_WAIT;
+        while !state.fanout_passed(w.id, seq) && Instant::now() < until {
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
+    }
 }
 
 /// Sends a package to the target; its answer, or why not.

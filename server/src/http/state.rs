@@ -68,6 +68,13 @@ impl AppState {
         })
     }
 
+    /// True once the running fan-out of world `id` (if any) has written its frame `seq` to
+    /// every member.
+    pub fn fanout_passed(&self, id: u32, seq: u64) -> bool {
+        let f = self.fanouts.lock().ok().and_then(|all| all.get(&id).cloned());
+        f.is_none_or(|f| f.passed(seq))
+    }
+
     /// The fan-out of `world`, started if it is not running; `None` when
     /// `limits.fanout_writers` is 0 or the server is shutting down.
     pub fn fanout(&self, world: &crate::runtime::WorldHandle) -> Option<Arc<fanout::Fanout>> {

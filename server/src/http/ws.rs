@@ -261,9 +261,7 @@ async fn send_task(mut writer: wsio::Writer, mut ctl: mpsc::Receiver<Ctl>, mut d
     let Link { id, mut enc, combine, rate, cancel } = link;
     let mut viewer = Viewer::nobody();
     let write_timeout = state.settings.limits.write_timeout();
-    // Frames of the worlds whose fan-out does not send this connection's frames.
-    let mut streams: StreamMap<u32, BroadcastStream<Arc<TickFrame>>> = StreamMap::new();
-    let mut subs: HashMap<u32, Sub> = HashMap::new();
+    let mut feeds = Feeds::default();
     // A membership hands back at most once, and a subscription joins only after a frame of its
     // world, which this loop reads only when no handback is waiting (handbacks come first in
     // its `select!`): so at most one handback per subscription, and one of each subscription a
@@ -294,73 +292,23 @@ async fn send_task(mut writer: wsio::Writer, mut ctl: mpsc::Receiver<Ctl>, mut d
                 // Set once, by Hello, before any subscription exists.
                 Some(Ctl::Viewer(v, e)) => (viewer, enc) = (v, e),
                 Some(Ctl::Subscribe { world, cells, span, request_id }) => {
-                    // Receiver first, then the newest frame: any frame published in between
-                    // is in the receiver and is skipped by `after` if the keyframes cover it.
-                    streams.insert(world.id, BroadcastStream::new(world.subscribe()));
-                    let latest = world.latest();
-                    // Then the group table for the result: the publisher updates it before it
-                    // makes a frame the newest, so a change in a frame the keyframes cover (its
-                    // events are not sent) is in the table, and one in a later frame comes as
-                    // that frame's `groups` event. (Read when the command was handled, a change
-                    // published before this point was announced to nobody here.)
-                    if let Some(request_id) = request_id {
-                        let groups = world.groups.lock().map(|g| g.clone()).unwrap_or_else(|p| p.into_inner().clone());
-                        let result = proto::Outcome::Subscribed(proto::Subscribed { world: world.id, cells: cells.clone(), groups });
-                        batch.push((encode(&ServerMsg::CommandResult(proto::CommandResult { request_id, result }), enc), enc));
-                    }
-                    let mut sub = Sub { feed: Cursor::new(cells, span), _rate: world.rates.hold(span), fast: None, conn: id, world: world.clone() };
-                    if let Some(latest) = latest {
-                        // Keyframes now (at the newest frame's tick); a rate the world does not
-                        // keep yet starts with its first frame.
-                        let n = sub.feed.frame(&latest, &viewer, enc, &mut batch, false, m);
-                        m.keyframes_sent.inc_by(n);
-                        sub.feed.after = latest.tick;
-                        sub.feed.seq = latest.seq;
-                    }
-                    // The subscription it replaces (if any) leaves the fan-out as it drops.
-                    if subs.insert(world.id, sub).is_none() {
-                        m.subscribers.inc();
-                    }
+                    feeds.subscribe(id, world, cells, span, request_id, &mut Out { viewer: &viewer, enc, batch: &mut batch, m });
                 }
                 Some(Ctl::Unsubscribe { world, result }) => {
                     batch.push((result, enc));
-                    streams.remove(&world);
-                    if subs.remove(&world).is_some() {
-                        m.subscribers.dec();
-                    }
+                    feeds.unsubscribe(world, m);
                 }
             },
             Some(h) = back_rx.recv() => {
-                // The fan-out gave the subscription back: read the world's frames again, from
-                // the one it did not send (if any); a gap in between is resynced by keyframes.
-                let Some(sub) = subs.get_mut(&h.world) else { continue };
-                if sub.fast.as_ref().map(|f| f.1) != Some(h.join) {
+                if !feeds.take_back(h, &mut Out { viewer: &viewer, enc, batch: &mut batch, m }) {
                     continue;
-                }
-                sub.fast = None;
-                sub.feed.seq = sub.feed.seq.max(h.after);
-                streams.insert(h.world, BroadcastStream::new(sub.world.subscribe()));
-                if let Some(frame) = h.frame {
-                    let n = sub.feed.on_frame(&frame, &viewer, enc, &mut batch, m);
-                    m.keyframes_sent.inc_by(n);
                 }
                 flush = true;
             }
-            Some((wid, item)) = streams.next(), if !streams.is_empty() => {
-                let Some(sub) = subs.get_mut(&wid) else { continue };
-                match item {
-                    Ok(frame) => {
-                        let n = sub.feed.on_frame(&frame, &viewer, enc, &mut batch, m);
-                        m.keyframes_sent.inc_by(n);
-                        if sub.steady(&frame, &viewer, enc) {
-                            steady = Some((wid, frame));
-                        }
-                    }
-                    Err(BroadcastStreamRecvError::Lagged(n)) => {
-                        // Skipped frames: the next frame sends keyframes instead of a broken chain.
-                        m.frames_dropped.inc_by(n);
-                        sub.feed.owe_all();
-                    }
+            Some((wid, item)) = feeds.streams.next(), if !feeds.streams.is_empty() => {
+                let Some(sub) = feeds.subs.get_mut(&wid) else { continue };
+                if let Some(frame) = sub.on_item(item, &mut Out { viewer: &viewer, enc, batch: &mut batch, m }) {
+                    steady = Some((wid, frame));
                 }
             }
             Some(d) = direct.recv() => batch.push((d.encoded(enc), enc)),
@@ -370,35 +318,19 @@ async fn send_task(mut writer: wsio::Writer, mut ctl: mpsc::Receiver<Ctl>, mut d
         if frames.is_empty() && !flush {
             continue;
         }
-        let bytes = frames.payload_bytes() as u64;
-        let ws_messages = frames.messages() as u64;
-        let started = Instant::now();
-        let written = tokio::time::timeout(write_timeout, writer.write(&mut frames)).await;
-        m.send_micros.inc_by(started.elapsed().as_micros() as u64);
-        match written {
-            Ok(Ok(())) => {
-                m.ws_messages.inc_by(ws_messages);
-                m.frames_sent.inc_by(items);
-                m.bytes_sent.inc_by(bytes);
-                rate.add(bytes, Instant::now());
-            }
-            Ok(Err(_)) => break None,
-            Err(_) => {
-                tracing::info!("closing slow client: a write took over {write_timeout:?}");
-                m.slow_closes.inc();
-                break Some((close::SLOW, "slow consumer"));
-            }
+        if let Err(close) = write_turn(&mut writer, &mut frames, items, write_timeout, m, &rate).await {
+            break close;
         }
         if let Some((wid, frame)) = steady
-            && let Some(sub) = subs.get_mut(&wid)
+            && let Some(sub) = feeds.subs.get_mut(&wid)
         {
             let port = Port { writer: &writer, viewer: &viewer, combine, rate: &rate, back: &back_tx };
-            join_fanout(&state, &port, sub, &mut streams, &frame);
+            join_fanout(&state, &port, sub, &mut feeds.streams, &frame);
         }
     };
-    m.subscribers.dec_by(subs.len() as i64);
+    m.subscribers.dec_by(feeds.subs.len() as i64);
     // Off every fan-out before the close frame: no writer writes after it.
-    subs.clear();
+    feeds.subs.clear();
     if let Some((code, reason)) = closing {
         // After what a timed-out write left (the writer finishes a frame it began), if the
         // client takes it in time.
@@ -407,6 +339,128 @@ async fn send_task(mut writer: wsio::Writer, mut ctl: mpsc::Receiver<Ctl>, mut d
         let _ = tokio::time::timeout(Duration::from_millis(500), writer.write(&mut frames)).await;
     }
     cancel.cancel();
+}
+
+/// Writes what a turn queued, within `write_timeout`, and counts it. `Err`: the connection
+/// ends, with a close (code, reason) for a reader too slow to take it, none for a broken socket.
+async fn write_turn(writer: &mut wsio::Writer, frames: &mut Frames, items: u64, write_timeout: Duration, m: &crate::metrics::Metrics, rate: &ByteRate) -> Result<(), Option<(u16, &'static str)>> {
+    let bytes = frames.payload_bytes() as u64;
+    let ws_messages = frames.messages() as u64;
+    let started = Instant::now();
+    let written = tokio::time::timeout(write_timeout, writer.write(frames)).await;
+    m.send_micros.inc_by(started.elapsed().as_micros() as u64);
+    match written {
+        Ok(Ok(())) => {
+            m.ws_messages.inc_by(ws_messages);
+            m.frames_sent.inc_by(items);
+            m.bytes_sent.inc_by(bytes);
+            rate.add(bytes, Instant::now());
+            Ok(())
+        }
+        Ok(Err(_)) => Err(None),
+        Err(_) => {
+            tracing::info!("closing slow client: a write took over {write_timeout:?}");
+            m.slow_closes.inc();
+            Err(Some((close::SLOW, "slow consumer")))
+        }
+    }
+}
+
+/// The subscriptions a send task serves, and the frames it reads itself: those of the worlds
+/// whose fan-out does not send this connection's frames.
+#[derive(Default)]
+struct Feeds {
+    streams: StreamMap<u32, BroadcastStream<Arc<TickFrame>>>,
+    subs: HashMap<u32, Sub>,
+}
+
+/// Where a turn of the send task puts messages: for whom, in which encoding, counted where.
+struct Out<'a> {
+    viewer: &'a Viewer,
+    enc: Encoding,
+    batch: &'a mut Vec<(Bytes, Encoding)>,
+    m: &'a crate::metrics::Metrics,
+}
+
+impl Feeds {
+    /// Starts (or moves) a subscription to `world`'s `cells` at send rate `span`: the `subscribed`
+    /// result first (for a command), then keyframes of the newest frame.
+    fn subscribe(&mut self, conn: SessionId, world: WorldHandle, cells: Vec<u32>, span: u32, request_id: Option<u32>, out: &mut Out<'_>) {
+        // Receiver first, then the newest frame: any frame published in between is in the
+        // receiver and is skipped by `after` if the keyframes cover it.
+        self.streams.insert(world.id, BroadcastStream::new(world.subscribe()));
+        let latest = world.latest();
+        // Then the group table for the result: the publisher updates it before it makes a
+        // frame the newest, so a change in a frame the keyframes cover (its events are not
+        // sent) is in the table, and one in a later frame comes as that frame's `groups` event.
+        // (Read when the command was handled, a change published before this point was
+        // announced to nobody here.)
+        if let Some(request_id) = request_id {
+            let groups = world.groups.lock().map(|g| g.clone()).unwrap_or_else(|p| p.into_inner().clone());
+            let result = proto::Outcome::Subscribed(proto::Subscribed { world: world.id, cells: cells.clone(), groups });
+            out.batch.push((encode(&ServerMsg::CommandResult(proto::CommandResult { request_id, result }), out.enc), out.enc));
+        }
+        let wid = world.id;
+        let mut sub = Sub { feed: Cursor::new(cells, span), _rate: world.rates.hold(span), fast: None, conn, world };
+        if let Some(latest) = latest {
+            // Keyframes now (at the newest frame's tick); a rate the world does not keep yet
+            // starts with its first frame.
+            let n = sub.feed.frame(&latest, out.viewer, out.enc, out.batch, false, out.m);
+            out.m.keyframes_sent.inc_by(n);
+            sub.feed.after = latest.tick;
+            sub.feed.seq = latest.seq;
+        }
+        // The subscription it replaces (if any) leaves the fan-out as it drops.
+        if self.subs.insert(wid, sub).is_none() {
+            out.m.subscribers.inc();
+        }
+    }
+
+    /// Stops the subscription to world `world`, if any.
+    fn unsubscribe(&mut self, world: u32, m: &crate::metrics::Metrics) {
+        self.streams.remove(&world);
+        if self.subs.remove(&world).is_some() {
+            m.subscribers.dec();
+        }
+    }
+
+    /// The fan-out gave a subscription back: read the world's frames again, from the one it did
+    /// not send (if any); a gap in between is resynced by keyframes. False when the handback
+    /// names a membership that is gone.
+    fn take_back(&mut self, h: Handback, out: &mut Out<'_>) -> bool {
+        let Some(sub) = self.subs.get_mut(&h.world) else { return false };
+        if sub.fast.as_ref().map(|f| f.1) != Some(h.join) {
+            return false;
+        }
+        sub.fast = None;
+        sub.feed.seq = sub.feed.seq.max(h.after);
+        self.streams.insert(h.world, BroadcastStream::new(sub.world.subscribe()));
+        if let Some(frame) = h.frame {
+            let n = sub.feed.on_frame(&frame, out.viewer, out.enc, out.batch, out.m);
+            out.m.keyframes_sent.inc_by(n);
+        }
+        true
+    }
+}
+
+impl Sub {
+    /// A frame (or a gap) read from the world: what it sends. Answers the frame when it left
+    /// the subscription steady (it may join the fan-out after this turn's write).
+    fn on_item(&mut self, item: Result<Arc<TickFrame>, BroadcastStreamRecvError>, out: &mut Out<'_>) -> Option<Arc<TickFrame>> {
+        match item {
+            Ok(frame) => {
+                let n = self.feed.on_frame(&frame, out.viewer, out.enc, out.batch, out.m);
+                out.m.keyframes_sent.inc_by(n);
+                self.steady(&frame, out.viewer, out.enc).then_some(frame)
+            }
+            Err(BroadcastStreamRecvError::Lagged(n)) => {
+                // Skipped frames: the next frame sends keyframes instead of a broken chain.
+                out.m.frames_dropped.inc_by(n);
+                self.feed.owe_all();
+                None
+            }
+        }
+    }
 }
 
 /// What a subscription that joins its world's fan-out takes along from its connection.

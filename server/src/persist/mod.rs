@@ -217,117 +217,165 @@ impl Writer {
 }
 
 fn write_loop(store: &dyn Store, rx: Receiver<Job>, max_backlog: u64) {
-    let mut backlogs: HashMap<Arc<str>, Backlog> = HashMap::new();
-    let mut current: HashMap<Arc<str>, u64> = HashMap::new();
+    let mut disk = Disk { store, max_backlog, backlogs: HashMap::new(), current: HashMap::new() };
     let mut next_retry = Instant::now() + RETRY_EVERY;
-    loop {
-        let first = match rx.recv_timeout(RETRY_EVERY) {
-            Ok(j) => Some(j),
-            Err(RecvTimeoutError::Timeout) => None,
-            Err(RecvTimeoutError::Disconnected) => break,
-        };
-        let mut jobs: Vec<Job> = first.into_iter().collect();
-        while jobs.len() < GROUP_MAX {
-            match rx.try_recv() {
-                Ok(j) => jobs.push(j),
-                Err(_) => break,
-            }
-        }
+    while let Some(jobs) = next_group(&rx) {
         if Instant::now() >= next_retry || jobs.is_empty() {
-            retry_backlogs(store, &mut backlogs);
+            retry_backlogs(store, &mut disk.backlogs);
             next_retry = Instant::now() + RETRY_EVERY;
         }
         // Group commit: every append first, then one fsync per segment, then the replies.
-        let mut to_sync: Vec<(Arc<str>, u64, u64, Arc<DurableStatus>)> = Vec::new();
-        let mut acks: Vec<Ack> = Vec::new();
-        let mut barriers = Vec::new();
+        let mut group = Group::default();
         for job in jobs {
-            match job {
-                Job::Begin { world, inc, fresh } => {
-                    if fresh {
-                        backlogs.remove(&world);
-                        to_sync.retain(|e| e.0 != world);
-                        if let Err(e) = store.remove_world(&world) {
-                            tracing::warn!(world = %world, "persistence: {e}");
-                        }
-                    }
-                    current.insert(world, inc);
-                }
-                Job::Append { world, inc, seg, bytes, sync, tick, acks: a, close_before, status } => {
-                    if current.get(&world) != Some(&inc) {
-                        // An earlier incarnation of the name: its world is gone.
-                        acks.extend(a);
-                        continue;
-                    }
-                    if let Some(old) = close_before {
-                        store.close(&world, old);
-                    }
-                    acks.extend(a);
-                    if let Some(b) = backlogs.get_mut(&world) {
-                        push_backlog(b, seg, bytes, sync, tick, max_backlog);
-                        continue;
-                    }
-                    match store.append(&world, seg, &bytes) {
-                        Ok(()) => {
-                            status.bytes.fetch_add(bytes.len() as u64, Ordering::Relaxed);
-                            if sync {
-                                if let Some(e) = to_sync.iter_mut().find(|e| e.0 == world && e.1 == seg) {
-                                    e.2 = e.2.max(tick);
-                                } else {
-                                    to_sync.push((world, seg, tick, status));
-                                }
-                            }
-                        }
-                        Err(e) => {
-                            fail(&status, &e);
-                            let mut b = Backlog { items: VecDeque::new(), bytes: 0, status };
-                            push_backlog(&mut b, seg, bytes, sync, tick, max_backlog);
-                            backlogs.insert(world, b);
-                        }
-                    }
-                }
-                Job::Snapshot { world, inc, seq, bytes, base, status } => {
-                    if current.get(&world) != Some(&inc) || backlogs.contains_key(&world) {
-                        // The log before it is not all on disk: the snapshot would cover a gap.
-                        continue;
-                    }
-                    // The log it covers is synced first.
-                    for (w, s, _, st) in to_sync.iter().filter(|e| e.0 == world) {
-                        if let Err(e) = store.sync(w, *s) {
-                            fail(st, &e);
-                        }
-                    }
-                    match store.put_snapshot(&world, seq, &bytes) {
-                        Ok(()) => {
-                            status.snapshots.fetch_add(1, Ordering::Relaxed);
-                            prune(store, &world, base);
-                        }
-                        Err(e) => {
-                            status.write_errors.fetch_add(1, Ordering::Relaxed);
-                            tracing::warn!(world = %world, "persistence: snapshot not written: {e}");
-                        }
-                    }
-                }
-                Job::Remove { world, inc } => {
-                    if inc.is_some_and(|i| current.get(&world) != Some(&i)) {
-                        continue;
-                    }
-                    current.remove(&world);
-                    backlogs.remove(&world);
-                    to_sync.retain(|e| e.0 != world);
-                    if let Err(e) = store.remove_world(&world) {
+            disk.take(job, &mut group);
+        }
+        disk.commit(group);
+    }
+}
+
+/// The jobs of the next group commit: the first one waited for (at most [`RETRY_EVERY`]; none
+/// when that passes), then those already queued, at most [`GROUP_MAX`]. `None`: the channel
+/// closed.
+fn next_group(rx: &Receiver<Job>) -> Option<Vec<Job>> {
+    let first = match rx.recv_timeout(RETRY_EVERY) {
+        Ok(j) => Some(j),
+        Err(RecvTimeoutError::Timeout) => None,
+        Err(RecvTimeoutError::Disconnected) => return None,
+    };
+    let mut jobs: Vec<Job> = first.into_iter().collect();
+    while jobs.len() < GROUP_MAX {
+        match rx.try_recv() {
+            Ok(j) => jobs.push(j),
+            Err(_) => break,
+        }
+    }
+    Some(jobs)
+}
+
+/// The writer thread's state between groups.
+struct Disk<'a> {
+    store: &'a dyn Store,
+    max_backlog: u64,
+    /// Per world, the appends that failed, retried in order.
+    backlogs: HashMap<Arc<str>, Backlog>,
+    /// Per world, the incarnation whose jobs count (an earlier one's world is gone).
+    current: HashMap<Arc<str>, u64>,
+}
+
+/// What one group commit owes after its appends: segments to sync (world, segment, newest
+/// tick, status), then the replies and barriers.
+#[derive(Default)]
+struct Group {
+    to_sync: Vec<(Arc<str>, u64, u64, Arc<DurableStatus>)>,
+    acks: Vec<Ack>,
+    barriers: Vec<SyncSender<()>>,
+}
+
+impl Disk<'_> {
+    /// Carries out one job of a group (fsyncs and replies wait for [`Disk::commit`]).
+    fn take(&mut self, job: Job, group: &mut Group) {
+        match job {
+            Job::Begin { world, inc, fresh } => {
+                if fresh {
+                    self.backlogs.remove(&world);
+                    group.to_sync.retain(|e| e.0 != world);
+                    if let Err(e) = self.store.remove_world(&world) {
                         tracing::warn!(world = %world, "persistence: {e}");
                     }
                 }
-                // Answered once everything before it is synced and acknowledged.
-                Job::Barrier(done) => barriers.push(done),
+                self.current.insert(world, inc);
+            }
+            Job::Append { world, inc, seg, bytes, sync, tick, acks, close_before, status } => {
+                if self.current.get(&world) != Some(&inc) {
+                    // An earlier incarnation of the name: its world is gone.
+                    group.acks.extend(acks);
+                    return;
+                }
+                if let Some(old) = close_before {
+                    self.store.close(&world, old);
+                }
+                group.acks.extend(acks);
+                self.append(group, world, (seg, bytes, sync, tick), status);
+            }
+            Job::Snapshot { world, inc, seq, bytes, base, status } => {
+                if self.current.get(&world) != Some(&inc) || self.backlogs.contains_key(&world) {
+                    // The log before it is not all on disk: the snapshot would cover a gap.
+                    return;
+                }
+                self.snapshot(group, &world, (seq, bytes, base), &status);
+            }
+            Job::Remove { world, inc } => {
+                if inc.is_some_and(|i| self.current.get(&world) != Some(&i)) {
+                    return;
+                }
+                self.current.remove(&world);
+                self.backlogs.remove(&world);
+                group.to_sync.retain(|e| e.0 != world);
+                if let Err(e) = self.store.remove_world(&world) {
+                    tracing::warn!(world = %world, "persistence: {e}");
+                }
+            }
+            // Answered once everything before it is synced and acknowledged.
+            Job::Barrier(done) => group.barriers.push(done),
+        }
+    }
+
+    /// Appends a chunk (segment, bytes, sync, tick) to a world's log, or to its backlog if
+    /// it has one or the append fails; a chunk to sync marks its segment for the group's fsync.
+    fn append(&mut self, group: &mut Group, world: Arc<str>, chunk: (u64, Vec<u8>, bool, u64), status: Arc<DurableStatus>) {
+        let (seg, bytes, sync, tick) = chunk;
+        if let Some(b) = self.backlogs.get_mut(&world) {
+            push_backlog(b, seg, bytes, sync, tick, self.max_backlog);
+            return;
+        }
+        match self.store.append(&world, seg, &bytes) {
+            Ok(()) => {
+                status.bytes.fetch_add(bytes.len() as u64, Ordering::Relaxed);
+                if sync {
+                    if let Some(e) = group.to_sync.iter_mut().find(|e| e.0 == world && e.1 == seg) {
+                        e.2 = e.2.max(tick);
+                    } else {
+                        group.to_sync.push((world, seg, tick, status));
+                    }
+                }
+            }
+            Err(e) => {
+                fail(&status, &e);
+                let mut b = Backlog { items: VecDeque::new(), bytes: 0, status };
+                push_backlog(&mut b, seg, bytes, sync, tick, self.max_backlog);
+                self.backlogs.insert(world, b);
             }
         }
-        for (world, seg, tick, status) in to_sync {
-            match store.sync(&world, seg) {
+    }
+
+    /// Writes a snapshot (number, bytes, the segment its log starts at) after syncing the log
+    /// it covers; then prunes what the kept snapshots no longer need.
+    fn snapshot(&mut self, group: &Group, world: &Arc<str>, snap: (u64, Vec<u8>, u64), status: &DurableStatus) {
+        let (seq, bytes, base) = snap;
+        for (w, s, _, st) in group.to_sync.iter().filter(|e| e.0 == *world) {
+            if let Err(e) = self.store.sync(w, *s) {
+                fail(st, &e);
+            }
+        }
+        match self.store.put_snapshot(world, seq, &bytes) {
+            Ok(()) => {
+                status.snapshots.fetch_add(1, Ordering::Relaxed);
+                prune(self.store, world, base);
+            }
+            Err(e) => {
+                status.write_errors.fetch_add(1, Ordering::Relaxed);
+                tracing::warn!(world = %world, "persistence: snapshot not written: {e}");
+            }
+        }
+    }
+
+    /// Ends a group: one fsync per segment appended to, then the replies, then the barriers.
+    fn commit(&mut self, group: Group) {
+        for (world, seg, tick, status) in group.to_sync {
+            match self.store.sync(&world, seg) {
                 Ok(()) => {
                     status.durable_tick.fetch_max(tick, Ordering::Relaxed);
-                    if !status.broken.load(Ordering::Relaxed) && !backlogs.contains_key(&world) {
+                    if !status.broken.load(Ordering::Relaxed) && !self.backlogs.contains_key(&world) {
                         status.durable.store(true, Ordering::Relaxed);
                         status.set_error(None);
                     }
@@ -335,10 +383,10 @@ fn write_loop(store: &dyn Store, rx: Receiver<Job>, max_backlog: u64) {
                 Err(e) => fail(&status, &e),
             }
         }
-        for a in acks {
+        for a in group.acks {
             a();
         }
-        for b in barriers {
+        for b in group.barriers {
             let _ = b.try_send(());
         }
     }
@@ -463,6 +511,22 @@ pub struct Durable {
     pub recovered: Option<RecoveryReport>,
 }
 
+/// Where a recovered world's log stands: the segment of its last `Start`, its last segment,
+/// and its last snapshot's number.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LogPlace {
+    pub base_segment: u64,
+    pub last_segment: u64,
+    pub last_snapshot: u64,
+}
+
+impl Recovered {
+    /// Where its log stands.
+    pub fn log_place(&self) -> LogPlace {
+        LogPlace { base_segment: self.base_segment, last_segment: self.last_segment, last_snapshot: self.last_snapshot }
+    }
+}
+
 impl Durable {
     /// The hook of a world with no stored state: anything stored under its name is deleted
     /// first, then the log starts with `start`.
@@ -474,11 +538,11 @@ impl Durable {
         d
     }
 
-    /// The hook of a recovered world: its log goes on in a new segment after `last_seg`, from
-    /// the recovered state (whose `Start` is in `base_seg`); it takes a snapshot at the
+    /// The hook of a recovered world: its log goes on in a new segment after `at.last_segment`, from
+    /// the recovered state (whose `Start` is in `base_segment`); it takes a snapshot at the
     /// runner's first turn ([`Durable::snapshot_due`]).
-    pub fn resumed(writer: &Arc<Writer>, world: &str, base_seg: u64, last_seg: u64, last_snap: u64, world_now: &World, report: RecoveryReport) -> Durable {
-        let mut d = Durable::new(writer, world, last_seg + 1, base_seg, last_snap + 1, Some(report));
+    pub fn resumed(writer: &Arc<Writer>, world: &str, at: LogPlace, world_now: &World, report: RecoveryReport) -> Durable {
+        let mut d = Durable::new(writer, world, at.last_segment + 1, at.base_segment, at.last_snapshot + 1, Some(report));
         d.begin(false);
         d.status.durable_tick.store(world_now.tick(), Ordering::Relaxed);
         d.snapshot_wanted = true;

@@ -1,8 +1,9 @@
 //! Recovery of a durable world on start: the newest valid snapshot holds the world and the
 //! runner's state at its place in the log; the records after that place (the log's tail) are
-//! read in order and re-run on it through the replay (`record::replay`), every recorded
-//! checkpoint compared, so the world is the one that ran, bit for bit, at the last record on
-//! disk. A tail with a `Start` (a load or reset after the snapshot) is re-run from its last
+//! read in order and re-run on it through the replay (`record::replay`), the last recorded
+//! checkpoint compared (`state_hash` and `exact_hash`: hashing the world at each of them would
+//! cost as much as the steps; `steerd replay --verify` compares every one), so the world is the
+//! one that ran, bit for bit, at the last record on disk. A tail with a `Start` (a load or reset after the snapshot) is re-run from its last
 //! `Start`; a version-1 snapshot (no world) from the `Start` in its base segment.
 //!
 //! Bad input never becomes a world: a torn last chunk of the last segment is cut off (and
@@ -57,7 +58,8 @@ pub struct RecoveryReport {
     pub segments: Vec<String>,
     /// A torn tail cut off the last segment: the file, bytes and why.
     pub torn: Option<String>,
-    /// Steps re-run, commands re-applied, checkpoints compared (all matched).
+    /// Steps re-run, commands re-applied, checkpoints compared (the last of the log's; it
+    /// matched).
     pub ticks: u64,
     pub commands: u64,
     pub checks: u64,
@@ -117,97 +119,15 @@ pub fn recover(store: &dyn Store, world: &str, threads: usize) -> Result<Recover
     let started = Instant::now();
     let mut report = RecoveryReport::default();
     let snaps = store.snapshots(world)?;
-    let mut chosen = None;
-    for seq in snaps.iter().rev() {
-        let file = store.describe_snapshot(world, *seq);
-        let bytes = match store.read_snapshot(world, *seq) {
-            Ok(b) => b,
-            Err(e) => {
-                tracing::warn!(world, "recovery: snapshot {file} skipped: {e}");
-                report.snapshots_rejected.push(format!("{file}: {e}"));
-                continue;
-            }
-        };
-        let got = decode_snapshot(&bytes).and_then(|s| match s.world {
-            Some(wb) => restore(&s.meta, wb).map(|(world, scenario, runner)| Base::State { file: file.clone(), meta: s.meta, world: Box::new(world), scenario: Box::new(scenario), runner }),
-            None => Ok(Base::Pointer { file: file.clone(), meta: s.meta }),
-        });
-        match got {
-            Ok(b) => {
-                chosen = Some(b);
-                break;
-            }
-            Err(e) => {
-                tracing::warn!(world, "recovery: snapshot {file} skipped: {e}");
-                report.snapshots_rejected.push(format!("{file}: {e}"));
-            }
-        }
-    }
-    let segs = store.segments(world)?;
-    // Where the log is needed from, and how many records of that segment the snapshot covers.
-    let (from, skip) = match &chosen {
-        Some(Base::State { meta, .. }) => (meta.segment, meta.records),
-        Some(Base::Pointer { meta, .. }) => (meta.base_segment, 0),
-        None => (segs.first().copied().unwrap_or(0), 0),
-    };
-    let last = match (segs.last(), &chosen) {
-        (Some(&l), _) => l.max(from),
-        // A snapshot taken right after its segment was closed: no log after it yet.
-        (None, Some(Base::State { .. })) => from,
-        (None, _) => return Err(RecoverError::Missing { file: store.describe(world, Some(from)) }),
-    };
-    let state_without_log = matches!(chosen, Some(Base::State { .. })) && segs.last().is_none_or(|&l| l < from);
-    if !state_without_log {
-        // Every segment from the snapshot's place to the last must be there.
-        for n in from..=last {
-            if segs.binary_search(&n).is_err() {
-                return Err(RecoverError::Missing { file: store.describe(world, Some(n)) });
-            }
-        }
-    }
-    let mut records: Vec<(u64, Record)> = Vec::new();
-    for n in (from..=last).filter(|_| !state_without_log) {
-        let file = store.describe(world, Some(n));
-        let bytes = store.read_segment(world, n)?;
-        if n == last && bytes.len() < format::HEADER_LEN {
-            // Created, header not yet whole: nothing of it was ever durable.
-            store.truncate_segment(world, n, 0)?;
-            store.delete_segment(world, n)?;
-            report.torn = Some(format!("{file}: {} bytes of a header cut off", bytes.len()));
-            if n == from && skip > 0 {
-                return Err(RecoverError::Corrupt { file, reason: format!("holds no record; the snapshot covers {skip}") });
-            }
-            continue;
-        }
-        let parsed = format::parse(&bytes).map_err(|e| RecoverError::Corrupt { file: file.clone(), reason: e.to_string() })?;
-        if let Some(reason) = &parsed.torn_reason {
-            if n != last {
-                return Err(RecoverError::Corrupt { file, reason: format!("damaged before its end ({reason}) in the middle of the log") });
-            }
-            let keep = (bytes.len() - parsed.torn_bytes) as u64;
-            store.truncate_segment(world, n, keep)?;
-            let msg = format!("{file}: torn tail of {} bytes cut off ({reason})", parsed.torn_bytes);
-            tracing::warn!(world, "recovery: {msg}");
-            report.torn = Some(msg);
-        }
-        let mut recs = parsed.records;
-        if n == from && skip > 0 {
-            let covered = usize::try_from(skip).unwrap_or(usize::MAX);
-            if recs.len() < covered {
-                return Err(RecoverError::Corrupt { file, reason: format!("holds {} records; the snapshot covers {skip}", recs.len()) });
-            }
-            recs.drain(..covered);
-        }
-        report.segments.push(file);
-        records.extend(recs.into_iter().map(|r| (n, r)));
-    }
+    let chosen = newest_base(store, world, &snaps, &mut report);
+    let Tail { mut records, from, last } = read_tail(store, world, chosen.as_ref(), &mut report)?;
     // A load or reset after the snapshot: the world is the log's from its last `Start`.
     let restart = records.iter().rposition(|(_, r)| matches!(r, Record::Start { .. }));
-    let (initial, base_segment, mut owners, mut paused, scenario_name, mut sessions, from_file) = match (chosen, restart) {
+    let (initial, base_segment, mut rt, scenario_name, from_file) = match (chosen, restart) {
         (Some(Base::State { file, meta, world: w, scenario, runner }), None) => {
-            let owners: BTreeMap<u32, (String, Option<String>)> = runner.owners.into_iter().map(|(a, p, t)| (a, (p, t))).collect();
+            let owners = runner.owners.into_iter().map(|(a, p, t)| (a, (p, t))).collect();
             report.snapshot = Some(file.clone());
-            (Some((*w, *scenario)), meta.base_segment, owners, meta.paused, meta.scenario_name, runner.sessions, file)
+            (Some((*w, *scenario)), meta.base_segment, RuntimeState { owners, paused: meta.paused, sessions: runner.sessions }, meta.scenario_name, file)
         }
         (chosen, Some(at)) => {
             let seg = records[at].0;
@@ -218,37 +138,21 @@ pub fn recover(store: &dyn Store, world: &str, threads: usize) -> Result<Recover
                 None => (None, Vec::new(), None),
             };
             report.snapshot = file;
-            (None, seg, BTreeMap::new(), false, name, sessions, store.describe(world, Some(seg)))
+            (None, seg, RuntimeState { owners: BTreeMap::new(), paused: false, sessions }, name, store.describe(world, Some(seg)))
         }
         (_, None) => return Err(RecoverError::NoStart { file: store.describe(world, Some(from)) }),
     };
     let tail: Vec<Record> = records.into_iter().map(|(_, r)| r).collect();
-    for r in &tail {
-        match r {
-            Record::Owner { agent, player: Some(p), team, .. } => {
-                owners.insert(*agent, (p.clone(), team.clone()));
-            }
-            Record::Owner { agent, player: None, .. } => {
-                owners.remove(agent);
-            }
-            Record::Paused { paused: p, .. } => paused = *p,
-            Record::Sessions { sessions: s, .. } => match serde_json::from_str::<Vec<StoredSession>>(s) {
-                Ok(v) => sessions = v,
-                // Sessions are the runtime's, not the world's: a bad record loses them, not the world.
-                Err(e) => tracing::warn!(world, "recovery: a sessions record does not read ({e}); kept the ones before it"),
-            },
-            _ => {}
-        }
-    }
+    rt.follow(world, &tail);
     let parsed = Parsed { records: tail, chunks: 0, torn_bytes: 0, torn_reason: None };
-    let opts = ReplayOptions { verify: true, until: None, threads: threads.max(1) };
+    let opts = ReplayOptions { verify: true, until: None, threads: threads.max(1), last_check_only: true };
     let (rep, kept) = replay_onto(initial, &parsed, &opts, &mut |_, _| {}).map_err(|e| RecoverError::Replay { file: from_file.clone(), reason: e.to_string() })?;
     if let Some(d) = rep.divergences.first() {
         return Err(RecoverError::Replay { file: from_file, reason: d.to_string() });
     }
     let Some((w, scenario)) = kept else { return Err(RecoverError::NoStart { file: from_file }) };
     // Agents that are gone have no owner.
-    owners.retain(|id, _| w.agent(*id).is_some());
+    rt.owners.retain(|id, _| w.agent(*id).is_some());
     report.tick = w.tick();
     report.state_hash = format!("{:016x}", crate::sim::hash::state_hash(&w));
     report.ticks = rep.ticks;
@@ -259,12 +163,145 @@ pub fn recover(store: &dyn Store, world: &str, threads: usize) -> Result<Recover
         world: w,
         scenario,
         scenario_name,
-        paused,
-        owners: owners.into_iter().map(|(a, (p, t))| (a, p, t)).collect(),
-        sessions,
+        paused: rt.paused,
+        owners: rt.owners.into_iter().map(|(a, (p, t))| (a, p, t)).collect(),
+        sessions: rt.sessions,
         base_segment,
         last_segment: last,
         last_snapshot: snaps.last().copied().unwrap_or(0),
         report,
     })
+}
+
+/// The newest of `snaps` that reads, decodes and (version 2) loads into the world it names;
+/// those skipped are reported with why.
+fn newest_base(store: &dyn Store, world: &str, snaps: &[u64], report: &mut RecoveryReport) -> Option<Base> {
+    for seq in snaps.iter().rev() {
+        let file = store.describe_snapshot(world, *seq);
+        let got = store.read_snapshot(world, *seq).map_err(|e| e.to_string()).and_then(|bytes| {
+            decode_snapshot(&bytes).and_then(|s| match s.world {
+                Some(wb) => restore(&s.meta, wb).map(|(world, scenario, runner)| Base::State { file: file.clone(), meta: s.meta, world: Box::new(world), scenario: Box::new(scenario), runner }),
+                None => Ok(Base::Pointer { file: file.clone(), meta: s.meta }),
+            })
+        });
+        match got {
+            Ok(b) => return Some(b),
+            Err(e) => {
+                tracing::warn!(world, "recovery: snapshot {file} skipped: {e}");
+                report.snapshots_rejected.push(format!("{file}: {e}"));
+            }
+        }
+    }
+    None
+}
+
+/// The log after a snapshot's place: its records with their segments, from segment `from` to
+/// `last`.
+struct Tail {
+    records: Vec<(u64, Record)>,
+    from: u64,
+    last: u64,
+}
+
+/// Reads the log `chosen` needs (all of it without a snapshot): every segment from its place to
+/// the last must be there and whole, but for a torn end of the last, which is cut off.
+fn read_tail(store: &dyn Store, world: &str, chosen: Option<&Base>, report: &mut RecoveryReport) -> Result<Tail, RecoverError> {
+    let segs = store.segments(world)?;
+    // Where the log is needed from, and how many records of that segment the snapshot covers.
+    let (from, skip) = match chosen {
+        Some(Base::State { meta, .. }) => (meta.segment, meta.records),
+        Some(Base::Pointer { meta, .. }) => (meta.base_segment, 0),
+        None => (segs.first().copied().unwrap_or(0), 0),
+    };
+    let last = match (segs.last(), chosen) {
+        (Some(&l), _) => l.max(from),
+        // A snapshot taken right after its segment was closed: no log after it yet.
+        (None, Some(Base::State { .. })) => from,
+        (None, _) => return Err(RecoverError::Missing { file: store.describe(world, Some(from)) }),
+    };
+    let mut records: Vec<(u64, Record)> = Vec::new();
+    if matches!(chosen, Some(Base::State { .. })) && segs.last().is_none_or(|&l| l < from) {
+        return Ok(Tail { records, from, last });
+    }
+    // Every segment from the snapshot's place to the last must be there.
+    for n in from..=last {
+        if segs.binary_search(&n).is_err() {
+            return Err(RecoverError::Missing { file: store.describe(world, Some(n)) });
+        }
+    }
+    for n in from..=last {
+        let covered = if n == from { skip } else { 0 };
+        let Some(recs) = read_segment(store, world, n, n == last, covered, report)? else { continue };
+        report.segments.push(store.describe(world, Some(n)));
+        records.extend(recs.into_iter().map(|r| (n, r)));
+    }
+    Ok(Tail { records, from, last })
+}
+
+/// Segment `n`'s records after the first `covered` (those a snapshot holds). The `last`
+/// segment's torn end is cut off (none: created, its header never whole); any other damage is
+/// an error naming the file.
+fn read_segment(store: &dyn Store, world: &str, n: u64, last: bool, covered: u64, report: &mut RecoveryReport) -> Result<Option<Vec<Record>>, RecoverError> {
+    let file = store.describe(world, Some(n));
+    let bytes = store.read_segment(world, n)?;
+    if last && bytes.len() < format::HEADER_LEN {
+        // Created, header not yet whole: nothing of it was ever durable.
+        store.truncate_segment(world, n, 0)?;
+        store.delete_segment(world, n)?;
+        report.torn = Some(format!("{file}: {} bytes of a header cut off", bytes.len()));
+        if covered > 0 {
+            return Err(RecoverError::Corrupt { file, reason: format!("holds no record; the snapshot covers {covered}") });
+        }
+        return Ok(None);
+    }
+    let parsed = format::parse(&bytes).map_err(|e| RecoverError::Corrupt { file: file.clone(), reason: e.to_string() })?;
+    if let Some(reason) = &parsed.torn_reason {
+        if !last {
+            return Err(RecoverError::Corrupt { file, reason: format!("damaged before its end ({reason}) in the middle of the log") });
+        }
+        let keep = (bytes.len() - parsed.torn_bytes) as u64;
+        store.truncate_segment(world, n, keep)?;
+        let msg = format!("{file}: torn tail of {} bytes cut off ({reason})", parsed.torn_bytes);
+        tracing::warn!(world, "recovery: {msg}");
+        report.torn = Some(msg);
+    }
+    let mut recs = parsed.records;
+    if covered > 0 {
+        let skip = usize::try_from(covered).unwrap_or(usize::MAX);
+        if recs.len() < skip {
+            return Err(RecoverError::Corrupt { file, reason: format!("holds {} records; the snapshot covers {covered}", recs.len()) });
+        }
+        recs.drain(..skip);
+    }
+    Ok(Some(recs))
+}
+
+/// What the runtime keeps beside the world: owners by agent, paused, the players' sessions.
+struct RuntimeState {
+    owners: BTreeMap<u32, (String, Option<String>)>,
+    paused: bool,
+    sessions: Vec<StoredSession>,
+}
+
+impl RuntimeState {
+    /// Follows the log's owner, pause and sessions records.
+    fn follow(&mut self, world: &str, tail: &[Record]) {
+        for r in tail {
+            match r {
+                Record::Owner { agent, player: Some(p), team, .. } => {
+                    self.owners.insert(*agent, (p.clone(), team.clone()));
+                }
+                Record::Owner { agent, player: None, .. } => {
+                    self.owners.remove(agent);
+                }
+                Record::Paused { paused: p, .. } => self.paused = *p,
+                Record::Sessions { sessions: s, .. } => match serde_json::from_str::<Vec<StoredSession>>(s) {
+                    Ok(v) => self.sessions = v,
+                    // Sessions are the runtime's, not the world's: a bad record loses them, not the world.
+                    Err(e) => tracing::warn!(world, "recovery: a sessions record does not read ({e}); kept the ones before it"),
+                },
+                _ => {}
+            }
+        }
+    }
 }

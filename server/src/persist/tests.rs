@@ -182,7 +182,8 @@ fn a_recovered_world_is_the_one_that_ran_bit_for_bit_with_its_owners() {
     let r = recover(&*store, "w", 2).unwrap();
     assert_eq!(hashes(&r.world), live, "{:?}", r.report);
     assert_eq!(r.owners, vec![(5, "alice".to_string(), Some("red".to_string()))]);
-    assert!(r.report.checks >= 25, "{:?}", r.report);
+    // The last checkpoint of the log is compared (the others are passed over).
+    assert_eq!(r.report.checks, 1, "{:?}", r.report);
     assert!(r.report.torn.is_none());
     // The recovered world goes on exactly as the live one.
     let mut w = r.world;

@@ -19,11 +19,15 @@ pub struct ReplayOptions {
     pub until: Option<u64>,
     /// Worker threads for the step (does not change the result).
     pub threads: usize,
+    /// Compare only the last checkpoint of the records (each comparison hashes the whole
+    /// world): what ends equal there is the state that ran, and a divergence is still found,
+    /// at that checkpoint rather than the first one it shows at.
+    pub last_check_only: bool,
 }
 
 impl Default for ReplayOptions {
     fn default() -> Self {
-        ReplayOptions { verify: true, until: None, threads: 1 }
+        ReplayOptions { verify: true, until: None, threads: 1, last_check_only: false }
     }
 }
 
@@ -64,6 +68,8 @@ pub struct ReplayReport {
     /// Checkpoints compared, and those that matched.
     pub checks: u64,
     pub checks_ok: u64,
+    /// Checkpoints passed over ([`ReplayOptions::last_check_only`]).
+    pub checks_skipped: u64,
     /// Divergences found (at most one with `verify`).
     pub divergences: Vec<Divergence>,
     /// `state_hash` of the final state, hex.
@@ -113,6 +119,97 @@ struct Run<'a> {
 }
 
 impl Run<'_> {
+    /// Replays one record; false when the run stops there (`--until` reached, or with
+    /// `verify` the first divergence). A checkpoint is compared only with `compare`.
+    fn record(&mut self, rec: &Record, verify: bool, compare: bool) -> Result<bool, ReplayError> {
+        match rec {
+            Record::Start { max_agents, max_spawn, scenario, .. } => {
+                self.start_segment(scenario, *max_agents, *max_spawn)?;
+                self.advance_to(0)
+            }
+            Record::Command { tick, command } => {
+                if !self.advance_to(*tick)? {
+                    return Ok(false);
+                }
+                if let Some(w) = self.world.as_mut() {
+                    self.report.commands += 1;
+                    // Refused commands leave the world unchanged, here as they did live.
+                    if w.apply(command.clone()).is_err() {
+                        self.report.commands_refused += 1;
+                    }
+                }
+                Ok(true)
+            }
+            Record::TickRate { tick, rate } => {
+                if !self.advance_to(*tick)? {
+                    return Ok(false);
+                }
+                if let Some(w) = self.world.as_mut() {
+                    w.set_tick_rate(*rate).map_err(|e| ReplayError::Sim(self.segment, e.to_string()))?;
+                }
+                Ok(true)
+            }
+            Record::Paused { tick, .. } => self.advance_to(*tick),
+            Record::Check { tick, state_hash, exact_hash, agents } => {
+                if !self.advance_to(*tick)? {
+                    return Ok(false);
+                }
+                if !compare {
+                    self.report.checks_skipped += 1;
+                    return Ok(true);
+                }
+                let diverged = self.check(*tick, (*state_hash, *exact_hash), agents)?;
+                Ok(!(diverged && verify))
+            }
+            Record::End { tick, reason } => {
+                if !self.advance_to(*tick)? {
+                    return Ok(false);
+                }
+                self.report.end = Some((*tick, reason.clone()));
+                Ok(true)
+            }
+            // Ownership and sessions are the runtime's: they change nothing in the sim.
+            Record::Owner { .. } | Record::Sessions { .. } => Ok(true),
+        }
+    }
+
+    /// A `Start` record: a new segment, its world built from the recorded scenario and caps.
+    fn start_segment(&mut self, scenario: &str, max_agents: u64, max_spawn: u64) -> Result<(), ReplayError> {
+        if self.world.is_some() {
+            self.segment += 1;
+            // `--until` names a tick of the first segment that reaches it.
+        }
+        let sc = Scenario::from_stored_json(scenario).map_err(|e| ReplayError::Scenario(self.segment, e.to_string()))?;
+        let caps = |v: u64| usize::try_from(v).unwrap_or(usize::MAX);
+        let w = sc.build_capped(caps(max_agents), caps(max_spawn)).map_err(|e| ReplayError::Scenario(self.segment, e.to_string()))?;
+        self.world = Some(w);
+        self.scenario = Some(sc);
+        self.report.segments += 1;
+        Ok(())
+    }
+
+    /// A checkpoint: the world's hashes against the recorded (state, exact) ones; a divergence
+    /// is reported with the first agent that differs (when digests were recorded). Answers
+    /// whether it diverged.
+    fn check(&mut self, tick: u64, (state_hash, exact_hash): (u64, u64), agents: &[(u32, u32)]) -> Result<bool, ReplayError> {
+        let Some(w) = self.world.as_ref() else { return Err(ReplayError::NoStart) };
+        self.report.checks += 1;
+        let Record::Check { state_hash: sh, exact_hash: eh, .. } = checkpoint(w, false) else { return Ok(false) };
+        if sh == state_hash && eh == exact_hash {
+            self.report.checks_ok += 1;
+            return Ok(false);
+        }
+        let agent = (!agents.is_empty()).then(|| first_differing_agent(w, agents)).flatten();
+        self.report.divergences.push(Divergence {
+            segment: self.segment,
+            tick,
+            recorded: format!("state_hash {state_hash:016x} exact_hash {exact_hash:016x}"),
+            replayed: format!("state_hash {sh:016x} exact_hash {eh:016x}"),
+            agent,
+        });
+        Ok(true)
+    }
+
     /// Steps to `tick`; false when `--until` stopped the run.
     fn advance_to(&mut self, tick: u64) -> Result<bool, ReplayError> {
         let Some(w) = self.world.as_mut() else { return Err(ReplayError::NoStart) };
@@ -124,8 +221,17 @@ impl Run<'_> {
                 break;
             }
             self.pool.install(|| w.step());
-            // No builder here: the world builds the fields it needs when they are due.
-            drop(w.take_field_jobs());
+            // The fields the step requested are built now, in parallel on the pool, and handed
+            // back before they are due, as the live server's builders do (a field is a pure
+            // function of its job: when it is built changes nothing).
+            let jobs = w.take_field_jobs();
+            if !jobs.is_empty() {
+                use rayon::prelude::*;
+                let fields: Vec<_> = self.pool.install(|| jobs.par_iter().map(crate::sim::nav::FieldJob::build).collect());
+                for f in fields {
+                    w.deliver_field(f);
+                }
+            }
             drop(w.drain_events());
             self.report.ticks += 1;
             self.sim_seconds += f64::from(w.config().dt());
@@ -175,79 +281,11 @@ pub fn replay_onto(
         run.report.segments = 1;
     }
     let start = Instant::now();
-    'records: for rec in &parsed.records {
-        match rec {
-            Record::Start { max_agents, max_spawn, scenario, .. } => {
-                if run.world.is_some() {
-                    run.segment += 1;
-                    // `--until` names a tick of the first segment that reaches it.
-                }
-                let sc = Scenario::from_stored_json(scenario).map_err(|e| ReplayError::Scenario(run.segment, e.to_string()))?;
-                let caps = |v: u64| usize::try_from(v).unwrap_or(usize::MAX);
-                let w = sc.build_capped(caps(*max_agents), caps(*max_spawn)).map_err(|e| ReplayError::Scenario(run.segment, e.to_string()))?;
-                run.world = Some(w);
-                run.scenario = Some(sc);
-                run.report.segments += 1;
-                if !run.advance_to(0)? {
-                    break 'records;
-                }
-            }
-            Record::Command { tick, command } => {
-                if !run.advance_to(*tick)? {
-                    break 'records;
-                }
-                if let Some(w) = run.world.as_mut() {
-                    run.report.commands += 1;
-                    // Refused commands leave the world unchanged, here as they did live.
-                    if w.apply(command.clone()).is_err() {
-                        run.report.commands_refused += 1;
-                    }
-                }
-            }
-            Record::TickRate { tick, rate } => {
-                if !run.advance_to(*tick)? {
-                    break 'records;
-                }
-                if let Some(w) = run.world.as_mut() {
-                    w.set_tick_rate(*rate).map_err(|e| ReplayError::Sim(run.segment, e.to_string()))?;
-                }
-            }
-            Record::Paused { tick, .. } => {
-                if !run.advance_to(*tick)? {
-                    break 'records;
-                }
-            }
-            Record::Check { tick, state_hash, exact_hash, agents } => {
-                if !run.advance_to(*tick)? {
-                    break 'records;
-                }
-                let Some(w) = run.world.as_ref() else { return Err(ReplayError::NoStart) };
-                run.report.checks += 1;
-                let Record::Check { state_hash: sh, exact_hash: eh, .. } = checkpoint(w, false) else { continue };
-                if sh == *state_hash && eh == *exact_hash {
-                    run.report.checks_ok += 1;
-                    continue;
-                }
-                let agent = (!agents.is_empty()).then(|| first_differing_agent(w, agents)).flatten();
-                run.report.divergences.push(Divergence {
-                    segment: run.segment,
-                    tick: *tick,
-                    recorded: format!("state_hash {state_hash:016x} exact_hash {exact_hash:016x}"),
-                    replayed: format!("state_hash {sh:016x} exact_hash {eh:016x}"),
-                    agent,
-                });
-                if opts.verify {
-                    break 'records;
-                }
-            }
-            Record::End { tick, reason } => {
-                if !run.advance_to(*tick)? {
-                    break 'records;
-                }
-                run.report.end = Some((*tick, reason.clone()));
-            }
-            // Ownership and sessions are the runtime's: they change nothing in the sim.
-            Record::Owner { .. } | Record::Sessions { .. } => {}
+    let last_check = parsed.records.iter().rposition(|r| matches!(r, Record::Check { .. }));
+    for (i, rec) in parsed.records.iter().enumerate() {
+        let compare = !opts.last_check_only || Some(i) == last_check;
+        if !run.record(rec, opts.verify, compare)? {
+            break;
         }
     }
     let mut report = run.report;
@@ -337,7 +375,7 @@ mod tests {
 
     fn verify(bytes: &[u8], threads: usize) -> ReplayReport {
         let p = parse(bytes).unwrap();
-        replay(&p, &ReplayOptions { verify: true, until: None, threads }, &mut |_, _| {}).unwrap()
+        replay(&p, &ReplayOptions { threads, ..ReplayOptions::default() }, &mut |_, _| {}).unwrap()
     }
 
     /// The shipped regression recordings still replay bit for bit: a change to the simulation
@@ -400,7 +438,7 @@ mod tests {
             }
         });
         let p = parse(&changed).unwrap();
-        let r = replay(&p, &ReplayOptions { verify: true, until: None, threads: 1 }, &mut |_, _| {}).unwrap();
+        let r = replay(&p, &ReplayOptions::default(), &mut |_, _| {}).unwrap();
         assert_eq!(r.divergences.len(), 1, "{r:?}");
         let d = &r.divergences[0];
         let add_tick = p.records.iter().find_map(|r| match r {
@@ -410,8 +448,20 @@ mod tests {
         assert!(d.tick > add_tick.unwrap(), "{d}");
         assert!(d.agent.as_deref().is_some_and(|a| a.contains("replayed position")), "{d}");
         // Without --verify the replay goes on and counts the rest.
-        let r = replay(&p, &ReplayOptions { verify: false, until: None, threads: 1 }, &mut |_, _| {}).unwrap();
+        let r = replay(&p, &ReplayOptions { verify: false, ..ReplayOptions::default() }, &mut |_, _| {}).unwrap();
         assert!(r.divergences.len() > 1 && r.end.is_some(), "{r:?}");
+        // Comparing the last checkpoint only (a durable world's recovery) finds it there.
+        let last = p.records.iter().rev().find_map(|r| match r {
+            Record::Check { tick, .. } => Some(*tick),
+            _ => None,
+        });
+        let r = replay(&p, &ReplayOptions { last_check_only: true, ..ReplayOptions::default() }, &mut |_, _| {}).unwrap();
+        assert_eq!((r.checks, r.checks_ok, r.divergences.len()), (1, 0, 1), "{r:?}");
+        assert_eq!(Some(r.divergences[0].tick), last, "{r:?}");
+        assert!(r.checks_skipped >= 5, "{r:?}");
+        // The unchanged file matches there.
+        let r = replay(&parse(&bytes).unwrap(), &ReplayOptions { last_check_only: true, ..ReplayOptions::default() }, &mut |_, _| {}).unwrap();
+        assert_eq!((r.checks, r.checks_ok, r.divergences.len()), (1, 1, 0), "{r:?}");
     }
 
     #[test]
@@ -423,7 +473,7 @@ mod tests {
             _ => None,
         });
         let mut seen = None;
-        let r = replay(&p, &ReplayOptions { verify: true, until: Some(60), threads: 1 }, &mut |w, sc| {
+        let r = replay(&p, &ReplayOptions { until: Some(60), ..ReplayOptions::default() }, &mut |w, sc| {
             let v = snapshot_json(w, Some(sc));
             seen = Some((w.tick(), crate::sim::hash::state_hash(w), v["agents"].as_array().map(Vec::len)));
         })

@@ -490,20 +490,7 @@ pub fn behavior(e: &mut Enc, b: &Behavior) {
             e.f32(*panic_distance);
             e.f32(*max_prediction);
         }
-        Behavior::Align(align::AlignParams { target: t, tuning }) => {
-            e.u8(5);
-            match t {
-                align::AlignTarget::Orientation(o) => {
-                    e.u8(0);
-                    e.f32(*o);
-                }
-                align::AlignTarget::Agent(a) => {
-                    e.u8(1);
-                    e.u64(u64::from(*a));
-                }
-            }
-            align_tuning(e, tuning);
-        }
+        Behavior::Align(p) => align_params(e, p),
         Behavior::Face(face::FaceParams { target: t, tuning }) => {
             e.u8(6);
             target(e, t);
@@ -518,24 +505,8 @@ pub fn behavior(e: &mut Enc, b: &Behavior) {
             e.u64(u64::from(*t));
             e.f32(*time_to_target);
         }
-        Behavior::Wander(wander::WanderParams { variant, wander_offset, wander_radius, wander_rate }) => {
-            e.u8(9);
-            e.u8(match variant {
-                wander::WanderVariant::Millington => 0,
-                wander::WanderVariant::Circle => 1,
-            });
-            e.f32(*wander_offset);
-            e.f32(*wander_radius);
-            e.f32(*wander_rate);
-        }
-        Behavior::RandomTarget(random_target::RandomTargetParams { radius, center, interval_min, interval_max, arrive }) => {
-            e.u8(10);
-            e.f32(*radius);
-            e.opt_vec2(*center);
-            e.f32(*interval_min);
-            e.f32(*interval_max);
-            arrive_tuning(e, arrive);
-        }
+        Behavior::Wander(p) => wander_params(e, p),
+        Behavior::RandomTarget(p) => random_target_params(e, p),
         Behavior::ObstacleAvoidance(obstacle_avoidance::ObstacleAvoidanceParams { min_box_length, braking_weight, lateral_base }) => {
             e.u8(11);
             e.opt_f32(*min_box_length);
@@ -571,48 +542,89 @@ pub fn behavior(e: &mut Enc, b: &Behavior) {
             e.f32(*neighbor_radius);
             e.f32(*time_to_target);
         }
-        Behavior::PathFollowing(path_following::PathFollowingParams { waypoints, path_radius, mode }) => {
-            e.u8(18);
-            e.u64(waypoints.len() as u64);
-            for w in waypoints {
-                e.vec2(*w);
-            }
-            e.f32(*path_radius);
-            e.u8(match mode {
-                PathMode::Once => 0,
-                PathMode::Loop => 1,
-                PathMode::PingPong => 2,
-            });
+        Behavior::PathFollowing(p) => path_following_params(e, p),
+        Behavior::LeaderFollowing(p) => leader_following_params(e, p),
+        Behavior::ReciprocalAvoidance(p) => reciprocal_avoidance_params(e, p),
+    }
+}
+
+/// Align: its target (an orientation or an agent) and tuning.
+fn align_params(e: &mut Enc, p: &align::AlignParams) {
+    let align::AlignParams { target: t, tuning } = p;
+    e.u8(5);
+    match t {
+        align::AlignTarget::Orientation(o) => {
+            e.u8(0);
+            e.f32(*o);
         }
-        Behavior::LeaderFollowing(leader_following::LeaderFollowingParams {
-            leader,
-            behind_distance,
-            leader_sight_radius,
-            separation_radius,
-            separation_weight,
-            arrive,
-        }) => {
-            e.u8(19);
-            e.u64(u64::from(*leader));
-            e.f32(*behind_distance);
-            e.f32(*leader_sight_radius);
-            e.f32(*separation_radius);
-            e.f32(*separation_weight);
-            arrive_tuning(e, arrive);
-        }
-        Behavior::ReciprocalAvoidance(reciprocal_avoidance::ReciprocalAvoidanceParams {
-            time_horizon,
-            obstacle_time_horizon,
-            neighbor_dist,
-            max_neighbors,
-        }) => {
-            e.u8(20);
-            e.f32(*time_horizon);
-            e.f32(*obstacle_time_horizon);
-            e.f32(*neighbor_dist);
-            e.u64(u64::from(*max_neighbors));
+        align::AlignTarget::Agent(a) => {
+            e.u8(1);
+            e.u64(u64::from(*a));
         }
     }
+    align_tuning(e, tuning);
+}
+
+/// Wander: its variant and circle.
+fn wander_params(e: &mut Enc, p: &wander::WanderParams) {
+    let wander::WanderParams { variant, wander_offset, wander_radius, wander_rate } = p;
+    e.u8(9);
+    e.u8(match variant {
+        wander::WanderVariant::Millington => 0,
+        wander::WanderVariant::Circle => 1,
+    });
+    e.f32(*wander_offset);
+    e.f32(*wander_radius);
+    e.f32(*wander_rate);
+}
+
+/// RandomTarget: its area, intervals and arrive tuning.
+fn random_target_params(e: &mut Enc, p: &random_target::RandomTargetParams) {
+    let random_target::RandomTargetParams { radius, center, interval_min, interval_max, arrive } = p;
+    e.u8(10);
+    e.f32(*radius);
+    e.opt_vec2(*center);
+    e.f32(*interval_min);
+    e.f32(*interval_max);
+    arrive_tuning(e, arrive);
+}
+
+/// PathFollowing: its waypoints, radius and mode.
+fn path_following_params(e: &mut Enc, p: &path_following::PathFollowingParams) {
+    let path_following::PathFollowingParams { waypoints, path_radius, mode } = p;
+    e.u8(18);
+    e.u64(waypoints.len() as u64);
+    for w in waypoints {
+        e.vec2(*w);
+    }
+    e.f32(*path_radius);
+    e.u8(match mode {
+        PathMode::Once => 0,
+        PathMode::Loop => 1,
+        PathMode::PingPong => 2,
+    });
+}
+
+/// LeaderFollowing: its leader, place behind it, separation and arrive tuning.
+fn leader_following_params(e: &mut Enc, p: &leader_following::LeaderFollowingParams) {
+    let leader_following::LeaderFollowingParams { leader, behind_distance, leader_sight_radius, separation_radius, separation_weight, arrive } = p;
+    e.u8(19);
+    e.u64(u64::from(*leader));
+    e.f32(*behind_distance);
+    e.f32(*leader_sight_radius);
+    e.f32(*separation_radius);
+    e.f32(*separation_weight);
+    arrive_tuning(e, arrive);
+}
+
+/// ReciprocalAvoidance: its horizons and neighbours.
+fn reciprocal_avoidance_params(e: &mut Enc, p: &reciprocal_avoidance::ReciprocalAvoidanceParams) {
+    let reciprocal_avoidance::ReciprocalAvoidanceParams { time_horizon, obstacle_time_horizon, neighbor_dist, max_neighbors } = p;
+    e.u8(20);
+    e.f32(*time_horizon);
+    e.f32(*obstacle_time_horizon);
+    e.f32(*neighbor_dist);
+    e.u64(u64::from(*max_neighbors));
 }
 
 pub fn decode_behavior(d: &mut Dec) -> Result<Behavior, DecodeError> {

@@ -259,14 +259,36 @@ impl AgentGrid {
     /// the result depends neither on the thread count nor on the order the agents are stored in.
     pub fn rebuild(&mut self, bounds: Bounds, cell: f32, n: usize, get: impl Fn(usize) -> (Neighbor, Crowd) + Sync) {
         let max_cells = (n * CELLS_PER_AGENT).max(MIN_CELLS);
-        let empty = Neighbor { id: 0, radius: 0.0, position: Vec2::ZERO, velocity: Vec2::ZERO };
-        // Every slot of the staging buffers is written below, so they are only resized.
-        self.staged.resize(n, empty);
+        let last = self.shape;
+        let chunk = PARALLEL_REBUILD_MIN / 2;
+        let extent = self.stage(n, chunk, get);
+        let shape = GridShape::new(occupied(extent, bounds, cell), cell, max_cells);
+        self.shape = shape;
+        let cells = shape.len();
+        if shape != last {
+            self.cells.par_iter_mut().zip(self.staged.par_iter()).with_min_len(chunk).for_each(|(c, nb)| {
+                let (cx, cy) = shape.coords(nb.position);
+                *c = shape.index(cx, cy) as u32;
+            });
+        }
+        // Below `PARALLEL_REBUILD_MIN` agents the grid fits in one core's cache and a single band
+        // is faster than moving it between cores.
+        let bands = if n < PARALLEL_REBUILD_MIN { 1 } else { rayon::current_num_threads().clamp(1, 64) };
+        let band = cells.div_ceil(bands);
+        let totals = self.count(cells, band, bands);
+        self.breaks = self.scatter(n, cells, band, &totals);
+        self.starts[cells] = n as u32;
+    }
+
+    /// Reads the `n` agents once into the staging buffers (every slot is written, so they are
+    /// only resized), each with its cell in the last rebuild's shape, in chunks of `chunk` in
+    /// parallel. Answers the extent of their positions.
+    fn stage(&mut self, n: usize, chunk: usize, get: impl Fn(usize) -> (Neighbor, Crowd) + Sync) -> (Vec2, Vec2) {
+        self.staged.resize(n, EMPTY_NEIGHBOR);
         self.staged_crowd.resize(n, Crowd::default());
         self.cells.resize(n, 0);
         let last = self.shape;
-        let chunk = PARALLEL_REBUILD_MIN / 2;
-        let (lo, hi) = self
+        self
             .staged
             .par_chunks_mut(chunk)
             .zip(self.staged_crowd.par_chunks_mut(chunk))
@@ -282,22 +304,13 @@ impl AgentGrid {
                 }
                 ext
             })
-            .reduce(|| NO_EXTENT, |(a, b), (c, d)| (a.min(c), b.max(d)));
-        let shape = GridShape::new(occupied((lo, hi), bounds, cell), cell, max_cells);
-        self.shape = shape;
-        let cells = shape.len();
-        if shape != last {
-            self.cells.par_iter_mut().zip(self.staged.par_iter()).with_min_len(chunk).for_each(|(c, nb)| {
-                let (cx, cy) = shape.coords(nb.position);
-                *c = shape.index(cx, cy) as u32;
-            });
-        }
-        let (staged, staged_crowd, staged_cells) = (&self.staged, &self.staged_crowd, &self.cells);
-        // Below `PARALLEL_REBUILD_MIN` agents the grid fits in one core's cache and a single band
-        // is faster than moving it between cores.
-        let bands = if n < PARALLEL_REBUILD_MIN { 1 } else { rayon::current_num_threads().clamp(1, 64) };
-        let band = cells.div_ceil(bands);
-        // Pass 1, per band: counts per cell, turned into starts relative to the band.
+            .reduce(|| NO_EXTENT, |(a, b), (c, d)| (a.min(c), b.max(d)))
+    }
+
+    /// Pass 1, per band of `band` cells: counts per cell, turned into starts relative to the
+    /// band. Answers each band's agent count.
+    fn count(&mut self, cells: usize, band: usize, bands: usize) -> Vec<u32> {
+        let staged_cells = &self.cells;
         self.starts.clear();
         self.starts.resize(cells + 1, 0);
         let mut totals: Vec<u32> = Vec::with_capacity(bands);
@@ -322,14 +335,21 @@ impl AgentGrid {
                 sum
             })
             .collect_into_vec(&mut totals);
-        // Pass 2, per band: scatter into the band's own slices of `order` and `packed`.
+        totals
+    }
+
+    /// Pass 2, per band: scatters the staged agents into the band's own slices of `order`,
+    /// `packed` and `crowd`, sorts each cell by id and makes the starts global. Answers how
+    /// many agents do not follow their storage predecessor (see [`AgentGrid::breaks`]).
+    fn scatter(&mut self, n: usize, cells: usize, band: usize, totals: &[u32]) -> usize {
+        let (staged, staged_crowd, staged_cells) = (&self.staged, &self.staged_crowd, &self.cells);
         // Every slot of these is written below (the scatter is a permutation), so they are only
         // resized, not cleared.
         self.order.resize(n, 0);
-        self.packed.resize(n, empty);
+        self.packed.resize(n, EMPTY_NEIGHBOR);
         self.crowd.resize(n, Crowd::default());
         self.rank.resize_with(n, || AtomicU32::new(0));
-        let mut jobs = Vec::with_capacity(bands);
+        let mut jobs = Vec::with_capacity(totals.len());
         let (mut order, mut packed, mut crowd) = (&mut self.order[..], &mut self.packed[..], &mut self.crowd[..]);
         let mut offset = 0u32;
         for (b, starts) in self.starts[..cells].chunks_mut(band).enumerate() {
@@ -343,7 +363,7 @@ impl AgentGrid {
             offset += total;
         }
         let rank = &self.rank;
-        let breaks: usize = jobs
+        jobs
             .into_par_iter()
             .map(|(lo, offset, starts, order, packed, crowd)| {
                 for (i, &c) in staged_cells.iter().enumerate() {
@@ -384,9 +404,7 @@ impl AgentGrid {
                 }
                 breaks
             })
-            .sum();
-        self.breaks = breaks;
-        self.starts[cells] = n as u32;
+            .sum()
     }
 
     /// Shape of the grid.
@@ -534,6 +552,9 @@ impl AgentGrid {
 
 /// Cells of the lattice that [`occupied`] snaps the agents' extent to, per side.
 const OCCUPIED_SNAP_CELLS: f32 = 16.0;
+
+/// A staging slot before it is written.
+const EMPTY_NEIGHBOR: Neighbor = Neighbor { id: 0, radius: 0.0, position: Vec2::ZERO, velocity: Vec2::ZERO };
 
 /// The extent of no point (the identity of [`extend`]).
 const NO_EXTENT: (Vec2, Vec2) = (Vec2::splat(f32::INFINITY), Vec2::splat(f32::NEG_INFINITY));

@@ -4,7 +4,7 @@
 
 use std::time::{Duration, Instant};
 
-use steer_proto::{self as proto, ErrorCode, Outcome, ServerMsg};
+use steer_proto::{self as proto, ClientMsg, ErrorCode, Outcome, ServerMsg};
 use steerd_tests::*;
 
 const SECRET: &str = "handoff-test-secret-0123456789";
@@ -122,10 +122,18 @@ async fn a_world_and_its_players_move_to_another_server() {
     let bw = hb.get("/worlds/arena").await.ok();
     assert_eq!(bw["agents"], 306, "{bw}");
 
-    // A: the world is gone, its name says where, commands on the old connection are refused.
+    // A: the world is gone, its name says where (REST 410, WS `unknown_world` to a client
+    // that arrives later), commands on the old connection are refused.
     let gone = ha.get("/worlds/arena").await;
     gone.expect(410);
-    assert!(gone.text().contains("moved"), "{}", gone.text());
+    assert!(gone.text().contains("moved") && gone.text().contains(&m1.to), "410 names where it went: {}", gone.text());
+    let mut late = a.ws().await;
+    assert!(!late.welcome.as_ref().unwrap().worlds.iter().any(|w| w.name == "arena"), "A's Welcome lists no `arena`");
+    let rid = late.rid();
+    match late.request(&ClientMsg::Subscribe(proto::Subscribe { request_id: rid, world: "arena".into(), area: whole_world(), every_n_ticks: 1 })).await {
+        Outcome::Error(e) => assert!(e.code == ErrorCode::UnknownWorld && e.message.contains("moved") && e.message.contains(&m1.to), "{e:?}"),
+        other => panic!("a subscribe to the moved world on A: {other:?}"),
+    }
     let rid = p1.rid();
     match p1.request(&move_to_msg(rid, "arena", mine.clone(), 1.0, 1.0, 0.0)).await {
         Outcome::Error(e) => assert!(e.code == ErrorCode::UnknownWorld && e.message.contains("moved"), "{e:?}"),
@@ -151,6 +159,113 @@ async fn a_world_and_its_players_move_to_another_server() {
     assert_eq!(rep["checks"], rep["checks_ok"], "{rep}");
     assert!(rep["checks"].as_u64().unwrap() >= 10, "{rep}");
     eprintln!("handoff: answered in {answered:?}, frozen at tick {frozen_tick}, B's log re-ran to tick {} with {} checkpoints", rep["final_tick"], rep["checks"]);
+}
+
+/// The players of `world` on `http` (`GET /worlds/{world}/players`): id → (agents owned,
+/// connections, orphaned).
+async fn players(http: &Http, world: &str) -> std::collections::BTreeMap<String, (u64, u64, bool)> {
+    let rows = http.get(&format!("/worlds/{world}/players")).await.ok();
+    rows.as_array()
+        .expect("players array")
+        .iter()
+        .map(|r| (r["player"].as_str().unwrap().to_string(), (r["agents"].as_u64().unwrap(), r["connections"].as_u64().unwrap(), r["orphaned"].as_bool().unwrap())))
+        .collect()
+}
+
+/// Polls `players` until `done` holds (≤ `within`); answers the last answer and whether it held.
+async fn players_until(
+    http: &Http,
+    world: &str,
+    within: Duration,
+    done: impl Fn(&std::collections::BTreeMap<String, (u64, u64, bool)>) -> bool,
+) -> (std::collections::BTreeMap<String, (u64, u64, bool)>, bool) {
+    let deadline = Instant::now() + within;
+    loop {
+        let p = players(http, world).await;
+        if done(&p) || Instant::now() >= deadline {
+            let ok = done(&p);
+            return (p, ok);
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// steer-swarm bots (the real binary) connected to a durable world follow it when it is handed
+/// off: every bot gets `moved`, resumes on B with its resume token, misses no tick's state,
+/// keeps the agents it spawned on A and has a command acknowledged on B; no bot disconnects or
+/// errors (but for `busy`, the answer to a command sent during the freeze). B sees the same
+/// players, each owning its agents over a live connection.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn steer_swarm_bots_follow_the_world_and_command_their_agents_there() {
+    const BOTS: u64 = 6;
+    const SPAWN: u64 = 2;
+    let swarm = steer_swarm_bin().to_path_buf();
+    let a = cluster_server("handoff-swarm-a", Some(SECRET));
+    let b = cluster_server("handoff-swarm-b", Some(SECRET));
+    let (ha, hb) = (a.http(), b.http());
+    create_world(&ha, "arena", "arena-base", &wander_scenario(200.0, 300)).await;
+    let report = a.data_dir.join("swarm-report.json");
+    let errors = a.data_dir.join("swarm-stderr.txt");
+    let mut bots = std::process::Command::new(&swarm)
+        .args(["--url", &format!("ws://{}/ws", a.addr), "--world", "arena", "--bots", &BOTS.to_string(), "--ramp", "300ms"])
+        .args(["--duration", "10s", "--whole-world", "--spawn-per-bot", &SPAWN.to_string(), "--commands-per-sec", "3", "--seed", "4"])
+        .arg("--report")
+        .arg(&report)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::fs::File::create(&errors).expect("creating steer-swarm's stderr file"))
+        .spawn()
+        .expect("starting steer-swarm");
+
+    // Every bot owns its agents on A; then they command them for a while.
+    let owning = |p: &std::collections::BTreeMap<String, (u64, u64, bool)>| p.len() as u64 == BOTS && p.values().all(|&(n, c, o)| n == SPAWN && c >= 1 && !o);
+    let (on_a, ready) = players_until(&ha, "arena", Duration::from_secs(8), owning).await;
+    assert!(ready, "the bots own their agents on A: {on_a:?}");
+    tokio::time::sleep(Duration::from_millis(800)).await;
+    let t0 = Instant::now();
+    let r = ha.post("/worlds/arena/handoff", &json!({"to": format!("http://{}", b.addr)})).await.ok();
+    assert!(r["sessions"].as_u64().unwrap() >= BOTS, "{r}");
+
+    // B: the same players, each owning its agents over a live connection.
+    let (on_b, followed) = players_until(&hb, "arena", Duration::from_secs(5), owning).await;
+    assert!(followed, "the bots own their agents on B: {on_b:?}");
+    assert_eq!(on_a.keys().collect::<Vec<_>>(), on_b.keys().collect::<Vec<_>>(), "the same players on B");
+    eprintln!("swarm handoff: every bot owns its agents on B {:?} after the handoff call", t0.elapsed());
+    assert_eq!(hb.get("/worlds/arena").await.ok()["agents"], 300 + BOTS * SPAWN);
+    ha.get("/worlds/arena").await.expect(410);
+
+    // The swarm's own account, once its run ends.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let status = loop {
+        if let Some(st) = bots.try_wait().expect("waiting for steer-swarm") {
+            break st;
+        }
+        assert!(Instant::now() < deadline, "steer-swarm did not end");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    let stderr = std::fs::read_to_string(&errors).unwrap_or_default();
+    assert!(status.success(), "steer-swarm failed ({status:?}):\n{stderr}");
+    let rep: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&report).unwrap()).unwrap();
+    let n = |k: &str| rep[k].as_u64().unwrap_or_else(|| panic!("{k} missing in {rep:#}"));
+    assert_eq!(n("bots_connected"), BOTS, "{rep:#}");
+    assert_eq!(n("agents_spawned"), BOTS * SPAWN, "{rep:#}");
+    assert_eq!(n("follows"), BOTS, "every bot followed: {rep:#}\n{stderr}");
+    assert_eq!(n("commanded_after_follow"), BOTS, "every bot commanded its agents on B: {rep:#}\n{stderr}");
+    for k in ["disconnects", "connect_failures", "decode_errors", "checksum_errors", "chain_breaks", "tick_gaps", "command_timeouts", "server_errors"] {
+        assert_eq!(n(k), 0, "{k}: {rep:#}\n{stderr}");
+    }
+    // The one refusal a handoff gives: a command sent while the world was frozen (tens of
+    // milliseconds) is answered `busy` (docs/handoff.md), at most one per bot at this rate.
+    let busy = rep["command_error_codes"]["busy"].as_u64().unwrap_or(0);
+    assert_eq!(n("command_errors"), busy, "no error but `busy` during the freeze: {rep:#}\n{stderr}");
+    assert!(busy <= BOTS, "{busy} commands refused `busy`: {rep:#}");
+    eprintln!(
+        "swarm handoff: {} bots followed, {} commanded on B, {} commands with {} results ({busy} refused `busy` in the freeze), longest tick interval {} ms",
+        n("follows"),
+        n("commanded_after_follow"),
+        n("commands_sent"),
+        n("command_results"),
+        rep["tick_interval_ms"]["max"]
+    );
 }
 
 /// Without the right secret nothing moves: a target without a secret, or with another one,

@@ -16,11 +16,17 @@
 //! frame per chunk, serving the queue between chunks.
 
 //!
-//! Files: `runner.rs` (the loop: serving the queue, ticking, replay), `requests.rs` (each
-//! request answered), `publish.rs` (a tick's frames for subscribers, AOI visibility),
-//! `ownership.rs` (who may command which agent, spawn quotas, orphans), `pipeline.rs` (the
-//! world's flow-field jobs at the builder threads), `views.rs` (what REST
-//! and the debug endpoints show). The `Runner` is declared here so every part sees its state.
+//! Files: `runner.rs` (the loop: serving the queue, the order of a tick, replay controls),
+//! `requests.rs` (each request answered), `commands.rs` (a command's checks, then the one
+//! recorded `apply`), `sight.rs` (what a caller sees, per-team vision), `views.rs` (what REST
+//! and the debug endpoints show). The `Runner` is declared here; it holds the world and its
+//! parts, each a struct with its own state in its own file: `ownership.rs` (`Ownership`: who
+//! may command which agent, spawn quotas, orphans), `publish.rs` (`Publisher`: a tick's frames
+//! for subscribers), `recorder.rs` (`Recorder`: the recording and a durable world's log),
+//! `replay.rs` (`ReplayState`: a replay world's recording), `pipeline.rs` (`FieldPipeline`: the
+//! world's flow-field jobs at the builder threads), `stepper.rs` (`Stepper`: which pool steps
+//! the sim). The parts import only `types.rs` (the requests' vocabulary) and the view
+//! types of `views.rs`, never the runner: dependencies point down.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
@@ -32,7 +38,7 @@ use steer_proto as proto;
 use tokio::sync::{broadcast, oneshot};
 
 use super::fields::FieldBuilder;
-use super::frames::{CellFrame, FrameEvent, Shared, TickFrame};
+use super::frames::{FrameEvent, TickFrame};
 use crate::convert;
 use crate::metrics::Metrics;
 use crate::scenario::{CappedBuildError, Scenario};
@@ -42,103 +48,25 @@ use crate::sim::{AgentId, SimError, World};
 
 pub use super::players::SessionId;
 
-/// Who issues a command.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Actor {
-    /// The player (`None` for the admin).
-    pub player: Option<Arc<str>>,
-    /// What it may do.
-    pub role: proto::Role,
-    /// Its team (shares vision under `owned` visibility).
-    pub team: Option<Arc<str>>,
-}
-
-impl Actor {
-    /// The admin (the admin token, or REST with no admin token configured): commands every
-    /// agent, owns none, has no quotas.
-    pub fn admin() -> Self {
-        Actor { player: None, role: proto::Role::Admin, team: None }
-    }
-
-    /// The actor of an authenticated identity.
-    pub fn of(id: &crate::auth::Identity) -> Self {
-        if id.role == proto::Role::Admin {
-            return Actor::admin();
-        }
-        Actor { player: Some(Arc::from(id.player.as_str())), role: id.role, team: id.team.as_deref().map(Arc::from) }
-    }
-
-    /// True for the admin.
-    pub fn is_admin(&self) -> bool {
-        self.role == proto::Role::Admin
-    }
-}
-
-/// Why a request failed.
-#[derive(Debug, Clone, PartialEq, thiserror::Error)]
-pub enum CmdError {
-    /// The sim refused it (names the field).
-    #[error(transparent)]
-    Sim(#[from] SimError),
-    /// The agent is not this actor's to command.
-    #[error("agent {0} is not yours to command")]
-    Forbidden(AgentId),
-    /// The actor's role may not do this.
-    #[error("{0}")]
-    NotAllowed(String),
-    /// A per-player or per-world quota would be exceeded (nothing changed).
-    #[error("{0}")]
-    Quota(String),
-    /// The world's queue is full.
-    #[error("world `{0}` is busy, try again")]
-    Busy(String),
-    /// The world thread is gone.
-    #[error("world `{0}` is not running")]
-    Dead(String),
-    /// Something else, with a reason.
-    #[error("{0}")]
-    Invalid(String),
-    /// The world is a read-only replay: it takes no command that would change it.
-    #[error("{0}")]
-    ReadOnly(String),
-    /// The request does not fit the world's state (e.g. replay controls on a live world).
-    #[error("{0}")]
-    Conflict(String),
-    /// The world is being handed off to another server: it takes no change meanwhile.
-    #[error("world `{0}` is being handed off to another server; try again in a moment")]
-    Moving(String),
-}
-
-impl CmdError {
-    /// The wire error body.
-    pub fn body(&self) -> proto::ErrorBody {
-        match self {
-            CmdError::Sim(e) => convert::error_body(e),
-            CmdError::Forbidden(_) => proto::ErrorBody { code: proto::ErrorCode::Forbidden, message: self.to_string(), field: Some("agents".into()) },
-            CmdError::NotAllowed(m) => proto::ErrorBody { code: proto::ErrorCode::Forbidden, message: m.clone(), field: None },
-            CmdError::Quota(m) => proto::ErrorBody { code: proto::ErrorCode::QuotaExceeded, message: m.clone(), field: Some("count".into()) },
-            CmdError::Busy(_) => proto::ErrorBody { code: proto::ErrorCode::Busy, message: self.to_string(), field: None },
-            CmdError::Dead(_) => proto::ErrorBody { code: proto::ErrorCode::Internal, message: self.to_string(), field: None },
-            CmdError::Invalid(m) => proto::ErrorBody { code: proto::ErrorCode::BadRequest, message: m.clone(), field: None },
-            CmdError::ReadOnly(m) => proto::ErrorBody { code: proto::ErrorCode::Forbidden, message: m.clone(), field: None },
-            CmdError::Conflict(m) => proto::ErrorBody { code: proto::ErrorCode::BadRequest, message: m.clone(), field: None },
-            CmdError::Moving(_) => proto::ErrorBody { code: proto::ErrorCode::Busy, message: self.to_string(), field: None },
-        }
-    }
-}
-
+mod commands;
 mod ownership;
 mod pipeline;
 mod publish;
+mod recorder;
+mod replay;
 mod requests;
 mod runner;
 mod sight;
+mod stepper;
+mod types;
 mod views;
 
+pub use types::{Actor, CmdError, RateGuard, RateUsers, WorldPlayer, world_info};
+use types::{Reply, Vision};
 pub use views::{AgentView, OrderView, AvoidanceView, FlowFieldView, HalfPlaneView, ObstacleView, ReplayOp, ReplaySpawn, ReplayView, Snapshot, WallView, WorldInfoView, Xy};
-use requests::{MAX_KNOWN_PLAYERS, ORPHAN_CHECK, command_agents, command_kind, command_targets, spawn_count};
+use requests::{command_agents, command_kind, command_targets, spawn_count};
 
-type Reply<T> = oneshot::Sender<Result<T, CmdError>>;
+
 
 /// The closed set of requests a world thread serves.
 pub enum Request {
@@ -263,17 +191,6 @@ pub struct Arrival {
     pub until: Instant,
 }
 
-/// A player as a world knows it.
-#[derive(Debug, Clone, PartialEq)]
-pub struct WorldPlayer {
-    /// Player id.
-    pub player: String,
-    /// Agents it owns here.
-    pub agents: usize,
-    /// The orphan policy was applied to its agents (grace period over, or kicked).
-    pub orphaned: bool,
-}
-
 /// What a new world starts from.
 pub struct WorldSpawn {
     /// Name.
@@ -368,6 +285,19 @@ pub struct WorldStats {
     pub forget: AtomicBool,
 }
 
+impl WorldStats {
+    /// The counters of a world thread about to start with `world`.
+    fn starting(world: &World) -> Self {
+        let stats = WorldStats::default();
+        stats.alive.store(true, Ordering::SeqCst);
+        let milli = (world.config().tick_rate * 1000.0) as u32;
+        stats.tick_rate_milli.store(milli, Ordering::Relaxed);
+        stats.effective_tick_rate_milli.store(milli, Ordering::Relaxed);
+        stats.agents.store(world.agents().len() as u64, Ordering::Relaxed);
+        stats
+    }
+}
+
 /// A handle to a running world.
 #[derive(Clone)]
 pub struct WorldHandle {
@@ -396,50 +326,6 @@ pub struct WorldHandle {
     pub durable: Option<(Arc<crate::persist::DurableStatus>, crate::config::FsyncPolicy)>,
 }
 
-/// How many subscriptions use each send rate; index 0 and 1 are unused (every tick is always
-/// kept).
-#[derive(Debug)]
-pub struct RateUsers(Vec<AtomicU32>);
-
-impl RateUsers {
-    fn new(max: u32) -> Self {
-        RateUsers((0..=max.max(1)).map(|_| AtomicU32::new(0)).collect())
-    }
-
-    /// The largest rate allowed.
-    pub fn max(&self) -> u32 {
-        (self.0.len() - 1) as u32
-    }
-
-    /// Registers one subscription of rate `n`, until the guard drops.
-    pub fn hold(self: &Arc<Self>, n: u32) -> RateGuard {
-        if let Some(c) = self.0.get(n as usize).filter(|_| n > 1) {
-            c.fetch_add(1, Ordering::Relaxed);
-        }
-        RateGuard { users: self.clone(), n }
-    }
-
-    /// Rates (> 1) with at least one subscription.
-    fn in_use(&self) -> impl Iterator<Item = u32> + '_ {
-        self.0.iter().enumerate().skip(2).filter(|(_, c)| c.load(Ordering::Relaxed) > 0).map(|(n, _)| n as u32)
-    }
-}
-
-/// One subscription's hold on a send rate.
-#[derive(Debug)]
-pub struct RateGuard {
-    users: Arc<RateUsers>,
-    n: u32,
-}
-
-impl Drop for RateGuard {
-    fn drop(&mut self) {
-        if let Some(c) = self.users.0.get(self.n as usize).filter(|_| self.n > 1) {
-            c.fetch_sub(1, Ordering::Relaxed);
-        }
-    }
-}
-
 impl WorldHandle {
     /// Starts the world thread.
     pub fn start(spawn: WorldSpawn, metrics: Arc<Metrics>) -> Result<Self, CmdError> {
@@ -449,36 +335,23 @@ impl WorldHandle {
         let mut durable = spawn.durable;
         let mut recovered = None;
         if let Some(DurableSpawn::Recovered(writer, r)) = durable.take_if(|d| matches!(d, DurableSpawn::Recovered(..))) {
-            let r = *r;
+            let (r, d) = resume_log(&writer, &spawn.name, &spawn.players, *r);
             scenario = r.scenario;
             scenario_name = r.scenario_name.or(scenario_name);
             paused = r.paused;
-            let d = crate::persist::Durable::resumed(&writer, &spawn.name, r.base_segment, r.last_segment, r.last_snapshot, &r.world, r.report);
-            // Players resume with their old tokens, within the grace left, counted from now.
-            let refused = spawn.players.restore_sessions(&spawn.name, &r.sessions);
-            if refused > 0 {
-                tracing::warn!(world = %spawn.name, refused, "recovery: sessions not restored (auth.max_sessions)");
-            }
-            recovered = Some((r.world, r.owners, Some(d)));
+            recovered = Some((r.world, r.owners, d));
         }
         let (rec_world, recovered) = match recovered {
             Some((w, o, d)) => (Some(w), Some((o, d))),
             None => (None, None),
         };
         let (world, replay) = match (spawn.replay, rec_world) {
-            (Some(r), _) => (r.world, Some(ReplayState { player: r.player, recording: r.recording, speed: 1.0, max_speed: r.max_speed })),
+            (Some(r), _) => (r.world, Some(replay::ReplayState::new(r.player, r.recording, r.max_speed))),
             (None, Some(w)) => (w, None),
-            (None, None) => {
-                let w = build_world(&scenario, spawn.max_agents, spawn.max_spawn)?;
-                super::admission::check_scenario(&scenario, &w, &spawn.crowding).map_err(CmdError::Sim)?;
-                (w, None)
-            }
+            (None, None) => (admitted_world(&scenario, spawn.max_agents, spawn.max_spawn, &spawn.crowding)?, None),
         };
         if let Some(r) = &replay {
-            let d = r.player.verification().divergences;
-            if d > 0 {
-                metrics.replay_divergences.inc_by(d);
-            }
+            r.count_divergences(&metrics);
         }
         // A replay world records nothing (it changes only as its recording says).
         let recorder = if replay.is_some() { None } else { spawn.recorder };
@@ -486,7 +359,7 @@ impl WorldHandle {
             scenario.name = spawn.name.clone();
         }
         let (dur, owners) = match (recovered, durable) {
-            (Some((owners, d)), _) => (d, owners),
+            (Some((owners, d)), _) => (Some(d), owners),
             (None, Some(DurableSpawn::Fresh(writer))) if replay.is_none() => {
                 (Some(crate::persist::Durable::fresh(&writer, &spawn.name, &crate::persist::start_record(&scenario, spawn.max_agents, spawn.max_spawn))), Vec::new())
             }
@@ -495,126 +368,59 @@ impl WorldHandle {
         let info = world_info(spawn.id, &spawn.name, &world, spawn.max_aoi_cells);
         let (tx, rx) = std::sync::mpsc::sync_channel(spawn.queue.max(1));
         let (frames, _) = broadcast::channel(spawn.frame_buffer.max(1));
-        let stats = Arc::new(WorldStats::default());
-        stats.alive.store(true, Ordering::SeqCst);
-        stats.tick_rate_milli.store((world.config().tick_rate * 1000.0) as u32, Ordering::Relaxed);
-        stats.effective_tick_rate_milli.store((world.config().tick_rate * 1000.0) as u32, Ordering::Relaxed);
-        stats.agents.store(world.agents().len() as u64, Ordering::Relaxed);
-        let groups = world.groups().to_vec();
         let handle = WorldHandle {
             name: spawn.name.clone(),
             id: spawn.id,
             tx,
-            frames: frames.clone(),
-            info: Arc::new(Mutex::new(info.clone())),
-            stats: stats.clone(),
+            frames,
+            info: Arc::new(Mutex::new(info)),
+            stats: Arc::new(WorldStats::starting(&world)),
             death: Arc::new(Mutex::new(None)),
             origin: Arc::new(Mutex::new((scenario.clone(), scenario_name.clone()))),
             latest: Arc::new(Mutex::new(None)),
             rates: Arc::new(RateUsers::new(spawn.max_every_n_ticks)),
-            groups: Arc::new(Mutex::new(groups.clone())),
+            groups: Arc::new(Mutex::new(world.groups().to_vec())),
             durable: dur.as_ref().map(|d| (d.status().clone(), d.policy())),
         };
-        let runner = Runner {
+        let publisher = publisher(&handle, spawn.max_shared_messages, spawn.checksum_every_ticks, spawn.max_aoi_cells);
+        let mut runner = Runner {
             name: spawn.name.clone(),
             id: spawn.id,
-            published: 0,
             world,
             scenario,
             scenario_name,
-            owners: HashMap::new(),
-            teams: HashMap::new(),
-            buckets: HashMap::new(),
-            gone: HashMap::new(),
-            next_orphan_check: Instant::now(),
-            policy: spawn.policy,
+            ownership: ownership::Ownership::new(spawn.policy),
+            publisher,
+            recorder: recorder::Recorder::new(crate::record::Hook::new(recorder, spawn.max_agents, spawn.max_spawn), dur),
+            replay,
+            fields: pipeline::FieldPipeline::new(spawn.fields),
             players: spawn.players,
-            encoders: Vec::new(),
-            keys: Vec::new(),
-            rate_sets: Vec::new(),
-            rate_users: handle.rates.clone(),
-            max_shared: spawn.max_shared_messages,
-            announced_rate: info.tick_rate_hz,
-            announced_groups: groups,
-            shared_groups: handle.groups.clone(),
-            info,
-            frames,
             paused,
             autosave: false,
             max_catchup: spawn.max_catchup_ticks.max(1),
             max_agents: spawn.max_agents,
             max_spawn: spawn.max_spawn,
             crowding: spawn.crowding,
-            max_aoi_cells: spawn.max_aoi_cells,
-            stats: stats.clone(),
+            stats: handle.stats.clone(),
             metrics,
-            shared_info: handle.info.clone(),
             origin: handle.origin.clone(),
-            latest: handle.latest.clone(),
             tick_offset: spawn.arrival.as_ref().map_or(0, |a| a.tick_offset),
-            reset_pending: false,
-            fields: pipeline::FieldPipeline::new(spawn.fields),
-            sim_pool: spawn.sim_pool,
-            on_solo: false,
-            parallel_min: spawn.parallel_step_min_agents,
-            checksum_every: u64::from(spawn.checksum_every_ticks.max(1)),
+            stepper: stepper::Stepper::new(spawn.sim_pool, spawn.parallel_step_min_agents),
             max_requests_per_turn: spawn.max_requests_per_turn.max(1),
-            owned: HashMap::new(),
             stepping: None,
             window: RateWindow::new(Instant::now()),
-            rec: crate::record::Hook::new(recorder, spawn.max_agents, spawn.max_spawn),
-            replay,
-            dur,
             frozen: false,
             hold: spawn.arrival,
         };
-        let mut runner = runner;
         for (agent, player, team) in owners {
             let p: Arc<str> = Arc::from(player.as_str());
-            runner.teams.insert(p.clone(), team.as_deref().map(Arc::from));
+            runner.ownership.set_team(p.clone(), team.as_deref().map(Arc::from));
             runner.own(agent, p);
         }
         if runner.replay.is_none() {
-            runner.rec.started(&runner.name, &runner.scenario);
+            runner.recorder.rec.started(&runner.name, &runner.scenario);
         }
-        let death = handle.death.clone();
-        let name = spawn.name;
-        std::thread::Builder::new()
-            .name(format!("world-{name}"))
-            .spawn(move || {
-                let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(move || {
-                    let mut r = runner;
-                    // The runner runs on a one-thread rayon pool of its own, so that a small
-                    // world's step runs its parallel loops inline: no hand-off to another
-                    // thread, and no wake-up of a sleeping one, on any tick.
-                    match solo_pool(&r.name) {
-                        Some(pool) => {
-                            r.on_solo = true;
-                            pool.install(move || {
-                                r.reset_encoders();
-                                r.run(rx);
-                            });
-                        }
-                        None => {
-                            r.reset_encoders();
-                            r.run(rx);
-                        }
-                    }
-                }));
-                stats.alive.store(false, Ordering::SeqCst);
-                if let Err(p) = result {
-                    let msg = p
-                        .downcast_ref::<&str>()
-                        .map(|s| s.to_string())
-                        .or_else(|| p.downcast_ref::<String>().cloned())
-                        .unwrap_or_else(|| "panic".into());
-                    tracing::error!(world = %name, "world thread panicked: {msg}");
-                    if let Ok(mut d) = death.lock() {
-                        *d = Some(msg);
-                    }
-                }
-            })
-            .map_err(|e| CmdError::Invalid(format!("cannot start world thread: {e}")))?;
+        runner.spawn_thread(rx, handle.death.clone())?;
         Ok(handle)
     }
 
@@ -712,6 +518,52 @@ pub fn catch_up(next: Instant, now: Instant, period: Duration, max_catchup: u32)
     }
 }
 
+/// The publisher of `handle`'s world: it announces what the handle shows, and keeps the
+/// cells of the send rates the handle's subscriptions use (`max_shared`: shared `cells`
+/// messages per tick; checksums every `checksum_every` ticks; at most `max_aoi_cells`).
+fn publisher(handle: &WorldHandle, max_shared: usize, checksum_every: u32, max_aoi_cells: u32) -> publish::Publisher {
+    let info = handle.world_info();
+    let announced_groups = handle.groups.lock().map(|g| g.clone()).unwrap_or_else(|p| p.into_inner().clone());
+    publish::Publisher {
+        id: handle.id,
+        encoders: Vec::new(),
+        keys: Vec::new(),
+        rate_sets: Vec::new(),
+        rate_users: handle.rates.clone(),
+        max_shared,
+        announced_rate: info.tick_rate_hz,
+        announced_groups,
+        shared_groups: handle.groups.clone(),
+        info,
+        shared_info: handle.info.clone(),
+        max_aoi_cells,
+        frames: handle.frames.clone(),
+        latest: handle.latest.clone(),
+        published: 0,
+        reset_pending: false,
+        checksum_every: u64::from(checksum_every.max(1)),
+    }
+}
+
+/// A recovered durable world's log goes on, and its players' sessions are restored (they
+/// resume with their old tokens within the grace left, counted from now).
+fn resume_log(writer: &Arc<crate::persist::Writer>, name: &str, players: &super::players::Players, mut r: crate::persist::Recovered) -> (crate::persist::Recovered, crate::persist::Durable) {
+    let report = std::mem::take(&mut r.report);
+    let d = crate::persist::Durable::resumed(writer, name, r.log_place(), &r.world, report);
+    let refused = players.restore_sessions(name, &r.sessions);
+    if refused > 0 {
+        tracing::warn!(world = %name, refused, "recovery: sessions not restored (auth.max_sessions)");
+    }
+    (r, d)
+}
+
+/// A new world from its scenario, with the server's caps, whose groups pass the crowding bounds.
+fn admitted_world(scenario: &Scenario, max_agents: usize, max_spawn: usize, crowding: &super::admission::Crowding) -> Result<World, CmdError> {
+    let w = build_world(scenario, max_agents, max_spawn)?;
+    super::admission::check_scenario(scenario, &w, crowding).map_err(CmdError::Sim)?;
+    Ok(w)
+}
+
 /// Builds a world from a scenario with the server's caps applied.
 pub fn build_world(scenario: &Scenario, max_agents: usize, max_spawn: usize) -> Result<World, CmdError> {
     scenario.build_capped(max_agents, max_spawn).map_err(|e| match e {
@@ -720,28 +572,7 @@ pub fn build_world(scenario: &Scenario, max_agents: usize, max_spawn: usize) -> 
     })
 }
 
-/// AOI grid of a world: cells of 50 units, grown until there are at most `max_cells`.
-pub fn world_info(id: u32, name: &str, world: &World, max_cells: u32) -> proto::WorldInfo {
-    let b = world.config().bounds;
-    let rect = proto::Rect { min_x: b.min.x, min_y: b.min.y, max_x: b.max.x, max_y: b.max.y };
-    let mut cell = 50.0f32;
-    loop {
-        let info = proto::WorldInfo::new(id, name, rect, cell, world.config().tick_rate);
-        if u64::from(info.cols) * u64::from(info.rows) <= u64::from(max_cells.max(1)) {
-            return info;
-        }
-        cell *= 1.5;
-    }
-}
 
-
-/// A replay world's state on its thread.
-struct ReplayState {
-    player: Box<crate::record::player::Player>,
-    recording: String,
-    speed: f64,
-    max_speed: f64,
-}
 
 /// Longest the loop sleeps waiting for a request (so a stop flag is seen even at 0.1 Hz).
 const MAX_IDLE_WAIT: Duration = Duration::from_millis(100);
@@ -769,130 +600,50 @@ enum Flow {
     Stop,
 }
 
+/// The world thread's state: the world and its scenario, and the parts the loop sequences.
 struct Runner {
     name: String,
     id: u32,
-    /// Frames published (the last one's `seq`).
-    published: u64,
     world: World,
     scenario: Scenario,
     scenario_name: Option<String>,
-    /// The owner of each owned agent (agents of the scenario and of the admin have none).
-    owners: HashMap<AgentId, Arc<str>>,
-    /// The team of every player known here (owners, and players who commanded here).
-    teams: HashMap<Arc<str>, Option<Arc<str>>>,
-    /// Spawn-rate token bucket per player: (tokens, last refill).
-    buckets: HashMap<Arc<str>, (f64, Instant)>,
-    /// Owners without a connection: since when, and whether the orphan policy was applied.
-    gone: HashMap<Arc<str>, (Instant, bool)>,
-    next_orphan_check: Instant,
-    policy: crate::config::WorldPolicy,
+    /// Who owns which agent, teams, quotas, orphans (`ownership.rs`).
+    ownership: ownership::Ownership,
+    /// A tick's frames for subscribers (`publish.rs`).
+    publisher: publish::Publisher,
+    /// The recording and a durable world's log (`recorder.rs`).
+    recorder: recorder::Recorder,
+    /// Set for a read-only replay world: its recording, keyframes and playback speed
+    /// (`replay.rs`).
+    replay: Option<replay::ReplayState>,
+    /// Flow fields: the jobs at the builder threads and the fields coming back (`pipeline.rs`).
+    fields: pipeline::FieldPipeline,
     players: Arc<super::players::Players>,
-    encoders: Vec<proto::CellEncoder>,
-    keys: Vec<Arc<Shared<proto::ServerMsg>>>,
-    /// Encoders and keys of each send rate in use other than 1.
-    rate_sets: Vec<RateSet>,
-    rate_users: Arc<RateUsers>,
-    max_shared: usize,
-    info: proto::WorldInfo,
-    shared_info: Arc<Mutex<proto::WorldInfo>>,
-    /// The tick rate subscribers were last told (the next publish announces a different one).
-    announced_rate: f32,
-    /// The group names subscribers were last told, and their copy a subscribe answers with.
-    announced_groups: Vec<String>,
-    shared_groups: Arc<Mutex<Vec<String>>>,
-    frames: broadcast::Sender<Arc<TickFrame>>,
     paused: bool,
     autosave: bool,
     max_catchup: u32,
     max_agents: usize,
     max_spawn: usize,
     crowding: super::admission::Crowding,
-    max_aoi_cells: u32,
     stats: Arc<WorldStats>,
     metrics: Arc<Metrics>,
     origin: Arc<Mutex<(Scenario, Option<String>)>>,
-    latest: Arc<Mutex<Option<Arc<TickFrame>>>>,
     /// Added to the world's tick on the wire, so that ticks never go back when a world is
     /// replaced (load/reset) and clients' chains stay well ordered.
     tick_offset: u64,
-    /// The next publish marks its frame as a reset.
-    reset_pending: bool,
-    /// Flow fields: the jobs at the builder threads and the fields coming back.
-    fields: pipeline::FieldPipeline,
-    /// Steps large worlds.
-    sim_pool: Arc<rayon::ThreadPool>,
-    /// The runner runs on a one-thread pool of its own, which steps this world while it is
-    /// small: a tick never hands work to, or waits at a parallel join for, a thread the OS has
-    /// given to someone else (false if that pool could not start: then the shared pool steps it).
-    on_solo: bool,
-    /// Agent count from which the shared pool steps this world.
-    parallel_min: usize,
-    /// Frames carry checksums on ticks that are multiples of this (≥ 1).
-    checksum_every: u64,
+    /// How the sim steps: on the world's own thread or the shared pool (`stepper.rs`).
+    stepper: stepper::Stepper,
     /// Requests served per turn of the loop (≥ 1).
     max_requests_per_turn: usize,
-    /// Agents each player owns (the counts of `owners`).
-    owned: HashMap<Arc<str>, usize>,
     /// A `Step` in progress: ticks left and whom to answer when they are done.
     stepping: Option<(u32, Reply<u64>)>,
     /// Effective tick rate and overload measurement.
     window: RateWindow,
-    /// Recording: sees every change to `world` (commands, tick rate, pauses, steps, loads).
-    rec: crate::record::Hook,
-    /// Set for a read-only replay world: its recording, keyframes and playback speed.
-    replay: Option<ReplayState>,
-    /// A durable world's log (issue 42): sees what `rec` sees, and ownership.
-    dur: Option<crate::persist::Durable>,
     /// Frozen for a handoff: no tick, no change (see [`Request::Freeze`]).
     frozen: bool,
     /// Arrived by a handoff and not ticking yet (see [`Arrival`]).
     hold: Option<Arrival>,
 }
-
-/// The cells of one send rate: diffed every `span` ticks.
-struct RateSet {
-    span: u32,
-    encoders: Vec<proto::CellEncoder>,
-    keys: Vec<Arc<Shared<proto::ServerMsg>>>,
-}
-
-impl RateSet {
-    /// A rate whose cells start at the current state (their keyframes are what its subscribers
-    /// start from).
-    fn new(span: u32, world: u32, per_cell: &[Vec<proto::QAgent>], tick: u64, q: &proto::Quantization) -> Self {
-        let mut encoders: Vec<proto::CellEncoder> = (0..per_cell.len()).map(|c| proto::CellEncoder::new(proto::FrameScope { world, cell: c as u32 })).collect();
-        for (enc, cell) in encoders.iter_mut().zip(per_cell) {
-            if let Err(e) = enc.update(cell.clone(), tick, q, false) {
-                tracing::error!("cannot encode a cell of rate {span}: {e}");
-            }
-        }
-        let keys = encoders.iter().map(|e| Arc::new(Shared::new(proto::ServerMsg::Keyframe(e.keyframe(false))))).collect();
-        RateSet { span, encoders, keys }
-    }
-
-    /// This tick's cells of the rate: diffed when the tick is one of its ticks.
-    fn cells(&mut self, per_cell: &[Vec<proto::QAgent>], tick: u64, q: &proto::Quantization) -> super::frames::RateCells {
-        let due = tick % u64::from(self.span) == 0;
-        let mut cells = Vec::with_capacity(self.keys.len());
-        for (c, key) in self.keys.iter_mut().enumerate() {
-            let mut delta = None;
-            if let (true, Some(enc), Some(next)) = (due, self.encoders.get_mut(c), per_cell.get(c)) {
-                match enc.update(next.clone(), tick, q, false) {
-                    Ok(Some(d)) => {
-                        *key = Arc::new(Shared::new(proto::ServerMsg::Keyframe(enc.keyframe(false))));
-                        delta = Some(Arc::new(Shared::new(proto::ServerMsg::Delta(d))));
-                    }
-                    Ok(None) => {}
-                    Err(e) => tracing::error!("cell {c} of rate {}: cannot encode delta: {e}", self.span),
-                }
-            }
-            cells.push(CellFrame { delta, key: key.clone() });
-        }
-        super::frames::RateCells { span: self.span, due, cells }
-    }
-}
-
 
 #[cfg(test)]
 mod tests {

@@ -1,158 +1,87 @@
-//! Who may command which agent: ownership, spawn quotas and rates, orphaned agents.
+//! Ownership: who owns which agent, the team of every player known here, spawn quotas and
+//! rates, and players gone without a connection (orphans). It decides; the runner applies
+//! (and records) what follows from a decision.
 
-use super::*;
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
 
-impl Runner {
-    /// Applies commands on behalf of an actor: ownership, sight, quotas, crowding and the
-    /// batch itself (`World::check_batch`) are checked for all of them first, so a refused
-    /// batch changes nothing; then they run in order. Agents a player spawns belong to it.
-    pub(super) fn apply_for(&mut self, cmds: Vec<Command>, actor: &Actor) -> Result<Outcome, CmdError> {
-        let kind = cmds.first().map_or("none", command_kind);
-        let agents: Vec<AgentId> = cmds.iter().flat_map(command_agents).collect();
-        let asked = spawn_count(&cmds);
-        if let Some(p) = &actor.player {
-            // Known here from now on (GET /worlds/{w}/players, team vision).
-            if !self.teams.contains_key(p) && self.teams.len() < MAX_KNOWN_PLAYERS {
-                self.teams.insert(p.clone(), actor.team.clone());
-            }
+use super::types::{Actor, CmdError, WorldPlayer};
+use crate::config::WorldPolicy;
+use crate::sim::AgentId;
+
+/// Most players a world remembers (owners, and players who commanded in it).
+pub(super) const MAX_KNOWN_PLAYERS: usize = 100_000;
+
+/// How often a world looks for owners whose grace period is over.
+pub(super) const ORPHAN_CHECK: Duration = Duration::from_millis(250);
+
+pub(super) struct Ownership {
+    /// The player rules of this world (quotas, grace, orphan policy, visibility).
+    pub(super) policy: WorldPolicy,
+    /// The owner of each owned agent (agents of the scenario and of the admin have none).
+    pub(super) owners: HashMap<AgentId, Arc<str>>,
+    /// The team of every player known here (owners, and players who commanded here).
+    pub(super) teams: HashMap<Arc<str>, Option<Arc<str>>>,
+    /// Agents each player owns (the counts of `owners`).
+    pub(super) owned: HashMap<Arc<str>, usize>,
+    /// Spawn-rate token bucket per player: (tokens, last refill).
+    buckets: HashMap<Arc<str>, (f64, Instant)>,
+    /// Owners without a connection: since when, and whether the orphan policy was applied.
+    gone: HashMap<Arc<str>, (Instant, bool)>,
+    next_orphan_check: Instant,
+}
+
+impl Ownership {
+    pub(super) fn new(policy: WorldPolicy) -> Self {
+        Ownership {
+            policy,
+            owners: HashMap::new(),
+            teams: HashMap::new(),
+            owned: HashMap::new(),
+            buckets: HashMap::new(),
+            gone: HashMap::new(),
+            next_orphan_check: Instant::now(),
         }
-        // A spawn larger than `max_spawn` is invalid whoever asks: the sim refuses it naming
-        // the field (`invalid_field`), before any quota is weighed.
-        let oversize = cmds.iter().any(|c| spawn_count(std::slice::from_ref(c)) > self.max_spawn);
-        let quota = if oversize { Ok(()) } else { self.check_spawn_quota(actor, asked) };
-        let r = self
-            .check_owner(actor, &agents, &cmds)
-            .and_then(|()| self.check_spawn_place(actor, &cmds))
-            .and(quota)
-            .and_then(|()| self.admit(&cmds))
-            .and_then(|()| self.world.check_batch(&cmds).map_err(CmdError::Sim))
-            .and_then(|()| {
-            let mut last = Outcome::Done;
-            for c in cmds {
-                last = self.apply(c)?;
-                self.record_owner(&last, actor);
-            }
-            Ok(last)
-        });
-        if r.is_ok() && asked > 0 {
-            self.charge_spawn(actor, asked);
-        }
-        self.metrics.command(kind, r.is_ok());
-        r
     }
 
-    /// Checks the spawns among `cmds` against the crowding bounds (`admission.rs`), all of
-    /// them before any is applied.
-    pub(super) fn admit(&self, cmds: &[Command]) -> Result<(), CmdError> {
-        use crate::runtime::admission as adm;
-        if cmds.iter().any(|c| matches!(c, Command::Spawn(_))) {
-            let bounds = self.world.config().bounds;
-            let mut covered = adm::cover(&self.world);
-            for c in cmds {
-                if let Command::Spawn(spec) = c {
-                    covered = adm::check_spawn(spec, bounds, covered, &self.crowding)?;
-                }
-            }
-        }
-        if cmds.iter().any(|c| matches!(c, Command::AddObstacle { .. } | Command::MoveObstacle { .. } | Command::AddWall { .. })) {
-            let shape = adm::static_shape(self.world.config());
-            let mut used = adm::static_cells(&self.world, &shape);
-            for c in cmds {
-                match c {
-                    Command::AddObstacle { center, radius } => {
-                        let (lo, hi) = adm::obstacle_box(*center, *radius);
-                        used = adm::check_static(used + adm::box_cells(&shape, lo, hi), "radius", &self.crowding)?;
-                    }
-                    Command::MoveObstacle { id, center, radius } => {
-                        if let Some(o) = self.world.obstacles().iter().find(|o| o.id == *id) {
-                            let (lo, hi) = adm::obstacle_box(o.center, o.radius);
-                            let old = adm::box_cells(&shape, lo, hi);
-                            let (lo, hi) = adm::obstacle_box(*center, radius.unwrap_or(o.radius));
-                            used = adm::check_static(used.saturating_sub(old) + adm::box_cells(&shape, lo, hi), "radius", &self.crowding)?;
-                        }
-                    }
-                    Command::AddWall { a, b } => {
-                        used = adm::check_static(used + adm::box_cells(&shape, a.min(*b), a.max(*b)), "b", &self.crowding)?;
-                    }
-                    _ => {}
-                }
-            }
-        }
-        Ok(())
+    /// The team of player `p` (`None`: none, or not known here).
+    pub(super) fn team_of(&self, p: &Arc<str>) -> Option<Arc<str>> {
+        self.teams.get(p).cloned().flatten()
     }
 
-    /// Makes a player the owner of the agents it spawned (the admin's belong to nobody).
-    pub(super) fn record_owner(&mut self, outcome: &Outcome, actor: &Actor) {
-        if let (Outcome::Spawned(ids), Some(p)) = (outcome, &actor.player) {
+    /// A player who commands here is known from now on (GET /worlds/{w}/players, team
+    /// vision), within [`MAX_KNOWN_PLAYERS`].
+    pub(super) fn know(&mut self, actor: &Actor) {
+        if let Some(p) = &actor.player
+            && !self.teams.contains_key(p)
+            && self.teams.len() < MAX_KNOWN_PLAYERS
+        {
             self.teams.insert(p.clone(), actor.team.clone());
-            for id in ids {
-                self.own(*id, p.clone());
-            }
         }
     }
 
-    /// The runner's state a durable world's snapshot keeps besides the world: the scenario a
-    /// reset goes back to, the owners, and the sessions of the owners and subscribers.
-    pub(super) fn durable_state(&self) -> crate::persist::RunnerState {
-        let mut owners: Vec<(u32, String, Option<String>)> =
-            self.owners.iter().map(|(&a, p)| (a, p.to_string(), self.teams.get(p).cloned().flatten().map(|t| t.to_string()))).collect();
-        owners.sort_unstable();
-        let players: std::collections::HashSet<&str> = self.owned.keys().map(|p| &**p).collect();
-        crate::persist::RunnerState {
-            scenario: serde_json::to_string(&self.scenario).unwrap_or_default(),
-            max_agents: self.max_agents as u64,
-            max_spawn: self.max_spawn as u64,
-            owners,
-            sessions: self.players.stored_sessions(&self.name, &players),
-        }
+    /// Player `p` is in `team` (an owner's team is always known).
+    pub(super) fn set_team(&mut self, p: Arc<str>, team: Option<Arc<str>>) {
+        self.teams.insert(p, team);
     }
 
-    /// A durable world logs its sessions when their set changed (checked with the orphans,
-    /// once a second): a session opened or resumed since the last snapshot survives a crash.
-    fn log_sessions(&mut self) {
-        if self.dur.is_none() {
-            return;
-        }
-        let players: std::collections::HashSet<&str> = self.owned.keys().map(|p| &**p).collect();
-        let sessions = self.players.stored_sessions(&self.name, &players);
-        if let Some(d) = self.dur.as_mut() {
-            d.sessions(&self.world, &sessions);
-        }
-    }
-
-    /// Takes a durable world's snapshot when one is due (or, `now`, at once: a clean stop).
-    pub(super) fn snapshot_if_due(&mut self, now: bool) {
-        if !self.dur.as_ref().is_some_and(|d| now || d.snapshot_due()) {
-            return;
-        }
-        let state = self.durable_state();
-        if let Some(d) = self.dur.as_mut() {
-            d.snapshot(&self.world, self.paused, self.scenario_name.as_deref(), state);
-        }
-    }
-
+    /// `p` owns `id` from now on (answers nothing: the caller records the change).
     pub(super) fn own(&mut self, id: AgentId, p: Arc<str>) {
-        if let Some(d) = self.dur.as_mut() {
-            let team = self.teams.get(&p).cloned().flatten();
-            d.owner(&self.world, id, Some(&p), team.as_deref());
-        }
         if let Some(old) = self.owners.insert(id, p.clone()) {
             self.release(&old);
         }
         *self.owned.entry(p).or_insert(0) += 1;
     }
 
-    /// Forgets the owner of a removed agent.
-    pub(super) fn disown(&mut self, id: AgentId) {
-        if let Some(s) = self.owners.remove(&id) {
-            if let Some(d) = self.dur.as_mut() {
-                d.owner(&self.world, id, None, None);
-            }
-            self.release(&s);
-        }
+    /// `id` belongs to nobody from now on; answers whether it belonged to someone.
+    pub(super) fn disown(&mut self, id: AgentId) -> bool {
+        let Some(s) = self.owners.remove(&id) else { return false };
+        self.release(&s);
+        true
     }
 
-    pub(super) fn release(&mut self, s: &Arc<str>) {
+    fn release(&mut self, s: &Arc<str>) {
         if let Some(n) = self.owned.get_mut(s) {
             *n = n.saturating_sub(1);
             if *n == 0 {
@@ -161,13 +90,63 @@ impl Runner {
         }
     }
 
+    /// A new world: nobody owns anything (players stay known).
+    pub(super) fn clear_owners(&mut self) {
+        self.owners.clear();
+        self.owned.clear();
+    }
+
+    /// Every owner, sorted by agent: (agent, player, team), as a snapshot keeps them.
+    pub(super) fn owner_list(&self) -> Vec<(u32, String, Option<String>)> {
+        let mut owners: Vec<(u32, String, Option<String>)> = self.owners.iter().map(|(&a, p)| (a, p.to_string(), self.team_of(p).map(|t| t.to_string()))).collect();
+        owners.sort_unstable();
+        owners
+    }
+
+    /// The players owning at least one agent here.
+    pub(super) fn owning(&self) -> HashSet<&str> {
+        self.owned.keys().map(|p| &**p).collect()
+    }
+
+    /// The players owning agents here, sorted (a handoff waits for their sessions).
+    pub(super) fn owning_sorted(&self) -> Vec<String> {
+        let mut owners: Vec<String> = self.owned.iter().filter(|(_, n)| **n > 0).map(|(p, _)| p.to_string()).collect();
+        owners.sort_unstable();
+        owners
+    }
+
+    /// The agents `p` owns, by id.
+    pub(super) fn agents_of(&self, p: &Arc<str>) -> Vec<AgentId> {
+        let mut ids: Vec<AgentId> = self.owners.iter().filter(|(_, o)| *o == p).map(|(id, _)| *id).collect();
+        ids.sort_unstable();
+        ids
+    }
+
+    /// Every player known here, by name.
+    pub(super) fn players_view(&self) -> Vec<WorldPlayer> {
+        let mut v: Vec<WorldPlayer> = self
+            .teams
+            .keys()
+            .map(|p| WorldPlayer { player: p.to_string(), agents: self.owned.get(p).copied().unwrap_or(0), orphaned: self.gone.get(p).is_some_and(|g| g.1) })
+            .collect();
+        v.sort_by(|a, b| a.player.cmp(&b.player));
+        v
+    }
+
+    /// Marks `p` gone for good (kicked); answers the agents it owns.
+    pub(super) fn kick(&mut self, p: &Arc<str>) -> usize {
+        self.gone.insert(p.clone(), (Instant::now(), true));
+        self.owned.get(p).copied().unwrap_or(0)
+    }
+
     /// The spawn-rate bucket of a player, refilled to now: (tokens, burst).
-    pub(super) fn bucket(&self, p: &Arc<str>, now: Instant) -> (f64, f64) {
+    fn bucket(&self, p: &Arc<str>, now: Instant) -> (f64, f64) {
         let burst = self.policy.max_agents_per_player as f64;
         let (tokens, last) = self.buckets.get(p).copied().unwrap_or((burst, now));
         ((tokens + now.duration_since(last).as_secs_f64() * self.policy.spawn_rate_per_sec).min(burst), burst)
     }
 
+    /// Takes `asked` spawned agents from the actor's bucket.
     pub(super) fn charge_spawn(&mut self, actor: &Actor, asked: usize) {
         let Some(p) = actor.player.clone().filter(|_| !actor.is_admin()) else { return };
         let now = Instant::now();
@@ -177,10 +156,10 @@ impl Runner {
         }
     }
 
-    /// A player's spawns must fit its quotas in this world: agents owned
-    /// (`max_agents_per_player`), spawn rate (`spawn_rate_per_sec`), and the world's own cap.
-    /// The admin is exempt.
-    pub(super) fn check_spawn_quota(&self, actor: &Actor, asked: usize) -> Result<(), CmdError> {
+    /// A player's spawns must fit its quotas in world `world`: agents owned
+    /// (`max_agents_per_player`), spawn rate (`spawn_rate_per_sec`), and the world's own cap
+    /// (`total` of at most `max_agents`). The admin is exempt.
+    pub(super) fn check_spawn_quota(&self, actor: &Actor, asked: usize, world: &str, total: usize, max_agents: usize) -> Result<(), CmdError> {
         if actor.is_admin() || asked == 0 {
             return Ok(());
         }
@@ -188,71 +167,42 @@ impl Runner {
         let max = self.policy.max_agents_per_player;
         let have = self.owned.get(p).copied().unwrap_or(0);
         if have.saturating_add(asked) > max {
-            return Err(CmdError::Quota(format!("player `{p}` may own at most {max} agents in world `{}` (owns {have}, asked {asked})", self.name)));
+            return Err(CmdError::Quota(format!("player `{p}` may own at most {max} agents in world `{world}` (owns {have}, asked {asked})")));
         }
         let (tokens, _) = self.bucket(p, Instant::now());
         if asked as f64 > tokens {
             return Err(CmdError::Quota(format!(
-                "player `{p}` spawns too fast in world `{}`: at most {} agents per second (now {} available)",
-                self.name,
+                "player `{p}` spawns too fast in world `{world}`: at most {} agents per second (now {} available)",
                 self.policy.spawn_rate_per_sec,
                 tokens.floor()
             )));
         }
-        let total = self.world.agents().len();
-        if total.saturating_add(asked) > self.max_agents {
-            return Err(CmdError::Quota(format!("world `{}` is full: {total} of at most {} agents", self.name, self.max_agents)));
+        if total.saturating_add(asked) > max_agents {
+            return Err(CmdError::Quota(format!("world `{world}` is full: {total} of at most {max_agents} agents")));
         }
         Ok(())
     }
 
-    /// A player may command its own agents only, and name (as a behaviour's target) only the
-    /// agents it sees. Under `owned` visibility an agent it does not see is as unknown to it
-    /// as an id no agent has (`unknown_agent`); one it sees but does not own is `forbidden`.
-    pub(super) fn check_owner(&self, actor: &Actor, agents: &[AgentId], cmds: &[Command]) -> Result<(), CmdError> {
-        if actor.is_admin() {
-            return Ok(());
-        }
-        if actor.role == proto::Role::Spectator {
-            return Err(CmdError::NotAllowed("spectators command nothing".into()));
-        }
-        if !cmds.iter().all(Command::is_agent_command) {
-            return Err(CmdError::NotAllowed("only the admin changes obstacles and walls".into()));
-        }
-        let seen = self.seen_by(actor);
-        for id in agents {
-            if !self.sees_id(seen.as_ref(), *id) {
-                return Err(CmdError::Sim(SimError::UnknownAgent(*id)));
-            }
-            if actor.player.is_none() || self.owners.get(id) != actor.player.as_ref() {
-                return Err(CmdError::Forbidden(*id));
-            }
-        }
-        for (field, id) in cmds.iter().flat_map(command_targets) {
-            if !self.sees_id(seen.as_ref(), id) {
-                return Err(CmdError::Sim(SimError::invalid(field, format!("no agent {id}"))));
-            }
-        }
-        Ok(())
-    }
-
-    /// Once a second: owners without a connection for the grace period get the orphan policy
-    /// (once); known players who own nothing and are gone are forgotten.
-    pub(super) fn check_orphans(&mut self) {
-        let now = Instant::now();
+    /// True once per [`ORPHAN_CHECK`]: time to look for orphans (and log sessions).
+    pub(super) fn orphan_check_due(&mut self, now: Instant) -> bool {
         if now < self.next_orphan_check {
-            return;
+            return false;
         }
         self.next_orphan_check = now + ORPHAN_CHECK;
-        self.log_sessions();
+        true
+    }
+
+    /// The owners whose grace period without a connection ends now (each once); known players
+    /// who own nothing and are gone are forgotten.
+    pub(super) fn expired(&mut self, now: Instant, connected: impl Fn(&str) -> bool) -> Vec<Arc<str>> {
         if self.teams.is_empty() {
-            return;
+            return Vec::new();
         }
         let grace = Duration::from_secs(u64::from(self.policy.session_grace_secs));
         let mut expired = Vec::new();
         let known: Vec<Arc<str>> = self.teams.keys().cloned().collect();
         for p in known {
-            if self.players.connected(&p) {
+            if connected(&p) {
                 self.gone.remove(&p);
                 continue;
             }
@@ -269,34 +219,87 @@ impl Runner {
                 expired.push(p);
             }
         }
-        for p in expired {
-            self.apply_orphan_policy(&p);
-        }
+        expired
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use steer_proto as proto;
+
+    fn player(name: &str, team: Option<&str>) -> Actor {
+        Actor { player: Some(Arc::from(name)), role: proto::Role::Player, team: team.map(Arc::from) }
     }
 
-    /// The world's orphan policy on a player's agents.
-    pub(super) fn apply_orphan_policy(&mut self, p: &Arc<str>) {
-        let mut ids: Vec<AgentId> = self.owners.iter().filter(|(_, o)| *o == p).map(|(id, _)| *id).collect();
-        ids.sort_unstable();
-        if ids.is_empty() {
-            return;
-        }
-        tracing::info!(player = %p, agents = ids.len(), policy = ?self.policy.orphan_policy, "orphaned agents");
-        for id in ids {
-            let r = match self.policy.orphan_policy {
-                crate::config::OrphanPolicy::Keep => Ok(Outcome::Done),
-                crate::config::OrphanPolicy::Despawn => self.apply(Command::Despawn(id)),
-                crate::config::OrphanPolicy::Freeze => {
-                    let at = self.world.agent(id).map(|a| a.position);
-                    self.apply(Command::ResetBehaviors { agent: id }).and_then(|_| match at {
-                        Some(target) => self.apply(Command::MoveTo { agents: vec![id], target, stopping_distance: 0.0 }),
-                        None => Ok(Outcome::Done),
-                    })
-                }
-            };
-            if let Err(e) = r {
-                tracing::warn!(player = %p, agent = id, "orphan policy: {e}");
-            }
-        }
+    #[test]
+    fn owning_moving_and_disowning_keep_the_counts() {
+        let mut o = Ownership::new(WorldPolicy::default());
+        let (p, q): (Arc<str>, Arc<str>) = (Arc::from("p"), Arc::from("q"));
+        o.own(1, p.clone());
+        o.own(2, p.clone());
+        // Agent 2 changes hands: p keeps one, q has one.
+        o.own(2, q.clone());
+        assert_eq!((o.owned.get(&p).copied(), o.owned.get(&q).copied()), (Some(1), Some(1)));
+        assert_eq!(o.agents_of(&p), vec![1]);
+        assert!(o.disown(1));
+        // Owning nothing, p is no owner any more; a second disown finds nobody.
+        assert!(!o.owned.contains_key(&p));
+        assert!(!o.disown(1));
+        assert_eq!(o.owning_sorted(), vec!["q".to_string()]);
+        o.clear_owners();
+        assert!(o.owners.is_empty() && o.owned.is_empty());
+    }
+
+    #[test]
+    fn spawn_quotas_name_the_player_the_rate_and_the_world_cap() {
+        let policy = WorldPolicy { max_agents_per_player: 3, spawn_rate_per_sec: 1.0, ..WorldPolicy::default() };
+        let mut o = Ownership::new(policy);
+        let a = player("p", None);
+        // Within every quota.
+        assert_eq!(o.check_spawn_quota(&a, 3, "w", 0, 100), Ok(()));
+        // More than the player may own.
+        let e = o.check_spawn_quota(&a, 4, "w", 0, 100).unwrap_err().to_string();
+        assert_eq!(e, "player `p` may own at most 3 agents in world `w` (owns 0, asked 4)");
+        // The bucket starts full (3 tokens); three spawned leave none for now.
+        o.charge_spawn(&a, 3);
+        let e = o.check_spawn_quota(&a, 1, "w", 3, 100).unwrap_err().to_string();
+        assert!(e.starts_with("player `p` spawns too fast in world `w`: at most 1 agents per second"), "{e}");
+        // The world's cap, for a player with room and tokens.
+        let e = o.check_spawn_quota(&player("r", None), 2, "w", 99, 100).unwrap_err().to_string();
+        assert_eq!(e, "world `w` is full: 99 of at most 100 agents");
+        // The admin has no quotas.
+        assert_eq!(o.check_spawn_quota(&Actor::admin(), 1000, "w", 99, 100), Ok(()));
+    }
+
+    #[test]
+    fn an_away_owner_expires_once_after_the_grace_and_an_idle_player_is_forgotten() {
+        let policy = WorldPolicy { session_grace_secs: 0, ..WorldPolicy::default() };
+        let mut o = Ownership::new(policy);
+        let (p, q) = (player("p", Some("red")), player("q", None));
+        o.know(&p);
+        o.know(&q);
+        o.own(7, Arc::from("p"));
+        assert_eq!(o.team_of(&Arc::from("p")).as_deref(), Some("red"));
+        let now = Instant::now();
+        // p owns an agent and is away past a grace of 0: its orphan policy applies, once.
+        assert_eq!(o.expired(now, |_| false), vec![Arc::<str>::from("p")]);
+        assert!(o.expired(now, |_| false).is_empty());
+        // q owns nothing and is away: forgotten.
+        let names: Vec<String> = o.players_view().into_iter().map(|w| w.player).collect();
+        assert_eq!(names, vec!["p".to_string()]);
+        assert!(o.players_view()[0].orphaned);
+        // Back again, p is no longer counted as gone.
+        assert!(o.expired(now, |_| true).is_empty());
+        assert!(!o.players_view()[0].orphaned);
+    }
+
+    #[test]
+    fn orphans_are_looked_for_once_per_check_period() {
+        let mut o = Ownership::new(WorldPolicy::default());
+        let now = Instant::now();
+        assert!(o.orphan_check_due(now));
+        assert!(!o.orphan_check_due(now));
+        assert!(o.orphan_check_due(now + ORPHAN_CHECK));
     }
 }

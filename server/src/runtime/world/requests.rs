@@ -16,40 +16,22 @@ impl Runner {
         if let Ok(mut o) = self.origin.lock() {
             *o = (scenario.clone(), name.clone());
         }
-        self.rec.started(&self.name, &scenario);
-        if let Some(d) = self.dur.as_mut() {
-            d.started(&crate::persist::start_record(&scenario, self.max_agents, self.max_spawn));
-        }
+        self.recorder.replaced(&self.name, &scenario, self.max_agents, self.max_spawn);
         self.scenario = scenario;
         self.scenario_name = name;
-        self.owners.clear();
-        self.owned.clear();
+        self.ownership.clear_owners();
         self.reset_encoders();
         // Subscribers resync from this frame's keyframes.
-        self.reset_pending = true;
+        self.publisher.reset_pending = true;
         self.publish();
         Ok(self.wire_tick())
     }
 
+    /// Answers one request: refused while frozen for a handoff if it changes anything, refused
+    /// by a replay world if it changes the world, else served.
     pub(super) fn handle(&mut self, req: Request) {
         // Frozen for a handoff: reads only (the state handed off must stay the state here).
-        if self.frozen
-            && matches!(
-                &req,
-                Request::Apply { .. }
-                    | Request::ApplyMany { .. }
-                    | Request::Patch { .. }
-                    | Request::Step { .. }
-                    | Request::Reset { .. }
-                    | Request::Load { .. }
-                    | Request::RandomObstacles { .. }
-                    | Request::Recording { .. }
-                    | Request::Kick { .. }
-                    | Request::SetOwner { .. }
-                    | Request::Replay { .. }
-                    | Request::Freeze { .. }
-            )
-        {
+        if self.frozen && changes_while_frozen(&req) {
             return refuse(req, CmdError::Moving(self.name.clone()));
         }
         // A replay world refuses every change but play/pause, with the reason.
@@ -59,112 +41,96 @@ impl Runner {
             self.metrics.command("replay_refused", false);
             return refuse(req, e);
         }
+        self.serve(req);
+    }
+
+    /// Serves a request that passed the gates of [`Runner::handle`].
+    fn serve(&mut self, req: Request) {
         match req {
             Request::Apply { cmd, actor, reply } => {
                 let r = self.apply_for(vec![cmd], &actor);
-                self.answer_durably(reply, r);
+                self.recorder.answer(reply, r);
             }
             Request::ApplyMany { cmds, actor, reply } => {
                 let r = self.apply_for(cmds, &actor);
-                self.answer_durably(reply, r);
+                self.recorder.answer(reply, r);
             }
-            Request::Players { reply } => {
-                let _ = reply.send(Ok(self.players_view()));
-            }
-            Request::Kick { player, reply } => {
-                let _ = reply.send(Ok(self.kick(&player)));
-            }
-            Request::SetOwner { agent, player, team, reply } => {
-                let _ = reply.send(self.set_owner(agent, player, team));
-            }
-            Request::Agents { limit, stuck, sight, reply } => {
-                let _ = reply.send(Ok(self.agents_view(limit, stuck, &sight)));
-            }
-            Request::Agent { id, sight, reply } => {
-                let seen = self.seen(&sight);
-                let r = self
-                    .world
-                    .agent(id)
-                    .filter(|a| self.sees(seen.as_ref(), a))
-                    .map(|a| self.agent_view(a, self.sees_order(seen.as_ref(), a.id)))
-                    .ok_or(CmdError::Sim(SimError::UnknownAgent(id)));
-                let _ = reply.send(r);
-            }
-            Request::FlowField { agent, max_side, sight, reply } => {
-                let seen = self.seen(&sight);
-                let r = match &seen {
-                    Some(_) if !self.sees_id(seen.as_ref(), agent) => Err(CmdError::Sim(SimError::UnknownAgent(agent))),
-                    Some(_) if !self.owns(seen.as_ref(), agent) => Err(CmdError::Forbidden(agent)),
-                    _ => self.flow_field_view(agent, max_side),
-                };
-                let _ = reply.send(r);
-            }
-            Request::Avoidance { agent, reply } => {
-                let _ = reply.send(self.avoidance_view(agent));
-            }
-            Request::Obstacles { reply } => {
-                let _ = reply.send(Ok(self.obstacle_views()));
-            }
-            Request::Walls { reply } => {
-                let _ = reply.send(Ok(self.wall_views()));
-            }
-            Request::Snapshot { sight, reply } => {
-                let _ = reply.send(Ok(self.snapshot_view(&sight)));
-            }
-            Request::Info { sight, reply } => {
-                let mut v = self.info_view();
-                if let Some(seen) = self.seen(&sight) {
-                    v.agents = self.world.agents().iter().filter(|a| self.sees(Some(&seen), a)).count();
-                }
-                let _ = reply.send(Ok(v));
-            }
-            Request::Patch { tick_rate, paused, autosave, reply } => {
-                let _ = reply.send(self.patch(tick_rate, paused, autosave));
-            }
-            Request::Step { ticks, reply } => {
-                // Run in chunks by the loop, between which it serves requests.
-                if self.stepping.is_some() {
-                    let _ = reply.send(Err(CmdError::Busy(self.name.clone())));
-                } else if ticks == 0 {
-                    let _ = reply.send(Ok(self.wire_tick()));
-                } else {
-                    self.stepping = Some((ticks, reply));
-                }
-            }
+            Request::Players { reply } => send(reply, Ok(self.ownership.players_view())),
+            Request::Kick { player, reply } => send(reply, Ok(self.kick(&player))),
+            Request::SetOwner { agent, player, team, reply } => send(reply, self.set_owner(agent, player, team)),
+            Request::Agents { limit, stuck, sight, reply } => send(reply, Ok(self.agents_view(limit, stuck, &sight))),
+            Request::Agent { id, sight, reply } => send(reply, self.one_agent_view(id, &sight)),
+            Request::FlowField { agent, max_side, sight, reply } => send(reply, self.seen_flow_field(agent, max_side, &sight)),
+            Request::Avoidance { agent, reply } => send(reply, self.avoidance_view(agent)),
+            Request::Obstacles { reply } => send(reply, Ok(self.obstacle_views())),
+            Request::Walls { reply } => send(reply, Ok(self.wall_views())),
+            Request::Snapshot { sight, reply } => send(reply, Ok(self.snapshot_view(&sight))),
+            Request::Info { sight, reply } => send(reply, Ok(self.seen_info_view(&sight))),
+            Request::Patch { tick_rate, paused, autosave, reply } => send(reply, self.patch(tick_rate, paused, autosave)),
+            Request::Step { ticks, reply } => self.start_step(ticks, reply),
             Request::Reset { reply } => {
-                let sc = self.scenario.clone();
-                let name = self.scenario_name.clone();
-                let _ = reply.send(self.replace_world(sc, name, true));
+                let (sc, name) = (self.scenario.clone(), self.scenario_name.clone());
+                send(reply, self.replace_world(sc, name, true));
             }
-            Request::Load { scenario, name, reply } => {
-                let _ = reply.send(self.replace_world(*scenario, Some(name), true));
-            }
-            Request::Save { reply } => {
-                let _ = reply.send(Ok(Box::new(crate::scenario::snapshot_scenario(&self.world, &self.scenario))));
-            }
+            Request::Load { scenario, name, reply } => send(reply, self.replace_world(*scenario, Some(name), true)),
+            Request::Save { reply } => send(reply, Ok(Box::new(crate::scenario::snapshot_scenario(&self.world, &self.scenario)))),
             Request::RandomObstacles { spec, reply } => {
                 let r = self.random_obstacles(&spec).map_err(CmdError::from);
                 self.metrics.command("random_obstacles", r.is_ok());
-                let _ = reply.send(r);
+                send(reply, r);
             }
-            Request::Replay { op, reply } => {
-                let _ = reply.send(self.replay_op(op));
-            }
-            Request::Recording { on, digests, reply } => {
-                let r = self.set_recording(on, digests).map(|()| self.info_view());
-                let _ = reply.send(r);
-            }
-            Request::Freeze { reply } => {
-                let _ = reply.send(self.freeze());
-            }
+            Request::Replay { op, reply } => send(reply, self.replay_op(op)),
+            Request::Recording { on, digests, reply } => send(reply, self.set_recording(on, digests).map(|()| self.info_view())),
+            Request::Freeze { reply } => send(reply, self.freeze()),
             Request::Thaw { reply } => {
                 self.frozen = false;
                 tracing::info!("handoff: thawed, the world runs on here");
-                let _ = reply.send(Ok(()));
+                send(reply, Ok(()));
             }
             Request::Shutdown => {}
             Request::Panic => panic!("fault injection: a world thread panic was asked for"),
             Request::Stall(time) => std::thread::sleep(time),
+        }
+    }
+
+    /// One agent, if `sight` sees it (one it does not see is unknown).
+    fn one_agent_view(&self, id: AgentId, sight: &Sight) -> Result<AgentView, CmdError> {
+        let seen = self.seen(sight);
+        self.world
+            .agent(id)
+            .filter(|a| self.sees(seen.as_ref(), a))
+            .map(|a| self.agent_view(a, self.sees_order(seen.as_ref(), a.id)))
+            .ok_or(CmdError::Sim(SimError::UnknownAgent(id)))
+    }
+
+    /// An agent's flow field; a player that does not see all asks for its own agents only.
+    fn seen_flow_field(&self, agent: AgentId, max_side: u32, sight: &Sight) -> Result<FlowFieldView, CmdError> {
+        let seen = self.seen(sight);
+        match &seen {
+            Some(_) if !self.sees_id(seen.as_ref(), agent) => Err(CmdError::Sim(SimError::UnknownAgent(agent))),
+            Some(_) if !self.owns(seen.as_ref(), agent) => Err(CmdError::Forbidden(agent)),
+            _ => self.flow_field_view(agent, max_side),
+        }
+    }
+
+    /// The summary, its agent count what `sight` sees.
+    fn seen_info_view(&self, sight: &Sight) -> WorldInfoView {
+        let mut v = self.info_view();
+        if let Some(seen) = self.seen(sight) {
+            v.agents = self.world.agents().iter().filter(|a| self.sees(Some(&seen), a)).count();
+        }
+        v
+    }
+
+    /// A `Step` of `ticks`: run in chunks by the loop, between which it serves requests (one at
+    /// a time; 0 ticks answers at once).
+    fn start_step(&mut self, ticks: u32, reply: Reply<u64>) {
+        if self.stepping.is_some() {
+            send(reply, Err(CmdError::Busy(self.name.clone())));
+        } else if ticks == 0 {
+            send(reply, Ok(self.wire_tick()));
+        } else {
+            self.stepping = Some((ticks, reply));
         }
     }
 
@@ -180,32 +146,15 @@ impl Runner {
         self.frozen = true;
         // The world itself at the freeze (and the sessions): the target starts from it.
         self.snapshot_if_due(true);
-        let mut owners: Vec<String> = self.owned.iter().filter(|(_, n)| **n > 0).map(|(p, _)| p.to_string()).collect();
-        owners.sort_unstable();
+        let owners = self.ownership.owning_sorted();
         tracing::info!(tick = self.world.tick(), "handoff: frozen");
         Ok(Frozen { tick: self.world.tick(), tick_offset: self.tick_offset, state_hash: crate::sim::hash::state_hash(&self.world), owners })
-    }
-
-    /// Every player known here, by name.
-    fn players_view(&self) -> Vec<WorldPlayer> {
-        let mut v: Vec<WorldPlayer> = self
-            .teams
-            .keys()
-            .map(|p| WorldPlayer {
-                player: p.to_string(),
-                agents: self.owned.get(p).copied().unwrap_or(0),
-                orphaned: self.gone.get(p).is_some_and(|g| g.1),
-            })
-            .collect();
-        v.sort_by(|a, b| a.player.cmp(&b.player));
-        v
     }
 
     /// Treats `player` as gone for good (its orphan policy applies now); answers the agents it owned.
     fn kick(&mut self, player: &str) -> usize {
         let key: Arc<str> = Arc::from(player);
-        let n = self.owned.get(&key).copied().unwrap_or(0);
-        self.gone.insert(key.clone(), (Instant::now(), true));
+        let n = self.ownership.kick(&key);
         self.apply_orphan_policy(&key);
         n
     }
@@ -218,7 +167,7 @@ impl Runner {
         self.disown(agent);
         if let Some(p) = player {
             let key: Arc<str> = Arc::from(p.as_str());
-            self.teams.insert(key.clone(), team.as_deref().map(Arc::from));
+            self.ownership.set_team(key.clone(), team.as_deref().map(Arc::from));
             self.own(agent, key);
         }
         Ok(())
@@ -268,19 +217,13 @@ impl Runner {
     fn patch(&mut self, tick_rate: Option<f32>, paused: Option<bool>, autosave: Option<bool>) -> Result<WorldInfoView, CmdError> {
         if let Some(rate) = tick_rate {
             self.world.set_tick_rate(rate).map_err(CmdError::Sim)?;
-            self.rec.tick_rate(&self.world, rate);
-            if let Some(d) = self.dur.as_mut() {
-                d.tick_rate(&self.world, rate);
-            }
+            self.recorder.tick_rate(&self.world, rate);
             self.stats.tick_rate_milli.store((rate * 1000.0) as u32, Ordering::Relaxed);
-            self.sync_info_rate();
+            self.publisher.sync_info_rate(self.world.config().tick_rate);
         }
         if let Some(p) = paused {
             self.paused = p;
-            self.rec.paused(&self.world, p);
-            if let Some(d) = self.dur.as_mut() {
-                d.paused(&self.world, p);
-            }
+            self.recorder.paused(&self.world, p);
         }
         if let Some(a) = autosave {
             self.autosave = a;
@@ -318,24 +261,8 @@ impl Runner {
     /// Applies a sim command: the one place commands reach the `World`, so the recording sees
     /// every one (REST, WebSocket, admin edits, random obstacles).
     pub(super) fn apply(&mut self, cmd: Command) -> Result<Outcome, SimError> {
-        self.rec.command(&self.world, &cmd);
-        if let Some(d) = self.dur.as_mut() {
-            d.command(&self.world, &cmd);
-        }
+        self.recorder.command(&self.world, &cmd);
         self.world.apply(cmd)
-    }
-
-    /// Answers a command. A durable world under `every_command` sends the answer once the
-    /// command's record is on disk (the writer sends it); otherwise at once.
-    pub(super) fn answer_durably(&mut self, reply: Reply<Outcome>, r: Result<Outcome, CmdError>) {
-        match self.dur.as_mut() {
-            Some(d) => d.reply(Box::new(move || {
-                let _ = reply.send(r);
-            })),
-            None => {
-                let _ = reply.send(r);
-            }
-        }
     }
 
     /// Starts or stops recording. A world changed since its load cannot be rebuilt from its
@@ -345,15 +272,15 @@ impl Runner {
     /// world's scenario for `reset` stays the one it was loaded from.
     pub(super) fn set_recording(&mut self, on: bool, digests: Option<bool>) -> Result<(), CmdError> {
         if !on {
-            self.rec.stop(&self.world, "stopped by request");
+            self.recorder.rec.stop(&self.world, "stopped by request");
             return Ok(());
         }
-        if self.rec.active() {
+        if self.recorder.rec.active() {
             return Ok(());
         }
-        if self.rec.pristine() {
+        if self.recorder.rec.pristine() {
             let sc = self.scenario.clone();
-            return self.rec.start(&self.name, &sc, digests, false).map_err(CmdError::Invalid);
+            return self.recorder.rec.start(&self.name, &sc, digests, false).map_err(CmdError::Invalid);
         }
         let snap = crate::scenario::snapshot_scenario(&self.world, &self.scenario);
         let (base, base_name) = (self.scenario.clone(), self.scenario_name.clone());
@@ -362,8 +289,32 @@ impl Runner {
         if let Ok(mut o) = self.origin.lock() {
             *o = (base, base_name);
         }
-        self.rec.start(&self.name, &snap, digests, true).map_err(CmdError::Invalid)
+        self.recorder.rec.start(&self.name, &snap, digests, true).map_err(CmdError::Invalid)
     }
+}
+
+/// Sends an answer (a caller that stopped waiting is no error).
+fn send<T>(reply: Reply<T>, r: Result<T, CmdError>) {
+    let _ = reply.send(r);
+}
+
+/// True for the requests a world frozen for a handoff refuses: every one that changes it.
+fn changes_while_frozen(req: &Request) -> bool {
+    matches!(
+        req,
+        Request::Apply { .. }
+            | Request::ApplyMany { .. }
+            | Request::Patch { .. }
+            | Request::Step { .. }
+            | Request::Reset { .. }
+            | Request::Load { .. }
+            | Request::RandomObstacles { .. }
+            | Request::Recording { .. }
+            | Request::Kick { .. }
+            | Request::SetOwner { .. }
+            | Request::Replay { .. }
+            | Request::Freeze { .. }
+    )
 }
 
 /// Answers a refused request with `e` (nothing was changed).
@@ -429,12 +380,6 @@ pub(super) fn refuse(req: Request, e: CmdError) {
         Request::Shutdown | Request::Panic | Request::Stall(_) => {}
     }
 }
-
-/// Most players a world remembers (owners, and players who commanded in it).
-pub(super) const MAX_KNOWN_PLAYERS: usize = 100_000;
-
-/// How often a world looks for owners whose grace period is over.
-pub(super) const ORPHAN_CHECK: Duration = Duration::from_millis(250);
 
 /// Agents the spawns among `cmds` create.
 pub(super) fn spawn_count(cmds: &[Command]) -> usize {

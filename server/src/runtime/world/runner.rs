@@ -1,8 +1,55 @@
-//! The world thread's loop: serve the queue, tick on schedule, measure, replay.
+//! The world thread's loop: serve the queue, tick on schedule, measure; and the order of a
+//! tick's parts (step, record, publish).
 
 use super::*;
+use super::replay::Control;
 
 impl Runner {
+    /// Runs the loop on a thread of its own, named after the world. A panic ends the thread,
+    /// not the server: `alive` turns false and `death` says why.
+    pub(super) fn spawn_thread(self, rx: Receiver<Request>, death: Arc<Mutex<Option<String>>>) -> Result<(), CmdError> {
+        let name = self.name.clone();
+        let stats = self.stats.clone();
+        std::thread::Builder::new()
+            .name(format!("world-{name}"))
+            .spawn(move || {
+                let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(move || self.run_on_solo_pool(rx)));
+                stats.alive.store(false, Ordering::SeqCst);
+                if let Err(p) = result {
+                    let msg = p
+                        .downcast_ref::<&str>()
+                        .map(|s| s.to_string())
+                        .or_else(|| p.downcast_ref::<String>().cloned())
+                        .unwrap_or_else(|| "panic".into());
+                    tracing::error!(world = %name, "world thread panicked: {msg}");
+                    if let Ok(mut d) = death.lock() {
+                        *d = Some(msg);
+                    }
+                }
+            })
+            .map(drop)
+            .map_err(|e| CmdError::Invalid(format!("cannot start world thread: {e}")))
+    }
+
+    /// The runner runs on a one-thread rayon pool of its own, so that a small world's step runs
+    /// its parallel loops inline: no hand-off to another thread, and no wake-up of a sleeping
+    /// one, on any tick.
+    fn run_on_solo_pool(mut self, rx: Receiver<Request>) {
+        match solo_pool(&self.name) {
+            Some(pool) => {
+                self.stepper.on_solo_pool();
+                pool.install(move || {
+                    self.reset_encoders();
+                    self.run(rx);
+                });
+            }
+            None => {
+                self.reset_encoders();
+                self.run(rx);
+            }
+        }
+    }
+
     /// The tick as clients see it (monotonic across loads).
     pub(super) fn wire_tick(&self) -> u64 {
         self.tick_offset + self.world.tick()
@@ -39,9 +86,7 @@ impl Runner {
             if self.serve_queued(&rx) == Flow::Stop {
                 break;
             }
-            if let Some(d) = self.dur.as_mut() {
-                d.idle(&self.world);
-            }
+            self.recorder.idle(&self.world);
             if !self.frozen {
                 self.snapshot_if_due(false);
                 self.check_orphans();
@@ -96,15 +141,13 @@ impl Runner {
         if let Some((_, reply)) = self.stepping.take() {
             let _ = reply.send(Err(CmdError::Dead(self.name.clone())));
         }
-        self.rec.stop(&self.world, "world stopped");
+        self.recorder.rec.stop(&self.world, "world stopped");
         let forget = self.stats.forget.load(Ordering::SeqCst);
         if !forget {
             // A clean stop: the next start restores this snapshot with no log to re-run.
             self.snapshot_if_due(true);
         }
-        if let Some(d) = self.dur.as_mut() {
-            d.stop(&self.world, forget);
-        }
+        self.recorder.close_log(&self.world, forget);
         tracing::info!("world stopped");
     }
 
@@ -188,83 +231,46 @@ impl Runner {
         self.stats.agents.store(self.world.agents().len() as u64, Ordering::Relaxed);
     }
 
-    /// How this world's sim steps: inline on its own one-thread pool while small, else on the
-    /// shared pool.
+    /// How this world's sim steps, as a function a replay's player calls.
     pub(super) fn stepper(&self) -> impl FnMut(&mut World) + use<> {
-        let (pool, solo, min) = (self.sim_pool.clone(), self.on_solo, self.parallel_min);
-        move |w: &mut World| {
-            if solo && w.agents().len() < min {
-                let _ = w.step();
-            } else {
-                let _ = pool.install(|| w.step());
-            }
-        }
+        let stepper = self.stepper.clone();
+        move |w: &mut World| stepper.step(w)
     }
 
     /// A replay world's tick: the recording's next step; at the end it pauses.
     pub(super) fn advance_replay(&mut self) {
-        let start = Instant::now();
         let mut run = self.stepper();
         let Some(r) = self.replay.as_mut() else { return };
-        let before = r.player.verification().divergences;
-        match r.player.step_with(&mut self.world, &mut run) {
-            Ok(true) => {}
-            Ok(false) => self.paused = true,
-            Err(e) => {
-                tracing::error!("replay stopped: {e}");
-                self.paused = true;
-            }
-        }
-        if self.world.tick() >= r.player.end() {
+        if !r.advance(&mut self.world, &mut run, &self.metrics) {
             self.paused = true;
         }
-        let diverged = r.player.verification().divergences - before;
-        if diverged > 0 {
-            self.metrics.replay_divergences.inc_by(diverged);
-        }
         self.stats.tick_rate_milli.store((self.world.config().tick_rate * 1000.0) as u32, Ordering::Relaxed);
-        self.metrics.tick_seconds.observe(start.elapsed().as_secs_f64());
     }
 
     /// Answers a replay control.
     pub(super) fn replay_op(&mut self, op: ReplayOp) -> Result<ReplayView, CmdError> {
         let mut run = self.stepper();
+        let old_wire = self.wire_tick();
         let Some(r) = self.replay.as_mut() else {
             return Err(CmdError::Conflict(format!(
                 "world `{}` is not a replay world (create one with POST /worlds {{\"name\": ..., \"replay\": \"<recording>\"}})",
                 self.name
             )));
         };
-        match op {
-            ReplayOp::Get => {}
-            ReplayOp::Pause => self.paused = true,
-            // At the end there is nothing left to play: it stays paused there.
-            ReplayOp::Play => self.paused = self.world.tick() >= r.player.end(),
-            ReplayOp::Speed(s) => {
-                if !(s.is_finite() && s > 0.0 && s <= r.max_speed) {
-                    return Err(CmdError::Sim(SimError::invalid("speed", format!("must be above 0 and at most {} (limits.replay_max_speed)", r.max_speed))));
-                }
-                r.speed = s;
-            }
-            ReplayOp::Seek(t) => {
-                let before = r.player.verification().divergences;
-                let old_wire = self.tick_offset + self.world.tick();
-                let rep = r.player.seek_with(&mut self.world, t, &mut run).map_err(|e| CmdError::Invalid(e.to_string()))?;
-                let diverged = r.player.verification().divergences - before;
-                self.metrics.replay_divergences.inc_by(diverged);
-                self.metrics.replay_seeks.inc();
-                self.metrics.replay_seek_ticks.inc_by(rep.ticks_simulated);
-                if self.world.tick() >= r.player.end() {
+        match r.control(op, &mut self.world, &mut run, &self.metrics)? {
+            Control::Shown => {}
+            Control::Paused(p) => self.paused = p,
+            Control::Sought { paused } => {
+                if paused {
                     self.paused = true;
                 }
-                // The seek's events are history; the subscribers resync from keyframes.
-                drop(self.world.drain_events());
                 // Wire ticks never go back (as across a load): clients' chains stay ordered.
                 if self.tick_offset + self.world.tick() <= old_wire {
                     self.tick_offset = old_wire + 1 - self.world.tick();
                 }
+                // The subscribers resync from keyframes.
                 self.reset_encoders();
-                self.reset_pending = true;
+                self.publisher.reset_pending = true;
                 self.publish();
             }
         }
@@ -272,34 +278,13 @@ impl Runner {
     }
 
     pub(super) fn replay_view(&self) -> Option<ReplayView> {
-        let r = self.replay.as_ref()?;
-        let p = &r.player;
-        Some(ReplayView {
-            recording: r.recording.clone(),
-            tick: self.world.tick(),
-            end_tick: p.end(),
-            playing: !self.paused,
-            speed: r.speed,
-            max_speed: r.max_speed,
-            state_hash: format!("{:016x}", crate::sim::hash::state_hash(&self.world)),
-            keyframes: p.keyframes().len(),
-            keyframe_interval: p.keyframes().interval(),
-            keyframe_bytes: p.keyframes().bytes() as u64,
-            open_ticks: p.open_ticks,
-            seeks: p.seeks,
-            seek_ticks: p.seek_ticks,
-            last_seek: p.last_seek,
-            verification: p.verification().clone(),
-        })
+        self.replay.as_ref().map(|r| r.view(&self.world, !self.paused))
     }
 
     /// Refuses what would change a replay world (it changes only as its recording says).
     pub(super) fn read_only(&self, what: &str) -> Result<(), CmdError> {
         match &self.replay {
-            Some(r) => Err(CmdError::ReadOnly(format!(
-                "world `{}` is a read-only replay of recording `{}`: {what} would change it (use /worlds/{}/replay/seek, play, pause, speed)",
-                self.name, r.recording, self.name
-            ))),
+            Some(r) => Err(r.refusal(&self.name, what)),
             None => Ok(()),
         }
     }
@@ -312,21 +297,74 @@ impl Runner {
         }
         let start = Instant::now();
         self.fields.collect(&mut self.world);
-        let world = &mut self.world;
-        if self.on_solo && world.agents().len() < self.parallel_min {
-            // On this world's own one-thread pool: the step's parallel loops run inline.
-            world.step();
-        } else {
-            self.sim_pool.install(|| world.step());
-        }
-        self.rec.after_step(&self.world);
-        if let Some(d) = self.dur.as_mut() {
-            d.after_step(&self.world);
-        }
+        self.stepper.step(&mut self.world);
+        self.recorder.after_step(&self.world);
         self.snapshot_if_due(false);
         self.fields.submit(&mut self.world, &self.metrics);
         let elapsed = start.elapsed();
         self.fields.count(&self.world, &self.metrics);
         self.metrics.tick_seconds.observe(elapsed.as_secs_f64());
+    }
+}
+
+impl Runner {
+    /// Resets the publisher's AOI encoders to the world as it is (after a load, reset or seek).
+    pub(super) fn reset_encoders(&mut self) {
+        let (q, tick) = (self.quant(), self.wire_tick());
+        self.publisher.reset(&self.name, &self.world, tick, &q);
+        self.stats.tick_rate_milli.store((self.world.config().tick_rate * 1000.0) as u32, Ordering::Relaxed);
+        self.stats.agents.store(self.world.agents().len() as u64, Ordering::Relaxed);
+        self.stats.tick.store(tick, Ordering::Relaxed);
+    }
+
+    /// Publishes this tick's frame: vision, hidden targets dropped, the cells, the sim's
+    /// events with their owners, announcements, in that order.
+    pub(super) fn publish(&mut self) {
+        let vision = self.vision();
+        let lost = self.drop_hidden_targets(vision.as_deref());
+        let tick = self.wire_tick();
+        let (rates, cells) = self.publisher.cells(&self.world, tick, &self.quant());
+        let mut kinds = self.sim_events();
+        kinds.extend(lost);
+        let announced = self.publisher.announcements(&self.world, tick);
+        let events: Vec<FrameEvent> = kinds.into_iter().map(|(owner, event)| self.owned_event(tick, owner, event)).chain(announced).collect();
+        self.publisher.broadcast(tick, cells, rates, events, vision);
+    }
+
+    /// An event about a player's agents (or nobody's): it goes to each of the player's
+    /// connections, subscribed or not (their send tasks skip it in the broadcast).
+    fn owned_event(&self, tick: u64, owner: Option<Arc<str>>, event: proto::EventKind) -> FrameEvent {
+        let msg = self.publisher.event(tick, event);
+        if let Some(p) = &owner {
+            self.players.deliver(p, &msg);
+        }
+        let vision = owner.as_ref().map(|p| crate::auth::vision_key(p, self.ownership.team_of(p).as_deref()));
+        FrameEvent { owner, vision, public: false, msg }
+    }
+
+    /// The sim's events since the last publish, with their agents' owners: one wire event per
+    /// run of same-group, same-owner spawns / despawns (their `agents` lists), not one per
+    /// agent, so a 10k-agent spawn is one message to each subscriber.
+    fn sim_events(&mut self) -> Vec<(Option<Arc<str>>, proto::EventKind)> {
+        let groups = self.world.groups().to_vec();
+        let mut kinds: Vec<(Option<Arc<str>>, proto::EventKind)> = Vec::new();
+        for e in self.world.drain_events() {
+            let id = match &e {
+                crate::sim::world::Event::Spawned { id, .. }
+                | crate::sim::world::Event::Despawned { id }
+                | crate::sim::world::Event::DestinationReached { id, .. }
+                | crate::sim::world::Event::PathCompleted { id } => *id,
+            };
+            let owner = self.ownership.owners.get(&id).cloned();
+            if let crate::sim::world::Event::Despawned { id } = &e {
+                self.disown(*id);
+            }
+            match (kinds.last_mut(), convert::event(&e, &groups)) {
+                (Some((o, proto::EventKind::Spawned(last))), proto::EventKind::Spawned(s)) if last.group == s.group && *o == owner => last.agents.extend(s.agents),
+                (Some((o, proto::EventKind::Despawned(last))), proto::EventKind::Despawned(d)) if *o == owner => last.agents.extend(d.agents),
+                (_, k) => kinds.push((owner, k)),
+            }
+        }
+        kinds
     }
 }

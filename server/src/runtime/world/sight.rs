@@ -1,6 +1,6 @@
 //! What a caller sees of the world. Under `owned` visibility every REST read and every agent
 //! a player's command names is narrowed to the player's vision (`authz::Sight`), exactly as
-//! its WebSocket frames are (`publish::vision`): its own agents, and the agents in the AOI
+//! its WebSocket frames are (`Runner::vision` below): its own agents, and the agents in the AOI
 //! cells within `vision_radius` of an agent of its own or its team's.
 //!
 //! **Invariant:** a hidden agent and an unknown one look the same to a player: the same error
@@ -36,12 +36,12 @@ impl Runner {
     }
 
     fn seen_as(&self, player: &str, key: &str) -> Option<Seen> {
-        if self.policy.visibility != Visibility::Owned {
+        if self.ownership.policy.visibility != Visibility::Owned {
             return None;
         }
-        let mut cells = vec![false; self.info.cell_count() as usize];
-        for (id, owner) in &self.owners {
-            let team = self.teams.get(owner).cloned().flatten();
+        let mut cells = vec![false; self.publisher.info.cell_count() as usize];
+        for (id, owner) in &self.ownership.owners {
+            let team = self.ownership.team_of(owner);
             if crate::auth::vision_key(owner, team.as_deref()) != key {
                 continue;
             }
@@ -54,12 +54,12 @@ impl Runner {
 
     /// Marks the AOI cells that intersect the disc of `vision_radius` around `at`.
     pub(super) fn mark_sight(&self, cells: &mut [bool], at: glam::Vec2) {
-        let r = self.policy.vision_radius;
-        let (cs, b) = (self.info.aoi_cell_size, self.info.bounds);
+        let r = self.ownership.policy.vision_radius;
+        let (cs, b) = (self.publisher.info.aoi_cell_size, self.publisher.info.bounds);
         let (x, y) = (at.x, at.y);
-        let lo = self.info.cell_of(x - r, y - r);
-        let hi = self.info.cell_of(x + r, y + r);
-        let cols = self.info.cols.max(1);
+        let lo = self.publisher.info.cell_of(x - r, y - r);
+        let hi = self.publisher.info.cell_of(x + r, y + r);
+        let cols = self.publisher.info.cols.max(1);
         for row in lo / cols..=hi / cols {
             for col in lo % cols..=hi % cols {
                 // Nearest point of the cell to the agent.
@@ -78,7 +78,7 @@ impl Runner {
     /// True if `seen` sees agent `a`: its own agents always, others in a cell its vision covers.
     pub(super) fn sees(&self, seen: Option<&Seen>, a: &crate::sim::Agent) -> bool {
         let Some(s) = seen else { return true };
-        self.owners.get(&a.id).is_some_and(|o| **o == *s.player) || s.cells.get(self.info.cell_of(a.position.x, a.position.y) as usize).copied().unwrap_or(false)
+        self.ownership.owners.get(&a.id).is_some_and(|o| **o == *s.player) || s.cells.get(self.publisher.info.cell_of(a.position.x, a.position.y) as usize).copied().unwrap_or(false)
     }
 
     /// True if `seen` sees agent `id` (an unknown id is not seen).
@@ -88,7 +88,7 @@ impl Runner {
 
     /// True if `seen` is a player's and `id` is its own agent.
     pub(super) fn owns(&self, seen: Option<&Seen>, id: AgentId) -> bool {
-        seen.is_some_and(|s| self.owners.get(&id).is_some_and(|o| **o == *s.player))
+        seen.is_some_and(|s| self.ownership.owners.get(&id).is_some_and(|o| **o == *s.player))
     }
 
     /// True if `seen` may see agent `id`'s MoveTo order (where it goes, whether it is stuck):
@@ -99,25 +99,43 @@ impl Runner {
 }
 
 impl Runner {
+    /// Under `owned` visibility: per vision key (a team, or a player without one), the AOI
+    /// cells that intersect a disc of `vision_radius` around one of its agents.
+    pub(super) fn vision(&self) -> Option<Arc<Vision>> {
+        if self.ownership.policy.visibility != Visibility::Owned {
+            return None;
+        }
+        let mut out: Vision = HashMap::new();
+        let n = self.publisher.info.cell_count() as usize;
+        for (id, owner) in &self.ownership.owners {
+            let Some(a) = self.world.agent(*id) else { continue };
+            let team = self.ownership.team_of(owner);
+            let key = crate::auth::vision_key(owner, team.as_deref());
+            let cells = out.entry(key).or_insert_with(|| vec![false; n]);
+            self.mark_sight(cells, a.position);
+        }
+        Some(Arc::new(out))
+    }
+
     /// Under `owned` visibility: a target that leaves its owner's (team's) vision acts as
     /// gone. Every owned agent's behaviours aimed at an agent its owner no longer sees are
     /// removed (through the recorded `apply`, so a replay does the same), and the owner gets
     /// one `target_lost` event per (agent, target). `vision`: this tick's vision per key.
-    pub(super) fn drop_hidden_targets(&mut self, vision: Option<&HashMap<String, Vec<bool>>>) -> Vec<(Option<Arc<str>>, proto::EventKind)> {
+    pub(super) fn drop_hidden_targets(&mut self, vision: Option<&Vision>) -> Vec<(Option<Arc<str>>, proto::EventKind)> {
         let Some(vision) = vision else { return Vec::new() };
-        let mut ids: Vec<AgentId> = self.owners.keys().copied().collect();
+        let mut ids: Vec<AgentId> = self.ownership.owners.keys().copied().collect();
         ids.sort_unstable();
         let mut out = Vec::new();
         for id in ids {
-            let (Some(owner), Some(a)) = (self.owners.get(&id).cloned(), self.world.agent(id)) else { continue };
+            let (Some(owner), Some(a)) = (self.ownership.owners.get(&id).cloned(), self.world.agent(id)) else { continue };
             if !a.behaviors.entries().iter().any(|e| e.behavior.target_agent().is_some()) {
                 continue;
             }
-            let team = self.teams.get(&owner).cloned().flatten();
+            let team = self.ownership.team_of(&owner);
             let cells = vision.get(&crate::auth::vision_key(&owner, team.as_deref()));
             // A target that no longer exists is gone already (the sim treats it so).
             let seen = |t: AgentId| {
-                self.world.agent(t).is_none_or(|ta| cells.and_then(|c| c.get(self.info.cell_of(ta.position.x, ta.position.y) as usize)).copied().unwrap_or(false))
+                self.world.agent(t).is_none_or(|ta| cells.and_then(|c| c.get(self.publisher.info.cell_of(ta.position.x, ta.position.y) as usize)).copied().unwrap_or(false))
             };
             let mut lost: Vec<AgentId> = a.behaviors.entries().iter().filter_map(|e| e.behavior.target_agent()).filter(|t| !seen(*t)).collect();
             if lost.is_empty() {
@@ -141,7 +159,7 @@ impl Runner {
     /// of its own or its team's zones, or inside what it sees now (every AOI cell the area's
     /// bounding box touches), so that no spawn scouts where the player cannot see.
     pub(super) fn check_spawn_place(&self, actor: &Actor, cmds: &[Command]) -> Result<(), CmdError> {
-        if actor.role != proto::Role::Player || self.policy.visibility != Visibility::Owned || self.policy.spawn_zones.is_empty() {
+        if actor.role != proto::Role::Player || self.ownership.policy.visibility != Visibility::Owned || self.ownership.policy.spawn_zones.is_empty() {
             return Ok(());
         }
         let Some(p) = &actor.player else { return Ok(()) };
@@ -149,7 +167,7 @@ impl Runner {
         for c in cmds {
             let Command::Spawn(spec) = c else { continue };
             let (lo, hi) = area_box(&spec.area);
-            let zoned = self.policy.spawn_zones.iter().any(|z| z.is_for(p, actor.team.as_deref()) && z.holds(lo, hi));
+            let zoned = self.ownership.policy.spawn_zones.iter().any(|z| z.is_for(p, actor.team.as_deref()) && z.holds(lo, hi));
             if !zoned && !seen.as_ref().is_some_and(|s| self.covers(s, lo, hi)) {
                 return Err(CmdError::NotAllowed(format!(
                     "in world `{}` a player spawns only inside its (team's) spawn zones or where it sees now (players.spawn_zones)",
@@ -162,8 +180,8 @@ impl Runner {
 
     /// True if `seen` sees every AOI cell the box `lo`–`hi` touches.
     fn covers(&self, seen: &Seen, lo: [f32; 2], hi: [f32; 2]) -> bool {
-        let cols = self.info.cols.max(1);
-        let (a, b) = (self.info.cell_of(lo[0], lo[1]), self.info.cell_of(hi[0], hi[1]));
+        let cols = self.publisher.info.cols.max(1);
+        let (a, b) = (self.publisher.info.cell_of(lo[0], lo[1]), self.publisher.info.cell_of(hi[0], hi[1]));
         (a / cols..=b / cols).all(|row| (a % cols..=b % cols).all(|col| seen.cells.get((row * cols + col) as usize).copied().unwrap_or(false)))
     }
 }

@@ -374,15 +374,15 @@ impl Runner {
             overruns: self.stats.overruns.load(Ordering::Relaxed),
             effective_tick_rate: f64::from(self.stats.effective_tick_rate_milli.load(Ordering::Relaxed)) / 1000.0,
             overloaded: self.stats.overloaded.load(Ordering::Relaxed),
-            aoi_cell_size: self.info.aoi_cell_size,
-            aoi_cols: self.info.cols,
-            aoi_rows: self.info.rows,
-            bounds: [self.info.bounds.min_x, self.info.bounds.min_y, self.info.bounds.max_x, self.info.bounds.max_y],
+            aoi_cell_size: self.publisher.info.aoi_cell_size,
+            aoi_cols: self.publisher.info.cols,
+            aoi_rows: self.publisher.info.rows,
+            bounds: [self.publisher.info.bounds.min_x, self.publisher.info.bounds.min_y, self.publisher.info.bounds.max_x, self.publisher.info.bounds.max_y],
             scenario: self.scenario_name.clone(),
             autosave: self.autosave,
-            recording: self.rec.view(),
+            recording: self.recorder.rec.view(),
             replay: self.replay_view().map(Box::new),
-            persistence: self.dur.as_ref().map(|d| Box::new(d.view())),
+            persistence: self.recorder.dur.as_ref().map(|d| Box::new(d.view())),
         }
     }
 }

@@ -18,7 +18,7 @@ pub const MIN_SPEED: f32 = 1e-3;
 /// The steering; with no speed it only brakes the turn.
 pub fn steer(agent: &Agent, p: &LookParams, _view: &WorldView) -> Steering {
     let v = agent.velocity;
-    let target = if v.length() > MIN_SPEED { v.y.atan2(v.x) } else { agent.orientation };
+    let target = if v.length() > MIN_SPEED { crate::sim::math::atan2(v.y, v.x) } else { agent.orientation };
     align_to(agent, target, &p.tuning)
 }
 

@@ -5,8 +5,13 @@
 //! dropped when the grid changes ([`FlowCache::invalidate`]). The cache is touched only between
 //! ticks (when MoveTo is issued and in the world's sequential pre-pass); the parallel compute
 //! phase only reads it.
+//!
+//! A loaded cache ([`FlowCache::load`]) holds its fields' goals and builds each field the first
+//! time it is read: every cached field is of the current grid (a grid change drops them all), so
+//! a field built late is the one built early. A world restored from a snapshot starts stepping
+//! without building the fields its agents no longer use.
 
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use glam::Vec2;
 
@@ -38,8 +43,40 @@ impl CacheStats {
 
 #[derive(Debug, Clone)]
 struct Entry {
-    field: Arc<FlowField>,
+    goal_cell: usize,
+    goal: Vec2,
+    field: Slot,
     last_used: u64,
+}
+
+/// A cached field: built when it was cached, or (loaded) built on its first read.
+#[derive(Debug, Clone)]
+enum Slot {
+    Built(Arc<FlowField>),
+    Loaded { grid: Arc<NavGrid>, field: OnceLock<Arc<FlowField>> },
+}
+
+impl Entry {
+    fn built(field: Arc<FlowField>, last_used: u64) -> Entry {
+        let (goal_cell, goal) = (field.goal_cell(), field.goal());
+        Entry { goal_cell, goal, field: Slot::Built(field), last_used }
+    }
+
+    /// The field, built now if this is a loaded entry's first read.
+    fn field(&self) -> &Arc<FlowField> {
+        match &self.field {
+            Slot::Built(f) => f,
+            Slot::Loaded { grid, field } => field.get_or_init(|| Arc::new(FlowField::build(grid, self.goal_cell, self.goal))),
+        }
+    }
+
+    /// The field if it is built.
+    fn if_built(&self) -> Option<&Arc<FlowField>> {
+        match &self.field {
+            Slot::Built(f) => Some(f),
+            Slot::Loaded { field, .. } => field.get(),
+        }
+    }
 }
 
 /// The cache.
@@ -60,7 +97,30 @@ impl FlowCache {
 
     /// The field for `goal_cell`, if cached (read-only; used by the compute phase).
     pub fn get(&self, goal_cell: usize) -> Option<&FlowField> {
-        self.entries.iter().find(|e| e.field.goal_cell() == goal_cell).map(|e| &*e.field)
+        self.entries.iter().find(|e| e.goal_cell == goal_cell).map(|e| &**e.field())
+    }
+
+    /// Whether a field for `goal_cell` is cached (without building a loaded one).
+    pub fn contains(&self, goal_cell: usize) -> bool {
+        self.entries.iter().any(|e| e.goal_cell == goal_cell)
+    }
+
+    /// Whether a loaded field is not built yet.
+    pub fn has_unbuilt(&self) -> bool {
+        self.entries.iter().any(|e| e.if_built().is_none())
+    }
+
+    /// Builds, in parallel, the loaded fields of `goal_cells` (ascending) not read yet: those
+    /// the next fetches read, which would build them one by one.
+    pub fn build_loaded(&self, goal_cells: &[u32]) {
+        use rayon::prelude::*;
+        let wanted = |e: &&Entry| e.if_built().is_none() && u32::try_from(e.goal_cell).is_ok_and(|c| goal_cells.binary_search(&c).is_ok());
+        let todo: Vec<&Entry> = self.entries.iter().filter(wanted).collect();
+        if todo.len() > 1 {
+            todo.par_iter().for_each(|e| {
+                e.field();
+            });
+        }
     }
 
     /// The field for `goal_cell` (built towards `goal` if missing), counting `users` hits when
@@ -68,10 +128,10 @@ impl FlowCache {
     /// current round (see [`FlowCache::begin_round`]) beyond the capacity.
     pub fn fetch(&mut self, grid: &NavGrid, goal_cell: usize, goal: Vec2, users: u64) -> Arc<FlowField> {
         self.clock += 1;
-        if let Some(e) = self.entries.iter_mut().find(|e| e.field.goal_cell() == goal_cell) {
+        if let Some(e) = self.entries.iter_mut().find(|e| e.goal_cell == goal_cell) {
             e.last_used = self.clock;
             self.stats.hits += users;
-            return e.field.clone();
+            return e.field().clone();
         }
         let field = Arc::new(FlowField::build(grid, goal_cell, goal));
         self.insert(field.clone(), users);
@@ -84,7 +144,7 @@ impl FlowCache {
         self.clock += 1;
         self.stats.builds += 1;
         self.stats.hits += users.saturating_sub(1);
-        self.entries.push(Entry { field, last_used: self.clock });
+        self.entries.push(Entry::built(field, self.clock));
         self.evict();
     }
 
@@ -129,9 +189,9 @@ impl FlowCache {
         self.capacity
     }
 
-    /// Bytes held by the cached fields.
+    /// Bytes held by the cached fields (those built so far).
     pub fn bytes(&self) -> usize {
-        self.entries.iter().map(|e| e.field.bytes()).sum::<usize>() + self.entries.capacity() * std::mem::size_of::<Entry>()
+        self.entries.iter().filter_map(Entry::if_built).map(|f| f.bytes()).sum::<usize>() + self.entries.capacity() * std::mem::size_of::<Entry>()
     }
 
     /// Counters.
@@ -143,14 +203,15 @@ impl FlowCache {
 
 impl FlowCache {
     /// Appends what a saved world keeps of the cache (`world/save.rs`): each field's goal cell,
-    /// goal and last use, the clock and the counters. Fields are built again on load: a field is
-    /// a pure function of the grid and its goal, and every cached field is of the current grid.
+    /// goal and last use, the clock and the counters. Fields are built again after a load: a
+    /// field is a pure function of the grid and its goal, and every cached field is of the
+    /// current grid.
     pub(crate) fn save(&self, e: &mut Enc) {
         let FlowCache { capacity: _, entries, clock, round_start, stats } = self;
         e.u64(entries.len() as u64);
         for en in entries {
-            e.u64(en.field.goal_cell() as u64);
-            e.vec2(en.field.goal());
+            e.u64(en.goal_cell as u64);
+            e.vec2(en.goal);
             e.u64(en.last_used);
         }
         e.u64(*clock);
@@ -161,11 +222,10 @@ impl FlowCache {
         }
     }
 
-    /// Reads what [`FlowCache::save`] wrote, building the fields on `grid` (their builds run in
-    /// parallel: each is independent). `max`: most fields the world can hold (the capacity, or
-    /// more while more goals are in use in one round).
-    pub(crate) fn load(d: &mut Dec, capacity: usize, max: usize, grid: &NavGrid) -> Result<FlowCache, DecodeError> {
-        use rayon::prelude::*;
+    /// Reads what [`FlowCache::save`] wrote; each field is built on `grid` when first read
+    /// (see the module docs). `max`: most fields the world can hold (the capacity, or more
+    /// while more goals are in use in one round).
+    pub(crate) fn load(d: &mut Dec, capacity: usize, max: usize, grid: &Arc<NavGrid>) -> Result<FlowCache, DecodeError> {
         let n = d.list_len()?;
         if n > max {
             return Err(d.err(format!("{n} cached flow fields, more than the {max} the world can hold")));
@@ -179,7 +239,10 @@ impl FlowCache {
             }
             keys.push((gc, goal, d.u64()?));
         }
-        let entries = keys.par_iter().map(|&(gc, goal, last_used)| Entry { field: Arc::new(FlowField::build(grid, gc, goal)), last_used }).collect();
+        if keys.iter().enumerate().any(|(i, k)| keys[..i].iter().any(|o| o.0 == k.0)) {
+            return Err(d.err("a flow field's goal cell is cached twice"));
+        }
+        let entries = keys.into_iter().map(|(goal_cell, goal, last_used)| Entry { goal_cell, goal, field: Slot::Loaded { grid: grid.clone(), field: OnceLock::new() }, last_used }).collect();
         let clock = d.u64()?;
         let round_start = d.u64()?;
         let stats = CacheStats { hits: d.u64()?, builds: d.u64()?, evictions: d.u64()?, invalidations: d.u64()? };
@@ -219,5 +282,51 @@ mod tests {
         c.invalidate();
         assert!(c.is_empty());
         assert_eq!(c.stats().invalidations, 1);
+    }
+
+    /// A loaded cache holds the same goals, counters and clock, and builds each field on its
+    /// first read into the field an eager build gives; saving it again writes the same bytes.
+    #[test]
+    fn a_loaded_cache_builds_its_fields_on_first_read_equal_to_an_eager_build() {
+        let g = Arc::new(NavGrid::empty(Bounds { min: Vec2::ZERO, max: Vec2::splat(8.0) }, 1.0, 0.0));
+        let mut c = FlowCache::new(4);
+        for k in [3, 10, 40] {
+            c.begin_round();
+            c.fetch(&g, k, g.center(k), 2);
+        }
+        let mut e = Enc::default();
+        c.save(&mut e);
+        let loaded = FlowCache::load(&mut Dec::new(&e.buf), 4, 4, &g).unwrap();
+        assert_eq!((loaded.len(), loaded.stats()), (3, c.stats()));
+        assert!(loaded.has_unbuilt() && loaded.contains(10) && !loaded.contains(11));
+        let empty = loaded.bytes();
+        assert!(empty < c.bytes(), "no field is built by the load: {empty} vs {}", c.bytes());
+        loaded.build_loaded(&[3, 40]);
+        assert!(loaded.has_unbuilt(), "10 is not built yet");
+        for k in [3, 10, 40] {
+            let (eager, lazy) = (c.get(k).unwrap(), loaded.get(k).unwrap());
+            for cell in 0..g.len() {
+                let p = g.center(cell) + Vec2::splat(0.25);
+                assert_eq!(eager.sample(&g, p), lazy.sample(&g, p), "goal {k}, cell {cell}");
+            }
+        }
+        assert!(!loaded.has_unbuilt());
+        let fields: usize = [3, 10, 40].iter().map(|&k| c.get(k).unwrap().bytes()).sum();
+        assert_eq!(loaded.bytes(), empty + fields);
+        let mut again = Enc::default();
+        loaded.save(&mut again);
+        assert_eq!(again.buf, e.buf);
+        // A goal cell twice is refused, never two entries.
+        let mut twice = Enc::default();
+        twice.u64(2);
+        for _ in 0..2 {
+            twice.u64(3);
+            twice.vec2(g.center(3));
+            twice.u64(1);
+        }
+        for _ in 0..6 {
+            twice.u64(0);
+        }
+        assert!(FlowCache::load(&mut Dec::new(&twice.buf), 4, 4, &g).is_err());
     }
 }

@@ -58,7 +58,7 @@ fn encode(d: Vec2) -> u16 {
     if d == Vec2::ZERO {
         return NO_DIR;
     }
-    let a = d.y.atan2(d.x);
+    let a = crate::sim::math::atan2(d.y, d.x);
     // Same as `rem_euclid(TAU)` for atan2's range [−π, π], without the float modulo.
     let a = if a < 0.0 { a + std::f32::consts::TAU } else { a };
     (round_half_away(a * ANGLE_SCALE) % 65535) as u16
@@ -566,7 +566,7 @@ impl FlowField {
                 let cx = (bx * stride + stride / 2).min(self.cols - 1);
                 let cy = (by * stride + stride / 2).min(self.rows - 1);
                 let d = self.dir(grid.index(cx, cy));
-                angles.push((d != Vec2::ZERO).then(|| d.y.atan2(d.x)));
+                angles.push((d != Vec2::ZERO).then(|| crate::sim::math::atan2(d.y, d.x)));
             }
         }
         FieldSample { origin: grid.origin(), spacing: grid.cell_size() * stride as f32, cols, rows, angles }
@@ -630,7 +630,7 @@ mod reference {
         if d == Vec2::ZERO {
             return NO_DIR;
         }
-        let a = d.y.atan2(d.x);
+        let a = crate::sim::math::atan2(d.y, d.x);
         // Same as `rem_euclid(TAU)` for atan2's range [−π, π], without the float modulo.
         let a = if a < 0.0 { a + std::f32::consts::TAU } else { a };
         ((a * ANGLE_SCALE).round() as u32 % 65535) as u16

@@ -111,7 +111,7 @@ pub fn hex_slots(goal: Vec2, s: f32, n: usize, taken: usize, mut keep: impl FnMu
             let off = Vec2::new((i as f32 + 0.5 * (j.rem_euclid(2)) as f32) * s, j as f32 * row);
             let d = off.length();
             if d <= k as f32 * s {
-                pts.push((d, off.y.atan2(off.x), goal + off));
+                pts.push((d, super::math::atan2(off.y, off.x), goal + off));
             }
         }
     }
@@ -169,6 +169,32 @@ pub struct PipelineStats {
     pub delivered: u64,
     /// Fields built on the tick they were due (no builder, or the builder was late).
     pub built_on_tick: u64,
+}
+
+/// How many flow fields a tick may ask for, and how soon they are due (the world's settings).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FieldBudget {
+    /// Requests per tick (`flow_builds_per_tick`).
+    pub max_builds: usize,
+    /// Ticks between a request and the field's use (`flow_build_ticks`; 0 builds it now).
+    pub latency: u64,
+    /// Largest group whose agents head straight for a goal they all see, with no field
+    /// (`move_to.straight_line_max_agents`).
+    pub straight_max: u32,
+    /// Nav cells of field building per tick (`flow_build_cells_per_tick`).
+    pub cells_per_tick: u64,
+}
+
+/// The grid's shape and the cache's capacity (the world's settings).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct NavShape {
+    pub bounds: Bounds,
+    /// Nav cell side (`nav_cell_size`).
+    pub cell: f32,
+    /// Clearance kept from statics (`nav_clearance`).
+    pub clearance: f32,
+    /// Fields cached (`flow_cache_capacity`).
+    pub capacity: usize,
 }
 
 /// Navigation state of a world.
@@ -254,7 +280,8 @@ pub fn free_cell_near(grid: &NavGrid, walls: &[Wall], statics: &StaticIndex, p: 
 
 impl NavState {
     /// A grid rasterized from the current statics, an empty cache.
-    pub fn new(bounds: Bounds, cell: f32, clearance: f32, capacity: usize, obstacles: &[Obstacle], walls: &[Wall], statics: &StaticIndex) -> Self {
+    pub fn new(shape: NavShape, obstacles: &[Obstacle], walls: &[Wall], statics: &StaticIndex) -> Self {
+        let NavShape { bounds, cell, clearance, capacity } = shape;
         let mut grid = NavGrid::empty(bounds, cell, clearance);
         grid.refresh(bounds.min, bounds.max, obstacles, walls, statics);
         NavState {
@@ -537,32 +564,22 @@ impl NavState {
 
     /// The pre-pass of tick `tick`: re-resolves goals after the grid changed, requests the
     /// flow fields of active goals and puts those due into the cache (see the module docs:
-    /// at most `max_builds` requests per tick, in goal-cell order, each used `latency` ticks
-    /// later; 0 builds it now), and lets agents near their goal claim slots. Agents whose
-    /// field is not in the cache head straight for their goal.
+    /// at most `budget.max_builds` requests per tick, in goal-cell order, each used
+    /// `budget.latency` ticks later; 0 builds it now), and lets agents near their goal claim
+    /// slots. Agents whose field is not in the cache head straight for their goal.
     ///
-    /// A goal without a field, requested or built, whose agents (at most `straight_max`) all
-    /// see it along free cells is not requested: they head straight for it.
+    /// A goal without a field, requested or built, whose agents (at most
+    /// `budget.straight_max`) all see it along free cells is not requested: they head straight
+    /// for it.
     ///
-    /// The cost of builds is bounded by `cells_per_tick`: every tick adds that many nav cells
+    /// The cost of builds is bounded by `budget.cells_per_tick`: every tick adds that many nav cells
     /// to a credit (capped at two ticks' worth, or one field), a request spends the grid's
     /// cell count, and a field is due no sooner than its cells take at that rate
     /// (`max(latency, ⌈cells / cells_per_tick⌉)` ticks). So a builder that keeps that pace is
     /// never late, however large the grid.
-    #[allow(clippy::too_many_arguments)]
-    pub fn prepare(
-        &mut self,
-        roster: &mut Roster,
-        walls: &[Wall],
-        statics: &StaticIndex,
-        max_builds: usize,
-        tick: u64,
-        latency: u64,
-        straight_max: u32,
-        cells_per_tick: u64,
-    ) {
+    pub fn prepare(&mut self, roster: &mut Roster, walls: &[Wall], statics: &StaticIndex, tick: u64, budget: FieldBudget) {
         let cells = self.grid.len() as u64;
-        let cells_per_tick = cells_per_tick.max(1);
+        let cells_per_tick = budget.cells_per_tick.max(1);
         self.credit = (self.credit + cells_per_tick).min((2 * cells_per_tick).max(cells));
         self.jobs.clear();
         // Goal resolution and slot claims depend on the order the agents are visited in: id
@@ -578,61 +595,86 @@ impl NavState {
             return;
         }
         if resolve {
-            self.update_components();
-            self.resolved_version = self.grid.version();
-            let mut memo: BTreeMap<(u32, u32), Resolved> = BTreeMap::new();
-            for &slot in by_id {
-                let Some(a) = all.get_mut(slot as usize) else { continue };
-                let Some(o) = a.order.as_deref().copied().filter(|o| o.active()) else { continue };
-                let cell = free_cell_near(&self.grid, walls, statics, a.position).unwrap_or_else(|| self.grid.cell_of(a.position));
-                let comp = self.grid.component(cell);
-                let key = (comp, o.formation);
-                let r = *memo.entry(key).or_insert_with(|| resolve_goal(&self.grid, cell, o.target, o.stopping_distance));
-                let Some((goal, gc, unreachable)) = r else { continue };
-                if gc as u32 != o.goal_cell {
-                    // The goal moved (the old one got blocked or cut off): stop near it alone.
-                    self.release(&o);
-                    let tolerance = o.stopping_distance.max(0.05);
-                    a.order = Some(Box::new(MoveOrder {
-                        goal,
-                        goal_cell: gc as u32,
-                        formation: 0,
-                        slot: None,
-                        stop_point: goal,
-                        tolerance,
-                        unreachable,
-                        sight: None,
-                        portal: None,
-                        ..o
-                    }));
-                }
-            }
+            self.resolve_goals(by_id, all, walls, statics);
+            // Goals were resolved again: read the orders anew.
+            active = active_orders(&self.grid, by_id, all);
         }
         // Fields for every active goal cell, shared by its agents: the active orders by (goal
         // cell, agent id), then per goal cell whether it needs a field.
-        let version = self.grid.version();
-        if resolve {
-            // Goals were resolved again above: read the orders anew.
-            active = active_orders(&self.grid, by_id, all);
-        }
         let unclaimed = active.iter().any(|x| x.unclaimed);
         if !sorted {
             // Built in id order: a stable sort by goal cell gives (goal cell, id) order. Keys
             // are unique (one order per agent): one order, whatever the storage order.
             radix_sort_by_key(&mut active, |x| u64::from(x.goal_cell));
         }
-        // Per goal cell, in parallel: whether it needs a field. A goal with neither field nor
-        // request, all of whose agents (at most `straight_max`) see it, gets no field. An
-        // agent's sight is remembered with the grid version and its nav cell, and looked for
-        // again only when either changes; the group's agents are looked at in id order up to
-        // the first that does not see the goal, and that many are remembered below.
+        let users = self.field_users(&active, all, budget.straight_max);
+        self.sorted = active;
+        self.cache.begin_round();
+        // Requests whose goal nobody heads for any more are dropped.
+        self.pending.retain(|gc, _| users.binary_search_by_key(gc, |u| u.0).is_ok());
+        if self.cache.has_unbuilt() {
+            let cells: Vec<u32> = users.iter().map(|u| u.0).collect();
+            self.cache.build_loaded(&cells);
+        }
+        self.serve_fields(users, tick, budget);
+        // Slot claims, in id order (none to make when every active order has its slot, as a
+        // lone agent's order has from the start).
+        if unclaimed {
+            self.claim_slots(by_id, all);
+        }
+    }
+
+    /// The grid changed: every active order's goal is resolved again (in id order) from the
+    /// agent's free cell and component; an order whose goal cell moved stops near the new goal
+    /// alone.
+    fn resolve_goals(&mut self, by_id: &[u32], all: &mut [Agent], walls: &[Wall], statics: &StaticIndex) {
+        self.update_components();
+        self.resolved_version = self.grid.version();
+        let mut memo: BTreeMap<(u32, u32), Resolved> = BTreeMap::new();
+        for &slot in by_id {
+            let Some(a) = all.get_mut(slot as usize) else { continue };
+            let Some(o) = a.order.as_deref().copied().filter(|o| o.active()) else { continue };
+            let cell = free_cell_near(&self.grid, walls, statics, a.position).unwrap_or_else(|| self.grid.cell_of(a.position));
+            let comp = self.grid.component(cell);
+            let key = (comp, o.formation);
+            let r = *memo.entry(key).or_insert_with(|| resolve_goal(&self.grid, cell, o.target, o.stopping_distance));
+            let Some((goal, gc, unreachable)) = r else { continue };
+            if gc as u32 != o.goal_cell {
+                // The goal moved (the old one got blocked or cut off): stop near it alone.
+                self.release(&o);
+                let tolerance = o.stopping_distance.max(0.05);
+                a.order = Some(Box::new(MoveOrder {
+                    goal,
+                    goal_cell: gc as u32,
+                    formation: 0,
+                    slot: None,
+                    stop_point: goal,
+                    tolerance,
+                    unreachable,
+                    sight: None,
+                    portal: None,
+                    ..o
+                }));
+            }
+        }
+    }
+
+    /// Per goal cell (in `active`'s (goal cell, id) order): whether it needs a field, in
+    /// parallel. A goal with neither field nor request, all of whose agents (at most
+    /// `straight_max`) see it, gets no field. An agent's sight is remembered with the grid
+    /// version and its nav cell, and looked for again only when either changes; the group's
+    /// agents are looked at in id order up to the first that does not see the goal, and that
+    /// many are remembered. Answers (goal cell, goal, agents) of the goals that need a field,
+    /// ascending goal cell.
+    fn field_users(&self, active: &[ActiveOrder], all: &mut [Agent], straight_max: u32) -> Vec<(u32, Vec2, u64)> {
+        let version = self.grid.version();
         let grid = &*self.grid;
         let (cache, pending, agents) = (&self.cache, &self.pending, &*all);
         let groups: Vec<Group> = active
             .par_chunk_by(|x, y| x.goal_cell == y.goal_cell)
             .map(|group| {
                 let (gc, goal, n) = (group[0].goal_cell, group[0].goal, group.len());
-                let unserved = cache.get(gc as usize).is_none() && !pending.contains_key(&gc);
+                let unserved = !cache.contains(gc as usize) && !pending.contains_key(&gc);
                 let mut looked = 0;
                 let mut sees = unserved && n <= straight_max as usize;
                 if sees {
@@ -667,13 +709,19 @@ impl NavState {
                 users.push((g.gc, g.goal, g.n as u64));
             }
         }
-        self.sorted = active;
-        self.cache.begin_round();
-        // Requests whose goal nobody heads for any more are dropped.
-        self.pending.retain(|gc, _| users.binary_search_by_key(gc, |u| u.0).is_ok());
+        users
+    }
+
+    /// The goals that need a field, ascending goal cell: a cached field is used; a requested
+    /// one due now is taken from its builder (or built now if the builder is late); others
+    /// are requested, at most `max_builds` per tick and as the cell credit allows.
+    fn serve_fields(&mut self, users: Vec<(u32, Vec2, u64)>, tick: u64, budget: FieldBudget) {
+        let FieldBudget { max_builds, latency, cells_per_tick, .. } = budget;
+        let cells = self.grid.len() as u64;
+        let cells_per_tick = cells_per_tick.max(1);
         let mut requests = 0;
         for (gc, goal, n) in users {
-            if self.cache.get(gc as usize).is_some() {
+            if self.cache.contains(gc as usize) {
                 self.cache.fetch(&self.grid, gc as usize, goal, n);
                 continue;
             }
@@ -713,27 +761,26 @@ impl NavState {
             self.pending.insert(gc, Pending { id, goal, due, version, field: None });
             self.jobs.push(FieldJob { id, grid: self.grid.clone(), goal_cell: gc as usize, goal });
         }
-        // Slot claims, in id order (none to make when every active order has its slot, as a
-        // lone agent's order has from the start).
-        if !unclaimed {
-            return;
+    }
+
+    /// Agents near their goal claim formation slots, in id order.
+    fn claim_slots(&mut self, by_id: &[u32], all: &mut [Agent]) {
+    for &slot in by_id {
+        let Some(a) = all.get_mut(slot as usize) else { continue };
+        let p = a.position;
+        let Some(o) = a.order.as_mut().filter(|o| o.active() && o.slot.is_none()) else { continue };
+        if p.distance(o.goal) > o.claim_radius {
+            continue;
         }
-        for &slot in by_id {
-            let Some(a) = all.get_mut(slot as usize) else { continue };
-            let p = a.position;
-            let Some(o) = a.order.as_mut().filter(|o| o.active() && o.slot.is_none()) else { continue };
-            if p.distance(o.goal) > o.claim_radius {
-                continue;
-            }
-            let Some(f) = self.formations.get_mut(&o.formation) else { continue };
-            if let Some(s) = f.pick(p) {
-                f.taken[s] = true;
-                o.slot = Some(s as u32);
-                o.stop_point = f.slots[s];
-                o.best = f32::INFINITY;
-                o.stall = 0;
-            }
+        let Some(f) = self.formations.get_mut(&o.formation) else { continue };
+        if let Some(s) = f.pick(p) {
+            f.taken[s] = true;
+            o.slot = Some(s as u32);
+            o.stop_point = f.slots[s];
+            o.best = f32::INFINITY;
+            o.stall = 0;
         }
+    }
     }
 
     /// Last tick's active orders, read again, if they are still exactly the active orders

@@ -65,9 +65,11 @@ impl NavState {
 
     /// Reads the saved form; the grid's shape and the cache's capacity come from the world's
     /// settings (as [`NavState::new`] takes them). `max_fields`: most cached fields allowed.
-    pub(crate) fn load(d: &mut Dec, bounds: Bounds, cell: f32, clearance: f32, capacity: usize, max_fields: usize) -> Result<NavState, DecodeError> {
+    pub(crate) fn load(d: &mut Dec, shape: NavShape, max_fields: usize) -> Result<NavState, DecodeError> {
+        let NavShape { bounds, cell, clearance, capacity } = shape;
         let mut grid = NavGrid::empty(bounds, cell, clearance);
         grid.load(d)?;
+        let grid = Arc::new(grid);
         let cache = FlowCache::load(d, capacity, max_fields, &grid)?;
         let cells = grid.len();
         let n = d.list_len()?;
@@ -126,7 +128,7 @@ impl NavState {
         let credit = d.u64()?;
         let portals = portals::Portals::load(d, &grid)?;
         Ok(NavState {
-            grid: Arc::new(grid),
+            grid,
             cache,
             formations,
             next_formation,

@@ -50,7 +50,7 @@ use super::error::{SimError, check_finite, check_positive, check_vec};
 use super::math::{clamp_len, closest_on_segment, dir, orientation_of, pair_dir, perp, segment_intersection, wrap_angle};
 use super::nav::flowfield::FlowField;
 use super::nav::portals::PortalRules;
-use super::nav::{FieldJob, NavState};
+use super::nav::{FieldBudget, FieldJob, NavShape, NavState};
 use super::rng::Rng;
 use super::roster::{ById, Roster};
 use super::spatial::{AgentGrid, Crowd, Neighbor, StaticIndex};
@@ -63,6 +63,43 @@ use super::view::{Bounds, Obstacle, Wall, WorldView};
 #[derive(Debug, Clone, Copy)]
 #[repr(align(64))]
 struct StepResult(Steering, AgentMemory, u8);
+
+/// Two splits of the apply phase joined in index order: counters added, contact pairs and
+/// moved agents concatenated.
+type Applied = (StepStats, Vec<contact::ContactPair>, Vec<u32>);
+
+fn merge_applied((x, mut xp, mut xn): Applied, (y, yp, yn): Applied) -> Applied {
+    xp.extend(yp);
+    xn.extend(yn);
+    (
+        StepStats {
+            wall_crossings: x.wall_crossings + y.wall_crossings,
+            contacts: x.contacts + y.contacts,
+            non_finite: x.non_finite + y.non_finite,
+        },
+        xp,
+        xn,
+    )
+}
+
+/// The world's settings as the navigation state takes them (here, where the world meets
+/// `sim::nav`, so that `config.rs` names nothing of it).
+impl WorldConfig {
+    /// The navigation grid's shape and the flow cache's capacity.
+    pub fn nav_shape(&self) -> NavShape {
+        NavShape { bounds: self.bounds, cell: self.nav_cell_size, clearance: self.nav_clearance, capacity: self.flow_cache_capacity }
+    }
+
+    /// How many flow fields a tick may ask for, and how soon they are due.
+    pub fn field_budget(&self) -> FieldBudget {
+        FieldBudget {
+            max_builds: self.flow_builds_per_tick,
+            latency: u64::from(self.flow_build_ticks),
+            straight_max: self.move_to.straight_line_max_agents,
+            cells_per_tick: u64::from(self.flow_build_cells_per_tick),
+        }
+    }
+}
 
 /// The agents are re-sorted into cell order when more than one in this many starts a break in
 /// the grid's order (an agent whose cell-order successor is not stored right after it).
@@ -317,15 +354,7 @@ impl World {
         self.rebuild_statics();
         if self.nav.is_none() {
             let c = &self.config;
-            self.nav = Some(NavState::new(
-                c.bounds,
-                c.nav_cell_size,
-                c.nav_clearance,
-                c.flow_cache_capacity,
-                &self.obstacles,
-                &self.walls,
-                &self.statics,
-            ));
+            self.nav = Some(NavState::new(c.nav_shape(), &self.obstacles, &self.walls, &self.statics));
         }
     }
 
@@ -612,43 +641,10 @@ impl World {
             }
         }
         // Flow fields and slot claims: sequential, before the view is taken.
-        if let Some(nav) = self.nav.as_mut() {
-            let c = &self.config;
-            let straight = c.move_to.straight_line_max_agents;
-            nav.prepare(&mut self.agents, &self.walls, &self.statics, c.flow_builds_per_tick, self.tick, u64::from(c.flow_build_ticks), straight, u64::from(c.flow_build_cells_per_tick));
-            let after = (SWAP_AFTER_SECS * c.tick_rate).ceil() as u32;
-            nav.swap_blocked_slots(&mut self.agents, &self.grid, after, self.extent.0);
-            let m = &c.move_to;
-            let rules = PortalRules { max_width: m.portal_radii * self.extent.0, turn: (m.portal_turn * c.tick_rate).ceil() as u64, max_radius: self.extent.0 };
-            nav.take_turns(&mut self.agents, &self.grid, self.tick, rules);
-        }
-        let seed = self.config.seed;
-        let tick = self.tick;
-        // Compute phase, in cell order so that neighbouring agents are computed together.
+        self.prepare_nav();
+        // Compute phase: every agent's steering from the immutable view.
         let mut results = std::mem::take(&mut self.results);
-        {
-            let view = self.view();
-            let agents = self.agents.storage();
-            self.grid
-                .order()
-                .par_iter()
-                .with_min_len(256)
-                .map(|&i| {
-                    let a = &agents[i as usize];
-                    let mut scratch = Scratch { rng: Rng::for_agent(seed, a.id, tick), memory: a.memory, events: 0 };
-                    let s = match (a.active_order(), a.held_order()) {
-                        (Some(o), _) => move_to::steer(a, o, view.move_to, &view, &mut scratch),
-                        (None, Some(o)) => move_to::hold(a, o, view.move_to, &view, &mut scratch),
-                        (None, None) => {
-                            // Only MoveTo's avoidance plans vouch for the ticks after them.
-                            scratch.memory.avoid_clear = false;
-                            a.behaviors.steer(a, &view, &mut scratch)
-                        }
-                    };
-                    StepResult(s, scratch.memory, scratch.events)
-                })
-                .collect_into_vec(&mut results);
-        }
+        self.compute(&mut results);
         let grid = &self.grid;
         let results_ref = &results;
         let dt = self.config.dt();
@@ -712,22 +708,7 @@ impl World {
                     (x, pairs, netted)
                 },
             )
-            .reduce(
-                || (StepStats::default(), Vec::new(), Vec::new()),
-                |(x, mut xp, mut xn), (y, yp, yn)| {
-                    xp.extend(yp);
-                    xn.extend(yn);
-                    (
-                        StepStats {
-                            wall_crossings: x.wall_crossings + y.wall_crossings,
-                            contacts: x.contacts + y.contacts,
-                            non_finite: x.non_finite + y.non_finite,
-                        },
-                        xp,
-                        xn,
-                    )
-                },
-            );
+            .reduce(|| (StepStats::default(), Vec::new(), Vec::new()), merge_applied);
         if let Some(c) = &ctx.contacts {
             // Jam clusters: the halves of several overlaps can cancel in the one parallel push,
             // and the push and the wall and obstacle net move agents onto others that no
@@ -740,6 +721,58 @@ impl World {
             ctx.settle(c, self.agents.storage_mut(), &mut self.bodies, left, &self.contact);
         }
         self.applied_at = applied_at;
+        // Events of the agents whose step raised flags, in id order.
+        self.report_flagged(&results);
+        self.results = results;
+        self.tick += 1;
+        stats
+    }
+
+    /// Flow fields and slot claims, and whose turn it is at narrow passages: the navigation
+    /// pre-pass of a step (sequential, before the view is taken).
+    fn prepare_nav(&mut self) {
+        if let Some(nav) = self.nav.as_mut() {
+            let c = &self.config;
+            nav.prepare(&mut self.agents, &self.walls, &self.statics, self.tick, c.field_budget());
+            let after = (SWAP_AFTER_SECS * c.tick_rate).ceil() as u32;
+            nav.swap_blocked_slots(&mut self.agents, &self.grid, after, self.extent.0);
+            let m = &c.move_to;
+            let rules = PortalRules { max_width: m.portal_radii * self.extent.0, turn: (m.portal_turn * c.tick_rate).ceil() as u64, max_radius: self.extent.0 };
+            nav.take_turns(&mut self.agents, &self.grid, self.tick, rules);
+        }
+    }
+
+    /// The compute phase: every agent's steering from the immutable view, in cell order so
+    /// that neighbouring agents are computed together (`results` by cell rank).
+    fn compute(&self, results: &mut Vec<StepResult>) {
+        let seed = self.config.seed;
+        let tick = self.tick;
+        let view = self.view();
+        let agents = self.agents.storage();
+        self.grid
+            .order()
+            .par_iter()
+            .with_min_len(256)
+            .map(|&i| {
+                let a = &agents[i as usize];
+                let mut scratch = Scratch { rng: Rng::for_agent(seed, a.id, tick), memory: a.memory, events: 0 };
+                let s = match (a.active_order(), a.held_order()) {
+                    (Some(o), _) => move_to::steer(a, o, view.move_to, &view, &mut scratch),
+                    (None, Some(o)) => move_to::hold(a, o, view.move_to, &view, &mut scratch),
+                    (None, None) => {
+                        // Only MoveTo's avoidance plans vouch for the ticks after them.
+                        scratch.memory.avoid_clear = false;
+                        a.behaviors.steer(a, &view, &mut scratch)
+                    }
+                };
+                StepResult(s, scratch.memory, scratch.events)
+            })
+            .collect_into_vec(results);
+    }
+
+    /// Events in id order for the agents whose step raised flags: destination reached (once
+    /// per order) and path completed.
+    fn report_flagged(&mut self, results: &[StepResult]) {
         // Events in id order: the (few) agents with flags, found by a parallel scan of the
         // results in cell order, then sorted by id.
         let order = self.grid.order();
@@ -775,9 +808,6 @@ impl World {
                 self.push_event(Event::PathCompleted { id });
             }
         }
-        self.results = results;
-        self.tick += 1;
-        stats
     }
 
     /// Safety audit of the current state (rebuilds the indexes).

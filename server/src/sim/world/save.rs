@@ -125,6 +125,18 @@ fn load_world(d: &mut Dec) -> Result<World, DecodeError> {
     }
     let config = load_config(d)?;
     let mut w = World::new(config).map_err(|e| d.err(e.to_string()))?;
+    load_counters(d, &mut w, version)?;
+    load_groups(d, &mut w)?;
+    load_statics(d, &mut w)?;
+    load_agents(d, &mut w)?;
+    load_events(d, &mut w)?;
+    load_nav(d, &mut w)?;
+    w.rebuild_grid();
+    Ok(w)
+}
+
+/// The tick, RNG, id counters, event bound, agent extent and contact budget (rounds; deep pairs from version 2).
+fn load_counters(d: &mut Dec, w: &mut World, version: u64) -> Result<(), DecodeError> {
     w.tick = d.u64()?;
     w.rng = Rng::from_state(d.fixed64()?);
     w.next_agent_id = d.u32()?;
@@ -142,6 +154,11 @@ fn load_world(d: &mut Dec) -> Result<World, DecodeError> {
         w.contact.deep_pairs_per_pair = count("contact deep_pairs_per_pair")?;
         w.contact.deep_pairs_min = count("contact deep_pairs_min")?;
     }
+    Ok(())
+}
+
+/// The group names (unique, 1 to 64 bytes).
+fn load_groups(d: &mut Dec, w: &mut World) -> Result<(), DecodeError> {
     let n = d.list_len()?;
     if n > usize::from(u16::MAX) {
         return Err(d.err("too many groups"));
@@ -153,6 +170,11 @@ fn load_world(d: &mut Dec) -> Result<World, DecodeError> {
         }
         w.groups.push(g);
     }
+    Ok(())
+}
+
+/// Obstacles and walls (ids unique and below the next id), then their index.
+fn load_statics(d: &mut Dec, w: &mut World) -> Result<(), DecodeError> {
     let mut ids = std::collections::BTreeSet::new();
     let mut static_id = |d: &Dec, id: u32, next: u32| {
         if id == 0 || id >= next || !ids.insert(id) {
@@ -188,6 +210,11 @@ fn load_world(d: &mut Dec) -> Result<World, DecodeError> {
         w.walls.push(Wall { id, a, b, normal });
     }
     w.statics = StaticIndex::build(w.config.bounds, w.config.static_cell_size, &w.obstacles, &w.walls);
+    Ok(())
+}
+
+/// The shared behaviour sets, then the agents (ids unique; behaviour targets exist).
+fn load_agents(d: &mut Dec, w: &mut World) -> Result<(), DecodeError> {
     let n = d.list_len()?;
     let mut sets: Vec<Arc<BehaviorSet>> = Vec::with_capacity(n.min(1024));
     for i in 0..n {
@@ -212,6 +239,11 @@ fn load_world(d: &mut Dec) -> Result<World, DecodeError> {
             }
         }
     }
+    Ok(())
+}
+
+/// Events not drained yet (at most `max_pending_events`).
+fn load_events(d: &mut Dec, w: &mut World) -> Result<(), DecodeError> {
     let n = d.list_len()?;
     if n > w.max_pending_events {
         return Err(d.err("more pending events than max_pending_events"));
@@ -220,11 +252,17 @@ fn load_world(d: &mut Dec) -> Result<World, DecodeError> {
         let ev = load_event(d, w.groups.len())?;
         w.events.push(ev);
     }
+    Ok(())
+}
+
+/// The navigation state, if the world has one (it must when agents have MoveTo orders), and
+/// every order's goal cell on its grid.
+fn load_nav(d: &mut Dec, w: &mut World) -> Result<(), DecodeError> {
     let orders = w.agents.storage().iter().filter(|a| a.order.is_some()).count();
     w.nav = if d.bool()? {
         let c = &w.config;
         let max_fields = c.flow_cache_capacity + orders;
-        Some(NavState::load(d, c.bounds, c.nav_cell_size, c.nav_clearance, c.flow_cache_capacity, max_fields)?)
+        Some(NavState::load(d, c.nav_shape(), max_fields)?)
     } else {
         None
     };
@@ -238,8 +276,7 @@ fn load_world(d: &mut Dec) -> Result<World, DecodeError> {
         None if orders > 0 => return Err(d.err("agents have MoveTo orders but the world has no navigation state")),
         None => {}
     }
-    w.rebuild_grid();
-    Ok(w)
+    Ok(())
 }
 
 /// Most pending events a world may be set to keep.
