@@ -28,7 +28,7 @@ mod types;
 
 pub use config::{EdgeRule, WorldConfig};
 pub use contact::{FACE_VELOCITY_EPSILON, integrate};
-use contact::{ApplyCtx, Bodies, CONTACT_ROUNDS_MAX, Contacts};
+use contact::{ApplyCtx, Bodies, CONTACT_ROUNDS_MAX, ContactParams, Contacts, Spot};
 /// The largest `stopping_distance` of a MoveTo, world units (the REST schema states it too;
 /// `http::rest::agents` checks that they agree).
 pub const MAX_STOPPING_DISTANCE: f32 = 1000.0;
@@ -138,14 +138,15 @@ pub struct World {
     results: Vec<StepResult>,
     /// Largest radius and top speed any agent was spawned with (bounds for the contact query).
     extent: (f32, f32),
-    /// Most contact rounds per step ([`CONTACT_ROUNDS_MAX`]; a test lowers it to show what the
-    /// rounds past [`CONTACT_ROUNDS`] do).
-    contact_rounds_max: usize,
+    /// How much work contact settling may do per step (a test lowers it to show what the
+    /// rounds past the first do).
+    contact: ContactParams,
     /// Contact settling's buffer, reused every step (not copied by a fork).
     bodies: Bodies,
     /// Where each agent stands after the apply phase's parallel pass, by storage index (what
-    /// contact settling's first lookups read instead of the agents); kept from step to step.
-    applied_at: Vec<Vec2>,
+    /// contact settling reads and moves instead of the agents); kept from step to step (not
+    /// copied by a fork: every step rewrites it).
+    applied_at: Vec<Spot>,
 }
 
 impl World {
@@ -174,7 +175,7 @@ impl World {
             events_dropped: 0,
             results: Vec::new(),
             extent: (0.0, 0.0),
-            contact_rounds_max: CONTACT_ROUNDS_MAX,
+            contact: ContactParams::default(),
             bodies: Bodies::default(),
             applied_at: Vec::new(),
         })
@@ -382,7 +383,7 @@ impl World {
             events_dropped: self.events_dropped,
             results: Vec::new(),
             extent: self.extent,
-            contact_rounds_max: self.contact_rounds_max,
+            contact: self.contact,
             bodies: Bodies::default(),
             applied_at: Vec::new(),
         };
@@ -664,12 +665,12 @@ impl World {
             }),
         };
         let mut applied_at = std::mem::take(&mut self.applied_at);
-        applied_at.resize(self.agents.len(), Vec2::ZERO);
+        applied_at.resize_with(self.agents.len(), Spot::default);
         let (stats, pairs, netted) = self
             .agents
             .storage_mut()
             .par_iter_mut()
-            .zip(applied_at.par_iter_mut())
+            .zip(applied_at.par_iter())
             .with_min_len(256)
             .enumerate()
             // Each split accumulates into its own buffers (in index order, as a per-agent
@@ -700,7 +701,7 @@ impl World {
                     if moved {
                         netted.push(i as u32);
                     }
-                    *at = a.position;
+                    at.set(a.position);
                     x.wall_crossings += y.wall_crossings;
                     x.contacts += y.contacts;
                     x.non_finite += y.non_finite;
@@ -713,11 +714,11 @@ impl World {
             // and the push and the wall and obstacle net move agents onto others that no
             // prediction told of. So the contacts of every agent moved so far are found from
             // where everyone now is, and relaxed one pair after another in id order; the agents
-            // that relaxing moves are looked at again: `CONTACT_ROUNDS` rounds, then more while
-            // a crush leaves some pair deeper than `CONTACT_TOLERANCE` (at most
-            // `CONTACT_ROUNDS_MAX`).
+            // that relaxing moves are looked at again: the first round relaxes every pair, the
+            // later ones only the pairs around one deeper than `CONTACT_TOLERANCE`, within the
+            // budget of `self.contact`.
             let left = contact::Pushed { at: &applied_at, moved: netted, found: pairs };
-            ctx.settle(c, self.agents.storage_mut(), &mut self.bodies, left, self.contact_rounds_max);
+            ctx.settle(c, self.agents.storage_mut(), &mut self.bodies, left, &self.contact);
         }
         self.applied_at = applied_at;
         // Events of the agents whose step raised flags, in id order.

@@ -25,8 +25,9 @@ use crate::sim::codec::{self, Dec, DecodeError, Enc};
 
 /// First 8 bytes of a saved world.
 pub const SAVE_MAGIC: &[u8; 8] = b"STEERWLD";
-/// Version of the saved form (bump on any change to what is written).
-pub const SAVE_VERSION: u64 = 1;
+/// Version of the saved form (bump on any change to what is written). Version 1 (without the
+/// contact budget, which then takes its default) is still read.
+pub const SAVE_VERSION: u64 = 2;
 
 impl World {
     /// The world's saved form (see the module docs); [`World::load`] reads it.
@@ -43,7 +44,9 @@ impl World {
         e.u64(self.events_dropped);
         e.f32(self.extent.0);
         e.f32(self.extent.1);
-        e.u64(self.contact_rounds_max as u64);
+        e.u64(self.contact.rounds_max as u64);
+        e.u64(self.contact.deep_pairs_per_pair as u64);
+        e.u64(self.contact.deep_pairs_min as u64);
         e.u64(self.groups.len() as u64);
         for g in &self.groups {
             e.str(g);
@@ -117,12 +120,12 @@ fn load_world(d: &mut Dec) -> Result<World, DecodeError> {
         return Err(d.err("not a saved steerd world (bad magic)"));
     }
     let version = d.u64()?;
-    if version != SAVE_VERSION {
-        return Err(d.err(format!("saved world version {version} is not supported (this build reads {SAVE_VERSION})")));
+    if !(1..=SAVE_VERSION).contains(&version) {
+        return Err(d.err(format!("saved world version {version} is not supported (this build reads 1 to {SAVE_VERSION})")));
     }
     let config = load_config(d)?;
     let mut w = World::new(config).map_err(|e| d.err(e.to_string()))?;
-    load_counters(d, &mut w)?;
+    load_counters(d, &mut w, version)?;
     load_groups(d, &mut w)?;
     load_statics(d, &mut w)?;
     load_agents(d, &mut w)?;
@@ -132,8 +135,8 @@ fn load_world(d: &mut Dec) -> Result<World, DecodeError> {
     Ok(w)
 }
 
-/// The tick, RNG, id counters, event bound, agent extent and contact rounds.
-fn load_counters(d: &mut Dec, w: &mut World) -> Result<(), DecodeError> {
+/// The tick, RNG, id counters, event bound, agent extent and contact budget (rounds; deep pairs from version 2).
+fn load_counters(d: &mut Dec, w: &mut World, version: u64) -> Result<(), DecodeError> {
     w.tick = d.u64()?;
     w.rng = Rng::from_state(d.fixed64()?);
     w.next_agent_id = d.u32()?;
@@ -145,7 +148,12 @@ fn load_counters(d: &mut Dec, w: &mut World) -> Result<(), DecodeError> {
         return Err(d.err("agent extent must be finite and non-negative"));
     }
     w.extent = (r, s);
-    w.contact_rounds_max = usize::try_from(d.u64()?).ok().filter(|&n| n <= CONTACT_ROUNDS_MAX).ok_or_else(|| d.err(format!("contact rounds above {CONTACT_ROUNDS_MAX}")))?;
+    w.contact.rounds_max = usize::try_from(d.u64()?).ok().filter(|&n| n <= CONTACT_ROUNDS_MAX).ok_or_else(|| d.err(format!("contact rounds above {CONTACT_ROUNDS_MAX}")))?;
+    if version >= 2 {
+        let mut count = |what: &str| usize::try_from(d.u64()?).ok().filter(|&n| n <= MAX_CONTACT_BUDGET).ok_or_else(|| d.err(format!("{what} above {MAX_CONTACT_BUDGET}")));
+        w.contact.deep_pairs_per_pair = count("contact deep_pairs_per_pair")?;
+        w.contact.deep_pairs_min = count("contact deep_pairs_min")?;
+    }
     Ok(())
 }
 
@@ -273,6 +281,8 @@ fn load_nav(d: &mut Dec, w: &mut World) -> Result<(), DecodeError> {
 
 /// Most pending events a world may be set to keep.
 const MAX_PENDING_EVENTS: usize = 1 << 24;
+/// Most a saved contact budget count may be.
+const MAX_CONTACT_BUDGET: usize = u32::MAX as usize;
 
 fn checked_vec(d: &mut Dec, what: &str) -> Result<Vec2, DecodeError> {
     let v = d.vec2()?;
@@ -813,6 +823,30 @@ mod tests {
         for n in (0..bytes.len()).step_by(bytes.len() / 200 + 1) {
             assert!(World::load(&bytes[..n]).is_err(), "{n} bytes");
         }
+    }
+
+    #[test]
+    fn the_contact_budget_is_saved_and_a_version_1_save_takes_the_default() {
+        let mut w = World::new(WorldConfig::default()).expect("world");
+        w.spawn(SpawnSpec::new("g", 3, SpawnArea::Points(vec![Vec2::new(7.25, 3.5)]))).expect("spawn");
+        w.contact.rounds_max = 7;
+        w.contact.deep_pairs_per_pair = 3;
+        w.contact.deep_pairs_min = 99;
+        assert_eq!(World::load(&w.save()).expect("load").contact, w.contact);
+        // Version 1 wrote the rounds alone: the same bytes without the two budget counts.
+        let w = World::new(WorldConfig::default()).expect("world");
+        let v2 = w.save();
+        // The rounds (64), then 2 and 16,384 as varints.
+        let tail = [CONTACT_ROUNDS_MAX as u8, 2, 0x80, 0x80, 0x01];
+        let at: Vec<usize> = v2.windows(tail.len()).enumerate().filter(|(_, x)| *x == tail).map(|(i, _)| i).collect();
+        assert_eq!(at.len(), 1, "the contact counts appear once");
+        assert_eq!(v2[SAVE_MAGIC.len()], 2, "version byte");
+        let mut v1 = v2.clone();
+        v1[SAVE_MAGIC.len()] = 1;
+        v1.drain(at[0] + 1..at[0] + tail.len());
+        let l = World::load(&v1).expect("version 1 loads");
+        assert_eq!(l.contact, ContactParams::default());
+        assert_eq!(l.save(), v2);
     }
 
     fn small_world_bytes() -> Vec<u8> {
