@@ -10,8 +10,8 @@ import { connect, send, visibleRect, updateSubscription, allAgents, toWorld } fr
 import { refreshWorld, refreshShapes } from './world.js';
 import { w2s, s2w } from './view.js';
 import { bindInput } from './input.js';
-import { bindReplay } from './replay.js';
-import { refreshFlow, refreshAvoidance } from './overlays.js';
+import { bindReplay, timeline } from './replay.js';
+import { refreshFlow, refreshAvoidance, flowAnswer, avoidAnswer } from './overlays.js';
 import { refreshStuck } from './stuck.js';
 import { refreshMetrics, updateStatus } from './status.js';
 import { draw } from './draw.js';
@@ -27,6 +27,15 @@ Object.assign(V, {
   /** Centres the view on a world point at `scale` pixels per unit (for tests and screenshots). */
   lookAt(x, y, scale) { S.view = { cx: x, cy: y, scale: scale || S.view.scale }; S.fitted = true; updateSubscription(); },
 });
+// Read-only views of state its owner module keeps (a getter each, read when the test asks).
+Object.defineProperties(V, Object.getOwnPropertyDescriptors({
+  /** The flow-field overlay's last answer ({status, goal, angles, …}). */
+  get flow() { return flowAnswer(); },
+  /** The avoidance overlays' last answer. */
+  get avoid() { return avoidAnswer(); },
+  /** The replay world's timeline (GET /worlds/{w}/replay), null for a live world. */
+  get replay() { return timeline(); },
+}));
 window.viewer = V;
 
 // Start

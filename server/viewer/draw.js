@@ -6,6 +6,11 @@ import { drawAvoidance, drawFlow } from './overlays.js';
 import { stuckMark } from './stuck.js';
 import { w2s, fit } from './view.js';
 
+/** This module's own state. */
+const own = {
+  gridStep: 1, // world units between grid lines (the scale bar's length)
+};
+
 // Drawing
 
 function resize() {
@@ -131,11 +136,11 @@ function drawGrid(b) {
     ctx.lineTo(x1, Math.round(sy) + 0.5);
   }
   ctx.stroke();
-  S.gridStep = stepW;
+  own.gridStep = stepW;
 }
 
 function drawScale(W, H) {
-  const len = S.gridStep * S.view.scale;
+  const len = own.gridStep * S.view.scale;
   const x = W - 20 - len;
   const y = H - 14;
   ctx.strokeStyle = '#8a93a3';
@@ -149,7 +154,7 @@ function drawScale(W, H) {
   ctx.fillStyle = '#8a93a3';
   ctx.font = '11px system-ui, sans-serif';
   ctx.textAlign = 'center';
-  ctx.fillText(`${S.gridStep} m`, x + len / 2, y - 5);
+  ctx.fillText(`${own.gridStep} m`, x + len / 2, y - 5);
   ctx.textAlign = 'start';
 }
 

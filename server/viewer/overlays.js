@@ -6,27 +6,40 @@ import { api, wpath } from './rest.js';
 import { visibleRect, allAgents } from './stream.js';
 import { w2s } from './view.js';
 
+/** This module's own state: the overlays' last answers, and whether a fetch is under way. */
+const own = {
+  flow: null, // GET /worlds/{w}/flowfield answer for the selection's first agent
+  flowBusy: false,
+  avoid: null, // GET /worlds/{w}/agents/{id}/avoidance answer for the selection's first agent
+  avoidBusy: false,
+};
+
+/** The flow-field overlay's last answer ({status, goal, angles, …}), or null. */
+export const flowAnswer = () => own.flow;
+/** The avoidance overlays' last answer, or null. */
+export const avoidAnswer = () => own.avoid;
+
 export async function refreshFlow() {
-  if (!$('ov-flow').checked || !S.world || !S.selection.size || S.flowBusy) {
-    if (!$('ov-flow').checked || !S.selection.size) { S.flow = null; $('flow-status').textContent = ''; }
+  if (!$('ov-flow').checked || !S.world || !S.selection.size || own.flowBusy) {
+    if (!$('ov-flow').checked || !S.selection.size) { own.flow = null; $('flow-status').textContent = ''; }
     return;
   }
   const agent = Math.min(...S.selection);
-  S.flowBusy = true;
+  own.flowBusy = true;
   try {
-    S.flow = await api('GET', wpath(`/flowfield?agent=${agent}&max_side=64`));
+    own.flow = await api('GET', wpath(`/flowfield?agent=${agent}&max_side=64`));
     const why = {
       ready: `agent ${agent}: following a flow field`,
       pending: `agent ${agent}: field requested, heading straight meanwhile`,
       straight: `agent ${agent}: sees its goal, no field needed`,
       no_order: `agent ${agent}: no MoveTo order`,
     };
-    $('flow-status').textContent = why[S.flow.status] || S.flow.status;
+    $('flow-status').textContent = why[own.flow.status] || own.flow.status;
   } catch (e) {
-    S.flow = null;
+    own.flow = null;
     $('flow-status').textContent = String(e.message || e);
   } finally {
-    S.flowBusy = false;
+    own.flowBusy = false;
   }
 }
 
@@ -38,17 +51,17 @@ function avoidWanted() {
 /** Fetches what reciprocal avoidance sees for the first selected agent (5 Hz while wanted). */
 export async function refreshAvoidance() {
   if (!avoidWanted()) {
-    if (S.avoid) { S.avoid = null; $('avoid-status').textContent = ''; }
+    if (own.avoid) { own.avoid = null; $('avoid-status').textContent = ''; }
     return;
   }
-  if (S.avoidBusy) return;
+  if (own.avoidBusy) return;
   const agent = Math.min(...S.selection);
-  S.avoidBusy = true;
+  own.avoidBusy = true;
   try {
     V.avoidFetches++;
     const a = await api('GET', wpath(`/agents/${agent}/avoidance`));
     if (!avoidWanted()) return; // switched off meanwhile
-    S.avoid = a;
+    own.avoid = a;
     const nStatic = a.half_planes.filter((h) => h.static).length;
     const speed = (v) => Math.hypot(v.x, v.y).toFixed(2);
     $('avoid-status').textContent = `agent ${agent}: ${a.active ? 'avoids reciprocally' : 'does not avoid reciprocally (default parameters shown)'} · `
@@ -56,10 +69,10 @@ export async function refreshAvoidance() {
       + `${permittedPolygon(a.half_planes, a.max_speed).length ? '' : ' (none leaves room: least violation chosen)'}`
       + ` · preferred ${speed(a.preferred)} (${a.preferred_source}), chosen ${speed(a.chosen)} u/s`;
   } catch (e) {
-    S.avoid = null;
+    own.avoid = null;
     $('avoid-status').textContent = String(e.message || e);
   } finally {
-    S.avoidBusy = false;
+    own.avoidBusy = false;
   }
 }
 
@@ -128,7 +141,7 @@ function arrow(x0, y0, x1, y1, color, width, dash = []) {
  * "preferred vs chosen": two arrows, preferred (dashed blue) and chosen (green).
  */
 export function drawAvoidance(sc, layer) {
-  const a = S.avoid;
+  const a = own.avoid;
   const drawn = layer === 'planes' ? { planes: 0, arrows: 0, permitted: 0 } : V.avoidDrawn;
   V.avoidDrawn = drawn;
   if (!a || !avoidWanted() || !S.selection.has(a.agent)) return;
@@ -210,7 +223,7 @@ export function drawAvoidance(sc, layer) {
 }
 
 export function drawFlow(sc) {
-  const f = S.flow;
+  const f = own.flow;
   if (!f || !$('ov-flow').checked) return;
   let arrows = 0;
   if (f.status === 'ready') {

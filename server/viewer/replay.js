@@ -8,17 +8,27 @@ import { api, wpath, fail } from './rest.js';
 
 const SPEEDS = [0.25, 0.5, 1, 2, 4, 8, 16];
 
+/** This module's own state. */
+const own = {
+  /** A replay world's timeline (null for a live world), and a scrub in progress. */
+  replay: null,
+  scrubbing: false,
+};
+
+/** The shown replay world's timeline (GET /worlds/{w}/replay), null for a live world. */
+export const timeline = () => own.replay;
+
 export function updateTimeline(rp) {
   $('timeline').hidden = !rp;
   // A replay world takes no commands: the simulation controls and tools would be refused.
   $('sim-controls').hidden = !!rp;
   $('tools').hidden = !!rp;
-  S.replay = rp || null;
+  own.replay = rp || null;
   if (!rp) return;
   const scrub = $('tl-scrub');
   scrub.max = String(rp.end_tick);
-  if (!S.scrubbing) scrub.value = String(rp.tick);
-  $('tl-tick').textContent = `${S.scrubbing ? scrub.value : rp.tick} / ${rp.end_tick}`;
+  if (!own.scrubbing) scrub.value = String(rp.tick);
+  $('tl-tick').textContent = `${own.scrubbing ? scrub.value : rp.tick} / ${rp.end_tick}`;
   const play = $('tl-play');
   play.textContent = rp.playing ? 'Pause' : 'Play';
   play.classList.toggle('on', rp.playing);
@@ -33,7 +43,7 @@ export function updateTimeline(rp) {
 }
 
 async function refreshReplay() {
-  if (!S.world || !S.replay) return;
+  if (!S.world || !own.replay) return;
   const name = S.world.name;
   const rp = await api('GET', wpath('/replay'));
   if (!S.world || S.world.name !== name) return;
@@ -49,14 +59,14 @@ async function replayControl(op, body) {
 
 /** Binds this module's listeners and timers (app.js calls it once, after every module has loaded). */
 export function bindReplay() {
-  $('tl-play').addEventListener('click', () => replayControl(S.replay && S.replay.playing ? 'pause' : 'play').catch(fail));
+  $('tl-play').addEventListener('click', () => replayControl(own.replay && own.replay.playing ? 'pause' : 'play').catch(fail));
   $('tl-scrub').addEventListener('input', () => {
-    S.scrubbing = true;
+    own.scrubbing = true;
     $('tl-tick').textContent = `${$('tl-scrub').value} / ${$('tl-scrub').max}`;
   });
   $('tl-scrub').addEventListener('change', () => {
     const tick = Number($('tl-scrub').value);
-    replayControl('seek', { tick }).catch(fail).finally(() => { S.scrubbing = false; });
+    replayControl('seek', { tick }).catch(fail).finally(() => { own.scrubbing = false; });
   });
   $('tl-speed').addEventListener('change', (ev) => replayControl('speed', { speed: Number(ev.target.value) }).catch(fail));
   setInterval(() => { refreshReplay().catch(() => {}); }, 250);

@@ -19,9 +19,6 @@ export const S = {
   quant: { pos_step: 0.01, vel_step: 0.1, predict_num: 32768 },
   tickRate: 20,
   world: null, // selected WorldInfo
-  /** A replay world's timeline (null for a live world), and a scrub in progress. */
-  replay: null,
-  scrubbing: false,
   restInfo: null, // GET /worlds/{w}
   cells: new Map(), // cell -> CellMap
   cellSeen: new Map(), // cell -> performance.now() of the last applied frame
@@ -47,10 +44,6 @@ export const S = {
   keyframes: 0,
   chainBreaks: 0,
   lateness: [], // [t, ms]
-  flow: null, // GET /worlds/{w}/flowfield answer for the selection's first agent
-  flowBusy: false,
-  avoid: null, // GET /worlds/{w}/agents/{id}/avoidance answer for the selection's first agent
-  avoidBusy: false,
 };
 
 // What the browser test (and a curious person in the console) can read.
@@ -75,16 +68,14 @@ export const V = {
   moveToSent: 0,
   moveToAgents: [],
   obstaclesPlaced: 0,
-  /** The flow-field overlay: the last answer ({status, goal, angles, …}) and arrows drawn. */
-  get flow() { return S.flow; },
+  /** The flow-field overlay: arrows drawn (its last answer: `flow`, added by app.js). */
   flowArrows: 0,
-  /** The avoidance overlays: the last answer, how many fetches, and what the last frame drew. */
-  get avoid() { return S.avoid; },
+  /** The avoidance overlays: how many fetches, and what the last frame drew (its last answer:
+   * `avoid`, added by app.js). */
   avoidFetches: 0,
   avoidDrawn: { planes: 0, arrows: 0 },
   errors: [],
-  /** The replay world's timeline (GET /worlds/{w}/replay), null for a live world. */
-  get replay() { return S.replay; },
+  /** Replay seeks sent (the timeline itself: `replay`, added by app.js). */
   replaySeeks: 0,
   /** `moved` messages followed ({name, to}): the world on screen moved to another server. */
   moved: [],

@@ -7,6 +7,9 @@ import { refreshGroups } from './world.js';
 /** This module's own state. */
 const own = {
   metrics: null,
+  legendKey: null, // the groups and counts the legend shows
+  groupsPending: false, // a refreshGroups for a group without a radius is under way
+  groupsTried: 0, // performance.now() of the last one
 };
 
 // Event log
@@ -86,8 +89,8 @@ function updateLegend() {
   for (const a of allAgents()) counts.set(a.group, (counts.get(a.group) || 0) + 1);
   const groups = [...counts.keys()].sort((a, b) => a - b);
   const key = groups.map((g) => `${g}:${counts.get(g)}:${S.groupNames.get(g) || ''}`).join('|');
-  if (key === S.legendKey) return;
-  S.legendKey = key;
+  if (key === own.legendKey) return;
+  own.legendKey = key;
   $('legend').replaceChildren(...groups.map((g) => {
     const li = document.createElement('li');
     const sw = document.createElement('span');
@@ -101,9 +104,9 @@ function updateLegend() {
     li.append(sw, name, n);
     return li;
   }));
-  if (groups.some((g) => !S.agentRadius.has(g)) && !S.groupsPending && performance.now() - (S.groupsTried || 0) > 5000) {
-    S.groupsPending = true;
-    S.groupsTried = performance.now();
-    refreshGroups().catch(() => {}).finally(() => { S.groupsPending = false; });
+  if (groups.some((g) => !S.agentRadius.has(g)) && !own.groupsPending && performance.now() - own.groupsTried > 5000) {
+    own.groupsPending = true;
+    own.groupsTried = performance.now();
+    refreshGroups().catch(() => {}).finally(() => { own.groupsPending = false; });
   }
 }

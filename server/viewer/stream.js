@@ -16,6 +16,7 @@ const own = {
   worldName: new URLSearchParams(location.search).get('world') || '',
   wantCells: '', // key of the cell set last requested
   pendingSub: null, // request id of an unanswered Subscribe
+  lastArea: null, // the area of the last Subscribe (a resync asks for it again)
   deltas: 0,
   tickOffsets: [], // [t, arrival - tick/rate] for the lateness baseline
   lastFrameTick: -1,
@@ -248,7 +249,7 @@ export function updateSubscription(now = false) {
     const { area, key } = areaForView();
     if (key === own.wantCells) return;
     own.wantCells = key;
-    S.lastArea = area;
+    own.lastArea = area;
     own.pendingSub = S.nextRid++;
     send({ type: 'subscribe', request_id: own.pendingSub, world: S.world.name, area });
   };
@@ -263,7 +264,7 @@ function resubscribe() {
   resubTimer = setTimeout(() => {
     resubTimer = 0;
     own.pendingSub = S.nextRid++;
-    send({ type: 'subscribe', request_id: own.pendingSub, world: S.world.name, area: S.lastArea || { type: 'whole_world' } });
+    send({ type: 'subscribe', request_id: own.pendingSub, world: S.world.name, area: own.lastArea || { type: 'whole_world' } });
   }, 50);
 }
 
