@@ -6,9 +6,9 @@
 import { initPlayers } from './players.js';
 import { $, S, V, canvas } from './state.js';
 import { api, toast, showTokenField } from './rest.js';
-import { connect, send, visibleRect, updateSubscription, allAgents, toWorld } from './stream.js';
+import { connect, send, visibleRect, allAgents, toWorld } from './stream.js';
 import { refreshWorld, refreshShapes } from './world.js';
-import { w2s, s2w } from './view.js';
+import { w2s, s2w, lookAt as placeView } from './view.js';
 import { bindInput } from './input.js';
 import { bindReplay, timeline } from './replay.js';
 import { refreshFlow, refreshAvoidance, flowAnswer, avoidAnswer } from './overlays.js';
@@ -25,7 +25,7 @@ Object.assign(V, {
   screenToWorld(x, y) { const r = canvas.getBoundingClientRect(); const [wx, wy] = s2w(x - r.left, y - r.top); return { x: wx, y: wy }; },
   viewRect() { return visibleRect(); },
   /** Centres the view on a world point at `scale` pixels per unit (for tests and screenshots). */
-  lookAt(x, y, scale) { S.view = { cx: x, cy: y, scale: scale || S.view.scale }; S.fitted = true; updateSubscription(); },
+  lookAt(x, y, scale) { placeView(x, y, scale); },
 });
 // Read-only views of state its owner module keeps (a getter each, read when the test asks).
 Object.defineProperties(V, Object.getOwnPropertyDescriptors({

@@ -4,7 +4,7 @@ import { $, canvas, ctx, groupColor, S } from './state.js';
 import { visibleRect, updateSubscription } from './stream.js';
 import { drawAvoidance, drawFlow } from './overlays.js';
 import { stuckMark } from './stuck.js';
-import { w2s, fit } from './view.js';
+import { w2s, fit, isFitted, scale } from './view.js';
 
 /** This module's own state. */
 const own = {
@@ -20,7 +20,7 @@ function resize() {
   if (canvas.width !== Math.round(w * dpr) || canvas.height !== Math.round(h * dpr)) {
     canvas.width = Math.round(w * dpr);
     canvas.height = Math.round(h * dpr);
-    if (!S.fitted) fit();
+    if (!isFitted()) fit();
     updateSubscription();
   }
   ctx.setTransform(dpr, 0, 0, dpr, 0, 0);
@@ -41,7 +41,7 @@ export function draw() {
   }
   const w = S.world;
   const b = w.bounds;
-  const sc = S.view.scale;
+  const sc = scale();
 
   // World area and a light grid.
   const [bx0, by0] = w2s(b.min_x, b.max_y);
@@ -112,7 +112,7 @@ export function draw() {
 }
 
 function drawGrid(b) {
-  const sc = S.view.scale;
+  const sc = scale();
   // A step of 1, 2 or 5 × 10^k world units, at least 40 px apart.
   const raw = 40 / sc;
   const p = 10 ** Math.floor(Math.log10(raw));
@@ -140,7 +140,7 @@ function drawGrid(b) {
 }
 
 function drawScale(W, H) {
-  const len = own.gridStep * S.view.scale;
+  const len = own.gridStep * scale();
   const x = W - 20 - len;
   const y = H - 14;
   ctx.strokeStyle = '#8a93a3';

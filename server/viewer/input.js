@@ -4,7 +4,7 @@ import { $, canvas, S } from './state.js';
 import { fail, toast } from './rest.js';
 import { connect, send, selectWorld, allAgents, toWorld } from './stream.js';
 import { refreshShapes, togglePause, step, moveTo, addObstacle, moveObstacle, deleteObstacle, loadScenario, saveScenario } from './world.js';
-import { w2s, s2w, fit, zoomAt, pan } from './view.js';
+import { w2s, s2w, fit, zoomAt, pan, scale } from './view.js';
 
 // Input
 
@@ -18,7 +18,7 @@ function obstacleAt(sx, sy) {
   let best = null;
   for (const o of S.obstacles) {
     const d = Math.hypot(o.center[0] - wx, o.center[1] - wy);
-    const r = Math.max(o.radius, 6 / S.view.scale);
+    const r = Math.max(o.radius, 6 / scale());
     if (d <= r && (!best || d < best.d)) best = { o, d };
   }
   return best ? best.o : null;

@@ -32,8 +32,6 @@ export const S = {
   selection: new Set(),
   arrivedAt: new Map(), // agent id -> performance.now() of DestinationReached
   moveTarget: null, // {x, y, t}
-  view: { cx: 0, cy: 0, scale: 2 }, // world point at the canvas centre, pixels per world unit
-  fitted: false,
   tool: 'select',
   drag: null,
   hoverObstacle: null,

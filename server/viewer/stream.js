@@ -5,7 +5,7 @@ import { decodeServer, encodeClient, helloMessage, CellMap, CellsTxn, applyCells
 import { $, canvas, S, V } from './state.js';
 import { api, wpath, fail, showTokenField, toast } from './rest.js';
 import { refreshWorld, refreshShapes, refreshScenarios, refreshGroups } from './world.js';
-import { s2w, fit } from './view.js';
+import { s2w, fit, isFitted, unfit } from './view.js';
 import { updateSelectionText } from './input.js';
 import { escapeHtml, logEvent } from './status.js';
 import { stoppedShort } from './stuck.js';
@@ -193,12 +193,12 @@ export async function selectWorld(name, fromWelcome = false) {
     S.selection.clear();
     S.groupNames.clear();
     S.agentRadius.clear();
-    S.fitted = false;
+    unfit();
   }
   own.wantCells = '';
   own.lastFrameTick = -1;
   own.tickOffsets = [];
-  if (!S.fitted) fit();
+  if (!isFitted()) fit();
   updateSubscription(true);
   await Promise.all([refreshWorld(), refreshShapes()]).catch(fail);
   await refreshScenarios().catch(fail);

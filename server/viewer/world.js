@@ -8,6 +8,7 @@ import { updateSelectionText } from './input.js';
 import { updateTimeline } from './replay.js';
 import { escapeHtml, logEvent } from './status.js';
 import { ordered } from './stuck.js';
+import { unfit } from './view.js';
 
 // REST-backed state: world info, obstacles, walls, scenarios, group names
 
@@ -152,7 +153,7 @@ export async function loadScenario() {
     logEvent(`loaded scenario <b>${escapeHtml(name)}</b>`, '');
     S.restInfo = null;
     S.selection.clear();
-    S.fitted = false;
+    unfit();
     await refreshWorld();
   } catch (e) { fail(e); }
   connect();
