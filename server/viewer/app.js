@@ -9,7 +9,7 @@ import { api, toast, showTokenField } from './rest.js';
 import { connect, send, visibleRect, allAgents, toWorld } from './stream.js';
 import { refreshWorld, refreshShapes } from './world.js';
 import { w2s, s2w, lookAt as placeView } from './view.js';
-import { bindInput } from './input.js';
+import { bindInput, selectedIds } from './input.js';
 import { bindReplay, timeline } from './replay.js';
 import { refreshFlow, refreshAvoidance, flowAnswer, avoidAnswer } from './overlays.js';
 import { refreshStuck } from './stuck.js';
@@ -35,6 +35,7 @@ Object.defineProperties(V, Object.getOwnPropertyDescriptors({
   get avoid() { return avoidAnswer(); },
   /** The replay world's timeline (GET /worlds/{w}/replay), null for a live world. */
   get replay() { return timeline(); },
+  get selection() { return selectedIds(); },
 }));
 window.viewer = V;
 

@@ -5,6 +5,7 @@ import { visibleRect, updateSubscription } from './stream.js';
 import { drawAvoidance, drawFlow } from './overlays.js';
 import { stuckMark } from './stuck.js';
 import { w2s, fit, isFitted, scale } from './view.js';
+import { pointer, isSelected, selectionSize, arrivedAt, moveTarget, awaitedArrivals } from './input.js';
 
 /** This module's own state. */
 const own = {
@@ -71,20 +72,20 @@ export function draw() {
   // Obstacles (the one being dragged follows the pointer).
   for (const o of S.obstacles) {
     let [x, y] = w2s(o.center[0], o.center[1]);
-    const dragging = S.drag && S.drag.kind === 'obstacle' && S.drag.o === o && S.drag.moved;
-    if (dragging) [x, y] = [S.drag.ex, S.drag.ey];
+    const dragging = pointer.drag && pointer.drag.kind === 'obstacle' && pointer.drag.o === o && pointer.drag.moved;
+    if (dragging) [x, y] = [pointer.drag.ex, pointer.drag.ey];
     ctx.beginPath();
     ctx.arc(x, y, Math.max(2, o.radius * sc), 0, Math.PI * 2);
     ctx.fillStyle = dragging ? 'rgba(120,130,150,.35)' : '#2b313c';
     ctx.fill();
-    ctx.strokeStyle = o === S.hoverObstacle || dragging ? '#4fa3ff' : '#59627a';
-    ctx.lineWidth = o === S.hoverObstacle || dragging ? 2 : 1.2;
+    ctx.strokeStyle = o === pointer.hoverObstacle || dragging ? '#4fa3ff' : '#59627a';
+    ctx.lineWidth = o === pointer.hoverObstacle || dragging ? 2 : 1.2;
     ctx.stroke();
   }
-  if (S.tool === 'obstacle' && S.mouse && !S.drag && !S.hoverObstacle) {
+  if (pointer.tool === 'obstacle' && pointer.mouse && !pointer.drag && !pointer.hoverObstacle) {
     const r = Math.max(0.5, parseFloat($('obstacle-radius').value) || 6) * sc;
     ctx.beginPath();
-    ctx.arc(S.mouse[0], S.mouse[1], Math.max(2, r), 0, Math.PI * 2);
+    ctx.arc(pointer.mouse[0], pointer.mouse[1], Math.max(2, r), 0, Math.PI * 2);
     ctx.setLineDash([4, 4]);
     ctx.strokeStyle = '#4fa3ff';
     ctx.lineWidth = 1;
@@ -99,8 +100,8 @@ export function draw() {
   drawMoveTarget();
 
   // Selection box.
-  if (S.drag && S.drag.kind === 'box') {
-    const d = S.drag;
+  if (pointer.drag && pointer.drag.kind === 'box') {
+    const d = pointer.drag;
     ctx.fillStyle = 'rgba(79,163,255,.12)';
     ctx.strokeStyle = '#4fa3ff';
     ctx.lineWidth = 1;
@@ -204,9 +205,9 @@ function drawAgents(sc) {
       const radius = S.agentRadius.get(a.group) || 0.5;
       const rpx = Math.max(3, radius * sc);
       const ang = (a.orient * Math.PI * 2) / 65536;
-      const selected = S.selection.has(a.id);
+      const selected = isSelected(a.id);
       const color = groupColor(a.group);
-      if (showNbr && (selected || S.selection.size === 0)) {
+      if (showNbr && (selected || selectionSize() === 0)) {
         const name = S.groupNames.get(a.group);
         const nr = (name && S.neighborRadius.get(name)) || 3;
         ctx.beginPath();
@@ -253,7 +254,7 @@ function drawAgents(sc) {
         ctx.stroke();
         ctx.setLineDash([]);
       }
-      const t = S.arrivedAt.get(a.id);
+      const t = arrivedAt(a.id);
       if (t !== undefined && now - t < 1500) {
         const k = (now - t) / 1500;
         ctx.beginPath();
@@ -272,11 +273,11 @@ function drawAgents(sc) {
 }
 
 function drawMoveTarget() {
-  const t = S.moveTarget;
+  const t = moveTarget();
   if (!t) return;
   const age = performance.now() - t.t;
   const [x, y] = w2s(t.x, t.y);
-  const pending = S.moveAgents ? [...S.moveAgents].filter((id) => !S.arrivedAt.has(id)).length : 0;
+  const pending = awaitedArrivals();
   if (!pending && age > 3000) return;
   const pulse = 6 + 3 * Math.sin(age / 150);
   ctx.strokeStyle = '#5fd38d';

@@ -5,6 +5,7 @@ import { $, ctx, S, V } from './state.js';
 import { api, wpath } from './rest.js';
 import { visibleRect, allAgents } from './stream.js';
 import { w2s } from './view.js';
+import { firstSelected, isSelected, selectionSize } from './input.js';
 
 /** This module's own state: the overlays' last answers, and whether a fetch is under way. */
 const own = {
@@ -20,11 +21,11 @@ export const flowAnswer = () => own.flow;
 export const avoidAnswer = () => own.avoid;
 
 export async function refreshFlow() {
-  if (!$('ov-flow').checked || !S.world || !S.selection.size || own.flowBusy) {
-    if (!$('ov-flow').checked || !S.selection.size) { own.flow = null; $('flow-status').textContent = ''; }
+  if (!$('ov-flow').checked || !S.world || !selectionSize() || own.flowBusy) {
+    if (!$('ov-flow').checked || !selectionSize()) { own.flow = null; $('flow-status').textContent = ''; }
     return;
   }
-  const agent = Math.min(...S.selection);
+  const agent = firstSelected();
   own.flowBusy = true;
   try {
     own.flow = await api('GET', wpath(`/flowfield?agent=${agent}&max_side=64`));
@@ -45,7 +46,7 @@ export async function refreshFlow() {
 
 /** True when an avoidance overlay is on and an agent is selected (only then is it polled). */
 function avoidWanted() {
-  return ($('ov-vo').checked || $('ov-pvc').checked) && !!S.world && S.selection.size > 0;
+  return ($('ov-vo').checked || $('ov-pvc').checked) && !!S.world && selectionSize() > 0;
 }
 
 /** Fetches what reciprocal avoidance sees for the first selected agent (5 Hz while wanted). */
@@ -55,7 +56,7 @@ export async function refreshAvoidance() {
     return;
   }
   if (own.avoidBusy) return;
-  const agent = Math.min(...S.selection);
+  const agent = firstSelected();
   own.avoidBusy = true;
   try {
     V.avoidFetches++;
@@ -144,7 +145,7 @@ export function drawAvoidance(sc, layer) {
   const a = own.avoid;
   const drawn = layer === 'planes' ? { planes: 0, arrows: 0, permitted: 0 } : V.avoidDrawn;
   V.avoidDrawn = drawn;
-  if (!a || !avoidWanted() || !S.selection.has(a.agent)) return;
+  if (!a || !avoidWanted() || !isSelected(a.agent)) return;
   // Where the agent is drawn now (the stream), else where the answer says it was.
   const live = allAgents().find((q) => q.id === a.agent);
   const [cx, cy] = live ? w2s(live.pos[0] * S.quant.pos_step, live.pos[1] * S.quant.pos_step) : w2s(a.position.x, a.position.y);

@@ -29,13 +29,6 @@ export const S = {
   groupNames: new Map(), // group index -> name
   neighborRadius: new Map(), // group name -> radius (from the scenario)
   agentRadius: new Map(), // group index -> body radius
-  selection: new Set(),
-  arrivedAt: new Map(), // agent id -> performance.now() of DestinationReached
-  moveTarget: null, // {x, y, t}
-  tool: 'select',
-  drag: null,
-  hoverObstacle: null,
-  mouse: null,
   // Status counters
   bytes: 0,
   bytesWindow: [], // [t, bytes]
@@ -81,7 +74,6 @@ export const V = {
   get player() { return S.welcome ? S.welcome.player_id : null; },
   /** Closes the stream as a network failure would (the page reconnects and resumes). */
   dropSocket() { if (S.ws) S.ws.close(4000, 'dropped by the page'); },
-  get selection() { return [...S.selection]; },
   get obstacles() { return S.obstacles.slice(); },
   get subscribedCells() { return [...S.subCells]; },
 };

@@ -6,7 +6,7 @@ import { $, canvas, S, V } from './state.js';
 import { api, wpath, fail, showTokenField, toast } from './rest.js';
 import { refreshWorld, refreshShapes, refreshScenarios, refreshGroups } from './world.js';
 import { s2w, fit, isFitted, unfit } from './view.js';
-import { updateSelectionText } from './input.js';
+import { updateSelectionText, clearSelection, noteArrived } from './input.js';
 import { escapeHtml, logEvent } from './status.js';
 import { stoppedShort } from './stuck.js';
 
@@ -190,7 +190,7 @@ export async function selectWorld(name, fromWelcome = false) {
   if (changed || gridChanged) {
     S.cells.clear();
     S.subCells.clear();
-    S.selection.clear();
+    clearSelection();
     S.groupNames.clear();
     S.agentRadius.clear();
     unfit();
@@ -423,7 +423,7 @@ function onEvent(m) {
   if (e.type === 'destination_reached') {
     V.destinationReached++;
     V.arrived.push(e.agent);
-    S.arrivedAt.set(e.agent, performance.now());
+    noteArrived(e.agent);
     logEvent(`agent <b>${e.agent}</b> reached its destination`, 'arrive', m.tick);
     updateSelectionText();
   } else if (e.type === 'gave_up' || e.type === 'unreachable') {

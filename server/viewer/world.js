@@ -4,7 +4,7 @@
 import { $, S, V } from './state.js';
 import { api, wpath, fail, toast } from './rest.js';
 import { connect, fillFromSnapshot, allAgents } from './stream.js';
-import { updateSelectionText } from './input.js';
+import { updateSelectionText, selectedIds, clearSelection, noteOrder } from './input.js';
 import { updateTimeline } from './replay.js';
 import { escapeHtml, logEvent } from './status.js';
 import { ordered } from './stuck.js';
@@ -97,12 +97,10 @@ export async function step() {
 }
 
 export async function moveTo(x, y) {
-  const agents = [...S.selection];
+  const agents = selectedIds();
   if (!agents.length) return;
-  S.moveTarget = { x, y, t: performance.now() };
-  for (const id of agents) S.arrivedAt.delete(id);
+  noteOrder(agents, x, y);
   ordered(agents);
-  S.moveAgents = new Set(agents);
   try {
     await api('POST', wpath('/move-to'), { agents, target: { x, y }, stopping_distance: 0 });
     V.moveToSent++;
@@ -152,7 +150,7 @@ export async function loadScenario() {
     toast(`loaded ${name}`, true);
     logEvent(`loaded scenario <b>${escapeHtml(name)}</b>`, '');
     S.restInfo = null;
-    S.selection.clear();
+    clearSelection();
     unfit();
     await refreshWorld();
   } catch (e) { fail(e); }
