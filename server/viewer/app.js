@@ -7,7 +7,7 @@ import { initPlayers } from './players.js';
 import { $, S, V, canvas } from './state.js';
 import { api, toast, showTokenField } from './rest.js';
 import { connect, send, visibleRect, allAgents, toWorld } from './stream.js';
-import { refreshWorld, refreshShapes } from './world.js';
+import { refreshWorld, refreshShapes, selectedWorld, obstacles } from './world.js';
 import { w2s, s2w, lookAt as placeView } from './view.js';
 import { bindInput, selectedIds } from './input.js';
 import { bindReplay, timeline } from './replay.js';
@@ -36,6 +36,9 @@ Object.defineProperties(V, Object.getOwnPropertyDescriptors({
   /** The replay world's timeline (GET /worlds/{w}/replay), null for a live world. */
   get replay() { return timeline(); },
   get selection() { return selectedIds(); },
+  /** The shown world's name (null before the first Welcome). */
+  get world() { const w = selectedWorld(); return w ? w.name : null; },
+  get obstacles() { return obstacles().slice(); },
 }));
 window.viewer = V;
 
@@ -70,4 +73,4 @@ setInterval(() => { refreshAvoidance().catch(() => {}); }, 200); // 5 Hz, and on
 for (const id of ['ov-vo', 'ov-pvc']) $(id).addEventListener('change', () => { refreshAvoidance().catch(() => {}); });
 setInterval(() => { if (S.ws && S.ws.readyState === WebSocket.OPEN) send({ type: 'ping', request_id: S.nextRid++ }); }, 10000);
 refreshMetrics().catch(() => {});
-initPlayers({ world: () => (S.world ? S.world.name : null), token: () => S.token, toast });
+initPlayers({ world: () => (selectedWorld() ? selectedWorld().name : null), token: () => S.token, toast });

@@ -4,6 +4,7 @@ import { $, canvas, ctx, groupColor, S } from './state.js';
 import { visibleRect, updateSubscription } from './stream.js';
 import { drawAvoidance, drawFlow } from './overlays.js';
 import { stuckMark } from './stuck.js';
+import { selectedWorld, restInfo, isPaused, tickRate, obstacles, walls, groupName, agentRadius, neighborRadius } from './world.js';
 import { w2s, fit, isFitted, scale } from './view.js';
 import { pointer, isSelected, selectionSize, arrivedAt, moveTarget, awaitedArrivals } from './input.js';
 
@@ -33,14 +34,14 @@ export function draw() {
   const H = canvas.clientHeight;
   ctx.fillStyle = '#0f1216';
   ctx.fillRect(0, 0, W, H);
-  if (!S.world) {
+  const w = selectedWorld();
+  if (!w) {
     ctx.fillStyle = '#8a93a3';
     ctx.font = '14px system-ui, sans-serif';
     ctx.fillText(S.wsState === 'live' ? 'no worlds' : 'connecting…', 20, 30);
     requestAnimationFrame(draw);
     return;
   }
-  const w = S.world;
   const b = w.bounds;
   const sc = scale();
 
@@ -61,7 +62,7 @@ export function draw() {
   ctx.lineWidth = Math.min(6, Math.max(2, 0.4 * sc));
   ctx.lineCap = 'round';
   ctx.beginPath();
-  for (const wl of S.walls) {
+  for (const wl of walls()) {
     const [x0, y0] = w2s(wl.a[0], wl.a[1]);
     const [x1, y1] = w2s(wl.b[0], wl.b[1]);
     ctx.moveTo(x0, y0);
@@ -70,7 +71,7 @@ export function draw() {
   ctx.stroke();
 
   // Obstacles (the one being dragged follows the pointer).
-  for (const o of S.obstacles) {
+  for (const o of obstacles()) {
     let [x, y] = w2s(o.center[0], o.center[1]);
     const dragging = pointer.drag && pointer.drag.kind === 'obstacle' && pointer.drag.o === o && pointer.drag.moved;
     if (dragging) [x, y] = [pointer.drag.ex, pointer.drag.ey];
@@ -160,7 +161,7 @@ function drawScale(W, H) {
 }
 
 function drawAoi() {
-  const w = S.world;
+  const w = selectedWorld();
   const s = w.aoi_cell_size;
   ctx.lineWidth = 1;
   for (let c = 0; c < w.cols * w.rows; c++) {
@@ -183,11 +184,11 @@ function drawAoi() {
 
 function drawAgents(sc) {
   const now = performance.now();
-  const running = S.restInfo && !S.restInfo.paused;
+  const running = !!restInfo() && !isPaused();
   const showVel = $('ov-vel').checked;
   const showNbr = $('ov-nbr').checked;
   const showIds = $('ov-ids').checked && sc > 6;
-  const period = 1000 / S.tickRate;
+  const period = 1000 / tickRate();
   const ps = S.quant.pos_step;
   const vs = S.quant.vel_step;
   const v = visibleRect();
@@ -202,14 +203,14 @@ function drawAgents(sc) {
       const y = a.pos[1] * ps + vy * age;
       if (x < v.min_x - margin || x > v.max_x + margin || y < v.min_y - margin || y > v.max_y + margin) continue;
       const [sx, sy] = w2s(x, y);
-      const radius = S.agentRadius.get(a.group) || 0.5;
+      const radius = agentRadius(a.group) || 0.5;
       const rpx = Math.max(3, radius * sc);
       const ang = (a.orient * Math.PI * 2) / 65536;
       const selected = isSelected(a.id);
       const color = groupColor(a.group);
       if (showNbr && (selected || selectionSize() === 0)) {
-        const name = S.groupNames.get(a.group);
-        const nr = (name && S.neighborRadius.get(name)) || 3;
+        const name = groupName(a.group);
+        const nr = (name && neighborRadius(name)) || 3;
         ctx.beginPath();
         ctx.arc(sx, sy, nr * sc, 0, Math.PI * 2);
         ctx.strokeStyle = 'rgba(255,255,255,.12)';

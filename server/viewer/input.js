@@ -4,8 +4,8 @@
 
 import { $, canvas, S } from './state.js';
 import { fail, toast } from './rest.js';
-import { connect, send, selectWorld, allAgents, toWorld } from './stream.js';
-import { refreshShapes, togglePause, step, moveTo, addObstacle, moveObstacle, deleteObstacle, loadScenario, saveScenario } from './world.js';
+import { connect, allAgents, toWorld } from './stream.js';
+import { selectWorld, obstacles, refreshShapes, togglePause, step, moveTo, addObstacle, moveObstacle, deleteObstacle, loadScenario, saveScenario } from './world.js';
 import { w2s, s2w, fit, zoomAt, pan, scale } from './view.js';
 
 /** This module's own state. */
@@ -73,7 +73,7 @@ function localXY(ev) {
 function obstacleAt(sx, sy) {
   const [wx, wy] = s2w(sx, sy);
   let best = null;
-  for (const o of S.obstacles) {
+  for (const o of obstacles()) {
     const d = Math.hypot(o.center[0] - wx, o.center[1] - wy);
     const r = Math.max(o.radius, 6 / scale());
     if (d <= r && (!best || d < best.d)) best = { o, d };

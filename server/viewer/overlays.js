@@ -5,6 +5,7 @@ import { $, ctx, S, V } from './state.js';
 import { api, wpath } from './rest.js';
 import { visibleRect, allAgents } from './stream.js';
 import { w2s } from './view.js';
+import { selectedWorld } from './world.js';
 import { firstSelected, isSelected, selectionSize } from './input.js';
 
 /** This module's own state: the overlays' last answers, and whether a fetch is under way. */
@@ -21,7 +22,7 @@ export const flowAnswer = () => own.flow;
 export const avoidAnswer = () => own.avoid;
 
 export async function refreshFlow() {
-  if (!$('ov-flow').checked || !S.world || !selectionSize() || own.flowBusy) {
+  if (!$('ov-flow').checked || !selectedWorld() || !selectionSize() || own.flowBusy) {
     if (!$('ov-flow').checked || !selectionSize()) { own.flow = null; $('flow-status').textContent = ''; }
     return;
   }
@@ -46,7 +47,7 @@ export async function refreshFlow() {
 
 /** True when an avoidance overlay is on and an agent is selected (only then is it polled). */
 function avoidWanted() {
-  return ($('ov-vo').checked || $('ov-pvc').checked) && !!S.world && selectionSize() > 0;
+  return ($('ov-vo').checked || $('ov-pvc').checked) && !!selectedWorld() && selectionSize() > 0;
 }
 
 /** Fetches what reciprocal avoidance sees for the first selected agent (5 Hz while wanted). */

@@ -1,7 +1,8 @@
 // The replay timeline.
 
-import { $, S, V } from './state.js';
+import { $, V } from './state.js';
 import { api, wpath, fail } from './rest.js';
+import { selectedWorld } from './world.js';
 
 // Replay timeline: shown for replay worlds only (GET /worlds/{w} has `replay`); a scrub bar
 // (current tick / last tick), play/pause and a speed choice, over /worlds/{w}/replay/...
@@ -43,10 +44,11 @@ export function updateTimeline(rp) {
 }
 
 async function refreshReplay() {
-  if (!S.world || !own.replay) return;
-  const name = S.world.name;
+  const shown = selectedWorld();
+  if (!shown || !own.replay) return;
+  const name = shown.name;
   const rp = await api('GET', wpath('/replay'));
-  if (!S.world || S.world.name !== name) return;
+  if (selectedWorld().name !== name) return;
   updateTimeline(rp);
 }
 

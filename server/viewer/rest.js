@@ -2,6 +2,7 @@
 
 import { $, S, V } from './state.js';
 import { logEvent } from './status.js';
+import { selectedWorld } from './world.js';
 
 /** This module's own state. */
 const own = {
@@ -28,7 +29,7 @@ export async function api(method, path, body) {
   return data;
 }
 
-export const wpath = (suffix = '') => `/worlds/${encodeURIComponent(S.world.name)}${suffix}`;
+export const wpath = (suffix = '') => `/worlds/${encodeURIComponent(selectedWorld().name)}${suffix}`;
 
 export function fail(e) {
   console.error(e);

@@ -17,18 +17,10 @@ export const S = {
   /** Welcome.resume_token: sent in the next Hello to resume the session. */
   resume: null,
   quant: { pos_step: 0.01, vel_step: 0.1, predict_num: 32768 },
-  tickRate: 20,
-  world: null, // selected WorldInfo
-  restInfo: null, // GET /worlds/{w}
   cells: new Map(), // cell -> CellMap
   cellSeen: new Map(), // cell -> performance.now() of the last applied frame
   subCells: new Set(), // cells of the current subscription (Subscribed answer)
   nextRid: 1,
-  obstacles: [],
-  walls: [],
-  groupNames: new Map(), // group index -> name
-  neighborRadius: new Map(), // group name -> radius (from the scenario)
-  agentRadius: new Map(), // group index -> body radius
   // Status counters
   bytes: 0,
   bytesWindow: [], // [t, bytes]
@@ -41,7 +33,6 @@ export const S = {
 export const V = {
   ready: false,
   connected: false,
-  world: null,
   tick: 0,
   frames: 0,
   keyframes: 0,
@@ -74,6 +65,5 @@ export const V = {
   get player() { return S.welcome ? S.welcome.player_id : null; },
   /** Closes the stream as a network failure would (the page reconnects and resumes). */
   dropSocket() { if (S.ws) S.ws.close(4000, 'dropped by the page'); },
-  get obstacles() { return S.obstacles.slice(); },
   get subscribedCells() { return [...S.subCells]; },
 };

@@ -2,7 +2,7 @@
 
 import { $, groupColor, S } from './state.js';
 import { allAgents } from './stream.js';
-import { refreshGroups } from './world.js';
+import { refreshGroups, restInfo, isPaused, groupName, knowsAgentRadius } from './world.js';
 
 /** This module's own state. */
 const own = {
@@ -78,9 +78,10 @@ export function updateStatus() {
     const max = v[v.length - 1];
     $('s-late').textContent = `${p50.toFixed(1)} ms · max ${max.toFixed(1)}`;
   } else {
-    $('s-late').textContent = S.restInfo && S.restInfo.paused ? 'paused' : '–';
+    $('s-late').textContent = isPaused() ? 'paused' : '–';
   }
-  if (S.restInfo) $('s-agents').textContent = `${S.restInfo.agents} (${allAgents().length} streamed)`;
+  const info = restInfo();
+  if (info) $('s-agents').textContent = `${info.agents} (${allAgents().length} streamed)`;
   updateLegend();
 }
 
@@ -88,7 +89,7 @@ function updateLegend() {
   const counts = new Map();
   for (const a of allAgents()) counts.set(a.group, (counts.get(a.group) || 0) + 1);
   const groups = [...counts.keys()].sort((a, b) => a - b);
-  const key = groups.map((g) => `${g}:${counts.get(g)}:${S.groupNames.get(g) || ''}`).join('|');
+  const key = groups.map((g) => `${g}:${counts.get(g)}:${groupName(g) || ''}`).join('|');
   if (key === own.legendKey) return;
   own.legendKey = key;
   $('legend').replaceChildren(...groups.map((g) => {
@@ -97,14 +98,14 @@ function updateLegend() {
     sw.className = 'sw';
     sw.style.background = groupColor(g);
     const name = document.createElement('span');
-    name.textContent = S.groupNames.get(g) || `group ${g}`;
+    name.textContent = groupName(g) || `group ${g}`;
     const n = document.createElement('span');
     n.className = 'n';
     n.textContent = String(counts.get(g));
     li.append(sw, name, n);
     return li;
   }));
-  if (groups.some((g) => !S.agentRadius.has(g)) && !own.groupsPending && performance.now() - own.groupsTried > 5000) {
+  if (groups.some((g) => !knowsAgentRadius(g)) && !own.groupsPending && performance.now() - own.groupsTried > 5000) {
     own.groupsPending = true;
     own.groupsTried = performance.now();
     refreshGroups().catch(() => {}).finally(() => { own.groupsPending = false; });

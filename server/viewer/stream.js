@@ -4,16 +4,14 @@
 import { decodeServer, encodeClient, helloMessage, CellMap, CellsTxn, applyCells, cellOf, ProtoError } from './sdk/index.js';
 import { $, canvas, S, V } from './state.js';
 import { api, wpath, fail, showTokenField, toast } from './rest.js';
-import { refreshWorld, refreshShapes, refreshScenarios, refreshGroups } from './world.js';
-import { s2w, fit, isFitted, unfit } from './view.js';
-import { updateSelectionText, clearSelection, noteArrived } from './input.js';
+import { selectedWorld, tickRate, isPaused, setGroupNames, setTickRate, preferWorld, worldsAnnounced } from './world.js';
+import { s2w } from './view.js';
+import { updateSelectionText, noteArrived } from './input.js';
 import { escapeHtml, logEvent } from './status.js';
 import { stoppedShort } from './stuck.js';
 
 /** The stream's own state (no other module reads it; what they share is in `S`). */
 const own = {
-  worlds: [], // WorldInfo from Welcome
-  worldName: new URLSearchParams(location.search).get('world') || '',
   wantCells: '', // key of the cell set last requested
   pendingSub: null, // request id of an unanswered Subscribe
   lastArea: null, // the area of the last Subscribe (a resync asks for it again)
@@ -98,7 +96,8 @@ function ownWsUrl() {
  * still commandable). A short notice says where it went.
  */
 function onMoved(m) {
-  if (!S.world || m.name !== S.world.name) return;
+  const shown = selectedWorld();
+  if (!shown || m.name !== shown.name) return;
   V.moved.push({ name: m.name, to: m.to });
   const to = m.to || ownWsUrl();
   let target;
@@ -111,7 +110,7 @@ function onMoved(m) {
   toast(`world ${m.name} moved to ${target.host}: following`, true);
   logEvent(`world <b>${escapeHtml(m.name)}</b> moved to ${escapeHtml(target.host)}: following`, 'arrive');
   if (origin === location.origin) {
-    own.worldName = m.name;
+    preferWorld(m.name);
     connect();
     return;
   }
@@ -133,6 +132,12 @@ function setConn(text, cls) {
 
 export function send(msg) {
   if (S.ws && S.ws.readyState === WebSocket.OPEN) S.ws.send(encodeClient(msg));
+}
+
+/** Whether a message's world id is the shown world's. */
+function ofShownWorld(id) {
+  const w = selectedWorld();
+  return !!w && w.id === id;
 }
 
 function onMessage(m) {
@@ -168,42 +173,25 @@ function onWelcome(w) {
   S.welcome = w;
   S.resume = w.resume_token || null;
   S.quant = w.quantization;
-  own.worlds = w.worlds;
   V.connected = true;
   setConn('live', 'ok');
-  const sel = $('world');
-  sel.replaceChildren(...w.worlds.map((wi) => new Option(wi.name, wi.name)));
-  const pick = w.worlds.find((x) => x.name === (S.world ? S.world.name : own.worldName)) || w.worlds.find((x) => x.name === 'demo') || w.worlds[0];
-  if (pick) selectWorld(pick.name, true);
+  worldsAnnounced(w.worlds);
 }
 
-export async function selectWorld(name, fromWelcome = false) {
-  const info = own.worlds.find((w) => w.name === name);
-  if (!info) return;
-  const changed = !S.world || S.world.name !== name || S.world.id !== info.id;
-  if (S.world && changed && !fromWelcome) send({ type: 'unsubscribe', request_id: S.nextRid++, world: S.world.name });
-  const gridChanged = !S.world || JSON.stringify(S.world) !== JSON.stringify(info);
-  S.world = info;
-  S.tickRate = info.tick_rate_hz;
-  V.world = name;
-  $('world').value = name;
-  if (changed || gridChanged) {
+/** Unsubscribes from the world shown before (the page shows another). */
+export function unsubscribe(worldName) {
+  send({ type: 'unsubscribe', request_id: S.nextRid++, world: worldName });
+}
+
+/** Another world is shown (or the same one anew): subscribe afresh, and forget its cells if asked. */
+export function resetForWorld(forgetCells) {
+  if (forgetCells) {
     S.cells.clear();
     S.subCells.clear();
-    clearSelection();
-    S.groupNames.clear();
-    S.agentRadius.clear();
-    unfit();
   }
   own.wantCells = '';
   own.lastFrameTick = -1;
   own.tickOffsets = [];
-  if (!isFitted()) fit();
-  updateSubscription(true);
-  await Promise.all([refreshWorld(), refreshShapes()]).catch(fail);
-  await refreshScenarios().catch(fail);
-  refreshGroups().catch(() => {});
-  V.ready = true;
 }
 
 // ---- AOI: subscribe to the cells on screen
@@ -215,7 +203,7 @@ export function visibleRect() {
 }
 
 function areaForView() {
-  const w = S.world;
+  const w = selectedWorld();
   const b = w.bounds;
   const v = visibleRect();
   // A margin of a quarter cell so agents entering the view are already streamed.
@@ -245,13 +233,14 @@ let subTimer = 0;
 export function updateSubscription(now = false) {
   clearTimeout(subTimer);
   const go = () => {
-    if (!S.world || !V.connected) return;
+    const w = selectedWorld();
+    if (!w || !V.connected) return;
     const { area, key } = areaForView();
     if (key === own.wantCells) return;
     own.wantCells = key;
     own.lastArea = area;
     own.pendingSub = S.nextRid++;
-    send({ type: 'subscribe', request_id: own.pendingSub, world: S.world.name, area });
+    send({ type: 'subscribe', request_id: own.pendingSub, world: w.name, area });
   };
   if (now) go();
   else subTimer = setTimeout(go, 120);
@@ -260,43 +249,38 @@ export function updateSubscription(now = false) {
 /** Chain break or bad frame: subscribe again (same area) to get keyframes. */
 let resubTimer = 0;
 function resubscribe() {
-  if (resubTimer || !S.world) return;
+  if (resubTimer || !selectedWorld()) return;
   resubTimer = setTimeout(() => {
     resubTimer = 0;
     own.pendingSub = S.nextRid++;
-    send({ type: 'subscribe', request_id: own.pendingSub, world: S.world.name, area: own.lastArea || { type: 'whole_world' } });
+    send({ type: 'subscribe', request_id: own.pendingSub, world: selectedWorld().name, area: own.lastArea || { type: 'whole_world' } });
   }, 50);
-}
-
-/** The world's group table (protocol v9: `subscribed.groups`, the `groups` event): index → name. */
-function setGroupNames(names) {
-  S.groupNames.clear();
-  names.forEach((n, i) => S.groupNames.set(i, n));
 }
 
 function onResult(m) {
   const r = m.result;
   if (r.type === 'subscribed') {
-    if (!S.world || r.world !== S.world.id) return;
+    if (!ofShownWorld(r.world)) return;
     S.subCells = new Set(r.cells);
     setGroupNames(r.groups);
     for (const c of [...S.cells.keys()]) if (!S.subCells.has(c)) S.cells.delete(c);
-    $('s-cells').textContent = `${r.cells.length} of ${S.world.cols * S.world.rows}`;
+    const w = selectedWorld();
+    $('s-cells').textContent = `${r.cells.length} of ${w.cols * w.rows}`;
     // A paused world publishes nothing, so its keyframes only come with the next tick: show
     // the REST snapshot (quantized exactly like the wire) in the meantime.
-    if (S.restInfo && S.restInfo.paused) setTimeout(fillFromSnapshot, 300);
+    if (isPaused()) setTimeout(fillFromSnapshot, 300);
   } else if (r.type === 'error') {
     fail(new Error(`command ${m.request_id}: ${r.code}: ${r.message}`));
   }
 }
 
 export async function fillFromSnapshot() {
-  if (!S.world || !S.restInfo || !S.restInfo.paused) return;
+  if (!selectedWorld() || !isPaused()) return;
   const missing = [...S.subCells].filter((c) => !S.cells.has(c));
   if (!missing.length) return;
-  const w = S.world;
+  const w = selectedWorld();
   const snap = await api('GET', wpath('/snapshot'));
-  if (S.world !== w) return;
+  if (selectedWorld() !== w) return;
   const per = new Map(missing.map((c) => [c, []]));
   for (const a of snap.quantized) {
     const list = per.get(cellOf(w, a.pos[0] * S.quant.pos_step, a.pos[1] * S.quant.pos_step));
@@ -328,12 +312,12 @@ function noteFrameTiming(tick) {
     // earliest arrival (relative to tick / rate) of the last 3 s, so network delay and clock
     // offset cancel and what remains is how late this tick's frames are (a stalled tick, a
     // slow network or a busy page). A short window forgets time the server dropped.
-    const off = now - (tick * 1000) / S.tickRate;
+    const off = now - (tick * 1000) / tickRate();
     own.tickOffsets.push([now, off]);
     while (own.tickOffsets.length && own.tickOffsets[0][0] < now - 3000) own.tickOffsets.shift();
     let base = Infinity;
     for (const [, o] of own.tickOffsets) base = Math.min(base, o);
-    const paused = S.restInfo && S.restInfo.paused;
+    const paused = isPaused();
     if (!paused && tick === own.lastFrameTick + 1) S.lateness.push([now, off - base]);
     own.lastFrameTick = tick;
   }
@@ -344,7 +328,7 @@ function noteFrameTiming(tick) {
 }
 
 function onKeyframe(k) {
-  if (!S.world || k.world !== S.world.id) return;
+  if (!ofShownWorld(k.world)) return;
   S.keyframes++;
   V.keyframes++;
   V.frames++;
@@ -365,7 +349,7 @@ function onKeyframe(k) {
 }
 
 function onDelta(d) {
-  if (!S.world || d.world !== S.world.id) return;
+  if (!ofShownWorld(d.world)) return;
   V.frames++;
   const cell = S.cells.get(d.cell);
   if (!cell) return; // not (yet) ours: its keyframe comes first
@@ -394,10 +378,10 @@ const cellsTxn = new CellsTxn();
  * (a chain break, a bad entry or a checksum mismatch leaves every cell as it was, and resyncs).
  */
 function onCells(m) {
-  if (!S.world || m.world !== S.world.id) return;
+  if (!ofShownWorld(m.world)) return;
   V.frames++;
   noteFrameTiming(m.tick);
-  const why = applyCells(S.cells, m, S.world, S.quant.predict_num, S.subCells.size ? S.subCells : null, cellsTxn);
+  const why = applyCells(S.cells, m, selectedWorld(), S.quant.predict_num, S.subCells.size ? S.subCells : null, cellsTxn);
   if (why !== null) {
     resync(null, why);
     return;
@@ -418,7 +402,7 @@ function onCells(m) {
 }
 
 function onEvent(m) {
-  if (!S.world || m.world !== S.world.id) return;
+  if (!ofShownWorld(m.world)) return;
   const e = m.event;
   if (e.type === 'destination_reached') {
     V.destinationReached++;
@@ -442,9 +426,7 @@ function onEvent(m) {
   } else if (e.type === 'groups') {
     setGroupNames(e.groups);
   } else if (e.type === 'tick_rate') {
-    // The world's rate changed (protocol v9): the clock and the interpolation period follow.
-    S.world.tick_rate_hz = e.tick_rate_hz;
-    S.tickRate = e.tick_rate_hz;
+    setTickRate(e.tick_rate_hz);
     logEvent(`the world now runs at <b>${e.tick_rate_hz}</b> ticks per second`, '', m.tick);
   }
 }

@@ -1,8 +1,9 @@
 // World <-> screen transforms, fit, zoom and pan. Owns the view: which world point is at the
 // canvas centre, the scale, and whether the view was fitted (or placed) since the world changed.
 
-import { canvas, S } from './state.js';
+import { canvas } from './state.js';
 import { updateSubscription } from './stream.js';
+import { selectedWorld } from './world.js';
 
 /** This module's own state. */
 const own = {
@@ -31,8 +32,9 @@ export function s2w(sx, sy) {
 }
 
 export function fit() {
-  if (!S.world || !canvas.clientWidth) return;
-  const b = S.world.bounds;
+  const shown = selectedWorld();
+  if (!shown || !canvas.clientWidth) return;
+  const b = shown.bounds;
   const w = b.max_x - b.min_x;
   const h = b.max_y - b.min_y;
   own.view.cx = (b.min_x + b.max_x) / 2;
