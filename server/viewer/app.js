@@ -4,9 +4,9 @@
 // entry: it gives `V` its methods, binds each module's listeners and starts the timers.
 
 import { initPlayers } from './players.js';
-import { $, S, V, canvas } from './state.js';
-import { api, toast, showTokenField } from './rest.js';
-import { connect, send, visibleRect, allAgents, toWorld } from './stream.js';
+import { $, V, canvas } from './state.js';
+import { api, toast, showTokenField, token } from './rest.js';
+import { connect, ping, dropSocket as dropStream, visibleRect, allAgents, toWorld, isConnected, frameCounts, playerId, subscribedCells } from './stream.js';
 import { refreshWorld, refreshShapes, selectedWorld, obstacles } from './world.js';
 import { w2s, s2w, lookAt as placeView } from './view.js';
 import { bindInput, selectedIds } from './input.js';
@@ -26,6 +26,8 @@ Object.assign(V, {
   viewRect() { return visibleRect(); },
   /** Centres the view on a world point at `scale` pixels per unit (for tests and screenshots). */
   lookAt(x, y, scale) { placeView(x, y, scale); },
+  /** Closes the stream as a network failure would (the page reconnects and resumes). */
+  dropSocket() { dropStream(); },
 });
 // Read-only views of state its owner module keeps (a getter each, read when the test asks).
 Object.defineProperties(V, Object.getOwnPropertyDescriptors({
@@ -39,6 +41,15 @@ Object.defineProperties(V, Object.getOwnPropertyDescriptors({
   /** The shown world's name (null before the first Welcome). */
   get world() { const w = selectedWorld(); return w ? w.name : null; },
   get obstacles() { return obstacles().slice(); },
+  get connected() { return isConnected(); },
+  /** The highest tick seen; keyframes and deltas applied; resyncs. */
+  get tick() { return frameCounts().tick; },
+  get keyframes() { return frameCounts().keyframes; },
+  get deltas() { return frameCounts().deltas; },
+  get chainBreaks() { return frameCounts().chainBreaks; },
+  /** Welcome.player_id of the stream's session (kept across a drop: the page resumes it). */
+  get player() { return playerId(); },
+  get subscribedCells() { return subscribedCells(); },
 }));
 window.viewer = V;
 
@@ -71,6 +82,6 @@ $('ov-stuck').addEventListener('change', () => { refreshStuck().catch(() => {});
 $('ov-flow').addEventListener('change', () => { refreshFlow().catch(() => {}); });
 setInterval(() => { refreshAvoidance().catch(() => {}); }, 200); // 5 Hz, and only while wanted
 for (const id of ['ov-vo', 'ov-pvc']) $(id).addEventListener('change', () => { refreshAvoidance().catch(() => {}); });
-setInterval(() => { if (S.ws && S.ws.readyState === WebSocket.OPEN) send({ type: 'ping', request_id: S.nextRid++ }); }, 10000);
+setInterval(ping, 10000);
 refreshMetrics().catch(() => {});
-initPlayers({ world: () => (selectedWorld() ? selectedWorld().name : null), token: () => S.token, toast });
+initPlayers({ world: () => (selectedWorld() ? selectedWorld().name : null), token, toast });

@@ -1,7 +1,7 @@
 // Drawing the world on the canvas.
 
-import { $, canvas, ctx, groupColor, S } from './state.js';
-import { visibleRect, updateSubscription } from './stream.js';
+import { $, canvas, ctx, groupColor } from './state.js';
+import { visibleRect, updateSubscription, connState, isSubscribed, quant, heldCells, cellSeenAt } from './stream.js';
 import { drawAvoidance, drawFlow } from './overlays.js';
 import { stuckMark } from './stuck.js';
 import { selectedWorld, restInfo, isPaused, tickRate, obstacles, walls, groupName, agentRadius, neighborRadius } from './world.js';
@@ -38,7 +38,7 @@ export function draw() {
   if (!w) {
     ctx.fillStyle = '#8a93a3';
     ctx.font = '14px system-ui, sans-serif';
-    ctx.fillText(S.wsState === 'live' ? 'no worlds' : 'connecting…', 20, 30);
+    ctx.fillText(connState() === 'live' ? 'no worlds' : 'connecting…', 20, 30);
     requestAnimationFrame(draw);
     return;
   }
@@ -171,7 +171,7 @@ function drawAoi() {
     const y0 = w.bounds.min_y + row * s;
     const [sx0, sy1] = w2s(x0, y0);
     const [sx1, sy0] = w2s(x0 + s, y0 + s);
-    if (S.subCells.has(c)) {
+    if (isSubscribed(c)) {
       ctx.fillStyle = 'rgba(79,163,255,.06)';
       ctx.fillRect(sx0, sy0, sx1 - sx0, sy1 - sy0);
       ctx.strokeStyle = 'rgba(79,163,255,.45)';
@@ -189,13 +189,12 @@ function drawAgents(sc) {
   const showNbr = $('ov-nbr').checked;
   const showIds = $('ov-ids').checked && sc > 6;
   const period = 1000 / tickRate();
-  const ps = S.quant.pos_step;
-  const vs = S.quant.vel_step;
+  const { pos_step: ps, vel_step: vs } = quant();
   const v = visibleRect();
   const margin = 5;
-  for (const [cellId, cell] of S.cells) {
+  for (const [cellId, cell] of heldCells()) {
     // Dead reckoning between frames: at most one tick ahead, and not while paused.
-    const age = running ? Math.min(now - (S.cellSeen.get(cellId) || now), period) / 1000 : 0;
+    const age = running ? Math.min(now - (cellSeenAt(cellId) || now), period) / 1000 : 0;
     for (const a of cell.agents) {
       const vx = a.vel[0] * vs;
       const vy = a.vel[1] * vs;

@@ -2,9 +2,9 @@
 // pointer's state (tool, drag, hovered obstacle, mouse), and the last MoveTo order with the
 // arrivals it awaits.
 
-import { $, canvas, S } from './state.js';
-import { fail, toast } from './rest.js';
-import { connect, allAgents, toWorld } from './stream.js';
+import { $, canvas } from './state.js';
+import { fail, toast, token, setToken } from './rest.js';
+import { connect, forgetSession, allAgents, toWorld } from './stream.js';
 import { selectWorld, obstacles, refreshShapes, togglePause, step, moveTo, addObstacle, moveObstacle, deleteObstacle, loadScenario, saveScenario } from './world.js';
 import { w2s, s2w, fit, zoomAt, pan, scale } from './view.js';
 
@@ -217,13 +217,11 @@ export function bindInput() {
     r.addEventListener('change', () => { own.tool = r.value; });
   }
   $('token-apply').addEventListener('click', () => {
-    S.token = $('token').value.trim();
-    S.resume = null; // another identity: a new session
-    if (S.token) sessionStorage.setItem('steerd-token', S.token);
-    else sessionStorage.removeItem('steerd-token');
+    setToken($('token').value.trim());
+    forgetSession(); // another identity: a new session
     connect();
-    toast(S.token ? 'token set' : 'token cleared', true);
+    toast(token() ? 'token set' : 'token cleared', true);
   });
-  $('token').value = S.token;
+  $('token').value = token();
 
 }

@@ -1,9 +1,9 @@
 // Overlays for the selected agent: its MoveTo flow field, and what reciprocal avoidance sees
 // (half-planes of the velocity obstacle, preferred and chosen velocity).
 
-import { $, ctx, S, V } from './state.js';
+import { $, ctx, V } from './state.js';
 import { api, wpath } from './rest.js';
-import { visibleRect, allAgents } from './stream.js';
+import { visibleRect, allAgents, quant } from './stream.js';
 import { w2s } from './view.js';
 import { selectedWorld } from './world.js';
 import { firstSelected, isSelected, selectionSize } from './input.js';
@@ -149,7 +149,7 @@ export function drawAvoidance(sc, layer) {
   if (!a || !avoidWanted() || !isSelected(a.agent)) return;
   // Where the agent is drawn now (the stream), else where the answer says it was.
   const live = allAgents().find((q) => q.id === a.agent);
-  const [cx, cy] = live ? w2s(live.pos[0] * S.quant.pos_step, live.pos[1] * S.quant.pos_step) : w2s(a.position.x, a.position.y);
+  const [cx, cy] = live ? w2s(live.pos[0] * quant().pos_step, live.pos[1] * quant().pos_step) : w2s(a.position.x, a.position.y);
   const ms = Math.max(a.max_speed, 1e-3);
   const vsc = Math.max(sc, 80 / ms);
   const at = (v) => [cx + v.x * vsc, cy - v.y * vsc]; // screen y grows downwards

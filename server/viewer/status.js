@@ -1,7 +1,7 @@
 // The event log and the status panel (stream figures, /metrics, legend).
 
-import { $, groupColor, S } from './state.js';
-import { allAgents } from './stream.js';
+import { $, groupColor } from './state.js';
+import { allAgents, traffic } from './stream.js';
 import { refreshGroups, restInfo, isPaused, groupName, knowsAgentRadius } from './world.js';
 
 /** This module's own state. */
@@ -66,14 +66,12 @@ export async function refreshMetrics() {
 
 export function updateStatus() {
   const now = performance.now();
-  while (S.bytesWindow.length && S.bytesWindow[0][0] < now - 2000) S.bytesWindow.shift();
-  const b = S.bytesWindow.reduce((acc, [, n]) => acc + n, 0) / 2;
-  $('s-bytes').textContent = `${fmtBytes(b)}/s`;
-  $('s-bytes').title = `${fmtBytes(S.bytes)} in total`;
-  $('s-keys').textContent = `${S.keyframes}${S.chainBreaks ? ` · ${S.chainBreaks} resyncs` : ''}`;
-  while (S.lateness.length && S.lateness[0][0] < now - 5000) S.lateness.shift();
-  if (S.lateness.length) {
-    const v = S.lateness.map(([, x]) => x).sort((x, y) => x - y);
+  const t = traffic(now);
+  $('s-bytes').textContent = `${fmtBytes(t.bytesPerSec)}/s`;
+  $('s-bytes').title = `${fmtBytes(t.bytes)} in total`;
+  $('s-keys').textContent = `${t.keyframes}${t.chainBreaks ? ` · ${t.chainBreaks} resyncs` : ''}`;
+  if (t.lateness.length) {
+    const v = t.lateness;
     const p50 = v[Math.floor(v.length / 2)];
     const max = v[v.length - 1];
     $('s-late').textContent = `${p50.toFixed(1)} ms · max ${max.toFixed(1)}`;

@@ -1,17 +1,35 @@
 // The WebSocket stream: connect and resume, subscribe to the cells on screen (AOI), apply
-// keyframes, deltas and cell batches through the SDK, and the agents held from them.
+// keyframes, deltas and cell batches through the SDK, and the agents held from them. Owns the
+// connection (socket, Welcome, resume token, quantization, request ids), the cells held and
+// subscribed, and the stream's figures (bytes, frames, resyncs, lateness).
 
 import { decodeServer, encodeClient, helloMessage, CellMap, CellsTxn, applyCells, cellOf, ProtoError } from './sdk/index.js';
-import { $, canvas, S, V } from './state.js';
-import { api, wpath, fail, showTokenField, toast } from './rest.js';
+import { $, canvas, V } from './state.js';
+import { api, wpath, fail, showTokenField, toast, token, setToken } from './rest.js';
 import { selectedWorld, tickRate, isPaused, setGroupNames, setTickRate, preferWorld, worldsAnnounced } from './world.js';
 import { s2w } from './view.js';
 import { updateSelectionText, noteArrived } from './input.js';
 import { escapeHtml, logEvent } from './status.js';
 import { stoppedShort } from './stuck.js';
 
-/** The stream's own state (no other module reads it; what they share is in `S`). */
+/** The stream's own state (others read it through the functions below). */
 const own = {
+  ws: null,
+  connState: 'connecting', // the connection pill's text ('live' once welcomed)
+  connected: false, // welcomed on the current socket
+  welcome: null,
+  /** Welcome.resume_token: sent in the next Hello to resume the session. */
+  resume: null,
+  quant: { pos_step: 0.01, vel_step: 0.1, predict_num: 32768 },
+  nextRid: 1,
+  cells: new Map(), // cell -> CellMap
+  cellSeen: new Map(), // cell -> performance.now() of the last applied frame
+  subCells: new Set(), // cells of the current subscription (Subscribed answer)
+  bytes: 0,
+  bytesWindow: [], // [t, bytes] of the last 2 s
+  keyframes: 0,
+  chainBreaks: 0,
+  lateness: [], // [t, ms] of the last 5 s
   wantCells: '', // key of the cell set last requested
   pendingSub: null, // request id of an unanswered Subscribe
   lastArea: null, // the area of the last Subscribe (a resync asks for it again)
@@ -22,6 +40,40 @@ const own = {
   ticksSeen: new Set(),
 };
 
+/** The connection pill's text: 'connecting', 'live', 'closed (code)'. */
+export const connState = () => own.connState;
+/** Whether the current socket is welcomed. */
+export const isConnected = () => own.connected;
+/** The quantization steps of the wire (Welcome.quantization). */
+export const quant = () => own.quant;
+/** The cells held: an iterator over [cell, CellMap]. */
+export const heldCells = () => own.cells.entries();
+/** performance.now() of the last frame applied to `cell`, or undefined. */
+export const cellSeenAt = (cell) => own.cellSeen.get(cell);
+export const isSubscribed = (cell) => own.subCells.has(cell);
+/** The cells of the current subscription (a copy). */
+export const subscribedCells = () => [...own.subCells];
+/** Welcome.player_id of the stream's session, or null (kept across a drop: the page resumes it). */
+export const playerId = () => (own.welcome ? own.welcome.player_id : null);
+/** Keyframes and deltas applied, resyncs, and the highest tick seen. */
+export const frameCounts = () => ({ keyframes: own.keyframes, deltas: own.deltas, chainBreaks: own.chainBreaks, tick: own.lastTick });
+
+/**
+ * The stream's traffic figures now: bytes per second over the last 2 s, bytes in total,
+ * keyframes, resyncs, and each tick's lateness over the last 5 s (ms, sorted).
+ */
+export function traffic(now) {
+  while (own.bytesWindow.length && own.bytesWindow[0][0] < now - 2000) own.bytesWindow.shift();
+  while (own.lateness.length && own.lateness[0][0] < now - 5000) own.lateness.shift();
+  return {
+    bytesPerSec: own.bytesWindow.reduce((acc, [, n]) => acc + n, 0) / 2,
+    bytes: own.bytes,
+    keyframes: own.keyframes,
+    chainBreaks: own.chainBreaks,
+    lateness: own.lateness.map(([, x]) => x).sort((x, y) => x - y),
+  };
+}
+
 // A page opened by following a moved world (`moved`, below) carries the session's resume token
 // in its fragment: taken once and removed from the address (it never reaches a server in a
 // request, and a reload or a copied link does not carry it on).
@@ -29,7 +81,7 @@ const own = {
 {
   const carried = new URLSearchParams(location.hash.slice(1));
   if (carried.has('resume') || carried.has('moved')) {
-    S.resume = carried.get('resume') || null;
+    own.resume = carried.get('resume') || null;
     history.replaceState(null, '', location.pathname + location.search);
   }
   const name = carried.get('moved');
@@ -45,25 +97,25 @@ const own = {
 // WebSocket
 
 export function connect() {
-  if (S.ws) {
-    S.ws.onclose = null;
-    S.ws.close();
+  if (own.ws) {
+    own.ws.onclose = null;
+    own.ws.close();
   }
-  V.connected = false;
+  own.connected = false;
   setConn('connecting', 'warn');
   const url = ownWsUrl();
   const ws = new WebSocket(url);
   ws.binaryType = 'arraybuffer';
-  S.ws = ws;
+  own.ws = ws;
   ws.onopen = () => {
     // After a drop, resume the session: same player, so the agents this page
     // spawned stay commandable.
-    send(helloMessage({ token: S.token || null, encoding: 'binary', resume: S.resume }));
+    send(helloMessage({ token: token() || null, encoding: 'binary', resume: own.resume }));
   };
   ws.onmessage = (ev) => {
     if (!(ev.data instanceof ArrayBuffer)) return;
-    S.bytes += ev.data.byteLength;
-    S.bytesWindow.push([performance.now(), ev.data.byteLength]);
+    own.bytes += ev.data.byteLength;
+    own.bytesWindow.push([performance.now(), ev.data.byteLength]);
     let msg;
     try {
       msg = decodeServer(ev.data, { rawChanges: true });
@@ -75,9 +127,9 @@ export function connect() {
     onMessage(msg);
   };
   ws.onclose = (ev) => {
-    V.connected = false;
+    own.connected = false;
     setConn(`closed${ev.code ? ` (${ev.code})` : ''}`, 'bad');
-    if (S.ws === ws) setTimeout(connect, 1500);
+    if (own.ws === ws) setTimeout(connect, 1500);
   };
 }
 
@@ -115,10 +167,10 @@ function onMoved(m) {
     return;
   }
   const carry = new URLSearchParams({ moved: m.name });
-  if (S.resume) carry.set('resume', S.resume);
-  if (S.ws) {
-    S.ws.onclose = null;
-    S.ws.close();
+  if (own.resume) carry.set('resume', own.resume);
+  if (own.ws) {
+    own.ws.onclose = null;
+    own.ws.close();
   }
   location.assign(`${origin}/?world=${encodeURIComponent(m.name)}#${carry}`);
 }
@@ -127,11 +179,37 @@ function setConn(text, cls) {
   const c = $('conn');
   c.textContent = text;
   c.className = `pill ${cls}`;
-  S.wsState = text;
+  own.connState = text;
 }
 
 export function send(msg) {
-  if (S.ws && S.ws.readyState === WebSocket.OPEN) S.ws.send(encodeClient(msg));
+  if (own.ws && own.ws.readyState === WebSocket.OPEN) own.ws.send(encodeClient(msg));
+}
+
+/** A keep-alive ping (only on an open socket). */
+export function ping() {
+  if (own.ws && own.ws.readyState === WebSocket.OPEN) send({ type: 'ping', request_id: own.nextRid++ });
+}
+
+/** Closes the stream as a network failure would (the page reconnects and resumes). */
+export function dropSocket() {
+  if (own.ws) own.ws.close(4000, 'dropped by the page');
+}
+
+/** Stops streaming and drops the cells held (a scenario load; `connect` starts again). */
+export function stopStreaming() {
+  if (own.ws) {
+    own.ws.onclose = null;
+    own.ws.close();
+    own.ws = null;
+  }
+  own.connected = false;
+  own.cells.clear();
+}
+
+/** Another identity (a token set or cleared): the next connection starts a new session. */
+export function forgetSession() {
+  own.resume = null;
 }
 
 /** Whether a message's world id is the shown world's. */
@@ -152,16 +230,15 @@ function onMessage(m) {
     case 'error':
       if (m.code === 'unauthorized' && m.field === 'resume') {
         // The session expired: the next connection starts a new one.
-        S.resume = null;
+        own.resume = null;
         return fail(new Error(`session not resumed: ${m.message}`));
       }
       if (m.code === 'forbidden' || m.code === 'unauthorized') {
         showTokenField(true);
-        if (S.token) {
+        if (token()) {
           // A wrong token closes the connection: retry without it.
-          S.token = '';
-          S.resume = null;
-          sessionStorage.removeItem('steerd-token');
+          setToken('');
+          own.resume = null;
         }
       }
       return fail(new Error(`server: ${m.code}: ${m.message}`));
@@ -170,24 +247,24 @@ function onMessage(m) {
 }
 
 function onWelcome(w) {
-  S.welcome = w;
-  S.resume = w.resume_token || null;
-  S.quant = w.quantization;
-  V.connected = true;
+  own.welcome = w;
+  own.resume = w.resume_token || null;
+  own.quant = w.quantization;
+  own.connected = true;
   setConn('live', 'ok');
   worldsAnnounced(w.worlds);
 }
 
 /** Unsubscribes from the world shown before (the page shows another). */
 export function unsubscribe(worldName) {
-  send({ type: 'unsubscribe', request_id: S.nextRid++, world: worldName });
+  send({ type: 'unsubscribe', request_id: own.nextRid++, world: worldName });
 }
 
 /** Another world is shown (or the same one anew): subscribe afresh, and forget its cells if asked. */
 export function resetForWorld(forgetCells) {
   if (forgetCells) {
-    S.cells.clear();
-    S.subCells.clear();
+    own.cells.clear();
+    own.subCells.clear();
   }
   own.wantCells = '';
   own.lastFrameTick = -1;
@@ -234,12 +311,12 @@ export function updateSubscription(now = false) {
   clearTimeout(subTimer);
   const go = () => {
     const w = selectedWorld();
-    if (!w || !V.connected) return;
+    if (!w || !own.connected) return;
     const { area, key } = areaForView();
     if (key === own.wantCells) return;
     own.wantCells = key;
     own.lastArea = area;
-    own.pendingSub = S.nextRid++;
+    own.pendingSub = own.nextRid++;
     send({ type: 'subscribe', request_id: own.pendingSub, world: w.name, area });
   };
   if (now) go();
@@ -252,7 +329,7 @@ function resubscribe() {
   if (resubTimer || !selectedWorld()) return;
   resubTimer = setTimeout(() => {
     resubTimer = 0;
-    own.pendingSub = S.nextRid++;
+    own.pendingSub = own.nextRid++;
     send({ type: 'subscribe', request_id: own.pendingSub, world: selectedWorld().name, area: own.lastArea || { type: 'whole_world' } });
   }, 50);
 }
@@ -261,9 +338,9 @@ function onResult(m) {
   const r = m.result;
   if (r.type === 'subscribed') {
     if (!ofShownWorld(r.world)) return;
-    S.subCells = new Set(r.cells);
+    own.subCells = new Set(r.cells);
     setGroupNames(r.groups);
-    for (const c of [...S.cells.keys()]) if (!S.subCells.has(c)) S.cells.delete(c);
+    for (const c of [...own.cells.keys()]) if (!own.subCells.has(c)) own.cells.delete(c);
     const w = selectedWorld();
     $('s-cells').textContent = `${r.cells.length} of ${w.cols * w.rows}`;
     // A paused world publishes nothing, so its keyframes only come with the next tick: show
@@ -276,28 +353,27 @@ function onResult(m) {
 
 export async function fillFromSnapshot() {
   if (!selectedWorld() || !isPaused()) return;
-  const missing = [...S.subCells].filter((c) => !S.cells.has(c));
+  const missing = [...own.subCells].filter((c) => !own.cells.has(c));
   if (!missing.length) return;
   const w = selectedWorld();
   const snap = await api('GET', wpath('/snapshot'));
   if (selectedWorld() !== w) return;
   const per = new Map(missing.map((c) => [c, []]));
   for (const a of snap.quantized) {
-    const list = per.get(cellOf(w, a.pos[0] * S.quant.pos_step, a.pos[1] * S.quant.pos_step));
+    const list = per.get(cellOf(w, a.pos[0] * own.quant.pos_step, a.pos[1] * own.quant.pos_step));
     if (list) list.push(a);
   }
   for (const [c, list] of per) {
-    if (S.cells.has(c)) continue; // a keyframe came meanwhile
+    if (own.cells.has(c)) continue; // a keyframe came meanwhile
     const m = new CellMap(); // tick -1: the next keyframe replaces it, a delta resyncs
     m.agents = list.sort((a, b) => a.id - b.id);
-    S.cells.set(c, m);
+    own.cells.set(c, m);
   }
 }
 
 /** A frame that does not fit what we hold: note it and resync (keyframes), without alarm. */
 function resync(cell, why) {
-  S.chainBreaks++;
-  V.chainBreaks++;
+  own.chainBreaks++;
   const what = cell === null ? why : `cell ${cell}: ${why}`;
   V.resyncs.push(what);
   console.warn(`steerd viewer: resync: ${what}`);
@@ -318,25 +394,23 @@ function noteFrameTiming(tick) {
     let base = Infinity;
     for (const [, o] of own.tickOffsets) base = Math.min(base, o);
     const paused = isPaused();
-    if (!paused && tick === own.lastFrameTick + 1) S.lateness.push([now, off - base]);
+    if (!paused && tick === own.lastFrameTick + 1) own.lateness.push([now, off - base]);
     own.lastFrameTick = tick;
   }
   own.lastTick = Math.max(own.lastTick, tick);
   own.ticksSeen.add(tick);
   if (own.ticksSeen.size > 1000) own.ticksSeen.clear();
-  V.tick = own.lastTick;
 }
 
 function onKeyframe(k) {
   if (!ofShownWorld(k.world)) return;
-  S.keyframes++;
-  V.keyframes++;
+  own.keyframes++;
   V.frames++;
-  let cell = S.cells.get(k.cell);
+  let cell = own.cells.get(k.cell);
   if (!cell) {
-    if (S.subCells.size && !S.subCells.has(k.cell)) return;
+    if (own.subCells.size && !own.subCells.has(k.cell)) return;
     cell = new CellMap();
-    S.cells.set(k.cell, cell);
+    own.cells.set(k.cell, cell);
   }
   try {
     cell.keyframe(k);
@@ -344,18 +418,18 @@ function onKeyframe(k) {
     resync(k.cell, e.message);
     return;
   }
-  S.cellSeen.set(k.cell, performance.now());
+  own.cellSeen.set(k.cell, performance.now());
   noteFrameTiming(k.tick);
 }
 
 function onDelta(d) {
   if (!ofShownWorld(d.world)) return;
   V.frames++;
-  const cell = S.cells.get(d.cell);
+  const cell = own.cells.get(d.cell);
   if (!cell) return; // not (yet) ours: its keyframe comes first
   noteFrameTiming(d.tick);
   try {
-    if (!cell.delta(d, S.quant.predict_num)) {
+    if (!cell.delta(d, own.quant.predict_num)) {
       // Not chained on what we hold (a skipped frame, or the world was loaded / reset).
       resync(d.cell, `delta ${d.base_tick}→${d.tick} on a cell held at ${cell.tick}`);
       return;
@@ -366,8 +440,7 @@ function onDelta(d) {
     return;
   }
   own.deltas++;
-  V.deltas++;
-  S.cellSeen.set(d.cell, performance.now());
+  own.cellSeen.set(d.cell, performance.now());
 }
 
 /** Undo log of the cells message being applied (reused). */
@@ -381,7 +454,7 @@ function onCells(m) {
   if (!ofShownWorld(m.world)) return;
   V.frames++;
   noteFrameTiming(m.tick);
-  const why = applyCells(S.cells, m, selectedWorld(), S.quant.predict_num, S.subCells.size ? S.subCells : null, cellsTxn);
+  const why = applyCells(own.cells, m, selectedWorld(), own.quant.predict_num, own.subCells.size ? own.subCells : null, cellsTxn);
   if (why !== null) {
     resync(null, why);
     return;
@@ -389,15 +462,13 @@ function onCells(m) {
   const now = performance.now();
   for (const e of m.entries) {
     const c = e.keyframe ? e.keyframe.cell : e.delta.cell;
-    if (!S.cells.has(c)) continue;
+    if (!own.cells.has(c)) continue;
     if (e.keyframe) {
-      S.keyframes++;
-      V.keyframes++;
+      own.keyframes++;
     } else {
       own.deltas++;
-      V.deltas++;
     }
-    S.cellSeen.set(c, now);
+    own.cellSeen.set(c, now);
   }
 }
 
@@ -436,12 +507,12 @@ function onEvent(m) {
 
 export function allAgents() {
   const out = [];
-  for (const c of S.cells.values()) for (const a of c.agents) out.push(a);
+  for (const c of own.cells.values()) for (const a of c.agents) out.push(a);
   return out;
 }
 
 export function toWorld(a) {
-  const ps = S.quant.pos_step;
-  const vs = S.quant.vel_step;
+  const ps = own.quant.pos_step;
+  const vs = own.quant.vel_step;
   return { id: a.id, group: a.group, x: a.pos[0] * ps, y: a.pos[1] * ps, vx: a.vel[0] * vs, vy: a.vel[1] * vs, angle: (a.orient * Math.PI * 2) / 65536 };
 }

@@ -2,9 +2,9 @@
 // refreshes of the world, shapes, scenarios and groups; pause, step, MoveTo, obstacles, scenario
 // load and save. Owns the shown world, what REST says of it, its shapes and its group table.
 
-import { $, S, V } from './state.js';
+import { $, V } from './state.js';
 import { api, wpath, fail, toast } from './rest.js';
-import { connect, fillFromSnapshot, allAgents, unsubscribe, resetForWorld, updateSubscription } from './stream.js';
+import { connect, stopStreaming, fillFromSnapshot, allAgents, unsubscribe, resetForWorld, updateSubscription } from './stream.js';
 import { updateSelectionText, selectedIds, clearSelection, noteOrder } from './input.js';
 import { updateTimeline } from './replay.js';
 import { escapeHtml, logEvent } from './status.js';
@@ -193,7 +193,7 @@ export async function moveTo(x, y) {
   } catch (e) { fail(e); }
 }
 
-/** Fetches the flow field of the first selected agent's MoveTo (when the overlay is on). */
+/** Places an obstacle (a disc of `radius` round (x, y)); resolves to its id. */
 export async function addObstacle(x, y, radius) {
   const r = await api('POST', wpath('/obstacles'), { center: { x, y }, radius });
   V.obstaclesPlaced++;
@@ -221,13 +221,7 @@ export async function loadScenario() {
   if (!name || !own.world) return;
   // The load restarts the world's ticks and AOI chains: stop streaming, drop what we hold,
   // and reconnect afterwards (Welcome carries the new bounds and grid).
-  if (S.ws) {
-    S.ws.onclose = null;
-    S.ws.close();
-    S.ws = null;
-  }
-  V.connected = false;
-  S.cells.clear();
+  stopStreaming();
   try {
     await api('POST', wpath('/load'), { scenario: name });
     toast(`loaded ${name}`, true);
