@@ -6,7 +6,7 @@
 import { initPlayers } from './players.js';
 import { $, V, canvas } from './state.js';
 import { api, toast, showTokenField, token } from './rest.js';
-import { connect, ping, dropSocket as dropStream, visibleRect, allAgents, toWorld, isConnected, frameCounts, playerId, subscribedCells } from './stream.js';
+import { takeCarriedSession, connect, ping, dropSocket as dropStream, visibleRect, allAgents, toWorld, isConnected, frameCounts, playerId, subscribedCells } from './stream.js';
 import { refreshWorld, refreshShapes, selectedWorld, obstacles } from './world.js';
 import { w2s, s2w, lookAt as placeView } from './view.js';
 import { bindInput, selectedIds } from './input.js';
@@ -67,6 +67,7 @@ async function probeToken() {
   }
 }
 
+takeCarriedSession();
 bindInput();
 bindReplay();
 probeToken();

@@ -74,11 +74,13 @@ export function traffic(now) {
   };
 }
 
-// A page opened by following a moved world (`moved`, below) carries the session's resume token
-// in its fragment: taken once and removed from the address (it never reaches a server in a
-// request, and a reload or a copied link does not carry it on).
-// The fragment also names the world that moved, which the page notes (`V.moved`) and says.
-{
+/**
+ * A page opened by following a moved world (`moved`, below) carries the session's resume token
+ * in its fragment: taken once (app.js calls this before `connect`) and removed from the address
+ * (it never reaches a server in a request, and a reload or a copied link does not carry it on).
+ * The fragment also names the world that moved, which the page notes (`V.moved`) and says.
+ */
+export function takeCarriedSession() {
   const carried = new URLSearchParams(location.hash.slice(1));
   if (carried.has('resume') || carried.has('moved')) {
     own.resume = carried.get('resume') || null;
