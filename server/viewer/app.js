@@ -4,14 +4,14 @@
 // entry: it gives `V` its methods, binds each module's listeners and starts the timers.
 
 import { initPlayers } from './players.js';
-import { $, S, V, canvas } from './state.js';
-import { api, toast, showTokenField } from './rest.js';
-import { connect, send, visibleRect, updateSubscription, allAgents, toWorld } from './stream.js';
-import { refreshWorld, refreshShapes } from './world.js';
-import { w2s, s2w } from './view.js';
-import { bindInput } from './input.js';
-import { bindReplay } from './replay.js';
-import { refreshFlow, refreshAvoidance } from './overlays.js';
+import { $, V, canvas } from './state.js';
+import { api, toast, showTokenField, token } from './rest.js';
+import { takeCarriedSession, connect, ping, dropSocket as dropStream, visibleRect, allAgents, toWorld, isConnected, frameCounts, playerId, subscribedCells } from './stream.js';
+import { refreshWorld, refreshShapes, selectedWorld, obstacles } from './world.js';
+import { w2s, s2w, lookAt as placeView } from './view.js';
+import { bindInput, selectedIds } from './input.js';
+import { bindReplay, timeline } from './replay.js';
+import { refreshFlow, refreshAvoidance, flowAnswer, avoidAnswer } from './overlays.js';
 import { refreshStuck } from './stuck.js';
 import { refreshMetrics, updateStatus } from './status.js';
 import { draw } from './draw.js';
@@ -25,8 +25,32 @@ Object.assign(V, {
   screenToWorld(x, y) { const r = canvas.getBoundingClientRect(); const [wx, wy] = s2w(x - r.left, y - r.top); return { x: wx, y: wy }; },
   viewRect() { return visibleRect(); },
   /** Centres the view on a world point at `scale` pixels per unit (for tests and screenshots). */
-  lookAt(x, y, scale) { S.view = { cx: x, cy: y, scale: scale || S.view.scale }; S.fitted = true; updateSubscription(); },
+  lookAt(x, y, scale) { placeView(x, y, scale); },
+  /** Closes the stream as a network failure would (the page reconnects and resumes). */
+  dropSocket() { dropStream(); },
 });
+// Read-only views of state its owner module keeps (a getter each, read when the test asks).
+Object.defineProperties(V, Object.getOwnPropertyDescriptors({
+  /** The flow-field overlay's last answer ({status, goal, angles, …}). */
+  get flow() { return flowAnswer(); },
+  /** The avoidance overlays' last answer. */
+  get avoid() { return avoidAnswer(); },
+  /** The replay world's timeline (GET /worlds/{w}/replay), null for a live world. */
+  get replay() { return timeline(); },
+  get selection() { return selectedIds(); },
+  /** The shown world's name (null before the first Welcome). */
+  get world() { const w = selectedWorld(); return w ? w.name : null; },
+  get obstacles() { return obstacles().slice(); },
+  get connected() { return isConnected(); },
+  /** The highest tick seen; keyframes and deltas applied; resyncs. */
+  get tick() { return frameCounts().tick; },
+  get keyframes() { return frameCounts().keyframes; },
+  get deltas() { return frameCounts().deltas; },
+  get chainBreaks() { return frameCounts().chainBreaks; },
+  /** Welcome.player_id of the stream's session (kept across a drop: the page resumes it). */
+  get player() { return playerId(); },
+  get subscribedCells() { return subscribedCells(); },
+}));
 window.viewer = V;
 
 // Start
@@ -43,6 +67,7 @@ async function probeToken() {
   }
 }
 
+takeCarriedSession();
 bindInput();
 bindReplay();
 probeToken();
@@ -58,6 +83,6 @@ $('ov-stuck').addEventListener('change', () => { refreshStuck().catch(() => {});
 $('ov-flow').addEventListener('change', () => { refreshFlow().catch(() => {}); });
 setInterval(() => { refreshAvoidance().catch(() => {}); }, 200); // 5 Hz, and only while wanted
 for (const id of ['ov-vo', 'ov-pvc']) $(id).addEventListener('change', () => { refreshAvoidance().catch(() => {}); });
-setInterval(() => { if (S.ws && S.ws.readyState === WebSocket.OPEN) send({ type: 'ping', request_id: S.nextRid++ }); }, 10000);
+setInterval(ping, 10000);
 refreshMetrics().catch(() => {});
-initPlayers({ world: () => (S.world ? S.world.name : null), token: () => S.token, toast });
+initPlayers({ world: () => (selectedWorld() ? selectedWorld().name : null), token, toast });

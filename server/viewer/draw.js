@@ -1,10 +1,17 @@
 // Drawing the world on the canvas.
 
-import { $, canvas, ctx, groupColor, S } from './state.js';
-import { visibleRect, updateSubscription } from './stream.js';
+import { $, canvas, ctx, groupColor } from './state.js';
+import { visibleRect, updateSubscription, connState, isSubscribed, quant, heldCells, cellSeenAt } from './stream.js';
 import { drawAvoidance, drawFlow } from './overlays.js';
 import { stuckMark } from './stuck.js';
-import { w2s, fit } from './view.js';
+import { selectedWorld, restInfo, isPaused, tickRate, obstacles, walls, groupName, agentRadius, neighborRadius } from './world.js';
+import { w2s, fit, isFitted, scale } from './view.js';
+import { pointer, isSelected, selectionSize, arrivedAt, moveTarget, awaitedArrivals } from './input.js';
+
+/** This module's own state. */
+const own = {
+  gridStep: 1, // world units between grid lines (the scale bar's length)
+};
 
 // Drawing
 
@@ -15,7 +22,7 @@ function resize() {
   if (canvas.width !== Math.round(w * dpr) || canvas.height !== Math.round(h * dpr)) {
     canvas.width = Math.round(w * dpr);
     canvas.height = Math.round(h * dpr);
-    if (!S.fitted) fit();
+    if (!isFitted()) fit();
     updateSubscription();
   }
   ctx.setTransform(dpr, 0, 0, dpr, 0, 0);
@@ -27,16 +34,16 @@ export function draw() {
   const H = canvas.clientHeight;
   ctx.fillStyle = '#0f1216';
   ctx.fillRect(0, 0, W, H);
-  if (!S.world) {
+  const w = selectedWorld();
+  if (!w) {
     ctx.fillStyle = '#8a93a3';
     ctx.font = '14px system-ui, sans-serif';
-    ctx.fillText(S.wsState === 'live' ? 'no worlds' : 'connecting…', 20, 30);
+    ctx.fillText(connState() === 'live' ? 'no worlds' : 'connecting…', 20, 30);
     requestAnimationFrame(draw);
     return;
   }
-  const w = S.world;
   const b = w.bounds;
-  const sc = S.view.scale;
+  const sc = scale();
 
   // World area and a light grid.
   const [bx0, by0] = w2s(b.min_x, b.max_y);
@@ -55,7 +62,7 @@ export function draw() {
   ctx.lineWidth = Math.min(6, Math.max(2, 0.4 * sc));
   ctx.lineCap = 'round';
   ctx.beginPath();
-  for (const wl of S.walls) {
+  for (const wl of walls()) {
     const [x0, y0] = w2s(wl.a[0], wl.a[1]);
     const [x1, y1] = w2s(wl.b[0], wl.b[1]);
     ctx.moveTo(x0, y0);
@@ -64,22 +71,22 @@ export function draw() {
   ctx.stroke();
 
   // Obstacles (the one being dragged follows the pointer).
-  for (const o of S.obstacles) {
+  for (const o of obstacles()) {
     let [x, y] = w2s(o.center[0], o.center[1]);
-    const dragging = S.drag && S.drag.kind === 'obstacle' && S.drag.o === o && S.drag.moved;
-    if (dragging) [x, y] = [S.drag.ex, S.drag.ey];
+    const dragging = pointer.drag && pointer.drag.kind === 'obstacle' && pointer.drag.o === o && pointer.drag.moved;
+    if (dragging) [x, y] = [pointer.drag.ex, pointer.drag.ey];
     ctx.beginPath();
     ctx.arc(x, y, Math.max(2, o.radius * sc), 0, Math.PI * 2);
     ctx.fillStyle = dragging ? 'rgba(120,130,150,.35)' : '#2b313c';
     ctx.fill();
-    ctx.strokeStyle = o === S.hoverObstacle || dragging ? '#4fa3ff' : '#59627a';
-    ctx.lineWidth = o === S.hoverObstacle || dragging ? 2 : 1.2;
+    ctx.strokeStyle = o === pointer.hoverObstacle || dragging ? '#4fa3ff' : '#59627a';
+    ctx.lineWidth = o === pointer.hoverObstacle || dragging ? 2 : 1.2;
     ctx.stroke();
   }
-  if (S.tool === 'obstacle' && S.mouse && !S.drag && !S.hoverObstacle) {
+  if (pointer.tool === 'obstacle' && pointer.mouse && !pointer.drag && !pointer.hoverObstacle) {
     const r = Math.max(0.5, parseFloat($('obstacle-radius').value) || 6) * sc;
     ctx.beginPath();
-    ctx.arc(S.mouse[0], S.mouse[1], Math.max(2, r), 0, Math.PI * 2);
+    ctx.arc(pointer.mouse[0], pointer.mouse[1], Math.max(2, r), 0, Math.PI * 2);
     ctx.setLineDash([4, 4]);
     ctx.strokeStyle = '#4fa3ff';
     ctx.lineWidth = 1;
@@ -94,8 +101,8 @@ export function draw() {
   drawMoveTarget();
 
   // Selection box.
-  if (S.drag && S.drag.kind === 'box') {
-    const d = S.drag;
+  if (pointer.drag && pointer.drag.kind === 'box') {
+    const d = pointer.drag;
     ctx.fillStyle = 'rgba(79,163,255,.12)';
     ctx.strokeStyle = '#4fa3ff';
     ctx.lineWidth = 1;
@@ -107,7 +114,7 @@ export function draw() {
 }
 
 function drawGrid(b) {
-  const sc = S.view.scale;
+  const sc = scale();
   // A step of 1, 2 or 5 × 10^k world units, at least 40 px apart.
   const raw = 40 / sc;
   const p = 10 ** Math.floor(Math.log10(raw));
@@ -131,11 +138,11 @@ function drawGrid(b) {
     ctx.lineTo(x1, Math.round(sy) + 0.5);
   }
   ctx.stroke();
-  S.gridStep = stepW;
+  own.gridStep = stepW;
 }
 
 function drawScale(W, H) {
-  const len = S.gridStep * S.view.scale;
+  const len = own.gridStep * scale();
   const x = W - 20 - len;
   const y = H - 14;
   ctx.strokeStyle = '#8a93a3';
@@ -149,12 +156,12 @@ function drawScale(W, H) {
   ctx.fillStyle = '#8a93a3';
   ctx.font = '11px system-ui, sans-serif';
   ctx.textAlign = 'center';
-  ctx.fillText(`${S.gridStep} m`, x + len / 2, y - 5);
+  ctx.fillText(`${own.gridStep} m`, x + len / 2, y - 5);
   ctx.textAlign = 'start';
 }
 
 function drawAoi() {
-  const w = S.world;
+  const w = selectedWorld();
   const s = w.aoi_cell_size;
   ctx.lineWidth = 1;
   for (let c = 0; c < w.cols * w.rows; c++) {
@@ -164,7 +171,7 @@ function drawAoi() {
     const y0 = w.bounds.min_y + row * s;
     const [sx0, sy1] = w2s(x0, y0);
     const [sx1, sy0] = w2s(x0 + s, y0 + s);
-    if (S.subCells.has(c)) {
+    if (isSubscribed(c)) {
       ctx.fillStyle = 'rgba(79,163,255,.06)';
       ctx.fillRect(sx0, sy0, sx1 - sx0, sy1 - sy0);
       ctx.strokeStyle = 'rgba(79,163,255,.45)';
@@ -177,18 +184,17 @@ function drawAoi() {
 
 function drawAgents(sc) {
   const now = performance.now();
-  const running = S.restInfo && !S.restInfo.paused;
+  const running = !!restInfo() && !isPaused();
   const showVel = $('ov-vel').checked;
   const showNbr = $('ov-nbr').checked;
   const showIds = $('ov-ids').checked && sc > 6;
-  const period = 1000 / S.tickRate;
-  const ps = S.quant.pos_step;
-  const vs = S.quant.vel_step;
+  const period = 1000 / tickRate();
+  const { pos_step: ps, vel_step: vs } = quant();
   const v = visibleRect();
   const margin = 5;
-  for (const [cellId, cell] of S.cells) {
+  for (const [cellId, cell] of heldCells()) {
     // Dead reckoning between frames: at most one tick ahead, and not while paused.
-    const age = running ? Math.min(now - (S.cellSeen.get(cellId) || now), period) / 1000 : 0;
+    const age = running ? Math.min(now - (cellSeenAt(cellId) || now), period) / 1000 : 0;
     for (const a of cell.agents) {
       const vx = a.vel[0] * vs;
       const vy = a.vel[1] * vs;
@@ -196,14 +202,14 @@ function drawAgents(sc) {
       const y = a.pos[1] * ps + vy * age;
       if (x < v.min_x - margin || x > v.max_x + margin || y < v.min_y - margin || y > v.max_y + margin) continue;
       const [sx, sy] = w2s(x, y);
-      const radius = S.agentRadius.get(a.group) || 0.5;
+      const radius = agentRadius(a.group) || 0.5;
       const rpx = Math.max(3, radius * sc);
       const ang = (a.orient * Math.PI * 2) / 65536;
-      const selected = S.selection.has(a.id);
+      const selected = isSelected(a.id);
       const color = groupColor(a.group);
-      if (showNbr && (selected || S.selection.size === 0)) {
-        const name = S.groupNames.get(a.group);
-        const nr = (name && S.neighborRadius.get(name)) || 3;
+      if (showNbr && (selected || selectionSize() === 0)) {
+        const name = groupName(a.group);
+        const nr = (name && neighborRadius(name)) || 3;
         ctx.beginPath();
         ctx.arc(sx, sy, nr * sc, 0, Math.PI * 2);
         ctx.strokeStyle = 'rgba(255,255,255,.12)';
@@ -248,7 +254,7 @@ function drawAgents(sc) {
         ctx.stroke();
         ctx.setLineDash([]);
       }
-      const t = S.arrivedAt.get(a.id);
+      const t = arrivedAt(a.id);
       if (t !== undefined && now - t < 1500) {
         const k = (now - t) / 1500;
         ctx.beginPath();
@@ -267,11 +273,11 @@ function drawAgents(sc) {
 }
 
 function drawMoveTarget() {
-  const t = S.moveTarget;
+  const t = moveTarget();
   if (!t) return;
   const age = performance.now() - t.t;
   const [x, y] = w2s(t.x, t.y);
-  const pending = S.moveAgents ? [...S.moveAgents].filter((id) => !S.arrivedAt.has(id)).length : 0;
+  const pending = awaitedArrivals();
   if (!pending && age > 3000) return;
   const pulse = 6 + 3 * Math.sin(age / 150);
   ctx.strokeStyle = '#5fd38d';

@@ -1,54 +1,69 @@
 // Overlays for the selected agent: its MoveTo flow field, and what reciprocal avoidance sees
 // (half-planes of the velocity obstacle, preferred and chosen velocity).
 
-import { $, ctx, S, V } from './state.js';
+import { $, ctx, V } from './state.js';
 import { api, wpath } from './rest.js';
-import { visibleRect, allAgents } from './stream.js';
+import { visibleRect, allAgents, quant } from './stream.js';
 import { w2s } from './view.js';
+import { selectedWorld } from './world.js';
+import { firstSelected, isSelected, selectionSize } from './input.js';
+
+/** This module's own state: the overlays' last answers, and whether a fetch is under way. */
+const own = {
+  flow: null, // GET /worlds/{w}/flowfield answer for the selection's first agent
+  flowBusy: false,
+  avoid: null, // GET /worlds/{w}/agents/{id}/avoidance answer for the selection's first agent
+  avoidBusy: false,
+};
+
+/** The flow-field overlay's last answer ({status, goal, angles, …}), or null. */
+export const flowAnswer = () => own.flow;
+/** The avoidance overlays' last answer, or null. */
+export const avoidAnswer = () => own.avoid;
 
 export async function refreshFlow() {
-  if (!$('ov-flow').checked || !S.world || !S.selection.size || S.flowBusy) {
-    if (!$('ov-flow').checked || !S.selection.size) { S.flow = null; $('flow-status').textContent = ''; }
+  if (!$('ov-flow').checked || !selectedWorld() || !selectionSize() || own.flowBusy) {
+    if (!$('ov-flow').checked || !selectionSize()) { own.flow = null; $('flow-status').textContent = ''; }
     return;
   }
-  const agent = Math.min(...S.selection);
-  S.flowBusy = true;
+  const agent = firstSelected();
+  own.flowBusy = true;
   try {
-    S.flow = await api('GET', wpath(`/flowfield?agent=${agent}&max_side=64`));
+    own.flow = await api('GET', wpath(`/flowfield?agent=${agent}&max_side=64`));
     const why = {
       ready: `agent ${agent}: following a flow field`,
       pending: `agent ${agent}: field requested, heading straight meanwhile`,
       straight: `agent ${agent}: sees its goal, no field needed`,
       no_order: `agent ${agent}: no MoveTo order`,
     };
-    $('flow-status').textContent = why[S.flow.status] || S.flow.status;
+    $('flow-status').textContent = why[own.flow.status] || own.flow.status;
   } catch (e) {
-    S.flow = null;
+    own.flow = null;
     $('flow-status').textContent = String(e.message || e);
   } finally {
-    S.flowBusy = false;
+    own.flowBusy = false;
   }
 }
 
 /** True when an avoidance overlay is on and an agent is selected (only then is it polled). */
 function avoidWanted() {
-  return ($('ov-vo').checked || $('ov-pvc').checked) && !!S.world && S.selection.size > 0;
+  return ($('ov-vo').checked || $('ov-pvc').checked) && !!selectedWorld() && selectionSize() > 0;
 }
 
 /** Fetches what reciprocal avoidance sees for the first selected agent (5 Hz while wanted). */
 export async function refreshAvoidance() {
   if (!avoidWanted()) {
-    if (S.avoid) { S.avoid = null; $('avoid-status').textContent = ''; }
+    if (own.avoid) { own.avoid = null; $('avoid-status').textContent = ''; }
     return;
   }
-  if (S.avoidBusy) return;
-  const agent = Math.min(...S.selection);
-  S.avoidBusy = true;
+  if (own.avoidBusy) return;
+  const agent = firstSelected();
+  own.avoidBusy = true;
   try {
     V.avoidFetches++;
     const a = await api('GET', wpath(`/agents/${agent}/avoidance`));
     if (!avoidWanted()) return; // switched off meanwhile
-    S.avoid = a;
+    own.avoid = a;
     const nStatic = a.half_planes.filter((h) => h.static).length;
     const speed = (v) => Math.hypot(v.x, v.y).toFixed(2);
     $('avoid-status').textContent = `agent ${agent}: ${a.active ? 'avoids reciprocally' : 'does not avoid reciprocally (default parameters shown)'} · `
@@ -56,10 +71,10 @@ export async function refreshAvoidance() {
       + `${permittedPolygon(a.half_planes, a.max_speed).length ? '' : ' (none leaves room: least violation chosen)'}`
       + ` · preferred ${speed(a.preferred)} (${a.preferred_source}), chosen ${speed(a.chosen)} u/s`;
   } catch (e) {
-    S.avoid = null;
+    own.avoid = null;
     $('avoid-status').textContent = String(e.message || e);
   } finally {
-    S.avoidBusy = false;
+    own.avoidBusy = false;
   }
 }
 
@@ -128,13 +143,13 @@ function arrow(x0, y0, x1, y1, color, width, dash = []) {
  * "preferred vs chosen": two arrows, preferred (dashed blue) and chosen (green).
  */
 export function drawAvoidance(sc, layer) {
-  const a = S.avoid;
+  const a = own.avoid;
   const drawn = layer === 'planes' ? { planes: 0, arrows: 0, permitted: 0 } : V.avoidDrawn;
   V.avoidDrawn = drawn;
-  if (!a || !avoidWanted() || !S.selection.has(a.agent)) return;
+  if (!a || !avoidWanted() || !isSelected(a.agent)) return;
   // Where the agent is drawn now (the stream), else where the answer says it was.
   const live = allAgents().find((q) => q.id === a.agent);
-  const [cx, cy] = live ? w2s(live.pos[0] * S.quant.pos_step, live.pos[1] * S.quant.pos_step) : w2s(a.position.x, a.position.y);
+  const [cx, cy] = live ? w2s(live.pos[0] * quant().pos_step, live.pos[1] * quant().pos_step) : w2s(a.position.x, a.position.y);
   const ms = Math.max(a.max_speed, 1e-3);
   const vsc = Math.max(sc, 80 / ms);
   const at = (v) => [cx + v.x * vsc, cy - v.y * vsc]; // screen y grows downwards
@@ -210,7 +225,7 @@ export function drawAvoidance(sc, layer) {
 }
 
 export function drawFlow(sc) {
-  const f = S.flow;
+  const f = own.flow;
   if (!f || !$('ov-flow').checked) return;
   let arrows = 0;
   if (f.status === 'ready') {

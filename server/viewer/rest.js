@@ -1,19 +1,32 @@
-// REST calls to the server, and how their errors reach the user.
+// REST calls to the server, and how their errors reach the user. Owns the admin token (kept in
+// sessionStorage) that both REST and the stream's Hello send.
 
-import { $, S, V } from './state.js';
+import { $, V } from './state.js';
 import { logEvent } from './status.js';
+import { selectedWorld } from './world.js';
 
 /** This module's own state. */
 const own = {
+  token: sessionStorage.getItem('steerd-token') || '',
   needsToken: false,
 };
+
+/** The admin token ('' for none). */
+export const token = () => own.token;
+
+/** Sets the admin token ('' clears it), kept for this tab's session. */
+export function setToken(t) {
+  own.token = t;
+  if (t) sessionStorage.setItem('steerd-token', t);
+  else sessionStorage.removeItem('steerd-token');
+}
 
 // REST
 
 export async function api(method, path, body) {
   const headers = {};
   if (body !== undefined) headers['Content-Type'] = 'application/json';
-  if (S.token) headers.Authorization = `Bearer ${S.token}`;
+  if (own.token) headers.Authorization = `Bearer ${own.token}`;
   const r = await fetch(path, { method, headers, body: body === undefined ? undefined : JSON.stringify(body) });
   const text = await r.text();
   let data = null;
@@ -28,7 +41,7 @@ export async function api(method, path, body) {
   return data;
 }
 
-export const wpath = (suffix = '') => `/worlds/${encodeURIComponent(S.world.name)}${suffix}`;
+export const wpath = (suffix = '') => `/worlds/${encodeURIComponent(selectedWorld().name)}${suffix}`;
 
 export function fail(e) {
   console.error(e);
@@ -49,6 +62,6 @@ export function toast(text, info = false) {
 
 export function showTokenField(needed) {
   own.needsToken = own.needsToken || needed;
-  $('token-box').hidden = !own.needsToken && !S.token;
-  if (needed && !S.token) $('token').focus();
+  $('token-box').hidden = !own.needsToken && !own.token;
+  if (needed && !own.token) $('token').focus();
 }

@@ -1,5 +1,6 @@
-// The viewer's shared state: the page's elements, the stream and view state `S`, and the
-// figures `V` that the browser test reads (its methods are added by app.js).
+// What every module uses and nobody owns: the page's elements and the group palette; and the
+// figures `V` that the browser test reads. The viewer's state lives in the module that writes it
+// (stream.js, world.js, view.js, input.js, …), and others read it through that module's functions.
 
 export const $ = (id) => document.getElementById(id);
 export const canvas = $('canvas');
@@ -8,91 +9,38 @@ export const ctx = canvas.getContext('2d');
 const PALETTE = ['#4fa3ff', '#ff7a59', '#5fd38d', '#f5c542', '#c37cff', '#3fd0d4', '#ff5fa2', '#a3b1c6', '#9bd651', '#ff9f40'];
 export const groupColor = (g) => PALETTE[g % PALETTE.length];
 
-/** What more than one module reads or writes (a module's own state lives in that module). */
-export const S = {
-  token: sessionStorage.getItem('steerd-token') || '',
-  ws: null,
-  wsState: 'connecting',
-  welcome: null,
-  /** Welcome.resume_token: sent in the next Hello to resume the session. */
-  resume: null,
-  quant: { pos_step: 0.01, vel_step: 0.1, predict_num: 32768 },
-  tickRate: 20,
-  world: null, // selected WorldInfo
-  /** A replay world's timeline (null for a live world), and a scrub in progress. */
-  replay: null,
-  scrubbing: false,
-  restInfo: null, // GET /worlds/{w}
-  cells: new Map(), // cell -> CellMap
-  cellSeen: new Map(), // cell -> performance.now() of the last applied frame
-  subCells: new Set(), // cells of the current subscription (Subscribed answer)
-  nextRid: 1,
-  obstacles: [],
-  walls: [],
-  groupNames: new Map(), // group index -> name
-  neighborRadius: new Map(), // group name -> radius (from the scenario)
-  agentRadius: new Map(), // group index -> body radius
-  selection: new Set(),
-  arrivedAt: new Map(), // agent id -> performance.now() of DestinationReached
-  moveTarget: null, // {x, y, t}
-  view: { cx: 0, cy: 0, scale: 2 }, // world point at the canvas centre, pixels per world unit
-  fitted: false,
-  tool: 'select',
-  drag: null,
-  hoverObstacle: null,
-  mouse: null,
-  // Status counters
-  bytes: 0,
-  bytesWindow: [], // [t, bytes]
-  keyframes: 0,
-  chainBreaks: 0,
-  lateness: [], // [t, ms]
-  flow: null, // GET /worlds/{w}/flowfield answer for the selection's first agent
-  flowBusy: false,
-  avoid: null, // GET /worlds/{w}/agents/{id}/avoidance answer for the selection's first agent
-  avoidBusy: false,
-};
-
-// What the browser test (and a curious person in the console) can read.
+/**
+ * What the browser test (and a curious person in the console) can read. Each figure here has one
+ * writer, named beside it, and no module reads another's figure; app.js adds the methods and the
+ * getters over state a module owns (connected, world, tick, selection, …).
+ */
 export const V = {
+  /** world.js: the first world shown is set up (REST refreshed). */
   ready: false,
-  connected: false,
-  world: null,
-  tick: 0,
+  /** stream.js: frames received of the shown world, resyncs (why), destinations reached. */
   frames: 0,
-  keyframes: 0,
-  deltas: 0,
-  chainBreaks: 0,
   resyncs: [],
   destinationReached: 0,
   arrived: [],
-  /** `gave_up` and `unreachable` events received; the agents stuck at the last poll (sorted);
-   * the orders that ended short ({agent, kind, distance}); stuck polls answered. */
+  /** stream.js: `gave_up` and `unreachable` events received. stuck.js: the agents stuck at the
+   * last poll (sorted); the orders that ended short ({agent, kind, distance}); stuck polls answered. */
   stoppedShortEvents: 0,
   stuck: [],
   stoppedShort: [],
   stuckPolled: 0,
+  /** world.js: MoveTo orders accepted, the agents of the last, obstacles placed. */
   moveToSent: 0,
   moveToAgents: [],
   obstaclesPlaced: 0,
-  /** The flow-field overlay: the last answer ({status, goal, angles, …}) and arrows drawn. */
-  get flow() { return S.flow; },
+  /** overlays.js: the flow-field arrows drawn (its last answer: `flow`). */
   flowArrows: 0,
-  /** The avoidance overlays: the last answer, how many fetches, and what the last frame drew. */
-  get avoid() { return S.avoid; },
+  /** overlays.js: avoidance fetches, and what the last frame drew (its last answer: `avoid`). */
   avoidFetches: 0,
   avoidDrawn: { planes: 0, arrows: 0 },
+  /** rest.js: the errors shown. */
   errors: [],
-  /** The replay world's timeline (GET /worlds/{w}/replay), null for a live world. */
-  get replay() { return S.replay; },
+  /** replay.js: replay seeks sent (the timeline itself: `replay`). */
   replaySeeks: 0,
-  /** `moved` messages followed ({name, to}): the world on screen moved to another server. */
+  /** stream.js: `moved` messages followed ({name, to}): the world on screen moved to another server. */
   moved: [],
-  /** Welcome.player_id of the stream's session (kept across a drop: the page resumes it). */
-  get player() { return S.welcome ? S.welcome.player_id : null; },
-  /** Closes the stream as a network failure would (the page reconnects and resumes). */
-  dropSocket() { if (S.ws) S.ws.close(4000, 'dropped by the page'); },
-  get selection() { return [...S.selection]; },
-  get obstacles() { return S.obstacles.slice(); },
-  get subscribedCells() { return [...S.subCells]; },
 };

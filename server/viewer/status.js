@@ -1,12 +1,15 @@
 // The event log and the status panel (stream figures, /metrics, legend).
 
-import { $, groupColor, S } from './state.js';
-import { allAgents } from './stream.js';
-import { refreshGroups } from './world.js';
+import { $, groupColor } from './state.js';
+import { allAgents, traffic } from './stream.js';
+import { refreshGroups, restInfo, isPaused, groupName, knowsAgentRadius } from './world.js';
 
 /** This module's own state. */
 const own = {
   metrics: null,
+  legendKey: null, // the groups and counts the legend shows
+  groupsPending: false, // a refreshGroups for a group without a radius is under way
+  groupsTried: 0, // performance.now() of the last one
 };
 
 // Event log
@@ -63,21 +66,20 @@ export async function refreshMetrics() {
 
 export function updateStatus() {
   const now = performance.now();
-  while (S.bytesWindow.length && S.bytesWindow[0][0] < now - 2000) S.bytesWindow.shift();
-  const b = S.bytesWindow.reduce((acc, [, n]) => acc + n, 0) / 2;
-  $('s-bytes').textContent = `${fmtBytes(b)}/s`;
-  $('s-bytes').title = `${fmtBytes(S.bytes)} in total`;
-  $('s-keys').textContent = `${S.keyframes}${S.chainBreaks ? ` · ${S.chainBreaks} resyncs` : ''}`;
-  while (S.lateness.length && S.lateness[0][0] < now - 5000) S.lateness.shift();
-  if (S.lateness.length) {
-    const v = S.lateness.map(([, x]) => x).sort((x, y) => x - y);
+  const t = traffic(now);
+  $('s-bytes').textContent = `${fmtBytes(t.bytesPerSec)}/s`;
+  $('s-bytes').title = `${fmtBytes(t.bytes)} in total`;
+  $('s-keys').textContent = `${t.keyframes}${t.chainBreaks ? ` · ${t.chainBreaks} resyncs` : ''}`;
+  if (t.lateness.length) {
+    const v = t.lateness;
     const p50 = v[Math.floor(v.length / 2)];
     const max = v[v.length - 1];
     $('s-late').textContent = `${p50.toFixed(1)} ms · max ${max.toFixed(1)}`;
   } else {
-    $('s-late').textContent = S.restInfo && S.restInfo.paused ? 'paused' : '–';
+    $('s-late').textContent = isPaused() ? 'paused' : '–';
   }
-  if (S.restInfo) $('s-agents').textContent = `${S.restInfo.agents} (${allAgents().length} streamed)`;
+  const info = restInfo();
+  if (info) $('s-agents').textContent = `${info.agents} (${allAgents().length} streamed)`;
   updateLegend();
 }
 
@@ -85,25 +87,25 @@ function updateLegend() {
   const counts = new Map();
   for (const a of allAgents()) counts.set(a.group, (counts.get(a.group) || 0) + 1);
   const groups = [...counts.keys()].sort((a, b) => a - b);
-  const key = groups.map((g) => `${g}:${counts.get(g)}:${S.groupNames.get(g) || ''}`).join('|');
-  if (key === S.legendKey) return;
-  S.legendKey = key;
+  const key = groups.map((g) => `${g}:${counts.get(g)}:${groupName(g) || ''}`).join('|');
+  if (key === own.legendKey) return;
+  own.legendKey = key;
   $('legend').replaceChildren(...groups.map((g) => {
     const li = document.createElement('li');
     const sw = document.createElement('span');
     sw.className = 'sw';
     sw.style.background = groupColor(g);
     const name = document.createElement('span');
-    name.textContent = S.groupNames.get(g) || `group ${g}`;
+    name.textContent = groupName(g) || `group ${g}`;
     const n = document.createElement('span');
     n.className = 'n';
     n.textContent = String(counts.get(g));
     li.append(sw, name, n);
     return li;
   }));
-  if (groups.some((g) => !S.agentRadius.has(g)) && !S.groupsPending && performance.now() - (S.groupsTried || 0) > 5000) {
-    S.groupsPending = true;
-    S.groupsTried = performance.now();
-    refreshGroups().catch(() => {}).finally(() => { S.groupsPending = false; });
+  if (groups.some((g) => !knowsAgentRadius(g)) && !own.groupsPending && performance.now() - own.groupsTried > 5000) {
+    own.groupsPending = true;
+    own.groupsTried = performance.now();
+    refreshGroups().catch(() => {}).finally(() => { own.groupsPending = false; });
   }
 }

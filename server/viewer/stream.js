@@ -1,21 +1,38 @@
 // The WebSocket stream: connect and resume, subscribe to the cells on screen (AOI), apply
-// keyframes, deltas and cell batches through the SDK, and the agents held from them.
+// keyframes, deltas and cell batches through the SDK, and the agents held from them. Owns the
+// connection (socket, Welcome, resume token, quantization, request ids), the cells held and
+// subscribed, and the stream's figures (bytes, frames, resyncs, lateness).
 
 import { decodeServer, encodeClient, helloMessage, CellMap, CellsTxn, applyCells, cellOf, ProtoError } from './sdk/index.js';
-import { $, canvas, S, V } from './state.js';
-import { api, wpath, fail, showTokenField, toast } from './rest.js';
-import { refreshWorld, refreshShapes, refreshScenarios, refreshGroups } from './world.js';
-import { s2w, fit } from './view.js';
-import { updateSelectionText } from './input.js';
+import { $, canvas, V } from './state.js';
+import { api, wpath, fail, showTokenField, toast, token, setToken } from './rest.js';
+import { selectedWorld, tickRate, isPaused, setGroupNames, setTickRate, preferWorld, worldsAnnounced } from './world.js';
+import { s2w } from './view.js';
+import { updateSelectionText, noteArrived } from './input.js';
 import { escapeHtml, logEvent } from './status.js';
 import { stoppedShort } from './stuck.js';
 
-/** The stream's own state (no other module reads it; what they share is in `S`). */
+/** The stream's own state (others read it through the functions below). */
 const own = {
-  worlds: [], // WorldInfo from Welcome
-  worldName: new URLSearchParams(location.search).get('world') || '',
+  ws: null,
+  connState: 'connecting', // the connection pill's text ('live' once welcomed)
+  connected: false, // welcomed on the current socket
+  welcome: null,
+  /** Welcome.resume_token: sent in the next Hello to resume the session. */
+  resume: null,
+  quant: { pos_step: 0.01, vel_step: 0.1, predict_num: 32768 },
+  nextRid: 1,
+  cells: new Map(), // cell -> CellMap
+  cellSeen: new Map(), // cell -> performance.now() of the last applied frame
+  subCells: new Set(), // cells of the current subscription (Subscribed answer)
+  bytes: 0,
+  bytesWindow: [], // [t, bytes] of the last 2 s
+  keyframes: 0,
+  chainBreaks: 0,
+  lateness: [], // [t, ms] of the last 5 s
   wantCells: '', // key of the cell set last requested
   pendingSub: null, // request id of an unanswered Subscribe
+  lastArea: null, // the area of the last Subscribe (a resync asks for it again)
   deltas: 0,
   tickOffsets: [], // [t, arrival - tick/rate] for the lateness baseline
   lastFrameTick: -1,
@@ -23,14 +40,50 @@ const own = {
   ticksSeen: new Set(),
 };
 
-// A page opened by following a moved world (`moved`, below) carries the session's resume token
-// in its fragment: taken once and removed from the address (it never reaches a server in a
-// request, and a reload or a copied link does not carry it on).
-// The fragment also names the world that moved, which the page notes (`V.moved`) and says.
-{
+/** The connection pill's text: 'connecting', 'live', 'closed (code)'. */
+export const connState = () => own.connState;
+/** Whether the current socket is welcomed. */
+export const isConnected = () => own.connected;
+/** The quantization steps of the wire (Welcome.quantization). */
+export const quant = () => own.quant;
+/** The cells held: an iterator over [cell, CellMap]. */
+export const heldCells = () => own.cells.entries();
+/** performance.now() of the last frame applied to `cell`, or undefined. */
+export const cellSeenAt = (cell) => own.cellSeen.get(cell);
+export const isSubscribed = (cell) => own.subCells.has(cell);
+/** The cells of the current subscription (a copy). */
+export const subscribedCells = () => [...own.subCells];
+/** Welcome.player_id of the stream's session, or null (kept across a drop: the page resumes it). */
+export const playerId = () => (own.welcome ? own.welcome.player_id : null);
+/** Keyframes and deltas applied, resyncs, and the highest tick seen. */
+export const frameCounts = () => ({ keyframes: own.keyframes, deltas: own.deltas, chainBreaks: own.chainBreaks, tick: own.lastTick });
+
+/**
+ * The stream's traffic figures now: bytes per second over the last 2 s, bytes in total,
+ * keyframes, resyncs, and each tick's lateness over the last 5 s (ms, sorted).
+ */
+export function traffic(now) {
+  while (own.bytesWindow.length && own.bytesWindow[0][0] < now - 2000) own.bytesWindow.shift();
+  while (own.lateness.length && own.lateness[0][0] < now - 5000) own.lateness.shift();
+  return {
+    bytesPerSec: own.bytesWindow.reduce((acc, [, n]) => acc + n, 0) / 2,
+    bytes: own.bytes,
+    keyframes: own.keyframes,
+    chainBreaks: own.chainBreaks,
+    lateness: own.lateness.map(([, x]) => x).sort((x, y) => x - y),
+  };
+}
+
+/**
+ * A page opened by following a moved world (`moved`, below) carries the session's resume token
+ * in its fragment: taken once (app.js calls this before `connect`) and removed from the address
+ * (it never reaches a server in a request, and a reload or a copied link does not carry it on).
+ * The fragment also names the world that moved, which the page notes (`V.moved`) and says.
+ */
+export function takeCarriedSession() {
   const carried = new URLSearchParams(location.hash.slice(1));
   if (carried.has('resume') || carried.has('moved')) {
-    S.resume = carried.get('resume') || null;
+    own.resume = carried.get('resume') || null;
     history.replaceState(null, '', location.pathname + location.search);
   }
   const name = carried.get('moved');
@@ -46,25 +99,25 @@ const own = {
 // WebSocket
 
 export function connect() {
-  if (S.ws) {
-    S.ws.onclose = null;
-    S.ws.close();
+  if (own.ws) {
+    own.ws.onclose = null;
+    own.ws.close();
   }
-  V.connected = false;
+  own.connected = false;
   setConn('connecting', 'warn');
   const url = ownWsUrl();
   const ws = new WebSocket(url);
   ws.binaryType = 'arraybuffer';
-  S.ws = ws;
+  own.ws = ws;
   ws.onopen = () => {
     // After a drop, resume the session: same player, so the agents this page
     // spawned stay commandable.
-    send(helloMessage({ token: S.token || null, encoding: 'binary', resume: S.resume }));
+    send(helloMessage({ token: token() || null, encoding: 'binary', resume: own.resume }));
   };
   ws.onmessage = (ev) => {
     if (!(ev.data instanceof ArrayBuffer)) return;
-    S.bytes += ev.data.byteLength;
-    S.bytesWindow.push([performance.now(), ev.data.byteLength]);
+    own.bytes += ev.data.byteLength;
+    own.bytesWindow.push([performance.now(), ev.data.byteLength]);
     let msg;
     try {
       msg = decodeServer(ev.data, { rawChanges: true });
@@ -76,9 +129,9 @@ export function connect() {
     onMessage(msg);
   };
   ws.onclose = (ev) => {
-    V.connected = false;
+    own.connected = false;
     setConn(`closed${ev.code ? ` (${ev.code})` : ''}`, 'bad');
-    if (S.ws === ws) setTimeout(connect, 1500);
+    if (own.ws === ws) setTimeout(connect, 1500);
   };
 }
 
@@ -97,7 +150,8 @@ function ownWsUrl() {
  * still commandable). A short notice says where it went.
  */
 function onMoved(m) {
-  if (!S.world || m.name !== S.world.name) return;
+  const shown = selectedWorld();
+  if (!shown || m.name !== shown.name) return;
   V.moved.push({ name: m.name, to: m.to });
   const to = m.to || ownWsUrl();
   let target;
@@ -110,15 +164,15 @@ function onMoved(m) {
   toast(`world ${m.name} moved to ${target.host}: following`, true);
   logEvent(`world <b>${escapeHtml(m.name)}</b> moved to ${escapeHtml(target.host)}: following`, 'arrive');
   if (origin === location.origin) {
-    own.worldName = m.name;
+    preferWorld(m.name);
     connect();
     return;
   }
   const carry = new URLSearchParams({ moved: m.name });
-  if (S.resume) carry.set('resume', S.resume);
-  if (S.ws) {
-    S.ws.onclose = null;
-    S.ws.close();
+  if (own.resume) carry.set('resume', own.resume);
+  if (own.ws) {
+    own.ws.onclose = null;
+    own.ws.close();
   }
   location.assign(`${origin}/?world=${encodeURIComponent(m.name)}#${carry}`);
 }
@@ -127,11 +181,43 @@ function setConn(text, cls) {
   const c = $('conn');
   c.textContent = text;
   c.className = `pill ${cls}`;
-  S.wsState = text;
+  own.connState = text;
 }
 
 export function send(msg) {
-  if (S.ws && S.ws.readyState === WebSocket.OPEN) S.ws.send(encodeClient(msg));
+  if (own.ws && own.ws.readyState === WebSocket.OPEN) own.ws.send(encodeClient(msg));
+}
+
+/** A keep-alive ping (only on an open socket). */
+export function ping() {
+  if (own.ws && own.ws.readyState === WebSocket.OPEN) send({ type: 'ping', request_id: own.nextRid++ });
+}
+
+/** Closes the stream as a network failure would (the page reconnects and resumes). */
+export function dropSocket() {
+  if (own.ws) own.ws.close(4000, 'dropped by the page');
+}
+
+/** Stops streaming and drops the cells held (a scenario load; `connect` starts again). */
+export function stopStreaming() {
+  if (own.ws) {
+    own.ws.onclose = null;
+    own.ws.close();
+    own.ws = null;
+  }
+  own.connected = false;
+  own.cells.clear();
+}
+
+/** Another identity (a token set or cleared): the next connection starts a new session. */
+export function forgetSession() {
+  own.resume = null;
+}
+
+/** Whether a message's world id is the shown world's. */
+function ofShownWorld(id) {
+  const w = selectedWorld();
+  return !!w && w.id === id;
 }
 
 function onMessage(m) {
@@ -146,16 +232,15 @@ function onMessage(m) {
     case 'error':
       if (m.code === 'unauthorized' && m.field === 'resume') {
         // The session expired: the next connection starts a new one.
-        S.resume = null;
+        own.resume = null;
         return fail(new Error(`session not resumed: ${m.message}`));
       }
       if (m.code === 'forbidden' || m.code === 'unauthorized') {
         showTokenField(true);
-        if (S.token) {
+        if (token()) {
           // A wrong token closes the connection: retry without it.
-          S.token = '';
-          S.resume = null;
-          sessionStorage.removeItem('steerd-token');
+          setToken('');
+          own.resume = null;
         }
       }
       return fail(new Error(`server: ${m.code}: ${m.message}`));
@@ -164,45 +249,28 @@ function onMessage(m) {
 }
 
 function onWelcome(w) {
-  S.welcome = w;
-  S.resume = w.resume_token || null;
-  S.quant = w.quantization;
-  own.worlds = w.worlds;
-  V.connected = true;
+  own.welcome = w;
+  own.resume = w.resume_token || null;
+  own.quant = w.quantization;
+  own.connected = true;
   setConn('live', 'ok');
-  const sel = $('world');
-  sel.replaceChildren(...w.worlds.map((wi) => new Option(wi.name, wi.name)));
-  const pick = w.worlds.find((x) => x.name === (S.world ? S.world.name : own.worldName)) || w.worlds.find((x) => x.name === 'demo') || w.worlds[0];
-  if (pick) selectWorld(pick.name, true);
+  worldsAnnounced(w.worlds);
 }
 
-export async function selectWorld(name, fromWelcome = false) {
-  const info = own.worlds.find((w) => w.name === name);
-  if (!info) return;
-  const changed = !S.world || S.world.name !== name || S.world.id !== info.id;
-  if (S.world && changed && !fromWelcome) send({ type: 'unsubscribe', request_id: S.nextRid++, world: S.world.name });
-  const gridChanged = !S.world || JSON.stringify(S.world) !== JSON.stringify(info);
-  S.world = info;
-  S.tickRate = info.tick_rate_hz;
-  V.world = name;
-  $('world').value = name;
-  if (changed || gridChanged) {
-    S.cells.clear();
-    S.subCells.clear();
-    S.selection.clear();
-    S.groupNames.clear();
-    S.agentRadius.clear();
-    S.fitted = false;
+/** Unsubscribes from the world shown before (the page shows another). */
+export function unsubscribe(worldName) {
+  send({ type: 'unsubscribe', request_id: own.nextRid++, world: worldName });
+}
+
+/** Another world is shown (or the same one anew): subscribe afresh, and forget its cells if asked. */
+export function resetForWorld(forgetCells) {
+  if (forgetCells) {
+    own.cells.clear();
+    own.subCells.clear();
   }
   own.wantCells = '';
   own.lastFrameTick = -1;
   own.tickOffsets = [];
-  if (!S.fitted) fit();
-  updateSubscription(true);
-  await Promise.all([refreshWorld(), refreshShapes()]).catch(fail);
-  await refreshScenarios().catch(fail);
-  refreshGroups().catch(() => {});
-  V.ready = true;
 }
 
 // ---- AOI: subscribe to the cells on screen
@@ -214,7 +282,7 @@ export function visibleRect() {
 }
 
 function areaForView() {
-  const w = S.world;
+  const w = selectedWorld();
   const b = w.bounds;
   const v = visibleRect();
   // A margin of a quarter cell so agents entering the view are already streamed.
@@ -244,13 +312,14 @@ let subTimer = 0;
 export function updateSubscription(now = false) {
   clearTimeout(subTimer);
   const go = () => {
-    if (!S.world || !V.connected) return;
+    const w = selectedWorld();
+    if (!w || !own.connected) return;
     const { area, key } = areaForView();
     if (key === own.wantCells) return;
     own.wantCells = key;
-    S.lastArea = area;
-    own.pendingSub = S.nextRid++;
-    send({ type: 'subscribe', request_id: own.pendingSub, world: S.world.name, area });
+    own.lastArea = area;
+    own.pendingSub = own.nextRid++;
+    send({ type: 'subscribe', request_id: own.pendingSub, world: w.name, area });
   };
   if (now) go();
   else subTimer = setTimeout(go, 120);
@@ -259,60 +328,54 @@ export function updateSubscription(now = false) {
 /** Chain break or bad frame: subscribe again (same area) to get keyframes. */
 let resubTimer = 0;
 function resubscribe() {
-  if (resubTimer || !S.world) return;
+  if (resubTimer || !selectedWorld()) return;
   resubTimer = setTimeout(() => {
     resubTimer = 0;
-    own.pendingSub = S.nextRid++;
-    send({ type: 'subscribe', request_id: own.pendingSub, world: S.world.name, area: S.lastArea || { type: 'whole_world' } });
+    own.pendingSub = own.nextRid++;
+    send({ type: 'subscribe', request_id: own.pendingSub, world: selectedWorld().name, area: own.lastArea || { type: 'whole_world' } });
   }, 50);
-}
-
-/** The world's group table (protocol v9: `subscribed.groups`, the `groups` event): index → name. */
-function setGroupNames(names) {
-  S.groupNames.clear();
-  names.forEach((n, i) => S.groupNames.set(i, n));
 }
 
 function onResult(m) {
   const r = m.result;
   if (r.type === 'subscribed') {
-    if (!S.world || r.world !== S.world.id) return;
-    S.subCells = new Set(r.cells);
+    if (!ofShownWorld(r.world)) return;
+    own.subCells = new Set(r.cells);
     setGroupNames(r.groups);
-    for (const c of [...S.cells.keys()]) if (!S.subCells.has(c)) S.cells.delete(c);
-    $('s-cells').textContent = `${r.cells.length} of ${S.world.cols * S.world.rows}`;
+    for (const c of [...own.cells.keys()]) if (!own.subCells.has(c)) own.cells.delete(c);
+    const w = selectedWorld();
+    $('s-cells').textContent = `${r.cells.length} of ${w.cols * w.rows}`;
     // A paused world publishes nothing, so its keyframes only come with the next tick: show
     // the REST snapshot (quantized exactly like the wire) in the meantime.
-    if (S.restInfo && S.restInfo.paused) setTimeout(fillFromSnapshot, 300);
+    if (isPaused()) setTimeout(fillFromSnapshot, 300);
   } else if (r.type === 'error') {
     fail(new Error(`command ${m.request_id}: ${r.code}: ${r.message}`));
   }
 }
 
 export async function fillFromSnapshot() {
-  if (!S.world || !S.restInfo || !S.restInfo.paused) return;
-  const missing = [...S.subCells].filter((c) => !S.cells.has(c));
+  if (!selectedWorld() || !isPaused()) return;
+  const missing = [...own.subCells].filter((c) => !own.cells.has(c));
   if (!missing.length) return;
-  const w = S.world;
+  const w = selectedWorld();
   const snap = await api('GET', wpath('/snapshot'));
-  if (S.world !== w) return;
+  if (selectedWorld() !== w) return;
   const per = new Map(missing.map((c) => [c, []]));
   for (const a of snap.quantized) {
-    const list = per.get(cellOf(w, a.pos[0] * S.quant.pos_step, a.pos[1] * S.quant.pos_step));
+    const list = per.get(cellOf(w, a.pos[0] * own.quant.pos_step, a.pos[1] * own.quant.pos_step));
     if (list) list.push(a);
   }
   for (const [c, list] of per) {
-    if (S.cells.has(c)) continue; // a keyframe came meanwhile
+    if (own.cells.has(c)) continue; // a keyframe came meanwhile
     const m = new CellMap(); // tick -1: the next keyframe replaces it, a delta resyncs
     m.agents = list.sort((a, b) => a.id - b.id);
-    S.cells.set(c, m);
+    own.cells.set(c, m);
   }
 }
 
 /** A frame that does not fit what we hold: note it and resync (keyframes), without alarm. */
 function resync(cell, why) {
-  S.chainBreaks++;
-  V.chainBreaks++;
+  own.chainBreaks++;
   const what = cell === null ? why : `cell ${cell}: ${why}`;
   V.resyncs.push(what);
   console.warn(`steerd viewer: resync: ${what}`);
@@ -327,31 +390,29 @@ function noteFrameTiming(tick) {
     // earliest arrival (relative to tick / rate) of the last 3 s, so network delay and clock
     // offset cancel and what remains is how late this tick's frames are (a stalled tick, a
     // slow network or a busy page). A short window forgets time the server dropped.
-    const off = now - (tick * 1000) / S.tickRate;
+    const off = now - (tick * 1000) / tickRate();
     own.tickOffsets.push([now, off]);
     while (own.tickOffsets.length && own.tickOffsets[0][0] < now - 3000) own.tickOffsets.shift();
     let base = Infinity;
     for (const [, o] of own.tickOffsets) base = Math.min(base, o);
-    const paused = S.restInfo && S.restInfo.paused;
-    if (!paused && tick === own.lastFrameTick + 1) S.lateness.push([now, off - base]);
+    const paused = isPaused();
+    if (!paused && tick === own.lastFrameTick + 1) own.lateness.push([now, off - base]);
     own.lastFrameTick = tick;
   }
   own.lastTick = Math.max(own.lastTick, tick);
   own.ticksSeen.add(tick);
   if (own.ticksSeen.size > 1000) own.ticksSeen.clear();
-  V.tick = own.lastTick;
 }
 
 function onKeyframe(k) {
-  if (!S.world || k.world !== S.world.id) return;
-  S.keyframes++;
-  V.keyframes++;
+  if (!ofShownWorld(k.world)) return;
+  own.keyframes++;
   V.frames++;
-  let cell = S.cells.get(k.cell);
+  let cell = own.cells.get(k.cell);
   if (!cell) {
-    if (S.subCells.size && !S.subCells.has(k.cell)) return;
+    if (own.subCells.size && !own.subCells.has(k.cell)) return;
     cell = new CellMap();
-    S.cells.set(k.cell, cell);
+    own.cells.set(k.cell, cell);
   }
   try {
     cell.keyframe(k);
@@ -359,18 +420,18 @@ function onKeyframe(k) {
     resync(k.cell, e.message);
     return;
   }
-  S.cellSeen.set(k.cell, performance.now());
+  own.cellSeen.set(k.cell, performance.now());
   noteFrameTiming(k.tick);
 }
 
 function onDelta(d) {
-  if (!S.world || d.world !== S.world.id) return;
+  if (!ofShownWorld(d.world)) return;
   V.frames++;
-  const cell = S.cells.get(d.cell);
+  const cell = own.cells.get(d.cell);
   if (!cell) return; // not (yet) ours: its keyframe comes first
   noteFrameTiming(d.tick);
   try {
-    if (!cell.delta(d, S.quant.predict_num)) {
+    if (!cell.delta(d, own.quant.predict_num)) {
       // Not chained on what we hold (a skipped frame, or the world was loaded / reset).
       resync(d.cell, `delta ${d.base_tick}→${d.tick} on a cell held at ${cell.tick}`);
       return;
@@ -381,8 +442,7 @@ function onDelta(d) {
     return;
   }
   own.deltas++;
-  V.deltas++;
-  S.cellSeen.set(d.cell, performance.now());
+  own.cellSeen.set(d.cell, performance.now());
 }
 
 /** Undo log of the cells message being applied (reused). */
@@ -393,10 +453,10 @@ const cellsTxn = new CellsTxn();
  * (a chain break, a bad entry or a checksum mismatch leaves every cell as it was, and resyncs).
  */
 function onCells(m) {
-  if (!S.world || m.world !== S.world.id) return;
+  if (!ofShownWorld(m.world)) return;
   V.frames++;
   noteFrameTiming(m.tick);
-  const why = applyCells(S.cells, m, S.world, S.quant.predict_num, S.subCells.size ? S.subCells : null, cellsTxn);
+  const why = applyCells(own.cells, m, selectedWorld(), own.quant.predict_num, own.subCells.size ? own.subCells : null, cellsTxn);
   if (why !== null) {
     resync(null, why);
     return;
@@ -404,25 +464,23 @@ function onCells(m) {
   const now = performance.now();
   for (const e of m.entries) {
     const c = e.keyframe ? e.keyframe.cell : e.delta.cell;
-    if (!S.cells.has(c)) continue;
+    if (!own.cells.has(c)) continue;
     if (e.keyframe) {
-      S.keyframes++;
-      V.keyframes++;
+      own.keyframes++;
     } else {
       own.deltas++;
-      V.deltas++;
     }
-    S.cellSeen.set(c, now);
+    own.cellSeen.set(c, now);
   }
 }
 
 function onEvent(m) {
-  if (!S.world || m.world !== S.world.id) return;
+  if (!ofShownWorld(m.world)) return;
   const e = m.event;
   if (e.type === 'destination_reached') {
     V.destinationReached++;
     V.arrived.push(e.agent);
-    S.arrivedAt.set(e.agent, performance.now());
+    noteArrived(e.agent);
     logEvent(`agent <b>${e.agent}</b> reached its destination`, 'arrive', m.tick);
     updateSelectionText();
   } else if (e.type === 'gave_up' || e.type === 'unreachable') {
@@ -441,9 +499,7 @@ function onEvent(m) {
   } else if (e.type === 'groups') {
     setGroupNames(e.groups);
   } else if (e.type === 'tick_rate') {
-    // The world's rate changed (protocol v9): the clock and the interpolation period follow.
-    S.world.tick_rate_hz = e.tick_rate_hz;
-    S.tickRate = e.tick_rate_hz;
+    setTickRate(e.tick_rate_hz);
     logEvent(`the world now runs at <b>${e.tick_rate_hz}</b> ticks per second`, '', m.tick);
   }
 }
@@ -453,12 +509,12 @@ function onEvent(m) {
 
 export function allAgents() {
   const out = [];
-  for (const c of S.cells.values()) for (const a of c.agents) out.push(a);
+  for (const c of own.cells.values()) for (const a of c.agents) out.push(a);
   return out;
 }
 
 export function toWorld(a) {
-  const ps = S.quant.pos_step;
-  const vs = S.quant.vel_step;
+  const ps = own.quant.pos_step;
+  const vs = own.quant.vel_step;
   return { id: a.id, group: a.group, x: a.pos[0] * ps, y: a.pos[1] * ps, vx: a.vel[0] * vs, vy: a.vel[1] * vs, angle: (a.orient * Math.PI * 2) / 65536 };
 }

@@ -3,8 +3,9 @@
 // on) and those whose order ended short of its goal (the `gave_up` and `unreachable` events).
 // Drawn as red rings round the agents.
 
-import { $, S, V } from './state.js';
+import { $, V } from './state.js';
 import { api, wpath } from './rest.js';
+import { selectedWorld } from './world.js';
 
 /** This module's own state. */
 const own = {
@@ -16,11 +17,12 @@ const own = {
   world: null,
 };
 
-const wanted = () => $('ov-stuck').checked && !!S.world;
+const wanted = () => $('ov-stuck').checked && !!selectedWorld();
 
 /** Forgets the marks of another world than the one shown. */
 function sameWorld() {
-  const name = S.world ? S.world.name : null;
+  const shown = selectedWorld();
+  const name = shown ? shown.name : null;
   if (own.world === name) return;
   own.stuck.clear();
   own.stopped.clear();

@@ -1,24 +1,108 @@
-// World state and control over REST: refreshes of the world, shapes, scenarios and groups;
-// pause, step, MoveTo, obstacles, scenario load and save.
+// The world on screen and its control over REST: which world is shown (from the Welcome's list),
+// refreshes of the world, shapes, scenarios and groups; pause, step, MoveTo, obstacles, scenario
+// load and save. Owns the shown world, what REST says of it, its shapes and its group table.
 
-import { $, S, V } from './state.js';
+import { $, V } from './state.js';
 import { api, wpath, fail, toast } from './rest.js';
-import { connect, fillFromSnapshot, allAgents } from './stream.js';
-import { updateSelectionText } from './input.js';
+import { connect, stopStreaming, fillFromSnapshot, allAgents, unsubscribe, resetForWorld, updateSubscription } from './stream.js';
+import { updateSelectionText, selectedIds, clearSelection, noteOrder } from './input.js';
 import { updateTimeline } from './replay.js';
 import { escapeHtml, logEvent } from './status.js';
 import { ordered } from './stuck.js';
+import { fit, isFitted, unfit } from './view.js';
+
+/** This module's own state. */
+const own = {
+  worlds: [], // WorldInfo from Welcome
+  /** The world to show when the next Welcome lists it (the page's `?world=`, a moved world). */
+  worldName: new URLSearchParams(location.search).get('world') || '',
+  world: null, // the shown WorldInfo
+  tickRate: 20, // its ticks per second
+  restInfo: null, // GET /worlds/{w}
+  obstacles: [],
+  walls: [],
+  groupNames: new Map(), // group index -> name (protocol v9: `subscribed.groups`, the `groups` event)
+  neighborRadius: new Map(), // group name -> radius (from the scenario)
+  agentRadius: new Map(), // group index -> body radius
+};
+
+/** The shown world's WorldInfo (from Welcome), or null before the first. */
+export const selectedWorld = () => own.world;
+/** The shown world's ticks per second. */
+export const tickRate = () => own.tickRate;
+/** The last GET /worlds/{w} answer, or null. */
+export const restInfo = () => own.restInfo;
+/** Whether REST last said the shown world is paused. */
+export const isPaused = () => !!(own.restInfo && own.restInfo.paused);
+export const obstacles = () => own.obstacles;
+export const walls = () => own.walls;
+export const groupName = (g) => own.groupNames.get(g);
+/** The body radius of group `g`'s agents, or undefined before REST told. */
+export const agentRadius = (g) => own.agentRadius.get(g);
+export const knowsAgentRadius = (g) => own.agentRadius.has(g);
+/** The neighbour radius of the group named `name` in its scenario, or undefined. */
+export const neighborRadius = (name) => own.neighborRadius.get(name);
+
+/** The world's group table (`subscribed.groups`, the `groups` event): index → name. */
+export function setGroupNames(names) {
+  own.groupNames.clear();
+  names.forEach((n, i) => own.groupNames.set(i, n));
+}
+
+/** The world's rate changed (protocol v9 `tick_rate`): the clock and the interpolation period follow. */
+export function setTickRate(hz) {
+  own.world.tick_rate_hz = hz;
+  own.tickRate = hz;
+}
+
+/** Show `name` when the next Welcome lists it (a world that moved is followed by name). */
+export function preferWorld(name) {
+  own.worldName = name;
+}
+
+/** A Welcome's world list: fill the picker and show the world shown before (or the wanted one). */
+export function worldsAnnounced(worlds) {
+  own.worlds = worlds;
+  const sel = $('world');
+  sel.replaceChildren(...worlds.map((wi) => new Option(wi.name, wi.name)));
+  const pick = worlds.find((x) => x.name === (own.world ? own.world.name : own.worldName)) || worlds.find((x) => x.name === 'demo') || worlds[0];
+  if (pick) selectWorld(pick.name, true);
+}
+
+export async function selectWorld(name, fromWelcome = false) {
+  const info = own.worlds.find((w) => w.name === name);
+  if (!info) return;
+  const changed = !own.world || own.world.name !== name || own.world.id !== info.id;
+  if (own.world && changed && !fromWelcome) unsubscribe(own.world.name);
+  const gridChanged = !own.world || JSON.stringify(own.world) !== JSON.stringify(info);
+  own.world = info;
+  own.tickRate = info.tick_rate_hz;
+  $('world').value = name;
+  if (changed || gridChanged) {
+    clearSelection();
+    own.groupNames.clear();
+    own.agentRadius.clear();
+    unfit();
+  }
+  resetForWorld(changed || gridChanged);
+  if (!isFitted()) fit();
+  updateSubscription(true);
+  await Promise.all([refreshWorld(), refreshShapes()]).catch(fail);
+  await refreshScenarios().catch(fail);
+  refreshGroups().catch(() => {});
+  V.ready = true;
+}
 
 // REST-backed state: world info, obstacles, walls, scenarios, group names
 
 export async function refreshWorld() {
-  if (!S.world) return;
-  const name = S.world.name;
+  if (!own.world) return;
+  const name = own.world.name;
   const info = await api('GET', wpath());
-  if (!S.world || S.world.name !== name) return;
-  const prevScenario = S.restInfo && S.restInfo.scenario;
-  const reloaded = S.restInfo && S.restInfo.name === info.name && (info.tick < S.restInfo.tick || info.scenario !== prevScenario);
-  S.restInfo = info;
+  if (!own.world || own.world.name !== name) return;
+  const prevScenario = own.restInfo && own.restInfo.scenario;
+  const reloaded = own.restInfo && own.restInfo.name === info.name && (info.tick < own.restInfo.tick || info.scenario !== prevScenario);
+  own.restInfo = info;
   updateTimeline(info.replay);
   const p = $('pause');
   p.textContent = info.paused ? 'Resume' : 'Pause';
@@ -35,30 +119,30 @@ export async function refreshWorld() {
 }
 
 export async function refreshShapes() {
-  if (!S.world) return;
+  if (!own.world) return;
   const [obs, walls] = await Promise.all([api('GET', wpath('/obstacles')), api('GET', wpath('/walls'))]);
-  S.obstacles = obs;
-  S.walls = walls;
+  own.obstacles = obs;
+  own.walls = walls;
 }
 
 export async function refreshScenarios() {
   const list = await api('GET', '/scenarios');
   const sel = $('scenario');
-  const cur = (S.restInfo && S.restInfo.scenario) || sel.value || '';
+  const cur = (own.restInfo && own.restInfo.scenario) || sel.value || '';
   sel.replaceChildren(...list.map((s) => new Option(`${s.name} (${s.origin})`, s.name)));
   if (list.some((s) => s.name === cur)) sel.value = cur;
 }
 
 export async function refreshGroups() {
-  if (!S.world) return;
+  if (!own.world) return;
   // Group names come on the wire (stream.js); radii are not: match agent ids with the REST view.
   const agents = await api('GET', wpath('/agents?limit=2000'));
   const held = new Map(allAgents().map((a) => [a.id, a.group]));
   for (const a of agents) {
     const g = held.get(a.id);
-    if (g !== undefined) S.agentRadius.set(g, a.radius);
+    if (g !== undefined) own.agentRadius.set(g, a.radius);
   }
-  const scen = S.restInfo && S.restInfo.scenario;
+  const scen = own.restInfo && own.restInfo.scenario;
   if (scen) {
     try {
       const sc = await api('GET', `/scenarios/${encodeURIComponent(scen)}`);
@@ -68,7 +152,7 @@ export async function refreshGroups() {
           const b = e.behavior || {};
           if (['separation', 'cohesion', 'alignment'].includes(b.type)) r = Math.max(r, b.neighbor_radius ?? 3);
         }
-        if (r > 0) S.neighborRadius.set(g.name, r);
+        if (r > 0) own.neighborRadius.set(g.name, r);
       }
     } catch {
       // The scenario may be gone; the overlay falls back to the default radius.
@@ -80,9 +164,9 @@ export async function refreshGroups() {
 // Commands
 
 export async function togglePause() {
-  if (!S.restInfo) return;
+  if (!own.restInfo) return;
   try {
-    S.restInfo = await api('PATCH', wpath(), { paused: !S.restInfo.paused });
+    own.restInfo = await api('PATCH', wpath(), { paused: !own.restInfo.paused });
     await refreshWorld();
   } catch (e) { fail(e); }
 }
@@ -96,12 +180,10 @@ export async function step() {
 }
 
 export async function moveTo(x, y) {
-  const agents = [...S.selection];
+  const agents = selectedIds();
   if (!agents.length) return;
-  S.moveTarget = { x, y, t: performance.now() };
-  for (const id of agents) S.arrivedAt.delete(id);
+  noteOrder(agents, x, y);
   ordered(agents);
-  S.moveAgents = new Set(agents);
   try {
     await api('POST', wpath('/move-to'), { agents, target: { x, y }, stopping_distance: 0 });
     V.moveToSent++;
@@ -111,7 +193,7 @@ export async function moveTo(x, y) {
   } catch (e) { fail(e); }
 }
 
-/** Fetches the flow field of the first selected agent's MoveTo (when the overlay is on). */
+/** Places an obstacle (a disc of `radius` round (x, y)); resolves to its id. */
 export async function addObstacle(x, y, radius) {
   const r = await api('POST', wpath('/obstacles'), { center: { x, y }, radius });
   V.obstaclesPlaced++;
@@ -136,23 +218,17 @@ export async function deleteObstacle(o) {
 
 export async function loadScenario() {
   const name = $('scenario').value;
-  if (!name || !S.world) return;
+  if (!name || !own.world) return;
   // The load restarts the world's ticks and AOI chains: stop streaming, drop what we hold,
   // and reconnect afterwards (Welcome carries the new bounds and grid).
-  if (S.ws) {
-    S.ws.onclose = null;
-    S.ws.close();
-    S.ws = null;
-  }
-  V.connected = false;
-  S.cells.clear();
+  stopStreaming();
   try {
     await api('POST', wpath('/load'), { scenario: name });
     toast(`loaded ${name}`, true);
     logEvent(`loaded scenario <b>${escapeHtml(name)}</b>`, '');
-    S.restInfo = null;
-    S.selection.clear();
-    S.fitted = false;
+    own.restInfo = null;
+    clearSelection();
+    unfit();
     await refreshWorld();
   } catch (e) { fail(e); }
   connect();

@@ -100,6 +100,64 @@ mod tests {
         Ok(())
     }
 
+    /// The viewer's own modules (not the SDK): name and text.
+    fn modules() -> impl Iterator<Item = (&'static str, &'static str)> {
+        FILES.iter().filter(|(n, _, _)| n.ends_with(".js") && !n.starts_with("sdk/")).map(|(n, _, b)| (*n, *b))
+    }
+
+    #[test]
+    fn each_module_owns_its_state() {
+        // Invariant (ARCHITECTURE.md, `server/viewer/`): a module's state is private to it (its
+        // `own` object); others read it through the functions it exports. No module exports a
+        // binding others could reassign, or its `own`; state.js shares no state object but `V`.
+        for (name, body) in modules() {
+            for bad in ["export let ", "export var ", "export const own", "export { own"] {
+                assert!(!body.contains(bad), "{name} exports mutable state: `{bad}`");
+            }
+            for (i, m) in body.match_indices("import {") {
+                let names = &body[i + m.len()..];
+                let names = &names[..names.find('}').unwrap_or(names.len())];
+                assert!(!names.split(',').any(|n| n.split_whitespace().next() == Some("own")), "{name} imports another module's `own`");
+            }
+        }
+        let state = modules().find(|(n, _)| *n == "state.js").map(|(_, b)| b).unwrap_or_default();
+        let mut exported: Vec<&str> = state
+            .match_indices("export const ")
+            .map(|(i, m)| {
+                let rest = &state[i + m.len()..];
+                &rest[..rest.find(|c: char| !(c.is_alphanumeric() || c == '_' || c == '$')).unwrap_or(rest.len())]
+            })
+            .collect();
+        exported.sort_unstable();
+        assert_eq!(exported, ["$", "V", "canvas", "ctx", "groupColor"]);
+    }
+
+    #[test]
+    fn each_figure_of_v_has_one_writer() {
+        // `V` (state.js) holds the figures the browser test reads: each is assigned, counted or
+        // pushed to by one module only.
+        let mut writers: std::collections::BTreeMap<&str, std::collections::BTreeSet<&str>> = Default::default();
+        for (name, body) in modules() {
+            for (i, _) in body.match_indices("V.") {
+                let before = body[..i].chars().next_back();
+                if before.is_some_and(|c| c.is_alphanumeric() || c == '_' || c == '$' || c == '.') {
+                    continue;
+                }
+                let after = &body[i + 2..];
+                let (field, tail) = after.split_at(after.find(|c: char| !(c.is_alphanumeric() || c == '_')).unwrap_or(after.len()));
+                let tail = tail.trim_start();
+                let writes = ["++", "--", "+=", "-=", ".push("].iter().any(|w| tail.starts_with(w)) || (tail.starts_with('=') && !tail.starts_with("=="));
+                if writes && !field.is_empty() {
+                    writers.entry(field).or_default().insert(name);
+                }
+            }
+        }
+        assert!(writers.len() >= 10, "the scan finds V's figures: {writers:?}");
+        for (field, files) in &writers {
+            assert_eq!(files.len(), 1, "V.{field} is written by {files:?}");
+        }
+    }
+
     #[test]
     fn the_page_loads_only_local_files() {
         for (_, _, body) in FILES {
