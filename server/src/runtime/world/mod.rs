@@ -126,9 +126,11 @@ pub enum Request {
     /// Panic the thread (fault injection: `POST /debug/panic`, served only with
     /// `fault_injection` on), to check that the panic is contained and reported.
     Panic,
-    /// Block the thread this long (fault injection: `POST /debug/stall`, served only with
-    /// `fault_injection` on): no tick and no request is served meanwhile, so the queue fills.
-    Stall(std::time::Duration),
+    /// Block the thread this long, or until [`WorldHandle::release_stall`] (fault injection:
+    /// `POST /debug/stall` and `POST /debug/stall/release`, served only with `fault_injection`
+    /// on): no tick and no request is served meanwhile, so the queue fills. Answered when the
+    /// block begins: the request has left the queue by then.
+    Stall { time: std::time::Duration, reply: Reply<()> },
 }
 
 impl Request {
@@ -162,7 +164,7 @@ impl Request {
             | Request::Replay { .. }
             | Request::Shutdown
             | Request::Panic
-            | Request::Stall(_)
+            | Request::Stall { .. }
             | Request::Freeze { .. }
             | Request::Thaw { .. } => None,
         }
@@ -283,6 +285,39 @@ pub struct WorldStats {
     pub stop: AtomicBool,
     /// With `stop`: the world is deleted, so is its stored state.
     pub forget: AtomicBool,
+    /// Ends a fault-injection stall early (see [`Request::Stall`]).
+    pub stall: StallGate,
+}
+
+/// Ends a [`Request::Stall`] before its time (fault injection: `POST /debug/stall/release`),
+/// so that a test decides when the world's thread runs again instead of racing a timer.
+#[derive(Debug, Default)]
+pub struct StallGate {
+    released: Mutex<bool>,
+    wake: std::sync::Condvar,
+}
+
+impl StallGate {
+    /// Blocks until [`StallGate::release`] is called or `time` passes; a release that came
+    /// before the stall began ends it at once. Consumes the release.
+    pub fn block(&self, time: Duration) {
+        let deadline = Instant::now() + time;
+        let mut released = self.released.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        while !*released {
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                break;
+            }
+            released = self.wake.wait_timeout(released, left).unwrap_or_else(std::sync::PoisonError::into_inner).0;
+        }
+        *released = false;
+    }
+
+    /// Ends the current (or the next) stall.
+    pub fn release(&self) {
+        *self.released.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = true;
+        self.wake.notify_all();
+    }
 }
 
 impl WorldStats {
@@ -429,9 +464,16 @@ impl WorldHandle {
         self.send(Request::Panic)
     }
 
-    /// Asks the world thread to block for `time` (fault injection; see [`Request::Stall`]).
-    pub fn inject_stall(&self, time: std::time::Duration) -> Result<(), CmdError> {
-        self.send(Request::Stall(time))
+    /// Asks the world thread to block for `time` (fault injection; see [`Request::Stall`]);
+    /// answers once it blocks, so that the queue holds nothing of this request.
+    pub async fn inject_stall(&self, time: std::time::Duration) -> Result<(), CmdError> {
+        self.ask(|reply| Request::Stall { time, reply }).await
+    }
+
+    /// Ends the world thread's stall now (or the next one at once): bypasses the queue, which
+    /// a stalled world does not serve.
+    pub fn release_stall(&self) {
+        self.stats.stall.release();
     }
 
     /// True while the world thread runs.
@@ -666,6 +708,30 @@ mod tests {
         // ticks run back to back before the schedule is on time again.
         let late_after = (t0 + Duration::from_secs(2)).duration_since(due);
         assert!(late_after < p * 4, "{late_after:?}");
+    }
+
+    #[test]
+    fn a_stall_ends_when_released_not_before_and_a_release_is_used_once() {
+        let gate = Arc::new(StallGate::default());
+        // Released by another thread while blocked: ends then, long before its bound.
+        let (tx, rx) = std::sync::mpsc::channel();
+        let g = gate.clone();
+        let t = std::thread::spawn(move || {
+            let t0 = Instant::now();
+            g.block(Duration::from_secs(60));
+            tx.send(t0.elapsed()).unwrap();
+        });
+        // Not released: still blocked (a stall that ended by itself would have answered).
+        assert!(rx.recv_timeout(Duration::from_millis(50)).is_err(), "the stall ended without a release");
+        gate.release();
+        assert!(rx.recv_timeout(Duration::from_secs(30)).unwrap() < Duration::from_secs(60));
+        t.join().unwrap();
+        // A release before the stall ends it at once; it is consumed: the next one waits its bound.
+        gate.release();
+        gate.block(Duration::from_secs(60));
+        let t0 = Instant::now();
+        gate.block(Duration::from_millis(20));
+        assert!(t0.elapsed() >= Duration::from_millis(20), "a release was used twice");
     }
 
     #[test]

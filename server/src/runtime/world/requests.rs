@@ -89,7 +89,10 @@ impl Runner {
             }
             Request::Shutdown => {}
             Request::Panic => panic!("fault injection: a world thread panic was asked for"),
-            Request::Stall(time) => std::thread::sleep(time),
+            Request::Stall { time, reply } => {
+                send(reply, Ok(()));
+                self.stats.stall.block(time);
+            }
         }
     }
 
@@ -377,7 +380,10 @@ pub(super) fn refuse(req: Request, e: CmdError) {
         Request::Thaw { reply } => {
             let _ = reply.send(Err(e));
         },
-        Request::Shutdown | Request::Panic | Request::Stall(_) => {}
+        Request::Stall { reply, .. } => {
+            let _ = reply.send(Err(e));
+        },
+        Request::Shutdown | Request::Panic => {}
     }
 }
 
