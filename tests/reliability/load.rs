@@ -392,10 +392,10 @@ async fn read_burst<F: std::future::Future<Output = ()>>(srv: &Server, n: usize,
             }
             _ => panic!("read during overload answered: {text}"),
         }
-        if busy >= busy_first || reqs.is_empty() {
-            if let Some(f) = release.take() {
-                f().await;
-            }
+        if (busy >= busy_first || reqs.is_empty())
+            && let Some(f) = release.take()
+        {
+            f().await;
         }
     }
     if let Some(f) = release.take() {

@@ -39,7 +39,7 @@ async fn cells_for(ws: &mut Ws, wait: Duration) -> Vec<proto::Cells> {
 async fn cells_through(ws: &mut Ws, last: u64) -> Vec<proto::Cells> {
     let mut out = Vec::new();
     let t0 = Instant::now();
-    while !out.last().is_some_and(|c: &proto::Cells| c.tick >= last) {
+    while out.last().is_none_or(|c: &proto::Cells| c.tick < last) {
         assert!(t0.elapsed() < Duration::from_secs(30), "no cells message of tick {last} within 30 s (last: {:?})", out.last().map(|c: &proto::Cells| c.tick));
         if let Next::Msg(ServerMsg::Cells(c)) = ws.next(Duration::from_millis(100)).await {
             out.push(c);
