@@ -185,9 +185,20 @@ mod tests {
         let cancel = CancellationToken::new();
         let players = Arc::new(Mutex::new(3));
         let task = tokio::spawn(lifecycle(Agones::new(port), Fixed(players.clone()), Duration::from_millis(50), cancel.clone()));
-        tokio::time::sleep(Duration::from_millis(200)).await;
+        // Waits (bounded: a hang, not a speed) until the stand-in has seen a call matching `seen`.
+        let until = |seen: fn(&[(String, String)]) -> bool| {
+            let calls = calls.clone();
+            async move {
+                let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+                while !seen(&calls.lock().unwrap()) {
+                    assert!(tokio::time::Instant::now() < deadline, "the sidecar never saw the expected call: {:?}", calls.lock().unwrap());
+                    tokio::time::sleep(Duration::from_millis(10)).await;
+                }
+            }
+        };
+        until(|c| c.iter().any(|(p, b)| p == "/metadata/label" && b.contains(r#""value":"3""#))).await;
         *players.lock().unwrap() = 5;
-        tokio::time::sleep(Duration::from_millis(200)).await;
+        until(|c| c.iter().any(|(p, b)| p == "/metadata/label" && b.contains(r#""value":"5""#)) && c.iter().filter(|(p, _)| p == "/health").count() >= 3).await;
         cancel.cancel();
         tokio::time::timeout(Duration::from_secs(5), task).await.unwrap().unwrap();
         let calls = calls.lock().unwrap().clone();

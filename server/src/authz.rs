@@ -271,6 +271,7 @@ pub const ROUTES: &[(&str, &str, Rule)] = &[
     ("POST", "/cluster/worlds/{world}", Rule::Cluster),
     ("POST", "/debug/panic", Rule::Admin),
     ("POST", "/debug/stall", Rule::Admin),
+    ("POST", "/debug/stall/release", Rule::Admin),
     ("GET", "/scenarios", Rule::Read),
     ("GET", "/scenarios/{name}", Rule::Read),
     ("PUT", "/scenarios/{name}", Rule::Admin),

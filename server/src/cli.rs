@@ -110,7 +110,8 @@ pub struct ServeArgs {
     pub handoff_to: Option<String>,
     #[arg(long, env = "STEERD_ALLOW_DEV_ON_NETWORK")]
     pub allow_dev_on_network: bool,
-    /// Serve `POST /debug/panic` and `POST /debug/stall` (admin only) for the reliability suite's
+    /// Serve `POST /debug/panic`, `POST /debug/stall` and `POST /debug/stall/release` (admin
+    /// only) for the reliability suite's
     /// panic and overload tests.
     #[arg(long, env = "STEERD_FAULT_INJECTION", hide = true)]
     pub fault_injection: bool,

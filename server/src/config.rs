@@ -40,8 +40,9 @@ pub struct Settings {
     pub same_origin_hosts: Vec<String>,
     /// Record every world from its start (`serve --record`); files go to `<data_dir>/recordings`.
     pub record: bool,
-    /// Serves `POST /debug/panic` and `POST /debug/stall` (admin only), which panic a world's
-    /// thread or the request's connection task, or block a world's thread, on purpose, so the
+    /// Serves `POST /debug/panic`, `POST /debug/stall` and `POST /debug/stall/release` (admin
+    /// only), which panic a world's thread or the request's connection task, or block a world's
+    /// thread (until released), on purpose, so the
     /// reliability suite can check that a panic is contained and reported (docs/reliability.md,
     /// test 18) and that a full world queue answers `busy` (test 9). Off by default: the routes
     /// answer 404.

@@ -271,6 +271,36 @@ fn coincident_agents_and_obstacles_dropped_on_agents_stay_finite() {
     assert!(a.agent_overlaps < 200, "{a:?}");
 }
 
+/// ARCHITECTURE's contact invariant: with `solid_agents` on, two overlapping agents at rest
+/// (no behaviour to move them) are pushed apart by half the overlap each and end touching, the
+/// same whichever is stored (and spawned) first; with it off they stay where they are.
+#[test]
+fn an_overlapping_pair_ends_touching_in_either_order_and_only_when_solid() {
+    let r = Limits::default().radius;
+    let (a, b) = (Vec2::new(10.0, 5.0), Vec2::new(10.0 + 0.4 * r, 5.0));
+    let mut ends = Vec::new();
+    for first in [a, b] {
+        let second = if first == a { b } else { a };
+        let mut w = open_world();
+        let i = spawn_one(&mut w, first, 0.0, 0.0, vec![]);
+        let j = spawn_one(&mut w, second, 0.0, 0.0, vec![]);
+        w.step();
+        let (pi, pj) = (w.agent(i).expect("agent").position, w.agent(j).expect("agent").position);
+        let gap = pi.distance(pj);
+        assert!((gap - 2.0 * r).abs() <= 5e-3 * r, "first at {first:?}: {gap} apart, radii sum {}", 2.0 * r);
+        // Half the overlap each: the midpoint stays.
+        assert!((pi + pj - (a + b)).length() <= 1e-4, "first at {first:?}: moved off the midpoint: {pi:?} {pj:?}");
+        let (left, right) = if pi.x < pj.x { (pi, pj) } else { (pj, pi) };
+        ends.push((left, right));
+    }
+    assert_eq!(ends[0], ends[1], "the storage order changed where the pair ended");
+    let mut w = World::new(WorldConfig { solid_agents: false, ..open_world().config().clone() }).expect("valid config");
+    let i = spawn_one(&mut w, a, 0.0, 0.0, vec![]);
+    let j = spawn_one(&mut w, b, 0.0, 0.0, vec![]);
+    w.step();
+    assert_eq!((w.agent(i).expect("agent").position, w.agent(j).expect("agent").position), (a, b), "not solid: no push");
+}
+
 // ---- property tests: no sequence of valid commands produces a non-finite state ----
 
 fn finite_f32() -> impl Strategy<Value = f32> {

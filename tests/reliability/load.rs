@@ -313,13 +313,20 @@ pub async fn t09_tick_overrun(cfg: Cfg) -> Outcome {
     let rate = (3.0 / mean_tick).clamp(21.0, 1000.0);
     let overruns0 = metric(&m1, "steerd_tick_overruns_total");
     http.patch("/worlds/heavy", &json!({"tick_rate": rate})).await.ok();
-    // While overloaded, the world's thread is blocked for 1.5 s (`POST /debug/stall`, fault
-    // injection): it takes no request meanwhile, so of a burst of 64 concurrent reads at most the
-    // 4 its queue holds wait (answered once the stall ends) and the rest are answered `busy` at
-    // once, however the machine schedules the burst.
+    // While overloaded, the world's thread is blocked (`POST /debug/stall`, fault injection)
+    // until this test ends the stall (`POST /debug/stall/release`) after every `busy` answer of
+    // the burst has arrived, and no sooner than 1.5 s: the thread takes no request meanwhile,
+    // so of a burst of 64 concurrent reads exactly the 4 its queue holds wait (answered once
+    // the stall ends) and the other 60 are answered `busy` at once, however long the machine
+    // takes to send the burst (the 10 s bound is the server's safety net, far beyond it).
     let t_over = Instant::now();
-    http.post("/debug/stall", &json!({"world": "heavy", "millis": 1500})).await.expect(202);
-    let (ok, busy) = read_burst(&srv, 64).await;
+    http.post("/debug/stall", &json!({"world": "heavy", "millis": 10_000})).await.expect(202);
+    let (ok, busy) = read_burst(&srv, 64, 60, || async {
+        tokio::time::sleep(Duration::from_millis(1500).saturating_sub(t_over.elapsed())).await;
+        http.post("/debug/stall/release", &json!({"world": "heavy"})).await.expect(202);
+    })
+    .await;
+    gate(t_over.elapsed() < Duration::from_secs(10), || "the burst outlasted the 10 s stall: the queue may have drained meanwhile".into());
     tokio::time::sleep(Duration::from_secs(2).saturating_sub(t_over.elapsed())).await;
     let h = http.get("/health").await.json();
     let overloaded = h["overloaded_worlds"].as_array().is_some_and(|a| a.iter().any(|w| w == "heavy"));
@@ -338,7 +345,7 @@ pub async fn t09_tick_overrun(cfg: Cfg) -> Outcome {
     // No burst: catching up is capped (max_catchup_ticks 3), so the first second after the load
     // has at most the nominal 20 + 3 ticks (+1 for the measurement edges).
     gate(first_second <= 24.5, || format!("{first_second:.1} ticks in the first second after the overload: a catch-up burst"));
-    gate(busy > 0, || format!("64 concurrent reads on the 4-slot queue of a stalled world never answered busy ({ok} answered 200)"));
+    gate((ok, busy) == (4, 60), || format!("64 concurrent reads on the 4-slot queue of a stalled world: {ok} answered 200, {busy} `busy` (expected 4 and 60)"));
     no_panic(&srv);
     let _ = cfg;
     Outcome::Pass(format!(
@@ -349,9 +356,11 @@ pub async fn t09_tick_overrun(cfg: Cfg) -> Outcome {
 
 
 /// Opens `n` connections to `srv`, then writes a read of world `heavy` on each back to back, and
-/// reads every answer: (answered 200, answered 503 `busy`). Any other answer, or a read that
-/// hangs 30 s, fails the test.
-async fn read_burst(srv: &Server, n: usize) -> (u32, u32) {
+/// reads every answer: (answered 200, answered 503 `busy`). Once `busy_first` answers `busy` have
+/// arrived (the stalled world's queue is full: no read can be served before `release`), or every
+/// read has been answered, runs `release` (ending the stall), then awaits the rest. Any other
+/// answer, or a read that hangs 30 s, fails the test.
+async fn read_burst<F: std::future::Future<Output = ()>>(srv: &Server, n: usize, busy_first: u32, release: impl FnOnce() -> F) -> (u32, u32) {
     let mut socks = Vec::new();
     for _ in 0..n {
         socks.push(tokio::net::TcpStream::connect(srv.addr).await.expect("connecting for a read"));
@@ -360,17 +369,18 @@ async fn read_burst(srv: &Server, n: usize) -> (u32, u32) {
     for s in &mut socks {
         s.write_all(req.as_bytes()).await.expect("writing a read");
     }
-    let mut reqs = Vec::new();
+    let mut reqs = tokio::task::JoinSet::new();
     for mut s in socks {
-        reqs.push(tokio::spawn(async move {
+        reqs.spawn(async move {
             let mut buf = Vec::new();
             tokio::time::timeout(Duration::from_secs(30), s.read_to_end(&mut buf)).await.expect("a read hung").expect("reading an answer");
             String::from_utf8_lossy(&buf).into_owned()
-        }));
+        });
     }
     let (mut ok, mut busy) = (0, 0);
-    for r in reqs {
-        let text = r.await.expect("a read task");
+    let mut release = Some(release);
+    while let Some(r) = reqs.join_next().await {
+        let text = r.expect("a read task");
         let status = text.split_whitespace().nth(1).unwrap_or("");
         let body = text.split_once("\r\n\r\n").map_or("", |(_, b)| b);
         match status {
@@ -382,6 +392,14 @@ async fn read_burst(srv: &Server, n: usize) -> (u32, u32) {
             }
             _ => panic!("read during overload answered: {text}"),
         }
+        if (busy >= busy_first || reqs.is_empty())
+            && let Some(f) = release.take()
+        {
+            f().await;
+        }
+    }
+    if let Some(f) = release.take() {
+        f().await;
     }
     (ok, busy)
 }

@@ -52,7 +52,8 @@ pub async fn t13_rest_limits(_cfg: Cfg) -> Outcome {
 pub async fn t14_crash_safe_save(cfg: Cfg) -> Outcome {
     let agents = cfg.pick(40_000, 80_000);
     let rounds = cfg.pick(20, 200);
-    let f = kill9_while_saving(agents, rounds, Duration::from_secs(cfg.pick(60, 1200))).await;
+    // The time box bounds a hang, not the speed: a slow machine runs the same rounds, later.
+    let f = kill9_while_saving(agents, rounds, Duration::from_secs(cfg.pick(600, 1200))).await;
     gate(f.rounds >= rounds.min(10), || format!("only {} rounds in the time box", f.rounds));
     Outcome::Pass(format!("kill -9 while saving: {f}"))
 }

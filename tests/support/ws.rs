@@ -393,6 +393,25 @@ impl Ws {
         }
     }
 
+    /// Reads (applying frames) until `done` holds of this client, or `wait` passes; answers
+    /// whether it held. A condition instead of a quiet spell (see [`Ws::drain`]): a frame a
+    /// loaded machine delays is still read, and the caller's check does not race it.
+    pub async fn read_until(&mut self, wait: Duration, done: impl Fn(&Ws) -> bool) -> bool {
+        let deadline = tokio::time::Instant::now() + wait;
+        loop {
+            if done(self) {
+                return true;
+            }
+            let left = deadline.saturating_duration_since(tokio::time::Instant::now());
+            if left.is_zero() {
+                return false;
+            }
+            if let Next::Closed(c) = self.next(left.min(Duration::from_millis(100))).await {
+                panic!("closed ({c:?}) while waiting for a state");
+            }
+        }
+    }
+
     /// Reads (applying frames) until no message came for `quiet` or `max` passed.
     pub async fn drain(&mut self, quiet: Duration, max: Duration) {
         let deadline = tokio::time::Instant::now() + max;

@@ -71,6 +71,7 @@ pub fn app(state: AppState) -> Router {
         .route("/recordings/{name}", axum::routing::delete(recordings::delete_recording))
         .route("/debug/panic", post(debug_panic))
         .route("/debug/stall", post(debug_stall))
+        .route("/debug/stall/release", post(debug_stall_release))
         .route("/scenarios", get(list_scenarios))
         .route("/scenarios/{name}", get(get_scenario).put(put_scenario).delete(delete_scenario))
         .route("/worlds/{world}/handoff", post(handoff::handoff_world))

@@ -69,6 +69,7 @@ use super::{handoff, recordings, rest, ws};
         rest::put_owner,
         rest::debug_panic,
         rest::debug_stall,
+        rest::debug_stall_release,
         handoff::handoff_world,
         handoff::import_world,
     ),

@@ -501,11 +501,6 @@ impl Players {
         })
     }
 
-    /// Every connected player id.
-    pub fn connected_players(&self) -> Vec<String> {
-        self.lock().players.iter().filter(|(_, p)| !p.conns.is_empty()).map(|(k, _)| k.clone()).collect()
-    }
-
     /// The team of a known player.
     pub fn team(&self, player: &str) -> Option<String> {
         self.lock().players.get(player).and_then(|p| p.team.clone())

@@ -34,6 +34,31 @@ async fn cells_for(ws: &mut Ws, wait: Duration) -> Vec<proto::Cells> {
     out
 }
 
+/// Reads `ws` until a `cells` message of tick `last` has come (at most 30 s), keeping every
+/// `cells` message: a condition, not a wall time, so a delayed frame is still read.
+async fn cells_through(ws: &mut Ws, last: u64) -> Vec<proto::Cells> {
+    let mut out = Vec::new();
+    let t0 = Instant::now();
+    while out.last().is_none_or(|c: &proto::Cells| c.tick < last) {
+        assert!(t0.elapsed() < Duration::from_secs(30), "no cells message of tick {last} within 30 s (last: {:?})", out.last().map(|c: &proto::Cells| c.tick));
+        if let Next::Msg(ServerMsg::Cells(c)) = ws.next(Duration::from_millis(100)).await {
+            out.push(c);
+        }
+    }
+    out
+}
+
+/// Waits until `world` has run `n` ticks from now (a count, not a wall time: a slow machine
+/// runs them later, never fewer), calling `read` between polls to keep the clients read.
+async fn run_ticks(http: &Http, world: &str, n: u64, mut read: impl AsyncFnMut()) {
+    let start = tick(http, world).await;
+    let t0 = Instant::now();
+    while tick(http, world).await < start + n {
+        assert!(t0.elapsed() < Duration::from_secs(120), "world {world} did not run {n} ticks in 120 s");
+        read().await;
+    }
+}
+
 /// Pauses `world` and steps it to the next tick that is a multiple of `n` (at least one step),
 /// so that every rate's last message is the paused state.
 async fn pause_on_multiple(http: &Http, world: &str, n: u64) -> u64 {
@@ -57,15 +82,17 @@ async fn whole_world_subscribers_share_one_cells_message_per_tick() {
         clients.push(ws);
     }
     let mut got: Vec<Vec<proto::Cells>> = vec![Vec::new(); clients.len()];
-    let t0 = Instant::now();
-    while t0.elapsed() < Duration::from_secs(3) {
+    run_ticks(&http, "demo", 60, async || {
         for (ws, got) in clients.iter_mut().zip(got.iter_mut()) {
-            got.extend(cells_for(ws, Duration::from_millis(100)).await);
+            got.extend(cells_for(ws, Duration::from_millis(30)).await);
         }
-    }
+    })
+    .await;
     let last = pause_on_multiple(&http, "demo", 1).await;
     for (ws, got) in clients.iter_mut().zip(got.iter_mut()) {
-        got.extend(cells_for(ws, Duration::from_millis(800)).await);
+        got.extend(cells_through(ws, last).await);
+        // Nothing after the paused tick (a later message fails the checks below).
+        got.extend(cells_for(ws, Duration::from_millis(300)).await);
     }
     let expected = quantized(&http.get("/worlds/demo/snapshot").await.ok());
     assert!(expected.len() > 50, "the demo world has agents");
@@ -109,17 +136,20 @@ async fn every_n_ticks_sends_state_on_its_ticks_only() {
     assert!(matches!(subscribe_every(&mut js, "demo", 4).await, Outcome::Subscribed(_)));
     let (b_every, b_slow) = (every.bytes, slow.bytes);
     let mut got = Vec::new();
-    let t0 = Instant::now();
-    while t0.elapsed() < Duration::from_secs(3) {
-        got.extend(cells_for(&mut slow, Duration::from_millis(100)).await);
-        cells_for(&mut every, Duration::from_millis(50)).await;
-        js.drain(Duration::from_millis(20), Duration::from_millis(100)).await;
-    }
+    run_ticks(&http, "demo", 60, async || {
+        got.extend(cells_for(&mut slow, Duration::from_millis(30)).await);
+        cells_for(&mut every, Duration::from_millis(20)).await;
+        js.drain(Duration::from_millis(10), Duration::from_millis(30)).await;
+    })
+    .await;
     let (b_every, b_slow) = (every.bytes - b_every, slow.bytes - b_slow);
     let last = pause_on_multiple(&http, "demo", 4).await;
-    got.extend(cells_for(&mut slow, Duration::from_millis(800)).await);
-    every.drain(Duration::from_millis(500), Duration::from_secs(10)).await;
-    js.drain(Duration::from_millis(500), Duration::from_secs(10)).await;
+    got.extend(cells_through(&mut slow, last).await);
+    got.extend(cells_for(&mut slow, Duration::from_millis(300)).await);
+    let expected = quantized(&http.get("/worlds/demo/snapshot").await.ok());
+    for ws in [&mut every, &mut js] {
+        assert!(ws.read_until(Duration::from_secs(30), |w| w.last_tick >= last && w.agents() == expected).await, "{:?}: the view never reached the paused state", ws.enc);
+    }
     let keyed = got.iter().take_while(|c| c.entries.iter().any(|e| matches!(e, proto::CellEntry::Keyframe(_)))).count();
     let first = got.first().map_or(0, |c| c.tick);
     let rest = got.get(keyed..).unwrap_or_default();
@@ -135,7 +165,6 @@ async fn every_n_ticks_sends_state_on_its_ticks_only() {
         }
     }
     assert!(b_slow < b_every, "every 4th tick: {b_slow} bytes, every tick: {b_every}");
-    let expected = quantized(&http.get("/worlds/demo/snapshot").await.ok());
     assert_eq!(got.last().map(|c| c.tick), Some(last));
     for ws in [&every, &slow, &js] {
         assert_eq!(ws.agents(), expected, "{:?}: view differs from the snapshot", ws.enc);
@@ -166,9 +195,10 @@ async fn a_world_at_rest_sends_nothing() {
     ws.subscribe("still", whole_world()).await;
     let first = cells_for(&mut ws, Duration::from_millis(500)).await;
     assert!(first.iter().flat_map(|c| &c.entries).all(|e| matches!(e, proto::CellEntry::Keyframe(_))), "only keyframes at first");
-    let t = tick(&http, "still").await;
-    let later = cells_for(&mut ws, Duration::from_secs(2)).await;
-    assert!(tick(&http, "still").await > t + 20, "the world ticks");
+    // 20 ticks (counted: however slowly they run), read all along.
+    let mut later = Vec::new();
+    run_ticks(&http, "still", 20, async || later.extend(cells_for(&mut ws, Duration::from_millis(100)).await)).await;
+    later.extend(cells_for(&mut ws, Duration::from_millis(300)).await);
     assert!(later.is_empty(), "a world at rest sent {} messages", later.len());
     assert_eq!(ws.agents().len(), 200);
 }
@@ -203,7 +233,15 @@ async fn fanout_writers_send_steady_subscribers_and_hand_them_back_on_a_reset() 
             ws.subscribe("demo", whole_world()).await;
             clients.push(ws);
         }
-        read_all(&mut clients, Duration::from_secs(2)).await;
+        // 40 ticks read (counted, not timed); with writers, until every steady subscriber has
+        // joined its fan-out (a condition: a slow machine joins them later, not never).
+        run_ticks(&http, "demo", 40, async || read_all(&mut clients, Duration::from_millis(100)).await).await;
+        if writers > 0 {
+            let t0 = Instant::now();
+            while metric(&http, "fanout_members").await < 4.0 && t0.elapsed() < Duration::from_secs(30) {
+                read_all(&mut clients, Duration::from_millis(100)).await;
+            }
+        }
         let (members, writes) = (metric(&http, "fanout_members").await, metric(&http, "fanout_writes").await);
         if writers == 0 {
             assert_eq!((members, writes), (0.0, 0.0), "no fan-out writers");
@@ -214,7 +252,13 @@ async fn fanout_writers_send_steady_subscribers_and_hand_them_back_on_a_reset() 
         let keys_before: Vec<u64> = clients.iter().map(|ws| ws.keyframes).collect();
         let msgs_before: Vec<u64> = clients.iter().map(|ws| ws.cells_messages).collect();
         http.post("/worlds/demo/reset", &json!({})).await.ok();
-        read_all(&mut clients, Duration::from_secs(2)).await;
+        run_ticks(&http, "demo", 40, async || read_all(&mut clients, Duration::from_millis(100)).await).await;
+        if writers > 0 {
+            let t0 = Instant::now();
+            while metric(&http, "fanout_members").await < 4.0 && t0.elapsed() < Duration::from_secs(30) {
+                read_all(&mut clients, Duration::from_millis(100)).await;
+            }
+        }
         for (k, ws) in clients.iter().enumerate() {
             assert!(ws.keyframes > keys_before[k], "client {k}: keyframes after the reset ({} before, {} after)", keys_before[k], ws.keyframes);
             assert!(ws.cells_messages > msgs_before[k] + 10, "client {k}: frames after the reset");
@@ -223,10 +267,12 @@ async fn fanout_writers_send_steady_subscribers_and_hand_them_back_on_a_reset() 
             assert!(metric(&http, "fanout_handbacks").await >= 4.0, "the reset handed every member back");
             assert_eq!(metric(&http, "fanout_members").await, 4.0, "and they joined again");
         }
-        pause_on_multiple(&http, "demo", 1).await;
-        read_all(&mut clients, Duration::from_millis(800)).await;
+        let last = pause_on_multiple(&http, "demo", 1).await;
         let expected = quantized(&http.get("/worlds/demo/snapshot").await.ok());
         assert!(expected.len() > 50, "the demo world has agents");
+        for ws in clients.iter_mut() {
+            ws.read_until(Duration::from_secs(30), |w| w.last_tick >= last && w.agents() == expected).await;
+        }
         for (k, ws) in clients.iter().enumerate() {
             assert_eq!(ws.agents(), expected, "fanout_writers = {writers}, client {k}: view differs from the snapshot");
         }

@@ -286,8 +286,11 @@ async fn the_cluster_secret_gates_every_transfer() {
         assert!(r.text().contains("403") && r.text().contains(why), "{}", r.text());
         // Thawed: it ticks and takes commands here.
         let t = tick(&ha, "w").await;
-        tokio::time::sleep(Duration::from_millis(300)).await;
-        assert!(tick(&ha, "w").await > t, "the world runs on after a failed handoff");
+        let t0 = Instant::now();
+        while tick(&ha, "w").await <= t {
+            assert!(t0.elapsed() < WAIT, "the world does not run on after a failed handoff (tick {t})");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
         ha.post("/worlds/w/agents", &json!({"group": "g", "count": 1, "area": {"type": "rect", "min_x": 1, "min_y": 1, "max_x": 9, "max_y": 9}})).await.expect(201);
     }
     let r = c.http().post("/worlds/demo/handoff", &json!({"to": format!("http://{}", a.addr)})).await;

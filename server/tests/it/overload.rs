@@ -61,6 +61,9 @@ async fn overloaded_world_keeps_answering_and_delete_ends_its_thread() {
     let http = srv.http();
     create_world(&http, "hot", "hot", &wander_scenario(600.0, 20_000)).await;
     assert!(threads(&srv).iter().any(|t| t == "world-hot"), "world thread runs: {:?}", threads(&srv));
+    // `demo` is paused: a paused world drops no tick however busy the machine is, so its
+    // `overloaded: false` below shows the flag is per world, not the host's luck.
+    answered(&http, "PATCH", "/worlds/demo", Some(&json!({"paused": true}))).await.ok();
     answered(&http, "PATCH", "/worlds/hot", Some(&json!({"tick_rate": 1000}))).await.ok();
     overrunning(&http, "hot").await;
     // Every kind of request is still answered, many times over.

@@ -86,19 +86,30 @@ async fn frame_chain_equals_snapshot() {
     let cells = bin.subscribe("demo", whole_world()).await;
     assert_eq!(js.subscribe("demo", whole_world()).await, cells);
     assert_eq!(batched.subscribe("demo", whole_world()).await, cells);
-    // Let the chain run for a while (≥ 40 ticks of a moving world).
+    // Let the chain run for a while: 60 ticks of a moving world (counted, not timed: a slow
+    // machine runs them later, never fewer).
+    let start = tick(&http, "demo").await;
     let t0 = Instant::now();
-    while t0.elapsed() < Duration::from_secs(3) {
-        bin.next(Duration::from_millis(50)).await;
-        js.next(Duration::from_millis(50)).await;
-        batched.next(Duration::from_millis(50)).await;
+    while tick(&http, "demo").await < start + 60 {
+        assert!(t0.elapsed() < Duration::from_secs(120), "the demo world did not run 60 ticks");
+        for _ in 0..4 {
+            bin.next(Duration::from_millis(10)).await;
+            js.next(Duration::from_millis(10)).await;
+            batched.next(Duration::from_millis(10)).await;
+        }
     }
     http.patch("/worlds/demo", &json!({"paused": true})).await.ok();
-    bin.drain(Duration::from_millis(500), Duration::from_secs(10)).await;
-    js.drain(Duration::from_millis(500), Duration::from_secs(10)).await;
-    batched.drain(Duration::from_millis(500), Duration::from_secs(10)).await;
     let snap = http.get("/worlds/demo/snapshot").await.ok();
     let expected = quantized(&snap);
+    let paused = snap["tick"].as_u64().unwrap();
+    for ws in [&mut bin, &mut js, &mut batched] {
+        let enc = ws.enc;
+        assert!(ws.read_until(Duration::from_secs(30), |w| w.last_tick >= paused && w.agents() == expected).await, "{enc:?}: the view never reached the paused tick {paused}'s state (at tick {})", ws.last_tick);
+    }
+    // Nothing after the paused state.
+    for ws in [&mut bin, &mut js, &mut batched] {
+        ws.drain(Duration::from_millis(300), Duration::from_secs(2)).await;
+    }
     assert!(expected.len() > 50, "demo world has agents");
     // Binary (protocol 4): a tick's entries of every changed cell arrive in one `cells` message;
     // JSON keeps a message per cell.

@@ -130,12 +130,12 @@ pub struct StallBody {
 pub const MAX_STALL_MS: u64 = 10_000;
 
 /// `POST /debug/stall`: fault injection for the reliability suite (docs/reliability.md, test 9):
-/// the world's thread blocks for `millis`, serving no tick and no request, so its queue fills
-/// and further calls are answered `busy`. Served only when the server runs with
+/// the world's thread blocks for `millis` (or until `POST /debug/stall/release`), serving no tick
+/// and no request, so its queue fills and further calls are answered `busy`. Served only when the server runs with
 /// `fault_injection` (`--fault-injection`); 404 otherwise.
 #[utoipa::path(post, path = "/debug/stall", tag = "ops", security(("bearer" = [])),
     request_body = StallBody,
-    responses((status = 202, description = "The world thread was asked to block", body = doc::OkBody),
+    responses((status = 202, description = "The world thread blocks (answered once it does)", body = doc::OkBody),
         (status = 404, description = "Fault injection is off (the default), or no such world", body = doc::ErrorBody),
         doc::AdminErrors, doc::BodyErrors,
         (status = 503, description = "The world's queue is full or its thread is dead", body = doc::ErrorBody)))]
@@ -147,7 +147,33 @@ pub async fn debug_stall(State(state): State<AppState>, body: Body<StallBody>) -
     if b.millis == 0 || b.millis > MAX_STALL_MS {
         return Err(ApiError::invalid(format!("millis: must be between 1 and {MAX_STALL_MS} (got {})", b.millis)));
     }
-    world(&state, &b.world)?.inject_stall(std::time::Duration::from_millis(b.millis))?;
+    world(&state, &b.world)?.inject_stall(std::time::Duration::from_millis(b.millis)).await?;
+    Ok((StatusCode::ACCEPTED, Json(json!({"ok": true}))).into_response())
+}
+
+/// `POST /debug/stall/release` body.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct StallReleaseBody {
+    /// The world whose stall ends.
+    pub world: String,
+}
+
+/// `POST /debug/stall/release`: fault injection for the reliability suite (docs/reliability.md,
+/// test 9): ends the world thread's stall (`POST /debug/stall`) now, or the next one at once, so
+/// that the test, not a timer, decides how long the queue stays full. Served only when the
+/// server runs with `fault_injection` (`--fault-injection`); 404 otherwise.
+#[utoipa::path(post, path = "/debug/stall/release", tag = "ops", security(("bearer" = [])),
+    request_body = StallReleaseBody,
+    responses((status = 202, description = "The stall was ended", body = doc::OkBody),
+        (status = 404, description = "Fault injection is off (the default), or no such world", body = doc::ErrorBody),
+        doc::AdminErrors, doc::BodyErrors))]
+pub async fn debug_stall_release(State(state): State<AppState>, body: Body<StallReleaseBody>) -> ApiResult {
+    if !state.settings.fault_injection {
+        return Err(ApiError::not_found("no route /debug/stall/release (fault injection is off)"));
+    }
+    let Json(b) = body?;
+    world(&state, &b.world)?.release_stall();
     Ok((StatusCode::ACCEPTED, Json(json!({"ok": true}))).into_response())
 }
 

@@ -116,7 +116,7 @@ impl Runner {
             return;
         }
         let state = self.durable_state();
-        self.recorder.snapshot(&self.world, self.paused, self.scenario_name.as_deref(), state);
+        self.recorder.snapshot(&self.world, self.schedule.paused, self.scenario_name.as_deref(), state);
     }
 
     /// `p` owns `id` from now on (a durable world logs it).

@@ -56,12 +56,14 @@ mod recorder;
 mod replay;
 mod requests;
 mod runner;
+mod schedule;
 mod sight;
 mod stepper;
 mod types;
 mod views;
 
 pub use types::{Actor, CmdError, RateGuard, RateUsers, WorldPlayer, world_info};
+use schedule::catch_up;
 use types::{Reply, Vision};
 pub use views::{AgentView, OrderView, AvoidanceView, FlowFieldView, HalfPlaneView, ObstacleView, ReplayOp, ReplaySpawn, ReplayView, Snapshot, WallView, WorldInfoView, Xy};
 use requests::{command_agents, command_kind, command_targets, spawn_count};
@@ -126,9 +128,11 @@ pub enum Request {
     /// Panic the thread (fault injection: `POST /debug/panic`, served only with
     /// `fault_injection` on), to check that the panic is contained and reported.
     Panic,
-    /// Block the thread this long (fault injection: `POST /debug/stall`, served only with
-    /// `fault_injection` on): no tick and no request is served meanwhile, so the queue fills.
-    Stall(std::time::Duration),
+    /// Block the thread this long, or until [`WorldHandle::release_stall`] (fault injection:
+    /// `POST /debug/stall` and `POST /debug/stall/release`, served only with `fault_injection`
+    /// on): no tick and no request is served meanwhile, so the queue fills. Answered when the
+    /// block begins: the request has left the queue by then.
+    Stall { time: std::time::Duration, reply: Reply<()> },
 }
 
 impl Request {
@@ -162,7 +166,7 @@ impl Request {
             | Request::Replay { .. }
             | Request::Shutdown
             | Request::Panic
-            | Request::Stall(_)
+            | Request::Stall { .. }
             | Request::Freeze { .. }
             | Request::Thaw { .. } => None,
         }
@@ -283,6 +287,39 @@ pub struct WorldStats {
     pub stop: AtomicBool,
     /// With `stop`: the world is deleted, so is its stored state.
     pub forget: AtomicBool,
+    /// Ends a fault-injection stall early (see [`Request::Stall`]).
+    pub stall: StallGate,
+}
+
+/// Ends a [`Request::Stall`] before its time (fault injection: `POST /debug/stall/release`),
+/// so that a test decides when the world's thread runs again instead of racing a timer.
+#[derive(Debug, Default)]
+pub struct StallGate {
+    released: Mutex<bool>,
+    wake: std::sync::Condvar,
+}
+
+impl StallGate {
+    /// Blocks until [`StallGate::release`] is called or `time` passes; a release that came
+    /// before the stall began ends it at once. Consumes the release.
+    pub fn block(&self, time: Duration) {
+        let deadline = Instant::now() + time;
+        let mut released = self.released.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        while !*released {
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                break;
+            }
+            released = self.wake.wait_timeout(released, left).unwrap_or_else(std::sync::PoisonError::into_inner).0;
+        }
+        *released = false;
+    }
+
+    /// Ends the current (or the next) stall.
+    pub fn release(&self) {
+        *self.released.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = true;
+        self.wake.notify_all();
+    }
 }
 
 impl WorldStats {
@@ -395,9 +432,7 @@ impl WorldHandle {
             replay,
             fields: pipeline::FieldPipeline::new(spawn.fields),
             players: spawn.players,
-            paused,
             autosave: false,
-            max_catchup: spawn.max_catchup_ticks.max(1),
             max_agents: spawn.max_agents,
             max_spawn: spawn.max_spawn,
             crowding: spawn.crowding,
@@ -406,11 +441,8 @@ impl WorldHandle {
             origin: handle.origin.clone(),
             tick_offset: spawn.arrival.as_ref().map_or(0, |a| a.tick_offset),
             stepper: stepper::Stepper::new(spawn.sim_pool, spawn.parallel_step_min_agents),
-            max_requests_per_turn: spawn.max_requests_per_turn.max(1),
-            stepping: None,
-            window: RateWindow::new(Instant::now()),
-            frozen: false,
-            hold: spawn.arrival,
+            // Last: it takes the arrival the fields above read.
+            schedule: schedule::Schedule::new(paused, spawn.max_catchup_ticks, spawn.max_requests_per_turn, spawn.arrival),
         };
         for (agent, player, team) in owners {
             let p: Arc<str> = Arc::from(player.as_str());
@@ -429,9 +461,16 @@ impl WorldHandle {
         self.send(Request::Panic)
     }
 
-    /// Asks the world thread to block for `time` (fault injection; see [`Request::Stall`]).
-    pub fn inject_stall(&self, time: std::time::Duration) -> Result<(), CmdError> {
-        self.send(Request::Stall(time))
+    /// Asks the world thread to block for `time` (fault injection; see [`Request::Stall`]);
+    /// answers once it blocks, so that the queue holds nothing of this request.
+    pub async fn inject_stall(&self, time: std::time::Duration) -> Result<(), CmdError> {
+        self.ask(|reply| Request::Stall { time, reply }).await
+    }
+
+    /// Ends the world thread's stall now (or the next one at once): bypasses the queue, which
+    /// a stalled world does not serve.
+    pub fn release_stall(&self) {
+        self.stats.stall.release();
     }
 
     /// True while the world thread runs.
@@ -502,22 +541,6 @@ impl WorldHandle {
     }
 }
 
-/// The tick schedule's catch-up rule. A tick was due at `next`; it is now `now`. If the world
-/// is more than `max_catchup` whole periods late, the excess is dropped (counted, not run):
-/// returns the deadline to treat as this tick's (moved forward by the dropped periods) and how
-/// many ticks were dropped. At most `max_catchup` late ticks then run back to back, so there is
-/// never a burst (tokio's `interval` would burst by default).
-pub fn catch_up(next: Instant, now: Instant, period: Duration, max_catchup: u32) -> (Instant, u64) {
-    let late = now.saturating_duration_since(next);
-    let behind = (late.as_secs_f64() / period.as_secs_f64()) as u64;
-    if behind > u64::from(max_catchup) {
-        let dropped = behind - u64::from(max_catchup);
-        (next + period.mul_f64(dropped as f64), dropped)
-    } else {
-        (next, 0)
-    }
-}
-
 /// The publisher of `handle`'s world: it announces what the handle shows, and keeps the
 /// cells of the send rates the handle's subscriptions use (`max_shared`: shared `cells`
 /// messages per tick; checksums every `checksum_every` ticks; at most `max_aoi_cells`).
@@ -577,22 +600,6 @@ pub fn build_world(scenario: &Scenario, max_agents: usize, max_spawn: usize) -> 
 /// Longest the loop sleeps waiting for a request (so a stop flag is seen even at 0.1 Hz).
 const MAX_IDLE_WAIT: Duration = Duration::from_millis(100);
 
-/// Length of the window over which the effective tick rate and `overloaded` are measured.
-const RATE_WINDOW: Duration = Duration::from_secs(1);
-
-/// Ticks run and ticks dropped since `start` (the effective tick rate and overload window).
-struct RateWindow {
-    start: Instant,
-    ticks: u64,
-    dropped: u64,
-}
-
-impl RateWindow {
-    fn new(start: Instant) -> Self {
-        RateWindow { start, ticks: 0, dropped: 0 }
-    }
-}
-
 /// What the loop does after serving a request.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Flow {
@@ -619,9 +626,10 @@ struct Runner {
     /// Flow fields: the jobs at the builder threads and the fields coming back (`pipeline.rs`).
     fields: pipeline::FieldPipeline,
     players: Arc<super::players::Players>,
-    paused: bool,
+    /// When the loop ticks: paused, frozen, held, stepping; catch-up and turn bounds; the
+    /// effective-rate window (`schedule.rs`).
+    schedule: schedule::Schedule,
     autosave: bool,
-    max_catchup: u32,
     max_agents: usize,
     max_spawn: usize,
     crowding: super::admission::Crowding,
@@ -633,16 +641,6 @@ struct Runner {
     tick_offset: u64,
     /// How the sim steps: on the world's own thread or the shared pool (`stepper.rs`).
     stepper: stepper::Stepper,
-    /// Requests served per turn of the loop (≥ 1).
-    max_requests_per_turn: usize,
-    /// A `Step` in progress: ticks left and whom to answer when they are done.
-    stepping: Option<(u32, Reply<u64>)>,
-    /// Effective tick rate and overload measurement.
-    window: RateWindow,
-    /// Frozen for a handoff: no tick, no change (see [`Request::Freeze`]).
-    frozen: bool,
-    /// Arrived by a handoff and not ticking yet (see [`Arrival`]).
-    hold: Option<Arrival>,
 }
 
 #[cfg(test)]
@@ -650,22 +648,27 @@ mod tests {
     use super::*;
 
     #[test]
-    fn catch_up_runs_at_most_the_bound_and_drops_the_rest() {
-        let p = Duration::from_millis(50);
+    fn a_stall_ends_when_released_not_before_and_a_release_is_used_once() {
+        let gate = Arc::new(StallGate::default());
+        // Released by another thread while blocked: ends then, long before its bound.
+        let (tx, rx) = std::sync::mpsc::channel();
+        let g = gate.clone();
+        let t = std::thread::spawn(move || {
+            let t0 = Instant::now();
+            g.block(Duration::from_secs(60));
+            tx.send(t0.elapsed()).unwrap();
+        });
+        // Not released: still blocked (a stall that ended by itself would have answered).
+        assert!(rx.recv_timeout(Duration::from_millis(50)).is_err(), "the stall ended without a release");
+        gate.release();
+        assert!(rx.recv_timeout(Duration::from_secs(30)).unwrap() < Duration::from_secs(60));
+        t.join().unwrap();
+        // A release before the stall ends it at once; it is consumed: the next one waits its bound.
+        gate.release();
+        gate.block(Duration::from_secs(60));
         let t0 = Instant::now();
-        // On time, or less than a period late: nothing dropped.
-        assert_eq!(catch_up(t0, t0, p, 3), (t0, 0));
-        assert_eq!(catch_up(t0, t0 + Duration::from_millis(49), p, 3), (t0, 0));
-        // 3 periods late with bound 3: run them all (no drop).
-        assert_eq!(catch_up(t0, t0 + Duration::from_millis(150), p, 3), (t0, 0));
-        // A 2 s stall at 20 Hz = 40 periods late: keep 3, drop 37.
-        let (due, dropped) = catch_up(t0, t0 + Duration::from_secs(2), p, 3);
-        assert_eq!(dropped, 37);
-        assert_eq!(due, t0 + p * 37);
-        // After the dropped time, the remaining lateness is within the bound: at most 3 more
-        // ticks run back to back before the schedule is on time again.
-        let late_after = (t0 + Duration::from_secs(2)).duration_since(due);
-        assert!(late_after < p * 4, "{late_after:?}");
+        gate.block(Duration::from_millis(20));
+        assert!(t0.elapsed() >= Duration::from_millis(20), "a release was used twice");
     }
 
     #[test]

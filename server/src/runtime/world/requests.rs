@@ -31,7 +31,7 @@ impl Runner {
     /// by a replay world if it changes the world, else served.
     pub(super) fn handle(&mut self, req: Request) {
         // Frozen for a handoff: reads only (the state handed off must stay the state here).
-        if self.frozen && changes_while_frozen(&req) {
+        if self.schedule.frozen && changes_while_frozen(&req) {
             return refuse(req, CmdError::Moving(self.name.clone()));
         }
         // A replay world refuses every change but play/pause, with the reason.
@@ -83,13 +83,16 @@ impl Runner {
             Request::Recording { on, digests, reply } => send(reply, self.set_recording(on, digests).map(|()| self.info_view())),
             Request::Freeze { reply } => send(reply, self.freeze()),
             Request::Thaw { reply } => {
-                self.frozen = false;
+                self.schedule.frozen = false;
                 tracing::info!("handoff: thawed, the world runs on here");
                 send(reply, Ok(()));
             }
             Request::Shutdown => {}
             Request::Panic => panic!("fault injection: a world thread panic was asked for"),
-            Request::Stall(time) => std::thread::sleep(time),
+            Request::Stall { time, reply } => {
+                send(reply, Ok(()));
+                self.stats.stall.block(time);
+            }
         }
     }
 
@@ -125,12 +128,12 @@ impl Runner {
     /// A `Step` of `ticks`: run in chunks by the loop, between which it serves requests (one at
     /// a time; 0 ticks answers at once).
     fn start_step(&mut self, ticks: u32, reply: Reply<u64>) {
-        if self.stepping.is_some() {
+        if self.schedule.stepping.is_some() {
             send(reply, Err(CmdError::Busy(self.name.clone())));
         } else if ticks == 0 {
             send(reply, Ok(self.wire_tick()));
         } else {
-            self.stepping = Some((ticks, reply));
+            self.schedule.stepping = Some((ticks, reply));
         }
     }
 
@@ -140,10 +143,10 @@ impl Runner {
         if self.replay.is_some() {
             return Err(CmdError::Conflict(format!("world `{}` is a replay: a replay is not handed off", self.name)));
         }
-        if self.stepping.is_some() {
+        if self.schedule.stepping.is_some() {
             return Err(CmdError::Conflict(format!("world `{}` is running a step; hand it off once the step is done", self.name)));
         }
-        self.frozen = true;
+        self.schedule.frozen = true;
         // The world itself at the freeze (and the sessions): the target starts from it.
         self.snapshot_if_due(true);
         let owners = self.ownership.owning_sorted();
@@ -222,7 +225,7 @@ impl Runner {
             self.publisher.sync_info_rate(self.world.config().tick_rate);
         }
         if let Some(p) = paused {
-            self.paused = p;
+            self.schedule.paused = p;
             self.recorder.paused(&self.world, p);
         }
         if let Some(a) = autosave {
@@ -377,7 +380,10 @@ pub(super) fn refuse(req: Request, e: CmdError) {
         Request::Thaw { reply } => {
             let _ = reply.send(Err(e));
         },
-        Request::Shutdown | Request::Panic | Request::Stall(_) => {}
+        Request::Stall { reply, .. } => {
+            let _ = reply.send(Err(e));
+        },
+        Request::Shutdown | Request::Panic => {}
     }
 }
 

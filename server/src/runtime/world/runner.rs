@@ -71,7 +71,7 @@ impl Runner {
         let _span = tracing::info_span!("world", name = %self.name).entered();
         tracing::info!(agents = self.world.agents().len(), "world started");
         let mut next = Instant::now() + self.period();
-        if self.replay.is_some() || self.hold.is_some() {
+        if self.replay.is_some() || self.schedule.hold.is_some() {
             // A replay world may start paused, and a world that arrived by a handoff waits for
             // its sessions: their subscribers get the current keyframes at once.
             self.publish();
@@ -87,16 +87,16 @@ impl Runner {
                 break;
             }
             self.recorder.idle(&self.world);
-            if !self.frozen {
+            if !self.schedule.frozen {
                 self.snapshot_if_due(false);
                 self.check_orphans();
             }
-            if let Some(h) = &self.hold {
+            if let Some(h) = &self.schedule.hold {
                 // Arrived by a handoff: the first tick waits for the sessions to resume.
                 let now = Instant::now();
                 if h.awaited.load(Ordering::SeqCst) == 0 || now >= h.until {
                     tracing::info!(waited_for = h.awaited.load(Ordering::SeqCst), "handoff: the world ticks");
-                    self.hold = None;
+                    self.schedule.hold = None;
                     next = now;
                     continue;
                 }
@@ -105,14 +105,14 @@ impl Runner {
                 }
                 continue;
             }
-            if self.stepping.is_some() {
+            if self.schedule.stepping.is_some() {
                 self.step_chunk();
                 next = Instant::now() + self.period();
                 continue;
             }
             let now = Instant::now();
-            if self.paused || self.frozen {
-                self.measure(now, 0, 0);
+            if self.schedule.paused || self.schedule.frozen {
+                self.schedule.measure(&self.stats, now, 0, 0);
                 if self.wait_for_request(&rx, now + self.period()) == Flow::Stop {
                     break;
                 }
@@ -127,7 +127,7 @@ impl Runner {
                 continue;
             }
             let period = self.period();
-            let (due, dropped) = catch_up(next, now, period, self.max_catchup);
+            let (due, dropped) = catch_up(next, now, period, self.schedule.max_catchup);
             if dropped > 0 {
                 self.stats.overruns.fetch_add(dropped, Ordering::Relaxed);
                 self.metrics.overruns.inc_by(dropped);
@@ -135,10 +135,10 @@ impl Runner {
                 self.stats.overloaded.store(true, Ordering::Relaxed);
             }
             self.tick();
-            self.measure(Instant::now(), 1, dropped);
+            self.schedule.measure(&self.stats, Instant::now(), 1, dropped);
             next = due + period;
         }
-        if let Some((_, reply)) = self.stepping.take() {
+        if let Some((_, reply)) = self.schedule.stepping.take() {
             let _ = reply.send(Err(CmdError::Dead(self.name.clone())));
         }
         self.recorder.rec.stop(&self.world, "world stopped");
@@ -153,7 +153,7 @@ impl Runner {
 
     /// Serves up to `max_requests_per_turn` queued requests without waiting.
     pub(super) fn serve_queued(&mut self, rx: &Receiver<Request>) -> Flow {
-        for _ in 0..self.max_requests_per_turn {
+        for _ in 0..self.schedule.max_requests_per_turn {
             match rx.try_recv() {
                 Ok(Request::Shutdown) => return Flow::Stop,
                 Ok(req) => self.handle(req),
@@ -181,25 +181,10 @@ impl Runner {
         }
     }
 
-    /// Counts ticks run and dropped; at the end of each window publishes the effective tick
-    /// rate and whether the world is overloaded (it dropped ticks during the window).
-    pub(super) fn measure(&mut self, now: Instant, ticks: u64, dropped: u64) {
-        self.window.ticks += ticks;
-        self.window.dropped += dropped;
-        let elapsed = now.saturating_duration_since(self.window.start);
-        if elapsed < RATE_WINDOW {
-            return;
-        }
-        let rate = self.window.ticks as f64 / elapsed.as_secs_f64();
-        self.stats.effective_tick_rate_milli.store((rate * 1000.0).min(f64::from(u32::MAX)) as u32, Ordering::Relaxed);
-        self.stats.overloaded.store(self.window.dropped > 0, Ordering::Relaxed);
-        self.window = RateWindow::new(now);
-    }
-
     /// Runs a chunk of the `Step` in progress: ticks until about one period of work is done
     /// (at least one tick), then publishes one frame. Answers when the last tick has run.
     pub(super) fn step_chunk(&mut self) {
-        let Some((left, reply)) = self.stepping.take() else { return };
+        let Some((left, reply)) = self.schedule.stepping.take() else { return };
         let budget = self.period();
         let start = Instant::now();
         let mut left = left;
@@ -215,11 +200,11 @@ impl Runner {
         self.publish();
         self.stats.tick.store(self.wire_tick(), Ordering::Relaxed);
         self.stats.agents.store(self.world.agents().len() as u64, Ordering::Relaxed);
-        self.measure(Instant::now(), ran, 0);
+        self.schedule.measure(&self.stats, Instant::now(), ran, 0);
         if left == 0 {
             let _ = reply.send(Ok(self.wire_tick()));
         } else {
-            self.stepping = Some((left, reply));
+            self.schedule.stepping = Some((left, reply));
         }
     }
 
@@ -242,7 +227,7 @@ impl Runner {
         let mut run = self.stepper();
         let Some(r) = self.replay.as_mut() else { return };
         if !r.advance(&mut self.world, &mut run, &self.metrics) {
-            self.paused = true;
+            self.schedule.paused = true;
         }
         self.stats.tick_rate_milli.store((self.world.config().tick_rate * 1000.0) as u32, Ordering::Relaxed);
     }
@@ -259,10 +244,10 @@ impl Runner {
         };
         match r.control(op, &mut self.world, &mut run, &self.metrics)? {
             Control::Shown => {}
-            Control::Paused(p) => self.paused = p,
+            Control::Paused(p) => self.schedule.paused = p,
             Control::Sought { paused } => {
                 if paused {
-                    self.paused = true;
+                    self.schedule.paused = true;
                 }
                 // Wire ticks never go back (as across a load): clients' chains stay ordered.
                 if self.tick_offset + self.world.tick() <= old_wire {
@@ -278,7 +263,7 @@ impl Runner {
     }
 
     pub(super) fn replay_view(&self) -> Option<ReplayView> {
-        self.replay.as_ref().map(|r| r.view(&self.world, !self.paused))
+        self.replay.as_ref().map(|r| r.view(&self.world, !self.schedule.paused))
     }
 
     /// Refuses what would change a replay world (it changes only as its recording says).

@@ -366,7 +366,7 @@ impl Runner {
             id: self.id,
             tick: self.wire_tick(),
             tick_rate: self.world.config().tick_rate,
-            paused: self.paused,
+            paused: self.schedule.paused,
             agents: self.world.agents().len(),
             obstacles: self.world.obstacles().len(),
             walls: self.world.walls().len(),
