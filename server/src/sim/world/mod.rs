@@ -569,7 +569,7 @@ impl World {
         let fixed = self.config.agent_cell_size;
         let agents = self.agents.storage();
         let move_to_reciprocal = self.config.move_to.reciprocal.is_some();
-        self.grid.rebuild_sized(self.config.bounds, |reach| fixed.unwrap_or(reach.max(1.0).min(1000.0)), agents.len(), |i| {
+        self.grid.rebuild_sized(self.config.bounds, |reach| fixed.unwrap_or(reach.clamp(1.0, 1000.0)), agents.len(), |i| {
             let a = &agents[i];
             let yielding = a.gives_way();
             let reciprocal = match a.active_order() {
