@@ -34,7 +34,19 @@ impl Rng {
 
     /// The stream of one agent in one tick.
     pub fn for_agent(world_seed: u64, agent_id: u32, tick: u64) -> Self {
-        Rng::new(mix(world_seed ^ mix(u64::from(agent_id) ^ mix(tick.wrapping_add(GOLDEN)))))
+        Rng::for_agent_in(world_seed, agent_id, Rng::tick_key(tick))
+    }
+
+    /// What the streams of every agent in tick `tick` share ([`Rng::for_agent_in`]): computed
+    /// once per tick instead of once per agent.
+    pub fn tick_key(tick: u64) -> u64 {
+        mix(tick.wrapping_add(GOLDEN))
+    }
+
+    /// [`Rng::for_agent`] of the tick whose [`Rng::tick_key`] is `key` (the same stream).
+    #[inline]
+    pub fn for_agent_in(world_seed: u64, agent_id: u32, key: u64) -> Self {
+        Rng::new(mix(world_seed ^ mix(u64::from(agent_id) ^ key)))
     }
 
     /// Next 64 random bits.

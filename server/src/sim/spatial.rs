@@ -258,10 +258,21 @@ impl AgentGrid {
     /// 4-byte cells of all and the records of its own) and sorts each of its cells by id, so
     /// the result depends neither on the thread count nor on the order the agents are stored in.
     pub fn rebuild(&mut self, bounds: Bounds, cell: f32, n: usize, get: impl Fn(usize) -> (Neighbor, Crowd) + Sync) {
+        self.rebuild_sized(bounds, |_| cell, n, |i| {
+            let (nb, cw) = get(i);
+            (nb, cw, 0.0)
+        });
+    }
+
+    /// [`AgentGrid::rebuild`] with a cell side that follows from the agents: `get(i)` also
+    /// gives a reach of agent `i`, and the cells' side is `cell(r)` of the largest reach `r`
+    /// (0 with no agents), taken in the same pass that reads the agents.
+    pub fn rebuild_sized(&mut self, bounds: Bounds, cell: impl FnOnce(f32) -> f32, n: usize, get: impl Fn(usize) -> (Neighbor, Crowd, f32) + Sync) {
         let max_cells = (n * CELLS_PER_AGENT).max(MIN_CELLS);
         let last = self.shape;
         let chunk = PARALLEL_REBUILD_MIN / 2;
-        let extent = self.stage(n, chunk, get);
+        let (extent, reach) = self.stage(n, chunk, get);
+        let cell = cell(reach);
         let shape = GridShape::new(occupied(extent, bounds, cell), cell, max_cells);
         self.shape = shape;
         let cells = shape.len();
@@ -282,8 +293,8 @@ impl AgentGrid {
 
     /// Reads the `n` agents once into the staging buffers (every slot is written, so they are
     /// only resized), each with its cell in the last rebuild's shape, in chunks of `chunk` in
-    /// parallel. Answers the extent of their positions.
-    fn stage(&mut self, n: usize, chunk: usize, get: impl Fn(usize) -> (Neighbor, Crowd) + Sync) -> (Vec2, Vec2) {
+    /// parallel. Answers the extent of their positions and their largest reach (0 with none).
+    fn stage(&mut self, n: usize, chunk: usize, get: impl Fn(usize) -> (Neighbor, Crowd, f32) + Sync) -> ((Vec2, Vec2), f32) {
         self.staged.resize(n, EMPTY_NEIGHBOR);
         self.staged_crowd.resize(n, Crowd::default());
         self.cells.resize(n, 0);
@@ -295,16 +306,18 @@ impl AgentGrid {
             .zip(self.cells.par_chunks_mut(chunk))
             .enumerate()
             .map(|(k, ((staged, crowd), cells))| {
-                let mut ext = NO_EXTENT;
+                let (mut ext, mut reach) = (NO_EXTENT, 0.0f32);
                 for (j, ((s, w), c)) in staged.iter_mut().zip(crowd.iter_mut()).zip(cells.iter_mut()).enumerate() {
-                    let (nb, cw) = get(k * chunk + j);
+                    let (nb, cw, r) = get(k * chunk + j);
                     ext = extend(ext, nb.position);
+                    reach = reach.max(r);
                     let (cx, cy) = last.coords(nb.position);
                     (*s, *w, *c) = (nb, cw, last.index(cx, cy) as u32);
                 }
-                ext
+                (ext, reach)
             })
-            .reduce(|| NO_EXTENT, |(a, b), (c, d)| (a.min(c), b.max(d)))
+            // `max` is order-independent: the reach does not depend on the split.
+            .reduce(|| (NO_EXTENT, 0.0), |((a, b), r), ((c, d), q)| ((a.min(c), b.max(d)), r.max(q)))
     }
 
     /// Pass 1, per band of `band` cells: counts per cell, turned into starts relative to the

@@ -301,6 +301,12 @@ pub struct BehaviorSet {
     entries: Vec<BehaviorEntry>,
     /// The parameters of the first reciprocal-avoidance entry, if any (kept with `entries`).
     reciprocal: Option<reciprocal_avoidance::ReciprocalAvoidanceParams>,
+    /// The largest neighbour reach of the entries (kept with `entries`: the grid reads it for
+    /// every agent every tick).
+    reach: f32,
+    /// Whether some entry steers the orientation (kept with `entries`: the integrator reads
+    /// it for every agent every tick).
+    orients: bool,
 }
 
 impl BehaviorSet {
@@ -326,7 +332,7 @@ impl BehaviorSet {
         }
         let at = self.entries.partition_point(|e| e.priority <= entry.priority);
         self.entries.insert(at, entry);
-        self.update_reciprocal();
+        self.update_derived();
         Ok(())
     }
 
@@ -334,18 +340,21 @@ impl BehaviorSet {
     pub fn remove(&mut self, kind: BehaviorKind) -> usize {
         let before = self.entries.len();
         self.entries.retain(|e| e.behavior.kind() != kind);
-        self.update_reciprocal();
+        self.update_derived();
         before - self.entries.len()
     }
 
     /// Removes every entry (003 `Reset`).
     pub fn reset(&mut self) {
         self.entries.clear();
-        self.reciprocal = None;
+        self.update_derived();
     }
 
-    fn update_reciprocal(&mut self) {
+    /// Recomputes what the set keeps of its entries.
+    fn update_derived(&mut self) {
         self.reciprocal = self.entries.iter().find_map(|e| if let Behavior::ReciprocalAvoidance(p) = &e.behavior { Some(*p) } else { None });
+        self.reach = self.entries.iter().map(|e| e.behavior.neighbor_reach()).fold(0.0, f32::max);
+        self.orients = self.entries.iter().any(|e| e.behavior.steers_orientation());
     }
 
     /// The reciprocal avoidance the set filters its blend through, if any.
@@ -355,12 +364,12 @@ impl BehaviorSet {
 
     /// True when some entry steers the orientation.
     pub fn steers_orientation(&self) -> bool {
-        self.entries.iter().any(|e| e.behavior.steers_orientation())
+        self.orients
     }
 
     /// Largest neighbour reach of the set.
     pub fn neighbor_reach(&self) -> f32 {
-        self.entries.iter().map(|e| e.behavior.neighbor_reach()).fold(0.0, f32::max)
+        self.reach
     }
 
     /// Blends the entries: per priority group Σ wᵢ·sᵢ clamped to the agent's limits; the first

@@ -127,17 +127,23 @@ pub(super) struct Bodies {
     pair_moved: Vec<AtomicU8>,
     /// Per storage index: whether relaxing moved the agent (all clear between uses).
     flag: Vec<bool>,
-    /// Per storage index, and one more: where the agent's candidate pairs start in `adj`
-    /// ([`Bodies::index`]).
-    adj_start: Vec<u32>,
+    /// Per storage index: where the agent's candidate pairs start in `adj` and how many there
+    /// are ([`Bodies::index`]); (0, 0) for every agent not in `adj_agents`.
+    adj_range: Vec<(u32, u32)>,
+    /// The agents of the indexed pairs (each once), whose `adj_range` is set.
+    adj_agents: Vec<u32>,
     /// Candidate pair indexes, by agent (each agent's in ascending order).
     adj: Vec<u32>,
-    /// Where the next pair of each agent goes in `adj` while it is filled.
-    adj_next: Vec<u32>,
     /// How many candidate pairs `adj` indexes.
     adj_pairs: usize,
     /// Per candidate pair: whether a deep round has taken it already (all clear between uses).
     pair_seen: Vec<bool>,
+}
+
+/// The candidate pairs of agent `i` in an index ([`Bodies::index`]).
+#[inline]
+fn adj_of<'a>(range: &[(u32, u32)], adj: &'a [u32], i: u32) -> &'a [u32] {
+    range.get(i as usize).and_then(|&(s, n)| adj.get(s as usize..(s + n) as usize)).unwrap_or(&[])
 }
 
 /// The key of a pair whose agents stand more than one tile apart (see [`Bodies::schedule`]).
@@ -163,38 +169,49 @@ impl Bodies {
     }
 
     /// Indexes the candidate pairs by agent (`n` storage indexes), unless they are the ones
-    /// indexed already (`cand` only grows within a step).
+    /// indexed already (`cand` only grows within a step). Costs the pairs, not the agents: only
+    /// the agents of the pairs (and of the last index, to clear them) are touched.
     fn index(&mut self, n: usize, cand: &[ContactPair]) {
-        if self.adj_pairs == cand.len() && self.adj_start.len() == n + 1 {
+        if self.adj_pairs == cand.len() && self.adj_range.len() == n {
             return;
         }
         self.adj_pairs = cand.len();
-        self.adj_start.clear();
-        self.adj_start.resize(n + 1, 0);
+        for &i in &self.adj_agents {
+            if let Some(r) = self.adj_range.get_mut(i as usize) {
+                *r = (0, 0);
+            }
+        }
+        self.adj_agents.clear();
+        self.adj_range.resize(n, (0, 0));
+        // Count each agent's pairs, listing the agents as they first appear.
         for &(_, _, ia, ib, _) in cand {
             for i in [ia, ib] {
-                if let Some(c) = self.adj_start.get_mut(i as usize + 1) {
-                    *c += 1;
+                if let Some(r) = self.adj_range.get_mut(i as usize) {
+                    if r.1 == 0 {
+                        self.adj_agents.push(i);
+                    }
+                    r.1 += 1;
                 }
             }
         }
-        for i in 1..self.adj_start.len() {
-            let prev = self.adj_start.get(i - 1).copied().unwrap_or(0);
-            if let Some(c) = self.adj_start.get_mut(i) {
-                *c += prev;
+        // Give each its slice of `adj`, in that order (counts back to 0: they count the fill).
+        let mut at = 0u32;
+        for &i in &self.adj_agents {
+            if let Some(r) = self.adj_range.get_mut(i as usize) {
+                let count = r.1;
+                *r = (at, 0);
+                at += count;
             }
         }
-        self.adj_next.clear();
-        self.adj_next.extend_from_slice(&self.adj_start);
         self.adj.clear();
-        self.adj.resize(self.adj_start.last().copied().unwrap_or(0) as usize, 0);
+        self.adj.resize(at as usize, 0);
         for (k, &(_, _, ia, ib, _)) in cand.iter().enumerate() {
             for i in [ia, ib] {
-                if let Some(next) = self.adj_next.get_mut(i as usize) {
-                    if let Some(slot) = self.adj.get_mut(*next as usize) {
+                if let Some(r) = self.adj_range.get_mut(i as usize) {
+                    if let Some(slot) = self.adj.get_mut((r.0 + r.1) as usize) {
                         *slot = k as u32;
                     }
-                    *next += 1;
+                    r.1 += 1;
                 }
             }
         }
@@ -208,11 +225,7 @@ impl Bodies {
     fn pairs_of_agents(&mut self, cand: &[ContactPair], agents: &[u32]) -> Vec<ContactPair> {
         let mut taken: Vec<u32> = Vec::new();
         for &i in agents {
-            let (start, end) = match (self.adj_start.get(i as usize), self.adj_start.get(i as usize + 1)) {
-                (Some(&s), Some(&e)) => (s as usize, e as usize),
-                _ => continue,
-            };
-            for &k in self.adj.get(start..end).unwrap_or(&[]) {
+            for &k in adj_of(&self.adj_range, &self.adj, i) {
                 if let Some(seen) = self.pair_seen.get_mut(k as usize).filter(|s| !**s) {
                     *seen = true;
                     taken.push(k);
@@ -237,11 +250,7 @@ impl Bodies {
         let mut deep_agents: Vec<u32> = Vec::new();
         let mut taken: Vec<u32> = Vec::new();
         for &i in moved {
-            let (start, end) = match (self.adj_start.get(i as usize), self.adj_start.get(i as usize + 1)) {
-                (Some(&s), Some(&e)) => (s as usize, e as usize),
-                _ => continue,
-            };
-            for &k in self.adj.get(start..end).unwrap_or(&[]) {
+            for &k in adj_of(&self.adj_range, &self.adj, i) {
                 let Some(seen) = self.pair_seen.get_mut(k as usize).filter(|s| !**s) else { continue };
                 *seen = true;
                 taken.push(k);

@@ -64,13 +64,17 @@ use super::view::{Bounds, Obstacle, Wall, WorldView};
 #[repr(align(64))]
 struct StepResult(Steering, AgentMemory, u8);
 
-/// Two splits of the apply phase joined in index order: counters added, contact pairs and
-/// moved agents concatenated.
-type Applied = (StepStats, Vec<contact::ContactPair>, Vec<u32>);
+/// An agent whose step raised event flags: (id, storage index, flags).
+type Flagged = (AgentId, u32, u8);
 
-fn merge_applied((x, mut xp, mut xn): Applied, (y, yp, yn): Applied) -> Applied {
+/// Two splits of the apply phase joined in index order: counters added, contact pairs, moved
+/// agents and flagged agents concatenated.
+type Applied = (StepStats, Vec<contact::ContactPair>, Vec<u32>, Vec<Flagged>);
+
+fn merge_applied((x, mut xp, mut xn, mut xf): Applied, (y, yp, yn, yf): Applied) -> Applied {
     xp.extend(yp);
     xn.extend(yn);
+    xf.extend(yf);
     (
         StepStats {
             wall_crossings: x.wall_crossings + y.wall_crossings,
@@ -79,6 +83,7 @@ fn merge_applied((x, mut xp, mut xn): Applied, (y, yp, yn): Applied) -> Applied 
         },
         xp,
         xn,
+        xf,
     )
 }
 
@@ -108,10 +113,6 @@ const RESORT_BREAKS_DIVISOR: usize = 8;
 /// Seconds without progress after which an agent of a formation may trade slots with a
 /// touching member ([`NavState::swap_blocked_slots`]).
 const SWAP_AFTER_SECS: f32 = 1.0;
-
-/// Fewest agents per rayon task in the light whole-world scans of a step (the neighbour reach
-/// and the event flags): below this a scan stays on one thread.
-const SCAN_MIN_LEN: usize = 16_384;
 
 /// The simulation world. [`World::fork`] copies it (replay keyframes); [`World::save`] and
 /// [`World::load`] (`save.rs`) turn it into bytes and back (durable worlds' snapshots).
@@ -563,28 +564,12 @@ impl World {
 
     /// Rebuilds the agent grid.
     fn rebuild_grid(&mut self) {
-        let cell = self.config.agent_cell_size.unwrap_or_else(|| {
-            // In parallel; runs of agents sharing one behaviour set are looked at once. `max` is
-            // order-independent, so the cell size does not depend on the split.
-            let reach = self
-                .agents
-                .storage()
-                .par_iter()
-                .with_min_len(SCAN_MIN_LEN)
-                .fold(
-                    || (1.0f32, 0usize),
-                    |(reach, last), a| {
-                        let p = Arc::as_ptr(&a.behaviors) as usize;
-                        if p == last { (reach, last) } else { (reach.max(a.behaviors.neighbor_reach()), p) }
-                    },
-                )
-                .map(|(reach, _)| reach)
-                .reduce(|| 1.0, f32::max);
-            reach.min(1000.0)
-        });
+        // The cell side: the setting, or the largest neighbour reach of any agent's behaviours
+        // (at least 1, at most 1000), taken in the pass that reads the agents into the grid.
+        let fixed = self.config.agent_cell_size;
         let agents = self.agents.storage();
         let move_to_reciprocal = self.config.move_to.reciprocal.is_some();
-        self.grid.rebuild(self.config.bounds, cell, agents.len(), |i| {
+        self.grid.rebuild_sized(self.config.bounds, |reach| fixed.unwrap_or(reach.clamp(1.0, 1000.0)), agents.len(), |i| {
             let a = &agents[i];
             let yielding = a.gives_way();
             let reciprocal = match a.active_order() {
@@ -592,7 +577,8 @@ impl World {
                 None => (yielding.any() && move_to_reciprocal) || a.behaviors.reciprocal().is_some(),
             };
             let stall = a.active_order().map_or(0, |o| o.stall.min(u32::from(u16::MAX)) as u16);
-            (Neighbor { id: a.id, radius: a.limits.radius, position: a.position, velocity: a.velocity }, Crowd { max_speed: a.limits.max_speed, stall, reciprocal, yielding })
+            let reach = if fixed.is_some() { 0.0 } else { a.behaviors.neighbor_reach() };
+            (Neighbor { id: a.id, radius: a.limits.radius, position: a.position, velocity: a.velocity }, Crowd { max_speed: a.limits.max_speed, stall, reciprocal, yielding }, reach)
         });
     }
 
@@ -666,7 +652,7 @@ impl World {
         };
         let mut applied_at = std::mem::take(&mut self.applied_at);
         applied_at.resize_with(self.agents.len(), Spot::default);
-        let (stats, pairs, netted) = self
+        let (stats, pairs, netted, flagged) = self
             .agents
             .storage_mut()
             .par_iter_mut()
@@ -676,10 +662,13 @@ impl World {
             // Each split accumulates into its own buffers (in index order, as a per-agent
             // map and reduce would): no tuple of vectors per agent.
             .fold(
-                || (StepStats::default(), Vec::new(), Vec::new()),
-                |(mut x, mut pairs, mut netted): (StepStats, Vec<contact::ContactPair>, Vec<u32>), (i, (a, at))| {
+                || (StepStats::default(), Vec::new(), Vec::new(), Vec::new()),
+                |(mut x, mut pairs, mut netted, mut flagged): Applied, (i, (a, at))| {
                     let StepResult(s, mem, flags) = results_ref[grid.rank(i)];
                     a.memory = mem;
+                    if flags & (EVENT_DESTINATION_REACHED | EVENT_PATH_COMPLETED) != 0 {
+                        flagged.push((a.id, i as u32, flags));
+                    }
                     if flags & EVENT_DESTINATION_REACHED != 0 {
                         let position = a.position;
                         if let Some(o) = a.order.as_mut() {
@@ -705,10 +694,10 @@ impl World {
                     x.wall_crossings += y.wall_crossings;
                     x.contacts += y.contacts;
                     x.non_finite += y.non_finite;
-                    (x, pairs, netted)
+                    (x, pairs, netted, flagged)
                 },
             )
-            .reduce(|| (StepStats::default(), Vec::new(), Vec::new()), merge_applied);
+            .reduce(|| (StepStats::default(), Vec::new(), Vec::new(), Vec::new()), merge_applied);
         if let Some(c) = &ctx.contacts {
             // Jam clusters: the halves of several overlaps can cancel in the one parallel push,
             // and the push and the wall and obstacle net move agents onto others that no
@@ -722,7 +711,7 @@ impl World {
         }
         self.applied_at = applied_at;
         // Events of the agents whose step raised flags, in id order.
-        self.report_flagged(&results);
+        self.report_flagged(flagged);
         self.results = results;
         self.tick += 1;
         stats
@@ -746,7 +735,7 @@ impl World {
     /// that neighbouring agents are computed together (`results` by cell rank).
     fn compute(&self, results: &mut Vec<StepResult>) {
         let seed = self.config.seed;
-        let tick = self.tick;
+        let key = Rng::tick_key(self.tick);
         let view = self.view();
         let agents = self.agents.storage();
         self.grid
@@ -755,7 +744,7 @@ impl World {
             .with_min_len(256)
             .map(|&i| {
                 let a = &agents[i as usize];
-                let mut scratch = Scratch { rng: Rng::for_agent(seed, a.id, tick), memory: a.memory, events: 0 };
+                let mut scratch = Scratch { rng: Rng::for_agent_in(seed, a.id, key), memory: a.memory, events: 0 };
                 let s = match (a.active_order(), a.held_order()) {
                     (Some(o), _) => move_to::steer(a, o, view.move_to, &view, &mut scratch),
                     (None, Some(o)) => move_to::hold(a, o, view.move_to, &view, &mut scratch),
@@ -770,20 +759,9 @@ impl World {
             .collect_into_vec(results);
     }
 
-    /// Events in id order for the agents whose step raised flags: destination reached (once
-    /// per order) and path completed.
-    fn report_flagged(&mut self, results: &[StepResult]) {
-        // Events in id order: the (few) agents with flags, found by a parallel scan of the
-        // results in cell order, then sorted by id.
-        let order = self.grid.order();
-        let agents = self.agents.storage();
-        let mut flagged: Vec<(AgentId, u32, u8)> = results
-            .par_iter()
-            .with_min_len(SCAN_MIN_LEN)
-            .zip(order.par_iter())
-            .filter(|(r, _)| r.2 & (EVENT_DESTINATION_REACHED | EVENT_PATH_COMPLETED) != 0)
-            .filter_map(|(r, &i)| agents.get(i as usize).map(|a| (a.id, i, r.2)))
-            .collect();
+    /// Events in id order for the agents whose step raised flags (`flagged`, found by the
+    /// apply phase in any order): destination reached (once per order) and path completed.
+    fn report_flagged(&mut self, mut flagged: Vec<Flagged>) {
         flagged.sort_unstable();
         for (_, i, flags) in flagged {
             let Some(a) = self.agents.storage_mut().get_mut(i as usize) else { continue };
