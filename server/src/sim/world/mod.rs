@@ -15,7 +15,8 @@
 //!
 //! Files: `config.rs` (settings and their checks), `types.rs` (commands, outcomes, events,
 //! spawn specs, step statistics, audits), `spawn.rs` (spawning and group target bindings),
-//! `contact.rs` (the apply phase: the integrator, contact settling, walls, obstacles, edges),
+//! `contact.rs` (the apply phase: the integrator, walls, obstacles, edges), `settle.rs`
+//! (contact between solid agents: candidate pairs, the parallel push, settling rounds),
 //! `save.rs` (the world's saved form: `World::save`, `World::load`); this file holds the
 //! `World` itself, its commands and the two-phase step.
 
@@ -23,12 +24,14 @@ mod batch;
 mod config;
 mod contact;
 mod save;
+mod settle;
 mod spawn;
 mod types;
 
 pub use config::{EdgeRule, WorldConfig};
 pub use contact::{FACE_VELOCITY_EPSILON, integrate};
-use contact::{ApplyCtx, Bodies, CONTACT_ROUNDS_MAX, ContactParams, Contacts, Spot};
+use contact::ApplyCtx;
+use settle::{Bodies, CONTACT_ROUNDS_MAX, ContactParams, Contacts, Spot};
 /// The largest `stopping_distance` of a MoveTo, world units (the REST schema states it too;
 /// `http::rest::agents` checks that they agree).
 pub const MAX_STOPPING_DISTANCE: f32 = 1000.0;
@@ -69,7 +72,7 @@ type Flagged = (AgentId, u32, u8);
 
 /// Two splits of the apply phase joined in index order: counters added, contact pairs, moved
 /// agents and flagged agents concatenated.
-type Applied = (StepStats, Vec<contact::ContactPair>, Vec<u32>, Vec<Flagged>);
+type Applied = (StepStats, Vec<settle::ContactPair>, Vec<u32>, Vec<Flagged>);
 
 fn merge_applied((x, mut xp, mut xn, mut xf): Applied, (y, yp, yn, yf): Applied) -> Applied {
     xp.extend(yp);
@@ -706,7 +709,7 @@ impl World {
             // that relaxing moves are looked at again: the first round relaxes every pair, the
             // later ones only the pairs around one deeper than `CONTACT_TOLERANCE`, within the
             // budget of `self.contact`.
-            let left = contact::Pushed { at: &applied_at, moved: netted, found: pairs };
+            let left = settle::Pushed { at: &applied_at, moved: netted, found: pairs };
             ctx.settle(c, self.agents.storage_mut(), &mut self.bodies, left, &self.contact);
         }
         self.applied_at = applied_at;
