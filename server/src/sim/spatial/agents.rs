@@ -501,8 +501,6 @@ fn sort_cell_by_id(order: &mut [u32], packed: &mut [Neighbor], crowd: &mut [Crow
     }
 }
 
-/// Items with a bounding box, bucketed into every cell the box touches; each query reports an
-
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -56,6 +56,8 @@ impl Buckets {
     }
 }
 
+/// Items with a bounding box, bucketed into every cell the box touches; each query reports an
+/// item once (in the cell holding the lower corner of query box ∩ item box).
 #[derive(Debug, Clone)]
 struct BoxGrid {
     shape: GridShape,
