@@ -23,8 +23,8 @@ pub mod store;
 pub mod transfer;
 mod writer;
 
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use serde::Serialize;
@@ -34,64 +34,13 @@ pub use snapshot::{RunnerState, SNAP_HEADER, SNAP_MAGIC, SNAP_VERSION, Snapshot,
 pub use store::{PersistError, Store};
 pub use transfer::{TransferError, export_world, import_world};
 use writer::Job;
-pub use writer::{Ack, SNAPSHOTS_KEPT, Writer};
+pub use writer::{Ack, DurableStatus, SNAPSHOTS_KEPT, Writer};
 
 use crate::config::FsyncPolicy;
 use crate::record::codec::Enc;
 use crate::record::format::{self, Record};
 use crate::sim::world::{Command, World};
 
-/// A durable world's state as the writer sees it, shared with the world thread and the
-/// health and metrics views (atomics; the error under a short mutex).
-#[derive(Debug, Default)]
-pub struct DurableStatus {
-    /// Everything handed to the writer so far is on disk (or on its way, within the fsync
-    /// policy), and the log has no gap.
-    pub durable: AtomicBool,
-    /// The log has a gap (queue full or backlog over its bound): records are no longer written
-    /// until a load or reset starts a new log.
-    pub broken: AtomicBool,
-    /// Bytes written to the store.
-    pub bytes: AtomicU64,
-    /// Bytes waiting to be retried after a failed write.
-    pub backlog: AtomicU64,
-    /// Failed writes (each retried).
-    pub write_errors: AtomicU64,
-    /// The newest sim tick whose checkpoint is on disk.
-    pub durable_tick: AtomicU64,
-    /// Snapshots written.
-    pub snapshots: AtomicU64,
-    /// The last error, until a write succeeds again.
-    pub error: Mutex<Option<String>>,
-}
-
-impl DurableStatus {
-    fn set_error(&self, e: Option<String>) {
-        if let Ok(mut g) = self.error.lock() {
-            *g = e;
-        }
-    }
-
-    /// The last error.
-    pub fn error(&self) -> Option<String> {
-        self.error.lock().ok().and_then(|g| g.clone())
-    }
-
-    /// The view `GET /worlds/{w}` and `/health` show.
-    pub fn view(&self, policy: FsyncPolicy) -> PersistenceView {
-        PersistenceView {
-            durable: self.durable.load(Ordering::Relaxed) && !self.broken.load(Ordering::Relaxed),
-            fsync: policy,
-            durable_tick: self.durable_tick.load(Ordering::Relaxed),
-            bytes: self.bytes.load(Ordering::Relaxed),
-            backlog_bytes: self.backlog.load(Ordering::Relaxed),
-            write_errors: self.write_errors.load(Ordering::Relaxed),
-            snapshots: self.snapshots.load(Ordering::Relaxed),
-            error: self.error(),
-            recovered: None,
-        }
-    }
-}
 
 /// A durable world's persistence, as `GET /worlds/{w}` and `/health` show it.
 #[derive(Debug, Clone, PartialEq, Serialize, utoipa::ToSchema)]
@@ -116,6 +65,24 @@ pub struct PersistenceView {
     /// How the world was recovered at start (absent for a world created in this process).
     #[schema(value_type = Option<Object>)]
     pub recovered: Option<RecoveryReport>,
+}
+
+/// What the health and REST views show of a durable world.
+impl DurableStatus {
+    /// The view `GET /worlds/{w}` and `/health` show.
+    pub fn view(&self, policy: FsyncPolicy) -> PersistenceView {
+        PersistenceView {
+            durable: self.durable.load(Ordering::Relaxed) && !self.broken.load(Ordering::Relaxed),
+            fsync: policy,
+            durable_tick: self.durable_tick.load(Ordering::Relaxed),
+            bytes: self.bytes.load(Ordering::Relaxed),
+            backlog_bytes: self.backlog.load(Ordering::Relaxed),
+            write_errors: self.write_errors.load(Ordering::Relaxed),
+            snapshots: self.snapshots.load(Ordering::Relaxed),
+            error: self.error(),
+            recovered: None,
+        }
+    }
 }
 
 /// The `Start` record of a durable world's log built from `scenario` with these caps. Its

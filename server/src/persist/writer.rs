@@ -4,12 +4,13 @@
 //! snapshots no longer need.
 
 use std::collections::{HashMap, VecDeque};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::mpsc::{Receiver, RecvTimeoutError, SyncSender, TrySendError};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use super::{DurableStatus, PersistError, Store, decode_snapshot, needs_log_from};
+use super::snapshot::{decode_snapshot, needs_log_from};
+use super::store::{PersistError, Store};
 use crate::config::PersistSettings;
 
 /// A reply to send once its chunk is durable (or at once if it cannot be).
@@ -349,5 +350,42 @@ fn prune(store: &dyn Store, world: &str, newest_base: u64) {
                 tracing::warn!(world, "persistence: {e}");
             }
         }
+    }
+}
+
+/// A durable world's state as the writer sees it, shared with the world thread and the
+/// health and metrics views (atomics; the error under a short mutex).
+#[derive(Debug, Default)]
+pub struct DurableStatus {
+    /// Everything handed to the writer so far is on disk (or on its way, within the fsync
+    /// policy), and the log has no gap.
+    pub durable: AtomicBool,
+    /// The log has a gap (queue full or backlog over its bound): records are no longer written
+    /// until a load or reset starts a new log.
+    pub broken: AtomicBool,
+    /// Bytes written to the store.
+    pub bytes: AtomicU64,
+    /// Bytes waiting to be retried after a failed write.
+    pub backlog: AtomicU64,
+    /// Failed writes (each retried).
+    pub write_errors: AtomicU64,
+    /// The newest sim tick whose checkpoint is on disk.
+    pub durable_tick: AtomicU64,
+    /// Snapshots written.
+    pub snapshots: AtomicU64,
+    /// The last error, until a write succeeds again.
+    pub error: Mutex<Option<String>>,
+}
+
+impl DurableStatus {
+    pub(super) fn set_error(&self, e: Option<String>) {
+        if let Ok(mut g) = self.error.lock() {
+            *g = e;
+        }
+    }
+
+    /// The last error.
+    pub fn error(&self) -> Option<String> {
+        self.error.lock().ok().and_then(|g| g.clone())
     }
 }

@@ -29,7 +29,7 @@
 //! types of `views.rs`, never the runner: dependencies point down.
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::mpsc::{Receiver, RecvTimeoutError, SyncSender, TrySendError};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -62,7 +62,7 @@ mod stepper;
 mod types;
 mod views;
 
-pub use types::{Actor, CmdError, RateGuard, RateUsers, WorldPlayer, world_info};
+pub use types::{Actor, Arrival, CmdError, RateGuard, RateUsers, StallGate, WorldPlayer, WorldStats, world_info};
 use schedule::catch_up;
 use types::{Reply, Vision};
 pub use views::{AgentView, OrderView, AvoidanceView, FlowFieldView, HalfPlaneView, ObstacleView, ReplayOp, ReplaySpawn, ReplayView, Snapshot, WallView, WorldInfoView, Xy};
@@ -185,16 +185,6 @@ pub struct Frozen {
     pub owners: Vec<String>,
 }
 
-/// A world that arrives by a handoff: how it goes on.
-#[derive(Debug, Clone)]
-pub struct Arrival {
-    /// The wire tick's offset on the old server (ticks go on from there).
-    pub tick_offset: u64,
-    /// No tick before every awaited session resumed (the count reaches 0) or `until` passed.
-    pub awaited: Arc<std::sync::atomic::AtomicUsize>,
-    pub until: Instant,
-}
-
 /// What a new world starts from.
 pub struct WorldSpawn {
     /// Name.
@@ -266,72 +256,6 @@ fn solo_pool(world: &str) -> Option<rayon::ThreadPool> {
             tracing::warn!(world, "no thread for single-threaded steps ({e}); using the shared pool");
             None
         }
-    }
-}
-
-/// Live counters of a world, readable without asking its thread.
-#[derive(Debug, Default)]
-pub struct WorldStats {
-    pub tick: AtomicU64,
-    pub agents: AtomicU64,
-    pub overruns: AtomicU64,
-    pub alive: AtomicBool,
-    /// Tick rate ×1000.
-    pub tick_rate_milli: AtomicU32,
-    /// Ticks per second actually run over the last measuring window (about 1 s), ×1000.
-    pub effective_tick_rate_milli: AtomicU32,
-    /// The world cannot keep its tick rate: it dropped ticks (overran) during the last
-    /// measuring window. It keeps answering; it ticks slower.
-    pub overloaded: AtomicBool,
-    /// Asks the thread to stop (seen at the next turn of its loop, even if its queue is full).
-    pub stop: AtomicBool,
-    /// With `stop`: the world is deleted, so is its stored state.
-    pub forget: AtomicBool,
-    /// Ends a fault-injection stall early (see [`Request::Stall`]).
-    pub stall: StallGate,
-}
-
-/// Ends a [`Request::Stall`] before its time (fault injection: `POST /debug/stall/release`),
-/// so that a test decides when the world's thread runs again instead of racing a timer.
-#[derive(Debug, Default)]
-pub struct StallGate {
-    released: Mutex<bool>,
-    wake: std::sync::Condvar,
-}
-
-impl StallGate {
-    /// Blocks until [`StallGate::release`] is called or `time` passes; a release that came
-    /// before the stall began ends it at once. Consumes the release.
-    pub fn block(&self, time: Duration) {
-        let deadline = Instant::now() + time;
-        let mut released = self.released.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-        while !*released {
-            let left = deadline.saturating_duration_since(Instant::now());
-            if left.is_zero() {
-                break;
-            }
-            released = self.wake.wait_timeout(released, left).unwrap_or_else(std::sync::PoisonError::into_inner).0;
-        }
-        *released = false;
-    }
-
-    /// Ends the current (or the next) stall.
-    pub fn release(&self) {
-        *self.released.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = true;
-        self.wake.notify_all();
-    }
-}
-
-impl WorldStats {
-    /// The counters of a world thread about to start with `world`.
-    fn starting(world: &World) -> Self {
-        let stats = WorldStats::default();
-        stats.alive.store(true, Ordering::SeqCst);
-        let milli = (world.config().tick_rate * 1000.0) as u32;
-        stats.tick_rate_milli.store(milli, Ordering::Relaxed);
-        stats.effective_tick_rate_milli.store(milli, Ordering::Relaxed);
-        stats.agents.store(world.agents().len() as u64, Ordering::Relaxed);
-        stats
     }
 }
 

@@ -7,7 +7,7 @@ use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use super::types::Reply;
-use super::{Arrival, WorldStats};
+use super::types::{Arrival, WorldStats};
 
 /// The schedule state of one world's loop.
 pub(super) struct Schedule {

@@ -1,7 +1,7 @@
-//! The apply phase: the one integrator, walls, obstacles and the world's edges; contact
-//! between agents is `settle.rs`'s.
+//! The apply phase: the one integrator, the push that takes each solid agent out of the agents
+//! its step would overlap, walls, obstacles and the world's edges. Settling the contacts left
+//! after it is `settle.rs`'s.
 
-use super::settle::{ContactPair, Contacts};
 use super::*;
 
 /// What the apply phase needs besides the agent.
@@ -15,6 +15,76 @@ pub(super) struct ApplyCtx<'a> {
     pub(super) statics: &'a StaticIndex,
     /// Set when agents are solid (`WorldConfig::solid_agents`).
     pub(super) contacts: Option<Contacts<'a>>,
+}
+
+/// A pair of agents in contact: (lower id, higher id, storage index of each, radii sum).
+pub(super) type ContactPair = (AgentId, AgentId, u32, u32, f32);
+
+/// What the agent contact rule reads: the grid of the tick (positions and velocities at its
+/// start, by rank) and every agent's compute-phase result (by rank), from which anyone can tell
+/// where any agent's step takes it.
+pub(super) struct Contacts<'a> {
+    pub(super) grid: &'a AgentGrid,
+    pub(super) results: &'a [StepResult],
+    /// Largest radius plus the furthest two agents can move towards each other in a step.
+    pub(super) reach: f32,
+    /// Largest radius.
+    pub(super) max_radius: f32,
+    /// Largest top speed.
+    pub(super) max_speed: f32,
+}
+
+impl Contacts<'_> {
+    /// Where the integrator takes a neighbour this step (before the safety net).
+    pub(super) fn next_position(&self, rank: usize, n: &Neighbor, dt: f32) -> Vec2 {
+        match self.results.get(rank) {
+            Some(StepResult(s, _, flags)) if flags & EVENT_DESTINATION_REACHED == 0 => {
+                n.position + clamp_len(n.velocity + s.sanitized().linear * dt, self.grid.crowd(rank).max_speed) * dt
+            }
+            _ => n.position,
+        }
+    }
+
+    /// The push that takes agent `a` (where it stands after the step) out of every neighbour it would overlap after the step: half of each overlap, along the
+    /// line of centres (a direction fixed by the ids when the centres coincide), at most `r`.
+    /// Each of a pair computes the same overlap from the same predictions, so a lone pair ends
+    /// just touching, whatever order the agents are applied in.
+    /// Each pair found in contact is added to `pairs` (by the agent with the lower id, `me`
+    /// being its storage index).
+    pub(super) fn push(&self, a: &Agent, me: usize, dt: f32, pairs: &mut Vec<ContactPair>) -> Vec2 {
+        let (id, r, to) = (a.id, a.limits.radius, a.position);
+        let mut push = Vec2::ZERO;
+        // No step takes a neighbour further than the top speed's step: one further than that
+        // plus the radii sum from `to` cannot touch it, and its result (a cache line) and
+        // crowd record are not read. So the neighbours that can touch lie within the largest
+        // radii sum plus that step of `to`: that square is walked (in ascending rank, as any
+        // square is, so the pushes add up in the same order whatever square holds them).
+        // (With 0.1 % to spare for rounding, so that every neighbour left out is one the test
+        // below would have dismissed.)
+        let step = self.max_speed * dt;
+        self.grid.for_each_in_box_ranked(to, (r + self.max_radius + step) * 1.001, |rank, n| {
+            let rs = r + n.radius;
+            let lim = (rs + step) * 1.001;
+            if n.id == id || (to - n.position).length_squared() >= lim * lim {
+                return;
+            }
+            let q = self.next_position(rank, n, dt);
+            let d = to - q;
+            let d2 = d.length_squared();
+            if d2 >= rs * rs {
+                return;
+            }
+            let dist = d2.sqrt();
+            let away = if dist > 1e-6 { d / dist } else { pair_dir(id, n.id) };
+            push += away * ((rs - dist) * 0.5);
+            if id < n.id {
+                if let Some(&other) = self.grid.order().get(rank) {
+                    pairs.push((id, n.id, me as u32, other, rs));
+                }
+            }
+        });
+        clamp_len(push, r)
+    }
 }
 
 /// Speed under which an agent without orientation steering keeps its orientation.

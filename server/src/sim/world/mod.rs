@@ -15,8 +15,8 @@
 //!
 //! Files: `config.rs` (settings and their checks), `types.rs` (commands, outcomes, events,
 //! spawn specs, step statistics, audits), `spawn.rs` (spawning and group target bindings),
-//! `contact.rs` (the apply phase: the integrator, walls, obstacles, edges), `settle.rs`
-//! (contact between solid agents: candidate pairs, the parallel push, settling rounds),
+//! `contact.rs` (the apply phase: the integrator, the push out of other agents, walls,
+//! obstacles, edges), `settle.rs` (contact settling after the push: candidate pairs, rounds),
 //! `save.rs` (the world's saved form: `World::save`, `World::load`); this file holds the
 //! `World` itself, its commands and the two-phase step.
 
@@ -30,8 +30,8 @@ mod types;
 
 pub use config::{EdgeRule, WorldConfig};
 pub use contact::{FACE_VELOCITY_EPSILON, integrate};
-use contact::ApplyCtx;
-use settle::{Bodies, CONTACT_ROUNDS_MAX, ContactParams, Contacts, Spot};
+use contact::{ApplyCtx, Contacts};
+use settle::{Bodies, CONTACT_ROUNDS_MAX, ContactParams, Spot};
 /// The largest `stopping_distance` of a MoveTo, world units (the REST schema states it too;
 /// `http::rest::agents` checks that they agree).
 pub const MAX_STOPPING_DISTANCE: f32 = 1000.0;
@@ -72,7 +72,7 @@ type Flagged = (AgentId, u32, u8);
 
 /// Two splits of the apply phase joined in index order: counters added, contact pairs, moved
 /// agents and flagged agents concatenated.
-type Applied = (StepStats, Vec<settle::ContactPair>, Vec<u32>, Vec<Flagged>);
+type Applied = (StepStats, Vec<contact::ContactPair>, Vec<u32>, Vec<Flagged>);
 
 fn merge_applied((x, mut xp, mut xn, mut xf): Applied, (y, yp, yn, yf): Applied) -> Applied {
     xp.extend(yp);
