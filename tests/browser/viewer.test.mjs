@@ -151,7 +151,8 @@ test('viewer: streams, selects, moves, places obstacles', { timeout: 80000 }, as
   await t.test('agents move between two captures', async () => {
     const a = await agentsNow();
     const tick0 = await page.evaluate(() => window.viewer.tick);
-    await page.waitForTimeout(1000);
+    // Twenty ticks (a second at 20 Hz) reach the page, however long that takes.
+    await until('twenty more ticks on the page', () => page.evaluate((t) => window.viewer.tick > t + 20, tick0), 15000);
     const b = new Map((await agentsNow()).map((x) => [x.id, x]));
     const tick1 = await page.evaluate(() => window.viewer.tick);
     let moved = 0;
@@ -223,7 +224,8 @@ test('viewer: streams, selects, moves, places obstacles', { timeout: 80000 }, as
     // server builds a flow field, and the overlay draws it. The world is paused while the agent
     // is picked and clicked, so that it stays behind the wall and under the pointer.
     await rest('PATCH', `/worlds/${WORLD}`, { paused: true });
-    await page.waitForTimeout(300); // the last frames before the pause reach the page
+    const { tick: pausedAt } = await rest('GET', `/worlds/${WORLD}`);
+    await until('the last frames before the pause to reach the page', () => page.evaluate((t) => window.viewer.tick >= t, pausedAt), 5000);
     const obstacles = await rest('GET', `/worlds/${WORLD}/obstacles`);
     const clear = (x, y, m) => obstacles.every((o) => Math.hypot(o.center[0] - x, o.center[1] - y) > o.radius + m);
     const agents = await agentsNow();
@@ -318,8 +320,15 @@ test('viewer: streams, selects, moves, places obstacles', { timeout: 80000 }, as
   });
 
   await t.test('the status panel shows live numbers', async () => {
-    await page.waitForTimeout(2200); // a metrics poll
-    const s = await page.evaluate(() => Object.fromEntries(['s-tick', 's-tickdur', 's-agents', 's-subs', 's-bytes', 's-keys', 's-late'].map((id) => [id, document.getElementById(id).textContent])));
+    // Read until a metrics poll has filled every field (or 10 s pass), then check each.
+    const read = () => page.evaluate(() => Object.fromEntries(['s-tick', 's-tickdur', 's-agents', 's-subs', 's-bytes', 's-keys', 's-late'].map((id) => [id, document.getElementById(id).textContent])));
+    const filled = (s) => /^\d+/.test(s['s-tick']) && /ms$/.test(s['s-tickdur']) && /^\d+ \(\d+ streamed\)$/.test(s['s-agents'])
+      && /^[1-9]\d*$/.test(s['s-subs']) && /\/s/.test(s['s-bytes']) && /^[1-9]/.test(s['s-keys']) && /ms/.test(s['s-late']);
+    let s = await read();
+    for (const end = Date.now() + 10000; !filled(s) && Date.now() < end;) {
+      await new Promise((r) => setTimeout(r, 100));
+      s = await read();
+    }
     assert.match(s['s-tick'], /^\d+/);
     assert.match(s['s-tickdur'], /ms$/);
     assert.match(s['s-agents'], /^\d+ \(\d+ streamed\)$/);
@@ -336,8 +345,7 @@ test('viewer: streams, selects, moves, places obstacles', { timeout: 80000 }, as
     for (let i = 0; i < 6; i++) await page.mouse.wheel(0, -400);
     await until('a smaller subscription', () => page.evaluate((n) => window.viewer.subscribedCells.length < n, before), 5000);
     const frames = await page.evaluate(() => window.viewer.frames);
-    await page.waitForTimeout(500);
-    assert.ok((await page.evaluate(() => window.viewer.frames)) > frames, 'still streaming');
+    await until('frames after the zoom (still streaming)', () => page.evaluate((n) => window.viewer.frames > n, frames), 5000);
     await page.keyboard.press('f');
   });
 
@@ -417,7 +425,6 @@ test('viewer: velocity-obstacle and preferred-vs-chosen overlays of the selected
     assert.equal(await p.locator('#ov-pvc').isChecked(), false);
     // Paused, so that the agent stays under the pointer and the picture holds still.
     assert.ok((await patch({ paused: true })).ok);
-    await p.waitForTimeout(300); // the last frames before the pause reach the page
     // Step the crowd towards the middle (12.5 s at up to 4 u/s from radius 80): dense, each
     // agent with 10 neighbours, and (on this build) still room for every agent's velocity.
     const stepped = await fetch(`${srv.base}/worlds/${WORLD}/step`, { method: 'POST', headers: { 'Content-Type': 'application/json' }, body: JSON.stringify({ ticks: 250 }) });
@@ -432,8 +439,9 @@ test('viewer: velocity-obstacle and preferred-vs-chosen overlays of the selected
     const agents = await p.evaluate(() => window.viewer.agents());
     agents.sort((q, r) => Math.hypot(q.x - 100, q.y - 100) - Math.hypot(r.x - 100, r.y - 100));
     const a = agents[Math.floor(agents.length / 2)]; // in the crowd, not its very centre
+    const cellsBefore = await p.evaluate(() => window.viewer.subscribedCells.length);
     await p.evaluate(([x, y]) => window.viewer.lookAt(x, y, 12), [a.x, a.y]);
-    await p.waitForTimeout(300); // the re-subscription for the zoomed view
+    await until('the re-subscription for the zoomed view', () => p.evaluate((n) => window.viewer.subscribedCells.length < n, cellsBefore), 5000);
     const at = await p.evaluate(([x, y]) => window.viewer.worldToScreen(x, y), [a.x, a.y]);
     await p.mouse.click(at.x, at.y);
     const sel = await p.evaluate(() => window.viewer.selection);

@@ -155,9 +155,13 @@ else
   bad "handoff A → B (agents on A: $agents): ${h:-} $("${PODMAN[@]}" logs "$NA" 2>&1 | tail -3)"
 fi
 t1=$(api GET "$PB" /worlds/arena 2>/dev/null | field '["tick"]' 2>/dev/null || echo none)
-sleep 1
-b=$(api GET "$PB" /worlds/arena 2>/dev/null || echo '{}')
-t2=$(field '.get("tick")' <<<"$b"); nb=$(field '.get("agents")' <<<"$b")
+# The world ticks on B: poll for a later tick (up to 20 s, a bound against a stopped world only).
+for _ in $(seq 1 100); do
+  b=$(api GET "$PB" /worlds/arena 2>/dev/null || echo '{}')
+  t2=$(field '.get("tick")' <<<"$b"); nb=$(field '.get("agents")' <<<"$b")
+  [ "$t1" != none ] && [ "$t2" -gt "$t1" ] 2>/dev/null && break
+  sleep 0.2
+done
 [ "$t1" != none ] && [ "$t2" -gt "$t1" ] 2>/dev/null && [ "$nb" = 208 ] && [ -n "$ids_a" ] && [ "$(ids "$PB")" = "$ids_a" ] \
   && ok "the world ticks on B with the same agents (tick $t1 → $t2, the same $nb agent ids)" \
   || bad "the world on B: tick $t1 → $t2, agents $nb: $("${PODMAN[@]}" logs "$NB" 2>&1 | tail -3)"

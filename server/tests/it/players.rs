@@ -84,21 +84,35 @@ async fn resume_within_grace_then_despawn_after_it() {
     let msg = spawn_at(&mut a, "demo", 3, [10.0, 10.0, 30.0, 30.0]);
     let mine = spawned(a.request(&msg).await);
     assert_eq!(mine.len(), 3);
+    let open = metric(&http.get("/metrics").await.ok_text(), "steerd_connections");
     a.close().await;
 
-    // Within the grace period: resume. The world is paused so that the resynced state can be
-    // compared with the server's exactly.
-    tokio::time::sleep(Duration::from_millis(500)).await;
+    // Within the grace period: resume, once the server has seen the drop. The world is paused
+    // so that the resynced state can be compared with the server's exactly, and stepped once:
+    // a resumed subscription starts from the newest frame's keyframes, and a world paused
+    // before its first tick has published none (this test can get here that fast).
+    let t0 = std::time::Instant::now();
+    while metric(&http.get("/metrics").await.ok_text(), "steerd_connections") >= open {
+        assert!(t0.elapsed() < WAIT, "the server still counts alice's connection");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
     http.patch("/worlds/demo", &json!({"paused": true})).await.ok();
+    http.post("/worlds/demo/step", &json!({"ticks": 1})).await.ok();
     let (mut a2, w2) = join(&srv, hello_with(None, Some(&wa.resume_token))).await;
     let w2 = w2.expect("resume refused");
     assert_eq!((w2.player_id.as_str(), w2.role), ("alice", Role::Player));
     assert_ne!(w2.resume_token, wa.resume_token, "a resume token is used once");
-    a2.drain(Duration::from_millis(500), Duration::from_secs(5)).await;
-    assert!(a2.keyframes > 0, "no keyframes after the resume");
     let snap = http.get("/worlds/demo/snapshot").await.ok();
     let mut server_q: Vec<proto::QAgent> = serde_json::from_value(snap["quantized"].clone()).unwrap();
     server_q.sort_by_key(|q| q.id);
+    // Read until the resynced view equals the server's (bounded against a hang only).
+    while a2.keyframes == 0 || a2.agents() != server_q {
+        match a2.next(WAIT).await {
+            Next::Msg(_) => {}
+            Next::Timeout | Next::Closed(_) => break,
+        }
+    }
+    assert!(a2.keyframes > 0, "no keyframes after the resume");
     assert_eq!(a2.agents(), server_q, "the resynced state differs from the server's");
     for id in &mine {
         assert!(a2.agents().iter().any(|q| q.id == *id), "own agent {id} not in the resynced state");

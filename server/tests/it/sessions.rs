@@ -12,7 +12,12 @@ const SECRET: &str = "sessions-test-secret-0123456789";
 
 /// A player token expiring `ttl` seconds from now.
 fn token_ttl(sub: &str, ttl: u64) -> String {
-    let claims = steerd::auth::Claims { sub: sub.into(), role: None, worlds: None, team: None, exp: steerd::auth::now_secs() + ttl, nbf: None, iat: None };
+    token_exp(sub, steerd::auth::now_secs() + ttl)
+}
+
+/// A player token expiring at `exp` (seconds since the Unix epoch).
+fn token_exp(sub: &str, exp: u64) -> String {
+    let claims = steerd::auth::Claims { sub: sub.into(), role: None, worlds: None, team: None, exp, nbf: None, iat: None };
     steerd::auth::mint(SECRET, &claims).unwrap()
 }
 
@@ -112,27 +117,45 @@ async fn a_resume_of_a_live_session_is_refused() {
     assert_eq!(r.expect("the owner's resume after its drop").player_id, "alice");
 }
 
-/// A session opened with a token that expires in 2 s: resumed 1 s and 4 s later (the second
-/// within the 5 s leeway), then refused 8.5 s after the token was minted, although each resume
-/// came well within the grace period.
+/// A session opened with a token that expires in 2 s, resumed again and again (each resume
+/// with the resume token of the one before, each well within the grace period) until the
+/// server refuses. The server compares its clock with the token's expiry plus the leeway; this
+/// host's clock, read before and after each attempt, bounds when it did: every resume the server
+/// checked within the leeway succeeds and every refusal comes after it, whatever the host's
+/// speed. The resumes run every 250 ms, so they span the expiry and the leeway; the only wall
+/// bound is against a server that never refuses.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn chained_resumes_end_at_the_token_expiry() {
+    use steerd::auth::{LEEWAY_SECS, now_secs};
     let srv = server("chain", true, "");
-    let t0 = tokio::time::Instant::now();
-    let (ws, w) = join(&srv, &hello_with(Some(&token_ttl("alice", 2)), None)).await;
+    let exp = now_secs() + 2;
+    let (ws, w) = join(&srv, &hello_with(Some(&token_exp("alice", exp)), None)).await;
     let mut resume_token = w.expect("alice refused").resume_token;
     ws.close().await;
-    for at in [1000, 4000] {
-        tokio::time::sleep_until(t0 + Duration::from_millis(at)).await;
+    let (mut resumed, mut past_expiry) = (0u32, 0u32);
+    let (mut ws, e) = loop {
+        let start = now_secs();
+        assert!(start <= exp + LEEWAY_SECS + 30, "still resumed 30 s past the token's expiry and leeway ({resumed} resumes)");
         let (ws, r) = resume(&srv, None, &resume_token).await;
-        let w = r.unwrap_or_else(|e| panic!("resume {at} ms after the token was minted: {e:?}"));
-        assert_eq!(w.player_id, "alice");
-        resume_token = w.resume_token;
-        ws.close().await;
-    }
-    tokio::time::sleep_until(t0 + Duration::from_millis(8500)).await;
-    let (mut ws, r) = resume(&srv, None, &resume_token).await;
-    let e = r.expect_err("a resume past the token's expiry and leeway");
+        let end = now_secs();
+        match r {
+            Ok(w) => {
+                assert!(start <= exp + LEEWAY_SECS, "resumed at {start}..{end} s, past the expiry {exp} s and {LEEWAY_SECS} s of leeway");
+                assert_eq!(w.player_id, "alice");
+                resumed += 1;
+                past_expiry += u32::from(start > exp);
+                resume_token = w.resume_token;
+                ws.close().await;
+            }
+            Err(e) => {
+                assert!(end > exp + LEEWAY_SECS, "refused at {start}..{end} s, within the expiry {exp} s and {LEEWAY_SECS} s of leeway: {e:?}");
+                break (ws, e);
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    };
+    eprintln!("chained resumes: {resumed} before the refusal, {past_expiry} of them past the expiry (within the leeway)");
+    assert!(resumed >= 1, "the first resume, at once, was refused: {e:?}");
     assert_eq!((e.code, e.field.as_deref()), (ErrorCode::Unauthorized, Some("resume")), "{e:?}");
     assert!(e.message.contains("expired"), "{}", e.message);
     assert_eq!(ws.expect_close(WAIT).await, Some(4001));
