@@ -19,11 +19,14 @@ pub enum Event {
 }
 
 impl Event {
-    /// Stable snake_case name of the event kind.
+    /// Stable snake_case name of the event kind; an order that ended short of its goal is
+    /// named as the wire names it (`gave_up`, `unreachable`), never `destination_reached`.
     pub fn kind(&self) -> &'static str {
         match self {
             Event::Spawned { .. } => "spawned",
             Event::Despawned { .. } => "despawned",
+            Event::DestinationReached { gave_up: true, .. } => "gave_up",
+            Event::DestinationReached { unreachable: true, .. } => "unreachable",
             Event::DestinationReached { .. } => "destination_reached",
             Event::PathCompleted { .. } => "path_completed",
         }
@@ -182,4 +185,18 @@ pub struct Audit {
     pub non_finite: u32,
     /// Agents outside the bounds.
     pub out_of_bounds: u32,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_order_ended_short_is_named_as_the_wire_names_it() {
+        let ended = |unreachable, gave_up| Event::DestinationReached { id: 1, position: Vec2::ZERO, unreachable, gave_up, short_by: 2.0 }.kind();
+        assert_eq!(ended(false, false), "destination_reached");
+        assert_eq!(ended(false, true), "gave_up");
+        assert_eq!(ended(true, false), "unreachable");
+        assert_eq!(ended(true, true), "gave_up", "a give-up first, as on the wire");
+    }
 }
