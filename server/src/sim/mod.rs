@@ -6,8 +6,10 @@
 
 pub mod agent;
 pub mod behaviors;
+pub mod bytes;
 pub mod codec;
 pub mod error;
+pub mod geometry;
 pub mod hash;
 pub mod math;
 pub mod nav;
@@ -23,5 +25,6 @@ pub use agent::{Agent, AgentId, GroupId, Limits, MoveOrder, PathMode};
 pub use behaviors::{Behavior, BehaviorEntry, BehaviorSet, Target};
 pub use error::SimError;
 pub use steering::Steering;
-pub use view::{Bounds, Obstacle, Wall, WorldView};
+pub use geometry::{Bounds, Obstacle, Wall};
+pub use view::WorldView;
 pub use world::{Audit, Command, EdgeRule, Event, Outcome, SpawnArea, SpawnSpec, StepStats, TargetBinding, World, WorldConfig};

@@ -16,7 +16,7 @@ use std::sync::{Arc, OnceLock};
 use glam::Vec2;
 
 use super::flowfield::FlowField;
-use crate::sim::codec::{Dec, DecodeError, Enc};
+use crate::sim::bytes::{Dec, DecodeError, Enc};
 use super::grid::NavGrid;
 
 /// Counters of the cache.
@@ -253,7 +253,7 @@ impl FlowCache {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::sim::view::Bounds;
+    use crate::sim::geometry::Bounds;
 
     #[test]
     fn lru_eviction_hits_and_invalidation() {

@@ -780,7 +780,7 @@ mod reference {
 mod tests {
     use super::*;
     use crate::sim::rng::Rng;
-    use crate::sim::view::{Bounds, Obstacle, Wall};
+    use crate::sim::geometry::{Bounds, Obstacle, Wall};
     use proptest::prelude::*;
 
     fn open(n: u32) -> NavGrid {

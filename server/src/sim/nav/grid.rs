@@ -14,10 +14,10 @@
 
 use glam::Vec2;
 
-use crate::sim::codec::{Dec, DecodeError, Enc};
+use crate::sim::bytes::{Dec, DecodeError, Enc};
 use crate::sim::math::{cell_axis, closest_on_segment};
 use crate::sim::spatial::StaticIndex;
-use crate::sim::view::{Bounds, Obstacle, Wall};
+use crate::sim::geometry::{Bounds, Obstacle, Wall};
 
 /// Most cells a navigation grid may have; a finer cell size is coarsened to fit (2048²).
 pub const MAX_NAV_CELLS: usize = 1 << 22;

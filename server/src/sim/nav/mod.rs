@@ -49,7 +49,7 @@ use super::agent::{Agent, MoveOrder};
 use super::math::segment_intersection;
 use super::roster::Roster;
 use super::spatial::{AgentGrid, StaticIndex};
-use super::view::{Bounds, Obstacle, Wall};
+use super::geometry::{Bounds, Obstacle, Wall};
 
 /// The grid's shape and the cache's capacity (the world's settings).
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -476,6 +476,22 @@ impl NavState {
         });
         let count = all.par_iter().with_min_len(1024).filter(|a| a.active_order().is_some()).count();
         (same && count == v.len()).then_some(v)
+    }
+}
+
+impl NavState {
+    /// The portals (found on the last pre-pass).
+    pub fn portals(&self) -> &[portals::Portal] {
+        self.portals.list()
+    }
+
+    /// Takes turns at the portals (see [`portals`]): finds the grid's portals when it changed,
+    /// gives each portal to a direction, and sets [`crate::sim::agent::MoveOrder::portal`] on
+    /// every agent coming through one (saying `wait` to those that must wait), clearing it on
+    /// the rest. Positions as of `grid` (the tick's start). Returns how many agents are coming
+    /// through a portal.
+    pub fn take_turns(&mut self, roster: &mut Roster, grid: &AgentGrid, tick: u64, rules: portals::PortalRules) -> usize {
+        self.portals.take_turns(&self.grid, &self.cache, roster, grid, tick, rules)
     }
 }
 

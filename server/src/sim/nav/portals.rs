@@ -22,9 +22,9 @@
 
 use glam::Vec2;
 
-use super::NavState;
-use crate::sim::codec::{Dec, DecodeError, Enc};
+use crate::sim::bytes::{Dec, DecodeError, Enc};
 use crate::sim::agent::PortalTurn;
+use super::cache::FlowCache;
 use super::grid::NavGrid;
 use crate::sim::roster::Roster;
 use crate::sim::spatial::AgentGrid;
@@ -211,32 +211,29 @@ struct Coming {
     inside: bool,
 }
 
-impl NavState {
-    /// The portals (found on the last pre-pass).
-    pub fn portals(&self) -> &[Portal] {
-        self.portals.list()
-    }
-
-    /// Takes turns at the portals (see the module docs): finds the grid's portals when it
-    /// changed, gives each portal to a direction, and sets [`crate::sim::agent::MoveOrder::portal`] on every
-    /// agent coming through one (saying `wait` to those that must wait), clearing it on the rest.
-    /// Positions as of `grid` (the tick's start). Returns how many agents are coming through a portal.
-    pub fn take_turns(&mut self, roster: &mut Roster, grid: &AgentGrid, tick: u64, rules: PortalRules) -> usize {
-        for &id in &self.portals.coming {
+impl Portals {
+    /// Takes turns at the portals of the nav grid `nav` (see the module docs): finds its portals
+    /// when it changed, gives each portal to a direction, and sets
+    /// [`crate::sim::agent::MoveOrder::portal`] on every agent coming through one (saying `wait`
+    /// to those that must wait), clearing it on the rest; an agent comes through a portal along
+    /// its order's flow field in `cache`. Positions as of `grid` (the tick's start). Returns how
+    /// many agents are coming through a portal.
+    pub(super) fn take_turns(&mut self, nav: &NavGrid, cache: &FlowCache, roster: &mut Roster, grid: &AgentGrid, tick: u64, rules: PortalRules) -> usize {
+        for &id in &self.coming {
             if let Some(o) = roster.get_mut(id).and_then(|a| a.order.as_deref_mut()) {
                 o.portal = None;
             }
         }
-        self.portals.coming.clear();
+        self.coming.clear();
         let all = roster.storage_mut();
-        self.portals.refresh(&self.grid, rules.max_width);
-        if self.portals.list.is_empty() {
+        self.refresh(nav, rules.max_width);
+        if self.list.is_empty() {
             return 0;
         }
         let r = rules.max_radius;
         let mut coming: Vec<Coming> = Vec::new();
-        for pi in 0..self.portals.list.len() {
-            let Some(portal) = self.portals.list.get(pi) else { break };
+        for pi in 0..self.list.len() {
+            let Some(portal) = self.list.get(pi) else { break };
             let (center, axis) = (portal.center, portal.axis);
             let approach = portal.half + Vec2::splat(APPROACH_RADII * r);
             coming.clear();
@@ -249,21 +246,21 @@ impl NavState {
                 let Some(&index) = grid.order().get(rank) else { return };
                 let Some(a) = all.get(index as usize) else { return };
                 let Some(o) = a.active_order() else { return };
-                let Some(field) = self.cache.get(o.goal_cell as usize) else { return };
-                let through = field.sample(&self.grid, center).dot(axis);
+                let Some(field) = cache.get(o.goal_cell as usize) else { return };
+                let through = field.sample(nav, center).dot(axis);
                 if through.abs() < 0.5 {
                     return;
                 }
                 let way: i8 = if through > 0.0 { 1 } else { -1 };
-                let cell = self.grid.cell_of(n.position);
-                let inside = self.portals.of_cell.get(cell) == Some(&(pi as u32));
-                let before = u * f32::from(way) < 0.0 && field.sample(&self.grid, n.position).dot(-rel) > 0.0;
+                let cell = nav.cell_of(n.position);
+                let inside = self.of_cell.get(cell) == Some(&(pi as u32));
+                let before = u * f32::from(way) < 0.0 && field.sample(nav, n.position).dot(-rel) > 0.0;
                 if inside || before {
                     coming.push(Coming { index, way, inside });
                 }
             });
             let count = |way: i8, inside_only: bool| coming.iter().filter(|c| c.way == way && (c.inside || !inside_only)).count();
-            let Some(portal) = self.portals.list.get_mut(pi) else { break };
+            let Some(portal) = self.list.get_mut(pi) else { break };
             let s = portal.owner;
             if s == 0 || count(s, false) == 0 {
                 let (pos, neg) = (count(1, false), count(-1, false));
@@ -293,11 +290,11 @@ impl NavState {
                 let Some(a) = all.get_mut(c.index as usize) else { continue };
                 if let Some(o) = a.order.as_deref_mut().filter(|o| o.portal.is_none()) {
                     o.portal = Some(PortalTurn { center, clear, wait });
-                    self.portals.coming.push(a.id);
+                    self.coming.push(a.id);
                 }
             }
         }
-        self.portals.coming.len()
+        self.coming.len()
     }
 }
 
@@ -364,7 +361,7 @@ impl Portals {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::sim::view::{Bounds, Wall};
+    use crate::sim::geometry::{Bounds, Wall};
 
     fn door_grid() -> NavGrid {
         // 40 × 20 world, cell 1, clearance 0.5: a wall at x = 20 with a door from y = 8 to 12.

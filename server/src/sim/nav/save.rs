@@ -8,7 +8,7 @@
 //! is), the jobs not yet taken and the last tick's sorted orders (as [`NavState::fork`] drops them).
 
 use super::*;
-use crate::sim::codec::{Dec, DecodeError, Enc};
+use crate::sim::bytes::{Dec, DecodeError, Enc};
 
 /// Most dirty boxes a saved nav state may hold (one command adds at most four).
 const MAX_DIRTY: usize = 1 << 20;

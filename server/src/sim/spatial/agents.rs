@@ -7,8 +7,8 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use glam::Vec2;
 use rayon::prelude::*;
 
-use super::GridShape;
-use crate::sim::view::Bounds;
+use super::shape::GridShape;
+use crate::sim::geometry::Bounds;
 
 /// An agent grid has at most this many cells per agent (at least [`MIN_CELLS`]): a sparse world
 /// with a dense spot (a crowd converging in a large world) keeps cells small enough that a

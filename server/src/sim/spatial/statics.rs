@@ -3,8 +3,8 @@
 
 use glam::Vec2;
 
-use super::GridShape;
-use crate::sim::view::{Bounds, Obstacle, Wall};
+use super::shape::GridShape;
+use crate::sim::geometry::{Bounds, Obstacle, Wall};
 
 /// Most cells of the obstacle and wall index ([`StaticIndex::build`] coarsens its cells to fit);
 /// the runtime's admission checks bound the index's entries with the same shape.

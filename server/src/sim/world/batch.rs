@@ -64,6 +64,7 @@ impl World {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::sim::behaviors::BehaviorEntry;
     use crate::sim::behaviors::seek::SeekParams;
 
     fn world_with(n: usize) -> (World, Vec<AgentId>) {

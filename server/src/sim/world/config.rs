@@ -1,6 +1,10 @@
 //! World settings and their checks.
 
-use super::*;
+use glam::Vec2;
+
+use crate::sim::behaviors::move_to::MoveToParams;
+use crate::sim::error::{SimError, check_non_negative, check_positive, check_vec};
+use crate::sim::geometry::Bounds;
 
 /// What happens at the world's bounds.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -14,7 +18,7 @@ pub enum EdgeRule {
     Bounce,
 }
 
-/// Settings of one world. All validated by [`World::new`].
+/// Settings of one world. All validated by [`World::new`](super::World::new).
 #[derive(Debug, Clone, PartialEq)]
 pub struct WorldConfig {
     /// World bounds.
@@ -57,7 +61,7 @@ pub struct WorldConfig {
     /// field is not ready yet head straight for their goal meanwhile (default 2).
     pub flow_builds_per_tick: usize,
     /// Ticks from requesting a flow field to using it (0 = built within the requesting tick).
-    /// A host may build requested fields on other threads meanwhile ([`World::take_field_jobs`]);
+    /// A host may build requested fields on other threads meanwhile ([`World::take_field_jobs`](super::World::take_field_jobs));
     /// the states are the same either way (default 2).
     pub flow_build_ticks: u32,
     /// Nav cells of flow fields that may be requested per tick on average (fields of larger
@@ -116,7 +120,7 @@ impl WorldConfig {
         if self.nav_cell_size < 0.05 {
             return Err(SimError::invalid("nav_cell_size", "must be at least 0.05"));
         }
-        crate::sim::error::check_non_negative("nav_clearance", self.nav_clearance)?;
+        check_non_negative("nav_clearance", self.nav_clearance)?;
         if self.nav_clearance > 1000.0 {
             return Err(SimError::invalid("nav_clearance", "must be at most 1000"));
         }

@@ -26,7 +26,7 @@ mod contact;
 mod save;
 mod settle;
 mod spawn;
-mod types;
+pub(super) mod types;
 
 pub use config::{EdgeRule, WorldConfig};
 pub use contact::{FACE_VELOCITY_EPSILON, integrate};
@@ -44,11 +44,11 @@ use std::sync::Arc;
 use glam::Vec2;
 use rayon::prelude::*;
 
-use super::agent::{Agent, AgentId, AgentMemory, GroupId, Limits};
+use super::agent::{Agent, AgentId, AgentMemory, GroupId};
 use super::behaviors::move_to::{self, EVENT_DESTINATION_REACHED, EVENT_GAVE_UP, MoveToParams};
 use super::behaviors::path_following::EVENT_PATH_COMPLETED;
 use super::behaviors::reciprocal_avoidance::NO_CONTACT;
-use super::behaviors::{Behavior, BehaviorEntry, BehaviorSet, Scratch, Target};
+use super::behaviors::{Behavior, BehaviorSet, Scratch, Target};
 use super::error::{SimError, check_finite, check_positive, check_vec};
 use super::math::{clamp_len, closest_on_segment, dir, orientation_of, pair_dir, perp, segment_intersection, wrap_angle};
 use super::nav::flowfield::FlowField;
@@ -58,7 +58,8 @@ use super::rng::Rng;
 use super::roster::{ById, Roster};
 use super::spatial::{AgentGrid, Crowd, Neighbor, StaticIndex};
 use super::steering::Steering;
-use super::view::{Bounds, Obstacle, Wall, WorldView};
+use super::geometry::{Bounds, Obstacle, Wall};
+use super::view::WorldView;
 
 /// One agent's output of the compute phase: steering, behaviour memory, event flags. Aligned to
 /// a cache line so that the apply phase, which reads these in a random order, touches one line

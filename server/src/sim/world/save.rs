@@ -21,7 +21,8 @@
 use super::*;
 use crate::sim::agent::{MoveOrder, PortalTurn};
 use crate::sim::behaviors::context_avoidance::ContextAvoidanceParams;
-use crate::sim::codec::{self, Dec, DecodeError, Enc};
+use crate::sim::bytes::{Dec, DecodeError, Enc};
+use crate::sim::codec;
 
 /// First 8 bytes of a saved world.
 pub const SAVE_MAGIC: &[u8; 8] = b"STEERWLD";

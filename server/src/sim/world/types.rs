@@ -1,7 +1,10 @@
 //! What goes into a world (commands, spawn specs) and what comes out (outcomes, events,
 //! step statistics, audits).
 
-use super::*;
+use glam::Vec2;
+
+use crate::sim::agent::{AgentId, GroupId, Limits};
+use crate::sim::behaviors::{BehaviorEntry, BehaviorKind};
 
 /// Something that happened in the world, reported once.
 #[derive(Debug, Clone, PartialEq)]
@@ -96,7 +99,7 @@ impl SpawnSpec {
     }
 }
 
-/// A command applied between ticks. Each returns an [`Outcome`] or a [`SimError`] and leaves
+/// A command applied between ticks. Each returns an [`Outcome`] or a [`crate::sim::SimError`] and leaves
 /// the world unchanged on error.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Command {
@@ -109,7 +112,7 @@ pub enum Command {
     /// Add a behaviour.
     AddBehavior { agent: AgentId, entry: BehaviorEntry },
     /// Remove every behaviour of a kind.
-    RemoveBehavior { agent: AgentId, kind: crate::sim::behaviors::BehaviorKind },
+    RemoveBehavior { agent: AgentId, kind: BehaviorKind },
     /// Remove every behaviour.
     ResetBehaviors { agent: AgentId },
     /// Add a circular obstacle.
