@@ -225,7 +225,7 @@ async fn steer_swarm_bots_follow_the_world_and_command_their_agents_there() {
     let mut bots = Swarm(
         std::process::Command::new(&swarm)
             .args(["--url", &format!("ws://{}/ws", a.addr), "--world", "arena", "--bots", &BOTS.to_string(), "--ramp", "300ms"])
-            .args(["--duration", "600s", "--whole-world", "--spawn-per-bot", &SPAWN.to_string(), "--commands-per-sec", "3", "--seed", "4"])
+            .args(["--duration", "600s", "--whole-world", "--spawn-per-bot", &SPAWN.to_string(), "--commands-per-sec", "1", "--seed", "4"])
             .arg("--report")
             .arg(&report)
             .arg("--status")
@@ -297,7 +297,8 @@ async fn steer_swarm_bots_follow_the_world_and_command_their_agents_there() {
         assert_eq!(n(k), 0, "{k}: {rep:#}\n{stderr}");
     }
     // The one refusal a handoff gives: a command sent while the world was frozen (tens of
-    // milliseconds) is answered `busy` (docs/handoff.md), at most one per bot at this rate.
+    // milliseconds; on a busy machine hundreds) is answered `busy` (docs/handoff.md), at most
+    // one per bot at one command a second.
     let busy = rep["command_error_codes"]["busy"].as_u64().unwrap_or(0);
     assert_eq!(n("command_errors"), busy, "no error but `busy` during the freeze: {rep:#}\n{stderr}");
     assert!(busy <= BOTS, "{busy} commands refused `busy`: {rep:#}");
