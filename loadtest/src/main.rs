@@ -7,9 +7,11 @@
 //! ```
 //!
 //! Each bot is a tokio task on one runtime (see `bot.rs`); handshakes are bounded by a
-//! semaphore; everything stops at `--duration` (plus a few seconds of bounded goodbye). The
-//! report is printed as a table and optionally written as JSON; `--fail-if` makes the exit
-//! status non-zero when a threshold is crossed (exit code 2; 1 is a usage or runtime error).
+//! semaphore; everything stops at `--duration`, or earlier at SIGTERM or SIGINT (`stop.rs`),
+//! plus a few seconds of bounded goodbye. The report is printed as a table and optionally
+//! written as JSON; `--status FILE` keeps the run's live status there (`status.rs`);
+//! `--fail-if` makes the exit status non-zero when a threshold is crossed (exit code 2; 1 is a
+//! usage or runtime error).
 //!
 //! Fan-out figures (issue 16): `--whole-world` subscribes every bot to the whole world,
 //! `--passive 0.9` makes 90 % of the bots receive-only, and the report's window figures
@@ -27,6 +29,8 @@ mod follow;
 mod metrics;
 mod report;
 mod stats;
+mod status;
+mod stop;
 
 use std::io::IsTerminal;
 use std::path::PathBuf;
@@ -41,6 +45,8 @@ use steer_proto::Encoding;
 use crate::bot::{BotConfig, CommandMix};
 use crate::report::{Pct, Report, Threshold};
 use crate::stats::{C, H, Stats};
+use crate::status::Status;
+use crate::stop::Stop;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 enum Format {
@@ -53,7 +59,11 @@ enum Format {
 /// Bot-swarm load tester for steerd: many WebSocket clients that subscribe, verify every
 /// frame, command their own agents, and measure latency, lateness and throughput.
 #[derive(Debug, Parser)]
-#[command(name = "steer-swarm", version)]
+#[command(
+    name = "steer-swarm",
+    version,
+    after_help = "The run ends at --duration, or earlier at SIGTERM or SIGINT (Ctrl-C): the bots stop sending, despawn their agents and close with 1000, and the report is printed and written as at the deadline. A second signal quits at once (exit 130, no report)."
+)]
 struct Cli {
     /// The server's WebSocket URL.
     #[arg(long, default_value = "ws://127.0.0.1:8080/ws")]
@@ -67,7 +77,8 @@ struct Cli {
     /// Spread bot starts evenly over this time (e.g. `10s`, `500ms`).
     #[arg(long, default_value = "0s", value_parser = parse_duration)]
     ramp: Duration,
-    /// Run time from the first bot's start; every bot stops then.
+    /// Run time from the first bot's start; every bot stops then (or earlier at SIGTERM or
+    /// SIGINT).
     #[arg(long, default_value = "10s", value_parser = parse_duration)]
     duration: Duration,
     /// Commands per second per bot, sent to the bot's own agents (see --command-mix); 0 = none.
@@ -142,6 +153,11 @@ struct Cli {
     /// Write the report as JSON here.
     #[arg(long)]
     report: Option<PathBuf>,
+    /// Keep the run's live status here as JSON (counters and per-bot figures), rewritten whole
+    /// every 500 ms and once at the end: a script can watch it and stop the run (SIGTERM)
+    /// once what it waits for has happened.
+    #[arg(long, value_name = "FILE")]
+    status: Option<PathBuf>,
     /// Fail (exit 2) when any condition holds, e.g.
     /// `p99_cmd_rtt_ms>100,disconnects>0,decode_errors>0`.
     #[arg(long)]
@@ -300,7 +316,11 @@ fn judge(report: &Report, thresholds: Option<&[Threshold]>) -> i32 {
 }
 
 async fn swarm(cli: &Cli, metrics_url: Option<String>) -> anyhow::Result<Report> {
-    let stats = Arc::new(Stats::new());
+    let stats = Arc::new(Stats::new(cli.bots));
+    // The path is checked before any bot starts: a bad one is a usage error, not a lost run.
+    if let Some(p) = &cli.status {
+        Status::of(&stats, cli.bots, 0.0, false, false).write(p)?;
+    }
     let scrape_before = match &metrics_url {
         Some(u) => match metrics::scrape(u).await {
             Ok(s) => Some(s),
@@ -316,7 +336,9 @@ async fn swarm(cli: &Cli, metrics_url: Option<String>) -> anyhow::Result<Report>
     let (server0, swarm0) = (usage(cli.server_pid), usage(Some(own_pid)));
 
     let start = tokio::time::Instant::now();
-    let cfg = Arc::new(bot_config(cli, Instant::now(), start + cli.duration, stats.clone()));
+    let stop = Stop::new(start + cli.duration);
+    stop::on_signals(stop.clone(), cli.quiet)?;
+    let cfg = Arc::new(bot_config(cli, Instant::now(), stop.clone(), stats.clone()));
     if cli.commands_per_sec > 0.0 && cli.spawn_per_bot == 0 && !cli.quiet {
         eprintln!("steer-swarm: --spawn-per-bot 0: bots own no agents, so they send no commands");
     }
@@ -330,7 +352,7 @@ async fn swarm(cli: &Cli, metrics_url: Option<String>) -> anyhow::Result<Report>
         });
     }
 
-    let watched = watch(cli, &stats, metrics_url.as_deref(), start).await;
+    let watched = watch(cli, &stats, metrics_url.as_deref(), start, &stop).await;
     let measured = start.elapsed().as_secs_f64();
     let (server1, swarm1) = (usage(cli.server_pid), usage(Some(own_pid)));
     let scrape_after = match &metrics_url {
@@ -346,12 +368,17 @@ async fn swarm(cli: &Cli, metrics_url: Option<String>) -> anyhow::Result<Report>
         Window { secs, cpu, ticks, subscribers: subs }
     });
     watched.bar.set_message("stopping: bots despawn their agents and close");
-    // Bots finish their goodbye within ~2 s of the deadline; abort stragglers.
+    // Bots finish their goodbye within ~2 s of the run's end; abort stragglers.
     let drain = tokio::time::timeout(Duration::from_secs(5), async { while tasks.join_next().await.is_some() {} }).await;
     if drain.is_err() {
         tasks.abort_all();
     }
     watched.bar.finish_and_clear();
+    if let Some(p) = &cli.status
+        && let Err(e) = Status::of(&stats, cli.bots, start.elapsed().as_secs_f64(), true, true).write(p)
+    {
+        eprintln!("steer-swarm: {e:#}");
+    }
 
     let cpu = |a: Option<(f64, u64)>, b: Option<(f64, u64)>| match (a, b) {
         (Some(a), Some(b)) => Some(report::round3((b.0 - a.0) / measured * 100.0)),
@@ -390,7 +417,7 @@ async fn swarm(cli: &Cli, metrics_url: Option<String>) -> anyhow::Result<Report>
 }
 
 /// What every bot is told: the command line's settings, the run's clock and the shared stats.
-fn bot_config(cli: &Cli, epoch: Instant, deadline: tokio::time::Instant, stats: Arc<Stats>) -> BotConfig {
+fn bot_config(cli: &Cli, epoch: Instant, stop: Stop, stats: Arc<Stats>) -> BotConfig {
     let warmup = warmup(cli);
     BotConfig {
         url: bot_url(&cli.url, cli.format, cli.batch),
@@ -418,14 +445,14 @@ fn bot_config(cli: &Cli, epoch: Instant, deadline: tokio::time::Instant, stats: 
         effect_timeout: Duration::from_secs(5),
         seed: cli.seed,
         epoch,
-        deadline,
+        stop,
         handshakes: Arc::new(tokio::sync::Semaphore::new(cli.max_handshakes.max(1))),
         stats,
         clock: std::sync::OnceLock::new(),
     }
 }
 
-/// What [`watch`] saw until the deadline.
+/// What [`watch`] saw until the run ended.
 struct Watched {
     bar: ProgressBar,
     /// Peak resident set of the server and of the swarm, bytes.
@@ -444,17 +471,22 @@ fn server_cpu_now(cli: &Cli, scrape: Option<&metrics::Scrape>) -> Option<f64> {
     }
 }
 
-/// Live display and resource sampling every 500 ms until the run's deadline; the measured
-/// window opens after the warm-up.
-async fn watch(cli: &Cli, stats: &Stats, metrics_url: Option<&str>, start: tokio::time::Instant) -> Watched {
+/// Live display, resource sampling and `--status` every 500 ms until the run ends; the
+/// measured window opens after the warm-up.
+async fn watch(cli: &Cli, stats: &Stats, metrics_url: Option<&str>, start: tokio::time::Instant, stop: &Stop) -> Watched {
     let deadline = start + cli.duration;
     let window_at = start + warmup(cli);
     let own_pid = std::process::id();
     let mut w = Watched { bar: progress(cli), peak_rss: (0, 0), window: None, subscriber_samples: Vec::new() };
     let mut last = (Instant::now(), [0u64; 5]);
     let mut tick = tokio::time::interval(Duration::from_millis(500));
+    let mut status_failed = false;
     loop {
-        tick.tick().await;
+        tokio::select! {
+            _ = tick.tick() => {}
+            () = stop.until() => {}
+        }
+        let ended = stop.done();
         if w.window.is_none() && tokio::time::Instant::now() >= window_at && window_at < deadline {
             let scrape = match metrics_url {
                 Some(u) => metrics::scrape(u).await.ok(),
@@ -462,8 +494,8 @@ async fn watch(cli: &Cli, stats: &Stats, metrics_url: Option<&str>, start: tokio
             };
             w.window = Some((Instant::now(), server_cpu_now(cli, scrape.as_ref()), scrape));
         }
-        // Not at the deadline itself: bots are leaving then.
-        if w.window.is_some() && tokio::time::Instant::now() < deadline {
+        // Not at the end itself: bots are leaving then.
+        if w.window.is_some() && !ended {
             w.subscriber_samples.push(stats.get(C::Subscribed));
         }
         if let Some((_, rss)) = cli.server_pid.and_then(metrics::proc_usage) {
@@ -488,7 +520,13 @@ async fn watch(cli: &Cli, stats: &Stats, metrics_url: Option<&str>, start: tokio
             stats.get(C::Disconnects),
         ));
         last = (Instant::now(), now);
-        if tokio::time::Instant::now() >= deadline {
+        if let Some(p) = &cli.status
+            && let Err(e) = Status::of(stats, cli.bots, start.elapsed().as_secs_f64(), ended, false).write(p)
+            && !std::mem::replace(&mut status_failed, true)
+        {
+            eprintln!("steer-swarm: {e:#} (said once; the status file may be stale)");
+        }
+        if ended {
             return w;
         }
     }
@@ -602,10 +640,12 @@ fn build_report(cli: &Cli, s: &Stats, secs: f64, tick_mean_ms: f64) -> Report {
         skimmed_messages: g(C::Skimmed),
         follows: g(C::Follows),
         commanded_after_follow: g(C::CommandedAfterFollow),
+        per_bot: s.per_bot(),
         join_bytes_per_agent: report::per_moving_agent(g(C::JoinBytes), g(C::JoinAgents)).map(report::round3),
         join_bytes_per_bot: (g(C::Joins) > 0).then(|| report::round3(g(C::JoinBytes) as f64 / g(C::Joins) as f64)),
         ..Report::default()
     };
+    r.bots_commanded_after_follow = report::commanded_after_follow(&r.per_bot);
     s.with_hists(|h| {
         r.connect_ms = Pct::of(h.get(H::ConnectUs), 1e3, 0.0);
         r.cmd_rtt_ms = Pct::of(h.get(H::CmdRttUs), 1e3, 0.0);

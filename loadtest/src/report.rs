@@ -7,6 +7,8 @@ use anyhow::{Context, bail};
 use hdrhistogram::Histogram;
 use serde::Serialize;
 
+use crate::stats::BotRow;
+
 /// Percentiles of one histogram, in the histogram's unit scaled by the caller.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
 pub struct Pct {
@@ -162,6 +164,9 @@ pub struct Report {
     /// Bots whose command was acknowledged (not an error) on the server they followed their
     /// world to, once per follow: they kept their agents and command them there.
     pub commanded_after_follow: u64,
+    /// Bots that followed their world and had a command acknowledged since their last follow,
+    /// on the server it moved to (from `per_bot`: each bot once).
+    pub bots_commanded_after_follow: u64,
     /// Time between the arrivals of consecutive ticks' states at a bot, ms (across a handoff:
     /// its largest sample is the longest pause a client saw).
     pub tick_interval_ms: Pct,
@@ -251,6 +256,14 @@ pub struct Report {
     pub join_bytes_per_agent: Option<f64>,
     /// Mean join bytes per bot.
     pub join_bytes_per_bot: Option<f64>,
+    /// Each bot's figures, by bot index: follows, commands acknowledged, and those
+    /// acknowledged since its last follow.
+    pub per_bot: Vec<BotRow>,
+}
+
+/// Bots of `rows` that followed their world and had a command acknowledged since.
+pub fn commanded_after_follow(rows: &[BotRow]) -> u64 {
+    rows.iter().filter(|r| r.follows > 0 && r.acked_since_follow > 0).count() as u64
 }
 
 fn fmt_opt(v: Option<f64>) -> String {
@@ -349,7 +362,7 @@ impl Report {
         row(&mut s, "errors", format!("decode {}, checksum {}, chain breaks {}, resyncs {}", self.decode_errors, self.checksum_errors, self.chain_breaks, self.resyncs));
         row(&mut s, "ticks seen / gaps", format!("{} / {}", self.ticks_seen, self.tick_gaps));
         if self.follows > 0 {
-            row(&mut s, "followed a moved world", format!("{} ({} commanded there)", self.follows, self.commanded_after_follow));
+            row(&mut s, "followed a moved world", format!("{} ({} commanded there; {} of {} bots)", self.follows, self.commanded_after_follow, self.bots_commanded_after_follow, self.bots));
         }
         row(&mut s, "commands", format!("{} sent, {} results, {} errors, {} timeouts, {:.1}/s", self.commands_sent, self.command_results, self.command_errors, self.command_timeouts, self.commands_per_sec));
         if !self.command_error_codes.is_empty() {

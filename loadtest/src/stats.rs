@@ -155,24 +155,71 @@ pub struct Stats {
     close_codes: Mutex<BTreeMap<String, u64>>,
     error_codes: Mutex<BTreeMap<String, u64>>,
     notes: Mutex<(u64, Vec<String>)>,
+    /// Each bot's own figures, by bot index.
+    bots: Box<[BotFigures]>,
 }
 
-impl Default for Stats {
-    fn default() -> Self {
-        Stats::new()
-    }
+/// One bot's own figures (the live status's and the report's `per_bot` rows). Kept apart
+/// from the sums and updated directly: they change once per command result or follow.
+#[derive(Debug, Default)]
+struct BotFigures {
+    follows: AtomicU64,
+    acked: AtomicU64,
+    acked_since_follow: AtomicU64,
+}
+
+/// One bot's figures as reported.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
+pub struct BotRow {
+    /// Times the bot followed its world to another server (`moved`) and resumed there.
+    pub follows: u64,
+    /// Its commands acknowledged (a result that is not an error).
+    pub commands_acked: u64,
+    /// Of them, those acknowledged since its last follow: on the server its world moved to.
+    pub acked_since_follow: u64,
 }
 
 impl Stats {
-    /// Empty.
-    pub fn new() -> Self {
+    /// Empty, with the figures of `bots` bots.
+    pub fn new(bots: usize) -> Self {
         Stats {
             counters: std::array::from_fn(|_| AtomicU64::new(0)),
             hists: Mutex::new(Hists::new()),
             close_codes: Mutex::new(BTreeMap::new()),
             error_codes: Mutex::new(BTreeMap::new()),
             notes: Mutex::new((0, Vec::new())),
+            bots: (0..bots).map(|_| BotFigures::default()).collect(),
         }
+    }
+
+    /// Bot `index` followed its world to another server: its count since the follow starts
+    /// again (before the follow is counted, so a reader never sees the new follow with the
+    /// old server's count).
+    pub fn followed(&self, index: usize) {
+        if let Some(b) = self.bots.get(index) {
+            b.acked_since_follow.store(0, Ordering::SeqCst);
+            b.follows.fetch_add(1, Ordering::SeqCst);
+        }
+    }
+
+    /// A command of bot `index` was acknowledged.
+    pub fn acked(&self, index: usize) {
+        if let Some(b) = self.bots.get(index) {
+            b.acked.fetch_add(1, Ordering::Relaxed);
+            b.acked_since_follow.fetch_add(1, Ordering::SeqCst);
+        }
+    }
+
+    /// Every bot's figures, by bot index.
+    pub fn per_bot(&self) -> Vec<BotRow> {
+        self.bots
+            .iter()
+            .map(|b| BotRow {
+                follows: b.follows.load(Ordering::SeqCst),
+                commands_acked: b.acked.load(Ordering::Relaxed),
+                acked_since_follow: b.acked_since_follow.load(Ordering::SeqCst),
+            })
+            .collect()
     }
 
     /// A counter's value.
@@ -317,7 +364,7 @@ mod tests {
 
     #[test]
     fn recorder_flushes_counters_and_samples() {
-        let s = Stats::new();
+        let s = Stats::new(0);
         let mut r = Recorder::new();
         r.add(C::Frames, 3);
         r.record(H::CmdRttUs, 1500, &s);
@@ -353,5 +400,28 @@ mod tests {
         });
         s.disconnect("4008".into());
         assert_eq!(s.close_codes().get("4008"), Some(&1));
+    }
+
+    #[test]
+    fn per_bot_figures_count_acks_since_the_last_follow() {
+        let s = Stats::new(3);
+        s.acked(0);
+        s.acked(0);
+        s.acked(2);
+        s.followed(0);
+        assert_eq!(s.per_bot()[0], BotRow { follows: 1, commands_acked: 2, acked_since_follow: 0 });
+        s.acked(0);
+        s.followed(1);
+        s.followed(1);
+        // A bot index beyond the run's bots is ignored, not a panic.
+        s.acked(3);
+        s.followed(7);
+        let rows = s.per_bot();
+        assert_eq!(rows, vec![
+            BotRow { follows: 1, commands_acked: 3, acked_since_follow: 1 },
+            BotRow { follows: 2, commands_acked: 0, acked_since_follow: 0 },
+            BotRow { follows: 0, commands_acked: 1, acked_since_follow: 1 },
+        ]);
+        assert_eq!(crate::report::commanded_after_follow(&rows), 1);
     }
 }

@@ -217,3 +217,55 @@ fn fail_if_trips_and_bad_usage_is_refused() {
     assert_eq!(out.status.code(), Some(2), "{}", String::from_utf8_lossy(&out.stderr));
     assert!(String::from_utf8_lossy(&out.stderr).contains("FAIL bots_connected<3"));
 }
+
+/// Told to stop (SIGTERM) long before `--duration`: the bots close cleanly and the report is
+/// written; `--status` showed the run live (every bot connected) and says at the end that it
+/// is done.
+#[test]
+fn sigterm_ends_the_run_with_a_report() {
+    let server = start_server(&["--admin-token", "e2e-token"]);
+    let dir = std::env::temp_dir().join(format!("steer-swarm-e2e-stop-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let _dir = TempDir(dir.clone());
+    let (report, status) = (dir.join("report.json"), dir.join("status.json"));
+    let mut child = Command::new(env!("CARGO_BIN_EXE_steer-swarm"))
+        .args(["--url", &format!("ws://{}/ws", server.addr), "--world", "demo", "--bots", "5", "--duration", "600s"])
+        .args(["--spawn-per-bot", "1", "--commands-per-sec", "2", "--admin-token", "e2e-token", "--quiet", "--report"])
+        .arg(&report)
+        .arg("--status")
+        .arg(&status)
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("starting steer-swarm");
+    let t0 = std::time::Instant::now();
+    let live = loop {
+        let s: Option<serde_json::Value> = std::fs::read_to_string(&status).ok().and_then(|t| serde_json::from_str(&t).ok());
+        if let Some(s) = s.filter(|s| s["bots_online"].as_u64() == Some(5) && s["command_results"].as_u64() > Some(0)) {
+            break s;
+        }
+        if t0.elapsed() > Duration::from_secs(120) {
+            let _ = child.kill();
+            panic!("the bots never all connected and commanded: {}", std::fs::read_to_string(&status).unwrap_or_default());
+        }
+        assert!(child.try_wait().unwrap().is_none(), "steer-swarm ended early");
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    assert_eq!(live["done"], false, "{live}");
+    assert_eq!(live["per_bot"].as_array().map(Vec::len), Some(5), "{live}");
+    let st = Command::new("kill").args(["-TERM", &child.id().to_string()]).status().unwrap();
+    assert!(st.success());
+    let out = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "steer-swarm failed ({:?}):\n{stderr}", out.status);
+    let json: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&report).unwrap()).unwrap();
+    assert!(num(&json, "duration_s") < 600.0, "{json:#}");
+    assert_eq!(num(&json, "bots_connected"), 5.0, "{json:#}");
+    for k in ["disconnects", "decode_errors", "checksum_errors", "chain_breaks", "command_errors", "command_timeouts"] {
+        assert_eq!(num(&json, k), 0.0, "{k}: {json:#}");
+    }
+    let rows = json["per_bot"].as_array().unwrap();
+    assert_eq!(rows.len(), 5, "{json:#}");
+    assert_eq!(rows.iter().map(|r| r["commands_acked"].as_u64().unwrap()).sum::<u64>() as f64, num(&json, "command_results"), "every result acknowledged: {json:#}");
+    let last: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&status).unwrap()).unwrap();
+    assert_eq!((last["stopping"].as_bool(), last["done"].as_bool(), last["bots_online"].as_u64()), (Some(true), Some(true), Some(0)), "{last}");
+}

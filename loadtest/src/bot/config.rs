@@ -6,10 +6,10 @@ use std::time::{Duration, Instant};
 
 use steer_proto::Encoding;
 use tokio::sync::Semaphore;
-use tokio::time::Instant as TokioInstant;
 
 use crate::clock::SharedClock;
 use crate::stats::Stats;
+use crate::stop::Stop;
 
 /// Settings shared by every bot.
 pub struct BotConfig {
@@ -65,8 +65,8 @@ pub struct BotConfig {
     pub seed: u64,
     /// Time zero of the swarm's nanosecond clock.
     pub epoch: Instant,
-    /// When every bot stops.
-    pub deadline: TokioInstant,
+    /// When every bot stops: at the run's deadline, or when the swarm is told to stop.
+    pub stop: Stop,
     /// Bounds concurrent handshakes.
     pub handshakes: Arc<Semaphore>,
     /// Shared measurements.

@@ -4,8 +4,9 @@
 //! agents there, then until the deadline: decode every frame with steer-proto, keep its own
 //! copy of the cells and verify the delta chain and checksums (resubscribing on any break),
 //! send MoveTo / behaviour commands at the configured rate and match each CommandResult,
-//! ping to estimate the server's tick clock, and pan the area now and then. At the deadline
-//! it despawns its agents and closes with 1000. Every wait has a timeout.
+//! ping to estimate the server's tick clock, and pan the area now and then. When the run ends
+//! (its deadline, or the swarm told to stop: `stop.rs`) it despawns its agents and closes with
+//! 1000. Every wait has a timeout.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -143,7 +144,7 @@ struct Effect {
 
 /// How a session ended.
 enum End {
-    /// The run is over.
+    /// The run is over (its deadline, or the swarm was told to stop).
     Deadline,
     /// The connection ended early; the cause names it.
     Lost(String),
@@ -200,10 +201,18 @@ fn error_cause(e: &tokio_tungstenite::tungstenite::Error) -> String {
     }
 }
 
-/// Runs one bot until the deadline.
+/// Runs one bot until the run ends.
 pub async fn run(cfg: Arc<BotConfig>, index: usize) {
     let stats = cfg.stats.clone();
-    let Ok(Ok(permit)) = timeout_at(cfg.deadline, cfg.handshakes.clone().acquire_owned()).await else { return };
+    let permit = tokio::select! {
+        p = cfg.handshakes.clone().acquire_owned() => p,
+        () = cfg.stop.until() => return,
+    };
+    // A run that ended while this bot waited for its start or its slot: it never starts.
+    let Ok(permit) = permit else { return };
+    if cfg.stop.done() {
+        return;
+    }
     let started = Instant::now();
     let hello = timeout(cfg.connect_timeout, connect(&cfg)).await;
     drop(permit);
@@ -233,6 +242,7 @@ pub async fn run(cfg: Arc<BotConfig>, index: usize) {
     let rng = Rng::new(cfg.seed.wrapping_add((index as u64).wrapping_mul(0x2545_f491_4f6c_dd1d)));
     let rate = info.tick_rate_hz;
     let mut bot = Bot::new(cfg.clone(), rec, rng, info, welcome.quantization, rate);
+    bot.index = index;
     bot.active = is_active(index, cfg.bots, cfg.active_bots);
     // Passive bots leave the tick-clock estimate to the active ones, except the first few
     // (so that a fully passive swarm still measures lateness).
@@ -248,6 +258,7 @@ pub async fn run(cfg: Arc<BotConfig>, index: usize) {
                     Some(info) => {
                         bot.rebind(info.clone(), w.resume_token.clone());
                         stats.add(C::Follows, 1);
+                        stats.followed(index);
                         ws = next;
                     }
                     None => break End::Lost("moved: the new server has no such world".into()),
@@ -300,6 +311,8 @@ pub(crate) async fn connect_to(cfg: &BotConfig, url: &str, resume: Option<String
 
 struct Bot {
     cfg: Arc<BotConfig>,
+    /// The bot's index in the run (its row of the per-bot figures).
+    index: usize,
     stats: Arc<Stats>,
     rec: Recorder,
     rng: Rng,
@@ -353,6 +366,7 @@ impl Bot {
         Bot {
             stats: cfg.stats.clone(),
             cfg,
+            index: 0,
             rec,
             rng,
             info,
@@ -490,16 +504,16 @@ impl Bot {
         let mut next_house = now + Duration::from_millis(250);
         // One timer each, made once and reset when its time moves: a `sleep_until` made anew
         // per loop would register and clear five timer entries for every message received.
-        let deadline = sleep_until(cfg.deadline);
+        let stop = cfg.stop.until();
         let cmd_timer = sleep_until(next_cmd);
         let ping_timer = sleep_until(next_ping);
         let pan_timer = sleep_until(next_pan);
         let house_timer = sleep_until(next_house);
-        tokio::pin!(deadline, cmd_timer, ping_timer, pan_timer, house_timer);
+        tokio::pin!(stop, cmd_timer, ping_timer, pan_timer, house_timer);
         let end = loop {
             tokio::select! {
                 biased;
-                () = &mut deadline => break End::Deadline,
+                () = &mut stop => break End::Deadline,
                 m = ws.next() => {
                     let m = match m {
                         None => break End::Lost("eof".into()),

@@ -16,9 +16,12 @@ impl Bot {
         }
         match (p.kind, r.result) {
             (Kind::Command, result) => {
-                if self.awaiting_command_after_follow && !matches!(result, proto::Outcome::Error(_)) {
-                    self.awaiting_command_after_follow = false;
-                    self.rec.add(C::CommandedAfterFollow, 1);
+                if !matches!(result, proto::Outcome::Error(_)) {
+                    self.stats.acked(self.index);
+                    if self.awaiting_command_after_follow {
+                        self.awaiting_command_after_follow = false;
+                        self.rec.add(C::CommandedAfterFollow, 1);
+                    }
                 }
                 self.rec.add(C::CommandResults, 1);
                 self.rec.record(H::CmdRttUs, p.sent.elapsed().as_micros() as u64, &self.stats);

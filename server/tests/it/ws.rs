@@ -132,6 +132,31 @@ async fn frame_chain_equals_snapshot() {
     assert_eq!(tick(&http, "demo").await, t);
 }
 
+/// A world created paused has never ticked, yet a subscriber sees its state at once: the
+/// keyframes of its scenario's agents, exactly the snapshot's, at tick 0 (the world publishes
+/// its starting state whenever it does not tick at once).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_world_created_paused_shows_its_state_to_a_subscriber_at_once() {
+    let srv = Server::fresh("paused-keyframes", Opts::default());
+    let http = srv.http();
+    http.put("/scenarios/still", &wander_scenario(200.0, 40)).await.ok();
+    http.post("/worlds", &json!({"name": "still", "scenario": "still", "paused": true})).await.expect(201);
+    let snap = http.get("/worlds/still/snapshot").await.ok();
+    let expected = quantized(&snap);
+    assert_eq!((snap["tick"].as_u64(), expected.len()), (Some(0), 40), "a paused new world at tick 0 with its 40 agents");
+    let mut ws = srv.ws().await;
+    ws.subscribe("still", whole_world()).await;
+    assert!(
+        ws.read_until(WAIT, |w| w.agents() == expected).await,
+        "no keyframe of the paused world's {} agents within {WAIT:?} (the view holds {})",
+        expected.len(),
+        ws.agents().len()
+    );
+    assert!(ws.keyframes > 0 && ws.last_tick == 0, "keyframes {}, a delta of tick {}", ws.keyframes, ws.last_tick);
+    // Still paused: nothing ran.
+    assert_eq!(tick(&http, "still").await, 0);
+}
+
 /// Issue 5 (8): SIGTERM sends close 1001 to connected clients, autosaves, and exits 0.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn graceful_shutdown_closes_with_1001_and_exits_0() {

@@ -15,13 +15,12 @@ impl Runner {
         self.ownership.know(actor);
         // A spawn larger than `max_spawn` is invalid whoever asks: the sim refuses it naming
         // the field (`invalid_field`), before any quota is weighed.
-        let oversize = cmds.iter().any(|c| spawn_count(std::slice::from_ref(c)) > self.max_spawn);
-        let quota = if oversize { Ok(()) } else { self.ownership.check_spawn_quota(actor, asked, &self.name, self.world.agents().len(), self.max_agents) };
+        let quota = if self.caps.oversize(&cmds) { Ok(()) } else { self.ownership.check_spawn_quota(actor, asked, &self.name, self.world.agents().len(), self.caps.max_agents()) };
         let r = self
             .check_owner(actor, &agents, &cmds)
             .and_then(|()| self.check_spawn_place(actor, &cmds))
             .and(quota)
-            .and_then(|()| self.admit(&cmds))
+            .and_then(|()| self.caps.admit(&self.world, &cmds))
             .and_then(|()| self.world.check_batch(&cmds).map_err(CmdError::Sim))
             .and_then(|()| {
             let mut last = Outcome::Done;
@@ -36,46 +35,6 @@ impl Runner {
         }
         self.metrics.command(kind, r.is_ok());
         r
-    }
-
-    /// Checks the spawns among `cmds` against the crowding bounds (`admission.rs`), all of
-    /// them before any is applied.
-    pub(super) fn admit(&self, cmds: &[Command]) -> Result<(), CmdError> {
-        use crate::runtime::admission as adm;
-        if cmds.iter().any(|c| matches!(c, Command::Spawn(_))) {
-            let bounds = self.world.config().bounds;
-            let mut covered = adm::cover(&self.world);
-            for c in cmds {
-                if let Command::Spawn(spec) = c {
-                    covered = adm::check_spawn(spec, bounds, covered, &self.crowding)?;
-                }
-            }
-        }
-        if cmds.iter().any(|c| matches!(c, Command::AddObstacle { .. } | Command::MoveObstacle { .. } | Command::AddWall { .. })) {
-            let shape = adm::static_shape(self.world.config());
-            let mut used = adm::static_cells(&self.world, &shape);
-            for c in cmds {
-                match c {
-                    Command::AddObstacle { center, radius } => {
-                        let (lo, hi) = adm::obstacle_box(*center, *radius);
-                        used = adm::check_static(used + adm::box_cells(&shape, lo, hi), "radius", &self.crowding)?;
-                    }
-                    Command::MoveObstacle { id, center, radius } => {
-                        if let Some(o) = self.world.obstacles().iter().find(|o| o.id == *id) {
-                            let (lo, hi) = adm::obstacle_box(o.center, o.radius);
-                            let old = adm::box_cells(&shape, lo, hi);
-                            let (lo, hi) = adm::obstacle_box(*center, radius.unwrap_or(o.radius));
-                            used = adm::check_static(used.saturating_sub(old) + adm::box_cells(&shape, lo, hi), "radius", &self.crowding)?;
-                        }
-                    }
-                    Command::AddWall { a, b } => {
-                        used = adm::check_static(used + adm::box_cells(&shape, a.min(*b), a.max(*b)), "b", &self.crowding)?;
-                    }
-                    _ => {}
-                }
-            }
-        }
-        Ok(())
     }
 
     /// Makes a player the owner of the agents it spawned (the admin's belong to nobody).
@@ -93,8 +52,8 @@ impl Runner {
     pub(super) fn durable_state(&self) -> crate::persist::RunnerState {
         crate::persist::RunnerState {
             scenario: serde_json::to_string(&self.scenario).unwrap_or_default(),
-            max_agents: self.max_agents as u64,
-            max_spawn: self.max_spawn as u64,
+            max_agents: self.caps.max_agents() as u64,
+            max_spawn: self.caps.max_spawn() as u64,
             owners: self.ownership.owner_list(),
             sessions: self.players.stored_sessions(&self.name, &self.ownership.owning()),
         }

@@ -25,8 +25,10 @@
 //! for subscribers), `recorder.rs` (`Recorder`: the recording and a durable world's log),
 //! `replay.rs` (`ReplayState`: a replay world's recording), `pipeline.rs` (`FieldPipeline`: the
 //! world's flow-field jobs at the builder threads), `stepper.rs` (`Stepper`: which pool steps
-//! the sim). The parts import only `types.rs` (the requests' vocabulary) and the view
-//! types of `views.rs`, never the runner: dependencies point down.
+//! the sim), `schedule.rs` (`Schedule`: when the loop ticks), `caps.rs` (`Caps`: most agents,
+//! the largest spawn, the crowding bounds; `build_world`). The parts import only `types.rs`
+//! (the requests' vocabulary) and the view types of `views.rs`, never the runner:
+//! dependencies point down.
 
 use std::collections::HashMap;
 use std::sync::atomic::Ordering;
@@ -41,13 +43,14 @@ use super::fields::FieldBuilder;
 use super::frames::{FrameEvent, TickFrame};
 use crate::convert;
 use crate::metrics::Metrics;
-use crate::scenario::{CappedBuildError, Scenario};
+use crate::scenario::Scenario;
 use crate::authz::Sight;
 use crate::sim::world::{Command, Outcome};
 use crate::sim::{AgentId, SimError, World};
 
 pub use super::players::SessionId;
 
+mod caps;
 mod commands;
 mod ownership;
 mod pipeline;
@@ -66,7 +69,9 @@ pub use types::{Actor, Arrival, CmdError, RateGuard, RateUsers, StallGate, World
 use schedule::catch_up;
 use types::{Reply, Vision};
 pub use views::{AgentView, OrderView, AvoidanceView, FlowFieldView, HalfPlaneView, ObstacleView, ReplayOp, ReplaySpawn, ReplayView, Snapshot, WallView, WorldInfoView, Xy};
-use requests::{command_agents, command_kind, command_targets, spawn_count};
+use requests::{command_agents, command_kind, command_targets};
+use caps::spawn_count;
+pub use caps::build_world;
 
 
 
@@ -306,10 +311,11 @@ impl WorldHandle {
             Some((w, o, d)) => (Some(w), Some((o, d))),
             None => (None, None),
         };
+        let caps = caps::Caps::new(spawn.max_agents, spawn.max_spawn, spawn.crowding);
         let (world, replay) = match (spawn.replay, rec_world) {
             (Some(r), _) => (r.world, Some(replay::ReplayState::new(r.player, r.recording, r.max_speed))),
             (None, Some(w)) => (w, None),
-            (None, None) => (admitted_world(&scenario, spawn.max_agents, spawn.max_spawn, &spawn.crowding)?, None),
+            (None, None) => (caps.build(&scenario, true)?, None),
         };
         if let Some(r) = &replay {
             r.count_divergences(&metrics);
@@ -322,7 +328,7 @@ impl WorldHandle {
         let (dur, owners) = match (recovered, durable) {
             (Some((owners, d)), _) => (Some(d), owners),
             (None, Some(DurableSpawn::Fresh(writer))) if replay.is_none() => {
-                (Some(crate::persist::Durable::fresh(&writer, &spawn.name, &crate::persist::start_record(&scenario, spawn.max_agents, spawn.max_spawn))), Vec::new())
+                (Some(crate::persist::Durable::fresh(&writer, &spawn.name, &crate::persist::start_record(&scenario, caps.max_agents(), caps.max_spawn()))), Vec::new())
             }
             _ => (None, Vec::new()),
         };
@@ -352,14 +358,12 @@ impl WorldHandle {
             scenario_name,
             ownership: ownership::Ownership::new(spawn.policy),
             publisher,
-            recorder: recorder::Recorder::new(crate::record::Hook::new(recorder, spawn.max_agents, spawn.max_spawn), dur),
+            recorder: recorder::Recorder::new(caps.hook(recorder), dur),
             replay,
             fields: pipeline::FieldPipeline::new(spawn.fields),
             players: spawn.players,
             autosave: false,
-            max_agents: spawn.max_agents,
-            max_spawn: spawn.max_spawn,
-            crowding: spawn.crowding,
+            caps,
             stats: handle.stats.clone(),
             metrics,
             origin: handle.origin.clone(),
@@ -504,20 +508,6 @@ fn resume_log(writer: &Arc<crate::persist::Writer>, name: &str, players: &super:
     (r, d)
 }
 
-/// A new world from its scenario, with the server's caps, whose groups pass the crowding bounds.
-fn admitted_world(scenario: &Scenario, max_agents: usize, max_spawn: usize, crowding: &super::admission::Crowding) -> Result<World, CmdError> {
-    let w = build_world(scenario, max_agents, max_spawn)?;
-    super::admission::check_scenario(scenario, &w, crowding).map_err(CmdError::Sim)?;
-    Ok(w)
-}
-
-/// Builds a world from a scenario with the server's caps applied.
-pub fn build_world(scenario: &Scenario, max_agents: usize, max_spawn: usize) -> Result<World, CmdError> {
-    scenario.build_capped(max_agents, max_spawn).map_err(|e| match e {
-        CappedBuildError::TooMany(e) => CmdError::Sim(e),
-        CappedBuildError::Scenario(e) => CmdError::Invalid(e.to_string()),
-    })
-}
 
 
 
@@ -554,9 +544,8 @@ struct Runner {
     /// effective-rate window (`schedule.rs`).
     schedule: schedule::Schedule,
     autosave: bool,
-    max_agents: usize,
-    max_spawn: usize,
-    crowding: super::admission::Crowding,
+    /// Most agents, the largest spawn, the crowding bounds (`caps.rs`).
+    caps: caps::Caps,
     stats: Arc<WorldStats>,
     metrics: Arc<Metrics>,
     origin: Arc<Mutex<(Scenario, Option<String>)>>,

@@ -6,17 +6,14 @@ impl Runner {
     /// Replaces the world by one built from `scenario`; with `admit`, its groups must pass the
     /// crowding bounds (load and reset; a recording's re-base is the world as it is).
     pub(super) fn replace_world(&mut self, scenario: Scenario, name: Option<String>, admit: bool) -> Result<u64, CmdError> {
-        let world = build_world(&scenario, self.max_agents, self.max_spawn)?;
-        if admit {
-            crate::runtime::admission::check_scenario(&scenario, &world, &self.crowding).map_err(CmdError::Sim)?;
-        }
+        let world = self.caps.build(&scenario, admit)?;
         self.tick_offset = self.wire_tick() + 1;
         self.world = world;
         self.fields.restart();
         if let Ok(mut o) = self.origin.lock() {
             *o = (scenario.clone(), name.clone());
         }
-        self.recorder.replaced(&self.name, &scenario, self.max_agents, self.max_spawn);
+        self.recorder.replaced(&self.name, &scenario, self.caps.max_agents(), self.caps.max_spawn());
         self.scenario = scenario;
         self.scenario_name = name;
         self.ownership.clear_owners();
@@ -236,22 +233,13 @@ impl Runner {
 
     /// Places random obstacles as `spec` says, within the world's obstacle and index bounds.
     fn random_obstacles(&mut self, spec: &crate::scenario::RandomObstacles) -> Result<Vec<u32>, SimError> {
-        use crate::runtime::admission::{box_cells, check_static, obstacle_box, static_cells, static_shape};
         let existing: Vec<(glam::Vec2, f32)> = self.world.obstacles().iter().map(|o| (o.center, o.radius)).collect();
         let placed = crate::scenario::place_random_obstacles(self.world.config().bounds, spec, &existing, self.world.config().seed)?;
         let room = self.world.config().max_obstacles.saturating_sub(self.world.obstacles().len());
         if placed.len() > room {
             return Err(SimError::LimitExceeded { what: "obstacles".into(), max: self.world.config().max_obstacles });
         }
-        let shape = static_shape(self.world.config());
-        let adding: u64 = placed
-            .iter()
-            .map(|&(c, r)| {
-                let (lo, hi) = obstacle_box(c, r);
-                box_cells(&shape, lo, hi)
-            })
-            .sum();
-        check_static(static_cells(&self.world, &shape) + adding, "max_radius", &self.crowding)?;
+        self.caps.admit_obstacles(&self.world, &placed)?;
         placed
             .into_iter()
             .map(|(center, radius)| match self.apply(Command::AddObstacle { center, radius })? {
@@ -385,19 +373,6 @@ pub(super) fn refuse(req: Request, e: CmdError) {
         },
         Request::Shutdown | Request::Panic => {}
     }
-}
-
-/// Agents the spawns among `cmds` create.
-pub(super) fn spawn_count(cmds: &[Command]) -> usize {
-    cmds.iter()
-        .map(|c| match c {
-            Command::Spawn(spec) => match &spec.area {
-                crate::sim::world::SpawnArea::Points(p) => p.len(),
-                _ => spec.count,
-            },
-            _ => 0,
-        })
-        .fold(0usize, usize::saturating_add)
 }
 
 /// The agents a command acts on (ownership is checked for these).

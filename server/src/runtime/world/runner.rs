@@ -71,9 +71,11 @@ impl Runner {
         let _span = tracing::info_span!("world", name = %self.name).entered();
         tracing::info!(agents = self.world.agents().len(), "world started");
         let mut next = Instant::now() + self.period();
-        if self.replay.is_some() || self.schedule.hold.is_some() {
-            // A replay world may start paused, and a world that arrived by a handoff waits for
-            // its sessions: their subscribers get the current keyframes at once.
+        if self.replay.is_some() || self.schedule.hold.is_some() || self.schedule.paused {
+            // A world that does not tick at once (a replay world, which may start paused; one
+            // that arrived by a handoff and waits for its sessions; one created or recovered
+            // paused) publishes its starting state now: its subscribers get the current
+            // keyframes at once, not at its first tick.
             self.publish();
             self.stats.tick.store(self.wire_tick(), Ordering::Relaxed);
         }
