@@ -717,16 +717,20 @@ mod tests {
             }
             world_with(v)
         };
-        let deepest = |w: &World| {
+        // The deepest overlap and the sum of all overlaps.
+        let overlaps = |w: &World| {
             let a: Vec<&Agent> = w.agents().iter().collect();
-            let mut m = 0.0f32;
+            let (mut m, mut sum) = (0.0f32, 0.0f32);
             for (i, x) in a.iter().enumerate() {
                 for y in &a[i + 1..] {
-                    m = m.max(1.0 - x.position.distance(y.position));
+                    let o = 1.0 - x.position.distance(y.position);
+                    m = m.max(o);
+                    sum += o.max(0.0);
                 }
             }
-            m
+            (m, sum)
         };
+        let deepest = |w: &World| overlaps(w).0;
         let mut w = crowd();
         w.step();
         let tol = CONTACT_TOLERANCE * 1.0;
@@ -736,10 +740,12 @@ mod tests {
         let mut w = crowd();
         w.contact.rounds_max = 1;
         w.step();
-        let plain = deepest(&w);
+        let (plain, plain_sum) = overlaps(&w);
         assert!(plain > 2.0 * tol, "the first round already reaches {plain}");
         // A budget of no deep pairs stops there too (the same state), and a budget smaller
-        // than the crush needs leaves it deeper than the tolerance but shallower than that.
+        // than the crush needs leaves it deeper than the tolerance, having worked off part of
+        // what the first round left (the sum of the overlaps; relaxing one corner of the
+        // crush may press another pair deeper for a while).
         let mut none = crowd();
         none.contact.deep_pairs_per_pair = 0;
         none.contact.deep_pairs_min = 0;
@@ -750,8 +756,9 @@ mod tests {
         some.contact.deep_pairs_per_pair = 0;
         some.contact.deep_pairs_min = 1000;
         some.step();
-        let partial = deepest(&some);
-        assert!(partial > tol + 1e-4 && partial < plain, "budget of 1,000 pairs: {partial} (first round {plain}, full {tol})");
+        let (partial, partial_sum) = overlaps(&some);
+        assert!(partial > tol + 1e-4, "budget of 1,000 pairs: deepest {partial} (full {tol})");
+        assert!(partial_sum < plain_sum, "budget of 1,000 pairs: overlaps sum {partial_sum} (first round {plain_sum})");
     }
 
     /// A crushed square lattice of `side` × `side` radius-0.5 agents at rest, 0.7 apart.
@@ -785,6 +792,47 @@ mod tests {
         let xs = one.iter().map(|&(_, x, _)| f32::from_bits(x));
         let (lo, hi) = xs.fold((f32::INFINITY, f32::NEG_INFINITY), |(lo, hi), x| (lo.min(x), hi.max(x)));
         assert!(hi - lo > 40.0, "{lo}..{hi}");
+    }
+
+    #[test]
+    pub(super) fn a_round_looks_up_each_pair_in_reach_once() {
+        // A crushed crowd stepped once, its agents then moved from where the grid holds them
+        // (by less than the reach, as in a step): looking up every other agent (and then
+        // all) finds each pair within the radii sum plus the margin exactly once, however
+        // many of its agents were looked up.
+        let mut w = crushed(20);
+        w.step();
+        let agents = w.agents_unordered();
+        let at: Vec<super::Spot> = (0..agents.len()).map(|i| {
+            let s = super::Spot::default();
+            let g = w.grid.all()[w.grid.rank(i)];
+            s.set(g.position + Vec2::new(0.05, -0.03) * (g.id % 3) as f32);
+            s
+        }).collect();
+        let dt = w.config.dt();
+        let c = super::Contacts { grid: &w.grid, results: &w.results, reach: w.extent.0 + 2.0 * w.extent.1 * dt, max_radius: w.extent.0, max_speed: w.extent.1 };
+        let margin = super::CONTACT_MARGIN * c.max_radius;
+        for look in [(0..agents.len() as u32).step_by(2).collect::<Vec<u32>>(), (0..agents.len() as u32).collect()] {
+            let mut looking = Vec::new();
+            let mut found: Vec<(u32, u32)> = c.candidates_of_all(&at, &mut looking, &look, margin).iter().map(|p| (p.0, p.1)).collect();
+            assert!(looking.iter().all(|f| !f), "flags cleared");
+            found.sort_unstable();
+            let mut expected = Vec::new();
+            for (i, a) in agents.iter().enumerate() {
+                for (j, b) in agents.iter().enumerate() {
+                    let lim = a.limits.radius + b.limits.radius + margin;
+                    let close = at[i].get().distance_squared(at[j].get()) < lim * lim;
+                    if a.id < b.id && close && (look.contains(&(i as u32)) || look.contains(&(j as u32))) {
+                        expected.push((a.id, b.id));
+                    }
+                }
+            }
+            expected.sort_unstable();
+            assert!(expected.len() > 2 * agents.len(), "a crowd: {} pairs", expected.len());
+            let extra: Vec<_> = found.iter().filter(|p| !expected.contains(p)).collect();
+            let missing: Vec<_> = expected.iter().filter(|p| !found.contains(p)).collect();
+            assert_eq!(found, expected, "{} looked up: extra {extra:?}, missing {missing:?}", look.len());
+        }
     }
 
     #[test]
