@@ -1,6 +1,7 @@
 //! Contact settling between solid agents after the apply phase's parallel push: candidate pairs
-//! and rounds of relaxation (coloured tiles relaxed in parallel, then only the pairs around a
-//! deep overlap, within a per-step budget), the same on any thread count.
+//! and rounds of relaxation (one round over every candidate, in coloured tiles relaxed in
+//! parallel, then rounds over only the pairs around a deep overlap, within a per-step budget),
+//! the same on any thread count.
 
 use super::contact::{ApplyCtx, ContactPair, Contacts};
 use super::*;
@@ -9,12 +10,9 @@ use std::sync::atomic::{AtomicU8, AtomicU64, Ordering};
 /// Passes over the pairs in contact after the parallel push (see [`ApplyCtx::relax`]).
 pub(super) const CONTACT_RELAX_PASSES: usize = 4;
 
-/// Rounds of finding and relaxing contacts after the parallel push that relax every pair that
-/// may need it (see [`ApplyCtx::settle`]).
-pub(super) const CONTACT_ROUNDS: usize = 4;
-
-/// Most rounds: past [`CONTACT_ROUNDS`], rounds relax only the pairs around a pair still deeper
-/// than [`CONTACT_TOLERANCE`] of its radii sum (a jam's crush; see [`ApplyCtx::settle`]).
+/// Most rounds: past the first, which relaxes every candidate pair, rounds relax only the pairs
+/// around a pair still deeper than [`CONTACT_TOLERANCE`] of its radii sum (a jam's crush; see
+/// [`ApplyCtx::settle`]).
 pub(super) const CONTACT_ROUNDS_MAX: usize = 64;
 
 /// How much work contact settling may do in one step (see [`ApplyCtx::settle`]). Counts, not
@@ -22,14 +20,14 @@ pub(super) const CONTACT_ROUNDS_MAX: usize = 64;
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) struct ContactParams {
     /// Most rounds per step (default [`CONTACT_ROUNDS_MAX`]; a test lowers it to show what
-    /// the rounds past [`CONTACT_ROUNDS`] do).
+    /// the rounds past the first do).
     pub(super) rounds_max: usize,
-    /// The rounds past [`CONTACT_ROUNDS`] start only while the pairs they relaxed in this step number
+    /// The deep rounds (past the first) start only while the pairs they relaxed in this step number
     /// fewer than this many per candidate pair plus [`ContactParams::deep_pairs_min`]: a crush
     /// bigger than that is worked off over the next steps (each starts with the push), so
     /// that a knot of thousands does not make one step many times a free crowd's (default 2).
     pub(super) deep_pairs_per_pair: usize,
-    /// What the rounds past [`CONTACT_ROUNDS`] may always relax in one step, however few the candidate
+    /// What the deep rounds may always relax in one step, however few the candidate
     /// pairs (default 16,384: a crushed lattice of 121 agents takes about 6,000).
     pub(super) deep_pairs_min: usize,
 }
@@ -41,7 +39,7 @@ impl Default for ContactParams {
 }
 
 impl ContactParams {
-    /// Most pairs the rounds past [`CONTACT_ROUNDS`] may relax in a step with `cand` candidate pairs.
+    /// Most pairs the deep rounds may relax in a step with `cand` candidate pairs.
     fn deep_budget(&self, cand: usize) -> usize {
         self.deep_pairs_per_pair.saturating_mul(cand).saturating_add(self.deep_pairs_min)
     }
@@ -53,7 +51,7 @@ pub(super) const CONTACT_MARGIN: f32 = 0.5;
 /// Fewest agents per rayon task in the first round's neighbour lookups of contact settling.
 const SETTLE_MIN_LEN: usize = 64;
 
-/// Overlap (fraction of the radii sum) that the rounds past [`CONTACT_ROUNDS`] work off.
+/// Overlap (fraction of the radii sum) that the deep rounds (past the first) work off.
 pub(super) const CONTACT_TOLERANCE: f32 = 0.01;
 
 /// Overlap (fraction of the radii sum) under which relaxation leaves a pair alone: a tenth of
@@ -114,7 +112,8 @@ pub(super) struct Bodies {
     long: Vec<u32>,
     /// Per pair: which of its agents the passes moved (bit 0: the first, bit 1: the second).
     pair_moved: Vec<AtomicU8>,
-    /// Per storage index: whether relaxing moved the agent (all clear between uses).
+    /// Per storage index: whether relaxing moved the agent, or whether the agent is looked up
+    /// in this round (all clear between uses).
     flag: Vec<bool>,
     /// Per storage index: where the agent's candidate pairs start in `adj` and how many there
     /// are ([`Bodies::index`]); (0, 0) for every agent not in `adj_agents`.
@@ -399,21 +398,33 @@ pub(super) fn absorb(cand: &mut Vec<ContactPair>, fresh: &mut Vec<ContactPair>) 
 /// The lookups of settling's rounds.
 impl Contacts<'_> {
     /// Adds to `cand` every agent that stands within the radii sum plus `margin` of agent `i`
-    /// (a storage index), as a pair. Reads where each agent stands from `at` and ids and radii
-    /// from the grid, so that no agent is read (and the lookups may run in parallel; the pairs
-    /// come out in any order, `absorb` sorts them).
-    pub(super) fn candidates(&self, at: &[Spot], i: u32, margin: f32, cand: &mut Vec<ContactPair>) {
+    /// (a storage index), as a pair, but for those that add the pair themselves: agents that
+    /// `looking` marks (looked up in the same round) whose id is lower than `i`'s and whose
+    /// search box holds `i`'s grid position (so their lookup visits `i`). Reads
+    /// where each agent stands from `at` and ids and radii from the grid, so that no agent is
+    /// read (and the lookups may run in parallel; the pairs come out in any order, `absorb`
+    /// sorts them).
+    pub(super) fn candidates(&self, at: &[Spot], looking: &[bool], i: u32, margin: f32, cand: &mut Vec<ContactPair>) {
         let order = self.grid.order();
         let (Some(p), Some(a)) = (at.get(i as usize).map(Spot::get), self.grid.all().get(self.grid.rank(i as usize))) else { return };
-        let (id, r) = (a.id, a.radius);
+        let (id, r, g) = (a.id, a.radius, a.position);
         // Everyone moved at most `reach − max radius` from the grid's positions, plus the push
         // (at most its radius).
-        self.grid.for_each_in_box_ranked(p, 2.0 * r + 2.0 * self.reach + margin, |rank, n| {
+        let half_side = |radius: f32| 2.0 * radius + 2.0 * self.reach + margin;
+        self.grid.for_each_in_box_ranked(p, half_side(r), |rank, n| {
             if n.id == id {
                 return;
             }
             let Some(&j) = order.get(rank) else { return };
             let Some(q) = at.get(j as usize).map(Spot::get) else { return };
+            if n.id < id && looking.get(j as usize).copied().unwrap_or(false) {
+                // The same bounds as `j`'s own lookup computes.
+                let h = Vec2::splat(half_side(n.radius));
+                let (lo, hi) = (q - h, q + h);
+                if g.x >= lo.x && g.y >= lo.y && g.x <= hi.x && g.y <= hi.y {
+                    return;
+                }
+            }
             let rs = r + n.radius;
             let lim = rs + margin;
             if p.distance_squared(q) < lim * lim {
@@ -422,18 +433,35 @@ impl Contacts<'_> {
         });
     }
 
-    /// The candidates of every agent of `look`, in parallel.
-    fn candidates_of_all(&self, at: &[Spot], look: &[u32], margin: f32) -> Vec<ContactPair> {
-        look.par_iter()
+    /// The candidates of every agent of `look`, in parallel, each pair once. `looking`: the
+    /// per-storage-index flags of [`Bodies`] (all clear; clear again after).
+    fn candidates_of_all(&self, at: &[Spot], looking: &mut Vec<bool>, look: &[u32], margin: f32) -> Vec<ContactPair> {
+        if looking.len() < at.len() {
+            looking.resize(at.len(), false);
+        }
+        for &i in look {
+            if let Some(f) = looking.get_mut(i as usize) {
+                *f = true;
+            }
+        }
+        let marks: &[bool] = looking;
+        let found = look
+            .par_iter()
             .with_min_len(SETTLE_MIN_LEN)
             .fold(Vec::new, |mut v, &i| {
-                self.candidates(at, i, margin, &mut v);
+                self.candidates(at, marks, i, margin, &mut v);
                 v
             })
             .reduce(Vec::new, |mut a, mut b| {
                 a.append(&mut b);
                 a
-            })
+            });
+        for &i in look {
+            if let Some(f) = looking.get_mut(i as usize) {
+                *f = false;
+            }
+        }
+        found
     }
 
 }
@@ -552,14 +580,14 @@ impl ApplyCtx<'_> {
     /// every pair within its radii sum plus the margin as a candidate; a pair missing from the
     /// candidates cannot touch: each of its agents either never moved, or was looked up and
     /// moved less than half the margin since. The first round relaxes every candidate
-    /// ([`ApplyCtx::relax`]), the next ones up to [`CONTACT_ROUNDS`] the candidates of the
-    /// agents the round before moved (a pair neither of whose agents moved was left apart, or
-    /// blocked by a wall, by it). Past them, each round relaxes only the pairs of the agents in
-    /// a pair still deeper than [`CONTACT_TOLERANCE`] of its radii sum ([`Bodies::deep_work`]),
-    /// so that a round costs the crush, not the whole crowd. Rounds end when nothing moved,
-    /// when no pair is that deep (past [`CONTACT_ROUNDS`]), after `params.rounds_max` rounds, or
-    /// once the deep rounds have relaxed their budget of pairs ([`ContactParams`]). `buf`: the
-    /// world's buffers (emptied here).
+    /// ([`ApplyCtx::relax`]) to within [`CONTACT_SLOP`]. Each round after it (a deep round)
+    /// relaxes only the pairs of the agents in a pair still deeper than [`CONTACT_TOLERANCE`]
+    /// of its radii sum ([`Bodies::deep_work`]), so that a round costs the crush, not the whole
+    /// crowd: in a packed crowd nearly every agent moves a little in every pass, and rounds over
+    /// all their pairs would only shave overlaps already below the tolerance. Rounds end when
+    /// nothing moved, when no pair is that deep, after `params.rounds_max` rounds, or once the
+    /// deep rounds have relaxed their budget of pairs ([`ContactParams`]). `buf`: the world's
+    /// buffers (emptied here).
     pub(super) fn settle(&self, c: &Contacts, agents: &mut [Agent], buf: &mut Bodies, left: Pushed, params: &ContactParams) {
         let Pushed { at, mut moved, found } = left;
         if moved.is_empty() && found.is_empty() {
@@ -590,7 +618,7 @@ impl ApplyCtx<'_> {
                 *l = p;
                 look.push(i);
             }
-            let mut more = c.candidates_of_all(at, &look, margin);
+            let mut more = c.candidates_of_all(at, &mut buf.flag, &look, margin);
             fresh.append(&mut more);
             absorb(&mut cand, &mut fresh);
             if cand.is_empty() {
@@ -599,10 +627,6 @@ impl ApplyCtx<'_> {
             moved = if round == 0 {
                 budget = params.deep_budget(cand.len());
                 self.relax(agents, at, buf, &cand, side)
-            } else if round < CONTACT_ROUNDS {
-                buf.index(agents.len(), &cand);
-                let live = buf.pairs_of_agents(&cand, &moved);
-                self.relax(agents, at, buf, &live, side)
             } else {
                 if deep_relaxed >= budget {
                     break;
@@ -624,7 +648,7 @@ impl ApplyCtx<'_> {
 
 #[cfg(test)]
 mod tests {
-    use super::{Agent, CONTACT_ROUNDS, CONTACT_TOLERANCE, World};
+    use super::{Agent, CONTACT_TOLERANCE, World};
     use glam::Vec2;
 
     #[test]
@@ -682,9 +706,9 @@ mod tests {
     pub(super) fn a_crushed_crowd_is_relaxed_to_the_tolerance() {
         // An 11 × 11 square lattice of radius-0.5 agents at rest, 0.7 apart: every neighbour
         // pair overlaps by 0.3 (30 % of the radii sum), and the crowd must grow from 7 to 10
-        // units across to fit. The four rounds of the plain rule leave inner pairs overlapping
-        // by several times the tolerance (checked below by running only those); the rounds
-        // past them end with no pair deeper than 1 % of the radii sum.
+        // units across to fit. The first round, over every pair, leaves inner pairs overlapping
+        // by several times the tolerance (checked below by running only it); the deep rounds
+        // after it end with no pair deeper than 1 % of the radii sum.
         use crate::sim::behaviors::testkit::{agent_at, world_with};
         let crowd = || {
             let mut v = Vec::new();
@@ -693,41 +717,48 @@ mod tests {
             }
             world_with(v)
         };
-        let deepest = |w: &World| {
+        // The deepest overlap and the sum of all overlaps.
+        let overlaps = |w: &World| {
             let a: Vec<&Agent> = w.agents().iter().collect();
-            let mut m = 0.0f32;
+            let (mut m, mut sum) = (0.0f32, 0.0f32);
             for (i, x) in a.iter().enumerate() {
                 for y in &a[i + 1..] {
-                    m = m.max(1.0 - x.position.distance(y.position));
+                    let o = 1.0 - x.position.distance(y.position);
+                    m = m.max(o);
+                    sum += o.max(0.0);
                 }
             }
-            m
+            (m, sum)
         };
+        let deepest = |w: &World| overlaps(w).0;
         let mut w = crowd();
         w.step();
         let tol = CONTACT_TOLERANCE * 1.0;
         assert!(deepest(&w) <= tol + 1e-4, "deepest overlap {} > {tol}", deepest(&w));
-        // The same crowd, relaxed by the plain rounds alone, is still crushed: the extra rounds
+        // The same crowd, relaxed by the first round alone, is still crushed: the deep rounds
         // are what meets the tolerance.
         let mut w = crowd();
-        w.contact.rounds_max = CONTACT_ROUNDS;
+        w.contact.rounds_max = 1;
         w.step();
-        let plain = deepest(&w);
-        assert!(plain > 2.0 * tol, "plain rounds already reach {plain}");
+        let (plain, plain_sum) = overlaps(&w);
+        assert!(plain > 2.0 * tol, "the first round already reaches {plain}");
         // A budget of no deep pairs stops there too (the same state), and a budget smaller
-        // than the crush needs leaves it deeper than the tolerance but shallower than that.
+        // than the crush needs leaves it deeper than the tolerance, having worked off part of
+        // what the first round left (the sum of the overlaps; relaxing one corner of the
+        // crush may press another pair deeper for a while).
         let mut none = crowd();
         none.contact.deep_pairs_per_pair = 0;
         none.contact.deep_pairs_min = 0;
         none.step();
         let pos = |w: &World| w.agents().iter().map(|a| (a.id, a.position.x.to_bits(), a.position.y.to_bits())).collect::<Vec<_>>();
-        assert_eq!(pos(&none), pos(&w), "a zero budget is the plain rounds");
+        assert_eq!(pos(&none), pos(&w), "a zero budget is the first round alone");
         let mut some = crowd();
         some.contact.deep_pairs_per_pair = 0;
         some.contact.deep_pairs_min = 1000;
         some.step();
-        let partial = deepest(&some);
-        assert!(partial > tol + 1e-4 && partial < plain, "budget of 1,000 pairs: {partial} (plain {plain}, full {tol})");
+        let (partial, partial_sum) = overlaps(&some);
+        assert!(partial > tol + 1e-4, "budget of 1,000 pairs: deepest {partial} (full {tol})");
+        assert!(partial_sum < plain_sum, "budget of 1,000 pairs: overlaps sum {partial_sum} (first round {plain_sum})");
     }
 
     /// A crushed square lattice of `side` × `side` radius-0.5 agents at rest, 0.7 apart.
@@ -761,6 +792,47 @@ mod tests {
         let xs = one.iter().map(|&(_, x, _)| f32::from_bits(x));
         let (lo, hi) = xs.fold((f32::INFINITY, f32::NEG_INFINITY), |(lo, hi), x| (lo.min(x), hi.max(x)));
         assert!(hi - lo > 40.0, "{lo}..{hi}");
+    }
+
+    #[test]
+    pub(super) fn a_round_looks_up_each_pair_in_reach_once() {
+        // A crushed crowd stepped once, its agents then moved from where the grid holds them
+        // (by less than the reach, as in a step): looking up every other agent (and then
+        // all) finds each pair within the radii sum plus the margin exactly once, however
+        // many of its agents were looked up.
+        let mut w = crushed(20);
+        w.step();
+        let agents = w.agents_unordered();
+        let at: Vec<super::Spot> = (0..agents.len()).map(|i| {
+            let s = super::Spot::default();
+            let g = w.grid.all()[w.grid.rank(i)];
+            s.set(g.position + Vec2::new(0.05, -0.03) * (g.id % 3) as f32);
+            s
+        }).collect();
+        let dt = w.config.dt();
+        let c = super::Contacts { grid: &w.grid, results: &w.results, reach: w.extent.0 + 2.0 * w.extent.1 * dt, max_radius: w.extent.0, max_speed: w.extent.1 };
+        let margin = super::CONTACT_MARGIN * c.max_radius;
+        for look in [(0..agents.len() as u32).step_by(2).collect::<Vec<u32>>(), (0..agents.len() as u32).collect()] {
+            let mut looking = Vec::new();
+            let mut found: Vec<(u32, u32)> = c.candidates_of_all(&at, &mut looking, &look, margin).iter().map(|p| (p.0, p.1)).collect();
+            assert!(looking.iter().all(|f| !f), "flags cleared");
+            found.sort_unstable();
+            let mut expected = Vec::new();
+            for (i, a) in agents.iter().enumerate() {
+                for (j, b) in agents.iter().enumerate() {
+                    let lim = a.limits.radius + b.limits.radius + margin;
+                    let close = at[i].get().distance_squared(at[j].get()) < lim * lim;
+                    if a.id < b.id && close && (look.contains(&(i as u32)) || look.contains(&(j as u32))) {
+                        expected.push((a.id, b.id));
+                    }
+                }
+            }
+            expected.sort_unstable();
+            assert!(expected.len() > 2 * agents.len(), "a crowd: {} pairs", expected.len());
+            let extra: Vec<_> = found.iter().filter(|p| !expected.contains(p)).collect();
+            let missing: Vec<_> = expected.iter().filter(|p| !found.contains(p)).collect();
+            assert_eq!(found, expected, "{} looked up: extra {extra:?}, missing {missing:?}", look.len());
+        }
     }
 
     #[test]
