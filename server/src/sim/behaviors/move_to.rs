@@ -9,7 +9,10 @@
 //!    `gave_up`, never counted as arrived), so every agent emits the event once — but only
 //!    when its whole knot is stalled too: once a second it looks through the agents on their
 //!    way that it touches, those they touch and so on (up to 256, [`knot_progresses`]), and
-//!    while any of them got nearer its own stop point within `give_up_after` it keeps trying.
+//!    while any of them got nearer its own stop point within `give_up_after` it keeps trying;
+//!    nor does an agent give up while it walks towards its stop point at half its top speed or
+//!    more ([`heads_home`]: a crowd carried it back, and it walks that ground again before it
+//!    is nearer than ever).
 //!    A knot that dissolves from its rim carries and squeezes the agents inside it for longer
 //!    than any one of them gets nearer home (the central knot of RVO2's Circle at 10,000
 //!    agents lasts 600–900 s); they are waiting their turn, not stuck. An agent alone, walled
@@ -439,7 +442,7 @@ fn arrives(agent: &Agent, order: &MoveOrder, p: &MoveToParams, view: &WorldView)
     let can_stop = order.slot.is_some() || order.formation == 0;
     if can_stop && agent.position.distance(order.stop_point) <= order.tolerance && agent.speed() <= p.arrive_speed {
         Stop::Reached
-    } else if order.stall as f32 * view.dt >= p.give_up_after && checks_knot(agent.id, view) && !knot_progresses(agent, p, view) {
+    } else if order.stall as f32 * view.dt >= p.give_up_after && checks_knot(agent.id, view) && !heads_home(agent, order) && !knot_progresses(agent, p, view) {
         Stop::GaveUp
     } else {
         Stop::No
@@ -453,6 +456,13 @@ fn arrives(agent: &Agent, order: &MoveOrder, p: &MoveToParams, view: &WorldView)
 fn checks_knot(id: AgentId, view: &WorldView) -> bool {
     let every = (KNOT_CHECK_SECS / view.dt).round().max(1.0) as u64;
     (view.tick + u64::from(id)) % every == 0
+}
+
+/// Whether `agent` moves towards its stop point at half its top speed or more: it walks back
+/// the ground a crowd carried it away from its best distance, which takes a while before it is
+/// nearer than ever (the stall count waits for a new best distance), and is not stuck.
+fn heads_home(agent: &Agent, order: &MoveOrder) -> bool {
+    agent.velocity.dot(dir(order.stop_point - agent.position)) >= 0.5 * agent.limits.max_speed
 }
 
 /// Whether some agent of `agent`'s knot has made progress within `give_up_after`. The knot: the
@@ -780,6 +790,15 @@ mod tests {
         let mut holder = on_way(2, 1.2, 0);
         holder.order.as_mut().expect("order").done = true;
         assert!(gives_up(vec![on_way(20, 0.0, 100), holder], None));
+        // Walking towards its stop point at half its top speed or more (carried back by a
+        // crowd, it walks that ground again): it goes on; slower, it gives up.
+        let walking = |vy: f32| {
+            let mut a = on_way(20, 0.0, 100);
+            a.velocity = Vec2::new(1.0, vy);
+            a
+        };
+        assert!(!gives_up(vec![walking(2.5)], None));
+        assert!(gives_up(vec![walking(2.4)], None));
         // Between its looks (one a second) it does not give up: agent 21 on tick 0 goes on.
         let mut w = world_with(vec![on_way(21, 0.0, 100)]);
         w.rebuild_indexes();
