@@ -8,16 +8,16 @@
 //!    `give_up_after` seconds gives up where it stands (the order is done and marked
 //!    `gave_up`, never counted as arrived), so every agent emits the event once — but only
 //!    when its whole knot is stalled too: once a second it looks through the agents on their
-//!    way that it touches, those they touch and so on (up to 256, [`knot_progresses`]), and
+//!    way that it touches, those they touch and so on (up to 256, `knot_progresses`), and
 //!    while any of them got nearer its own stop point within `give_up_after` it keeps trying;
 //!    nor does an agent give up while it walks towards its stop point at half its top speed or
-//!    more ([`heads_home`]: a crowd carried it back, and it walks that ground again before it
+//!    more (`heads_home`: a crowd carried it back, and it walks that ground again before it
 //!    is nearer than ever).
 //!    A knot that dissolves from its rim carries and squeezes the agents inside it for longer
 //!    than any one of them gets nearer home (the central knot of RVO2's Circle at 10,000
-//!    agents lasts 600–900 s); they are waiting their turn, not stuck. An agent alone, walled
-//!    off or pressed against what holds its stop point, and every member of a knot in which
-//!    nobody progresses, still gives up after `give_up_after`.
+//!    agents takes two to three times `give_up_after` to unwind): they wait their turn, they
+//!    are not stuck. An agent alone, walled off or pressed against what holds its stop point,
+//!    and every member of a knot in which nobody progresses, still gives up.
 //! 2. Wanted direction: straight at the stop point when it is near (inside `claim_radius`) and
 //!    the straight line is clear of obstacles and walls (line-of-sight shortcut); otherwise the
 //!    flow field sampled at the agent (bilinear); an agent standing in a blocked cell steers to
