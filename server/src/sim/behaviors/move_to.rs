@@ -6,7 +6,18 @@
 //!    agent) and at most `arrive_speed`: report `DestinationReached` (the apply phase zeroes the
 //!    velocity and marks the order done). An agent that got no nearer its stop point for
 //!    `give_up_after` seconds gives up where it stands (the order is done and marked
-//!    `gave_up`, never counted as arrived), so every agent emits the event once.
+//!    `gave_up`, never counted as arrived), so every agent emits the event once — but only
+//!    when its whole knot is stalled too: once a second it looks through the agents on their
+//!    way that it touches, those they touch and so on (up to 256, `knot_progresses`), and
+//!    while any of them got nearer its own stop point within `give_up_after` it keeps trying;
+//!    nor does an agent give up while it walks towards its stop point at half its top speed or
+//!    more (`heads_home`: a crowd carried it back, and it walks that ground again before it
+//!    is nearer than ever).
+//!    A knot that dissolves from its rim carries and squeezes the agents inside it for longer
+//!    than any one of them gets nearer home (the central knot of RVO2's Circle at 10,000
+//!    agents takes two to three times `give_up_after` to unwind): they wait their turn, they
+//!    are not stuck. An agent alone, walled off or pressed against what holds its stop point,
+//!    and every member of a knot in which nobody progresses, still gives up.
 //! 2. Wanted direction: straight at the stop point when it is near (inside `claim_radius`) and
 //!    the straight line is clear of obstacles and walls (line-of-sight shortcut); otherwise the
 //!    flow field sampled at the agent (bilinear); an agent standing in a blocked cell steers to
@@ -54,6 +65,14 @@ use crate::sim::view::WorldView;
 /// Seconds without progress after which an agent keeps right whatever comes against it (see
 /// [`reciprocal_avoidance::velocity_passing`]).
 const STALLED_SECS: f32 = 2.0;
+
+/// Seconds between two looks of a stalled agent at its knot before it gives up (see
+/// [`knot_progresses`]).
+const KNOT_CHECK_SECS: f32 = 1.0;
+
+/// Most agents of its knot (itself included) a stalled agent looks at for one that progressed
+/// before it gives up: beyond that the knot counts as stalled (see [`knot_progresses`]).
+const KNOT_SEARCH_MAX: usize = 256;
 
 /// Event flag: the agent's MoveTo order ends this tick (it reached its stop point, or gave up:
 /// see [`EVENT_GAVE_UP`]).
@@ -116,7 +135,8 @@ pub struct MoveToParams {
     /// ends where it stands and it is reported as having stopped short, not as arrived. A last
     /// resort for a stop point no agent can reach (walled in, or inside a crowd that holds
     /// it): in a dense crowd an agent at the back may wait minutes while the front gets
-    /// through (default 300).
+    /// through, and an agent in a knot gives up only once no agent of the knot got nearer its
+    /// stop point for this long either (default 300).
     pub give_up_after: f32,
     /// Passages narrower than this many radii of the largest agent are taken one direction at a
     /// time, the other waiting clear of them (see [`crate::sim::nav::portals`]; default 5, so a
@@ -422,11 +442,68 @@ fn arrives(agent: &Agent, order: &MoveOrder, p: &MoveToParams, view: &WorldView)
     let can_stop = order.slot.is_some() || order.formation == 0;
     if can_stop && agent.position.distance(order.stop_point) <= order.tolerance && agent.speed() <= p.arrive_speed {
         Stop::Reached
-    } else if order.stall as f32 * view.dt >= p.give_up_after {
+    } else if order.stall as f32 * view.dt >= p.give_up_after && checks_knot(agent.id, view) && !heads_home(agent, order) && !knot_progresses(agent, p, view) {
         Stop::GaveUp
     } else {
         Stop::No
     }
+}
+
+/// Whether agent `id` looks at its knot on this tick ([`knot_progresses`]): once every
+/// [`KNOT_CHECK_SECS`], on the ticks where `(tick + id)` is a multiple of that many ticks, so a
+/// crowd of stalled agents spreads its searches over the ticks. A function of the id and the
+/// tick alone: the same on any thread count.
+fn checks_knot(id: AgentId, view: &WorldView) -> bool {
+    let every = (KNOT_CHECK_SECS / view.dt).round().max(1.0) as u64;
+    (view.tick + u64::from(id)) % every == 0
+}
+
+/// Whether `agent` moves towards its stop point at half its top speed or more: it walks back
+/// the ground a crowd carried it away from its best distance, which takes a while before it is
+/// nearer than ever (the stall count waits for a new best distance), and is not stuck.
+fn heads_home(agent: &Agent, order: &MoveOrder) -> bool {
+    agent.velocity.dot(dir(order.stop_point - agent.position)) >= 0.5 * agent.limits.max_speed
+}
+
+/// Whether some agent of `agent`'s knot has made progress within `give_up_after`. The knot: the
+/// agents on their way (active orders: agents holding their place and agents steered by
+/// behaviours are not of it) whose gap to `agent` is less than half their radii sum, the agents
+/// on their way that near those, and so on, never across a wall, as far as [`KNOT_SEARCH_MAX`]
+/// agents. The search runs in the grid's fixed order from the immutable view: the same answer
+/// on any thread count.
+fn knot_progresses(agent: &Agent, p: &MoveToParams, view: &WorldView) -> bool {
+    let mut seen = std::collections::BTreeSet::from([agent.id]);
+    let mut queue = vec![(agent.position, agent.limits.radius)];
+    let mut next = 0;
+    let mut found = false;
+    while let Some(&(pos, r)) = queue.get(next) {
+        next += 1;
+        view.for_each_agent_near(pos, 1.5 * (r + view.extent.0), |n| {
+            if found || seen.len() >= KNOT_SEARCH_MAX || seen.contains(&n.id) || n.position.distance(pos) >= 1.5 * (r + n.radius) {
+                return;
+            }
+            let Some(o) = view.agent(n.id).and_then(|m| m.active_order()) else { return };
+            if !view.walls.is_empty() {
+                let mut screened = false;
+                view.for_each_wall_near((pos + n.position) * 0.5, pos.distance(n.position) * 0.5, |w| {
+                    screened |= segment_intersection(pos, n.position, w.a, w.b).is_some();
+                });
+                if screened {
+                    return;
+                }
+            }
+            seen.insert(n.id);
+            if (o.stall as f32 * view.dt) < p.give_up_after {
+                found = true;
+            } else {
+                queue.push((n.position, n.radius));
+            }
+        });
+        if found {
+            return true;
+        }
+    }
+    false
 }
 
 /// The velocity MoveTo asks reciprocal avoidance for this tick (for tools: the viewer's
@@ -673,6 +750,63 @@ mod tests {
         assert!(clear);
         let (_, clear) = reciprocal_avoidance::velocity_passing(a, &rp, &view, Vec2::X, Passing { plan_steps: 10, ..Passing::NONE });
         assert!(!clear);
+    }
+
+    #[test]
+    fn a_stalled_agent_gives_up_only_once_its_whole_knot_is_stalled() {
+        // give_up_after 3 s = 60 ticks; agent 20 has made no progress for 100 ticks and looks at
+        // its knot on tick 0 ((0 + 20) % 20 = 0). Radius 0.5: agents whose gap is under 0.5 are
+        // of one knot.
+        let p = MoveToParams { give_up_after: 3.0, ..planning() };
+        let on_way = |id: u32, x: f32, stall: u32| {
+            let mut a = agent_at(id, Vec2::new(x, 0.0), Vec2::ZERO);
+            a.order = Some(Box::new(MoveOrder { stall, ..order(Vec2::new(x, 50.0)) }));
+            a
+        };
+        let gives_up = |agents: Vec<Agent>, wall: Option<f32>| {
+            let mut w = world_with(agents);
+            if let Some(x) = wall {
+                w.add_wall(Vec2::new(x, -5.0), Vec2::new(x, 5.0)).expect("wall");
+                w.rebuild_indexes();
+            }
+            let view = w.view();
+            let a = view.agent(20).expect("agent 20");
+            let mut s = scratch_for(a);
+            steer(a, a.active_order().expect("order"), &p, &view, &mut s);
+            s.events & EVENT_GAVE_UP != 0
+        };
+        // Alone: it gives up.
+        assert!(gives_up(vec![on_way(20, 0.0, 100)], None));
+        // Touching (gap 0.2) an agent on its way that progressed 1 s ago: it waits its turn.
+        assert!(!gives_up(vec![on_way(20, 0.0, 100), on_way(2, 1.2, 20)], None));
+        // The progress is two agents away, through a stalled one: still its knot.
+        assert!(!gives_up(vec![on_way(20, 0.0, 100), on_way(2, 1.2, 100), on_way(3, 2.4, 20)], None));
+        // Every member stalled for 3 s or more: the knot is stuck, it gives up.
+        assert!(gives_up(vec![on_way(20, 0.0, 100), on_way(2, 1.2, 100), on_way(3, 2.4, 60)], None));
+        // Progress beyond the knot (gap 1.0), behind a wall, or of an agent holding its place
+        // after its order does not count.
+        assert!(gives_up(vec![on_way(20, 0.0, 100), on_way(2, 2.0, 0)], None));
+        assert!(gives_up(vec![on_way(20, 0.0, 100), on_way(2, 1.2, 0)], Some(0.6)));
+        let mut holder = on_way(2, 1.2, 0);
+        holder.order.as_mut().expect("order").done = true;
+        assert!(gives_up(vec![on_way(20, 0.0, 100), holder], None));
+        // Walking towards its stop point at half its top speed or more (carried back by a
+        // crowd, it walks that ground again): it goes on; slower, it gives up.
+        let walking = |vy: f32| {
+            let mut a = on_way(20, 0.0, 100);
+            a.velocity = Vec2::new(1.0, vy);
+            a
+        };
+        assert!(!gives_up(vec![walking(2.5)], None));
+        assert!(gives_up(vec![walking(2.4)], None));
+        // Between its looks (one a second) it does not give up: agent 21 on tick 0 goes on.
+        let mut w = world_with(vec![on_way(21, 0.0, 100)]);
+        w.rebuild_indexes();
+        let view = w.view();
+        let a = view.agent(21).expect("agent 21");
+        let mut s = scratch_for(a);
+        steer(a, a.active_order().expect("order"), &p, &view, &mut s);
+        assert_eq!(s.events & EVENT_GAVE_UP, 0);
     }
 
     #[test]
