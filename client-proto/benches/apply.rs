@@ -84,7 +84,7 @@ fn stream() -> (Vec<Vec<u8>>, u64) {
                 agents.push(QAgent { id, group: 0, pos: [rng.small(500_000), rng.small(500_000)], vel: [3, -4], orient: 0 });
             }
             debug_assert!(agents.iter().all(|a| cell_of(a.id) == c as u32));
-            let d = encode_delta(&prev, agents, FrameScope { world: 1, cell: c as u32 }, tick - 1, tick, &q, false).unwrap_or_else(|_| unreachable!());
+            let d = encode_delta(&prev, agents, FrameScope { world: 1, cell: c as u32 }, tick - 1..tick, &q, false).unwrap_or_else(|_| unreachable!());
             updates += (d.changed.len() + d.entered.len()) as u64;
             let body = delta_body(&d.left, &d.changed, &d.entered).unwrap_or_default();
             let _ = w.delta(c as u32, tick - 1, &body);

@@ -642,7 +642,7 @@ mod tests {
         let s = FrameScope { world: 1, cell: 9 };
         let prev = [a(1, 0, 0), a(2, 5, 5), a(4, 9, 9)];
         let next = [QAgent { vel: [3, 0], pos: [2, 0], ..a(1, 0, 0) }, a(3, 7, 7), a(4, 9, 9)];
-        let mut d = encode_delta(&prev, &next, s, 40, 42, &q, false).unwrap();
+        let mut d = encode_delta(&prev, &next, s, 40..42, &q, false).unwrap();
         let key = Keyframe { world: 1, cell: 2, tick: 30, checksum: None, agents: prev.to_vec() };
         let msg = crate::ServerMsg::Cells(Cells { world: 1, tick: 42, span: 2, checksum: Some(Checksum(7)), entries: vec![CellEntry::Keyframe(key.clone()), CellEntry::Delta(d.clone())] });
         let bin = crate::encode_binary(&msg).unwrap();

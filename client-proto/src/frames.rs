@@ -249,18 +249,18 @@ pub fn diff_agent(prev: &QAgent, next: &QAgent, q: &Quantization) -> Option<Agen
     })
 }
 
-/// Builds the delta from `prev` to `next` (both sorted by id). An agent
-/// whose group changed is sent as `left` + `entered`. Check
-/// [`Delta::is_empty`]: an empty delta must not be sent.
+/// Builds the delta from `prev` (the state of tick `ticks.start`) to `next` (of tick
+/// `ticks.end`), both sorted by id. An agent whose group changed is sent as `left` +
+/// `entered`. Check [`Delta::is_empty`]: an empty delta must not be sent.
 pub fn encode_delta(
     prev: &[QAgent],
     next: &[QAgent],
     scope: FrameScope,
-    base_tick: u64,
-    tick: u64,
+    ticks: std::ops::Range<u64>,
     q: &Quantization,
     with_checksum: bool,
 ) -> Result<Delta, EncodeError> {
+    let (base_tick, tick) = (ticks.start, ticks.end);
     check_sorted(prev)?;
     check_sorted(next)?;
     let (mut left, mut changed, mut entered) = (Vec::new(), Vec::with_capacity(prev.len().min(next.len())), Vec::new());
@@ -335,7 +335,7 @@ impl CellEncoder {
         q: &Quantization,
         with_checksum: bool,
     ) -> Result<Option<Delta>, EncodeError> {
-        let delta = encode_delta(&self.agents, &next, self.scope, self.tick, tick, q, with_checksum)?;
+        let delta = encode_delta(&self.agents, &next, self.scope, self.tick..tick, q, with_checksum)?;
         self.agents = next;
         match delta.checksum {
             Some(c) => self.checksum = Some(c.0),
@@ -392,14 +392,14 @@ mod tests {
         let mut regrouped = prev[2];
         regrouped.group = 9;
         let next = [agent(2, [6, 5], [0, 0], 0), agent(3, [1, 1], [0, 0], 0), regrouped];
-        let d = encode_delta(&prev, &next, FrameScope { world: 1, cell: 2 }, 10, 11, &q, true).unwrap();
+        let d = encode_delta(&prev, &next, FrameScope { world: 1, cell: 2 }, 10..11, &q, true).unwrap();
         assert_eq!(d.left, vec![1, 4]);
         assert_eq!(d.changed.iter().map(|c| (c.id, c.index)).collect::<Vec<_>>(), vec![(Some(2), Some(1))]);
         assert_eq!(d.entered, vec![next[1], next[2]]);
         assert_eq!(d.checksum, Some(Checksum(checksum(&next))));
         let unsorted = [prev[1], prev[0]];
         assert_eq!(
-            encode_delta(&unsorted, &next, FrameScope::default(), 0, 1, &q, false).unwrap_err(),
+            encode_delta(&unsorted, &next, FrameScope::default(), 0..1, &q, false).unwrap_err(),
             EncodeError::Unsorted(1)
         );
     }

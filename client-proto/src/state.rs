@@ -625,7 +625,7 @@ mod tests {
         let k = encode_keyframe(scope, 3, &[a(1, 0), a(2, 0)], true).unwrap();
         let mut cs = ClientState::new(q);
         cs.apply_keyframe(&k).unwrap();
-        let d = encode_delta(&k.agents, &[a(2, 5), a(3, 0)], scope, 3, 4, &q, true).unwrap();
+        let d = encode_delta(&k.agents, &[a(2, 5), a(3, 0)], scope, 3..4, &q, true).unwrap();
         let mut wrong = d.clone();
         wrong.base_tick = 2;
         assert!(matches!(cs.apply_delta(&wrong), Err(ApplyError::ChainBreak { held: Some(3), .. })));
@@ -650,14 +650,14 @@ mod tests {
         // Changes only (the common path): a bad checksum leaves the state unchanged, then two
         // good deltas in a row apply.
         let held = [a(2, 5), a(3, 0)];
-        let d5 = encode_delta(&held, &[a(2, 6), a(3, 1)], scope, 4, 5, &q, true).unwrap();
+        let d5 = encode_delta(&held, &[a(2, 6), a(3, 1)], scope, 4..5, &q, true).unwrap();
         assert!(d5.left.is_empty() && d5.entered.is_empty());
         let mut bad = d5.clone();
         bad.checksum = Some(Checksum(1));
         assert!(matches!(cs.apply_delta(&bad), Err(ApplyError::ChecksumMismatch { .. })));
         assert_eq!(cs.cell(0, 1).unwrap().agents(), &held);
         cs.apply_delta(&d5).unwrap();
-        let d6 = encode_delta(&[a(2, 6), a(3, 1)], &[a(2, 6), a(3, 4)], scope, 5, 6, &q, true).unwrap();
+        let d6 = encode_delta(&[a(2, 6), a(3, 1)], &[a(2, 6), a(3, 4)], scope, 5..6, &q, true).unwrap();
         cs.apply_delta(&d6).unwrap();
         assert_eq!(cs.cell(0, 1).unwrap().agents(), &[a(2, 6), a(3, 4)]);
         assert_eq!(cs.cell(0, 1).unwrap().tick(), 6);
@@ -670,7 +670,7 @@ mod tests {
         let q = Quantization::default();
         let base = [a(4, 0), a(9, 0), a(30, 0)];
         let scope = FrameScope::default();
-        let d = encode_delta(&base, &[a(4, 0), a(9, 2), a(30, 0)], scope, 1, 2, &q, false).unwrap();
+        let d = encode_delta(&base, &[a(4, 0), a(9, 2), a(30, 0)], scope, 1..2, &q, false).unwrap();
         assert_eq!((d.changed[0].id, d.changed[0].index), (Some(9), Some(1)));
         let key = encode_keyframe(scope, 1, &base, false).unwrap();
         // Binary form (index only) and JSON form (id only) both apply and resolve alike.
@@ -748,7 +748,7 @@ mod tests {
             &encode_keyframe(FrameScope::default(), 1, &[a(1, 0), a(2, 0)], false).unwrap(),
         )
         .unwrap();
-        let mut d = encode_delta(&[a(1, 0), a(2, 0)], &[a(1, 4), a(2, 0)], FrameScope::default(), 1, 2, &q, false)
+        let mut d = encode_delta(&[a(1, 0), a(2, 0)], &[a(1, 4), a(2, 0)], FrameScope::default(), 1..2, &q, false)
             .unwrap();
         d.left = vec![1];
         assert_eq!(cell.apply_delta(&d, &q), Err(ApplyError::UnknownChanged(1)));

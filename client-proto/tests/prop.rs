@@ -218,7 +218,7 @@ fn qagent_set(max: usize) -> impl Strategy<Value = Vec<QAgent>> {
 fn delta_with_base() -> impl Strategy<Value = (Delta, Vec<QAgent>)> {
     (qagent_set(20), qagent_set(20), any::<u64>(), any::<bool>()).prop_map(|(a, b, tick, sum)| {
         let q = Quantization::default();
-        let d = encode_delta(&a, &b, FrameScope { world: 1, cell: 2 }, tick, tick.wrapping_add(1), &q, sum);
+        let d = encode_delta(&a, &b, FrameScope { world: 1, cell: 2 }, tick..tick.wrapping_add(1), &q, sum);
         (d.unwrap(), a)
     })
 }

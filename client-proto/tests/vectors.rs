@@ -211,7 +211,7 @@ fn chain_frames() -> Vec<ServerMsg> {
     let states = chain_states();
     let mut out = vec![ServerMsg::Keyframe(encode_keyframe(CHAIN_SCOPE, states[0].0, &states[0].1, true).unwrap())];
     for w in states.windows(2) {
-        let d = encode_delta(&w[0].1, &w[1].1, CHAIN_SCOPE, w[0].0, w[1].0, &q, true).unwrap();
+        let d = encode_delta(&w[0].1, &w[1].1, CHAIN_SCOPE, w[0].0..w[1].0, &q, true).unwrap();
         out.push(ServerMsg::Delta(d));
     }
     out
@@ -248,7 +248,7 @@ fn cells_frames() -> Vec<WithBases> {
     let s36 = FrameScope { world: 1, cell: 36 };
     let key = |scope: FrameScope, (t, s): &(u64, Vec<QAgent>)| CellEntry::Keyframe(Keyframe { world: 1, cell: scope.cell, tick: *t, checksum: None, agents: s.clone() });
     let delta = |scope, (bt, b): &(u64, Vec<QAgent>), (t, n): &(u64, Vec<QAgent>)| {
-        let mut d = encode_delta(b, n, scope, *bt, *t, &q, false).unwrap();
+        let mut d = encode_delta(b, n, scope, *bt..*t, &q, false).unwrap();
         d.world = 1;
         CellEntry::Delta(d)
     };

@@ -75,7 +75,7 @@ fn full(tick: &[AgentSample]) -> Vec<FullAgent> {
 }
 
 fn delta_msg(prev: &[QAgent], next: &[QAgent], base: u64, tick: u64, q: &Quantization) -> Delta {
-    encode_delta(prev, next, FrameScope { world: 0, cell: 0 }, base, tick, q, false).unwrap()
+    encode_delta(prev, next, FrameScope { world: 0, cell: 0 }, base..tick, q, false).unwrap()
 }
 
 fn delta_len(prev: &[QAgent], next: &[QAgent], base: u64, tick: u64, q: &Quantization) -> usize {

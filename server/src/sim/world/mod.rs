@@ -618,18 +618,22 @@ impl World {
         }
     }
 
-    /// Advances one fixed step. Runs on the current rayon pool (install one to choose threads).
-    pub fn step(&mut self) -> StepStats {
-        self.rebuild_indexes();
-        // Once enough agents have left the cell order they are stored in, store them in the
-        // grid's order again (see `sim::roster`): the phases below then read memory almost
-        // sequentially. The results do not depend on when this happens.
+    /// Once enough agents have left the cell order they are stored in, stores them in the
+    /// grid's order again (see `sim::roster`): a step's phases then read memory almost
+    /// sequentially. The results do not depend on when this happens.
+    fn restore_storage_order(&mut self) {
         if self.grid.breaks() > self.agents.len() / RESORT_BREAKS_DIVISOR {
             let grid = &self.grid;
             if self.agents.permute(grid.order(), |i| grid.rank(i)) {
                 self.grid.agents_permuted_into_order();
             }
         }
+    }
+
+    /// Advances one fixed step. Runs on the current rayon pool (install one to choose threads).
+    pub fn step(&mut self) -> StepStats {
+        self.rebuild_indexes();
+        self.restore_storage_order();
         // Flow fields and slot claims: sequential, before the view is taken.
         self.prepare_nav();
         // Compute phase: every agent's steering from the immutable view.
