@@ -41,7 +41,6 @@ use crate::record::codec::Enc;
 use crate::record::format::{self, Record};
 use crate::sim::world::{Command, World};
 
-
 /// A durable world's persistence, as `GET /worlds/{w}` and `/health` show it.
 #[derive(Debug, Clone, PartialEq, Serialize, utoipa::ToSchema)]
 pub struct PersistenceView {
