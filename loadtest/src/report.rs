@@ -159,13 +159,18 @@ pub struct Report {
     pub ticks_seen: u64,
     /// Ticks missed between ticks seen, summed over bots.
     pub tick_gaps: u64,
-    /// Bots that followed their world to another server (`moved`) and resumed there.
+    /// Follows: times a bot followed its world to another server (`moved`) and resumed there,
+    /// summed over bots (a bot that follows twice counts twice; `per_bot` has each bot's).
     pub follows: u64,
-    /// Bots whose command was acknowledged (not an error) on the server they followed their
-    /// world to, once per follow: they kept their agents and command them there.
+    /// Follows after which the bot had a command acknowledged (not an error) on the server it
+    /// followed to: it kept its agents and commands them there. Counted per follow, like
+    /// `follows` (a bot that follows twice and commands after each counts twice), and never
+    /// taken back by a later follow.
     pub commanded_after_follow: u64,
-    /// Bots that followed their world and had a command acknowledged since their last follow,
-    /// on the server it moved to (from `per_bot`: each bot once).
+    /// Bots, each counted once, that followed at least once and had a command acknowledged
+    /// since their last follow (from `per_bot`). With one follow per bot it equals
+    /// `commanded_after_follow`; after several it says which bots command where their world
+    /// is now, not where it was.
     pub bots_commanded_after_follow: u64,
     /// Time between the arrivals of consecutive ticks' states at a bot, ms (across a handoff:
     /// its largest sample is the longest pause a client saw).

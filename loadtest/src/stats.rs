@@ -86,10 +86,11 @@ pub enum C {
     JoinAgents,
     /// `cells` messages whose head only was read (`--skim`), not decoded or verified.
     Skimmed,
-    /// Bots that followed their world to another server (a `moved` message) and resumed there.
+    /// Follows: a bot followed its world to another server (a `moved` message) and resumed
+    /// there (counted once per follow).
     Follows,
-    /// Bots whose command was acknowledged (an outcome that is not an error) on the server
-    /// they followed their world to: once per follow.
+    /// Follows after which the bot had a command acknowledged (an outcome that is not an
+    /// error) on the server it followed its world to: counted once per follow.
     CommandedAfterFollow,
 }
 

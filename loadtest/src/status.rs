@@ -33,9 +33,10 @@ pub struct Status {
     pub commands_sent: u64,
     /// Their results (counted in batches, every 250 ms per bot).
     pub command_results: u64,
-    /// Bots that followed their world to another server (`moved`) and resumed there.
+    /// Follows so far, summed over bots (as the report's `follows`).
     pub follows: u64,
-    /// Bots that followed their world and had a command acknowledged since their last follow.
+    /// Bots, each counted once, that followed their world and had a command acknowledged since
+    /// their last follow (as the report's `bots_commanded_after_follow`).
     pub bots_commanded_after_follow: u64,
     /// Each bot's figures, by bot index.
     pub per_bot: Vec<BotRow>,

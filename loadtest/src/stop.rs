@@ -118,15 +118,17 @@ mod tests {
 
     #[tokio::test]
     async fn a_run_ends_at_its_deadline_or_when_told() {
+        // At its deadline: not before (however late this thread runs, the wait ends no sooner
+        // than the deadline), and done from then on.
         let start = TokioInstant::now();
         let s = Stop::new(start + Duration::from_millis(200));
-        assert!(!s.done());
         s.until().await;
         assert!(s.done());
         assert!(start.elapsed() >= Duration::from_millis(200), "ended before the deadline");
 
-        // Told to stop: ends then, long before its deadline (an hour).
+        // Told to stop: ends then, long before its deadline (an hour), and not done before.
         let s = Stop::new(TokioInstant::now() + Duration::from_secs(3600));
+        assert!(!s.done(), "done an hour before its deadline, untold");
         let waiter = s.until();
         let other = s.clone();
         let told = tokio::spawn(async move { other.now() });

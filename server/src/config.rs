@@ -612,7 +612,6 @@ impl Settings {
     }
 }
 
-
 impl LimitSettings {
     /// Checks every `limits.*` setting; the error names the first bad one.
     pub fn validate(&self) -> Result<(), String> {

@@ -227,7 +227,6 @@ pub fn close_codes() -> String {
     t
 }
 
-
 /// One message's bytes, annotated field by field. `fields` must cover `whole` exactly, in order
 /// (the test fails otherwise, so an annotation cannot drift from the encoding).
 fn annotate(out: &mut String, title: &str, whole: &[u8], fields: &[(String, Vec<u8>)]) {

@@ -41,7 +41,6 @@ use crate::record::codec::Enc;
 use crate::record::format::{self, Record};
 use crate::sim::world::{Command, World};
 
-
 /// A durable world's persistence, as `GET /worlds/{w}` and `/health` show it.
 #[derive(Debug, Clone, PartialEq, Serialize, utoipa::ToSchema)]
 pub struct PersistenceView {
@@ -131,6 +130,8 @@ pub struct Durable {
     close_before: Option<u64>,
     /// No log is being written (a gap: until the next start).
     off: bool,
+    /// The next chunk handed over begins with the `Start` of a new log (see [`Job`]).
+    starts_log: bool,
     /// A step ran since the last checkpoint.
     stepped: bool,
     /// The tick of the newest command or checkpoint in the chunk.
@@ -204,6 +205,7 @@ impl Durable {
             acks: Vec::new(),
             close_before: None,
             off: false,
+            starts_log: false,
             stepped: false,
             pending_tick: 0,
             recovered,
@@ -262,6 +264,7 @@ impl Durable {
             tick: self.status.durable_tick.load(Ordering::Relaxed).max(self.pending_tick),
             acks: std::mem::take(&mut self.acks),
             close_before: self.close_before.take(),
+            starts_log: std::mem::take(&mut self.starts_log),
             status: self.status.clone(),
         };
         match self.writer.send(job) {
@@ -324,6 +327,7 @@ impl Durable {
         self.base_seg = self.seg;
         self.pending_tick = 0;
         self.status.durable_tick.store(0, Ordering::Relaxed);
+        self.starts_log = true;
         self.push(start);
         self.flush(true);
     }

@@ -298,8 +298,9 @@ fn failed_writes_keep_the_world_running_not_durable_and_catch_up_without_a_gap()
     l.steps(5);
     assert!(writer.drain(Duration::from_secs(10)));
     assert!(l.dur.view().durable);
-    // The disk fills: the next writes fail.
-    flaky.fail.store(6, Ordering::SeqCst);
+    // The disk fills: every write fails until space returns (a count of failures would run
+    // out in the retries, every 200 ms, on a machine slow enough to take a second here).
+    flaky.fail.store(u32::MAX, Ordering::SeqCst);
     l.steps(4);
     some_commands(&mut l);
     l.steps(4);
@@ -309,6 +310,7 @@ fn failed_writes_keep_the_world_running_not_durable_and_catch_up_without_a_gap()
     assert!(v.error.as_deref().is_some_and(|e| e.contains("No space left")), "{v:?}");
     assert!(v.write_errors >= 1 && v.backlog_bytes > 0, "{v:?}");
     // Space returns: the retries (every 200 ms) write the backlog in order.
+    flaky.fail.store(0, Ordering::SeqCst);
     let deadline = Instant::now() + Duration::from_secs(10);
     while !l.dur.view().durable && Instant::now() < deadline {
         std::thread::sleep(Duration::from_millis(50));
@@ -336,12 +338,29 @@ fn a_backlog_past_its_bound_ends_the_log_until_the_next_start() {
     flaky.fail.store(u32::MAX, Ordering::SeqCst);
     l.steps(30);
     assert!(writer.drain(Duration::from_secs(10)));
+    // The writer retries its backlogs at least every `RETRY_EVERY`: waiting that long, then
+    // draining, makes sure a retry round ran after the log ended (see `retry_round`), and
+    // chunks (with a command) keep coming after it, as they do on a world that runs on.
+    retry_round(&writer);
+    some_commands(&mut l);
+    l.steps(3);
+    assert!(writer.drain(Duration::from_secs(10)));
     let v = l.dur.view();
     assert!(!v.durable && v.error.as_deref().is_some_and(|e| e.contains("max_backlog_bytes")), "{v:?}");
+    let (written, durable_tick) = (l.dur.status().bytes.load(Ordering::SeqCst), l.dur.status().durable_tick.load(Ordering::SeqCst));
+    // Space returns: nothing after the gap is written, and the log stays not durable.
     flaky.fail.store(0, Ordering::SeqCst);
-    std::thread::sleep(Duration::from_millis(300));
+    l.apply(Command::MoveTo { agents: vec![2, 5], target: Vec2::new(-4.0, 3.0), stopping_distance: 0.5 });
+    l.steps(3);
+    retry_round(&writer);
+    l.steps(3);
     assert!(writer.drain(Duration::from_secs(10)));
-    assert!(!l.dur.view().durable, "a log with a gap is not durable");
+    let v = l.dur.view();
+    assert!(!v.durable, "a log with a gap is not durable: {v:?}");
+    assert!(v.error.as_deref().is_some_and(|e| e.contains("max_backlog_bytes")), "{v:?}");
+    assert_eq!(l.dur.status().bytes.load(Ordering::SeqCst), written, "records were written after the gap");
+    // What is on disk recovers: the world at the last tick before the gap.
+    assert_eq!(recover(&*store, "w", 1).unwrap().world.tick(), durable_tick);
     // A load starts a new log: durable again, and recovery re-runs that one.
     let sc = crossing();
     l.world = build_world(&sc, 10_000, 1_000).unwrap();
@@ -351,6 +370,15 @@ fn a_backlog_past_its_bound_ends_the_log_until_the_next_start() {
     assert!(l.dur.view().durable, "{:?}", l.dur.view());
     assert_eq!(hashes(&recover(&*store, "w", 1).unwrap().world), l.hashes());
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Returns once the writer has run a retry round after this call began: it retries when a
+/// group starts [`writer::RETRY_EVERY`] after the last round, or when none started for that
+/// long, so after a sleep of that length the next group (the drain's barrier) comes after a
+/// round, however the threads were scheduled.
+fn retry_round(writer: &Writer) {
+    std::thread::sleep(writer::RETRY_EVERY);
+    assert!(writer.drain(Duration::from_secs(10)));
 }
 
 #[test]

@@ -21,7 +21,9 @@ pub type Ack = Box<dyn FnOnce() + Send>;
 pub(super) enum Job {
     /// A world's incarnation begins (`fresh`: its stored state is deleted first).
     Begin { world: Arc<str>, inc: u64, fresh: bool },
-    Append { world: Arc<str>, inc: u64, seg: u64, bytes: Vec<u8>, sync: bool, tick: u64, acks: Vec<Ack>, close_before: Option<u64>, status: Arc<DurableStatus> },
+    /// A chunk of the log (`starts_log`: it begins with the `Start` of a new log, which ends
+    /// a gap).
+    Append { world: Arc<str>, inc: u64, seg: u64, bytes: Vec<u8>, sync: bool, tick: u64, acks: Vec<Ack>, close_before: Option<u64>, starts_log: bool, status: Arc<DurableStatus> },
     Snapshot { world: Arc<str>, inc: u64, seq: u64, bytes: Vec<u8>, base: u64, status: Arc<DurableStatus> },
     /// Deletes a world's stored state: that incarnation's, or (none) whatever is there.
     Remove { world: Arc<str>, inc: Option<u64> },
@@ -41,11 +43,14 @@ pub struct Writer {
 struct Backlog {
     items: VecDeque<(u64, Vec<u8>, bool, u64)>,
     bytes: u64,
+    /// It passed its bound and was dropped: the log has a gap, and every later chunk of that
+    /// log is dropped too (the backlog stays, empty, to say so) until a chunk starts a new log.
+    broken: bool,
     status: Arc<DurableStatus>,
 }
 
 /// How often a backlog is retried.
-const RETRY_EVERY: Duration = Duration::from_millis(200);
+pub(super) const RETRY_EVERY: Duration = Duration::from_millis(200);
 /// Snapshots kept per world (the newest, and the one before it as the fallback).
 pub const SNAPSHOTS_KEPT: usize = 2;
 /// Most jobs the writer takes before one round of fsyncs (group commit).
@@ -168,7 +173,7 @@ impl Disk<'_> {
                 }
                 self.current.insert(world, inc);
             }
-            Job::Append { world, inc, seg, bytes, sync, tick, acks, close_before, status } => {
+            Job::Append { world, inc, seg, bytes, sync, tick, acks, close_before, starts_log, status } => {
                 if self.current.get(&world) != Some(&inc) {
                     // An earlier incarnation of the name: its world is gone.
                     group.acks.extend(acks);
@@ -176,6 +181,10 @@ impl Disk<'_> {
                 }
                 if let Some(old) = close_before {
                     self.store.close(&world, old);
+                }
+                if starts_log && self.backlogs.get(&world).is_some_and(|b| b.broken) {
+                    // A new log from here: the gap is behind it.
+                    self.backlogs.remove(&world);
                 }
                 group.acks.extend(acks);
                 self.append(group, world, (seg, bytes, sync, tick), status);
@@ -224,7 +233,7 @@ impl Disk<'_> {
             }
             Err(e) => {
                 fail(&status, &e);
-                let mut b = Backlog { items: VecDeque::new(), bytes: 0, status };
+                let mut b = Backlog { items: VecDeque::new(), bytes: 0, broken: false, status };
                 push_backlog(&mut b, seg, bytes, sync, tick, self.max_backlog);
                 self.backlogs.insert(world, b);
             }
@@ -284,7 +293,7 @@ fn fail(status: &DurableStatus, e: &PersistError) {
 }
 
 fn push_backlog(b: &mut Backlog, seg: u64, bytes: Vec<u8>, sync: bool, tick: u64, max: u64) {
-    if b.status.broken.load(Ordering::Relaxed) {
+    if b.broken {
         return;
     }
     b.bytes += bytes.len() as u64;
@@ -292,6 +301,7 @@ fn push_backlog(b: &mut Backlog, seg: u64, bytes: Vec<u8>, sync: bool, tick: u64
     if b.bytes > max {
         b.items.clear();
         b.bytes = 0;
+        b.broken = true;
         b.status.broken.store(true, Ordering::Relaxed);
         b.status.set_error(Some(format!(
             "the log's backlog passed persistence.max_backlog_bytes ({max}); records are dropped, the world is not durable until its next load or reset"
@@ -303,6 +313,10 @@ fn push_backlog(b: &mut Backlog, seg: u64, bytes: Vec<u8>, sync: bool, tick: u64
 
 fn retry_backlogs(store: &dyn Store, backlogs: &mut HashMap<Arc<str>, Backlog>) {
     backlogs.retain(|world, b| {
+        if b.broken {
+            // Nothing to retry, and nothing of this log is written again (a gap).
+            return true;
+        }
         while let Some((seg, bytes, sync, tick)) = b.items.front() {
             let r = store.append(world, *seg, bytes).and_then(|()| if *sync { store.sync(world, *seg) } else { Ok(()) });
             match r {

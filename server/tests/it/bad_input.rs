@@ -170,8 +170,7 @@ async fn bad_ws_input_is_answered_and_harmless() {
     assert_eq!((js.text_frames, js.binary_frames), (2, 0), "Welcome in Hello.encoding");
     js.ping().await; // sent as binary (the client's `enc`), answered as text
     js.subscribe("demo", proto::Area::Rect(proto::Rect { min_x: 0.0, min_y: 0.0, max_x: 60.0, max_y: 60.0 })).await;
-    js.drain(Duration::from_millis(200), Duration::from_secs(1)).await;
-    assert!(js.keyframes >= 1);
+    assert!(js.read_until(WAIT, |w| w.keyframes >= 1).await, "no keyframe for the JSON subscriber");
     assert_eq!(js.binary_frames, 0, "every frame after Welcome is text");
 
     // Too many malformed messages: 1008.

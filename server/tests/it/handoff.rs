@@ -42,11 +42,12 @@ async fn until_moved(ws: &mut Ws, world: &str) -> (proto::Moved, u64) {
     }
 }
 
-/// The ticks of the state messages `ws` receives for `wait`.
-async fn ticks_for(ws: &mut Ws, wait: Duration) -> Vec<u64> {
-    let deadline = tokio::time::Instant::now() + wait;
+/// The ticks of the next `n` state messages `ws` receives (fewer if none comes for [`WAIT`]): a
+/// count, not a spell of wall time, so a loaded machine that streams late is still read.
+async fn ticks_until(ws: &mut Ws, n: usize) -> Vec<u64> {
+    let deadline = tokio::time::Instant::now() + WAIT;
     let mut ticks = Vec::new();
-    loop {
+    while ticks.len() < n {
         let left = deadline.saturating_duration_since(tokio::time::Instant::now());
         match ws.next(left).await {
             Next::Msg(ServerMsg::Cells(c)) => {
@@ -55,9 +56,10 @@ async fn ticks_for(ws: &mut Ws, wait: Duration) -> Vec<u64> {
                 }
             }
             Next::Msg(_) => {}
-            Next::Timeout | Next::Closed(_) => return ticks,
+            Next::Timeout | Next::Closed(_) => break,
         }
     }
+    ticks
 }
 
 /// A durable world with two connected players (one owning agents, one watching) moves from
@@ -103,8 +105,8 @@ async fn a_world_and_its_players_move_to_another_server() {
 
     // The restored subscriptions stream B's ticks: the first follows A's last with no gap,
     // then every tick in order.
-    let ticks1 = ticks_for(&mut q1, Duration::from_millis(800)).await;
-    let ticks2 = ticks_for(&mut q2, Duration::from_millis(100)).await;
+    let ticks1 = ticks_until(&mut q1, 16).await;
+    let ticks2 = ticks_until(&mut q2, 16).await;
     for (name, last_a, ticks) in [("owner", last_a1, &ticks1), ("watcher", last_a2, &ticks2)] {
         let first = *ticks.first().unwrap_or_else(|| panic!("{name}: no state from B"));
         assert!(first <= last_a + 1, "{name}: last tick on A {last_a}, first on B {first}: ticks missed");

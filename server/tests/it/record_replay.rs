@@ -136,8 +136,7 @@ async fn a_recording_replays_as_a_read_only_world_with_bounded_seeks() {
     let t = paused["tick"].as_u64().unwrap();
     tokio::time::sleep(Duration::from_millis(300)).await;
     assert_eq!(replay_state(&http).await["tick"].as_u64(), Some(t), "paused means paused");
-    ws.drain(Duration::from_millis(200), Duration::from_secs(2)).await;
-    assert!(ws.deltas > deltas + 10, "deltas while playing: {} then {}", deltas, ws.deltas);
+    assert!(ws.read_until(WAIT, |w| w.deltas > deltas + 10).await, "deltas while playing: {} then {}", deltas, ws.deltas);
     let here = replay_snapshot(&shipped, t, &snap_dir.path().join("t.json"));
     assert_state_is(&http, &mut ws, &here).await;
 

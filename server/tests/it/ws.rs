@@ -187,15 +187,17 @@ async fn graceful_shutdown_closes_with_1001_and_exits_0() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_group_published_before_the_subscription_starts_is_announced() {
     let _heavy = heavy_lock().await;
-    let srv = Server::fresh("groups-start", Opts::default());
+    // A blocked write closes the client (4008) after `limits.write_timeout_ms`: a minute here, so
+    // the write this test holds blocked outlasts whatever a loaded machine makes of the pause
+    // below and the requests after it (the default 5 s is not far from them).
+    let srv = Server::fresh("groups-start", Opts::default().arg("--write-timeout-ms", "60000"));
     let http = srv.http();
     create_world(&http, "busy", "busy", &wander_scenario(300.0, 3000)).await;
     http.post("/worlds", &serde_json::json!({"name": "quiet"})).await.expect(201);
     let mut ws = Ws::connect_small_buffer_with(srv.addr, 4096, Encoding::Json).await;
     let quiet = ws.welcome.as_ref().and_then(|w| w.worlds.iter().find(|i| i.name == "quiet")).expect("quiet in Welcome").id;
     ws.subscribe("busy", whole_world()).await;
-    // Not reading: the server's socket backs up and its send task blocks in a write (well within
-    // the 5 s write timeout by the time this client reads again).
+    // Not reading: the server's socket backs up and its send task blocks in a write.
     tokio::time::sleep(Duration::from_millis(1500)).await;
     let rid = ws.rid();
     ws.send(&proto::ClientMsg::Subscribe(proto::Subscribe { request_id: rid, world: "quiet".into(), area: whole_world(), every_n_ticks: 1 })).await;

@@ -73,8 +73,6 @@ use requests::{command_agents, command_kind, command_targets};
 use caps::spawn_count;
 pub use caps::build_world;
 
-
-
 /// The closed set of requests a world thread serves.
 pub enum Request {
     /// A sim command on behalf of an actor (ownership is checked here).
@@ -507,9 +505,6 @@ fn resume_log(writer: &Arc<crate::persist::Writer>, name: &str, players: &super:
     }
     (r, d)
 }
-
-
-
 
 /// Longest the loop sleeps waiting for a request (so a stop flag is seen even at 0.1 Hz).
 const MAX_IDLE_WAIT: Duration = Duration::from_millis(100);

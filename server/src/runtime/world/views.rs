@@ -146,7 +146,6 @@ pub struct ReplaySpawn {
     pub max_speed: f64,
 }
 
-
 /// A replay control (`/worlds/{w}/replay/...`).
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum ReplayOp {

@@ -662,7 +662,6 @@ mod tests {
         assert!((out.linear - (v - Vec2::new(3.0, 0.0)) / 0.05).length() < 0.05, "{}", out.linear);
     }
 
-
     #[test]
     fn staggered_plans_cover_every_agent_once_per_period_and_spread_evenly() {
         for every in 1..=MAX_REPLAN_EVERY_TICKS {

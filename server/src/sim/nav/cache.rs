@@ -200,7 +200,6 @@ impl FlowCache {
     }
 }
 
-
 impl FlowCache {
     /// Appends what a saved world keeps of the cache (`world/save.rs`): each field's goal cell,
     /// goal and last use, the clock and the counters. Fields are built again after a load: a

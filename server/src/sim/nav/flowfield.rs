@@ -636,7 +636,6 @@ mod reference {
         ((a * ANGLE_SCALE).round() as u32 % 65535) as u16
     }
 
-
     /// The old `FlowField::build`.
     pub fn build(grid: &NavGrid, goal_cell: usize, goal: Vec2) -> FlowField {
         let cost = march(grid, goal_cell);

@@ -378,7 +378,6 @@ impl NavGrid {
     }
 }
 
-
 impl NavGrid {
     /// Appends what a saved world keeps of the grid (`world/save.rs`): the version, whether the
     /// component labels are current, and the blocked flags (one bit per cell). The shape comes

@@ -595,7 +595,6 @@ fn active_orders(grid: &NavGrid, by_id: &[u32], agents: &[Agent]) -> Vec<ActiveO
         .collect()
 }
 
-
 #[cfg(test)]
 mod tests {
     use super::*;

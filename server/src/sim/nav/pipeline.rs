@@ -44,7 +44,6 @@ pub(super) struct Pending {
     pub(super) field: Option<Arc<FlowField>>,
 }
 
-
 /// Counters of the field pipeline.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct PipelineStats {

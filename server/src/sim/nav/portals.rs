@@ -298,7 +298,6 @@ impl Portals {
     }
 }
 
-
 impl Portals {
     /// Appends what a saved world keeps of the portals (`world/save.rs`): what they were found
     /// for, each portal's turn state, and the agents coming. The cell map is found again on load.

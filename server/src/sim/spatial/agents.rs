@@ -23,7 +23,6 @@ pub const MIN_CELLS: usize = 4096;
 /// 1,000 a single band is faster than moving the grid between cores).
 const PARALLEL_REBUILD_MIN: usize = 8_192;
 
-
 /// What a neighbour query sees of another agent: a packed copy, stored in cell order so that a
 /// query reads contiguous memory. Only what every neighbour walk reads (24 bytes); what the
 /// crowd behaviours read besides is in a [`Crowd`] record of the same rank

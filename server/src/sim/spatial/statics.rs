@@ -187,7 +187,6 @@ impl StaticIndex {
     }
 }
 
-
 #[cfg(test)]
 mod tests {
     use super::*;

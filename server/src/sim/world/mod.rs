@@ -559,7 +559,6 @@ impl World {
         Ok((self.groups.len() - 1) as GroupId)
     }
 
-
     /// Rebuilds the agent grid (and the static index if obstacles or walls changed).
     pub fn rebuild_indexes(&mut self) {
         self.rebuild_statics();
