@@ -83,7 +83,7 @@ enum Cmd {
         #[arg(long)]
         json: bool,
         /// Write how the crowd flowed, one CSV row per simulated second (arrived, gave up,
-        /// stuck, on the way, mean speed), to this file.
+        /// stuck, on the way, mean speed, deepest overlap of the second's audits), to this file.
         #[arg(long)]
         series: Option<PathBuf>,
         /// Draw the same series as a PNG (agents arrived, on their way, stuck, gave up; mean

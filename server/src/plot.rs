@@ -129,7 +129,7 @@ mod tests {
     use super::*;
 
     fn row(second: u64, arrived: usize, on_the_way: usize, stuck: usize) -> SeriesRow {
-        SeriesRow { second, arrived, gave_up: 0, stuck, on_the_way, mean_speed: on_the_way as f32 * 0.01 }
+        SeriesRow { second, arrived, gave_up: 0, stuck, on_the_way, mean_speed: on_the_way as f32 * 0.01, max_penetration: None }
     }
 
     #[test]

@@ -253,6 +253,34 @@ fn every_shipped_scenario_runs_clean() {
 }
 
 #[test]
+fn the_series_gives_each_second_the_deepest_overlap_of_its_audits() {
+    // Two packed blocks meeting head on (they touch after about 8 s), 12 s at 20 Hz: one row
+    // per second.
+    let sc = scenario("counterflow").scaled_to(200);
+    let opts = |audit_every| SimulateOptions { ticks: 240, threads: 1, audit_every, series: true, ..SimulateOptions::default() };
+    let every = run("counterflow", &sc, &opts(10)).expect("run");
+    assert_eq!(every.series.iter().map(|r| r.second).collect::<Vec<_>>(), (1..=12).collect::<Vec<u64>>());
+    let pens: Vec<f32> = every.series.iter().map(|r| r.max_penetration.expect("two audits a second")).collect();
+    // The run's figure is the deepest of the seconds'.
+    assert!(every.max_penetration > 0.0, "the crowd touched");
+    assert_eq!(pens.iter().copied().fold(0.0, f32::max), every.max_penetration, "{pens:?}");
+    // Audited every 2 s: odd seconds have no figure, even ones the audit at their end.
+    let sparse = run("counterflow", &sc, &opts(40)).expect("run");
+    let sparse_pens: Vec<Option<f32>> = sparse.series.iter().map(|r| r.max_penetration).collect();
+    for (k, (p, full)) in sparse_pens.iter().zip(&pens).enumerate() {
+        // Row k is second k + 1.
+        if k % 2 == 0 {
+            assert!(p.is_none(), "second {}: {sparse_pens:?}", k + 1);
+        } else {
+            assert!(p.is_some_and(|p| p <= *full), "second {}: {sparse_pens:?} vs {pens:?}", k + 1);
+        }
+    }
+    assert_eq!(sparse.series[0].csv().rsplit(',').next(), Some(""), "an unaudited second's column is empty");
+    // Not audited at all: no figure.
+    assert!(run("counterflow", &sc, &opts(0)).expect("run").series.iter().all(|r| r.max_penetration.is_none()));
+}
+
+#[test]
 fn coincident_agents_and_obstacles_dropped_on_agents_stay_finite() {
     let mut w = open_world();
     let sep = entry(Behavior::Separation(separation::SeparationParams { neighbor_radius: 2.0 }));

@@ -124,19 +124,23 @@ pub struct SeriesRow {
     pub on_the_way: usize,
     /// Mean speed of the agents on their way, units/s (0 with none).
     pub mean_speed: f32,
+    /// Largest overlap of two agents (radii sum minus centre distance, world units) over the
+    /// ticks of this second that were audited (`--audit-every`); null when none was.
+    pub max_penetration: Option<f32>,
 }
 
 impl SeriesRow {
     /// The CSV header of [`SeriesRow::csv`].
-    pub const CSV_HEADER: &'static str = "second,arrived,gave_up,stuck,on_the_way,mean_speed";
+    pub const CSV_HEADER: &'static str = "second,arrived,gave_up,stuck,on_the_way,mean_speed,max_penetration";
 
-    /// The row as a CSV line.
+    /// The row as a CSV line (`max_penetration` empty when no tick of the second was audited).
     pub fn csv(&self) -> String {
-        format!("{},{},{},{},{},{:.4}", self.second, self.arrived, self.gave_up, self.stuck, self.on_the_way, self.mean_speed)
+        let pen = self.max_penetration.map_or(String::new(), |p| format!("{p:.4}"));
+        format!("{},{},{},{},{},{:.4},{pen}", self.second, self.arrived, self.gave_up, self.stuck, self.on_the_way, self.mean_speed)
     }
 
-    /// The row for the state of `world`.
-    pub fn of(world: &World) -> SeriesRow {
+    /// The row for the state of `world`; `max_penetration` is the largest of the second's audits.
+    pub fn of(world: &World, max_penetration: Option<f32>) -> SeriesRow {
         let rate = world.config().tick_rate;
         let (mut on_the_way, mut stuck, mut speed) = (0, 0, 0.0f64);
         for a in world.agents_unordered() {
@@ -154,6 +158,7 @@ impl SeriesRow {
             stuck,
             on_the_way,
             mean_speed: if on_the_way > 0 { (speed / on_the_way as f64) as f32 } else { 0.0 },
+            max_penetration,
         }
     }
 }
@@ -271,10 +276,12 @@ pub fn run(name: &str, scenario: &Scenario, opts: &SimulateOptions) -> Result<Re
             r.wall_crossings += u64::from(stats.wall_crossings);
             r.contacts += u64::from(stats.contacts);
             r.non_finite += u64::from(stats.non_finite);
-            watch.after_step(&mut world, &mut r);
             if opts.audit_every > 0 && (t + 1) % opts.audit_every == 0 {
-                r.add_audit(&world.audit());
+                let audit = world.audit();
+                r.add_audit(&audit);
+                watch.second_penetration = Some(watch.second_penetration.map_or(audit.max_penetration, |m: f32| m.max(audit.max_penetration)));
             }
+            watch.after_step(&mut world, &mut r);
         }
         Ok(())
     })?;
@@ -349,6 +356,8 @@ struct Watch {
     per_second: u64,
     tick_rate: f32,
     series: bool,
+    /// Largest `max_penetration` of the audits since the last series row (None: none).
+    second_penetration: Option<f32>,
     arrived_max_turn: Option<f32>,
     all_arrived_tick: Option<u64>,
 }
@@ -364,6 +373,7 @@ impl Watch {
             per_second: f64::from(tick_rate).round().max(1.0) as u64,
             tick_rate,
             series: opts.series,
+            second_penetration: None,
             arrived_max_turn: None,
             all_arrived_tick: None,
         }
@@ -400,7 +410,7 @@ impl Watch {
             self.all_arrived_tick = Some(world.tick());
         }
         if self.series && world.tick() % self.per_second == 0 {
-            r.series.push(SeriesRow::of(world));
+            r.series.push(SeriesRow::of(world, self.second_penetration.take()));
         }
         self.count_events(world);
     }
