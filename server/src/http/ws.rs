@@ -23,7 +23,7 @@ use axum::extract::{Query, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use bytes::Bytes;
-use futures_util::StreamExt;
+use futures_util::{FutureExt, StreamExt};
 use steer_proto::{self as proto, Encoding, ServerMsg};
 use tokio::sync::mpsc;
 use tokio_stream::StreamMap;
@@ -383,13 +383,28 @@ struct Out<'a> {
 }
 
 impl Feeds {
-    /// Starts (or moves) a subscription to `world`'s `cells` at send rate `span`: the `subscribed`
-    /// result first (for a command), then keyframes of the newest frame.
+    /// Starts (or moves) a subscription to `world`'s `cells` at send rate `span`: the frames the
+    /// subscription it replaces still has queued up to the newest frame, then the `subscribed`
+    /// result (for a command), then keyframes of the newest frame.
     fn subscribe(&mut self, conn: SessionId, world: WorldHandle, cells: Vec<u32>, span: u32, request_id: Option<u32>, out: &mut Out<'_>) {
         // Receiver first, then the newest frame: any frame published in between is in the
         // receiver and is skipped by `after` if the keyframes cover it.
-        self.streams.insert(world.id, BroadcastStream::new(world.subscribe()));
+        let stream = BroadcastStream::new(world.subscribe());
         let latest = world.latest();
+        // The replaced subscription's receiver holds every frame up to the newest: those it has
+        // not read yet go out as before, so a client that subscribes again (a resync, a pan,
+        // after a resume restored the subscription) misses no tick and no event between the
+        // frames it had and the keyframes. Later frames are in the new receiver.
+        if let (Some(old), Some(mut queued)) = (self.subs.get_mut(&world.id), self.streams.remove(&world.id)) {
+            let newest = latest.as_ref().map_or(0, |l| l.seq);
+            while let Some(Some(item)) = queued.next().now_or_never() {
+                if item.as_ref().is_ok_and(|f| f.seq > newest) {
+                    break;
+                }
+                old.on_item(item, out);
+            }
+        }
+        self.streams.insert(world.id, stream);
         // Then the group table for the result: the publisher updates it before it makes a
         // frame the newest, so a change in a frame the keyframes cover (its events are not
         // sent) is in the table, and one in a later frame comes as that frame's `groups` event.
@@ -648,4 +663,46 @@ async fn carry_out(out: &mut Vec<Effect<WorldHandle>>, session: &mut Session, ct
         }
     }
     true
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::runtime::world::Request;
+
+    /// A Subscribe that replaces a subscription whose frames are still queued (a client that
+    /// subscribes again, as the SDKs do after a resume restored the subscription) sends those
+    /// frames first: the client sees every tick, then the answer, then the keyframes.
+    #[tokio::test]
+    async fn a_subscribe_again_sends_the_frames_queued_for_the_subscription_it_replaces() {
+        let players = Arc::new(crate::runtime::Players::new(crate::config::AuthSettings::default(), 0));
+        let m = Arc::new(crate::metrics::Metrics::new());
+        let reg = crate::runtime::Registry::new(crate::config::LimitSettings::default(), crate::config::PlayerSettings::default(), players, m.clone()).unwrap();
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../scenarios/circle.json");
+        let w = reg.create("w", crate::scenario::Scenario::from_file(&path).unwrap(), None, true).unwrap();
+        let step = || w.ask(|reply| Request::Step { ticks: 1, reply });
+        step().await.unwrap();
+        let cells = w.info.lock().unwrap().cells_in(&proto::Area::WholeWorld(proto::WholeWorld {}));
+        let viewer = Viewer::nobody();
+        let mut feeds = Feeds::default();
+        let mut batch = Vec::new();
+        feeds.subscribe(1, w.clone(), cells.clone(), 1, Some(1), &mut Out { viewer: &viewer, enc: Encoding::Json, batch: &mut batch, m: &m });
+        let first = w.latest().unwrap().tick;
+        // Two frames published and not read yet when the client subscribes again.
+        step().await.unwrap();
+        step().await.unwrap();
+        batch.clear();
+        feeds.subscribe(1, w.clone(), cells, 1, Some(2), &mut Out { viewer: &viewer, enc: Encoding::Json, batch: &mut batch, m: &m });
+        let msgs: Vec<ServerMsg> = batch.iter().map(|(b, _)| proto::decode_json(std::str::from_utf8(b).unwrap(), usize::MAX).unwrap()).collect();
+        let answer = msgs.iter().position(|x| matches!(x, ServerMsg::CommandResult(r) if r.request_id == 2)).expect("the subscribed answer");
+        let delta_ticks: std::collections::BTreeSet<u64> = msgs[..answer].iter().filter_map(|x| if let ServerMsg::Delta(d) = x { Some(d.tick) } else { None }).collect();
+        assert_eq!(delta_ticks.into_iter().collect::<Vec<_>>(), vec![first + 1, first + 2], "{msgs:?}");
+        assert!(msgs[answer..].iter().any(|x| matches!(x, ServerMsg::Keyframe(_))), "keyframes after the answer: {msgs:?}");
+        assert!(!msgs[..answer].iter().any(|x| matches!(x, ServerMsg::Keyframe(_))), "{msgs:?}");
+        // The stream goes on after the keyframes' frame, not before it.
+        step().await.unwrap();
+        let (_, item) = feeds.streams.next().await.unwrap();
+        assert_eq!(item.unwrap().tick, first + 3);
+        w.shutdown();
+    }
 }
