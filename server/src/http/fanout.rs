@@ -16,9 +16,9 @@
 //! at once (the rest stays queued in [`TcpOut`]; the send task finishes it under the write
 //! timeout, so the slow-reader rules are the send task's, unchanged), or when the writer missed
 //! frames (lagged) or stops (a panic included: its shard's lock is taken back from the
-//! poison). The send task resubscribes and resumes after the handed-back sequence number; any
-//! frame it missed in between shows as a gap in `seq` and is covered by keyframes, as after a
-//! lag.
+//! poison). The send task resubscribes and resumes after the handed-back sequence number, with
+//! the frames in between from the world's newest frames (`limits.frame_history`); a frame older
+//! than those shows as a gap in `seq` and is covered by keyframes, as after a lag.
 //!
 //! **Invariant:** a member's socket is written by its writer only while it is a member, and
 //! [`Fanout::leave`] returns only once the writer is not writing to it: after it, the send task
@@ -122,7 +122,7 @@ impl Fanout {
     }
 
     /// Starts `writers` writer tasks, each reading the frames of its own `subscribe()`.
-    fn over(subscribe: impl Fn() -> broadcast::Receiver<Arc<TickFrame>>, writers: usize, metrics: Arc<Metrics>, tracker: &TaskTracker, cancel: CancellationToken) -> Arc<Fanout> {
+    pub(crate) fn over(subscribe: impl Fn() -> broadcast::Receiver<Arc<TickFrame>>, writers: usize, metrics: Arc<Metrics>, tracker: &TaskTracker, cancel: CancellationToken) -> Arc<Fanout> {
         let shards: Vec<_> = (0..writers.max(1)).map(|_| Arc::new(Mutex::new(Shard { members: Vec::new(), seen: 0, stopped: false }))).collect();
         for shard in &shards {
             tracker.spawn(writer(subscribe(), shard.clone(), metrics.clone(), cancel.clone()));
