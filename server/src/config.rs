@@ -74,8 +74,8 @@ pub struct ClusterSettings {
     /// here).
     pub transfer_timeout_ms: u64,
     /// Longest a world taken over waits, before its first tick, for the sessions that were
-    /// connected to it on the old server to resume (a client that follows at once misses no
-    /// tick).
+    /// connected to it on the old server to resume with their subscriptions (a client that
+    /// follows at once misses no tick).
     pub resume_wait_ms: u64,
 }
 

@@ -143,6 +143,9 @@ enum Ctl {
     Pong(Bytes),
     /// Close with a code and reason.
     Close(u16, &'static str),
+    /// The subscriptions a resume restored are in place (the `Subscribe`s before this one):
+    /// dropped once handled, it lets a world that arrived by a handoff tick.
+    Restored(crate::runtime::players::Awaited),
 }
 
 /// A subscription the send task serves.
@@ -291,6 +294,8 @@ async fn send_task(mut writer: wsio::Writer, mut ctl: mpsc::Receiver<Ctl>, mut d
                 Some(Ctl::Direct(d)) => batch.push((d.encoded(enc), enc)),
                 // Set once, by Hello, before any subscription exists.
                 Some(Ctl::Viewer(v, e)) => (viewer, enc) = (v, e),
+                // The restored subscriptions' receivers exist: the world may tick.
+                Some(Ctl::Restored(awaited)) => drop(awaited),
                 Some(Ctl::Subscribe { world, cells, span, request_id }) => {
                     feeds.subscribe(id, world, cells, span, request_id, &mut Out { viewer: &viewer, enc, batch: &mut batch, m });
                 }
@@ -683,6 +688,7 @@ async fn carry_out(out: &mut Vec<Effect<WorldHandle>>, session: &mut Session, ct
             Effect::Subscribe { world, cells, span, request_id } => Ctl::Subscribe { world, cells, span, request_id },
             Effect::Unsubscribe { world, result } => Ctl::Unsubscribe { world, result },
             Effect::Close(code, reason) => Ctl::Close(code, reason),
+            Effect::Restored(awaited) => Ctl::Restored(awaited),
             Effect::RateLimited => {
                 state.metrics.command("rate_limited", false);
                 continue;
