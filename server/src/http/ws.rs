@@ -440,9 +440,10 @@ impl Feeds {
         }
     }
 
-    /// The fan-out gave a subscription back: read the world's frames again, from the one it did
-    /// not send (if any) and those the world still keeps after it; a gap beyond them is resynced
-    /// by keyframes. False when the handback names a membership that is gone.
+    /// The fan-out gave a subscription back: read the world's frames again; send those the
+    /// world still keeps after the last one sent, the one the writer did not send (if any) in
+    /// its place among them; a gap beyond them is resynced by keyframes. False when the handback
+    /// names a membership that is gone.
     fn take_back(&mut self, h: Handback, out: &mut Out<'_>) -> bool {
         let Some(sub) = self.subs.get_mut(&h.world) else { return false };
         if sub.fast.as_ref().map(|f| f.1) != Some(h.join) {
@@ -450,9 +451,11 @@ impl Feeds {
         }
         sub.fast = None;
         sub.feed.seq = sub.feed.seq.max(h.after);
-        // Receiver first, then the kept frames: none falls between them.
+        // Receiver first, then the kept frames: none falls between them. Those before the
+        // handed-back frame first (a writer that lagged, or started after them, never had them).
         self.streams.insert(h.world, BroadcastStream::new(sub.world.subscribe()));
         if let Some(frame) = h.frame {
+            sub.catch_up(frame.seq.saturating_sub(1), out);
             let n = sub.feed.on_frame(&frame, out.viewer, out.enc, out.batch, out.m);
             out.m.keyframes_sent.inc_by(n);
         }
@@ -833,8 +836,9 @@ mod tests {
         w.shutdown();
     }
 
-    /// A subscription the fan-out hands back sends the frame the writer did not send and every
-    /// later one the world keeps, as deltas: no gap, so no keyframes.
+    /// A subscription the fan-out hands back sends the frames the writer never had (here the
+    /// first: a writer started after it was published), the frame it did not send and every
+    /// later one the world keeps, in order, as deltas: no gap, so no keyframes.
     #[tokio::test]
     async fn a_handed_back_subscription_sends_the_frames_after_the_handback_as_deltas() {
         let (_reg, w, m) = world(8).await;
@@ -851,8 +855,8 @@ mod tests {
         for _ in 0..3 {
             step(&w).await;
         }
-        // Handed back at the first of them (as a reset would be); two more published since.
-        let unsent = w.frames_after(after).into_iter().next();
+        // Handed back at the second of them; one more published since.
+        let unsent = w.frames_after(after).into_iter().nth(1);
         batch.clear();
         assert!(feeds.take_back(Handback { world: w.id, join, after, frame: unsent }, &mut Out { viewer: &viewer, enc: Encoding::Json, batch: &mut batch, m: &m }));
         let msgs = decoded(&batch);
