@@ -74,8 +74,8 @@ pub struct ClusterSettings {
     /// here).
     pub transfer_timeout_ms: u64,
     /// Longest a world taken over waits, before its first tick, for the sessions that were
-    /// connected to it on the old server to resume (a client that follows at once misses no
-    /// tick).
+    /// connected to it on the old server to resume with their subscriptions (a client that
+    /// follows at once misses no tick).
     pub resume_wait_ms: u64,
 }
 
@@ -412,6 +412,9 @@ pub struct LimitSettings {
     pub world_queue: usize,
     /// Tick frames buffered per world for subscribers; a reader further behind gets keyframes.
     pub frame_buffer: usize,
+    /// Newest tick frames a world keeps so a subscription that changes hands (a Subscribe that
+    /// replaces it, a fan-out handback) sends the ones it has not sent; further back, keyframes.
+    pub frame_history: usize,
     /// Outbound control messages (results, events) queued per connection.
     pub connection_queue: usize,
     /// Most ticks a late world runs back to back before it drops time.
@@ -542,6 +545,7 @@ impl Default for LimitSettings {
             ping_burst: 20.0,
             world_queue: 1024,
             frame_buffer: 32,
+            frame_history: 8,
             connection_queue: 256,
             max_catchup_ticks: 3,
             hello_timeout_ms: 5_000,
@@ -634,6 +638,7 @@ impl LimitSettings {
             ("limits.ping_burst", l.ping_burst),
             ("limits.world_queue", l.world_queue as f64),
             ("limits.frame_buffer", l.frame_buffer as f64),
+            ("limits.frame_history", l.frame_history as f64),
             ("limits.connection_queue", l.connection_queue as f64),
             ("limits.max_aoi_cells", f64::from(l.max_aoi_cells)),
             ("limits.max_subscriptions", l.max_subscriptions as f64),

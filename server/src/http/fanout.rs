@@ -16,9 +16,9 @@
 //! at once (the rest stays queued in [`TcpOut`]; the send task finishes it under the write
 //! timeout, so the slow-reader rules are the send task's, unchanged), or when the writer missed
 //! frames (lagged) or stops (a panic included: its shard's lock is taken back from the
-//! poison). The send task resubscribes and resumes after the handed-back sequence number; any
-//! frame it missed in between shows as a gap in `seq` and is covered by keyframes, as after a
-//! lag.
+//! poison). The send task resubscribes and resumes after the handed-back sequence number, with
+//! the frames in between from the world's newest frames (`limits.frame_history`); a frame older
+//! than those shows as a gap in `seq` and is covered by keyframes, as after a lag.
 //!
 //! **Invariant:** a member's socket is written by its writer only while it is a member, and
 //! [`Fanout::leave`] returns only once the writer is not writing to it: after it, the send task
@@ -118,11 +118,26 @@ pub struct Fanout {
 impl Fanout {
     /// Starts `writers` writer tasks on `tracker` for `world`, until `cancel` or the world ends.
     pub fn start(world: &WorldHandle, writers: usize, metrics: Arc<Metrics>, tracker: &TaskTracker, cancel: CancellationToken) -> Arc<Fanout> {
-        Fanout::over(|| world.subscribe(), writers, metrics, tracker, cancel)
+        let fan = Fanout::over(|| world.subscribe(), writers, metrics, tracker, cancel);
+        // Read after the writers' receivers were made: what the world published before is not
+        // in them.
+        if let Some(newest) = world.latest() {
+            fan.seen_up_to(newest.seq);
+        }
+        fan
+    }
+
+    /// The writers never get frames up to `seq` (published before their receivers were made):
+    /// a member sent less than that may not join, nobody would send it the rest.
+    fn seen_up_to(&self, seq: u64) {
+        for shard in &self.shards {
+            let mut s = lock(shard);
+            s.seen = s.seen.max(seq);
+        }
     }
 
     /// Starts `writers` writer tasks, each reading the frames of its own `subscribe()`.
-    fn over(subscribe: impl Fn() -> broadcast::Receiver<Arc<TickFrame>>, writers: usize, metrics: Arc<Metrics>, tracker: &TaskTracker, cancel: CancellationToken) -> Arc<Fanout> {
+    pub(crate) fn over(subscribe: impl Fn() -> broadcast::Receiver<Arc<TickFrame>>, writers: usize, metrics: Arc<Metrics>, tracker: &TaskTracker, cancel: CancellationToken) -> Arc<Fanout> {
         let shards: Vec<_> = (0..writers.max(1)).map(|_| Arc::new(Mutex::new(Shard { members: Vec::new(), seen: 0, stopped: false }))).collect();
         for shard in &shards {
             tracker.spawn(writer(subscribe(), shard.clone(), metrics.clone(), cancel.clone()));
@@ -136,8 +151,8 @@ impl Fanout {
     }
 
     /// Takes `m` on, to be sent the frames after `m.after`. Refuses (false) when a writer has
-    /// already passed a frame after that one (the send task has it; it tries again later) or
-    /// the writers stopped.
+    /// already passed a frame after that one, or started after it was published (the send task
+    /// has it; it tries again later), or the writers stopped.
     pub fn join(&self, m: Member) -> bool {
         let Some(shard) = self.shards.iter().min_by_key(|s| lock(s).members.len()) else { return false };
         let mut s = lock(shard);
@@ -384,6 +399,26 @@ mod tests {
             tokio::time::sleep(Duration::from_millis(2)).await;
         }
         panic!("the writer never passed frame {seq}");
+    }
+
+    /// Writers started after a frame was published never get it: a member sent only the frames
+    /// before it may not join (the writer would skip it), one sent it may.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_member_behind_the_frames_before_the_writers_started_is_refused() {
+        let (tx, _keep) = broadcast::channel::<Arc<TickFrame>>(16);
+        tx.send(frame(1, false)).unwrap();
+        let metrics = Arc::new(Metrics::new());
+        let tracker = TaskTracker::new();
+        let fan = Fanout::over(|| tx.subscribe(), 1, metrics.clone(), &tracker, CancellationToken::new());
+        fan.seen_up_to(1);
+        let (out, _client) = socket().await;
+        let (back_tx, mut back_rx) = mpsc::channel(4);
+        assert!(!fan.join(member(out.clone(), 1, 0, back_tx.clone())), "frame 1 is in no writer's receiver");
+        assert!(fan.join(member(out, 2, 1, back_tx)));
+        tx.send(frame(2, false)).unwrap();
+        passed(&fan, 2).await;
+        assert!(back_rx.try_recv().is_err(), "frame 2 follows the member's 1: sent, not handed back");
+        assert_eq!(fan.leave(7, 2), Some(2));
     }
 
     /// The membership rules: a join after a frame the writer already passed is refused (the

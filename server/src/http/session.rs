@@ -25,7 +25,7 @@ use crate::auth::Identity;
 use crate::authz::{Caller, Denial, Grant, Mode, Target};
 use crate::config::{LimitSettings, Visibility, WorldPolicy};
 use crate::runtime::CmdError;
-use crate::runtime::players::{Direct, JoinError, Joined};
+use crate::runtime::players::{Awaited, Direct, JoinError, Joined};
 use crate::runtime::world::Actor;
 use crate::sim::world::{Command, Outcome};
 
@@ -77,6 +77,9 @@ pub(crate) enum Effect<W> {
     RateLimited,
     /// Close the connection with a code and reason (the session ends).
     Close(u16, &'static str),
+    /// The resumed session's subscriptions are restored (the effects before this one): a world
+    /// that arrived by a handoff and waits for the session may tick once this is dropped.
+    Restored(Awaited),
 }
 
 /// Whether the connection goes on after a call.
@@ -445,7 +448,7 @@ impl Session {
             return Flow::Stop;
         }
         let Some(joined) = env.join(h.resume.as_deref(), presented.as_ref()) else { return Flow::Stop };
-        let Joined { identity, subs: restore, token, pending } = match joined {
+        let Joined { identity, subs: restore, token, pending, awaited } = match joined {
             Ok(j) => j,
             Err(e) => return self.refuse_join(&e, out),
         };
@@ -463,6 +466,7 @@ impl Session {
                 return Flow::Stop;
             }
         }
+        out.extend(awaited.map(Effect::Restored));
         out.extend(pending.into_iter().map(Effect::Direct));
         Flow::Continue
     }
@@ -613,6 +617,8 @@ mod tests {
         joined: bool,
         /// A dropped session that can be resumed with token `r1`.
         dropped: Option<(Identity, Vec<Kept>)>,
+        /// The dropped session is one a world that arrived by a handoff waits for.
+        awaited: Option<Awaited>,
         /// The server keeps as many sessions as it may.
         full: bool,
     }
@@ -625,7 +631,7 @@ mod tests {
         fn new() -> Self {
             let bounds = proto::Rect { min_x: 0.0, min_y: 0.0, max_x: 100.0, max_y: 50.0 };
             let worlds = vec![proto::WorldInfo::new(0, "arena", bounds, 10.0, 20.0), proto::WorldInfo::new(1, "yard", bounds, 25.0, 20.0)];
-            FakeEnv { worlds, policy: WorldPolicy::default(), joined: false, dropped: None, full: false }
+            FakeEnv { worlds, policy: WorldPolicy::default(), joined: false, dropped: None, awaited: None, full: false }
         }
     }
 
@@ -645,16 +651,16 @@ mod tests {
             if std::mem::replace(&mut self.joined, true) {
                 return None;
             }
-            let joined = |identity: Identity, subs| Joined { identity, subs, token: "t-new".into(), pending: Vec::new() };
+            let joined = |identity: Identity, subs, awaited| Joined { identity, subs, token: "t-new".into(), pending: Vec::new(), awaited };
             Some(match (resume, presented) {
                 (Some("r1"), p) => match self.dropped.take() {
                     Some((id, _)) if p.is_some_and(|p| p.player != id.player) => Err(JoinError::OtherPlayer),
-                    Some((id, subs)) => Ok(joined(id, subs)),
+                    Some((id, subs)) => Ok(joined(id, subs, self.awaited.take())),
                     None => Err(JoinError::BadResume),
                 },
                 (Some(_), _) => Err(JoinError::BadResume),
                 (None, _) if self.full => Err(JoinError::TooManySessions(1)),
-                (None, Some(id)) => Ok(joined(id.clone(), Vec::new())),
+                (None, Some(id)) => Ok(joined(id.clone(), Vec::new(), None)),
                 (None, None) => return None,
             })
         }
@@ -804,6 +810,7 @@ mod tests {
         // The world that is gone is skipped; a restored subscription answers no command.
         assert_eq!(restored, [(0, 50, 2, true)]);
         assert_eq!(s.resumable().map(|(_, _, subs)| subs.len()), Some(1));
+        assert!(!out.iter().any(|e| matches!(e, Effect::Restored(_))), "no world waits for this session");
 
         let mut env = FakeEnv::new();
         let mut s = Session::new(rules(), Encoding::Json, t0);
@@ -811,6 +818,28 @@ mod tests {
         assert_eq!(flow, Flow::Stop);
         assert!(matches!(sent(&out).as_slice(), [ServerMsg::Error(b)] if b.field.as_deref() == Some("resume")));
         assert_eq!(closed(&out), Some((close::UNAUTHORIZED, "unauthorized")));
+    }
+
+    /// A session a world that arrived by a handoff waits for: the world may tick only once
+    /// the restored subscriptions are in place, so `Restored` comes after every `Subscribe`
+    /// (the send task handles them in order) and holds the world's count until it is dropped.
+    #[test]
+    fn a_resume_a_world_waits_for_releases_it_after_the_restored_subscriptions() {
+        let count = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let mut env = FakeEnv::new();
+        env.dropped = Some((player("p1"), vec![("arena".into(), proto::Area::WholeWorld(proto::WholeWorld {}), 1), ("yard".into(), proto::Area::WholeWorld(proto::WholeWorld {}), 1)]));
+        env.awaited = Some(Awaited::counted_in(&count));
+        let t0 = Instant::now();
+        let mut s = Session::new(rules(), Encoding::Json, t0);
+        let (flow, mut out) = text(&mut s, &mut env, &hello(None, Some("r1")), t0);
+        assert_eq!(flow, Flow::Continue);
+        let last_subscribe = out.iter().rposition(|e| matches!(e, Effect::Subscribe { .. })).expect("restored subscriptions");
+        let restored = out.iter().position(|e| matches!(e, Effect::Restored(_))).expect("the release");
+        assert!(restored > last_subscribe, "{out:?}");
+        assert_eq!(out.iter().filter(|e| matches!(e, Effect::Subscribe { .. })).count(), 2);
+        assert_eq!(count.load(std::sync::atomic::Ordering::SeqCst), 1, "held until the send task drops it");
+        out.clear();
+        assert_eq!(count.load(std::sync::atomic::Ordering::SeqCst), 0);
     }
 
     #[test]

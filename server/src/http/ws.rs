@@ -23,7 +23,7 @@ use axum::extract::{Query, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use bytes::Bytes;
-use futures_util::StreamExt;
+use futures_util::{FutureExt, StreamExt};
 use steer_proto::{self as proto, Encoding, ServerMsg};
 use tokio::sync::mpsc;
 use tokio_stream::StreamMap;
@@ -143,6 +143,9 @@ enum Ctl {
     Pong(Bytes),
     /// Close with a code and reason.
     Close(u16, &'static str),
+    /// The subscriptions a resume restored are in place (the `Subscribe`s before this one):
+    /// dropped once handled, it lets a world that arrived by a handoff tick.
+    Restored(crate::runtime::players::Awaited),
 }
 
 /// A subscription the send task serves.
@@ -291,6 +294,8 @@ async fn send_task(mut writer: wsio::Writer, mut ctl: mpsc::Receiver<Ctl>, mut d
                 Some(Ctl::Direct(d)) => batch.push((d.encoded(enc), enc)),
                 // Set once, by Hello, before any subscription exists.
                 Some(Ctl::Viewer(v, e)) => (viewer, enc) = (v, e),
+                // The restored subscriptions' receivers exist: the world may tick.
+                Some(Ctl::Restored(awaited)) => drop(awaited),
                 Some(Ctl::Subscribe { world, cells, span, request_id }) => {
                     feeds.subscribe(id, world, cells, span, request_id, &mut Out { viewer: &viewer, enc, batch: &mut batch, m });
                 }
@@ -383,13 +388,24 @@ struct Out<'a> {
 }
 
 impl Feeds {
-    /// Starts (or moves) a subscription to `world`'s `cells` at send rate `span`: the `subscribed`
-    /// result first (for a command), then keyframes of the newest frame.
+    /// Starts (or moves) a subscription to `world`'s `cells` at send rate `span`: the frames the
+    /// subscription it replaces has not sent yet up to the newest frame, then the `subscribed`
+    /// result (for a command), then keyframes of the newest frame.
     fn subscribe(&mut self, conn: SessionId, world: WorldHandle, cells: Vec<u32>, span: u32, request_id: Option<u32>, out: &mut Out<'_>) {
         // Receiver first, then the newest frame: any frame published in between is in the
         // receiver and is skipped by `after` if the keyframes cover it.
-        self.streams.insert(world.id, BroadcastStream::new(world.subscribe()));
+        let stream = BroadcastStream::new(world.subscribe());
         let latest = world.latest();
+        // The subscription it replaces sends what it has not sent up to the newest frame, so a
+        // client that subscribes again (a resync, a pan, after a resume restored the
+        // subscription) misses no tick and no event between the frames it had and the
+        // keyframes. Later frames are in the new receiver.
+        if let Some(old) = self.subs.get_mut(&world.id) {
+            let newest = latest.as_ref().map_or(0, |l| l.seq);
+            let queued = self.streams.remove(&world.id);
+            old.finish(queued, newest, out);
+        }
+        self.streams.insert(world.id, stream);
         // Then the group table for the result: the publisher updates it before it makes a
         // frame the newest, so a change in a frame the keyframes cover (its events are not
         // sent) is in the table, and one in a later frame comes as that frame's `groups` event.
@@ -424,8 +440,9 @@ impl Feeds {
         }
     }
 
-    /// The fan-out gave a subscription back: read the world's frames again, from the one it did
-    /// not send (if any); a gap in between is resynced by keyframes. False when the handback
+    /// The fan-out gave a subscription back: read the world's frames again; send those the
+    /// world still keeps after the last one sent, the one the writer did not send (if any) in
+    /// its place among them; a gap beyond them is resynced by keyframes. False when the handback
     /// names a membership that is gone.
     fn take_back(&mut self, h: Handback, out: &mut Out<'_>) -> bool {
         let Some(sub) = self.subs.get_mut(&h.world) else { return false };
@@ -434,16 +451,60 @@ impl Feeds {
         }
         sub.fast = None;
         sub.feed.seq = sub.feed.seq.max(h.after);
+        // Receiver first, then the kept frames: none falls between them. Those before the
+        // handed-back frame first (a writer that lagged, or started after them, never had them).
         self.streams.insert(h.world, BroadcastStream::new(sub.world.subscribe()));
         if let Some(frame) = h.frame {
+            sub.catch_up(frame.seq.saturating_sub(1), out);
             let n = sub.feed.on_frame(&frame, out.viewer, out.enc, out.batch, out.m);
             out.m.keyframes_sent.inc_by(n);
         }
+        sub.catch_up(u64::MAX, out);
         true
     }
 }
 
 impl Sub {
+    /// Before a subscription that replaces it: sends the frames this one has not sent, up to
+    /// sequence number `upto`: those still `queued` in its receiver (if it reads the world's
+    /// frames itself), then those the world still keeps (`limits.frame_history`); after a gap
+    /// it cannot fill, nothing (the new subscription's keyframes cover it).
+    fn finish(&mut self, queued: Option<BroadcastStream<Arc<TickFrame>>>, upto: u64, out: &mut Out<'_>) {
+        if let Some((fan, join)) = self.fast.take() {
+            match fan.leave(self.conn, join) {
+                Some(after) => self.feed.seq = self.feed.seq.max(after),
+                // A handback is on its way with what was sent: unknown here, so nothing is
+                // sent twice and the keyframes cover the rest.
+                None => return,
+            }
+        }
+        if let Some(mut queued) = queued {
+            while let Some(Some(item)) = queued.next().now_or_never() {
+                if item.as_ref().is_ok_and(|f| f.seq > upto) {
+                    break;
+                }
+                if item.is_err() {
+                    return;
+                }
+                self.on_item(item, out);
+            }
+        }
+        self.catch_up(upto, out);
+    }
+
+    /// Sends the frames the world still keeps after the last one this subscription handled, up
+    /// to sequence number `upto`, unless the oldest kept frame leaves a gap (keyframes resync
+    /// that, from the next frame read).
+    fn catch_up(&mut self, upto: u64, out: &mut Out<'_>) {
+        let kept = self.world.frames_after(self.feed.seq);
+        if kept.first().is_some_and(|f| f.seq != self.feed.seq + 1) {
+            return;
+        }
+        for frame in kept.into_iter().take_while(|f| f.seq <= upto) {
+            self.on_item(Ok(frame), out);
+        }
+    }
+
     /// A frame (or a gap) read from the world: what it sends. Answers the frame when it left
     /// the subscription steady (it may join the fan-out after this turn's write).
     fn on_item(&mut self, item: Result<Arc<TickFrame>, BroadcastStreamRecvError>, out: &mut Out<'_>) -> Option<Arc<TickFrame>> {
@@ -630,6 +691,7 @@ async fn carry_out(out: &mut Vec<Effect<WorldHandle>>, session: &mut Session, ct
             Effect::Subscribe { world, cells, span, request_id } => Ctl::Subscribe { world, cells, span, request_id },
             Effect::Unsubscribe { world, result } => Ctl::Unsubscribe { world, result },
             Effect::Close(code, reason) => Ctl::Close(code, reason),
+            Effect::Restored(awaited) => Ctl::Restored(awaited),
             Effect::RateLimited => {
                 state.metrics.command("rate_limited", false);
                 continue;
@@ -648,4 +710,160 @@ async fn carry_out(out: &mut Vec<Effect<WorldHandle>>, session: &mut Session, ct
         }
     }
     true
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::runtime::world::Request;
+    use tokio_util::task::TaskTracker;
+
+    /// A paused circle world of a registry whose worlds keep `history` frames, stepped once.
+    async fn world(history: usize) -> (crate::runtime::Registry, WorldHandle, Arc<crate::metrics::Metrics>) {
+        let players = Arc::new(crate::runtime::Players::new(crate::config::AuthSettings::default(), 0));
+        let m = Arc::new(crate::metrics::Metrics::new());
+        let limits = crate::config::LimitSettings { frame_history: history, ..Default::default() };
+        let reg = crate::runtime::Registry::new(limits, crate::config::PlayerSettings::default(), players, m.clone()).unwrap();
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../scenarios/circle.json");
+        let w = reg.create("w", crate::scenario::Scenario::from_file(&path).unwrap(), None, true).unwrap();
+        step(&w).await;
+        (reg, w, m)
+    }
+
+    async fn step(w: &WorldHandle) {
+        w.ask(|reply| Request::Step { ticks: 1, reply }).await.unwrap();
+    }
+
+    fn whole(w: &WorldHandle) -> Vec<u32> {
+        w.info.lock().unwrap().cells_in(&proto::Area::WholeWorld(proto::WholeWorld {}))
+    }
+
+    fn decoded(batch: &[(Bytes, Encoding)]) -> Vec<ServerMsg> {
+        batch.iter().map(|(b, _)| proto::decode_json(std::str::from_utf8(b).unwrap(), usize::MAX).unwrap()).collect()
+    }
+
+    /// The ticks of the deltas in `msgs`, in order, once each.
+    fn delta_ticks(msgs: &[ServerMsg]) -> Vec<u64> {
+        let mut t: Vec<u64> = msgs.iter().filter_map(|x| if let ServerMsg::Delta(d) = x { Some(d.tick) } else { None }).collect();
+        t.dedup();
+        t
+    }
+
+    fn keyframes(msgs: &[ServerMsg]) -> usize {
+        msgs.iter().filter(|x| matches!(x, ServerMsg::Keyframe(_))).count()
+    }
+
+    /// Asserts the client sees the ticks after `first` up to `last` as deltas, then the
+    /// `subscribed` answer to `rid`, then keyframes.
+    fn assert_resubscribed(batch: &[(Bytes, Encoding)], rid: u32, first: u64, last: u64) {
+        let msgs = decoded(batch);
+        let answer = msgs.iter().position(|x| matches!(x, ServerMsg::CommandResult(r) if r.request_id == rid)).expect("the subscribed answer");
+        assert_eq!(delta_ticks(&msgs[..answer]), (first + 1..=last).collect::<Vec<_>>(), "{msgs:?}");
+        assert_eq!(keyframes(&msgs[..answer]), 0, "{msgs:?}");
+        assert!(keyframes(&msgs[answer..]) > 0, "keyframes after the answer: {msgs:?}");
+    }
+
+    /// A Subscribe that replaces a subscription whose frames are still queued (a client that
+    /// subscribes again, as the SDKs do after a resume restored the subscription) sends those
+    /// frames first: the client sees every tick, then the answer, then the keyframes. The
+    /// world keeps one frame here, so the queue alone has both.
+    #[tokio::test]
+    async fn a_subscribe_again_sends_the_frames_queued_for_the_subscription_it_replaces() {
+        let (_reg, w, m) = world(1).await;
+        let viewer = Viewer::nobody();
+        let mut feeds = Feeds::default();
+        let mut batch = Vec::new();
+        feeds.subscribe(1, w.clone(), whole(&w), 1, Some(1), &mut Out { viewer: &viewer, enc: Encoding::Json, batch: &mut batch, m: &m });
+        let first = w.latest().unwrap().tick;
+        // Two frames published and not read yet when the client subscribes again.
+        step(&w).await;
+        step(&w).await;
+        batch.clear();
+        feeds.subscribe(1, w.clone(), whole(&w), 1, Some(2), &mut Out { viewer: &viewer, enc: Encoding::Json, batch: &mut batch, m: &m });
+        assert_resubscribed(&batch, 2, first, first + 2);
+        // The stream goes on after the keyframes' frame, not before it.
+        step(&w).await;
+        let (_, item) = feeds.streams.next().await.unwrap();
+        assert_eq!(item.unwrap().tick, first + 3);
+        w.shutdown();
+    }
+
+    /// A subscription the fan-out serves reads no frames itself: a Subscribe that replaces it
+    /// takes it off the fan-out and sends, from the frames the world keeps, those the fan-out
+    /// had not written (here: a writer that never got them), then the answer and keyframes.
+    #[tokio::test]
+    async fn a_subscribe_again_sends_what_the_fan_out_had_not_written_yet() {
+        let (_reg, w, m) = world(8).await;
+        let viewer = Viewer::nobody();
+        let mut feeds = Feeds::default();
+        let mut batch = Vec::new();
+        feeds.subscribe(1, w.clone(), whole(&w), 1, Some(1), &mut Out { viewer: &viewer, enc: Encoding::Json, batch: &mut batch, m: &m });
+        let first = w.latest().unwrap().tick;
+        // The subscription joins a fan-out whose writer reads a channel nobody sends on.
+        let (tx, _keep) = tokio::sync::broadcast::channel::<Arc<TickFrame>>(4);
+        let tracker = TaskTracker::new();
+        let fan = Fanout::over(|| tx.subscribe(), 1, m.clone(), &tracker, CancellationToken::new());
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let _client = tokio::net::TcpStream::connect(listener.local_addr().unwrap()).await.unwrap();
+        let (server, _) = listener.accept().await.unwrap();
+        let writer = wsio::Writer::tcp(server.into_split().1);
+        let (back, _back_rx) = mpsc::channel(4);
+        let sub = feeds.subs.get_mut(&w.id).unwrap();
+        let join = fan.next_join();
+        let member = Member {
+            world: w.id,
+            conn: 1,
+            join,
+            out: writer.shared().unwrap().clone(),
+            key: sub.feed.key,
+            span: 1,
+            cells: sub.feed.cells.clone(),
+            viewer: viewer.clone(),
+            combine: false,
+            after: sub.feed.seq,
+            back,
+            rate: Arc::new(ByteRate::new(Arc::default())),
+        };
+        assert!(fan.join(member));
+        sub.fast = Some((fan.clone(), join));
+        feeds.streams.remove(&w.id);
+        step(&w).await;
+        step(&w).await;
+        batch.clear();
+        feeds.subscribe(1, w.clone(), whole(&w), 1, Some(2), &mut Out { viewer: &viewer, enc: Encoding::Json, batch: &mut batch, m: &m });
+        assert_resubscribed(&batch, 2, first, first + 2);
+        assert_eq!(m.fanout_members.get(), 0, "off the fan-out");
+        w.shutdown();
+    }
+
+    /// A subscription the fan-out hands back sends the frames the writer never had (here the
+    /// first: a writer started after it was published), the frame it did not send and every
+    /// later one the world keeps, in order, as deltas: no gap, so no keyframes.
+    #[tokio::test]
+    async fn a_handed_back_subscription_sends_the_frames_after_the_handback_as_deltas() {
+        let (_reg, w, m) = world(8).await;
+        let viewer = Viewer::nobody();
+        let mut feeds = Feeds::default();
+        let mut batch = Vec::new();
+        feeds.subscribe(1, w.clone(), whole(&w), 1, None, &mut Out { viewer: &viewer, enc: Encoding::Json, batch: &mut batch, m: &m });
+        let (first, after) = w.latest().map(|f| (f.tick, f.seq)).unwrap();
+        let (tx, _keep) = tokio::sync::broadcast::channel::<Arc<TickFrame>>(4);
+        let fan = Fanout::over(|| tx.subscribe(), 1, m.clone(), &TaskTracker::new(), CancellationToken::new());
+        let join = fan.next_join();
+        feeds.subs.get_mut(&w.id).unwrap().fast = Some((fan, join));
+        feeds.streams.remove(&w.id);
+        for _ in 0..3 {
+            step(&w).await;
+        }
+        // Handed back at the second of them; one more published since.
+        let unsent = w.frames_after(after).into_iter().nth(1);
+        batch.clear();
+        assert!(feeds.take_back(Handback { world: w.id, join, after, frame: unsent }, &mut Out { viewer: &viewer, enc: Encoding::Json, batch: &mut batch, m: &m }));
+        let msgs = decoded(&batch);
+        assert_eq!(delta_ticks(&msgs), vec![first + 1, first + 2, first + 3], "{msgs:?}");
+        assert_eq!(keyframes(&msgs), 0, "{msgs:?}");
+        // A handback of a membership already gone changes nothing.
+        assert!(!feeds.take_back(Handback { world: w.id, join, after, frame: None }, &mut Out { viewer: &viewer, enc: Encoding::Json, batch: &mut batch, m: &m }));
+        w.shutdown();
+    }
 }

@@ -149,6 +149,41 @@ pub struct TickFrame {
     pub vision: Option<Arc<std::collections::HashMap<String, Vec<bool>>>>,
 }
 
+/// A world's newest frames, at most `cap` of them, oldest first: a new subscriber starts from
+/// the newest, and a subscription that changes hands (a Subscribe that replaces it, a fan-out
+/// handback) sends from them the frames it has not sent yet.
+#[derive(Debug)]
+pub struct Recent {
+    frames: std::collections::VecDeque<Arc<TickFrame>>,
+    cap: usize,
+}
+
+impl Recent {
+    /// Keeps up to `cap` frames (at least one).
+    pub fn new(cap: usize) -> Self {
+        let cap = cap.max(1);
+        Recent { frames: std::collections::VecDeque::with_capacity(cap), cap }
+    }
+
+    /// Adds the newest frame, dropping the oldest past the bound.
+    pub fn push(&mut self, frame: Arc<TickFrame>) {
+        if self.frames.len() >= self.cap {
+            self.frames.pop_front();
+        }
+        self.frames.push_back(frame);
+    }
+
+    /// The newest frame.
+    pub fn newest(&self) -> Option<Arc<TickFrame>> {
+        self.frames.back().cloned()
+    }
+
+    /// The frames after sequence number `seq`, oldest first (those still kept).
+    pub fn after(&self, seq: u64) -> Vec<Arc<TickFrame>> {
+        self.frames.iter().filter(|f| f.seq > seq).cloned().collect()
+    }
+}
+
 impl TickFrame {
     /// The cells of send rate `span` and whether this tick is one of its ticks (`None`: the rate
     /// is not kept yet; its cells appear from the next tick).

@@ -8,7 +8,7 @@ pub mod players;
 pub mod registry;
 pub mod world;
 
-pub use frames::{CellFrame, FrameEvent, SetKey, TickFrame};
+pub use frames::{CellFrame, FrameEvent, Recent, SetKey, TickFrame};
 pub use players::Players;
 pub use registry::{Registry, RegistryError};
 pub use world::{Actor, CmdError, RateGuard, SessionId, WorldHandle, WorldSpawn};

@@ -75,9 +75,31 @@ struct Session {
     /// The peer address of an anonymous dev-mode player's connection (what
     /// `auth.max_sessions_per_ip` counts); none for everyone else.
     ip: Option<IpAddr>,
-    /// Handed over by another server with a world that waits for it to resume: the world's
-    /// count of sessions it still waits for (decremented at the resume).
-    awaited: Option<Arc<std::sync::atomic::AtomicUsize>>,
+    /// Handed over by another server with a world that waits for it to resume: its place in
+    /// the world's count of sessions it still waits for (the resume hands it on; a session
+    /// dropped unresumed drops it).
+    awaited: Option<Awaited>,
+}
+
+/// A resumed session that a world arrived by a handoff waits for: the world ticks once every
+/// such session dropped its `Awaited` (or its wait ran out). The connection drops it after its
+/// restored subscriptions are in place, so that it gets every frame from the world's first tick.
+#[derive(Debug)]
+pub struct Awaited(Arc<std::sync::atomic::AtomicUsize>);
+
+impl Awaited {
+    /// One more session `count` waits for.
+    pub fn counted_in(count: &Arc<std::sync::atomic::AtomicUsize>) -> Self {
+        count.fetch_add(1, Ordering::SeqCst);
+        Awaited(count.clone())
+    }
+}
+
+impl Drop for Awaited {
+    fn drop(&mut self) {
+        // Saturating: a count the world stopped watching may already be 0.
+        let _ = self.0.fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1));
+    }
 }
 
 /// A session as a handoff carries it to the server that takes the world (`http/handoff.rs`):
@@ -117,6 +139,9 @@ pub struct Joined {
     pub token: String,
     /// Events about the player's agents kept while it had no connection.
     pub pending: Vec<Direct>,
+    /// A world that arrived by a handoff waits for this session: drop it once the restored
+    /// subscriptions are in place.
+    pub awaited: Option<Awaited>,
 }
 
 /// Why a connection could not join.
@@ -251,11 +276,9 @@ impl Players {
         Self::prune(&mut g, now, self.grace, secs);
         self.admit(&mut g, &identity, peer, Some(token))?;
         let (subs, awaited) = g.sessions.remove(token).map(|s| (s.subs, s.awaited)).unwrap_or_default();
-        if let Some(a) = awaited {
-            // Saturating: a count the world stopped watching may already be 0.
-            let _ = a.fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1));
-        }
-        Ok(Self::register(&mut g, identity, subs, id, conn, peer))
+        let mut joined = Self::register(&mut g, identity, subs, id, conn, peer);
+        joined.awaited = awaited;
+        Ok(joined)
     }
 
     /// Checks the caps for one more session of `identity` from `peer` (`replacing`: a session
@@ -355,7 +378,7 @@ impl Players {
         let token = random_hex(16);
         let ip = peer.filter(|_| identity.is_anonymous());
         g.sessions.insert(token_key(&token), Session { identity: identity.clone(), subs: Vec::new(), conn: Some(id), until: None, ip, awaited: None });
-        Joined { identity, subs, token, pending }
+        Joined { identity, subs, token, pending, awaited: None }
     }
 
     /// A connection ended: its session becomes resumable for the grace period with `subs`.
@@ -567,10 +590,7 @@ impl Players {
                 continue;
             }
             let identity = Identity { player: m.player, role: m.role, team: m.team, worlds: m.worlds, expires: m.expires };
-            let live = m.live.then(|| {
-                awaited.fetch_add(1, Ordering::SeqCst);
-                awaited.clone()
-            });
+            let live = m.live.then(|| Awaited::counted_in(awaited));
             g.sessions.insert(m.token, Session { identity, subs: m.subs, conn: None, until: Some(now + self.grace), ip: None, awaited: live });
             taken += 1;
         }

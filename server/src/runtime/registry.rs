@@ -285,6 +285,7 @@ impl Registry {
                 scenario_name,
                 queue: l.world_queue,
                 frame_buffer: l.frame_buffer,
+                frame_history: l.frame_history,
                 max_catchup_ticks: l.max_catchup_ticks,
                 max_aoi_cells: l.max_aoi_cells,
                 max_agents: l.max_agents_per_world,

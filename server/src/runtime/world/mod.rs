@@ -40,7 +40,7 @@ use steer_proto as proto;
 use tokio::sync::{broadcast, oneshot};
 
 use super::fields::FieldBuilder;
-use super::frames::{FrameEvent, TickFrame};
+use super::frames::{FrameEvent, Recent, TickFrame};
 use crate::convert;
 use crate::metrics::Metrics;
 use crate::scenario::Scenario;
@@ -202,6 +202,8 @@ pub struct WorldSpawn {
     pub queue: usize,
     /// Frame buffer (broadcast capacity).
     pub frame_buffer: usize,
+    /// Newest frames kept for subscriptions that change hands.
+    pub frame_history: usize,
     /// Catch-up bound.
     pub max_catchup_ticks: u32,
     /// Most AOI cells.
@@ -279,8 +281,9 @@ pub struct WorldHandle {
     pub death: Arc<Mutex<Option<String>>>,
     /// The scenario the world was last loaded from (to restart a dead world).
     pub origin: Arc<Mutex<(Scenario, Option<String>)>>,
-    /// The newest frame, so a new subscriber gets keyframes at once (also while paused).
-    pub latest: Arc<Mutex<Option<Arc<TickFrame>>>>,
+    /// The newest frames: a new subscriber gets keyframes of the newest at once (also while
+    /// paused); a subscription that changes hands sends the ones it has not sent.
+    pub recent: Arc<Mutex<Recent>>,
     /// Subscriptions per send rate (`every_n_ticks`, index = rate): the world keeps the cells
     /// of each rate in use.
     pub rates: Arc<RateUsers>,
@@ -342,7 +345,7 @@ impl WorldHandle {
             stats: Arc::new(WorldStats::starting(&world)),
             death: Arc::new(Mutex::new(None)),
             origin: Arc::new(Mutex::new((scenario.clone(), scenario_name.clone()))),
-            latest: Arc::new(Mutex::new(None)),
+            recent: Arc::new(Mutex::new(Recent::new(spawn.frame_history))),
             rates: Arc::new(RateUsers::new(spawn.max_every_n_ticks)),
             groups: Arc::new(Mutex::new(world.groups().to_vec())),
             durable: dur.as_ref().map(|d| (d.status().clone(), d.policy())),
@@ -411,7 +414,13 @@ impl WorldHandle {
 
     /// The newest published frame.
     pub fn latest(&self) -> Option<Arc<TickFrame>> {
-        self.latest.lock().ok().and_then(|l| l.clone())
+        self.recent.lock().ok().and_then(|r| r.newest())
+    }
+
+    /// The published frames after sequence number `seq` that the world still keeps
+    /// (`limits.frame_history`), oldest first.
+    pub fn frames_after(&self, seq: u64) -> Vec<Arc<TickFrame>> {
+        self.recent.lock().map(|r| r.after(seq)).unwrap_or_default()
     }
 
     /// Number of frame receivers.
@@ -487,7 +496,7 @@ fn publisher(handle: &WorldHandle, max_shared: usize, checksum_every: u32, max_a
         shared_info: handle.info.clone(),
         max_aoi_cells,
         frames: handle.frames.clone(),
-        latest: handle.latest.clone(),
+        recent: handle.recent.clone(),
         published: 0,
         reset_pending: false,
         checksum_every: u64::from(checksum_every.max(1)),

@@ -7,7 +7,7 @@ use std::sync::{Arc, Mutex};
 use steer_proto as proto;
 use tokio::sync::broadcast;
 
-use super::super::frames::{CellFrame, FrameEvent, RateCells, Shared, TickFrame};
+use super::super::frames::{CellFrame, FrameEvent, RateCells, Recent, Shared, TickFrame};
 use super::types::{RateUsers, Vision, world_info};
 use crate::convert;
 use crate::sim::World;
@@ -32,8 +32,8 @@ pub(super) struct Publisher {
     pub(super) announced_groups: Vec<String>,
     pub(super) shared_groups: Arc<Mutex<Vec<String>>>,
     pub(super) frames: broadcast::Sender<Arc<TickFrame>>,
-    /// The newest frame (a new subscriber starts from it).
-    pub(super) latest: Arc<Mutex<Option<Arc<TickFrame>>>>,
+    /// The newest frames (a new subscriber starts from the newest).
+    pub(super) recent: Arc<Mutex<Recent>>,
     /// Frames published (the last one's `seq`).
     pub(super) published: u64,
     /// The next publish marks its frame as a reset.
@@ -178,8 +178,8 @@ impl Publisher {
             reset: std::mem::take(&mut self.reset_pending),
             vision,
         });
-        if let Ok(mut l) = self.latest.lock() {
-            *l = Some(frame.clone());
+        if let Ok(mut r) = self.recent.lock() {
+            r.push(frame.clone());
         }
         // No receivers is fine: nobody is watching.
         let _ = self.frames.send(frame);
