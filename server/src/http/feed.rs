@@ -11,7 +11,6 @@ use steer_proto::{self as proto, Encoding, ServerMsg};
 
 use crate::runtime::{CellFrame, SetKey, TickFrame};
 
-
 /// What the send task filters frames and events by.
 #[derive(Debug, Clone)]
 pub(crate) struct Viewer {
@@ -77,7 +76,6 @@ fn empty_keyframe(world: u32, cell: u32, tick: u64, enc: Encoding) -> Option<Byt
     let k = proto::encode_keyframe(proto::FrameScope { world, cell }, tick, &[], true).ok()?;
     Some(encode(&ServerMsg::Keyframe(k), enc))
 }
-
 
 /// What a subscription takes of one cell this tick.
 enum Want {

@@ -184,7 +184,6 @@ impl Sub {
     }
 }
 
-
 /// One WebSocket connection from `peer` (the client's address, if the accept loop gave it).
 async fn session(mut stream: wsio::Reader, writer: wsio::Writer, state: AppState, url_enc: Encoding, batch: bool, peer: Option<std::net::IpAddr>) {
     use tracing::Instrument;

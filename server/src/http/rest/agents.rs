@@ -19,7 +19,6 @@ use crate::runtime::world::{AgentView, Request};
 use crate::runtime::CmdError;
 use proto::Point;
 
-
 use crate::sim::world::{Command, Outcome};
 
 /// Query of `GET /worlds/{world}/agents`.

@@ -12,8 +12,6 @@ use crate::authz::Grant;
 use crate::runtime::world::Actor;
 use crate::runtime::WorldHandle;
 
-
-
 pub(super) type Body<T> = Result<Json<T>, JsonRejection>;
 pub(super) type ApiResult = Result<Response, ApiError>;
 

@@ -17,7 +17,6 @@ use crate::scenario::RandomObstacles;
 use crate::convert::vec2;
 use proto::Point;
 
-
 use crate::sim::world::{Command, Outcome};
 
 /// `GET /worlds/{world}/obstacles`.

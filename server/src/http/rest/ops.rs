@@ -13,8 +13,6 @@ use crate::http::state::AppState;
 use crate::http::error::ApiError;
 use crate::http::schema as doc;
 
-
-
 /// `GET /health`: 200 when every world runs, 503 naming the dead ones otherwise.
 #[utoipa::path(get, path = "/health", tag = "ops",
     responses(

@@ -14,8 +14,6 @@ use crate::http::error::ApiError;
 use crate::http::schema as doc;
 use crate::runtime::world::Request;
 
-
-
 /// One player of a world (`GET /worlds/{world}/players`).
 #[derive(Debug, Clone, PartialEq, serde::Serialize, ToSchema)]
 pub struct PlayerView {

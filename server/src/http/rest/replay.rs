@@ -10,8 +10,6 @@ use crate::http::state::AppState;
 use crate::http::schema as doc;
 use crate::runtime::world::{ReplayOp, ReplayView, Request};
 
-
-
 /// Body of `POST /worlds/{world}/replay/seek`.
 #[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]

@@ -11,8 +11,6 @@ use crate::http::error::ApiError;
 use crate::http::schema as doc;
 use crate::scenario::Scenario;
 
-
-
 /// `GET /scenarios`.
 #[utoipa::path(get, path = "/scenarios", tag = "scenarios",
     responses((status = 200, description = "Saved and shipped scenarios", body = [doc::ScenarioEntry])))]

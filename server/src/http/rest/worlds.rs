@@ -18,8 +18,6 @@ use crate::runtime::world::{Request, Snapshot, WorldInfoView};
 use crate::runtime::WorldHandle;
 use crate::scenario::Scenario;
 
-
-
 /// `GET /worlds`.
 #[utoipa::path(get, path = "/worlds", tag = "worlds",
     responses((status = 200, description = "Every world (a dead one shows only `name`, `id` and `alive: false`)", body = [WorldInfoView])))]
