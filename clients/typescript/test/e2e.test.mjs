@@ -16,6 +16,9 @@ before(async () => { srv = await startServer({ adminToken: ADMIN, playerSecret: 
 after(async () => { if (srv) await srv.stop(); });
 
 const sortById = (l) => [...l].sort((a, b) => a.id - b.id);
+/** The most a clock estimate can be off by from its Pong samples, in ms: half the round trip of
+ * the worst sample `clock.ts` accepts (2× the best, or the best + its default 30 ms slack). */
+const pongError = (clock) => Math.max(2 * clock.bestRttMs, clock.bestRttMs + 30) / 2;
 
 async function scenario(encoding) {
   const world = `sdk-${encoding}`;
@@ -86,7 +89,9 @@ async function scenario(encoding) {
     const info = await srv.rest('GET', `/worlds/${world}`);
     const t1 = performance.now();
     const st = view.serverTick((t0 + t1) / 2);
-    const slack = 20 + ((t1 - t0) * view.tickRate) / 1000;
+    // Off by at most the REST call's time and half the round trip of an accepted Pong sample
+    // (at most 2× the best one, or the best + 30 ms: `clock.ts`).
+    const slack = 20 + ((t1 - t0 + pongError(view.clock)) * view.tickRate) / 1000;
     assert.ok(Math.abs(st - info.tick) < slack, `server tick estimate ${st} vs REST tick ${info.tick} (±${slack})`);
     const sampled = view.sample();
     assert.equal(sampled.length, 3);
@@ -333,7 +338,7 @@ test('per-world tick rates (protocol v9): the Welcome carries each world\'s rate
     const t1 = performance.now();
     assert.equal(info.tick_rate, 10);
     const st = a.serverTick((t0 + t1) / 2);
-    const slack = 5 + ((t1 - t0) * 10) / 1000;
+    const slack = 5 + ((t1 - t0 + pongError(a.clock)) * 10) / 1000;
     assert.ok(Math.abs(st - info.tick) < slack, `server tick estimate ${st} vs REST ${info.tick} (±${slack})`);
     // A later Welcome carries the new rate.
     const other = await connect(srv.base, { token: srv.mintToken('rates2') });
