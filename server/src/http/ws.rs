@@ -737,6 +737,14 @@ mod tests {
         w.info.lock().unwrap().cells_in(&proto::Area::WholeWorld(proto::WholeWorld {}))
     }
 
+    /// A JSON connection's feeds subscribed to all of `w` (answering `rid`), and what it sent.
+    fn subscribed(w: &WorldHandle, m: &crate::metrics::Metrics, viewer: &Viewer, rid: Option<u32>) -> (Feeds, Vec<(Bytes, Encoding)>) {
+        let mut feeds = Feeds::default();
+        let mut batch = Vec::new();
+        feeds.subscribe(1, w.clone(), whole(w), 1, rid, &mut Out { viewer, enc: Encoding::Json, batch: &mut batch, m });
+        (feeds, batch)
+    }
+
     fn decoded(batch: &[(Bytes, Encoding)]) -> Vec<ServerMsg> {
         batch.iter().map(|(b, _)| proto::decode_json(std::str::from_utf8(b).unwrap(), usize::MAX).unwrap()).collect()
     }
@@ -770,9 +778,7 @@ mod tests {
     async fn a_subscribe_again_sends_the_frames_queued_for_the_subscription_it_replaces() {
         let (_reg, w, m) = world(1).await;
         let viewer = Viewer::nobody();
-        let mut feeds = Feeds::default();
-        let mut batch = Vec::new();
-        feeds.subscribe(1, w.clone(), whole(&w), 1, Some(1), &mut Out { viewer: &viewer, enc: Encoding::Json, batch: &mut batch, m: &m });
+        let (mut feeds, mut batch) = subscribed(&w, &m, &viewer, Some(1));
         let first = w.latest().unwrap().tick;
         // Two frames published and not read yet when the client subscribes again.
         step(&w).await;
@@ -794,9 +800,7 @@ mod tests {
     async fn a_subscribe_again_sends_what_the_fan_out_had_not_written_yet() {
         let (_reg, w, m) = world(8).await;
         let viewer = Viewer::nobody();
-        let mut feeds = Feeds::default();
-        let mut batch = Vec::new();
-        feeds.subscribe(1, w.clone(), whole(&w), 1, Some(1), &mut Out { viewer: &viewer, enc: Encoding::Json, batch: &mut batch, m: &m });
+        let (mut feeds, mut batch) = subscribed(&w, &m, &viewer, Some(1));
         let first = w.latest().unwrap().tick;
         // The subscription joins a fan-out whose writer reads a channel nobody sends on.
         let (tx, _keep) = tokio::sync::broadcast::channel::<Arc<TickFrame>>(4);
@@ -842,9 +846,7 @@ mod tests {
     async fn a_handed_back_subscription_sends_the_frames_after_the_handback_as_deltas() {
         let (_reg, w, m) = world(8).await;
         let viewer = Viewer::nobody();
-        let mut feeds = Feeds::default();
-        let mut batch = Vec::new();
-        feeds.subscribe(1, w.clone(), whole(&w), 1, None, &mut Out { viewer: &viewer, enc: Encoding::Json, batch: &mut batch, m: &m });
+        let (mut feeds, mut batch) = subscribed(&w, &m, &viewer, None);
         let (first, after) = w.latest().map(|f| (f.tick, f.seq)).unwrap();
         let (tx, _keep) = tokio::sync::broadcast::channel::<Arc<TickFrame>>(4);
         let fan = Fanout::over(|| tx.subscribe(), 1, m.clone(), &TaskTracker::new(), CancellationToken::new());
