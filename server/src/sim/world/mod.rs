@@ -17,12 +17,14 @@
 //! spawn specs, step statistics, audits), `spawn.rs` (spawning and group target bindings),
 //! `contact.rs` (the apply phase: the integrator, the push out of other agents, walls,
 //! obstacles, edges), `settle.rs` (contact settling after the push: candidate pairs, rounds),
-//! `save.rs` (the world's saved form: `World::save`, `World::load`); this file holds the
-//! `World` itself, its commands and the two-phase step.
+//! `edit.rs` (obstacles, walls, despawns and groups changed between ticks), `save.rs` (the
+//! world's saved form: `World::save`, `World::load`); this file holds the `World` itself, its
+//! commands and the two-phase step.
 
 mod batch;
 mod config;
 mod contact;
+mod edit;
 mod save;
 mod settle;
 mod spawn;
@@ -50,7 +52,7 @@ use super::behaviors::path_following::EVENT_PATH_COMPLETED;
 use super::behaviors::reciprocal_avoidance::NO_CONTACT;
 use super::behaviors::{Behavior, BehaviorSet, Scratch, Target};
 use super::error::{SimError, check_finite, check_positive, check_vec};
-use super::math::{clamp_len, closest_on_segment, dir, orientation_of, pair_dir, perp, segment_intersection, wrap_angle};
+use super::math::{clamp_len, closest_on_segment, dir, orientation_of, pair_dir, segment_intersection, wrap_angle};
 use super::nav::flowfield::FlowField;
 use super::nav::portals::PortalRules;
 use super::nav::{FieldBudget, FieldJob, NavShape, NavState};
@@ -458,105 +460,6 @@ impl World {
             }
         }
         Ok(())
-    }
-
-    /// Adds an obstacle; returns its id.
-    pub fn add_obstacle(&mut self, center: Vec2, radius: f32) -> Result<u32, SimError> {
-        check_vec("center", center)?;
-        check_positive("radius", radius)?;
-        if self.obstacles.len() >= self.config.max_obstacles {
-            return Err(SimError::LimitExceeded { what: "obstacles".into(), max: self.config.max_obstacles });
-        }
-        let id = self.next_static_id;
-        self.next_static_id += 1;
-        self.obstacles.push(Obstacle { id, center, radius });
-        self.mark_nav_dirty(center - Vec2::splat(radius), center + Vec2::splat(radius));
-        Ok(id)
-    }
-
-    /// Moves an obstacle.
-    pub fn move_obstacle(&mut self, id: u32, center: Vec2) -> Result<(), SimError> {
-        check_vec("center", center)?;
-        let o = self.obstacles.iter_mut().find(|o| o.id == id).ok_or(SimError::UnknownObstacle(id))?;
-        let (old, r) = (o.center, o.radius);
-        o.center = center;
-        self.mark_nav_dirty(old - Vec2::splat(r), old + Vec2::splat(r));
-        self.mark_nav_dirty(center - Vec2::splat(r), center + Vec2::splat(r));
-        Ok(())
-    }
-
-    /// Moves an obstacle and, with `radius`, resizes it (validated; nothing changes on error).
-    pub fn reshape_obstacle(&mut self, id: u32, center: Vec2, radius: Option<f32>) -> Result<(), SimError> {
-        check_vec("center", center)?;
-        if let Some(r) = radius {
-            check_positive("radius", r)?;
-        }
-        let o = self.obstacles.iter_mut().find(|o| o.id == id).ok_or(SimError::UnknownObstacle(id))?;
-        let (old, old_r) = (o.center, o.radius);
-        o.radius = radius.unwrap_or(old_r);
-        let r = old_r.max(o.radius);
-        self.move_obstacle(id, center)?;
-        self.mark_nav_dirty(old - Vec2::splat(r), old + Vec2::splat(r));
-        self.mark_nav_dirty(center - Vec2::splat(r), center + Vec2::splat(r));
-        Ok(())
-    }
-
-    /// Removes an obstacle.
-    pub fn remove_obstacle(&mut self, id: u32) -> Result<(), SimError> {
-        let i = self.obstacles.iter().position(|o| o.id == id).ok_or(SimError::UnknownObstacle(id))?;
-        let o = self.obstacles.remove(i);
-        self.mark_nav_dirty(o.center - Vec2::splat(o.radius), o.center + Vec2::splat(o.radius));
-        Ok(())
-    }
-
-    /// Adds a wall segment; returns its id.
-    pub fn add_wall(&mut self, a: Vec2, b: Vec2) -> Result<u32, SimError> {
-        check_vec("a", a)?;
-        check_vec("b", b)?;
-        if a.distance_squared(b) < 1e-8 {
-            return Err(SimError::invalid("b", "a wall needs two distinct end points"));
-        }
-        if self.walls.len() >= self.config.max_walls {
-            return Err(SimError::LimitExceeded { what: "walls".into(), max: self.config.max_walls });
-        }
-        let id = self.next_static_id;
-        self.next_static_id += 1;
-        self.walls.push(Wall { id, a, b, normal: dir(perp(b - a)) });
-        self.mark_nav_dirty(a.min(b), a.max(b));
-        Ok(id)
-    }
-
-    /// Removes a wall.
-    pub fn remove_wall(&mut self, id: u32) -> Result<(), SimError> {
-        let i = self.walls.iter().position(|w| w.id == id).ok_or(SimError::UnknownWall(id))?;
-        let w = self.walls.remove(i);
-        self.mark_nav_dirty(w.a.min(w.b), w.a.max(w.b));
-        Ok(())
-    }
-
-    /// Removes an agent.
-    pub fn despawn(&mut self, id: AgentId) -> Result<(), SimError> {
-        let a = self.agents.remove(id).ok_or(SimError::UnknownAgent(id))?;
-        if let (Some(nav), Some(o)) = (self.nav.as_mut(), a.order.as_deref()) {
-            nav.release(o);
-        }
-        self.push_event(Event::Despawned { id });
-        Ok(())
-    }
-
-    /// The id of group `name`, created if new.
-    pub fn ensure_group(&mut self, name: &str) -> Result<GroupId, SimError> {
-        if let Some(g) = self.group_id(name) {
-            return Ok(g);
-        }
-        if name.is_empty() || name.len() > 64 {
-            return Err(SimError::invalid("group", "must be 1 to 64 bytes"));
-        }
-        if self.groups.len() >= usize::from(u16::MAX) {
-            return Err(SimError::LimitExceeded { what: "groups".into(), max: usize::from(u16::MAX) });
-        }
-        self.groups.push(name.to_string());
-        Ok((self.groups.len() - 1) as GroupId)
     }
 
     /// Rebuilds the agent grid (and the static index if obstacles or walls changed).
